@@ -1,0 +1,24 @@
+# convo: the commands a newcomer looks for.
+#   make run       serve convo (embedded PostgreSQL unless DATABASE_URL is set)
+#   make test      everything CI runs: setup, generated-code check, lint, all tests
+#   make generate  regenerate sqlc and protobuf code (needs npm ci --prefix web)
+#   make lint      gofmt, go vet, generated code is current
+#   make bench     the benchmarks whose figures the docs quote
+
+.PHONY: run test generate lint bench
+
+run:
+	go run ./cmd/api
+
+test:
+	./scripts/test.sh
+
+generate:
+	go tool sqlc generate
+	web/node_modules/.bin/buf generate
+
+lint:
+	./scripts/lint.sh
+
+bench:
+	go test -run '^$$' -bench . -benchtime 2000x ./postgres/

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// newHTTPServer returns a server for long-lived streams: a read-header
+// timeout against slow clients, but no write timeout, which would cut every
+// stream at that moment. HTTP/1.1 and unencrypted HTTP/2 (h2c) are both
+// served, so the Connect, gRPC and gRPC-Web protocols all work.
+func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		Protocols:         protocols,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+func (m *Main) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", m.healthz)
+	return mux
+}
+
+// healthz answers 200 while the database answers a ping, 503 otherwise.
+func (m *Main) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	if err := m.pool.Ping(ctx); err != nil {
+		m.Logger.Warn("health check: database unreachable", "err", err)
+		http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+		return
+	}
+	w.Write([]byte("ok\n")) //nolint:errcheck // the client may be gone
+}

@@ -1,0 +1,240 @@
+// Command api serves convo: the Connect API, the web app and /healthz, on
+// the PostgreSQL in DATABASE_URL or, when that is unset, on a private
+// PostgreSQL it starts from the local binaries (the embedded default).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/db"
+	"github.com/convo-dev/convo/pgembed"
+	"github.com/convo-dev/convo/postgres"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	m := NewMain()
+	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := m.Run(ctx); err != nil {
+		m.Close()
+		slog.Error("convo failed to start", "err", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	slog.Info("shutting down")
+	if err := m.Close(); err != nil {
+		slog.Error("shutdown", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Config is the server's configuration: each field has an environment
+// variable and a flag of the same meaning (CONTRACT §5).
+type Config struct {
+	DatabaseURL string // DATABASE_URL, --database-url
+	HTTPAddr    string // CONVO_HTTP_ADDR, --http-addr
+	DataDir     string // CONVO_DATA_DIR, --data-dir: the embedded PostgreSQL's data
+	EmbedPort   int    // CONVO_EMBED_PORT, --embed-port: the embedded PostgreSQL's port
+	LogLevel    string // CONVO_LOG_LEVEL, --log-level
+}
+
+// Main is the whole server: ParseFlags, then Run, then Close. End-to-end
+// tests drive exactly this wiring.
+type Main struct {
+	Config Config
+	// Logger defaults to JSON-free text on stderr at Config.LogLevel.
+	Logger *slog.Logger
+	// Stdout receives the human-readable start banner.
+	Stdout io.Writer
+
+	cluster  *pgembed.Cluster
+	pool     *pgxpool.Pool
+	store    *postgres.Store
+	listener net.Listener
+	server   *http.Server
+	serveErr chan error
+}
+
+// NewMain returns a Main with the defaults of CONTRACT §5.
+func NewMain() *Main {
+	return &Main{
+		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info"},
+		Stdout: os.Stdout,
+	}
+}
+
+// ParseFlags reads configuration from the environment (through getenv)
+// and then from args, flags winning.
+func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
+	c := &m.Config
+	fromEnv := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	fromEnv(&c.DatabaseURL, "DATABASE_URL")
+	fromEnv(&c.HTTPAddr, "CONVO_HTTP_ADDR")
+	fromEnv(&c.DataDir, "CONVO_DATA_DIR")
+	fromEnv(&c.LogLevel, "CONVO_LOG_LEVEL")
+	if v := getenv("CONVO_EMBED_PORT"); v != "" {
+		if _, err := fmt.Sscan(v, &c.EmbedPort); err != nil {
+			return fmt.Errorf("CONVO_EMBED_PORT: %q is not a port number", v)
+		}
+	}
+
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: api [flags]\n\nServes convo. Every flag has an environment variable; flags win.\n\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to use (DATABASE_URL); empty: start a private PostgreSQL from the local binaries")
+	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (CONVO_HTTP_ADDR)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
+	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL (CONVO_EMBED_PORT); a free one is used when it is taken")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return nil
+}
+
+// Run starts the database (when embedded), migrates it, and starts serving.
+// It returns once the server listens; Close stops everything.
+func (m *Main) Run(ctx context.Context) error {
+	if m.Logger == nil {
+		m.Logger = slog.Default()
+	}
+	dsn := m.Config.DatabaseURL
+	if dsn == "" {
+		var err error
+		if dsn, err = m.startEmbedded(ctx); err != nil {
+			return err
+		}
+	}
+	if err := db.Migrate(ctx, dsn); err != nil {
+		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
+	}
+	poolConfig, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	if m.pool, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
+	}
+	m.store = postgres.New(m.pool)
+
+	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
+		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
+	}
+	m.server = newHTTPServer(m.routes(), m.Logger)
+	m.serveErr = make(chan error, 1)
+	go func() { m.serveErr <- m.server.Serve(m.listener) }()
+	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
+	return nil
+}
+
+// startEmbedded starts (or reuses the data of) the private PostgreSQL and
+// returns the connection string of its convo database.
+func (m *Main) startEmbedded(ctx context.Context) (string, error) {
+	cluster, err := pgembed.Start(ctx, pgembed.Options{
+		DataDir: m.Config.DataDir,
+		Port:    m.Config.EmbedPort,
+		Logical: true,
+		Logger:  m.Logger,
+	})
+	if err != nil {
+		return "", fmt.Errorf("no DATABASE_URL, and the embedded PostgreSQL did not start: %w", err)
+	}
+	m.cluster = cluster
+	if err := cluster.CreateDatabase(ctx, "convo"); err != nil {
+		return "", fmt.Errorf("embedded PostgreSQL: %w", err)
+	}
+	dsn := cluster.DSN("convo")
+	m.Logger.Info("embedded PostgreSQL is running; workers and psql can connect with this URL",
+		"database_url", dsn, "data_dir", cluster.DataDir())
+	fmt.Fprintf(m.Stdout, "\nconvo database (workers, psql): %s\n\n", dsn)
+	return dsn, nil
+}
+
+// URL is the base URL the server answers on.
+func (m *Main) URL() string {
+	if m.listener == nil {
+		return ""
+	}
+	return "http://" + m.listener.Addr().String()
+}
+
+// Close stops serving, closes the pool, and stops the embedded PostgreSQL.
+// It is safe to call after a failed Run.
+func (m *Main) Close() error {
+	var errs []error
+	if m.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop http server: %w", err))
+		}
+		if err := <-m.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+		m.server = nil
+	}
+	if m.pool != nil {
+		m.pool.Close()
+		m.pool = nil
+	}
+	if m.cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.cluster.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop embedded postgres: %w", err))
+		}
+		m.cluster = nil
+	}
+	return errors.Join(errs...)
+}
+
+// redact hides the password of a connection string for logs.
+func redact(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		if at := strings.Index(dsn[i+3:], "@"); at >= 0 {
+			userinfo := dsn[i+3 : i+3+at]
+			if colon := strings.Index(userinfo, ":"); colon >= 0 {
+				return dsn[:i+3] + userinfo[:colon] + ":xxxxx" + dsn[i+3+at:]
+			}
+		}
+	}
+	return dsn
+}

@@ -1,0 +1,48 @@
+package conversation
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// EventKind names what an event records. The names are the field names of
+// the Connect API's Event oneof.
+type EventKind string
+
+const (
+	EventMessageCreated      EventKind = "messageCreated"
+	EventMessageUpdated      EventKind = "messageUpdated"
+	EventPromptQueued        EventKind = "promptQueued"
+	EventPromptStarted       EventKind = "promptStarted"
+	EventPromptCompleted     EventKind = "promptCompleted"
+	EventPromptFailed        EventKind = "promptFailed"
+	EventPromptCancelled     EventKind = "promptCancelled"
+	EventBlockStart          EventKind = "blockStart"
+	EventBlockDelta          EventKind = "blockDelta"
+	EventBlockEnd            EventKind = "blockEnd"
+	EventToolCallStarted     EventKind = "toolCallStarted"
+	EventToolCallProgress    EventKind = "toolCallProgress"
+	EventToolCallCompleted   EventKind = "toolCallCompleted"
+	EventToolCallFailed      EventKind = "toolCallFailed"
+	EventConversationUpdated EventKind = "conversationUpdated"
+)
+
+// Event is one committed change of a conversation. Seq numbers a
+// conversation's events 1, 2, 3 … with no gaps, in commit order.
+type Event struct {
+	ConversationID uuid.UUID
+	Seq            int64
+	Kind           EventKind
+	PromptID       uuid.NullUUID
+	BlockID        uuid.NullUUID
+	ToolCallID     uuid.NullUUID
+	// Payload is the event's body in the proto3 JSON form of the Connect
+	// API's message for Kind (docs/events.md).
+	Payload   json.RawMessage
+	CreatedAt time.Time
+	// Replay marks an event synthesised from a snapshot for a block that was
+	// still streaming, rather than read from the log.
+	Replay bool
+}

@@ -1,0 +1,42 @@
+-- The SQL worker API, as the Go worker runtime calls it. Each query is one
+-- call of a convo.* function (db/schema/00002_worker_api.sql).
+
+-- name: PromptClaim :many
+-- At most one row: the claimed prompt.
+SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
+       c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
+       c.attempts::int AS attempts
+  FROM convo.claim_prompt(@worker::text, @lease_seconds::int) c;
+
+-- name: PromptStart :exec
+SELECT convo.start_prompt(@prompt_id::uuid);
+
+-- name: PromptHeartbeat :one
+SELECT convo.heartbeat(@prompt_id::uuid, @worker::text)::bool AS keep_going;
+
+-- name: PromptComplete :exec
+SELECT convo.complete_prompt(@prompt_id::uuid);
+
+-- name: PromptFail :exec
+SELECT convo.fail_prompt(@prompt_id::uuid, @error::text);
+
+-- name: BlockStart :one
+SELECT convo.start_block(@prompt_id::uuid, @block_type::text, @metadata::jsonb)::uuid AS block_id;
+
+-- name: BlockAppend :exec
+SELECT convo.append_block(@block_id::uuid, @delta::text);
+
+-- name: BlockEnd :exec
+SELECT convo.end_block(@block_id::uuid, sqlc.narg(metadata)::jsonb);
+
+-- name: ToolCallStart :one
+SELECT convo.start_tool_call(@block_id::uuid, @name::text, @input::jsonb)::uuid AS tool_call_id;
+
+-- name: ToolCallProgress :exec
+SELECT convo.tool_call_progress(@tool_call_id::uuid, @output::text);
+
+-- name: ToolCallComplete :exec
+SELECT convo.complete_tool_call(@tool_call_id::uuid, sqlc.narg(output)::text);
+
+-- name: ToolCallFail :exec
+SELECT convo.fail_tool_call(@tool_call_id::uuid, @error::text);

@@ -1,0 +1,133 @@
+package pgembed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// LogFileName is the server log inside the data directory. Each Start
+// moves the previous one to LogFileName + ".1"; Restart appends.
+const LogFileName = "postgres.log"
+
+// initialised reports whether dir holds a PostgreSQL cluster.
+func initialised(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "PG_VERSION"))
+	return err == nil
+}
+
+// prepareDataDir makes c.dataDir hold a cluster the server user owns,
+// running initdb when it does not hold one yet.
+//
+// initdb writes into a sibling directory that is renamed into place only
+// once it succeeded, so an initdb killed halfway never leaves a directory
+// that looks initialised but cannot start. (If the rename is impossible,
+// for example because the data directory is a mount point, initdb writes
+// into it directly.)
+func (c *Cluster) prepareDataDir(ctx context.Context) error {
+	if initialised(c.dataDir) {
+		return nil
+	}
+	entries, err := os.ReadDir(c.dataDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("data directory: %w%s", err, c.as.hint())
+	case len(entries) > 0:
+		return fmt.Errorf("data directory %s is not empty and holds no PostgreSQL cluster: "+
+			"empty it or choose another one", c.dataDir)
+	}
+	if err := os.MkdirAll(filepath.Dir(c.dataDir), 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+
+	tmp := c.dataDir + ".initdb"
+	if err := os.RemoveAll(tmp); err != nil { // left by an interrupted earlier run
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if err := c.as.chown(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := c.initdb(ctx, tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	err = os.Rename(tmp, c.dataDir)
+	if err == nil {
+		c.logger.Info("postgres data directory initialised", "data_dir", c.dataDir)
+		return nil
+	}
+	os.RemoveAll(tmp)
+	if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EXDEV) {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if err := c.as.chown(c.dataDir); err != nil {
+		return err
+	}
+	if err := c.initdb(ctx, c.dataDir); err != nil {
+		return err
+	}
+	c.logger.Info("postgres data directory initialised", "data_dir", c.dataDir)
+	return nil
+}
+
+// initdb creates a cluster in dir with a trusted superuser named postgres
+// and UTF-8 encoding. It asks for the C.UTF-8 locale and falls back to C
+// where that locale does not exist.
+func (c *Cluster) initdb(ctx context.Context, dir string) error {
+	var out []byte
+	var err error
+	for _, locale := range []string{"C.UTF-8", "C"} {
+		args := []string{"-D", dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=" + locale}
+		if c.fast {
+			args = append(args, "--no-sync")
+		}
+		cmd := exec.CommandContext(ctx, c.bin.initdb, args...)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = sysProcAttr(c.as, 0)
+		out, err = cmd.CombinedOutput()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || !bytes.Contains(out, []byte("locale")) {
+			break
+		}
+		// initdb removes what it wrote on failure, but be sure.
+		if rmErr := emptyDir(dir); rmErr != nil {
+			return fmt.Errorf("initdb: %w; clean up: %w", err, rmErr)
+		}
+	}
+	tail := strings.TrimSpace(string(out))
+	if len(tail) > 2000 {
+		tail = tail[len(tail)-2000:]
+	}
+	return fmt.Errorf("initdb %s: %w%s\n%s", c.dataDir, err, c.as.hint(), tail)
+}
+
+// emptyDir removes everything inside dir but dir itself.
+func emptyDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+package pgembed
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+)
+
+// RootDataDir is the default data directory when the process runs as root.
+// Root's own cache directory (/root/.cache) sits inside /root, which is mode
+// 0700, so the postgres user that must own and run the cluster could not
+// reach it; /var/lib is the conventional place for service state and is
+// traversable by every user.
+const RootDataDir = "/var/lib/convo/pgdata"
+
+// Options configures Start. The zero value starts a durable cluster in the
+// default data directory on a free port.
+type Options struct {
+	// DataDir holds the cluster. It is created and initialised (initdb) when
+	// it does not hold a cluster yet, and reused as is when it does. When
+	// the process runs as root, DataDir is chowned to the postgres user, and
+	// all its parent directories must be traversable by that user.
+	//
+	// "" selects DefaultDataDir().
+	DataDir string
+
+	// Port is the TCP port on 127.0.0.1. 0 picks a free one. When a fixed
+	// port is already taken at Start, a free port is used instead (and
+	// logged): read the effective one back with Cluster.Port or
+	// Cluster.DSN.
+	Port int
+
+	// Logical sets wal_level=logical with room for 20 replication slots and
+	// 20 WAL senders.
+	Logical bool
+
+	// Fast trades durability for speed: fsync, synchronous_commit and
+	// full_page_writes are off and initdb skips syncing. Committed data
+	// survives the postgres processes dying (including Restart) but not
+	// the machine crashing. Meant for tests.
+	Fast bool
+
+	// BinDir is the directory holding the postgres and initdb executables.
+	// "" searches PATH, then /usr/lib/postgresql/<newest>/bin,
+	// /usr/pgsql-<newest>/bin and /usr/local/pgsql/bin.
+	BinDir string
+
+	// Logger receives pgembed's own messages (started, stopped, fell back
+	// to another port). nil means slog.Default(). The server's own output
+	// never goes there: it is written to LogFile in the data directory.
+	Logger *slog.Logger
+}
+
+// DefaultDataDir returns the data directory used when Options.DataDir is
+// empty: RootDataDir for root, otherwise <user cache dir>/convo/pgdata
+// (for example ~/.cache/convo/pgdata on Linux).
+func DefaultDataDir() (string, error) {
+	if os.Geteuid() == 0 {
+		return RootDataDir, nil
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("default data directory: %w (set Options.DataDir)", err)
+	}
+	return filepath.Join(cache, "convo", "pgdata"), nil
+}

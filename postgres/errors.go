@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/convo-dev/convo/conversation"
+)
+
+// SQLSTATEs raised by the SQL worker API (db/schema/00002_worker_api.sql).
+const (
+	sqlstateNotFound        = "CV001"
+	sqlstateIllegalState    = "CV002"
+	sqlstateInvalidArgument = "CV003"
+)
+
+// translate turns a database error into a conversation.Error where the
+// caller can act on it, once, at the store boundary. doing says what was
+// being done, for the wrapped detail of internal errors.
+func translate(err error, doing string) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return conversation.Errorf(conversation.NotFound, "%s: not found", doing)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == sqlstateNotFound:
+			return conversation.Errorf(conversation.NotFound, "%s", pgErr.Message)
+		case pgErr.Code == sqlstateIllegalState:
+			return conversation.Errorf(conversation.FailedPrecondition, "%s", pgErr.Message)
+		case pgErr.Code == sqlstateInvalidArgument:
+			return conversation.Errorf(conversation.Invalid, "%s", pgErr.Message)
+		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting up
+			return unavailable(err)
+		}
+		return fmt.Errorf("%s: %w", doing, err)
+	}
+	if isConnectionError(err) {
+		return unavailable(err)
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
+
+// unavailable is conversation.Unavailable that keeps its cause for logs.
+func unavailable(cause error) error {
+	return fmt.Errorf("%w: %w", conversation.Errorf(conversation.Unavailable, "database unavailable"), cause)
+}
+
+func isConnectionError(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err)
+}

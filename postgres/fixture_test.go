@@ -1,0 +1,161 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres"
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	store *postgres.Store
+	q     *dbq.Queries
+}
+
+func setup(t testing.TB) *testBundle {
+	t.Helper()
+	return setupDSN(t, pgtest.DSN(t))
+}
+
+func setupDSN(t testing.TB, dsn string) *testBundle {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	store := postgres.New(pool)
+	return &testBundle{pool: pool, store: store, q: store.Queries()}
+}
+
+func mustUUID(t testing.TB, s string) uuid.UUID {
+	t.Helper()
+	id, err := uuid.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// reply is a prompt that a worker has claimed and started.
+type reply struct {
+	conversationID uuid.UUID
+	messageID      uuid.UUID
+	promptID       uuid.UUID
+}
+
+// sendMessage sends text as the user "local" and returns the queued prompt.
+func (tb *testBundle) sendMessage(t testing.TB, conversationID uuid.UUID, text string) reply {
+	t.Helper()
+	res, err := tb.store.SendMessage(context.Background(), conversation.SendMessageParams{
+		OwnerID: "local", ConversationID: conversationID, Text: text,
+		ModelConfigs: []json.RawMessage{json.RawMessage(`{"model":"demo"}`)},
+	})
+	if err != nil {
+		t.Fatalf("send message: %v", err)
+	}
+	return reply{conversationID: res.ConversationID, messageID: res.AssistantMessageIDs[0], promptID: res.PromptIDs[0]}
+}
+
+// startReply sends a message and claims and starts its prompt as worker w1.
+func (tb *testBundle) startReply(t testing.TB) reply {
+	t.Helper()
+	ctx := context.Background()
+	r := tb.sendMessage(t, uuid.Nil, "hello")
+	claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	if err != nil || len(claimed) != 1 || claimed[0].PromptID != r.promptID {
+		t.Fatalf("claim: %v %+v", err, claimed)
+	}
+	if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+		t.Fatalf("start prompt: %v", err)
+	}
+	return r
+}
+
+func (tb *testBundle) startBlock(t testing.TB, promptID uuid.UUID, blockType string) uuid.UUID {
+	t.Helper()
+	id, err := tb.q.BlockStart(context.Background(), dbq.BlockStartParams{
+		PromptID: promptID, BlockType: blockType, Metadata: json.RawMessage(`{}`),
+	})
+	if err != nil {
+		t.Fatalf("start %s block: %v", blockType, err)
+	}
+	return id
+}
+
+func (tb *testBundle) append(t testing.TB, blockID uuid.UUID, delta string) {
+	t.Helper()
+	if err := tb.q.BlockAppend(context.Background(), dbq.BlockAppendParams{BlockID: blockID, Delta: delta}); err != nil {
+		t.Fatalf("append block: %v", err)
+	}
+}
+
+func (tb *testBundle) state(t testing.TB, conversationID uuid.UUID) conversation.State {
+	t.Helper()
+	st, err := tb.store.State(context.Background(), "local", conversationID)
+	if err != nil {
+		t.Fatalf("state: %v", err)
+	}
+	return st
+}
+
+func (tb *testBundle) events(t testing.TB, conversationID uuid.UUID) []conversation.Event {
+	t.Helper()
+	events, err := tb.store.EventsAfter(context.Background(), conversationID, 0, 1_000_000)
+	if err != nil {
+		t.Fatalf("events: %v", err)
+	}
+	return events
+}
+
+// fingerprint summarises every row a worker call can touch, so a test can
+// assert that an illegal call changed nothing.
+func (tb *testBundle) fingerprint(t testing.TB) string {
+	t.Helper()
+	var fp string
+	err := tb.pool.QueryRow(context.Background(), `
+		SELECT concat_ws('|',
+			(SELECT count(*) FROM convo.events),
+			(SELECT string_agg(id::text || last_seq || coalesce(active_prompt_id::text, '') || title, ',' ORDER BY id) FROM convo.conversations),
+			(SELECT string_agg(id::text || status, ',' ORDER BY id) FROM convo.messages),
+			(SELECT string_agg(id::text || status || coalesce(worker, '') || coalesce(error, ''), ',' ORDER BY id) FROM convo.prompts),
+			(SELECT string_agg(id::text || status || content || metadata::text, ',' ORDER BY id) FROM convo.blocks),
+			(SELECT string_agg(id::text || status || output || coalesce(error, ''), ',' ORDER BY id) FROM convo.tool_calls))`).Scan(&fp)
+	if err != nil {
+		t.Fatalf("fingerprint: %v", err)
+	}
+	return fp
+}
+
+// requireSQLState asserts that err is a PostgreSQL error with code.
+func requireSQLState(t testing.TB, err error, code string) *pgconn.PgError {
+	t.Helper()
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		t.Fatalf("want SQLSTATE %s, got %v", code, err)
+	}
+	if pgErr.Code != code {
+		t.Fatalf("want SQLSTATE %s, got %s: %s", code, pgErr.Code, pgErr.Message)
+	}
+	return pgErr
+}
+
+func kinds(events []conversation.Event) []string {
+	out := make([]string, len(events))
+	for i, e := range events {
+		out[i] = string(e.Kind)
+	}
+	return out
+}

@@ -1,0 +1,26 @@
+package postgres_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+func appendParams(blockID uuid.UUID, delta string) dbq.BlockAppendParams {
+	return dbq.BlockAppendParams{BlockID: blockID, Delta: delta}
+}
+
+func deltaContent(t testing.TB, e conversation.Event) string {
+	t.Helper()
+	var d struct {
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(e.Payload, &d); err != nil {
+		t.Fatalf("blockDelta payload %s: %v", e.Payload, err)
+	}
+	return d.Content
+}

@@ -1,0 +1,43 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// SendMessage implements conversation.Store.
+func (s *Store) SendMessage(ctx context.Context, p conversation.SendMessageParams) (conversation.SendMessageResult, error) {
+	configs, err := json.Marshal(p.ModelConfigs)
+	if err != nil {
+		return conversation.SendMessageResult{}, conversation.Errorf(conversation.Invalid, "model configuration is not valid JSON")
+	}
+	row, err := s.q.MessageSend(ctx, dbq.MessageSendParams{
+		OwnerID:        p.OwnerID,
+		ConversationID: uuid.NullUUID{UUID: p.ConversationID, Valid: p.ConversationID != uuid.Nil},
+		Text:           p.Text,
+		ModelConfigs:   configs,
+	})
+	if err != nil {
+		return conversation.SendMessageResult{}, translate(err, "send message")
+	}
+	return conversation.SendMessageResult{
+		ConversationID:      row.ConversationID,
+		UserMessageID:       row.UserMessageID,
+		AssistantMessageIDs: row.AssistantMessageIds,
+		PromptIDs:           row.PromptIds,
+	}, nil
+}
+
+// CancelPrompt implements conversation.Store.
+func (s *Store) CancelPrompt(ctx context.Context, ownerID string, promptID uuid.UUID) (bool, error) {
+	cancelled, err := s.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: promptID, OwnerID: ownerID})
+	if err != nil {
+		return false, translate(err, "cancel prompt "+promptID.String())
+	}
+	return cancelled, nil
+}
