@@ -27,6 +27,7 @@ const (
 	EventToolCallCompleted   EventKind = "toolCallCompleted"
 	EventToolCallFailed      EventKind = "toolCallFailed"
 	EventConversationUpdated EventKind = "conversationUpdated"
+	EventHistoryCleared      EventKind = "historyCleared"
 )
 
 // Event is one committed change of a conversation. Seq numbers a

@@ -24,6 +24,8 @@ type SendMessageResult struct {
 	UserMessageID       uuid.UUID
 	AssistantMessageIDs []uuid.UUID
 	PromptIDs           []uuid.UUID
+	// ComparisonID is set when two prompts were queued (an A/B comparison).
+	ComparisonID uuid.NullUUID
 }
 
 // Cursor is a position in one conversation's event log.
@@ -61,4 +63,35 @@ type Store interface {
 	// returns false when the prompt was already cancelled and
 	// FailedPrecondition when it had completed or failed.
 	CancelPrompt(ctx context.Context, ownerID string, promptID uuid.UUID) (bool, error)
+
+	// CreateConversation creates an empty conversation.
+	CreateConversation(ctx context.Context, ownerID, title string) (Conversation, error)
+	// RenameConversation sets the title (1 to 200 characters).
+	RenameConversation(ctx context.Context, ownerID string, id uuid.UUID, title string) (Conversation, error)
+	// ClearConversation removes every message, cancelling prompts still
+	// running, and keeps the conversation.
+	ClearConversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, error)
+	// DeleteConversation deletes the conversation and everything in it.
+	DeleteConversation(ctx context.Context, ownerID string, id uuid.UUID) error
+	// ListConversations returns at most limit conversations of the owner,
+	// newest LastMessageAt first, after the cursor when it is not nil.
+	ListConversations(ctx context.Context, ownerID string, limit int, after *PageCursor) ([]Conversation, error)
+
+	// SubmitFeedback rates an assistant message; a second rating replaces
+	// the first. FailedPrecondition for a message that is not an
+	// assistant's.
+	SubmitFeedback(ctx context.Context, ownerID string, messageID uuid.UUID, rating Rating, comment string) (Message, error)
+	// VoteComparison records the owner's preference; a second vote
+	// replaces the first.
+	VoteComparison(ctx context.Context, ownerID string, id uuid.UUID, preference Preference) (Comparison, error)
+	// ListComparisons returns at most limit comparisons of the owner (of
+	// one conversation when conversationID is valid), newest first.
+	ListComparisons(ctx context.Context, ownerID string, conversationID uuid.NullUUID, limit int, after *PageCursor) ([]Comparison, error)
+
+	// Trace returns the prompt named by promptID, or else the one filling
+	// messageID, with every event of it in order.
+	Trace(ctx context.Context, ownerID string, promptID, messageID uuid.NullUUID) (Trace, error)
+	// Search returns at most limit of the owner's messages matching query
+	// (web search syntax), best first.
+	Search(ctx context.Context, ownerID, query string, limit int) ([]SearchResult, error)
 }

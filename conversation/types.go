@@ -80,6 +80,100 @@ type Message struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Blocks    []Block
+	// Feedback is the owner's rating of an assistant message, if any.
+	Feedback *Feedback
+	// ComparisonID and ComparisonSlot ("a" or "b") are set on the two
+	// replies of an A/B comparison.
+	ComparisonID   uuid.NullUUID
+	ComparisonSlot string
+}
+
+// Rating is a thumbs up or down.
+type Rating string
+
+const (
+	RatingUp   Rating = "up"
+	RatingDown Rating = "down"
+)
+
+// Feedback is the owner's rating of an assistant message.
+type Feedback struct {
+	Rating    Rating
+	Comment   string
+	CreatedAt time.Time
+}
+
+// Prompt is one generation run that fills one assistant message.
+type Prompt struct {
+	ID             uuid.UUID
+	ConversationID uuid.UUID
+	MessageID      uuid.UUID
+	Status         PromptStatus
+	// ModelConfig is the JSON object the prompt was asked with.
+	ModelConfig json.RawMessage
+	Error       string
+	CreatedAt   time.Time
+	StartedAt   *time.Time
+	EndedAt     *time.Time
+}
+
+// Trace is what one prompt did: the prompt and its events in order.
+type Trace struct {
+	Prompt Prompt
+	Events []Event
+}
+
+// Preference is a vote in an A/B comparison.
+type Preference string
+
+const (
+	PreferA   Preference = "a"
+	PreferB   Preference = "b"
+	PreferTie Preference = "tie"
+)
+
+// Comparison is an A/B comparison: two prompts answering one user message.
+type Comparison struct {
+	ID             uuid.UUID
+	ConversationID uuid.UUID
+	UserMessageID  uuid.UUID
+	A, B           ComparisonSide
+	// Preference is "" until the owner votes.
+	Preference Preference
+	VotedAt    *time.Time
+	CreatedAt  time.Time
+}
+
+// ComparisonSide is one reply of a comparison.
+type ComparisonSide struct {
+	PromptID    uuid.UUID
+	MessageID   uuid.UUID
+	ModelConfig json.RawMessage
+	Status      PromptStatus
+}
+
+// SearchResult is one message matching a full-text query.
+type SearchResult struct {
+	ConversationID    uuid.UUID
+	ConversationTitle string
+	MessageID         uuid.UUID
+	Role              Role
+	// Snippet is an excerpt of the message's text around the matches;
+	// Highlights are the matched ranges in it, in Unicode code points.
+	Snippet    string
+	Highlights []Range
+	Rank       float64
+	CreatedAt  time.Time
+}
+
+// Range is a half-open range [Start, End).
+type Range struct{ Start, End int }
+
+// PageCursor is a position in a list ordered by (time, id) descending: the
+// next page starts strictly after it.
+type PageCursor struct {
+	Time time.Time
+	ID   uuid.UUID
 }
 
 // Block is an ordered piece of a message. Type is text, reasoning,

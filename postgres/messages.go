@@ -30,6 +30,7 @@ func (s *Store) SendMessage(ctx context.Context, p conversation.SendMessageParam
 		UserMessageID:       row.UserMessageID,
 		AssistantMessageIDs: row.AssistantMessageIds,
 		PromptIDs:           row.PromptIds,
+		ComparisonID:        uuid.NullUUID{UUID: row.ComparisonID, Valid: row.ComparisonID != uuid.Nil},
 	}, nil
 }
 

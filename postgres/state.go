@@ -67,14 +67,30 @@ func assembleState(
 	}
 	st := conversation.State{Conversation: conversationFromRow(conv), Seq: conv.LastSeq}
 	st.Messages = make([]conversation.Message, 0, len(messages))
-	for _, m := range messages {
-		st.Messages = append(st.Messages, conversation.Message{
-			ID: m.ID, ConversationID: m.ConversationID, Role: conversation.Role(m.Role),
-			Status: conversation.MessageStatus(m.Status), PromptID: m.PromptID,
-			CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, Blocks: blocksByMessage[m.ID],
-		})
+	for _, row := range messages {
+		m := messageFromRow(row)
+		m.Blocks = blocksByMessage[m.ID]
+		st.Messages = append(st.Messages, m)
 	}
 	return st
+}
+
+// messageFromRow converts a message row (without its blocks).
+func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
+	msg := conversation.Message{
+		ID: m.ID, ConversationID: m.ConversationID, Role: conversation.Role(m.Role),
+		Status: conversation.MessageStatus(m.Status), PromptID: m.PromptID,
+		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, ComparisonID: m.ComparisonID,
+	}
+	if m.FeedbackRating != nil && m.FeedbackAt != nil {
+		msg.Feedback = &conversation.Feedback{
+			Rating: conversation.Rating(*m.FeedbackRating), Comment: m.FeedbackComment, CreatedAt: *m.FeedbackAt,
+		}
+	}
+	if m.ComparisonSlot != nil {
+		msg.ComparisonSlot = *m.ComparisonSlot
+	}
+	return msg
 }
 
 func conversationFromRow(c dbq.ConvoConversation) conversation.Conversation {

@@ -415,9 +415,9 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 				return err
 			}
 		}},
-		{"SendEmptyText", "CV003", "text must not be empty", func(t *testing.T, tb *testBundle) func() error {
+		{"SendBlankText", "CV003", "text must not be empty or only whitespace", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
-				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "  ", ModelConfigs: json.RawMessage(`[{}]`)})
+				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: " \n\t ", ModelConfigs: json.RawMessage(`[{}]`)})
 				return err
 			}
 		}},

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/convo-dev/convo/connectapi"
 )
 
 // newHTTPServer returns a server for long-lived streams: a read-header
@@ -28,6 +30,10 @@ func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
 func (m *Main) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
+	path, api := connectapi.NewHandler(connectapi.Options{
+		Store: m.store, Auth: m.authenticator(), Logger: m.Logger,
+	})
+	mux.Handle(path, api)
 	return mux
 }
 

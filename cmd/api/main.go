@@ -20,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/convo-dev/convo/auth"
+	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/postgres"
@@ -58,6 +60,8 @@ type Config struct {
 	DataDir     string // CONVO_DATA_DIR, --data-dir: the embedded PostgreSQL's data
 	EmbedPort   int    // CONVO_EMBED_PORT, --embed-port: the embedded PostgreSQL's port
 	LogLevel    string // CONVO_LOG_LEVEL, --log-level
+	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
+	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: RS256 keys of an identity provider
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -98,6 +102,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fromEnv(&c.HTTPAddr, "CONVO_HTTP_ADDR")
 	fromEnv(&c.DataDir, "CONVO_DATA_DIR")
 	fromEnv(&c.LogLevel, "CONVO_LOG_LEVEL")
+	fromEnv(&c.AuthSecret, "CONVO_AUTH_SECRET")
+	fromEnv(&c.AuthJWKSURL, "CONVO_AUTH_JWKS_URL")
 	if v := getenv("CONVO_EMBED_PORT"); v != "" {
 		if _, err := fmt.Sscan(v, &c.EmbedPort); err != nil {
 			return fmt.Errorf("CONVO_EMBED_PORT: %q is not a port number", v)
@@ -114,11 +120,16 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
 	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL (CONVO_EMBED_PORT); a free one is used when it is taken")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
+	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
+	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed RS256 by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.AuthSecret != "" && c.AuthJWKSURL != "" {
+		return errors.New("set CONVO_AUTH_SECRET or CONVO_AUTH_JWKS_URL, not both")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
@@ -163,6 +174,17 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.serveErr <- m.server.Serve(m.listener) }()
 	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
 	return nil
+}
+
+// authenticator builds request authentication from the configuration.
+func (m *Main) authenticator() connectapi.Authenticator {
+	switch {
+	case m.Config.AuthSecret != "":
+		return connectapi.Authenticator{Verifier: auth.NewHS256(m.Config.AuthSecret)}
+	case m.Config.AuthJWKSURL != "":
+		return connectapi.Authenticator{Verifier: auth.NewJWKS(m.Config.AuthJWKSURL, nil)}
+	}
+	return connectapi.Authenticator{}
 }
 
 // startEmbedded starts (or reuses the data of) the private PostgreSQL and

@@ -2,3 +2,27 @@
 -- The conversation, when it exists and belongs to owner_id.
 SELECT * FROM convo.conversations
  WHERE id = @id::uuid AND owner_id = @owner_id::text;
+
+-- name: ConversationCreate :one
+SELECT (convo.create_conversation(@owner_id::text, @title::text)).id::uuid AS id;
+
+-- name: ConversationRename :exec
+SELECT convo.rename_conversation(@owner_id::text, @id::uuid, @title::text);
+
+-- name: ConversationClear :exec
+SELECT convo.clear_conversation(@owner_id::text, @id::uuid);
+
+-- name: ConversationDelete :exec
+SELECT convo.delete_conversation(@owner_id::text, @id::uuid);
+
+-- name: ConversationList :many
+-- A page of the owner's conversations, newest last_message_at first,
+-- strictly after the (after_time, after_id) cursor when one is given. The
+-- order is total (id breaks ties), so pages never repeat or skip a
+-- conversation that does not move.
+SELECT * FROM convo.conversations
+ WHERE owner_id = @owner_id::text
+   AND (sqlc.narg(after_time)::timestamptz IS NULL
+        OR (last_message_at, id) < (sqlc.narg(after_time)::timestamptz, sqlc.narg(after_id)::uuid))
+ ORDER BY last_message_at DESC, id DESC
+ LIMIT @max_rows::int;

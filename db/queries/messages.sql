@@ -11,3 +11,14 @@ SELECT m.*, p.id AS prompt_id
   LEFT JOIN convo.prompts p ON p.message_id = m.id
  WHERE m.conversation_id = @conversation_id::uuid
  ORDER BY m.position;
+
+-- name: MessageGet :one
+-- The message, when its conversation belongs to owner_id.
+SELECT m.*, p.id AS prompt_id
+  FROM convo.messages m
+  JOIN convo.conversations c ON c.id = m.conversation_id
+  LEFT JOIN convo.prompts p ON p.message_id = m.id
+ WHERE m.id = @id::uuid AND c.owner_id = @owner_id::text;
+
+-- name: MessageSetFeedback :exec
+SELECT convo.set_feedback(@owner_id::text, @message_id::uuid, @rating::text, @comment::text);

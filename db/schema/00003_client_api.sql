@@ -83,7 +83,7 @@ $$;
 CREATE FUNCTION convo._check_title(p_title text, p_allow_empty boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-    IF p_title IS NULL OR (NOT p_allow_empty AND btrim(p_title) = '') THEN
+    IF p_title IS NULL OR (NOT p_allow_empty AND p_title !~ '\S') THEN
         RAISE EXCEPTION 'title must not be empty' USING ERRCODE = 'CV003';
     END IF;
     IF length(p_title) > 200 THEN
@@ -211,8 +211,8 @@ DECLARE
     v_messages   uuid[] := '{}';
     v_prompts    uuid[] := '{}';
 BEGIN
-    IF p_text IS NULL OR btrim(p_text) = '' THEN
-        RAISE EXCEPTION 'send_message: text must not be empty' USING ERRCODE = 'CV003';
+    IF p_text IS NULL OR p_text !~ '\S' THEN
+        RAISE EXCEPTION 'send_message: text must not be empty or only whitespace' USING ERRCODE = 'CV003';
     END IF;
     IF jsonb_typeof(p_model_configs) IS DISTINCT FROM 'array'
        OR jsonb_array_length(p_model_configs) NOT BETWEEN 1 AND 2
@@ -268,7 +268,8 @@ BEGIN
     END LOOP;
 
     UPDATE convo.conversations c
-       SET title = CASE WHEN c.title = '' THEN left(split_part(btrim(p_text), E'\n', 1), 80) ELSE c.title END,
+       SET title = CASE WHEN c.title = '' THEN left(btrim(split_part(regexp_replace(p_text, '^\s+', ''), E'\n', 1)), 80)
+                        ELSE c.title END,
            active_prompt_id = v_prompts[1],
            last_message_at = now(),
            updated_at = now()

@@ -7,9 +7,54 @@ package dbq
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
+
+const conversationClear = `-- name: ConversationClear :exec
+SELECT convo.clear_conversation($1::text, $2::uuid)
+`
+
+type ConversationClearParams struct {
+	OwnerID string
+	ID      uuid.UUID
+}
+
+func (q *Queries) ConversationClear(ctx context.Context, arg ConversationClearParams) error {
+	_, err := q.db.Exec(ctx, conversationClear, arg.OwnerID, arg.ID)
+	return err
+}
+
+const conversationCreate = `-- name: ConversationCreate :one
+SELECT (convo.create_conversation($1::text, $2::text)).id::uuid AS id
+`
+
+type ConversationCreateParams struct {
+	OwnerID string
+	Title   string
+}
+
+func (q *Queries) ConversationCreate(ctx context.Context, arg ConversationCreateParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, conversationCreate, arg.OwnerID, arg.Title)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const conversationDelete = `-- name: ConversationDelete :exec
+SELECT convo.delete_conversation($1::text, $2::uuid)
+`
+
+type ConversationDeleteParams struct {
+	OwnerID string
+	ID      uuid.UUID
+}
+
+func (q *Queries) ConversationDelete(ctx context.Context, arg ConversationDeleteParams) error {
+	_, err := q.db.Exec(ctx, conversationDelete, arg.OwnerID, arg.ID)
+	return err
+}
 
 const conversationGet = `-- name: ConversationGet :one
 SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at FROM convo.conversations
@@ -36,4 +81,73 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 		&i.LastMessageAt,
 	)
 	return i, err
+}
+
+const conversationList = `-- name: ConversationList :many
+SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at FROM convo.conversations
+ WHERE owner_id = $1::text
+   AND ($2::timestamptz IS NULL
+        OR (last_message_at, id) < ($2::timestamptz, $3::uuid))
+ ORDER BY last_message_at DESC, id DESC
+ LIMIT $4::int
+`
+
+type ConversationListParams struct {
+	OwnerID   string
+	AfterTime *time.Time
+	AfterID   uuid.NullUUID
+	MaxRows   int32
+}
+
+// A page of the owner's conversations, newest last_message_at first,
+// strictly after the (after_time, after_id) cursor when one is given. The
+// order is total (id breaks ties), so pages never repeat or skip a
+// conversation that does not move.
+func (q *Queries) ConversationList(ctx context.Context, arg ConversationListParams) ([]ConvoConversation, error) {
+	rows, err := q.db.Query(ctx, conversationList,
+		arg.OwnerID,
+		arg.AfterTime,
+		arg.AfterID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConvoConversation
+	for rows.Next() {
+		var i ConvoConversation
+		if err := rows.Scan(
+			&i.ID,
+			&i.OwnerID,
+			&i.Title,
+			&i.ActivePromptID,
+			&i.LastSeq,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.LastMessageAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const conversationRename = `-- name: ConversationRename :exec
+SELECT convo.rename_conversation($1::text, $2::uuid, $3::text)
+`
+
+type ConversationRenameParams struct {
+	OwnerID string
+	ID      uuid.UUID
+	Title   string
+}
+
+func (q *Queries) ConversationRename(ctx context.Context, arg ConversationRenameParams) error {
+	_, err := q.db.Exec(ctx, conversationRename, arg.OwnerID, arg.ID, arg.Title)
+	return err
 }

@@ -13,6 +13,57 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageGet = `-- name: MessageGet :one
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, p.id AS prompt_id
+  FROM convo.messages m
+  JOIN convo.conversations c ON c.id = m.conversation_id
+  LEFT JOIN convo.prompts p ON p.message_id = m.id
+ WHERE m.id = $1::uuid AND c.owner_id = $2::text
+`
+
+type MessageGetParams struct {
+	ID      uuid.UUID
+	OwnerID string
+}
+
+type MessageGetRow struct {
+	ID              uuid.UUID
+	ConversationID  uuid.UUID
+	Position        int64
+	Role            string
+	Status          string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FeedbackRating  *string
+	FeedbackComment string
+	FeedbackAt      *time.Time
+	ComparisonID    uuid.NullUUID
+	ComparisonSlot  *string
+	PromptID        uuid.NullUUID
+}
+
+// The message, when its conversation belongs to owner_id.
+func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (MessageGetRow, error) {
+	row := q.db.QueryRow(ctx, messageGet, arg.ID, arg.OwnerID)
+	var i MessageGetRow
+	err := row.Scan(
+		&i.ID,
+		&i.ConversationID,
+		&i.Position,
+		&i.Role,
+		&i.Status,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.FeedbackRating,
+		&i.FeedbackComment,
+		&i.FeedbackAt,
+		&i.ComparisonID,
+		&i.ComparisonSlot,
+		&i.PromptID,
+	)
+	return i, err
+}
+
 const messageListByConversation = `-- name: MessageListByConversation :many
 SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, p.id AS prompt_id
   FROM convo.messages m
@@ -110,4 +161,25 @@ func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) (Messa
 		&i.ComparisonID,
 	)
 	return i, err
+}
+
+const messageSetFeedback = `-- name: MessageSetFeedback :exec
+SELECT convo.set_feedback($1::text, $2::uuid, $3::text, $4::text)
+`
+
+type MessageSetFeedbackParams struct {
+	OwnerID   string
+	MessageID uuid.UUID
+	Rating    string
+	Comment   string
+}
+
+func (q *Queries) MessageSetFeedback(ctx context.Context, arg MessageSetFeedbackParams) error {
+	_, err := q.db.Exec(ctx, messageSetFeedback,
+		arg.OwnerID,
+		arg.MessageID,
+		arg.Rating,
+		arg.Comment,
+	)
+	return err
 }

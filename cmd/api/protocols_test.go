@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// startMain runs the production wiring on a test database.
+func startMain(t *testing.T, env map[string]string) *Main {
+	t.Helper()
+	m := NewMain()
+	m.Stdout = io.Discard
+	all := map[string]string{"DATABASE_URL": pgtest.DSN(t), "CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_LOG_LEVEL": "warn"}
+	for k, v := range env {
+		all[k] = v
+	}
+	if err := m.ParseFlags(nil, func(k string) string { return all[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestProtocols checks that the server answers the Connect protocol over
+// HTTP/1.1, gRPC over unencrypted HTTP/2, and gRPC-Web.
+func TestProtocols(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, nil)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: unencryptedHTTP2()}}
+
+	for name, client := range map[string]convov1connect.ConversationServiceClient{
+		"ConnectHTTP1": convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL()),
+		"GRPCOverH2C":  convov1connect.NewConversationServiceClient(h2c, m.URL(), connect.WithGRPC()),
+		"GRPCWeb":      convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL(), connect.WithGRPCWeb()),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			sent, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "over " + name}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: sent.Msg.ConversationId}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Msg.Conversation.Title != "over "+name {
+				t.Errorf("title = %q", got.Msg.Conversation.Title)
+			}
+		})
+	}
+}
+
+// TestAuthSecretRequiresTokens checks the CONVO_AUTH_SECRET wiring.
+func TestAuthSecretRequiresTokens(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, map[string]string{"CONVO_AUTH_SECRET": "a-secret"})
+	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
+	_, err := client.ListConversations(context.Background(), connect.NewRequest(&convov1.ListConversationsRequest{}))
+	if connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Fatalf("without a token: %v, want Unauthenticated", err)
+	}
+}
+
+func unencryptedHTTP2() *http.Protocols {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return p
+}

@@ -1,0 +1,172 @@
+package connectapi_test
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/auth"
+	"github.com/convo-dev/convo/connectapi"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres"
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const testSecret = "test-secret-of-at-least-32-bytes!!"
+
+type testBundle struct {
+	pool   *pgxpool.Pool
+	store  *postgres.Store
+	q      *dbq.Queries
+	url    string
+	client convov1connect.ConversationServiceClient
+}
+
+type setupOptions struct {
+	verifier auth.Verifier
+}
+
+func setup(t testing.TB, opts ...setupOptions) *testBundle {
+	t.Helper()
+	var o setupOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	pool := pgtest.Pool(t)
+	store := postgres.New(pool)
+	path, handler := connectapi.NewHandler(connectapi.Options{
+		Store: store, Auth: connectapi.Authenticator{Verifier: o.verifier},
+	})
+	mux := http.NewServeMux()
+	mux.Handle(path, handler)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &testBundle{
+		pool: pool, store: store, q: store.Queries(), url: srv.URL,
+		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
+	}
+}
+
+// setupAuth serves with HS256 tokens required.
+func setupAuth(t testing.TB) *testBundle {
+	return setup(t, setupOptions{verifier: auth.NewHS256(testSecret)})
+}
+
+// clientAs returns a client that sends token as its bearer token.
+func (tb *testBundle) clientAs(token string) convov1connect.ConversationServiceClient {
+	return convov1connect.NewConversationServiceClient(http.DefaultClient, tb.url,
+		connect.WithInterceptors(bearer(token)))
+}
+
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(b))
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// hs256 signs claims with secret the way a real issuer would.
+func hs256(t testing.TB, secret string, header, claims map[string]any) string {
+	t.Helper()
+	h, _ := json.Marshal(header)
+	c, _ := json.Marshal(claims)
+	input := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(input))
+	return input + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func tokenFor(t testing.TB, user string) string {
+	return hs256(t, testSecret, map[string]any{"alg": "HS256", "typ": "JWT"},
+		map[string]any{"sub": user, "exp": time.Now().Add(time.Hour).Unix()})
+}
+
+func requireCode(t testing.TB, err error, code connect.Code) *connect.Error {
+	t.Helper()
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("want %v, got %v", code, err)
+	}
+	if ce.Code() != code {
+		t.Fatalf("want %v, got %v: %s", code, ce.Code(), ce.Message())
+	}
+	return ce
+}
+
+func (tb *testBundle) send(t testing.TB, client convov1connect.ConversationServiceClient, conversationID, text string) *convov1.SendMessageResponse {
+	t.Helper()
+	res, err := client.SendMessage(context.Background(), connect.NewRequest(&convov1.SendMessageRequest{
+		ConversationId: conversationID, Text: text,
+	}))
+	if err != nil {
+		t.Fatalf("send message: %v", err)
+	}
+	return res.Msg
+}
+
+// writeReply plays a worker: starts the prompt (without claiming it, so
+// the test picks which one), writes a text block with text, and completes
+// it.
+func (tb *testBundle) writeReply(t testing.TB, promptID, text string) {
+	t.Helper()
+	ctx := context.Background()
+	id := uuid.MustParse(promptID)
+	if err := tb.q.PromptStart(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	block, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: id, BlockType: "text", Metadata: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: text}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.q.PromptComplete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (tb *testBundle) countRows(t testing.TB) string {
+	t.Helper()
+	var s string
+	err := tb.pool.QueryRow(context.Background(), `SELECT concat_ws(',',
+		(SELECT count(*) FROM convo.conversations), (SELECT count(*) FROM convo.messages),
+		(SELECT count(*) FROM convo.events), (SELECT string_agg(title || status_sum, ';' ORDER BY id) FROM (
+			SELECT c.id, c.title, (SELECT string_agg(p.status, '' ORDER BY p.id) FROM convo.prompts p WHERE p.conversation_id = c.id) AS status_sum
+			  FROM convo.conversations c) x),
+		(SELECT count(*) FROM convo.comparisons WHERE preference IS NOT NULL),
+		(SELECT count(*) FROM convo.messages WHERE feedback_rating IS NOT NULL))`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

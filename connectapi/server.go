@@ -1,0 +1,59 @@
+// Package connectapi serves convo's Connect API (proto/convo/v1): the
+// ConversationService handlers, authentication, and the mapping of domain
+// errors to Connect codes.
+package connectapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+)
+
+// protoJSON writes model configurations in the same proto3 JSON form the
+// event log uses.
+var protoJSON = protojson.MarshalOptions{}
+
+// Options configures the handler.
+type Options struct {
+	Store  conversation.Store
+	Auth   Authenticator
+	Logger *slog.Logger
+	// Interceptors run after authentication (metrics, logging).
+	Interceptors []connect.Interceptor
+}
+
+// NewHandler returns the path prefix and handler of ConversationService.
+func NewHandler(opts Options) (string, http.Handler) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	svc := &service{store: opts.Store, logger: opts.Logger, now: time.Now}
+	interceptors := append([]connect.Interceptor{interceptor{auth: opts.Auth}}, opts.Interceptors...)
+	return convov1connect.NewConversationServiceHandler(svc,
+		connect.WithInterceptors(interceptors...),
+		connect.WithReadMaxBytes(maxRequestBytes),
+	)
+}
+
+// service implements convov1connect.ConversationServiceHandler.
+type service struct {
+	convov1connect.UnimplementedConversationServiceHandler
+
+	store  conversation.Store
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+var _ convov1connect.ConversationServiceHandler = (*service)(nil)
+
+// fail converts err for the client (see toConnectError).
+func (s *service) fail(ctx context.Context, procedure string, err error) error {
+	return toConnectError(ctx, s.logger, procedure, err)
+}

@@ -1,0 +1,65 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// CreateConversation implements conversation.Store.
+func (s *Store) CreateConversation(ctx context.Context, ownerID, title string) (conversation.Conversation, error) {
+	id, err := s.q.ConversationCreate(ctx, dbq.ConversationCreateParams{OwnerID: ownerID, Title: title})
+	if err != nil {
+		return conversation.Conversation{}, translate(err, "create conversation")
+	}
+	return s.conversation(ctx, ownerID, id)
+}
+
+// RenameConversation implements conversation.Store.
+func (s *Store) RenameConversation(ctx context.Context, ownerID string, id uuid.UUID, title string) (conversation.Conversation, error) {
+	if err := s.q.ConversationRename(ctx, dbq.ConversationRenameParams{OwnerID: ownerID, ID: id, Title: title}); err != nil {
+		return conversation.Conversation{}, translate(err, "rename conversation")
+	}
+	return s.conversation(ctx, ownerID, id)
+}
+
+// ClearConversation implements conversation.Store.
+func (s *Store) ClearConversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
+	if err := s.q.ConversationClear(ctx, dbq.ConversationClearParams{OwnerID: ownerID, ID: id}); err != nil {
+		return conversation.Conversation{}, translate(err, "clear conversation")
+	}
+	return s.conversation(ctx, ownerID, id)
+}
+
+// DeleteConversation implements conversation.Store.
+func (s *Store) DeleteConversation(ctx context.Context, ownerID string, id uuid.UUID) error {
+	return translate(s.q.ConversationDelete(ctx, dbq.ConversationDeleteParams{OwnerID: ownerID, ID: id}), "delete conversation")
+}
+
+// ListConversations implements conversation.Store.
+func (s *Store) ListConversations(ctx context.Context, ownerID string, limit int, after *conversation.PageCursor) ([]conversation.Conversation, error) {
+	params := dbq.ConversationListParams{OwnerID: ownerID, MaxRows: int32(limit)}
+	if after != nil {
+		params.AfterTime, params.AfterID = &after.Time, uuid.NullUUID{UUID: after.ID, Valid: true}
+	}
+	rows, err := s.q.ConversationList(ctx, params)
+	if err != nil {
+		return nil, translate(err, "list conversations")
+	}
+	out := make([]conversation.Conversation, len(rows))
+	for i, r := range rows {
+		out[i] = conversationFromRow(r)
+	}
+	return out, nil
+}
+
+func (s *Store) conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
+	row, err := s.q.ConversationGet(ctx, dbq.ConversationGetParams{ID: id, OwnerID: ownerID})
+	if err != nil {
+		return conversation.Conversation{}, translate(err, "read conversation "+id.String())
+	}
+	return conversationFromRow(row), nil
+}
