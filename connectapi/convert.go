@@ -81,7 +81,9 @@ func messagesToProto(ms []conversation.Message) ([]*convov1.Message, error) {
 }
 
 func blockToProto(b conversation.Block) (*convov1.Block, error) {
-	out := &convov1.Block{Id: b.ID.String(), BlockType: b.Type, Content: b.Content, Status: string(b.Status)}
+	out := &convov1.Block{
+		Id: b.ID.String(), BlockType: b.Type, Content: b.Content, Status: string(b.Status), Position: int32(b.Position),
+	}
 	var err error
 	if out.Metadata, err = jsonStruct(b.Metadata); err != nil {
 		return nil, fmt.Errorf("block %s metadata: %w", b.ID, err)

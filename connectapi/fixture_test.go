@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/stream"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -32,13 +34,15 @@ const testSecret = "test-secret-of-at-least-32-bytes!!"
 type testBundle struct {
 	pool   *pgxpool.Pool
 	store  *postgres.Store
+	hub    *stream.Hub
 	q      *dbq.Queries
 	url    string
 	client convov1connect.ConversationServiceClient
 }
 
 type setupOptions struct {
-	verifier auth.Verifier
+	verifier  auth.Verifier
+	queueSize int
 }
 
 func setup(t testing.TB, opts ...setupOptions) *testBundle {
@@ -49,17 +53,42 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
+	hub := stream.NewHub(stream.HubOptions{Log: store, Decode: connectapi.DecodeEvent, QueueSize: o.queueSize})
+	listenConfig := pool.Config().ConnConfig.Copy()
+	listenConfig.RuntimeParams["application_name"] = "convo-listener"
+	feed := &stream.NotifyFeed{ConnConfig: listenConfig, Hub: hub}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { hub.Run(ctx) })
+	wg.Go(func() { feed.Run(ctx) })
+
 	path, handler := connectapi.NewHandler(connectapi.Options{
-		Store: store, Auth: connectapi.Authenticator{Verifier: o.verifier},
+		Store: store, Hub: hub, Auth: connectapi.Authenticator{Verifier: o.verifier},
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	// Streams end first (the hub closes them), then the server.
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		srv.Close()
+	})
 	return &testBundle{
-		pool: pool, store: store, q: store.Queries(), url: srv.URL,
+		pool: pool, store: store, hub: hub, q: store.Queries(), url: srv.URL,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
 	}
+}
+
+// h2cClient is a client whose streams share one HTTP/2 connection.
+func (tb *testBundle) h2cClient() convov1connect.ConversationServiceClient {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return convov1connect.NewConversationServiceClient(&http.Client{Transport: &http.Transport{Protocols: p}}, tb.url)
 }
 
 // setupAuth serves with HS256 tokens required.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/stream"
 )
 
 // protoJSON writes model configurations in the same proto3 JSON form the
@@ -25,6 +26,9 @@ type Options struct {
 	Store  conversation.Store
 	Auth   Authenticator
 	Logger *slog.Logger
+	// Hub serves StreamConversation; nil answers it Unimplemented. Its
+	// Decode must be DecodeEvent.
+	Hub *stream.Hub
 	// Interceptors run after authentication (metrics, logging).
 	Interceptors []connect.Interceptor
 }
@@ -34,7 +38,7 @@ func NewHandler(opts Options) (string, http.Handler) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	svc := &service{store: opts.Store, logger: opts.Logger, now: time.Now}
+	svc := &service{store: opts.Store, hub: opts.Hub, logger: opts.Logger, now: time.Now}
 	interceptors := append([]connect.Interceptor{interceptor{auth: opts.Auth}}, opts.Interceptors...)
 	return convov1connect.NewConversationServiceHandler(svc,
 		connect.WithInterceptors(interceptors...),
@@ -47,6 +51,7 @@ type service struct {
 	convov1connect.UnimplementedConversationServiceHandler
 
 	store  conversation.Store
+	hub    *stream.Hub
 	logger *slog.Logger
 	now    func() time.Time
 }

@@ -49,6 +49,9 @@ type Store interface {
 	// snapshot, so no event falls between the state and State.Seq.
 	State(ctx context.Context, ownerID string, conversationID uuid.UUID) (State, error)
 
+	// Conversation returns the owner's conversation (with LastSeq).
+	Conversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, error)
+
 	// EventsAfter returns at most limit events of the conversation with seq >
 	// afterSeq, oldest first. It does not check ownership: callers reach it
 	// only for conversations whose ownership they have checked.

@@ -184,6 +184,8 @@ type Block struct {
 	PromptID  uuid.NullUUID
 	Type      string
 	Status    BlockStatus
+	// Position orders the blocks of a message: 0, 1, 2 …
+	Position int
 	// Content is the concatenation of the block's deltas so far.
 	Content string
 	// Metadata is a JSON object.

@@ -56,6 +56,11 @@ func (s *Store) ListConversations(ctx context.Context, ownerID string, limit int
 	return out, nil
 }
 
+// Conversation implements conversation.Store.
+func (s *Store) Conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
+	return s.conversation(ctx, ownerID, id)
+}
+
 func (s *Store) conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
 	row, err := s.q.ConversationGet(ctx, dbq.ConversationGetParams{ID: id, OwnerID: ownerID})
 	if err != nil {

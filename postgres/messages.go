@@ -42,3 +42,13 @@ func (s *Store) CancelPrompt(ctx context.Context, ownerID string, promptID uuid.
 	}
 	return cancelled, nil
 }
+
+// ExpireLeases fails running prompts whose lease expired (see
+// convo.expire_leases) and returns how many.
+func (s *Store) ExpireLeases(ctx context.Context) (int, error) {
+	n, err := s.q.PromptExpireLeases(ctx)
+	if err != nil {
+		return 0, translate(err, "expire leases")
+	}
+	return int(n), nil
+}

@@ -61,7 +61,7 @@ func assembleState(
 	for _, b := range blocks {
 		blocksByMessage[b.MessageID] = append(blocksByMessage[b.MessageID], conversation.Block{
 			ID: b.ID, MessageID: b.MessageID, PromptID: b.PromptID, Type: b.BlockType,
-			Status: conversation.BlockStatus(b.Status), Content: b.Content, Metadata: b.Metadata,
+			Status: conversation.BlockStatus(b.Status), Position: int(b.Position), Content: b.Content, Metadata: b.Metadata,
 			ToolCall: callByBlock[b.ID], CreatedAt: b.CreatedAt, EndedAt: b.EndedAt,
 		})
 	}

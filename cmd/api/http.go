@@ -31,7 +31,7 @@ func (m *Main) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
 	path, api := connectapi.NewHandler(connectapi.Options{
-		Store: m.store, Auth: m.authenticator(), Logger: m.Logger,
+		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
 	})
 	mux.Handle(path, api)
 	return mux

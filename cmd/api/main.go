@@ -15,9 +15,11 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/auth"
@@ -25,6 +27,8 @@ import (
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/postgres"
+	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/worker"
 )
 
 func main() {
@@ -62,6 +66,9 @@ type Config struct {
 	LogLevel    string // CONVO_LOG_LEVEL, --log-level
 	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
 	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: RS256 keys of an identity provider
+	// Workers configures the in-process workers (CONVO_WORKERS and the
+	// model settings; see package worker).
+	Workers worker.Settings
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -76,15 +83,22 @@ type Main struct {
 	cluster  *pgembed.Cluster
 	pool     *pgxpool.Pool
 	store    *postgres.Store
+	hub      *stream.Hub
+	workers  *worker.Pool
 	listener net.Listener
-	server   *http.Server
-	serveErr chan error
+
+	// background runs the hub, its feed and the lease reaper; Close
+	// cancels it first, so open streams end before the server shuts down.
+	stopBackground context.CancelFunc
+	background     sync.WaitGroup
+	server         *http.Server
+	serveErr       chan error
 }
 
 // NewMain returns a Main with the defaults of CONTRACT §5.
 func NewMain() *Main {
 	return &Main{
-		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info"},
+		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Workers: worker.DefaultSettings()},
 		Stdout: os.Stdout,
 	}
 }
@@ -104,6 +118,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fromEnv(&c.LogLevel, "CONVO_LOG_LEVEL")
 	fromEnv(&c.AuthSecret, "CONVO_AUTH_SECRET")
 	fromEnv(&c.AuthJWKSURL, "CONVO_AUTH_JWKS_URL")
+	if err := c.Workers.FromEnv(getenv); err != nil {
+		return err
+	}
 	if v := getenv("CONVO_EMBED_PORT"); v != "" {
 		if _, err := fmt.Sscan(v, &c.EmbedPort); err != nil {
 			return fmt.Errorf("CONVO_EMBED_PORT: %q is not a port number", v)
@@ -122,6 +139,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
 	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed RS256 by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
+	c.Workers.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -161,10 +179,21 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
+	// Each in-process worker holds up to two connections (writes and
+	// heartbeats); the API needs its own besides.
+	poolConfig.MaxConns = max(poolConfig.MaxConns, int32(2*m.Config.Workers.Workers+8))
 	if m.pool, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
 		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
 	}
 	m.store = postgres.New(m.pool)
+	m.startBackground(ctx, poolConfig.ConnConfig)
+	workerConfig, err := m.Config.Workers.Config(m.Logger)
+	if err != nil {
+		return fmt.Errorf("workers: %w", err)
+	}
+	if m.workers, err = worker.Start(ctx, m.pool, workerConfig); err != nil {
+		return fmt.Errorf("start workers: %w", err)
+	}
 
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
@@ -174,6 +203,37 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.serveErr <- m.server.Serve(m.listener) }()
 	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
 	return nil
+}
+
+// startBackground starts the stream hub, the LISTEN feed that wakes it, and
+// the reaper of expired prompt leases.
+func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) {
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopBackground = cancel
+	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent})
+	feed := &stream.NotifyFeed{ConnConfig: connConfig.Copy(), Hub: m.hub, Logger: m.Logger}
+	m.background.Go(func() { m.hub.Run(bg) })
+	m.background.Go(func() { feed.Run(bg) })
+	m.background.Go(func() { m.reapLeases(bg, 5*time.Second) })
+}
+
+// reapLeases fails running prompts whose worker stopped heartbeating, so a
+// crashed worker's reply ends even when no other worker claims anything.
+func (m *Main) reapLeases(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n, err := m.store.ExpireLeases(ctx); err != nil && ctx.Err() == nil {
+			m.Logger.Warn("expiring prompt leases failed", "err", err)
+		} else if n > 0 {
+			m.Logger.Info("failed prompts whose lease expired", "count", n)
+		}
+	}
 }
 
 // authenticator builds request authentication from the configuration.
@@ -222,6 +282,10 @@ func (m *Main) URL() string {
 // It is safe to call after a failed Run.
 func (m *Main) Close() error {
 	var errs []error
+	if m.stopBackground != nil {
+		// Ends open streams (ErrClosed: clients reconnect and resume).
+		m.stopBackground()
+	}
 	if m.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -232,6 +296,15 @@ func (m *Main) Close() error {
 			errs = append(errs, err)
 		}
 		m.server = nil
+	}
+	m.background.Wait()
+	if m.workers != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.workers.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stop workers: %w", err))
+		}
+		m.workers = nil
 	}
 	if m.pool != nil {
 		m.pool.Close()

@@ -488,7 +488,7 @@ BEGIN
     PERFORM convo._append_event(v_prompt.conversation_id, 'blockStart',
         jsonb_build_object('promptId', v_prompt.id, 'messageId', v_prompt.message_id,
                            'blockId', v_block.id, 'blockType', v_block.block_type,
-                           'metadata', v_block.metadata),
+                           'metadata', v_block.metadata, 'position', v_block.position),
         v_prompt.id, v_block.id);
     RETURN v_block.id;
 END;

@@ -235,7 +235,7 @@ BEGIN
     PERFORM convo._append_event(v_conv.id, 'messageCreated', jsonb_build_object('message',
         convo._message_json(v_user) || jsonb_build_object('blocks', jsonb_build_array(jsonb_build_object(
             'id', v_block.id, 'blockType', v_block.block_type, 'content', v_block.content,
-            'metadata', v_block.metadata, 'status', v_block.status)))));
+            'metadata', v_block.metadata, 'status', v_block.status, 'position', v_block.position)))));
 
     -- Create every prompt (and the comparison) first, then announce them,
     -- so each message's first event already carries its comparison.

@@ -721,7 +721,10 @@ type BlockStart struct {
 	// block_type is the block's type.
 	BlockType string `protobuf:"bytes,4,opt,name=block_type,json=blockType,proto3" json:"block_type,omitempty"`
 	// metadata is the block's initial metadata.
-	Metadata      *structpb.Struct `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Metadata *structpb.Struct `protobuf:"bytes,5,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// position is the block's place in its message: insert it there (see
+	// Block.position).
+	Position      int32 `protobuf:"varint,6,opt,name=position,proto3" json:"position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +792,13 @@ func (x *BlockStart) GetMetadata() *structpb.Struct {
 		return x.Metadata
 	}
 	return nil
+}
+
+func (x *BlockStart) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
 }
 
 // BlockDelta appends text to a streaming block.
@@ -1293,7 +1303,7 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\x06prompt\x18\x01 \x01(\v2\x10.convo.v1.PromptR\x06prompt\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\";\n" +
 	"\x0fPromptCancelled\x12(\n" +
-	"\x06prompt\x18\x01 \x01(\v2\x10.convo.v1.PromptR\x06prompt\"\xb7\x01\n" +
+	"\x06prompt\x18\x01 \x01(\v2\x10.convo.v1.PromptR\x06prompt\"\xd3\x01\n" +
 	"\n" +
 	"BlockStart\x12\x1b\n" +
 	"\tprompt_id\x18\x01 \x01(\tR\bpromptId\x12\x1d\n" +
@@ -1302,7 +1312,8 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\bblock_id\x18\x03 \x01(\tR\ablockId\x12\x1d\n" +
 	"\n" +
 	"block_type\x18\x04 \x01(\tR\tblockType\x123\n" +
-	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\"}\n" +
+	"\bmetadata\x18\x05 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12\x1a\n" +
+	"\bposition\x18\x06 \x01(\x05R\bposition\"}\n" +
 	"\n" +
 	"BlockDelta\x12\x1b\n" +
 	"\tprompt_id\x18\x01 \x01(\tR\bpromptId\x12\x1d\n" +

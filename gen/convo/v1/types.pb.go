@@ -323,7 +323,11 @@ type Block struct {
 	// status is "streaming" or "completed".
 	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
 	// tool_call is the invocation a tool_use block carries, if any.
-	ToolCall      *ToolCall `protobuf:"bytes,6,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	ToolCall *ToolCall `protobuf:"bytes,6,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	// position orders the blocks of a message (0, 1, 2 …). Blocks of one
+	// message may stream at the same time, and a snapshot holds only the
+	// completed ones, so clients insert a block by position, not at the end.
+	Position      int32 `protobuf:"varint,7,opt,name=position,proto3" json:"position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -398,6 +402,13 @@ func (x *Block) GetToolCall() *ToolCall {
 		return x.ToolCall
 	}
 	return nil
+}
+
+func (x *Block) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
 }
 
 // ToolCall is a tool invocation tied to a tool_use block.
@@ -812,7 +823,7 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\bfeedback\x18\t \x01(\v2\x12.convo.v1.FeedbackR\bfeedback\x12#\n" +
 	"\rcomparison_id\x18\n" +
 	" \x01(\tR\fcomparisonId\x12'\n" +
-	"\x0fcomparison_slot\x18\v \x01(\tR\x0ecomparisonSlot\"\xce\x01\n" +
+	"\x0fcomparison_slot\x18\v \x01(\tR\x0ecomparisonSlot\"\xea\x01\n" +
 	"\x05Block\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -820,7 +831,8 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x123\n" +
 	"\bmetadata\x18\x04 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12\x16\n" +
 	"\x06status\x18\x05 \x01(\tR\x06status\x12/\n" +
-	"\ttool_call\x18\x06 \x01(\v2\x12.convo.v1.ToolCallR\btoolCall\"\xaf\x02\n" +
+	"\ttool_call\x18\x06 \x01(\v2\x12.convo.v1.ToolCallR\btoolCall\x12\x1a\n" +
+	"\bposition\x18\a \x01(\x05R\bposition\"\xaf\x02\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x12\n" +

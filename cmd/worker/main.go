@@ -1,0 +1,155 @@
+// Command worker runs convo workers without the API server, against the
+// PostgreSQL in DATABASE_URL, so that workers scale independently of it.
+// It only calls the SQL worker API, like a worker in any other language.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/worker"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	m := NewMain()
+	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := m.Run(ctx); err != nil {
+		m.Close()
+		m.Logger.Error("convo worker failed to start", "err", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	m.Logger.Info("shutting down")
+	if err := m.Close(); err != nil {
+		m.Logger.Error("shutdown", "err", err)
+		os.Exit(1)
+	}
+}
+
+// Config is the command's configuration: each field has an environment
+// variable and a flag of the same meaning.
+type Config struct {
+	DatabaseURL string // DATABASE_URL, --database-url (required)
+	LogLevel    string // CONVO_LOG_LEVEL, --log-level
+	Worker      worker.Settings
+}
+
+// Main is the whole command: ParseFlags, then Run, then Close. Tests drive
+// exactly this wiring.
+type Main struct {
+	Config Config
+	// Logger defaults to text on stderr at Config.LogLevel.
+	Logger *slog.Logger
+
+	db      *pgxpool.Pool
+	workers *worker.Pool
+}
+
+// NewMain returns a Main with the default settings.
+func NewMain() *Main {
+	return &Main{Config: Config{LogLevel: "info", Worker: worker.DefaultSettings()}}
+}
+
+// ParseFlags reads configuration from the environment (through getenv) and
+// then from args, flags winning.
+func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
+	c := &m.Config
+	if v := getenv("DATABASE_URL"); v != "" {
+		c.DatabaseURL = v
+	}
+	if v := getenv("CONVO_LOG_LEVEL"); v != "" {
+		c.LogLevel = v
+	}
+	if err := c.Worker.FromEnv(getenv); err != nil {
+		return err
+	}
+
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: worker [flags]\n\nRuns convo workers against DATABASE_URL. Every flag has an environment variable; flags win.\n\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to work on (DATABASE_URL), migrated by the API server")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
+	c.Worker.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.DatabaseURL == "" {
+		return errors.New("DATABASE_URL (or --database-url) is required: the database the API server uses (`make run` prints it)")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return nil
+}
+
+// Run connects to the database and starts the workers. It returns once
+// they listen for prompts; Close stops them.
+func (m *Main) Run(ctx context.Context) error {
+	if m.Logger == nil {
+		m.Logger = slog.Default()
+	}
+	cfg, err := m.Config.Worker.Config(m.Logger)
+	if err != nil {
+		return err
+	}
+	poolConfig, err := pgxpool.ParseConfig(m.Config.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	// A write and a heartbeat per worker, and room for the context reads.
+	poolConfig.MaxConns = int32(max(4, 2*cfg.Workers+2))
+	if m.db, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
+		return fmt.Errorf("connect to the database: %w", err)
+	}
+	if m.workers, err = worker.Start(ctx, m.db, cfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Close stops the workers (failing the prompts they were running) and
+// closes the pool. It is safe to call after a failed Run.
+func (m *Main) Close() error {
+	var errs []error
+	if m.workers != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.workers.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		m.workers = nil
+	}
+	if m.db != nil {
+		m.db.Close()
+		m.db = nil
+	}
+	return errors.Join(errs...)
+}

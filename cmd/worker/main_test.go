@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://x/db", "CONVO_WORKERS": "4", "CONVO_OPENAI_API_KEY": "sk-1"}
+	m := NewMain()
+	if err := m.ParseFlags([]string{"--workers", "2", "--lease-seconds", "9", "--openai-model", "gpt-x"}, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	w := m.Config.Worker
+	if m.Config.DatabaseURL != "postgres://x/db" || w.Workers != 2 || w.LeaseSeconds != 9 || w.OpenAIAPIKey != "sk-1" || w.OpenAIModel != "gpt-x" {
+		t.Errorf("config %+v", m.Config)
+	}
+
+	err := NewMain().ParseFlags(nil, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Errorf("without a database: %v", err)
+	}
+	err = NewMain().ParseFlags([]string{"--database-url", "postgres://x/db"}, func(k string) string {
+		return map[string]string{"CONVO_BATCH_INTERVAL": "soon"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), "CONVO_BATCH_INTERVAL") {
+		t.Errorf("bad duration: %v", err)
+	}
+}
+
+// TestRun drives the production wiring: the worker answers a message and
+// stops cleanly.
+func TestRun(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	m := NewMain()
+	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := m.ParseFlags([]string{"--database-url", dsn, "--demo-tokens-per-second", "-1"}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Run(ctx); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			m.Close()
+		}
+	})
+
+	db, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	store := postgres.New(db)
+	res, err := store.SendMessage(ctx, conversation.SendMessageParams{
+		OwnerID: "local", Text: "What is 3 * 3?", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the reply, reading the database on every tick.
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-deadline:
+			t.Fatal("the reply did not complete within 20s")
+		case <-tick.C:
+			st, err := store.State(ctx, "local", res.ConversationID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done = st.Messages[1].Status == conversation.MessageCompleted
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	closed = true
+}

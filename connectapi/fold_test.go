@@ -1,0 +1,283 @@
+package connectapi_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+)
+
+// folded is a client's view of a conversation: the snapshot with every
+// event applied, the way the web app's reducer does it.
+type folded struct {
+	conversation *convov1.Conversation
+	messages     []*convov1.Message
+	seq          int64
+}
+
+func (f *folded) message(id string) *convov1.Message {
+	for _, m := range f.messages {
+		if m.Id == id {
+			return m
+		}
+	}
+	return nil
+}
+
+func (f *folded) block(messageID, blockID string) *convov1.Block {
+	if m := f.message(messageID); m != nil {
+		for _, b := range m.Blocks {
+			if b.Id == blockID {
+				return b
+			}
+		}
+	}
+	return nil
+}
+
+func (f *folded) blockByID(blockID string) *convov1.Block {
+	for _, m := range f.messages {
+		for _, b := range m.Blocks {
+			if b.Id == blockID {
+				return b
+			}
+		}
+	}
+	return nil
+}
+
+// clone returns a deep copy, safe to read while the original keeps folding.
+func (f *folded) clone() folded {
+	out := folded{seq: f.seq}
+	if f.conversation != nil {
+		out.conversation = proto.Clone(f.conversation).(*convov1.Conversation)
+	}
+	for _, m := range f.messages {
+		out.messages = append(out.messages, proto.Clone(m).(*convov1.Message))
+	}
+	return out
+}
+
+// apply folds one stream message in. It returns an error for anything a
+// correct stream never sends: an event out of order, a delta to an unknown
+// block.
+func (f *folded) apply(res *convov1.StreamConversationResponse) error {
+	if snap := res.GetSnapshot(); snap != nil {
+		f.conversation = proto.Clone(snap.Conversation).(*convov1.Conversation)
+		f.messages = nil
+		for _, m := range snap.Messages {
+			f.messages = append(f.messages, proto.Clone(m).(*convov1.Message))
+		}
+		f.seq = snap.Seq
+		return nil
+	}
+	e := res.GetEvent()
+	if e.Replay {
+		if e.Seq != f.seq {
+			return fmt.Errorf("replayed event with seq %d after snapshot %d", e.Seq, f.seq)
+		}
+	} else {
+		if e.Seq != f.seq+1 {
+			return fmt.Errorf("event seq %d after %d: not the next one", e.Seq, f.seq)
+		}
+		f.seq = e.Seq
+	}
+	switch k := e.Kind.(type) {
+	case *convov1.Event_MessageCreated:
+		f.messages = append(f.messages, proto.Clone(k.MessageCreated.Message).(*convov1.Message))
+	case *convov1.Event_MessageUpdated:
+		m := f.message(k.MessageUpdated.Message.Id)
+		if m == nil {
+			return fmt.Errorf("update of unknown message %s", k.MessageUpdated.Message.Id)
+		}
+		blocks := m.Blocks
+		proto.Reset(m)
+		proto.Merge(m, k.MessageUpdated.Message)
+		m.Blocks = blocks
+	case *convov1.Event_BlockStart:
+		m := f.message(k.BlockStart.MessageId)
+		if m == nil {
+			return fmt.Errorf("block of unknown message %s", k.BlockStart.MessageId)
+		}
+		b := &convov1.Block{
+			Id: k.BlockStart.BlockId, BlockType: k.BlockStart.BlockType, Status: "streaming",
+			Metadata: proto.Clone(k.BlockStart.Metadata).(*structpb.Struct), Position: k.BlockStart.Position,
+		}
+		// Insert by position: a replayed block may belong before
+		// completed blocks of the snapshot.
+		i := len(m.Blocks)
+		for i > 0 && m.Blocks[i-1].Position > b.Position {
+			i--
+		}
+		m.Blocks = slices.Insert(m.Blocks, i, b)
+	case *convov1.Event_BlockDelta:
+		b := f.block(k.BlockDelta.MessageId, k.BlockDelta.BlockId)
+		if b == nil || b.Status != "streaming" {
+			return fmt.Errorf("delta to unknown or ended block %s", k.BlockDelta.BlockId)
+		}
+		b.Content += k.BlockDelta.Content
+	case *convov1.Event_BlockEnd:
+		b := f.block(k.BlockEnd.MessageId, k.BlockEnd.BlockId)
+		if b == nil {
+			return fmt.Errorf("end of unknown block %s", k.BlockEnd.BlockId)
+		}
+		b.Status = "completed"
+		b.Metadata = proto.Clone(k.BlockEnd.Metadata).(*structpb.Struct)
+	case *convov1.Event_ToolCallStarted:
+		b := f.blockByID(k.ToolCallStarted.ToolCall.BlockId)
+		if b == nil {
+			return fmt.Errorf("tool call on unknown block")
+		}
+		b.ToolCall = proto.Clone(k.ToolCallStarted.ToolCall).(*convov1.ToolCall)
+	case *convov1.Event_ToolCallProgress:
+		b := f.blockByID(k.ToolCallProgress.BlockId)
+		if b == nil || b.ToolCall == nil {
+			return fmt.Errorf("progress of unknown tool call")
+		}
+		b.ToolCall.Output += k.ToolCallProgress.Output
+		b.ToolCall.Status = "running"
+	case *convov1.Event_ToolCallCompleted:
+		if b := f.blockByID(k.ToolCallCompleted.ToolCall.BlockId); b != nil {
+			b.ToolCall = proto.Clone(k.ToolCallCompleted.ToolCall).(*convov1.ToolCall)
+		}
+	case *convov1.Event_ToolCallFailed:
+		if b := f.blockByID(k.ToolCallFailed.ToolCall.BlockId); b != nil {
+			b.ToolCall = proto.Clone(k.ToolCallFailed.ToolCall).(*convov1.ToolCall)
+		}
+	case *convov1.Event_ConversationUpdated:
+		f.conversation = proto.Clone(k.ConversationUpdated.Conversation).(*convov1.Conversation)
+	case *convov1.Event_HistoryCleared:
+		f.conversation = proto.Clone(k.HistoryCleared.Conversation).(*convov1.Conversation)
+		f.messages = nil
+	}
+	return nil
+}
+
+// diff describes the first difference between a fold and GetConversation.
+func (f *folded) diff(got *convov1.GetConversationResponse) string {
+	if !proto.Equal(f.conversation, got.Conversation) {
+		return fmt.Sprintf("conversation:\nfold %v\nget  %v", f.conversation, got.Conversation)
+	}
+	if len(f.messages) != len(got.Messages) {
+		return fmt.Sprintf("%d messages in the fold, %d in GetConversation", len(f.messages), len(got.Messages))
+	}
+	for i := range f.messages {
+		if !proto.Equal(f.messages[i], got.Messages[i]) {
+			return fmt.Sprintf("message %d:\nfold %v\nget  %v", i, f.messages[i], got.Messages[i])
+		}
+	}
+	return fmt.Sprintf("seq %d vs %d", f.seq, got.Seq)
+}
+
+// equalState compares a fold with GetConversation's answer at the same seq.
+func (f *folded) equal(got *convov1.GetConversationResponse) bool {
+	want := &convov1.GetConversationResponse{Conversation: f.conversation, Messages: f.messages, Seq: f.seq}
+	return proto.Equal(want, got)
+}
+
+// subscriber follows a conversation in the background, folding what it
+// receives; it records every message and the error that ended the stream.
+type subscriber struct {
+	mu       sync.Mutex
+	state    folded
+	received []*convov1.StreamConversationResponse
+	err      error
+	changed  chan struct{}
+	done     chan struct{}
+	cancel   context.CancelFunc
+}
+
+func subscribe(t testing.TB, client convov1connect.ConversationServiceClient, req *convov1.StreamConversationRequest) *subscriber {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &subscriber{changed: make(chan struct{}, 1), done: make(chan struct{}), cancel: cancel}
+	go func() {
+		defer close(s.done)
+		// The call returns once the server sends its first message, so it
+		// runs here, not in the test's goroutine.
+		stream, err := client.StreamConversation(ctx, connect.NewRequest(req))
+		if err != nil {
+			s.mu.Lock()
+			s.err = err
+			s.mu.Unlock()
+			return
+		}
+		defer stream.Close()
+		for stream.Receive() {
+			msg := stream.Msg()
+			s.mu.Lock()
+			s.received = append(s.received, msg)
+			if err := s.state.apply(msg); err != nil && s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+			select {
+			case s.changed <- struct{}{}:
+			default:
+			}
+		}
+		s.mu.Lock()
+		if s.err == nil {
+			s.err = stream.Err()
+		}
+		s.mu.Unlock()
+	}()
+	t.Cleanup(func() { s.close() })
+	if req.AfterSeq == nil {
+		// Established once its snapshot arrived: events written from now
+		// on come after the snapshot and its replay.
+		s.waitSeq(t, 0, streamTimeout)
+		for {
+			s.mu.Lock()
+			n, err := len(s.received), s.err
+			s.mu.Unlock()
+			if n > 0 || err != nil {
+				break
+			}
+			select {
+			case <-s.changed:
+			case <-s.done:
+			}
+		}
+	}
+	return s
+}
+
+func (s *subscriber) close() {
+	s.cancel()
+	<-s.done
+}
+
+// waitSeq waits until the subscriber has applied seq, failing the test on
+// a stream error or after timeout.
+func (s *subscriber) waitSeq(t testing.TB, seq int64, timeout time.Duration) folded {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		st, err := s.state.clone(), s.err
+		s.mu.Unlock()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("stream failed at seq %d: %v", st.seq, err)
+		}
+		if st.seq >= seq {
+			return st
+		}
+		select {
+		case <-s.changed:
+		case <-s.done:
+		case <-deadline:
+			t.Fatalf("stream reached seq %d of %d in %v", st.seq, seq, timeout)
+		}
+	}
+}

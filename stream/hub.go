@@ -1,0 +1,318 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+)
+
+// EventLog is what the hub reads: the store's event log.
+type EventLog interface {
+	EventsAfterMany(ctx context.Context, cursors []conversation.Cursor, limit int) ([]conversation.Event, error)
+}
+
+// Item is one event as the hub delivers it: shared, read-only, by every
+// subscriber of its conversation.
+type Item struct {
+	Event conversation.Event
+	// Decoded is what Options.Decode made of the event, once for all
+	// subscribers (for example the Connect message to send).
+	Decoded any
+	// Err is Decode's error, if any.
+	Err error
+}
+
+// HubOptions configures a Hub.
+type HubOptions struct {
+	Log    EventLog
+	Logger *slog.Logger
+	// Decode, when set, runs once per event before fan-out.
+	Decode func(conversation.Event) (any, error)
+	// QueueSize is each subscriber's queue length (default 512 events).
+	QueueSize int
+	// ReadBatch bounds the events read per conversation per query
+	// (default 500); a conversation with more is read again at once.
+	ReadBatch int
+}
+
+// Hub fans out conversations' events to subscribers. Its zero value is not
+// usable; call NewHub, then Run.
+type Hub struct {
+	opts   HubOptions
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	topics map[uuid.UUID]*topic
+	// dirty holds the conversations to read, with the highest seq a feed
+	// said exists (0 when unknown: read anyway).
+	dirty  map[uuid.UUID]int64
+	closed error
+
+	wake chan struct{}
+	done chan struct{}
+}
+
+// topic is one followed conversation.
+type topic struct {
+	id uuid.UUID
+	// delivered is the last seq fanned out; -1 until a subscriber has
+	// told where it starts.
+	delivered int64
+	subs      map[*Subscription]struct{}
+}
+
+// NewHub returns a hub reading from opts.Log.
+func NewHub(opts HubOptions) *Hub {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 512
+	}
+	if opts.ReadBatch <= 0 {
+		opts.ReadBatch = 500
+	}
+	return &Hub{
+		opts: opts, logger: opts.Logger,
+		topics: make(map[uuid.UUID]*topic),
+		dirty:  make(map[uuid.UUID]int64),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+}
+
+// ErrClosed ends subscriptions when the hub stops (the server is shutting
+// down): the client should reconnect, to this or another server.
+var ErrClosed = errors.New("server is shutting down; reconnect and resume")
+
+// Run reads and fans out events until ctx ends, then ends every
+// subscription with ErrClosed.
+func (h *Hub) Run(ctx context.Context) {
+	defer close(h.done)
+	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			h.shutdown(ErrClosed)
+			return
+		case <-h.wake:
+		}
+		for {
+			more, err := h.readOnce(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				delay := backoff.next()
+				h.logger.Warn("stream: reading the event log failed; retrying", "err", err, "retry_in", delay)
+				select {
+				case <-ctx.Done():
+				case <-time.After(delay):
+				}
+				continue
+			}
+			backoff.reset()
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// Done is closed when Run has returned.
+func (h *Hub) Done() <-chan struct{} { return h.done }
+
+// Hint tells the hub that the conversation has an event with seq (0:
+// unknown). It never blocks.
+func (h *Hub) Hint(id uuid.UUID, seq int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.topics[id]
+	if !ok || (seq > 0 && t.delivered >= 0 && seq <= t.delivered) {
+		return
+	}
+	h.markDirtyLocked(id, seq)
+}
+
+// Deleted ends every subscription of a deleted conversation with
+// ErrDeleted.
+func (h *Hub) Deleted(id uuid.UUID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t, ok := h.topics[id]; ok {
+		for s := range t.subs {
+			s.endLocked(ErrDeleted)
+		}
+		delete(h.topics, id)
+		delete(h.dirty, id)
+	}
+}
+
+// Resync marks every followed conversation to be read again: a feed calls
+// it after each (re)connect, since notifications sent while it was away
+// are lost.
+func (h *Hub) Resync() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, t := range h.topics {
+		if t.delivered >= 0 {
+			h.markDirtyLocked(id, 0)
+		}
+	}
+}
+
+// Stats reports the hub's size, for metrics and tests.
+type Stats struct{ Topics, Subscribers int }
+
+// Stats returns the current number of followed conversations and
+// subscriptions.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := Stats{Topics: len(h.topics)}
+	for _, t := range h.topics {
+		st.Subscribers += len(t.subs)
+	}
+	return st
+}
+
+func (h *Hub) markDirtyLocked(id uuid.UUID, seq int64) {
+	if cur, ok := h.dirty[id]; !ok || seq > cur || seq == 0 {
+		if ok && cur == 0 {
+			seq = 0
+		}
+		h.dirty[id] = seq
+	}
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// readOnce reads every dirty topic after its delivered seq in one query and
+// fans the events out. It reports whether a topic hit the batch limit and
+// must be read again.
+func (h *Hub) readOnce(ctx context.Context) (bool, error) {
+	h.mu.Lock()
+	var cursors []conversation.Cursor
+	for id := range h.dirty {
+		t, ok := h.topics[id]
+		if !ok || t.delivered < 0 {
+			delete(h.dirty, id)
+			continue
+		}
+		cursors = append(cursors, conversation.Cursor{ConversationID: id, AfterSeq: t.delivered})
+	}
+	clear(h.dirty)
+	h.mu.Unlock()
+	if len(cursors) == 0 {
+		return false, nil
+	}
+
+	events, err := h.opts.Log.EventsAfterMany(ctx, cursors, h.opts.ReadBatch)
+	if err != nil {
+		h.mu.Lock()
+		for _, c := range cursors {
+			h.markDirtyLocked(c.ConversationID, 0)
+		}
+		h.mu.Unlock()
+		return false, err
+	}
+	return h.publish(events), nil
+}
+
+// publish decodes events (grouped by conversation, in seq order) and fans
+// them out. It reports whether some conversation may have more to read.
+func (h *Hub) publish(events []conversation.Event) bool {
+	items := h.items(events)
+	perConversation := make(map[uuid.UUID]int)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, item := range items {
+		e := item.Event
+		perConversation[e.ConversationID]++
+		t, ok := h.topics[e.ConversationID]
+		if !ok || e.Seq != t.delivered+1 {
+			// Unfollowed meanwhile, or already delivered by another read.
+			continue
+		}
+		t.delivered = e.Seq
+		for s := range t.subs {
+			s.offerLocked(item)
+		}
+	}
+	more := false
+	for id, n := range perConversation {
+		if n >= h.opts.ReadBatch {
+			h.markDirtyLocked(id, 0)
+			more = true
+		}
+	}
+	return more
+}
+
+func (h *Hub) shutdown(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = err
+	for id, t := range h.topics {
+		for s := range t.subs {
+			s.endLocked(err)
+		}
+		delete(h.topics, id)
+	}
+}
+
+// register adds a subscription, creating its topic.
+func (h *Hub) register(s *Subscription) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed != nil {
+		return h.closed
+	}
+	t, ok := h.topics[s.conversationID]
+	if !ok {
+		t = &topic{id: s.conversationID, delivered: -1, subs: make(map[*Subscription]struct{})}
+		h.topics[s.conversationID] = t
+	}
+	t.subs[s] = struct{}{}
+	return nil
+}
+
+// start tells the hub that s has everything up to seq; a topic that did
+// not know where to start reads from there.
+func (h *Hub) start(s *Subscription, seq int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.topics[s.conversationID]
+	if !ok {
+		return
+	}
+	if t.delivered < 0 {
+		t.delivered = seq
+	}
+	// Read at once: a notification may have come while the topic had no
+	// start, or the hub may be behind this subscriber's snapshot.
+	h.markDirtyLocked(s.conversationID, 0)
+}
+
+// unregister removes a subscription, and its topic when it was the last.
+func (h *Hub) unregister(s *Subscription) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.topics[s.conversationID]
+	if !ok {
+		return
+	}
+	delete(t.subs, s)
+	if len(t.subs) == 0 {
+		delete(h.topics, s.conversationID)
+		delete(h.dirty, s.conversationID)
+	}
+}

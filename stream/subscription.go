@@ -1,0 +1,223 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+)
+
+// Source is what Open reads: the store.
+type Source interface {
+	State(ctx context.Context, ownerID string, id uuid.UUID) (conversation.State, error)
+	Conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error)
+	EventsAfter(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]conversation.Event, error)
+}
+
+// MaxResume is the most events a resume (afterSeq) replays; further behind,
+// the subscription starts from a snapshot instead, which is smaller.
+const MaxResume = 10_000
+
+// ErrFellBehind ends a subscription whose queue overflowed because its
+// client read too slowly. Every event before the error was delivered in
+// order; the client resumes after the last one it applied.
+var ErrFellBehind = errors.New("subscriber fell behind the conversation's events")
+
+// ErrDeleted ends the subscriptions of a deleted conversation.
+var ErrDeleted = conversation.Errorf(conversation.NotFound, "the conversation was deleted")
+
+// OpenParams names what to follow.
+type OpenParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	// AfterSeq, when set, resumes after that seq without a snapshot, if
+	// the events after it are all still held (at most MaxResume of them).
+	AfterSeq *int64
+}
+
+// Subscription follows one conversation for one client. It is not safe for
+// concurrent use; Close it when done.
+type Subscription struct {
+	hub            *Hub
+	source         Source
+	conversationID uuid.UUID
+
+	ch    chan *Item
+	endCh chan struct{}
+	ended error // set under hub.mu before endCh closes
+
+	// cursor is the seq of the last event Next returned (or the
+	// snapshot's seq); pending are events to return before reading ch.
+	cursor   int64
+	pending  []*Item
+	snapshot *conversation.State
+}
+
+// Open registers a subscription with the hub and then reads where it
+// starts: the events after p.AfterSeq when they are all held, otherwise a
+// snapshot. Registering first means nothing committed after the start can
+// be missed; Next drops what the snapshot already holds. It returns the
+// store's errors (NotFound for an unknown or foreign conversation).
+func (h *Hub) Open(ctx context.Context, src Source, p OpenParams) (*Subscription, error) {
+	s := &Subscription{
+		hub: h, source: src, conversationID: p.ConversationID,
+		ch: make(chan *Item, h.opts.QueueSize), endCh: make(chan struct{}),
+	}
+	if err := h.register(s); err != nil {
+		return nil, err
+	}
+	if err := s.begin(ctx, p); err != nil {
+		h.unregister(s)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Subscription) begin(ctx context.Context, p OpenParams) error {
+	if p.AfterSeq != nil {
+		conv, err := s.source.Conversation(ctx, p.OwnerID, p.ConversationID)
+		if err != nil {
+			return err
+		}
+		after := *p.AfterSeq
+		if behind := conv.LastSeq - after; after >= 0 && behind >= 0 && behind <= MaxResume {
+			events, err := s.source.EventsAfter(ctx, p.ConversationID, after, int(behind))
+			if err != nil {
+				return err
+			}
+			if held(events, after, conv.LastSeq) {
+				s.cursor = after
+				s.pending = s.hub.items(events)
+				s.hub.start(s, conv.LastSeq)
+				return nil
+			}
+		}
+	}
+	st, err := s.source.State(ctx, p.OwnerID, p.ConversationID)
+	if err != nil {
+		return err
+	}
+	s.snapshot = &st
+	s.cursor = st.Seq
+	s.hub.start(s, st.Seq)
+	return nil
+}
+
+// held reports whether events are exactly after+1 … last.
+func held(events []conversation.Event, after, last int64) bool {
+	if int64(len(events)) != last-after {
+		return false
+	}
+	for i, e := range events {
+		if e.Seq != after+int64(i)+1 {
+			return false
+		}
+	}
+	return true
+}
+
+// Snapshot returns the state the subscription started from, or false when
+// it resumed after a seq instead.
+func (s *Subscription) Snapshot() (conversation.State, bool) {
+	if s.snapshot == nil {
+		return conversation.State{}, false
+	}
+	return *s.snapshot, true
+}
+
+// Next returns the conversation's next event after the snapshot (or the
+// resume point), waiting for it to be committed. Events come exactly once,
+// in seq order. It returns ErrFellBehind, ErrDeleted or ErrClosed when the
+// subscription ends (after every event queued before), and ctx's error.
+func (s *Subscription) Next(ctx context.Context) (*Item, error) {
+	for {
+		if len(s.pending) > 0 {
+			item := s.pending[0]
+			s.pending = s.pending[1:]
+			if item.Event.Seq <= s.cursor {
+				continue
+			}
+			s.cursor = item.Event.Seq
+			return item, nil
+		}
+		var item *Item
+		select {
+		case item = <-s.ch:
+		case <-s.endCh:
+			select {
+			case item = <-s.ch:
+			default:
+				return nil, s.ended
+			}
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		switch seq := item.Event.Seq; {
+		case seq <= s.cursor:
+			continue // the snapshot or the catch-up read already had it
+		case seq > s.cursor+1:
+			// A gap: this subscription started behind the hub. Read the
+			// missing events from the log, then go on in order.
+			fill, err := s.source.EventsAfter(ctx, s.conversationID, s.cursor, int(seq-s.cursor-1))
+			if err != nil {
+				return nil, fmt.Errorf("read events %d to %d: %w", s.cursor+1, seq-1, err)
+			}
+			s.pending = append(s.hub.items(fill), item)
+			continue
+		}
+		s.cursor = item.Event.Seq
+		return item, nil
+	}
+}
+
+// Cursor is the seq of the last event Next returned (or of the snapshot).
+func (s *Subscription) Cursor() int64 { return s.cursor }
+
+// Close unregisters the subscription; its memory is freed at once.
+func (s *Subscription) Close() { s.hub.unregister(s) }
+
+// offerLocked queues item without blocking; a full queue cuts the
+// subscription off. The caller holds hub.mu.
+func (s *Subscription) offerLocked(item *Item) {
+	if s.ended != nil {
+		return
+	}
+	select {
+	case s.ch <- item:
+	default:
+		s.endLocked(ErrFellBehind)
+	}
+}
+
+// endLocked ends the subscription with err and removes it from its topic.
+// The caller holds hub.mu.
+func (s *Subscription) endLocked(err error) {
+	if s.ended != nil {
+		return
+	}
+	s.ended = err
+	close(s.endCh)
+	if t := s.hub.topics[s.conversationID]; t != nil {
+		delete(t.subs, s)
+		if len(t.subs) == 0 {
+			delete(s.hub.topics, s.conversationID)
+			delete(s.hub.dirty, s.conversationID)
+		}
+	}
+}
+
+// items wraps events for delivery, decoding each.
+func (h *Hub) items(events []conversation.Event) []*Item {
+	out := make([]*Item, len(events))
+	for i, e := range events {
+		item := &Item{Event: e}
+		if h.opts.Decode != nil {
+			item.Decoded, item.Err = h.opts.Decode(e)
+		}
+		out[i] = item
+	}
+	return out
+}

@@ -1,0 +1,176 @@
+package worker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Config configures a Pool of workers. The zero value of every field but
+// Workers means its default.
+type Config struct {
+	// Workers is how many prompts this process runs at once; 0 runs none.
+	Workers int
+	// Name identifies this process's workers in claims and in the error of
+	// a prompt whose lease expired; worker i is "<Name>/<i>". It must be
+	// unique among running processes. Default: "<hostname>-<pid>-<random>".
+	Name string
+	// LeaseSeconds is how long a claim holds a prompt without a heartbeat
+	// (1 to 3600). A worker that dies mid-reply leaves its prompt running
+	// until the lease expires; then it is failed. Default 30.
+	LeaseSeconds int
+	// HeartbeatInterval is how often a running prompt's lease is extended.
+	// Default: a third of the lease.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often an idle worker looks for prompts without
+	// being woken by a notification: a safety net for missed
+	// notifications. Default 10 s.
+	PollInterval time.Duration
+	// BatchInterval is the shortest time between two writes of streamed
+	// text to one block (or one tool call's output); text arriving sooner
+	// is coalesced. Negative: write every chunk at once. Default 20 ms.
+	BatchInterval time.Duration
+	// BatchBytes writes coalesced text at once when this much is waiting.
+	// Default 4096.
+	BatchBytes int
+	// MaxToolRounds bounds how many times one prompt may call tools and
+	// continue the model. Default 8.
+	MaxToolRounds int
+	// MaxToolOutput is how many bytes of a tool's progress output, and of
+	// its result, are streamed; the rest is cut, with the full length
+	// recorded. Default 16384.
+	MaxToolOutput int
+	// ToolTimeout bounds one tool call. Default 2 minutes.
+	ToolTimeout time.Duration
+	// CallTimeout bounds each SQL call. Default 15 s.
+	CallTimeout time.Duration
+	// Models are the providers prompts may ask for. Default: the demo
+	// model only, at its default pace.
+	Models *Models
+	// Tools are the tools models may call. Default: DemoTools.
+	Tools *Tools
+	// Logger defaults to slog.Default.
+	Logger *slog.Logger
+	// OnPromptDone, when set, is called after each prompt a worker took
+	// has been settled, from that worker's goroutine: for metrics and
+	// tests. It must not block for long.
+	OnPromptDone func(Result)
+
+	// wrapAPI lets tests watch or alter the SQL calls.
+	wrapAPI func(sqlAPI) sqlAPI
+}
+
+// withDefaults returns c with every zero field set to its default, or an
+// error for a value out of range.
+func (c Config) withDefaults() (Config, error) {
+	if c.Workers < 0 {
+		return c, fmt.Errorf("workers must be 0 or more, got %d", c.Workers)
+	}
+	if c.Name == "" {
+		c.Name = defaultName()
+	}
+	if c.LeaseSeconds == 0 {
+		c.LeaseSeconds = 30
+	}
+	if c.LeaseSeconds < 1 || c.LeaseSeconds > 3600 {
+		return c, fmt.Errorf("lease must be 1 to 3600 seconds, got %d", c.LeaseSeconds)
+	}
+	lease := time.Duration(c.LeaseSeconds) * time.Second
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = lease / 3
+	}
+	if c.HeartbeatInterval >= lease {
+		return c, fmt.Errorf("heartbeat interval %s must be shorter than the lease (%s)", c.HeartbeatInterval, lease)
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 10 * time.Second
+	}
+	if c.BatchInterval == 0 {
+		c.BatchInterval = 20 * time.Millisecond
+	}
+	if c.BatchBytes <= 0 {
+		c.BatchBytes = 4096
+	}
+	if c.MaxToolRounds <= 0 {
+		c.MaxToolRounds = 8
+	}
+	if c.MaxToolOutput <= 0 {
+		c.MaxToolOutput = 16 << 10
+	}
+	if c.ToolTimeout <= 0 {
+		c.ToolTimeout = 2 * time.Minute
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 15 * time.Second
+	}
+	if c.Models == nil {
+		c.Models = NewModels("demo")
+		c.Models.Register("demo", NewDemoModel(DemoOptions{}), "")
+	}
+	if _, ok := c.Models.byName[c.Models.defaultName]; !ok {
+		return c, fmt.Errorf("the default model provider %q is not registered", c.Models.defaultName)
+	}
+	if c.Tools == nil {
+		c.Tools = DemoTools()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+func defaultName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Outcome is how a worker left a prompt.
+type Outcome string
+
+const (
+	// OutcomeCompleted: the reply is complete.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeFailed: the worker failed the prompt (Result.Err says why).
+	OutcomeFailed Outcome = "failed"
+	// OutcomeCancelled: the prompt was cancelled; the worker stopped and
+	// wrote nothing more.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeStopped: the prompt was no longer the worker's (cancelled,
+	// its lease expired, or another worker holds it); the worker stopped
+	// and wrote nothing more.
+	OutcomeStopped Outcome = "stopped"
+)
+
+// Result is what a worker did with one prompt.
+type Result struct {
+	PromptID uuid.UUID
+	Worker   string
+	Outcome  Outcome
+	// Err is why the prompt failed or stopped; nil when it completed.
+	Err error
+	// Rounds is how many times the model ran.
+	Rounds int
+	// Deltas is how many append_block and tool_call_progress calls the
+	// reply took (after batching).
+	Deltas   int
+	Duration time.Duration
+}
+
+// Reasons a prompt's context ends; context.Cause tells them apart.
+var (
+	errCancelled = errors.New("the prompt was cancelled")
+	errLost      = errors.New("the prompt is no longer this worker's (cancelled, lease expired or taken over)")
+	errShutdown  = errors.New("the worker is shutting down")
+	errSettled   = errors.New("the prompt is settled")
+)

@@ -1,0 +1,346 @@
+package worker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// DemoOptions configure the demo model.
+type DemoOptions struct {
+	// TokensPerSecond is the pace of its output. Default 40; negative: as
+	// fast as it can.
+	TokensPerSecond float64
+}
+
+// NewDemoModel returns the built-in demo model, which needs no network.
+// For each user message it reasons briefly (a reasoning block), calls a
+// tool (calculator when the message holds arithmetic, text_stats
+// otherwise), and answers in a few hundred tokens of markdown built from
+// the message and the tool's result, at a human reading pace. With a
+// responseFormat in its configuration it answers with a structured (JSON)
+// block instead. It honours maxTokens (finishing with "length").
+func NewDemoModel(opts DemoOptions) Model {
+	if opts.TokensPerSecond == 0 {
+		opts.TokensPerSecond = 40
+	}
+	return &demoModel{tps: opts.TokensPerSecond}
+}
+
+type demoModel struct {
+	tps float64
+}
+
+// Stream implements Model.
+func (d *demoModel) Stream(ctx context.Context, req Request) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		e := &demoEmitter{ctx: ctx, yield: yield, tps: d.tps, start: time.Now(), maxTokens: -1}
+		if req.Config.MaxTokens != nil {
+			e.maxTokens = int(*req.Config.MaxTokens)
+		}
+		var ok bool
+		if last := lastMessage(req); last.Role == RoleTool {
+			ok = d.answer(e, req)
+		} else {
+			ok = d.plan(e, req)
+		}
+		if ok {
+			yield(Finish{Reason: e.finishReason()}, nil)
+		}
+	}
+}
+
+func lastMessage(req Request) Message {
+	if len(req.Messages) == 0 {
+		return Message{}
+	}
+	return req.Messages[len(req.Messages)-1]
+}
+
+// plan reasons about the user's message and calls a tool (or, without
+// tools, answers at once).
+func (d *demoModel) plan(e *demoEmitter, req Request) bool {
+	text := req.LastUserText()
+	expr := findExpression(text)
+	stats := textStats(text)
+	tool, args := "text_stats", map[string]string{"text": text}
+	if expr != "" {
+		tool, args = "calculator", map[string]string{"expression": expr}
+	}
+	available := false
+	for _, t := range req.Tools {
+		available = available || t.Name == tool
+	}
+
+	var r strings.Builder
+	fmt.Fprintf(&r, "The user wrote %d %s", stats.Words, plural(stats.Words, "word", "words"))
+	if stats.QuestionSentence {
+		r.WriteString(" and asks a question")
+	}
+	r.WriteString(". ")
+	switch {
+	case !available:
+		r.WriteString("No tool is available, so I will answer from the message alone. ")
+	case expr != "":
+		fmt.Fprintf(&r, "It contains the arithmetic `%s`; I should compute it with the calculator rather than guess. ", expr)
+	default:
+		r.WriteString("There is no arithmetic in it, so I will measure the text with text_stats and describe what I find. ")
+	}
+	if turns := countRole(req, RoleUser); turns > 1 {
+		fmt.Fprintf(&r, "This is message %d of our conversation, so I can refer back to earlier turns. ", turns)
+	}
+	r.WriteString("Then I will answer in markdown.")
+	if !e.stream(0, r.String(), func(s string) Chunk { return ReasoningChunk(s) }) {
+		return false
+	}
+	sum := sha256.Sum256([]byte(r.String()))
+	if !e.emit(Flush{Index: 0, Metadata: map[string]any{"signature": "demo-" + hex.EncodeToString(sum[:8])}}) {
+		return false
+	}
+	if e.cut {
+		return true
+	}
+	if !available {
+		return d.reply(e, req, "", "", "", false)
+	}
+
+	argJSON, _ := json.Marshal(args)
+	callID := fmt.Sprintf("call_demo_%d", countRole(req, RoleUser))
+	if !e.emit(Part{Index: 1, Chunk: ToolCallStart{ID: callID}}) || !e.emit(Part{Index: 1, Chunk: ToolCallStart{Name: tool}}) {
+		return false
+	}
+	// The arguments arrive in pieces, as they do from real providers.
+	if !e.stream(1, string(argJSON), func(s string) Chunk { return ToolCallArgs(s) }) {
+		return false
+	}
+	if !e.emit(Flush{Index: 1}) {
+		return false
+	}
+	e.reason = FinishToolCalls
+	return true
+}
+
+// answer writes the reply once the tool's result is in.
+func (d *demoModel) answer(e *demoEmitter, req Request) bool {
+	var call ToolCall
+	var result string
+	isError := false
+	// The tool messages after the last assistant message are this turn's.
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		m := req.Messages[i]
+		if m.Role == RoleTool && result == "" {
+			result = m.Text
+			isError = strings.HasPrefix(m.Text, "error: ")
+		}
+		if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
+			call = m.ToolCalls[0]
+			break
+		}
+	}
+	return d.reply(e, req, call.Name, call.Arguments, result, isError)
+}
+
+// reply streams the final answer: markdown text, or JSON when the
+// configuration asks for structured output.
+func (d *demoModel) reply(e *demoEmitter, req Request, tool, args, result string, isError bool) bool {
+	text := req.LastUserText()
+	if len(req.Config.ResponseFormat) > 0 {
+		out := map[string]any{"question": text, "tool": tool, "result": result, "isError": isError, "stats": textStats(text)}
+		if tool == "" {
+			delete(out, "tool")
+			delete(out, "result")
+		}
+		b, _ := json.Marshal(out)
+		if !e.stream(0, string(b), func(s string) Chunk { return StructuredChunk(s) }) {
+			return false
+		}
+		return e.emit(Flush{Index: 0})
+	}
+	md := demoAnswer(text, tool, args, result, isError, countRole(req, RoleUser))
+	if !e.stream(0, md, func(s string) Chunk { return MessageChunk(s) }) {
+		return false
+	}
+	return e.emit(Flush{Index: 0})
+}
+
+// demoAnswer composes the markdown answer from the message and the tool's
+// result.
+func demoAnswer(text, tool, args, result string, isError bool, turn int) string {
+	stats := textStats(text)
+	var b strings.Builder
+	quote := text
+	if len([]rune(quote)) > 160 {
+		quote = string([]rune(quote)[:160]) + "…"
+	}
+	quote = strings.ReplaceAll(quote, "\n", " ")
+
+	var expr struct {
+		Expression string `json:"expression"`
+	}
+	_ = json.Unmarshal([]byte(args), &expr)
+	switch {
+	case tool == "calculator" && !isError:
+		fmt.Fprintf(&b, "## %s = %s\n\n", expr.Expression, result)
+		fmt.Fprintf(&b, "You asked: *%s*\n\n", quote)
+		fmt.Fprintf(&b, "I handed `%s` to the **calculator** tool instead of doing the arithmetic in my head, and it returned **%s**. ", expr.Expression, result)
+		b.WriteString("The calculator follows the usual precedence rules: parentheses first, then powers, then multiplication and division, then addition and subtraction.\n\n")
+	case tool == "text_stats" && !isError:
+		var st textStatistics
+		_ = json.Unmarshal([]byte(result), &st)
+		fmt.Fprintf(&b, "## About your message\n\n")
+		fmt.Fprintf(&b, "You wrote: *%s*\n\n", quote)
+		b.WriteString("I ran the **text_stats** tool on it. Here is what it measured:\n\n")
+		fmt.Fprintf(&b, "| measure | value |\n|---|---|\n| words | %d |\n| sentences | %d |\n| characters | %d |\n| letters | %d |\n| longest word | %s |\n| reading time | about %d s |\n\n",
+			st.Words, st.Sentences, st.Characters, st.Letters, orDash(st.LongestWord), st.ReadingSeconds)
+		if len(st.MostFrequent) > 0 {
+			fmt.Fprintf(&b, "The %s that come back most often: %s. ", plural(len(st.MostFrequent), "word", "words"), "*"+strings.Join(st.MostFrequent, "*, *")+"*")
+		} else if st.Words > 1 {
+			b.WriteString("No word appears twice. ")
+		}
+		if st.QuestionSentence {
+			b.WriteString("It ends with a question mark, so it reads as a question. ")
+		}
+		b.WriteString("\n\n")
+	case isError:
+		fmt.Fprintf(&b, "## The %s tool failed\n\n", tool)
+		fmt.Fprintf(&b, "You asked: *%s*\n\nThe tool answered with an error:\n\n```\n%s\n```\n\n", quote, result)
+		b.WriteString("I will not make up a result; try rephrasing the request.\n\n")
+	default:
+		fmt.Fprintf(&b, "## Your message\n\nYou wrote %d %s: *%s*\n\n", stats.Words, plural(stats.Words, "word", "words"), quote)
+	}
+
+	b.WriteString("### What you are watching\n\n")
+	b.WriteString("This reply comes from convo's built-in **demo model**. It needs no network and no API key, ")
+	b.WriteString("yet it exercises every kind of block a real model produces:\n\n")
+	b.WriteString("1. a **reasoning** block, where it planned this answer;\n")
+	if tool != "" {
+		fmt.Fprintf(&b, "2. a **tool_use** block holding the arguments of its `%s` call, streamed as JSON;\n", tool)
+		b.WriteString("3. a **tool_result** block with what the tool returned;\n")
+		b.WriteString("4. this **text** block, streamed token by token.\n\n")
+	} else {
+		b.WriteString("2. this **text** block, streamed token by token.\n\n")
+	}
+	b.WriteString("Each token reaches PostgreSQL through the SQL worker API, which appends it to the conversation's ")
+	b.WriteString("event log and notifies subscribers. Tokens that arrive close together are batched into one write, ")
+	b.WriteString("so a fast model does not cost one commit per token. A client that joins in the middle sees the ")
+	b.WriteString("text so far, then the rest, with nothing missing and nothing twice.\n\n")
+	if turn > 1 {
+		fmt.Fprintf(&b, "This is message %d of our conversation; the earlier messages were part of my context.\n\n", turn)
+	}
+	b.WriteString("> Press **Stop** while I am writing to cancel the prompt: the worker stops within half a second and the partial reply stays.\n")
+	return b.String()
+}
+
+func countRole(req Request, role Role) int {
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role == role {
+			n++
+		}
+	}
+	return n
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// demoEmitter paces a round's events and counts its tokens.
+type demoEmitter struct {
+	ctx       context.Context
+	yield     func(Event, error) bool
+	tps       float64
+	start     time.Time
+	tokens    int
+	maxTokens int // < 0: no limit
+	cut       bool
+	reason    FinishReason
+	stopped   bool
+}
+
+func (e *demoEmitter) finishReason() FinishReason {
+	switch {
+	case e.cut:
+		return FinishLength
+	case e.reason != "":
+		return e.reason
+	}
+	return FinishStop
+}
+
+// emit yields ev; false when the stream must stop.
+func (e *demoEmitter) emit(ev Event) bool {
+	if e.stopped || e.ctx.Err() != nil {
+		e.stopped = true
+		return false
+	}
+	if !e.yield(ev, nil) {
+		e.stopped = true
+		return false
+	}
+	return true
+}
+
+// demoTokenRE splits text into tokens of at most six letters or digits,
+// or one other character, each with the spaces before it. The tokens
+// concatenate to the text exactly.
+var demoTokenRE = regexp.MustCompile(`\s*[\p{L}\p{N}_]{1,6}|\s*[^\s\p{L}\p{N}_]|\s+`)
+
+// stream emits text at index as chunks of one token each, paced; it stops
+// early (setting cut) at the token limit.
+func (e *demoEmitter) stream(index int, text string, chunk func(string) Chunk) bool {
+	for _, tok := range demoTokenRE.FindAllString(text, -1) {
+		if e.cut {
+			return true
+		}
+		if e.maxTokens >= 0 && e.tokens >= e.maxTokens {
+			e.cut = true
+			return true
+		}
+		if !e.pace() {
+			return false
+		}
+		e.tokens++
+		if !e.emit(Part{Index: index, Chunk: chunk(tok)}) {
+			return false
+		}
+	}
+	return true
+}
+
+// pace waits until the next token is due.
+func (e *demoEmitter) pace() bool {
+	if e.tps <= 0 {
+		return e.ctx.Err() == nil
+	}
+	due := e.start.Add(time.Duration(float64(e.tokens) / e.tps * float64(time.Second)))
+	wait := time.Until(due)
+	if wait <= 0 {
+		return e.ctx.Err() == nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-e.ctx.Done():
+		e.stopped = true
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,155 @@
+package worker
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// historyMessages turns the blocks of a conversation's earlier messages
+// (WorkerContextList, in order) into a model's context: user and system
+// text as they are; an assistant message as its text, its tool calls
+// (tool_use blocks), each answered by a tool message (its tool_result
+// block, or else the call's own output or error), then the text that
+// followed.
+func historyMessages(rows []dbq.WorkerContextListRow) []Message {
+	var out []Message
+	for start := 0; start < len(rows); {
+		end := start
+		for end < len(rows) && rows[end].MessageID == rows[start].MessageID {
+			end++
+		}
+		msg := rows[start:end]
+		start = end
+		switch Role(msg[0].Role) {
+		case RoleAssistant:
+			out = append(out, assistantHistory(msg)...)
+		default:
+			var parts []string
+			for _, b := range msg {
+				if b.BlockType == "text" || b.BlockType == "structured" {
+					parts = append(parts, b.Content)
+				}
+			}
+			if len(parts) > 0 {
+				out = append(out, Message{Role: Role(msg[0].Role), Text: strings.Join(parts, "\n\n")})
+			}
+		}
+	}
+	return out
+}
+
+// historyCall is a tool call of an assistant turn, waiting for its result.
+type historyCall struct {
+	call     ToolCall
+	fallback string // the call's output or error, when no tool_result answers it
+	result   *string
+}
+
+// assistantHistory renders the blocks of one assistant message. A turn is
+// text followed by tool calls; the results of the calls close it, and text
+// after them starts the next turn.
+func assistantHistory(blocks []dbq.WorkerContextListRow) []Message {
+	var out []Message
+	var text strings.Builder
+	var calls []*historyCall
+	answered := false
+	closeTurn := func() {
+		if text.Len() == 0 && len(calls) == 0 {
+			return
+		}
+		m := Message{Role: RoleAssistant, Text: text.String()}
+		for _, c := range calls {
+			m.ToolCalls = append(m.ToolCalls, c.call)
+		}
+		out = append(out, m)
+		for _, c := range calls {
+			res := c.fallback
+			if c.result != nil {
+				res = *c.result
+			}
+			out = append(out, Message{Role: RoleTool, ToolCallID: c.call.ID, ToolName: c.call.Name, Text: res})
+		}
+		text.Reset()
+		calls = nil
+		answered = false
+	}
+	for _, b := range blocks {
+		switch b.BlockType {
+		case "text", "structured":
+			if len(calls) > 0 {
+				closeTurn()
+			}
+			text.WriteString(b.Content)
+		case "tool_use":
+			if !b.ToolCallID.Valid || b.ToolName == nil {
+				continue // arguments without a recorded call: nothing ran
+			}
+			if answered {
+				closeTurn()
+			}
+			calls = append(calls, &historyCall{
+				call:     ToolCall{ID: b.ToolCallID.UUID.String(), Name: *b.ToolName, Arguments: toolArguments(b.ToolInput)},
+				fallback: callOutcome(b),
+			})
+		case "tool_result":
+			answered = true
+			content := b.Content
+			if c := matchResult(calls, b.Metadata); c != nil {
+				c.result = &content
+			} else {
+				// A result for no call we know: keep it as the assistant's text.
+				text.WriteString("\n\n" + content)
+			}
+		}
+	}
+	closeTurn()
+	return out
+}
+
+// matchResult finds the call a tool_result block answers: the one its
+// metadata names (toolCallId), or else the first unanswered one.
+func matchResult(calls []*historyCall, metadata json.RawMessage) *historyCall {
+	var meta struct {
+		ToolCallID string `json:"toolCallId"`
+	}
+	_ = json.Unmarshal(metadata, &meta)
+	if id, err := uuid.Parse(meta.ToolCallID); err == nil {
+		for _, c := range calls {
+			if c.call.ID == id.String() {
+				return c
+			}
+		}
+	}
+	for _, c := range calls {
+		if c.result == nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// toolArguments is the argument JSON of a recorded call: its input, or the
+// raw text a model sent when that was not JSON (kept as a JSON string).
+func toolArguments(input json.RawMessage) string {
+	var raw string
+	if json.Unmarshal(input, &raw) == nil {
+		return raw
+	}
+	return string(input)
+}
+
+// callOutcome is what a call's row says happened, for a call without a
+// tool_result block.
+func callOutcome(b dbq.WorkerContextListRow) string {
+	if b.ToolError != nil && *b.ToolError != "" {
+		return "error: " + *b.ToolError
+	}
+	if b.ToolOutput != nil && *b.ToolOutput != "" {
+		return *b.ToolOutput
+	}
+	return "(no result)"
+}

@@ -1,0 +1,179 @@
+package worker
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+func TestParseModelConfig(t *testing.T) {
+	t.Parallel()
+	c, err := ParseModelConfig(json.RawMessage(`{"provider":"openai","model":"m","temperature":0.5,"max_tokens":100,"systemPrompt":"s","unknown":1}`))
+	if err != nil || c.Provider != "openai" || c.Model != "m" || *c.Temperature != 0.5 || *c.MaxTokens != 100 || c.SystemPrompt != "s" {
+		t.Errorf("%+v %v", c, err)
+	}
+	if c, err := ParseModelConfig(nil); err != nil || c.Provider != "" {
+		t.Errorf("empty: %+v %v", c, err)
+	}
+	for raw, want := range map[string]string{
+		`[]`:                  "not a JSON object",
+		`{"temperature":"x"}`: "temperature",
+		`{"maxTokens":0}`:     "maxTokens must be positive",
+	} {
+		if _, err := ParseModelConfig(json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+}
+
+func TestModelsResolve(t *testing.T) {
+	t.Parallel()
+	ms := NewModels("demo")
+	ms.Register("demo", NewDemoModel(DemoOptions{}), "")
+	ms.Register("openai", NewDemoModel(DemoOptions{}), "gpt-default")
+	for _, tc := range []struct{ in, provider, model string }{
+		{`{}`, "demo", ""},
+		{`{"model":"demo"}`, "demo", ""},
+		{`{"model":"openai"}`, "openai", "gpt-default"},
+		{`{"provider":"openai"}`, "openai", "gpt-default"},
+		{`{"provider":"openai","model":"x"}`, "openai", "x"},
+		{`{"model":"some-model"}`, "demo", "some-model"},
+	} {
+		c, _ := ParseModelConfig(json.RawMessage(tc.in))
+		_, got, err := ms.Resolve(c)
+		if err != nil || got.Provider != tc.provider || got.Model != tc.model {
+			t.Errorf("%s: %s/%s %v, want %s/%s", tc.in, got.Provider, got.Model, err, tc.provider, tc.model)
+		}
+	}
+	if _, _, err := ms.Resolve(ModelConfig{Provider: "x"}); err == nil || !strings.Contains(err.Error(), "demo, openai") {
+		t.Errorf("unknown provider: %v", err)
+	}
+}
+
+func TestSettings(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"CONVO_WORKERS": "3", "CONVO_WORKER_LEASE_SECONDS": "12", "CONVO_BATCH_INTERVAL": "5ms",
+		"CONVO_DEMO_TOKENS_PER_SECOND": "1000", "CONVO_OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
+		"CONVO_OPENAI_MODEL": "llama3.2",
+	}
+	s := DefaultSettings()
+	if err := s.FromEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := s.Config(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Workers != 3 || cfg.LeaseSeconds != 12 || cfg.BatchInterval != 5*time.Millisecond ||
+		cfg.Models.Default() != "openai" || cfg.Models.defaultModel["openai"] != "llama3.2" {
+		t.Errorf("config %+v, default %s", cfg, cfg.Models.Default())
+	}
+	// Without OpenAI, the demo is the default; asking for openai fails.
+	s = DefaultSettings()
+	if cfg, err := s.Config(nil); err != nil || cfg.Models.Default() != "demo" || len(cfg.Models.Names()) != 1 {
+		t.Errorf("demo only: %v %v", cfg.Models.Names(), err)
+	}
+	s.DefaultProvider = "openai"
+	if _, err := s.Config(nil); err == nil {
+		t.Error("default provider openai without a base url: no error")
+	}
+	for name, value := range map[string]string{"CONVO_WORKERS": "many", "CONVO_BATCH_INTERVAL": "20", "CONVO_DEMO_TOKENS_PER_SECOND": "fast"} {
+		s := DefaultSettings()
+		if err := s.FromEnv(func(k string) string {
+			if k == name {
+				return value
+			}
+			return ""
+		}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=%s: %v", name, value, err)
+		}
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := Config{}.withDefaults()
+	if err != nil || c.LeaseSeconds != 30 || c.HeartbeatInterval != 10*time.Second || c.BatchInterval != 20*time.Millisecond ||
+		c.Models.Default() != "demo" || c.Tools == nil || c.Name == "" {
+		t.Errorf("%+v %v", c, err)
+	}
+	for _, bad := range []Config{{Workers: -1}, {LeaseSeconds: 4000}, {LeaseSeconds: 3, HeartbeatInterval: 3 * time.Second}, {Models: NewModels("none")}} {
+		if _, err := bad.withDefaults(); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+func TestHistoryMessages(t *testing.T) {
+	t.Parallel()
+	user, asst := uuid.New(), uuid.New()
+	call1, call2 := uuid.New(), uuid.New()
+	str := func(s string) *string { return &s }
+	rows := []dbq.WorkerContextListRow{
+		{MessageID: user, Role: "user", BlockType: "text", Content: "What is 6*7?"},
+		{MessageID: asst, Role: "assistant", BlockType: "text", Content: "Let me see."},
+		{MessageID: asst, Role: "assistant", BlockType: "tool_use", Content: `{"expression":"6*7"}`,
+			ToolCallID: uuid.NullUUID{UUID: call1, Valid: true}, ToolName: str("calculator"), ToolInput: json.RawMessage(`{"expression": "6*7"}`), ToolOutput: str("evaluating 42")},
+		// A result linked by metadata.
+		{MessageID: asst, Role: "assistant", BlockType: "tool_result", Content: "42", Metadata: json.RawMessage(`{"toolCallId":"` + call1.String() + `"}`)},
+		{MessageID: asst, Role: "assistant", BlockType: "text", Content: "It is 42. "},
+		// A failed call without a result block, with arguments that were not JSON.
+		{MessageID: asst, Role: "assistant", BlockType: "tool_use", Content: `{"x`,
+			ToolCallID: uuid.NullUUID{UUID: call2, Valid: true}, ToolName: str("calculator"), ToolInput: json.RawMessage(`"{\"x"`), ToolError: str("invalid argument JSON")},
+		{MessageID: asst, Role: "assistant", BlockType: "text", Content: "Sorry."},
+	}
+	got := historyMessages(rows)
+	var b strings.Builder
+	for _, m := range got {
+		b.WriteString(string(m.Role) + ":" + m.Text)
+		for _, c := range m.ToolCalls {
+			b.WriteString(" [" + c.Name + " " + c.Arguments + "]")
+		}
+		if m.ToolCallID != "" {
+			b.WriteString(" (answers " + map[string]string{call1.String(): "call1", call2.String(): "call2"}[m.ToolCallID] + ")")
+		}
+		b.WriteString("\n")
+	}
+	want := `user:What is 6*7?
+assistant:Let me see. [calculator {"expression": "6*7"}]
+tool:42 (answers call1)
+assistant:It is 42.  [calculator {"x]
+tool:error: invalid argument JSON (answers call2)
+assistant:Sorry.
+`
+	if b.String() != want {
+		t.Errorf("history:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+func TestCheckSchema(t *testing.T) {
+	t.Parallel()
+	schema := json.RawMessage(`{"type":"object","properties":{
+		"unit":{"type":"string","enum":["c","f"]},
+		"days":{"type":"integer","minimum":1,"maximum":14},
+		"tags":{"type":"array","items":{"type":"string","maxLength":3}}},
+		"required":["unit"],"additionalProperties":false}`)
+	if err := checkSchema(schema, json.RawMessage(`{"unit":"c","days":3,"tags":["a"]}`)); err != nil {
+		t.Errorf("valid: %v", err)
+	}
+	for doc, want := range map[string]string{
+		`[]`:                           "$: want object, got array",
+		`{}`:                           `$: missing required property "unit"`,
+		`{"unit":"k"}`:                 `$.unit: want one of "c", "f"`,
+		`{"unit":"c","days":1.5}`:      "$.days: want integer, got number",
+		`{"unit":"c","days":20}`:       "$.days: 20 is above the maximum 14",
+		`{"unit":"c","tags":[1]}`:      "$.tags[0]: want string, got integer",
+		`{"unit":"c","tags":["ab4x"]}`: "$.tags[0]: longer than 3 characters",
+		`{"unit":"c","extra":true}`:    `$: unknown property "extra"`,
+	} {
+		if err := checkSchema(schema, json.RawMessage(doc)); err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %q", doc, err, want)
+		}
+	}
+}

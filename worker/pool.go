@@ -1,0 +1,183 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// Pool is a set of workers in one process, sharing one LISTEN connection
+// and a pgxpool. Start one with Start; stop it with Stop.
+type Pool struct {
+	cfg    Config
+	api    sqlAPI
+	cancel context.CancelCauseFunc
+	wg     sync.WaitGroup
+	// wake holds one token per "queued" notification not yet acted on.
+	wake chan struct{}
+
+	mu      sync.Mutex
+	running map[uuid.UUID]context.CancelCauseFunc
+}
+
+// Run runs cfg.Workers workers on db until ctx ends, then stops them as
+// Stop does and returns. It fails at once for an invalid Config or when
+// the database cannot be reached.
+func Run(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
+	p, err := Start(ctx, db, cfg)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	return p.Stop(stopCtx)
+}
+
+// Start starts cfg.Workers workers on db (whose database must be
+// migrated) and returns once they listen for prompts. They run until Stop
+// is called or ctx ends. db should allow about two connections per
+// worker (a write and a heartbeat); the listener uses one more, outside
+// the pool. Start fails for an invalid Config or when it cannot listen.
+func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("worker config: %w", err)
+	}
+	p := &Pool{
+		cfg: cfg, api: dbq.New(db),
+		wake:    make(chan struct{}, max(cfg.Workers, 1)),
+		running: map[uuid.UUID]context.CancelCauseFunc{},
+	}
+	if cfg.wrapAPI != nil {
+		p.api = cfg.wrapAPI(p.api)
+	}
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	p.cancel = cancel
+	if cfg.Workers == 0 {
+		cancel(errShutdown)
+		return p, nil
+	}
+
+	l := &listener{
+		connConfig: db.Config().ConnConfig, log: cfg.Logger, pingInterval: 30 * time.Second,
+		onReady: p.wakeAll, onQueued: p.wakeOne, onCancelled: p.cancelPrompt,
+	}
+	conn, err := l.connect(ctx)
+	if err != nil {
+		cancel(errShutdown)
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	p.wg.Go(func() { l.run(runCtx, conn) })
+	for i := range cfg.Workers {
+		name := fmt.Sprintf("%s/%d", cfg.Name, i)
+		p.wg.Go(func() { p.work(runCtx, name) })
+	}
+	// A parent context that ends stops the pool too.
+	context.AfterFunc(ctx, func() { cancel(errShutdown) })
+	cfg.Logger.Info("workers started", "workers", cfg.Workers, "name", cfg.Name,
+		"models", cfg.Models.Names(), "default_model", cfg.Models.Default())
+	return p, nil
+}
+
+// Stop stops claiming, stops the models of the prompts in flight and fails
+// those prompts ("worker … stopped …"), and waits for every worker to
+// return, or for ctx to end (then it returns ctx's error). It is safe to
+// call more than once.
+func (p *Pool) Stop(ctx context.Context) error {
+	p.cancel(errShutdown)
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop workers: %w", ctx.Err())
+	}
+}
+
+func (p *Pool) wakeOne() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Pool) wakeAll() {
+	for range cap(p.wake) {
+		p.wakeOne()
+	}
+}
+
+// cancelPrompt stops the worker running promptID in this process, if any.
+func (p *Pool) cancelPrompt(promptID uuid.UUID) {
+	p.mu.Lock()
+	cancel := p.running[promptID]
+	p.mu.Unlock()
+	if cancel != nil {
+		cancel(errCancelled)
+	}
+}
+
+// work is one worker: it claims and runs prompts until ctx ends, and waits
+// for a notification or the poll interval when the queue is empty.
+func (p *Pool) work(ctx context.Context, name string) {
+	log := p.cfg.Logger.With("worker", name)
+	for ctx.Err() == nil {
+		// Run prompts until the queue is empty.
+		for ctx.Err() == nil {
+			claimed, err := p.claim(ctx, name)
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("claim a prompt", "err", err)
+				}
+				break
+			}
+			if claimed == nil {
+				break
+			}
+			p.handle(ctx, name, *claimed)
+		}
+		// Jitter, so the workers of many processes do not poll in step.
+		poll := p.cfg.PollInterval/2 + rand.N(p.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+		case <-p.wake:
+		case <-time.After(poll):
+		}
+	}
+}
+
+// claim claims the oldest claimable prompt, or returns nil.
+func (p *Pool) claim(ctx context.Context, name string) (*dbq.PromptClaimRow, error) {
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
+	rows, err := p.api.PromptClaim(cctx, dbq.PromptClaimParams{Worker: name, LeaseSeconds: int32(p.cfg.LeaseSeconds)})
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	return &rows[0], nil
+}
+
+// register routes cancellations of promptID to cancel.
+func (p *Pool) register(promptID uuid.UUID, cancel context.CancelCauseFunc) {
+	p.mu.Lock()
+	p.running[promptID] = cancel
+	p.mu.Unlock()
+}
+
+func (p *Pool) unregister(promptID uuid.UUID) {
+	p.mu.Lock()
+	delete(p.running, promptID)
+	p.mu.Unlock()
+}

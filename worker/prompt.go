@@ -1,0 +1,312 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// run is one prompt in the hands of one worker.
+type run struct {
+	p      *Pool
+	worker string
+	claim  dbq.PromptClaimRow
+	log    *slog.Logger
+	ctx    context.Context // ends when the worker must stop writing
+	cancel context.CancelCauseFunc
+	w      *writer
+	rounds int
+	// started is set once start_prompt succeeded: before that, a worker
+	// that stops leaves the prompt queued, for another claim once the
+	// lease runs out.
+	started bool
+}
+
+// handle runs a claimed prompt to its end and settles it: completed,
+// failed with a clear error, or left alone when it is no longer ours.
+func (p *Pool) handle(ctx context.Context, worker string, claim dbq.PromptClaimRow) {
+	started := time.Now()
+	pctx, cancel := context.WithCancelCause(ctx)
+	r := &run{
+		p: p, worker: worker, claim: claim, ctx: pctx, cancel: cancel,
+		log: p.cfg.Logger.With("worker", worker, "prompt_id", claim.PromptID, "conversation_id", claim.ConversationID),
+	}
+	p.register(claim.PromptID, cancel)
+	defer p.unregister(claim.PromptID)
+	r.w = newWriter(pctx, cancel, p.api, claim.PromptID, &p.cfg)
+
+	hbDone := make(chan struct{})
+	go r.heartbeat(hbDone)
+
+	err := r.execute()
+	outcome, err := r.settle(err)
+	cancel(errSettled)
+	<-hbDone
+	r.w.close()
+
+	res := Result{
+		PromptID: claim.PromptID, Worker: worker, Outcome: outcome, Err: err,
+		Rounds: r.rounds, Deltas: r.w.deltaCount(), Duration: time.Since(started),
+	}
+	switch outcome {
+	case OutcomeCompleted:
+		r.log.Info("prompt completed", "rounds", res.Rounds, "deltas", res.Deltas, "duration", res.Duration)
+	case OutcomeFailed:
+		r.log.Warn("prompt failed", "err", err, "duration", res.Duration)
+	default:
+		r.log.Info("prompt stopped", "outcome", outcome, "reason", err, "duration", res.Duration)
+	}
+	if p.cfg.OnPromptDone != nil {
+		p.cfg.OnPromptDone(res)
+	}
+}
+
+// execute starts the prompt and runs the model (and its tools) until the
+// reply is complete.
+func (r *run) execute() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.log.Error("worker panicked", "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("the worker crashed: %v", v)
+		}
+	}()
+	if err := r.call("start prompt", func(ctx context.Context) error {
+		return r.p.api.PromptStart(ctx, r.claim.PromptID)
+	}); err != nil {
+		return err
+	}
+	r.started = true
+
+	cfg, err := ParseModelConfig(r.claim.ModelConfig)
+	if err != nil {
+		return err
+	}
+	model, cfg, err := r.p.cfg.Models.Resolve(cfg)
+	if err != nil {
+		return err
+	}
+	r.log = r.log.With("provider", cfg.Provider, "model", cfg.Model)
+
+	var rows []dbq.WorkerContextListRow
+	if err := r.call("read the conversation", func(ctx context.Context) error {
+		var err error
+		rows, err = r.p.api.WorkerContextList(ctx, r.claim.PromptID)
+		return err
+	}); err != nil {
+		return err
+	}
+	var messages []Message
+	if cfg.SystemPrompt != "" {
+		messages = append(messages, Message{Role: RoleSystem, Text: cfg.SystemPrompt})
+	}
+	messages = append(messages, historyMessages(rows)...)
+
+	if err := r.converse(model, Request{Config: cfg, Messages: messages, Tools: r.p.cfg.Tools.Specs()}); err != nil {
+		return err
+	}
+	return r.w.completePrompt()
+}
+
+// call runs one SQL call outside the writer (before any block exists),
+// unless the prompt must stop.
+func (r *run) call(what string, fn func(ctx context.Context) error) error {
+	if r.ctx.Err() != nil {
+		return context.Cause(r.ctx)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
+	defer cancel()
+	if err := fn(ctx); err != nil {
+		return &writeError{what: what, err: err}
+	}
+	return nil
+}
+
+// converse runs the model, then its tool calls and the model again with
+// their results, until it answers without calling tools.
+func (r *run) converse(model Model, req Request) error {
+	for {
+		r.rounds++
+		tr := newTranslator(r.w)
+		if err := r.stream(model, req, tr); err != nil {
+			return err
+		}
+		switch tr.finish.Reason {
+		case FinishError:
+			msg := tr.finish.Error
+			if msg == "" {
+				msg = "the model failed without saying why"
+			}
+			return modelErrorf("%s", msg)
+		case FinishCancelled:
+			if r.ctx.Err() != nil {
+				return context.Cause(r.ctx)
+			}
+			return modelErrorf("the model stopped: cancelled")
+		}
+		// Some providers finish with "stop" after tool calls: the calls
+		// decide.
+		if len(tr.calls) == 0 {
+			return nil
+		}
+		if r.rounds > r.p.cfg.MaxToolRounds {
+			return modelErrorf("the model asked for tools in more than %d rounds; stopped", r.p.cfg.MaxToolRounds)
+		}
+		assistant := Message{Role: RoleAssistant, Text: tr.answerText()}
+		for _, c := range tr.calls {
+			assistant.ToolCalls = append(assistant.ToolCalls, ToolCall{ID: c.id, Name: c.name, Arguments: c.arguments})
+		}
+		req.Messages = append(req.Messages, assistant)
+		for _, c := range tr.calls {
+			result, err := r.runTool(c)
+			if err != nil {
+				return err
+			}
+			req.Messages = append(req.Messages, Message{Role: RoleTool, ToolCallID: c.id, ToolName: c.name, Text: result})
+		}
+	}
+}
+
+// streamItem is one value of a model's stream.
+type streamItem struct {
+	ev  Event
+	err error
+}
+
+// stream runs one round of the model, translating its events as they come.
+// The model runs in its own goroutine, so that the worker stops at once
+// when the prompt must stop, even if the model is slow to notice.
+func (r *run) stream(model Model, req Request, tr *translator) error {
+	mctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	items := make(chan streamItem)
+	go func() {
+		defer close(items)
+		defer func() {
+			if v := recover(); v != nil {
+				r.log.Error("model panicked", "panic", v, "stack", string(debug.Stack()))
+				select {
+				case items <- streamItem{err: fmt.Errorf("the model crashed: %v", v)}:
+				case <-mctx.Done():
+				}
+			}
+		}()
+		for ev, err := range model.Stream(mctx, req) {
+			select {
+			case items <- streamItem{ev: ev, err: err}:
+			case <-mctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return context.Cause(r.ctx)
+		case it, ok := <-items:
+			if r.ctx.Err() != nil {
+				return context.Cause(r.ctx)
+			}
+			if !ok {
+				if tr.finish == nil {
+					// A stream that simply ends has stopped.
+					return tr.handle(Finish{Reason: FinishStop})
+				}
+				return nil
+			}
+			if it.err != nil {
+				return &errModel{msg: it.err.Error()}
+			}
+			if err := tr.handle(it.ev); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// heartbeat extends the lease until the prompt is settled, and stops the
+// prompt when the worker API says it is no longer ours.
+func (r *run) heartbeat(done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(r.p.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		keep, err := r.beat()
+		if err != nil {
+			r.log.Warn("heartbeat", "err", err)
+			continue
+		}
+		if !keep {
+			r.cancel(errLost)
+			return
+		}
+	}
+}
+
+// beat is one heartbeat: true while the prompt is still ours.
+func (r *run) beat() (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
+	defer cancel()
+	keep, err := r.p.api.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.claim.PromptID, Worker: r.worker})
+	if err != nil {
+		return false, fmt.Errorf("heartbeat: %w", err)
+	}
+	return keep, nil
+}
+
+// settle decides how the prompt ends after execute returned err, and
+// writes that end when it is ours to write.
+func (r *run) settle(err error) (Outcome, error) {
+	if err == nil {
+		return OutcomeCompleted, nil
+	}
+	switch cause := context.Cause(r.ctx); {
+	case errors.Is(cause, errCancelled):
+		return OutcomeCancelled, cause
+	case errors.Is(cause, errLost):
+		return OutcomeStopped, cause
+	case errors.Is(cause, errShutdown) && !r.started:
+		return OutcomeStopped, cause
+	case errors.Is(cause, errShutdown):
+		err = fmt.Errorf("worker %s stopped before the reply finished (shutting down)", r.worker)
+	case cause == nil:
+		// The model (or a check) failed, not the database: what it
+		// streamed before the failure belongs to the partial reply.
+		var we *writeError
+		if !errors.As(err, &we) {
+			if ferr := r.w.flushAll(); ferr != nil {
+				r.log.Warn("write the text streamed before the failure", "err", ferr)
+			}
+		}
+	}
+	// The worker API refuses a write to a prompt that is not running, or
+	// to an object it does not know: is the prompt still ours?
+	if st := sqlState(err); st == sqlstateIllegalState || st == sqlstateNotFound {
+		if keep, hbErr := r.beat(); hbErr == nil && !keep {
+			return OutcomeStopped, err
+		}
+	}
+	msg := err.Error()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
+	defer cancel()
+	if ferr := r.p.api.PromptFail(ctx, dbq.PromptFailParams{PromptID: r.claim.PromptID, Error: msg}); ferr != nil {
+		if st := sqlState(ferr); st == sqlstateIllegalState {
+			// Cancelled or ended meanwhile: nothing more to write.
+			return OutcomeStopped, err
+		}
+		r.log.Error("fail prompt", "err", ferr, "reason", msg)
+	}
+	return OutcomeFailed, err
+}

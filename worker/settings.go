@@ -1,0 +1,140 @@
+package worker
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// Settings are the worker runtime's knobs as plain values, read from the
+// environment (FromEnv) and flags (RegisterFlags) the same way by cmd/api
+// and cmd/worker, then turned into a Config.
+type Settings struct {
+	Workers             int           // CONVO_WORKERS, --workers: default 1; 0 runs none
+	Name                string        // CONVO_WORKER_NAME, --worker-name: default host-pid-random
+	LeaseSeconds        int           // CONVO_WORKER_LEASE_SECONDS, --lease-seconds: default 30
+	PollInterval        time.Duration // CONVO_WORKER_POLL_INTERVAL, --poll-interval: default 10s
+	BatchInterval       time.Duration // CONVO_BATCH_INTERVAL, --batch-interval: default 20ms; negative: no batching
+	MaxToolRounds       int           // CONVO_MAX_TOOL_ROUNDS, --max-tool-rounds: default 8
+	DemoTokensPerSecond float64       // CONVO_DEMO_TOKENS_PER_SECOND, --demo-tokens-per-second: default 40
+	// DefaultProvider is the provider of a prompt that names none:
+	// "demo" or "openai". Default: openai when it is configured, else demo.
+	DefaultProvider string // CONVO_DEFAULT_PROVIDER, --default-provider
+	OpenAIBaseURL   string // CONVO_OPENAI_BASE_URL, --openai-base-url: default https://api.openai.com/v1 when a key is set
+	OpenAIAPIKey    string // CONVO_OPENAI_API_KEY (environment only, so it stays out of ps)
+	OpenAIModel     string // CONVO_OPENAI_MODEL, --openai-model: default gpt-4o-mini
+}
+
+// DefaultSettings returns the defaults listed on Settings.
+func DefaultSettings() Settings {
+	return Settings{
+		Workers: 1, LeaseSeconds: 30, PollInterval: 10 * time.Second, BatchInterval: 20 * time.Millisecond,
+		MaxToolRounds: 8, DemoTokensPerSecond: 40, OpenAIModel: "gpt-4o-mini",
+	}
+}
+
+// FromEnv reads the CONVO_* variables named on Settings through getenv;
+// unset ones keep their value. It fails for a malformed number or
+// duration, naming the variable.
+func (s *Settings) FromEnv(getenv func(string) string) error {
+	str := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	num := func(dst *int, name string) error {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a whole number", name, v)
+			}
+			*dst = n
+		}
+		return nil
+	}
+	dur := func(dst *time.Duration, name string) error {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a duration such as 20ms or 10s", name, v)
+			}
+			*dst = d
+		}
+		return nil
+	}
+	str(&s.Name, "CONVO_WORKER_NAME")
+	str(&s.DefaultProvider, "CONVO_DEFAULT_PROVIDER")
+	str(&s.OpenAIBaseURL, "CONVO_OPENAI_BASE_URL")
+	str(&s.OpenAIAPIKey, "CONVO_OPENAI_API_KEY")
+	str(&s.OpenAIModel, "CONVO_OPENAI_MODEL")
+	for _, err := range []error{
+		num(&s.Workers, "CONVO_WORKERS"),
+		num(&s.LeaseSeconds, "CONVO_WORKER_LEASE_SECONDS"),
+		num(&s.MaxToolRounds, "CONVO_MAX_TOOL_ROUNDS"),
+		dur(&s.PollInterval, "CONVO_WORKER_POLL_INTERVAL"),
+		dur(&s.BatchInterval, "CONVO_BATCH_INTERVAL"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if v := getenv("CONVO_DEMO_TOKENS_PER_SECOND"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return fmt.Errorf("CONVO_DEMO_TOKENS_PER_SECOND: %q is not a number", v)
+		}
+		s.DemoTokensPerSecond = f
+	}
+	return nil
+}
+
+// RegisterFlags defines a flag for every setting but the API key on fs,
+// with the current values as defaults.
+func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&s.Workers, "workers", s.Workers, "how many prompts to run at once (CONVO_WORKERS); 0 runs none")
+	fs.StringVar(&s.Name, "worker-name", s.Name, "name of this process's workers (CONVO_WORKER_NAME); default host-pid-random")
+	fs.IntVar(&s.LeaseSeconds, "lease-seconds", s.LeaseSeconds, "lease of a claimed prompt, renewed by heartbeats (CONVO_WORKER_LEASE_SECONDS)")
+	fs.DurationVar(&s.PollInterval, "poll-interval", s.PollInterval, "how often idle workers poll besides LISTEN (CONVO_WORKER_POLL_INTERVAL)")
+	fs.DurationVar(&s.BatchInterval, "batch-interval", s.BatchInterval, "shortest time between two writes of streamed text to a block (CONVO_BATCH_INTERVAL); negative: no batching")
+	fs.IntVar(&s.MaxToolRounds, "max-tool-rounds", s.MaxToolRounds, "how many tool rounds one prompt may take (CONVO_MAX_TOOL_ROUNDS)")
+	fs.Float64Var(&s.DemoTokensPerSecond, "demo-tokens-per-second", s.DemoTokensPerSecond, "pace of the demo model (CONVO_DEMO_TOKENS_PER_SECOND); negative: no pause")
+	fs.StringVar(&s.DefaultProvider, "default-provider", s.DefaultProvider, "provider of prompts that name none, demo or openai (CONVO_DEFAULT_PROVIDER); default openai when configured")
+	fs.StringVar(&s.OpenAIBaseURL, "openai-base-url", s.OpenAIBaseURL, "OpenAI-compatible API root, e.g. http://127.0.0.1:11434/v1 (CONVO_OPENAI_BASE_URL); the key is read from CONVO_OPENAI_API_KEY")
+	fs.StringVar(&s.OpenAIModel, "openai-model", s.OpenAIModel, "model of openai prompts that name none (CONVO_OPENAI_MODEL)")
+}
+
+// Config builds the Config the settings describe: the demo model always,
+// the OpenAI-compatible client when a base URL or an API key is set, and
+// the demo tools.
+func (s Settings) Config(logger *slog.Logger) (Config, error) {
+	models := NewModels("demo")
+	models.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: s.DemoTokensPerSecond}), "")
+	base := s.OpenAIBaseURL
+	if base == "" && s.OpenAIAPIKey != "" {
+		base = "https://api.openai.com/v1"
+	}
+	if base != "" {
+		m, err := NewOpenAIModel(OpenAIOptions{BaseURL: base, APIKey: s.OpenAIAPIKey, Model: s.OpenAIModel})
+		if err != nil {
+			return Config{}, fmt.Errorf("CONVO_OPENAI_BASE_URL: %w", err)
+		}
+		models.Register("openai", m, s.OpenAIModel)
+		models.defaultName = "openai"
+	}
+	if s.DefaultProvider != "" {
+		if _, ok := models.byName[s.DefaultProvider]; !ok {
+			return Config{}, fmt.Errorf("CONVO_DEFAULT_PROVIDER: %q is not configured (have %v)", s.DefaultProvider, models.Names())
+		}
+		models.defaultName = s.DefaultProvider
+	}
+	if s.Workers < 0 {
+		return Config{}, fmt.Errorf("CONVO_WORKERS: want 0 or more, got %d", s.Workers)
+	}
+	return Config{
+		Workers: s.Workers, Name: s.Name, LeaseSeconds: s.LeaseSeconds, PollInterval: s.PollInterval,
+		BatchInterval: s.BatchInterval, MaxToolRounds: s.MaxToolRounds,
+		Models: models, Tools: DemoTools(), Logger: logger,
+	}, nil
+}
