@@ -131,7 +131,7 @@ func (tb *testBundle) fingerprint(t testing.TB) string {
 			(SELECT string_agg(id::text || last_seq || coalesce(active_prompt_id::text, '') || title, ',' ORDER BY id) FROM convo.conversations),
 			(SELECT string_agg(id::text || status, ',' ORDER BY id) FROM convo.messages),
 			(SELECT string_agg(id::text || status || coalesce(worker, '') || coalesce(error, ''), ',' ORDER BY id) FROM convo.prompts),
-			(SELECT string_agg(id::text || status || content || metadata::text, ',' ORDER BY id) FROM convo.blocks),
+			(SELECT string_agg(id::text || status || content || metadata::text || delta_count, ',' ORDER BY id) FROM convo.blocks),
 			(SELECT string_agg(id::text || status || output || coalesce(error, ''), ',' ORDER BY id) FROM convo.tool_calls))`).Scan(&fp)
 	if err != nil {
 		t.Fatalf("fingerprint: %v", err)

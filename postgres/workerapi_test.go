@@ -206,15 +206,49 @@ func TestWorkerAPI(t *testing.T) {
 		}
 	})
 
-	t.Run("EmptyDeltaIsANoOp", func(t *testing.T) {
+	t.Run("RetriedDeltaSeqIsAppliedOnce", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
 		r := tb.startReply(t)
 		b := tb.startBlock(t, r.promptID, "text")
-		before := tb.fingerprint(t)
+		seq := func(n int32) *int32 { return &n }
+		for _, call := range []struct {
+			delta string
+			seq   int32
+		}{{"a", 1}, {"b", 2}, {"b", 2}, {"a", 1}, {"c", 3}, {"c", 3}} {
+			if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: call.delta, DeltaSeq: seq(call.seq)}); err != nil {
+				t.Fatalf("append %q #%d: %v", call.delta, call.seq, err)
+			}
+		}
+		// Calls without delta_seq still append, and count.
+		tb.append(t, b, "d")
+		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "e", DeltaSeq: seq(5)}); err != nil {
+			t.Fatal(err)
+		}
+		st := tb.state(t, r.conversationID)
+		if got := st.Messages[1].Blocks[0].Content; got != "abcde" {
+			t.Errorf("content = %q, want each delta once", got)
+		}
+		var deltas int
+		for _, e := range tb.events(t, r.conversationID) {
+			if e.Kind == conversation.EventBlockDelta {
+				deltas++
+			}
+		}
+		if deltas != 5 {
+			t.Errorf("%d blockDelta events, want 5", deltas)
+		}
+	})
+
+	t.Run("EmptyDeltaWritesNoEvent", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		r := tb.startReply(t)
+		b := tb.startBlock(t, r.promptID, "text")
+		before := len(tb.events(t, r.conversationID))
 		tb.append(t, b, "")
-		if after := tb.fingerprint(t); after != before {
-			t.Error("empty delta changed state")
+		if after := len(tb.events(t, r.conversationID)); after != before {
+			t.Error("empty delta wrote an event")
 		}
 	})
 }
@@ -295,6 +329,16 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			return func() error { return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "x"}) }
+		}},
+		{"AppendSkippingADeltaSeq", "CV002", "delta_seq 3 skips ahead", func(t *testing.T, tb *testBundle) func() error {
+			r := tb.startReply(t)
+			b := tb.startBlock(t, r.promptID, "text")
+			one := int32(1)
+			if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "x", DeltaSeq: &one}); err != nil {
+				t.Fatal(err)
+			}
+			three := int32(3)
+			return func() error { return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "y", DeltaSeq: &three}) }
 		}},
 		{"EndStructuredBlockWithInvalidJSON", "CV003", "does not hold valid JSON", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)

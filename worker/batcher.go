@@ -2,12 +2,14 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -23,6 +25,9 @@ type target struct {
 type pending struct {
 	buf       strings.Builder
 	lastWrite time.Time
+	// appends numbers the target's append_block calls (delta_seq), so a
+	// call retried after a lost reply is applied once.
+	appends int32
 }
 
 // writer performs every SQL write of one prompt, one call at a time and in
@@ -146,9 +151,43 @@ func (w *writer) flushLocked(t target, p *pending) error {
 			return w.api.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: t.id, Output: text})
 		})
 	}
-	return w.call("append to block", func(ctx context.Context) error {
-		return w.api.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: t.id, Delta: text})
+	p.appends++
+	seq := p.appends
+	return w.callRetrying("append to block", func(ctx context.Context) error {
+		return w.api.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: t.id, Delta: text, DeltaSeq: &seq})
 	})
+}
+
+// appendAttempts bounds the tries of one append (within the call timeout).
+const appendAttempts = 5
+
+// callRetrying is call for a write that is safe to repeat. When the
+// connection fails during the call, the reply may have been lost after the
+// commit, so it tries again, with backoff; the repeat is a no-op if the
+// first try was applied. Errors from PostgreSQL itself are not retried.
+func (w *writer) callRetrying(what string, fn func(ctx context.Context) error) error {
+	return w.call(what, func(ctx context.Context) error {
+		delay := 20 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			err := fn(ctx)
+			if err == nil || attempt == appendAttempts || !connectionLost(err) || ctx.Err() != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(delay):
+			}
+			delay *= 2
+		}
+	})
+}
+
+// connectionLost reports whether err came from the connection rather than
+// from PostgreSQL's answer.
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // flushTarget writes what is pending for t. The caller holds w.mu.

@@ -21,3 +21,9 @@ SELECT e.*
        LIMIT @max_events::int
   ) e
  ORDER BY e.conversation_id, e.seq;
+
+-- name: EventNotifySet :one
+-- Sets whether this database's events notify "convo_events" (on for the
+-- NOTIFY feed, off for the logical-replication feed), for new sessions
+-- and this one; returns whether the database's setting changed.
+SELECT convo.set_event_notify(@enabled::boolean)::boolean AS changed;

@@ -24,7 +24,8 @@ SELECT convo.fail_prompt(@prompt_id::uuid, @error::text);
 SELECT convo.start_block(@prompt_id::uuid, @block_type::text, @metadata::jsonb)::uuid AS block_id;
 
 -- name: BlockAppend :exec
-SELECT convo.append_block(@block_id::uuid, @delta::text);
+-- delta_seq (optional) makes a retried call a no-op; see convo.append_block.
+SELECT convo.append_block(@block_id::uuid, @delta::text, sqlc.narg(delta_seq)::int);
 
 -- name: BlockEnd :exec
 SELECT convo.end_block(@block_id::uuid, sqlc.narg(metadata)::jsonb);

@@ -76,6 +76,9 @@ CREATE TABLE convo.blocks (
     status          text        NOT NULL CHECK (status IN ('streaming', 'completed')),
     content         text        NOT NULL DEFAULT '',
     metadata        jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object'),
+    -- delta_count counts append_block calls, so a worker that retries an
+    -- append whose reply it lost (passing delta_seq) is not applied twice.
+    delta_count     integer     NOT NULL DEFAULT 0,
     created_at      timestamptz NOT NULL DEFAULT now(),
     ended_at        timestamptz,
     UNIQUE (message_id, position)

@@ -523,19 +523,34 @@ $$;
 
 -- append_block appends delta to a streaming block. The cost does not depend
 -- on how much the block already holds: the delta is one new event row. An
--- empty delta is a no-op. Event: blockDelta.
+-- empty delta writes no event. Event: blockDelta.
+--
+-- delta_seq makes retries safe: a worker numbers its appends to a block 1,
+-- 2, 3 … and, when a call's reply is lost (the connection dropped after the
+-- commit), calls again with the same number. A delta_seq already applied is
+-- a no-op; one that skips a number raises CV002. Without delta_seq every
+-- call appends.
 -- +goose StatementBegin
-CREATE FUNCTION convo.append_block(block_id uuid, delta text) RETURNS void
+CREATE FUNCTION convo.append_block(block_id uuid, delta text, delta_seq integer DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     v_block convo.blocks;
 BEGIN
+    v_block := convo._streaming_block(append_block.block_id, 'append_block');
+    IF delta_seq IS NOT NULL THEN
+        IF delta_seq <= v_block.delta_count THEN
+            RETURN; -- a retry of an append that was applied
+        END IF;
+        IF delta_seq <> v_block.delta_count + 1 THEN
+            RAISE EXCEPTION 'append_block: delta_seq % skips ahead: block % has % deltas, the next is %',
+                delta_seq, v_block.id, v_block.delta_count, v_block.delta_count + 1
+                USING ERRCODE = 'CV002';
+        END IF;
+    END IF;
+    UPDATE convo.blocks b SET delta_count = b.delta_count + 1 WHERE b.id = v_block.id;
     IF delta IS NULL OR delta = '' THEN
-        -- Still check the block, so a worker learns at once that it is writing nowhere.
-        PERFORM convo._streaming_block(append_block.block_id, 'append_block');
         RETURN;
     END IF;
-    v_block := convo._streaming_block(append_block.block_id, 'append_block');
     PERFORM convo._append_event(v_block.conversation_id, 'blockDelta',
         jsonb_build_object('promptId', v_block.prompt_id, 'messageId', v_block.message_id,
                            'blockId', v_block.id, 'content', delta),
@@ -753,7 +768,7 @@ DROP FUNCTION convo.tool_call_progress(uuid, text);
 DROP FUNCTION convo._open_tool_call(uuid, text);
 DROP FUNCTION convo.start_tool_call(uuid, text, jsonb);
 DROP FUNCTION convo.end_block(uuid, jsonb);
-DROP FUNCTION convo.append_block(uuid, text);
+DROP FUNCTION convo.append_block(uuid, text, integer);
 DROP FUNCTION convo._streaming_block(uuid, text);
 DROP FUNCTION convo.start_block(uuid, text, jsonb);
 DROP FUNCTION convo.start_prompt(uuid);

@@ -106,3 +106,17 @@ func (q *Queries) EventListAfterMany(ctx context.Context, arg EventListAfterMany
 	}
 	return items, nil
 }
+
+const eventNotifySet = `-- name: EventNotifySet :one
+SELECT convo.set_event_notify($1::boolean)::boolean AS changed
+`
+
+// Sets whether this database's events notify "convo_events" (on for the
+// NOTIFY feed, off for the logical-replication feed), for new sessions
+// and this one; returns whether the database's setting changed.
+func (q *Queries) EventNotifySet(ctx context.Context, enabled bool) (bool, error) {
+	row := q.db.QueryRow(ctx, eventNotifySet, enabled)
+	var changed bool
+	err := row.Scan(&changed)
+	return changed, err
+}

@@ -21,6 +21,7 @@ type ConvoBlock struct {
 	Status         string
 	Content        string
 	Metadata       json.RawMessage
+	DeltaCount     int32
 	CreatedAt      time.Time
 	EndedAt        *time.Time
 }

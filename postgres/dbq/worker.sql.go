@@ -13,16 +13,18 @@ import (
 )
 
 const blockAppend = `-- name: BlockAppend :exec
-SELECT convo.append_block($1::uuid, $2::text)
+SELECT convo.append_block($1::uuid, $2::text, $3::int)
 `
 
 type BlockAppendParams struct {
-	BlockID uuid.UUID
-	Delta   string
+	BlockID  uuid.UUID
+	Delta    string
+	DeltaSeq *int32
 }
 
+// delta_seq (optional) makes a retried call a no-op; see convo.append_block.
 func (q *Queries) BlockAppend(ctx context.Context, arg BlockAppendParams) error {
-	_, err := q.db.Exec(ctx, blockAppend, arg.BlockID, arg.Delta)
+	_, err := q.db.Exec(ctx, blockAppend, arg.BlockID, arg.Delta, arg.DeltaSeq)
 	return err
 }
 

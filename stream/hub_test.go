@@ -1,0 +1,346 @@
+package stream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres"
+	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/stream"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const listenerApp = "convo-listener-test"
+
+type testBundle struct {
+	pool  *pgxpool.Pool
+	store *postgres.Store
+	q     *dbq.Queries
+	hub   *stream.Hub
+	feed  *stream.NotifyFeed
+}
+
+type hubOptions struct{ queueSize int }
+
+func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pool)
+	hub := stream.NewHub(stream.HubOptions{Log: store, QueueSize: o.queueSize})
+	cfg := pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = listenerApp
+	feed := &stream.NotifyFeed{ConnConfig: cfg, Hub: hub, PingInterval: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { hub.Run(ctx) })
+	wg.Go(func() { feed.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		pool.Close()
+	})
+	waitFor(t, "the listener to connect", func() bool { return feed.Connects() > 0 })
+	return &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub, feed: feed}
+}
+
+func setup(t testing.TB, o hubOptions) *testBundle { return setupDSN(t, pgtest.DSN(t), o) }
+
+// reply queues a message and starts its prompt, returning the
+// conversation and a streaming text block.
+func (tb *testBundle) reply(t testing.TB) (uuid.UUID, uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	res, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{
+		OwnerID: "local", Text: "go", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.q.PromptStart(ctx, res.PromptIDs[0]); err != nil {
+		t.Fatal(err)
+	}
+	block, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: res.PromptIDs[0], BlockType: "text", Metadata: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.ConversationID, block
+}
+
+// follower drains a subscription in the background, recording seqs and
+// delta text.
+type follower struct {
+	mu    sync.Mutex
+	seqs  []int64
+	text  string
+	err   error
+	sub   *stream.Subscription
+	done  chan struct{}
+	last  int64
+	reach chan struct{}
+}
+
+func (tb *testBundle) follow(t testing.TB, conversationID uuid.UUID, afterSeq *int64) *follower {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sub, err := tb.hub.Open(ctx, tb.store, stream.OpenParams{OwnerID: "local", ConversationID: conversationID, AfterSeq: afterSeq})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	f := &follower{sub: sub, done: make(chan struct{}), reach: make(chan struct{}, 1)}
+	if st, ok := sub.Snapshot(); ok {
+		f.last = st.Seq
+		for _, b := range st.Streaming() {
+			f.text += b.Content
+		}
+	}
+	go func() {
+		defer close(f.done)
+		defer sub.Close()
+		for {
+			item, err := sub.Next(ctx)
+			f.mu.Lock()
+			if err != nil {
+				f.err = err
+				f.mu.Unlock()
+				return
+			}
+			f.seqs = append(f.seqs, item.Event.Seq)
+			f.last = item.Event.Seq
+			if item.Event.Kind == conversation.EventBlockDelta {
+				f.text += deltaText(item.Event)
+			}
+			f.mu.Unlock()
+			select {
+			case f.reach <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-f.done })
+	return f
+}
+
+// waitSeq waits until the follower received seq.
+func (f *follower) waitSeq(t testing.TB, seq int64, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		f.mu.Lock()
+		last, err := f.last, f.err
+		f.mu.Unlock()
+		if last >= seq {
+			return
+		}
+		if err != nil {
+			t.Fatalf("subscription ended at seq %d (want %d): %v", last, seq, err)
+		}
+		select {
+		case <-f.reach:
+		case <-deadline:
+			t.Fatalf("subscription at seq %d after %v, want %d", last, timeout, seq)
+		}
+	}
+}
+
+// checkContiguous asserts the follower saw from..to exactly once, in order.
+func (f *follower) checkContiguous(t testing.TB, from, to int64) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if int64(len(f.seqs)) != to-from+1 {
+		t.Fatalf("received %d events, want %d (%d..%d)", len(f.seqs), to-from+1, from, to)
+	}
+	for i, s := range f.seqs {
+		if s != from+int64(i) {
+			t.Fatalf("event %d has seq %d, want %d", i, s, from+int64(i))
+		}
+	}
+}
+
+func (tb *testBundle) lastSeq(t testing.TB, id uuid.UUID) int64 {
+	t.Helper()
+	c, err := tb.store.Conversation(context.Background(), "local", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.LastSeq
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func TestThousandSubscribers(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, hubOptions{})
+	conv, block := tb.reply(t)
+	ctx := context.Background()
+
+	backends := func() int {
+		var n int
+		if err := tb.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var followers []*follower
+	for range 10 {
+		followers = append(followers, tb.follow(t, conv, nil))
+	}
+	withTen := backends()
+	start := tb.lastSeq(t, conv)
+	for range 990 {
+		followers = append(followers, tb.follow(t, conv, nil))
+	}
+	if withThousand := backends(); withThousand > withTen {
+		t.Errorf("database connections grew from %d (10 subscribers) to %d (1,000)", withTen, withThousand)
+	}
+	if st := tb.hub.Stats(); st.Subscribers != 1000 || st.Topics != 1 {
+		t.Fatalf("hub = %+v", st)
+	}
+	const deltas = 200
+	for i := range deltas {
+		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("<%d>", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := tb.lastSeq(t, conv)
+	for _, f := range followers {
+		f.waitSeq(t, end, 30*time.Second)
+	}
+	// Every subscriber saw the same sequence: every event after where it
+	// started, once, in order, and the same text.
+	want := followers[0].text
+	for i, f := range followers {
+		f.mu.Lock()
+		first := f.seqs[0]
+		f.mu.Unlock()
+		if first > start+1 {
+			t.Fatalf("subscriber %d started at %d, after the writes began at %d", i, first, start+1)
+		}
+		f.checkContiguous(t, first, end)
+		if f.text != want {
+			t.Fatalf("subscriber %d has different text", i)
+		}
+	}
+}
+
+// TestListenerTerminated kills the LISTEN connection repeatedly during a
+// 1,000-delta reply: notifications sent while it is away are lost, and the
+// resync after each reconnect must make up for them.
+func TestListenerTerminated(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, hubOptions{})
+	conv, block := tb.reply(t)
+	ctx := context.Background()
+	var followers []*follower
+	for range 5 {
+		followers = append(followers, tb.follow(t, conv, nil))
+	}
+	start := followers[0].last
+	var want string
+	kills := 0
+	for i := range 1000 {
+		d := fmt.Sprintf("%d,", i)
+		want += d
+		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: d}); err != nil {
+			t.Fatal(err)
+		}
+		if i%100 == 50 {
+			var n int
+			if err := tb.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE application_name = $1 AND datname = current_database()`, listenerApp).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			kills += n
+		}
+	}
+	if kills < 5 {
+		t.Fatalf("terminated the listener only %d times", kills)
+	}
+	end := tb.lastSeq(t, conv)
+	for i, f := range followers {
+		f.waitSeq(t, end, 30*time.Second)
+		f.checkContiguous(t, start+1, end)
+		if f.text != want {
+			t.Errorf("subscriber %d text differs (%d bytes, want %d)", i, len(f.text), len(want))
+		}
+	}
+	if c := tb.feed.Connects(); c < int64(kills) {
+		t.Errorf("listener connected %d times after %d kills", c, kills)
+	}
+}
+
+// TestSlowSubscriberIsCutOff checks that a subscriber that does not read
+// is cut off with ErrFellBehind, without slowing a fast one, and can
+// resume after its last event.
+func TestSlowSubscriberIsCutOff(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, hubOptions{queueSize: 16})
+	conv, block := tb.reply(t)
+	ctx := context.Background()
+	fast := tb.follow(t, conv, nil)
+	slow, err := tb.hub.Open(ctx, tb.store, stream.OpenParams{OwnerID: "local", ConversationID: conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	for i := range 100 {
+		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("%d ", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := tb.lastSeq(t, conv)
+	fast.waitSeq(t, end, 30*time.Second)
+
+	// The slow one gets what was queued before the cut, then the error.
+	var got int
+	for {
+		_, err := slow.Next(ctx)
+		if err != nil {
+			if !errors.Is(err, stream.ErrFellBehind) {
+				t.Fatalf("slow subscriber ended with %v, want ErrFellBehind", err)
+			}
+			break
+		}
+		got++
+	}
+	if got == 0 || got > 16 {
+		t.Fatalf("slow subscriber got %d events before the cut, want 1..16", got)
+	}
+	// It resumes after its last event and gets the rest.
+	after := slow.Cursor()
+	resumed := tb.follow(t, conv, &after)
+	resumed.waitSeq(t, end, 30*time.Second)
+	resumed.checkContiguous(t, after+1, end)
+}
+
+func deltaText(e conversation.Event) string {
+	var d struct{ Content string }
+	_ = json.Unmarshal(e.Payload, &d)
+	return d.Content
+}
