@@ -338,7 +338,9 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			three := int32(3)
-			return func() error { return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "y", DeltaSeq: &three}) }
+			return func() error {
+				return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "y", DeltaSeq: &three})
+			}
 		}},
 		{"EndStructuredBlockWithInvalidJSON", "CV003", "does not hold valid JSON", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
