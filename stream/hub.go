@@ -36,8 +36,11 @@ type HubOptions struct {
 	Decode func(conversation.Event) (any, error)
 	// QueueSize is each subscriber's queue length (default 512 events).
 	QueueSize int
-	// ReadBatch bounds the events read per conversation per query
-	// (default 500); a conversation with more is read again at once.
+	// ReadBatch bounds the events read per conversation per query; a
+	// conversation with more is read again at once. It defaults to a
+	// quarter of QueueSize (at most 500): one read is fanned out at once,
+	// so a batch near the queue's size would cut off subscribers that are
+	// merely a little behind.
 	ReadBatch int
 }
 
@@ -76,7 +79,7 @@ func NewHub(opts HubOptions) *Hub {
 		opts.QueueSize = 512
 	}
 	if opts.ReadBatch <= 0 {
-		opts.ReadBatch = 500
+		opts.ReadBatch = min(500, max(1, opts.QueueSize/4))
 	}
 	return &Hub{
 		opts: opts, logger: opts.Logger,

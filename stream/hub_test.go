@@ -300,7 +300,7 @@ func TestListenerTerminated(t *testing.T) {
 // resume after its last event.
 func TestSlowSubscriberIsCutOff(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, hubOptions{queueSize: 16})
+	tb := setup(t, hubOptions{queueSize: 64})
 	conv, block := tb.reply(t)
 	ctx := context.Background()
 	fast := tb.follow(t, conv, nil)
@@ -309,7 +309,7 @@ func TestSlowSubscriberIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
-	for i := range 100 {
+	for i := range 300 {
 		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("%d ", i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -329,8 +329,8 @@ func TestSlowSubscriberIsCutOff(t *testing.T) {
 		}
 		got++
 	}
-	if got == 0 || got > 16 {
-		t.Fatalf("slow subscriber got %d events before the cut, want 1..16", got)
+	if got == 0 || got > 64 {
+		t.Fatalf("slow subscriber got %d events before the cut, want 1..64", got)
 	}
 	// It resumes after its last event and gets the rest.
 	after := slow.Cursor()
