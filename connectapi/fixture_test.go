@@ -35,14 +35,37 @@ type testBundle struct {
 	pool   *pgxpool.Pool
 	store  *postgres.Store
 	hub    *stream.Hub
+	feed   stream.Feed
 	q      *dbq.Queries
 	url    string
 	client convov1connect.ConversationServiceClient
+	// stop stops the hub and its feed (the test's cleanup does too).
+	stop func()
 }
 
 type setupOptions struct {
 	verifier  auth.Verifier
 	queueSize int
+	// feed is feedNotify (the default) or feedLogical.
+	feed string
+}
+
+// The feeds the stream tests run under.
+const (
+	feedNotify  = "Notify"
+	feedLogical = "Logical"
+)
+
+var feeds = []string{feedNotify, feedLogical}
+
+// forEachFeed runs test once per feed, as parallel subtests named by feed.
+func forEachFeed(t *testing.T, test func(t *testing.T, feed string)) {
+	for _, feed := range feeds {
+		t.Run(feed, func(t *testing.T) {
+			t.Parallel()
+			test(t, feed)
+		})
+	}
 }
 
 func setup(t testing.TB, opts ...setupOptions) *testBundle {
@@ -54,9 +77,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
 	hub := stream.NewHub(stream.HubOptions{Log: store, Decode: connectapi.DecodeEvent, QueueSize: o.queueSize})
-	listenConfig := pool.Config().ConnConfig.Copy()
-	listenConfig.RuntimeParams["application_name"] = "convo-listener"
-	feed := &stream.NotifyFeed{ConnConfig: listenConfig, Hub: hub}
+	feed := newFeed(t, o.feed, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { hub.Run(ctx) })
@@ -73,15 +94,46 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
 	// Streams end first (the hub closes them), then the server.
-	t.Cleanup(func() {
+	stop := func() {
 		cancel()
 		wg.Wait()
+	}
+	t.Cleanup(func() {
+		stop()
 		srv.Close()
 	})
 	return &testBundle{
-		pool: pool, store: store, hub: hub, q: store.Queries(), url: srv.URL,
+		pool: pool, store: store, hub: hub, feed: feed, q: store.Queries(), url: srv.URL, stop: stop,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
 	}
+}
+
+// newFeed returns the feed of hub. With the logical feed, the database's
+// events stop notifying, as a server with CONVO_FEED=logical has it.
+func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Store, hub *stream.Hub) stream.Feed {
+	t.Helper()
+	config := pool.Config().ConnConfig.Copy()
+	switch name {
+	case "", feedNotify:
+		config.RuntimeParams["application_name"] = "convo-listener"
+		return &stream.NotifyFeed{ConnConfig: config, Hub: hub}
+	case feedLogical:
+		if _, err := store.SetEventNotify(context.Background(), false); err != nil {
+			t.Fatal(err)
+		}
+		// Logical decoding reads only flushed WAL: with the test server's
+		// synchronous_commit=off an event would wait for the WAL writer
+		// (up to 200 ms). Commit as deployments do (fsync stays off).
+		if _, err := pool.Exec(context.Background(), `DO $$ BEGIN
+			EXECUTE format('ALTER DATABASE %I SET synchronous_commit = on', current_database()); END $$`); err != nil {
+			t.Fatal(err)
+		}
+		pool.Reset()
+		config.RuntimeParams["application_name"] = "convo-logical-" + uuid.NewString()[:8]
+		return &stream.LogicalFeed{ConnConfig: config, Hub: hub, StatusInterval: 100 * time.Millisecond}
+	}
+	t.Fatalf("unknown feed %q", name)
+	return nil
 }
 
 // h2cClient is a client whose streams share one HTTP/2 connection.

@@ -3,7 +3,6 @@ package connectapi
 import (
 	"context"
 	"encoding/json"
-	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -24,11 +23,8 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 	if err != nil {
 		return nil, err
 	}
-	if err := checkText("text", m.GetText(), true, maxMessageText); err != nil {
+	if err := CheckMessageText("text", m.GetText()); err != nil {
 		return nil, err
-	}
-	if strings.TrimSpace(m.GetText()) == "" {
-		return nil, invalidArgument("text", "must not be only whitespace")
 	}
 	configA, err := modelConfigJSON("model", m.GetModel())
 	if err != nil {

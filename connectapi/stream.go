@@ -83,6 +83,16 @@ func (s *service) streamError(ctx context.Context, procedure string, err error, 
 	return s.fail(ctx, procedure, err)
 }
 
+// StreamStart returns the messages a StreamConversation stream starts with
+// when it starts from the state st (a subscription's snapshot): the
+// snapshot, then the replayed events of every block still streaming at
+// st.Seq. Other protocols' adapters (package httpapi) start their streams
+// with exactly these. It fails only for a state whose JSON payloads do not
+// decode.
+func StreamStart(st conversation.State) ([]*convov1.StreamConversationResponse, error) {
+	return snapshotMessages(st)
+}
+
 // snapshotMessages is how a stream starts: the snapshot (completed blocks
 // only), then for every block still streaming at its seq a replayed
 // blockStart, one blockDelta with the text so far, and the block's tool

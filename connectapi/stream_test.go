@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/auth"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -94,11 +95,17 @@ func (tb *testBundle) appendText(t testing.TB, block uuid.UUID, delta string) {
 
 func TestStreamConversation(t *testing.T) {
 	t.Parallel()
+	forEachFeed(t, testStreamConversation)
+}
+
+// testStreamConversation runs the stream's behaviours under one feed.
+func testStreamConversation(t *testing.T, feed string) {
 	ctx := context.Background()
+	opts := setupOptions{feed: feed}
 
 	t.Run("LateJoinerSeesInFlightText", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
+		tb := setup(t, opts)
 		sent, prompt := tb.running(t)
 		text := tb.startBlock(t, prompt, "text")
 		tb.appendText(t, text, "Hello, ")
@@ -139,7 +146,7 @@ func TestStreamConversation(t *testing.T) {
 
 	t.Run("ReplaysToolCallInFlight", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
+		tb := setup(t, opts)
 		sent, prompt := tb.running(t)
 		block := tb.startBlock(t, prompt, "tool_use")
 		tb.appendText(t, block, `{"q":1}`)
@@ -177,7 +184,7 @@ func TestStreamConversation(t *testing.T) {
 
 	t.Run("AfterSeqResumesWithoutSnapshot", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
+		tb := setup(t, opts)
 		sent, prompt := tb.running(t)
 		text := tb.startBlock(t, prompt, "text")
 		tb.appendText(t, text, "one ")
@@ -193,7 +200,7 @@ func TestStreamConversation(t *testing.T) {
 
 	t.Run("AfterSeqNotHeldGetsSnapshot", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
+		tb := setup(t, opts)
 		sent := tb.send(t, tb.client, "", "hi")
 		future := int64(1_000_000)
 		sub := subscribe(t, tb.client, &convov1.StreamConversationRequest{ConversationId: sent.ConversationId, AfterSeq: &future})
@@ -208,7 +215,7 @@ func TestStreamConversation(t *testing.T) {
 
 	t.Run("BadRequests", func(t *testing.T) {
 		t.Parallel()
-		tb := setupAuth(t)
+		tb := setup(t, setupOptions{feed: feed, verifier: auth.NewHS256(testSecret)})
 		alice, bob := tb.clientAs(tokenFor(t, "alice")), tb.clientAs(tokenFor(t, "bob"))
 		sent := tb.send(t, alice, "", "private")
 		negative := int64(-1)
@@ -243,7 +250,7 @@ func TestStreamConversation(t *testing.T) {
 
 	t.Run("ClientGoingAwayFreesEverything", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
+		tb := setup(t, opts)
 		sent := tb.send(t, tb.client, "", "hi")
 		baseline := runtime.NumGoroutine()
 		var subs []*subscriber
@@ -266,7 +273,7 @@ func TestStreamConversation(t *testing.T) {
 
 	t.Run("DeletedConversationEndsStream", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
+		tb := setup(t, opts)
 		sent := tb.send(t, tb.client, "", "hi")
 		sub := subscribe(t, tb.client, &convov1.StreamConversationRequest{ConversationId: sent.ConversationId})
 		sub.waitSeq(t, 1, streamTimeout)
@@ -302,10 +309,21 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // state GetConversation returns.
 func TestStreamFoldsToState(t *testing.T) {
 	t.Parallel()
-	for seed := range uint64(4) {
+	forEachFeed(t, testStreamFoldsToState)
+}
+
+func testStreamFoldsToState(t *testing.T, feed string) {
+	seeds := uint64(4)
+	if feed == feedLogical {
+		// The feed changes only how events reach the hub (Hub.Deliver
+		// instead of reads after a hint); two seeds cover that and keep
+		// the suite's time down.
+		seeds = 2
+	}
+	for seed := range seeds {
 		t.Run(fmt.Sprintf("Seed%d", seed), func(t *testing.T) {
 			t.Parallel()
-			tb := setup(t)
+			tb := setup(t, setupOptions{feed: feed})
 			rng := rand.New(rand.NewPCG(seed, 42))
 			w := &randomWorker{tb: tb, t: t, rng: rng}
 			w.conversation = tb.send(t, tb.client, "", "start").ConversationId

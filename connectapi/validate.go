@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -114,6 +115,26 @@ func decodePageToken(field, token string) (*conversation.PageCursor, error) {
 	c := &conversation.PageCursor{Time: time.UnixMicro(int64(micros))}
 	copy(c.ID[:], b[8:])
 	return c, nil
+}
+
+// CheckMessageText checks a user's message as SendMessage does (required,
+// at most 100,000 characters, not only whitespace, no NUL). The error is an
+// InvalidArgument *connect.Error whose message names field.
+func CheckMessageText(field, text string) error {
+	if err := checkText(field, text, true, maxMessageText); err != nil {
+		return err
+	}
+	if strings.TrimSpace(text) == "" {
+		return invalidArgument(field, "must not be only whitespace")
+	}
+	return nil
+}
+
+// ModelConfigJSON validates a model configuration as SendMessage does and
+// returns the JSON object stored on the prompt. The error is an
+// InvalidArgument *connect.Error whose message names field (or a subfield).
+func ModelConfigJSON(field string, cfg *convov1.ModelConfig) ([]byte, error) {
+	return modelConfigJSON(field, cfg)
 }
 
 // modelConfigJSON validates a model configuration and returns it as the

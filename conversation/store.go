@@ -69,6 +69,11 @@ type Store interface {
 
 	// CreateConversation creates an empty conversation.
 	CreateConversation(ctx context.Context, ownerID, title string) (Conversation, error)
+	// EnsureConversation returns the owner's conversation with id, creating
+	// it empty and untitled when no conversation has that id, so that a
+	// client may choose the id of a new conversation (an AG-UI thread id).
+	// NotFound when the id belongs to another owner.
+	EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, error)
 	// RenameConversation sets the title (1 to 200 characters).
 	RenameConversation(ctx context.Context, ownerID string, id uuid.UUID, title string) (Conversation, error)
 	// ClearConversation removes every message, cancelling prompts still

@@ -18,6 +18,15 @@ func (s *Store) CreateConversation(ctx context.Context, ownerID, title string) (
 	return s.conversation(ctx, ownerID, id)
 }
 
+// EnsureConversation implements conversation.Store.
+func (s *Store) EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
+	if err := s.q.ConversationInsertIfAbsent(ctx, dbq.ConversationInsertIfAbsentParams{ID: id, OwnerID: ownerID}); err != nil {
+		return conversation.Conversation{}, translate(err, "create conversation "+id.String())
+	}
+	// Another owner's conversation is NotFound here, as everywhere.
+	return s.conversation(ctx, ownerID, id)
+}
+
 // RenameConversation implements conversation.Store.
 func (s *Store) RenameConversation(ctx context.Context, ownerID string, id uuid.UUID, title string) (conversation.Conversation, error) {
 	if err := s.q.ConversationRename(ctx, dbq.ConversationRenameParams{OwnerID: ownerID, ID: id, Title: title}); err != nil {

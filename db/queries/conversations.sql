@@ -26,3 +26,10 @@ SELECT * FROM convo.conversations
         OR (last_message_at, id) < (sqlc.narg(after_time)::timestamptz, sqlc.narg(after_id)::uuid))
  ORDER BY last_message_at DESC, id DESC
  LIMIT @max_rows::int;
+
+-- name: ConversationInsertIfAbsent :exec
+-- Creates an empty, untitled conversation with the given id for owner_id,
+-- unless a conversation with that id exists already (whoever owns it): a
+-- client may choose the id of a new conversation (an AG-UI thread id).
+INSERT INTO convo.conversations (id, owner_id) VALUES (@id::uuid, @owner_id::text)
+ON CONFLICT (id) DO NOTHING;

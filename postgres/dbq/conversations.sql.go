@@ -83,6 +83,24 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 	return i, err
 }
 
+const conversationInsertIfAbsent = `-- name: ConversationInsertIfAbsent :exec
+INSERT INTO convo.conversations (id, owner_id) VALUES ($1::uuid, $2::text)
+ON CONFLICT (id) DO NOTHING
+`
+
+type ConversationInsertIfAbsentParams struct {
+	ID      uuid.UUID
+	OwnerID string
+}
+
+// Creates an empty, untitled conversation with the given id for owner_id,
+// unless a conversation with that id exists already (whoever owns it): a
+// client may choose the id of a new conversation (an AG-UI thread id).
+func (q *Queries) ConversationInsertIfAbsent(ctx context.Context, arg ConversationInsertIfAbsentParams) error {
+	_, err := q.db.Exec(ctx, conversationInsertIfAbsent, arg.ID, arg.OwnerID)
+	return err
+}
+
 const conversationList = `-- name: ConversationList :many
 SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at FROM convo.conversations
  WHERE owner_id = $1::text

@@ -1,0 +1,326 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/conversation"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/stream"
+)
+
+// maxRunInputBytes bounds a RunAgentInput (it carries the client's copy of
+// the whole thread).
+const maxRunInputBytes = 4 << 20
+
+// aguiFollow serves GET /v1/conversations/{id}/agui: the conversation as
+// AG-UI runs, one per prompt, for as long as the client stays. A prompt
+// active when the stream starts is a run at once; an idle conversation's
+// stream waits (with keep-alive comments) for the next prompt.
+func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
+	owner, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	id, err := conversationID(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	snap, replay, err := streamStart(sub)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.streamAGUI(w, r, sub, newTranslator(id.String(), snap, "", ""), replay)
+}
+
+// aguiRun serves POST /v1/agui: AG-UI's RunAgentInput in, the run it asks
+// for out. The thread id is the conversation id (a conversation with it is
+// created when none exists; none at all starts a new conversation); the
+// last user message in messages becomes the user's message; forwardedProps
+// may carry the model configuration as {"model": {...}} (convo.v1
+// ModelConfig, as SendMessage's model). The prompt is queued, and the
+// response streams that prompt's run until it ends. The prompt does not
+// depend on the request: a client that goes away can follow the
+// conversation (GET /v1/conversations/{id}/agui) to see the rest.
+func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
+	owner, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	in, err := decodeRunInput(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	id := in.threadID
+	if id == uuid.Nil {
+		c, err := s.store.CreateConversation(ctx, owner, "")
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		id = c.ID
+	} else if _, err := s.store.EnsureConversation(ctx, owner, id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+
+	// Subscribe before the message is sent, so that no event of its run
+	// can be missed.
+	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	snap, replay, err := streamStart(sub)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	st, _ := sub.Snapshot()
+	if in.userMessageID != "" && slices.ContainsFunc(st.Messages, func(m conversation.Message) bool {
+		return m.ID.String() == in.userMessageID
+	}) {
+		s.writeError(w, r, conversation.Errorf(conversation.FailedPrecondition,
+			"messages: the last user message (%s) is already in the conversation; append a new user message to run again", in.userMessageID))
+		return
+	}
+	sent, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
+		OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{in.modelConfig},
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	promptID := sent.PromptIDs[0].String()
+	runID := in.RunID
+	if runID == "" {
+		runID = promptID
+	}
+	s.streamAGUI(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
+}
+
+// streamStart returns how a subscription opened without a resume point
+// starts: its snapshot, then the replayed events of the blocks still
+// streaming in it.
+func streamStart(sub *stream.Subscription) (*convov1.Snapshot, []*convov1.Event, error) {
+	st, _ := sub.Snapshot()
+	first, err := connectapi.StreamStart(st)
+	if err != nil {
+		return nil, nil, err
+	}
+	var replay []*convov1.Event
+	for _, m := range first[1:] {
+		replay = append(replay, m.GetEvent())
+	}
+	return first[0].GetSnapshot(), replay, nil
+}
+
+// streamAGUI answers with the translator's AG-UI events as SSE (each event
+// one "data:" line of JSON, as AG-UI's HTTP binding has it), starting with
+// the replay of the snapshot's streaming blocks, until the stream is done
+// or cut off.
+func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *stream.Subscription, tr *translator, replay []*convov1.Event) {
+	ctx := r.Context()
+	out, err := startSSE(w, s.retry)
+	if err != nil {
+		return
+	}
+	events := tr.begin()
+	for _, ev := range replay {
+		events = append(events, tr.apply(ev)...)
+	}
+	if err := writeAGUI(out, events); err != nil {
+		return
+	}
+	for !tr.done {
+		item, err := s.next(ctx, sub, out)
+		if err == nil && item.Err != nil {
+			s.logger.ErrorContext(ctx, "agui stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
+			err = item.Err
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				_ = writeAGUI(out, tr.interrupt(interruption(err)))
+			}
+			s.streamEnded(r, err, sub.Cursor())
+			return
+		}
+		ev := item.Decoded.(*convov1.StreamConversationResponse).GetEvent()
+		if err := writeAGUI(out, tr.apply(ev)); err != nil {
+			return
+		}
+	}
+}
+
+// writeAGUI writes AG-UI events, one per SSE event.
+func writeAGUI(out *sseStream, events []any) error {
+	for _, ev := range events {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		if err := out.event("", "", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interruption is the RUN_ERROR code and message for a stream that ended
+// with err before its run did.
+func interruption(err error) (code, message string) {
+	switch {
+	case errors.Is(err, stream.ErrDeleted):
+		return aguiCodeDeleted, "the conversation was deleted"
+	case errors.Is(err, stream.ErrClosed):
+		return aguiCodeInterrupted, "the server is shutting down; the reply goes on: follow the conversation again to see the rest"
+	case errors.Is(err, stream.ErrFellBehind):
+		return aguiCodeInterrupted, "the client read too slowly and was cut off; the reply goes on: follow the conversation again to see the rest"
+	}
+	return aguiCodeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
+}
+
+// runInput is what convo reads of AG-UI's RunAgentInput; tools, context,
+// state and resume are accepted and ignored (convo's tools run on its
+// workers).
+type runInput struct {
+	ThreadID       string          `json:"threadId"`
+	RunID          string          `json:"runId"`
+	Messages       []inputMessage  `json:"messages"`
+	ForwardedProps json.RawMessage `json:"forwardedProps"`
+
+	threadID      uuid.UUID
+	text          string
+	userMessageID string
+	modelConfig   json.RawMessage
+}
+
+type inputMessage struct {
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type inputPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// decodeRunInput reads and checks a RunAgentInput. Errors are Invalid,
+// naming the field.
+func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
+	body := http.MaxBytesReader(w, r.Body, maxRunInputBytes)
+	var in runInput
+	if err := json.NewDecoder(body).Decode(&in); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, invalid("body", "is larger than %d bytes", maxRunInputBytes)
+		}
+		return nil, invalid("body", "is not a RunAgentInput JSON object: %v", err)
+	}
+	if in.ThreadID != "" {
+		id, err := parseUUID("threadId", in.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		in.threadID = id
+	}
+	if len(in.RunID) > 200 {
+		return nil, invalid("runId", "is %d bytes long; the limit is 200", len(in.RunID))
+	}
+	i, text, err := lastUserMessage(in.Messages)
+	if err != nil {
+		return nil, err
+	}
+	in.text, in.userMessageID = text, in.Messages[i].ID
+	if in.modelConfig, err = modelConfig(in.ForwardedProps); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// lastUserMessage finds the last user message of messages and returns its
+// index and text.
+func lastUserMessage(messages []inputMessage) (int, string, error) {
+	for i := len(messages) - 1; i >= 0; i-- {
+		m := messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		field := fmt.Sprintf("messages[%d].content", i)
+		text, err := messageText(field, m.Content)
+		if err != nil {
+			return i, "", err
+		}
+		return i, text, fromConnect(connectapi.CheckMessageText(field, text))
+	}
+	return -1, "", invalid("messages", "has no user message")
+}
+
+// messageText is a user message's text: its content string, or its text
+// parts joined. Other parts (images, audio, …) are refused: convo's
+// messages are text.
+func messageText(field string, content json.RawMessage) (string, error) {
+	content = bytes.TrimSpace(content)
+	if len(content) == 0 || content[0] != '[' {
+		var text string
+		if err := json.Unmarshal(content, &text); err != nil {
+			return "", invalid(field, "must be a string or a list of parts")
+		}
+		return text, nil
+	}
+	var parts []inputPart
+	if err := json.Unmarshal(content, &parts); err != nil {
+		return "", invalid(field, "must be a string or a list of parts")
+	}
+	var text bytes.Buffer
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", invalid(fmt.Sprintf("%s[%d]", field, j), "convo takes text only, got a %q part", p.Type)
+		}
+		text.WriteString(p.Text)
+	}
+	return text.String(), nil
+}
+
+// modelConfig reads the model configuration from forwardedProps.model (a
+// convo.v1.ModelConfig in proto3 JSON), checked as SendMessage checks its
+// model; none is the default model.
+func modelConfig(props json.RawMessage) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if len(bytes.TrimSpace(props)) == 0 || json.Unmarshal(props, &fields) != nil {
+		return json.RawMessage("{}"), nil // not an object: nothing for convo
+	}
+	raw, ok := fields["model"]
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	cfg := &convov1.ModelConfig{}
+	if err := protojson.Unmarshal(raw, cfg); err != nil {
+		return nil, invalid("forwardedProps.model", "is not a model configuration: %v", err)
+	}
+	b, err := connectapi.ModelConfigJSON("forwardedProps.model", cfg)
+	return b, fromConnect(err)
+}

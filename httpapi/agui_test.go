@@ -1,0 +1,466 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+)
+
+// script builds a conversation's events, numbered and timed like the log.
+type script struct {
+	seq int64
+	t0  time.Time
+}
+
+func newScript() *script { return &script{t0: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (s *script) at(seq int64) int64 {
+	return s.t0.Add(time.Duration(seq) * time.Millisecond).UnixMilli()
+}
+
+func (s *script) ev(kind any) *convov1.Event {
+	s.seq++
+	e := &convov1.Event{Seq: s.seq, CreatedAt: timestamppb.New(s.t0.Add(time.Duration(s.seq) * time.Millisecond))}
+	switch k := kind.(type) {
+	case *convov1.MessageCreated:
+		e.Kind = &convov1.Event_MessageCreated{MessageCreated: k}
+	case *convov1.MessageUpdated:
+		e.Kind = &convov1.Event_MessageUpdated{MessageUpdated: k}
+	case *convov1.PromptQueued:
+		e.Kind = &convov1.Event_PromptQueued{PromptQueued: k}
+	case *convov1.PromptStarted:
+		e.Kind = &convov1.Event_PromptStarted{PromptStarted: k}
+	case *convov1.PromptCompleted:
+		e.Kind = &convov1.Event_PromptCompleted{PromptCompleted: k}
+	case *convov1.PromptFailed:
+		e.Kind = &convov1.Event_PromptFailed{PromptFailed: k}
+	case *convov1.PromptCancelled:
+		e.Kind = &convov1.Event_PromptCancelled{PromptCancelled: k}
+	case *convov1.BlockStart:
+		e.Kind = &convov1.Event_BlockStart{BlockStart: k}
+	case *convov1.BlockDelta:
+		e.Kind = &convov1.Event_BlockDelta{BlockDelta: k}
+	case *convov1.BlockEnd:
+		e.Kind = &convov1.Event_BlockEnd{BlockEnd: k}
+	case *convov1.ToolCallStarted:
+		e.Kind = &convov1.Event_ToolCallStarted{ToolCallStarted: k}
+	case *convov1.ToolCallProgress:
+		e.Kind = &convov1.Event_ToolCallProgress{ToolCallProgress: k}
+	case *convov1.ToolCallCompleted:
+		e.Kind = &convov1.Event_ToolCallCompleted{ToolCallCompleted: k}
+	case *convov1.ToolCallFailed:
+		e.Kind = &convov1.Event_ToolCallFailed{ToolCallFailed: k}
+	default:
+		panic(fmt.Sprintf("script: %T", kind))
+	}
+	return e
+}
+
+func (s *script) user(id, text string) *convov1.Event {
+	return s.ev(&convov1.MessageCreated{Message: &convov1.Message{Id: id, Role: "user", Status: "completed",
+		Blocks: []*convov1.Block{{Id: id + "-b", BlockType: "text", Content: text, Status: "completed"}}}})
+}
+
+func (s *script) assistant(id, prompt string) *convov1.Event {
+	return s.ev(&convov1.MessageCreated{Message: &convov1.Message{Id: id, Role: "assistant", Status: "pending", PromptId: prompt}})
+}
+
+func (s *script) queued(prompt, msg string) *convov1.Event {
+	return s.ev(&convov1.PromptQueued{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "queued"}})
+}
+
+func (s *script) started(prompt, msg string) *convov1.Event {
+	return s.ev(&convov1.PromptStarted{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "running"}})
+}
+
+func (s *script) completed(prompt, msg string) *convov1.Event {
+	return s.ev(&convov1.PromptCompleted{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "completed"}})
+}
+
+func (s *script) cancelled(prompt, msg string) *convov1.Event {
+	return s.ev(&convov1.PromptCancelled{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "cancelled"}})
+}
+
+func (s *script) failed(prompt, msg, errText string) *convov1.Event {
+	return s.ev(&convov1.PromptFailed{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "failed", Error: errText}, Error: errText})
+}
+
+func (s *script) start(prompt, msg, block, blockType string, position int32, metadata map[string]any) *convov1.Event {
+	meta, _ := structpb.NewStruct(metadata)
+	return s.ev(&convov1.BlockStart{PromptId: prompt, MessageId: msg, BlockId: block, BlockType: blockType, Position: position, Metadata: meta})
+}
+
+func (s *script) delta(prompt, msg, block, content string) *convov1.Event {
+	return s.ev(&convov1.BlockDelta{PromptId: prompt, MessageId: msg, BlockId: block, Content: content})
+}
+
+func (s *script) end(prompt, msg, block string, metadata map[string]any) *convov1.Event {
+	meta, _ := structpb.NewStruct(metadata)
+	return s.ev(&convov1.BlockEnd{PromptId: prompt, MessageId: msg, BlockId: block, Metadata: meta})
+}
+
+func (s *script) toolStarted(call, block, name string, input map[string]any) *convov1.Event {
+	var in *structpb.Value
+	if input != nil {
+		in, _ = structpb.NewValue(input)
+	}
+	return s.ev(&convov1.ToolCallStarted{ToolCall: &convov1.ToolCall{Id: call, BlockId: block, Name: name, Status: "started", Input: in}, Input: in})
+}
+
+func (s *script) progress(call, block, output string) *convov1.Event {
+	return s.ev(&convov1.ToolCallProgress{ToolCallId: call, BlockId: block, Output: output})
+}
+
+func (s *script) toolDone(call, block, name, output, errText string) *convov1.Event {
+	tc := &convov1.ToolCall{Id: call, BlockId: block, Name: name, Status: "completed", Output: output}
+	if errText != "" {
+		tc.Status, tc.Error = "failed", errText
+		return s.ev(&convov1.ToolCallFailed{ToolCall: tc, Error: errText})
+	}
+	return s.ev(&convov1.ToolCallCompleted{ToolCall: tc})
+}
+
+// feed runs events through tr and returns the AG-UI events as JSON
+// objects.
+func feed(t *testing.T, tr *translator, events ...*convov1.Event) []map[string]any {
+	t.Helper()
+	var out []any
+	for _, ev := range events {
+		out = append(out, tr.apply(ev)...)
+	}
+	return asJSON(t, out)
+}
+
+func asJSON(t *testing.T, events []any) []map[string]any {
+	t.Helper()
+	out := make([]map[string]any, len(events))
+	for i, ev := range events {
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func types(events []map[string]any) string {
+	var names []string
+	for _, ev := range events {
+		names = append(names, ev["type"].(string))
+	}
+	return strings.Join(names, " ")
+}
+
+// expect checks that got is exactly want, field by field (JSON values).
+func expect(t *testing.T, got []map[string]any, want ...map[string]any) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("events: %s\nwant %d events: %v", types(got), len(want), want)
+	}
+	for i := range want {
+		w := asJSON(t, []any{want[i]})[0]
+		if !reflect.DeepEqual(got[i], w) {
+			g, _ := json.Marshal(got[i])
+			wj, _ := json.Marshal(w)
+			t.Errorf("event %d:\n got %s\nwant %s", i, g, wj)
+		}
+	}
+}
+
+type obj = map[string]any
+
+func meta(messageID, blockType string) obj {
+	return obj{"convo": obj{"messageId": messageID, "blockType": blockType}}
+}
+
+func emptySnapshot() *convov1.Snapshot { return &convov1.Snapshot{} }
+
+func TestTranslatorMapsEveryBlockKind(t *testing.T) {
+	t.Parallel()
+	s := newScript()
+	tr := newTranslator("conv", emptySnapshot(), "", "")
+	if out := tr.begin(); len(out) != 0 {
+		t.Fatalf("an idle conversation's stream starts with %v; want nothing until a prompt", out)
+	}
+
+	// The prompt is queued: its run starts, with the conversation so far.
+	got := feed(t, tr, s.user("U", "What is 6*7?"), s.assistant("M", "P"), s.queued("P", "M"), s.started("P", "M"))
+	expect(t, got,
+		obj{"type": "RUN_STARTED", "timestamp": s.at(3), "threadId": "conv", "runId": "P",
+			"metadata": obj{"convo": obj{"promptId": "P", "messageId": "M"}}},
+		obj{"type": "MESSAGES_SNAPSHOT", "timestamp": s.at(3), "messages": []obj{{"id": "U", "role": "user", "content": "What is 6*7?"}}},
+	)
+
+	// Reasoning: a span and a message, both with the block's id.
+	got = feed(t, tr, s.start("P", "M", "R", "reasoning", 0, nil), s.delta("P", "M", "R", "Use the "),
+		s.delta("P", "M", "R", "calculator."), s.end("P", "M", "R", obj{"signature": "x"}))
+	expect(t, got,
+		obj{"type": "REASONING_START", "timestamp": s.at(5), "messageId": "R"},
+		obj{"type": "REASONING_MESSAGE_START", "timestamp": s.at(5), "messageId": "R", "role": "reasoning", "metadata": meta("M", "reasoning")},
+		obj{"type": "REASONING_MESSAGE_CONTENT", "timestamp": s.at(6), "messageId": "R", "delta": "Use the "},
+		obj{"type": "REASONING_MESSAGE_CONTENT", "timestamp": s.at(7), "messageId": "R", "delta": "calculator."},
+		obj{"type": "REASONING_MESSAGE_END", "timestamp": s.at(8), "messageId": "R"},
+		obj{"type": "REASONING_END", "timestamp": s.at(8), "messageId": "R"},
+	)
+
+	// A tool call: the arguments streamed before the call is recorded
+	// wait for it (TOOL_CALL_START needs the call's id and name); later
+	// ones stream; the block's end ends the call; its result follows.
+	got = feed(t, tr, s.start("P", "M", "T", "tool_use", 1, obj{"name": "calculator"}),
+		s.delta("P", "M", "T", `{"expression":`), s.delta("P", "M", "T", ` "6*7"`),
+		s.toolStarted("C", "T", "calculator", obj{"expression": "6*7"}),
+		s.delta("P", "M", "T", `}`),
+		s.progress("C", "T", "evaluating… "), s.end("P", "M", "T", nil),
+		s.toolDone("C", "T", "calculator", "evaluating… 42", ""))
+	expect(t, got,
+		obj{"type": "TOOL_CALL_START", "timestamp": s.at(12), "toolCallId": "C", "toolCallName": "calculator", "parentMessageId": "M"},
+		obj{"type": "TOOL_CALL_ARGS", "timestamp": s.at(12), "toolCallId": "C", "delta": `{"expression": "6*7"`},
+		obj{"type": "TOOL_CALL_ARGS", "timestamp": s.at(13), "toolCallId": "C", "delta": `}`},
+		obj{"type": "TOOL_CALL_END", "timestamp": s.at(15), "toolCallId": "C"},
+		obj{"type": "TOOL_CALL_RESULT", "timestamp": s.at(16), "messageId": "C", "toolCallId": "C", "content": "evaluating… 42", "role": "tool"},
+	)
+
+	// tool_result blocks: nothing (TOOL_CALL_RESULT carried the output).
+	// Text and structured blocks: text messages with the block's id.
+	// Another block type: one CUSTOM event at its end.
+	got = feed(t, tr,
+		s.start("P", "M", "X", "tool_result", 2, obj{"toolCallId": "C"}), s.delta("P", "M", "X", "42"), s.end("P", "M", "X", nil),
+		s.start("P", "M", "Y", "text", 3, nil), s.delta("P", "M", "Y", "6*7 is "), s.delta("P", "M", "Y", "**42**."), s.end("P", "M", "Y", nil),
+		s.start("P", "M", "S", "structured", 4, nil), s.delta("P", "M", "S", `{"answer":42}`), s.end("P", "M", "S", nil),
+		s.start("P", "M", "K", "citation", 5, nil), s.delta("P", "M", "K", "Knuth, "), s.delta("P", "M", "K", "1968"),
+		s.end("P", "M", "K", obj{"url": "https://example.org"}))
+	expect(t, got,
+		obj{"type": "TEXT_MESSAGE_START", "timestamp": s.at(20), "messageId": "Y", "role": "assistant", "metadata": meta("M", "text")},
+		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.at(21), "messageId": "Y", "delta": "6*7 is "},
+		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.at(22), "messageId": "Y", "delta": "**42**."},
+		obj{"type": "TEXT_MESSAGE_END", "timestamp": s.at(23), "messageId": "Y"},
+		obj{"type": "TEXT_MESSAGE_START", "timestamp": s.at(24), "messageId": "S", "role": "assistant", "metadata": meta("M", "structured")},
+		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.at(25), "messageId": "S", "delta": `{"answer":42}`},
+		obj{"type": "TEXT_MESSAGE_END", "timestamp": s.at(26), "messageId": "S"},
+		obj{"type": "CUSTOM", "timestamp": s.at(30), "name": "convo.block", "value": obj{"messageId": "M", "blockId": "K",
+			"blockType": "citation", "content": "Knuth, 1968", "metadata": obj{"url": "https://example.org"}}},
+	)
+
+	// The prompt completes: the run finishes, and nothing else of the
+	// prompt makes an event.
+	got = feed(t, tr, s.completed("P", "M"), s.ev(&convov1.MessageUpdated{Message: &convov1.Message{Id: "M", Role: "assistant", Status: "completed", PromptId: "P"}}))
+	expect(t, got, obj{"type": "RUN_FINISHED", "timestamp": s.at(31), "threadId": "conv", "runId": "P", "outcome": obj{"type": "success"}})
+
+	// The next run's snapshot holds the reply as a client's reducer built
+	// it from those events: reasoning, the tool call in an assistant
+	// message with the convo message's id, its result right after, then
+	// the text messages. The citation has no message.
+	snap, _ := json.Marshal(tr.th.snapshot())
+	want, _ := json.Marshal([]obj{
+		{"id": "U", "role": "user", "content": "What is 6*7?"},
+		{"id": "R", "role": "reasoning", "content": "Use the calculator.", "metadata": meta("M", "reasoning")},
+		{"id": "M", "role": "assistant", "toolCalls": []obj{{"id": "C", "type": "function",
+			"function": obj{"name": "calculator", "arguments": `{"expression": "6*7"}`}}}},
+		{"id": "C", "role": "tool", "content": "evaluating… 42", "toolCallId": "C"},
+		{"id": "Y", "role": "assistant", "content": "6*7 is **42**.", "metadata": meta("M", "text")},
+		{"id": "S", "role": "assistant", "content": `{"answer":42}`, "metadata": meta("M", "structured")},
+	})
+	if !jsonEqual(snap, want) {
+		t.Errorf("snapshot:\n%s\nwant\n%s", snap, want)
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	_ = json.Unmarshal(a, &x)
+	_ = json.Unmarshal(b, &y)
+	return reflect.DeepEqual(x, y)
+}
+
+func TestTranslatorToolCalls(t *testing.T) {
+	t.Parallel()
+	// Each case is one run's tool call events after RUN_STARTED and the
+	// snapshot.
+	run := func(t *testing.T, build func(s *script) []*convov1.Event) []map[string]any {
+		s := newScript()
+		tr := newTranslator("conv", emptySnapshot(), "", "")
+		feed(t, tr, s.assistant("M", "P"), s.queued("P", "M"))
+		return feed(t, tr, build(s)...)
+	}
+
+	t.Run("ArgumentsFromTheInputWhenNoneStreamed", func(t *testing.T) {
+		t.Parallel()
+		got := run(t, func(s *script) []*convov1.Event {
+			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil),
+				s.toolStarted("C", "T", "search", obj{"q": "go"}), s.delta("P", "M", "T", "ignored"), s.end("P", "M", "T", nil)}
+		})
+		if types(got) != "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END" || got[1]["delta"] != `{"q":"go"}` || got[0]["toolCallName"] != "search" {
+			t.Fatalf("%s: %v", types(got), got)
+		}
+	})
+
+	t.Run("ABlockWithoutACallIsItsOwnCall", func(t *testing.T) {
+		t.Parallel()
+		got := run(t, func(s *script) []*convov1.Event {
+			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil), s.delta("P", "M", "T", `{"a":1}`),
+				s.end("P", "M", "T", obj{"name": "lookup"})}
+		})
+		if types(got) != "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END" || got[0]["toolCallId"] != "T" ||
+			got[0]["toolCallName"] != "lookup" || got[1]["delta"] != `{"a":1}` {
+			t.Fatalf("%s: %v", types(got), got)
+		}
+	})
+
+	t.Run("FailedCallKeepsItsOutput", func(t *testing.T) {
+		t.Parallel()
+		got := run(t, func(s *script) []*convov1.Event {
+			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil), s.toolStarted("C", "T", "fetch", obj{}),
+				s.end("P", "M", "T", nil), s.toolDone("C", "T", "fetch", "partial", "timed out")}
+		})
+		if last := got[len(got)-1]; last["type"] != "TOOL_CALL_RESULT" || last["content"] != "partial\nerror: timed out" {
+			t.Fatalf("%s: %v", types(got), got)
+		}
+	})
+
+	t.Run("ResultBeforeTheBlockEnds", func(t *testing.T) {
+		t.Parallel()
+		// The walkthrough's order: the call completes, then its block ends.
+		got := run(t, func(s *script) []*convov1.Event {
+			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil), s.delta("P", "M", "T", "{}"),
+				s.toolStarted("C", "T", "calc", obj{}), s.toolDone("C", "T", "calc", "42", ""), s.end("P", "M", "T", nil)}
+		})
+		if types(got) != "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT" {
+			t.Fatalf("%s", types(got))
+		}
+	})
+}
+
+func TestTranslatorRunEnds(t *testing.T) {
+	t.Parallel()
+	t.Run("Cancelled", func(t *testing.T) {
+		t.Parallel()
+		s := newScript()
+		tr := newTranslator("conv", emptySnapshot(), "", "")
+		got := feed(t, tr, s.assistant("M", "P"), s.queued("P", "M"), s.started("P", "M"),
+			s.start("P", "M", "Y", "text", 0, nil), s.delta("P", "M", "Y", "Once upon"),
+			s.start("P", "M", "R", "reasoning", 1, nil), s.cancelled("P", "M"))
+		// Whatever is still open is closed before the run finishes.
+		want := "RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT REASONING_START REASONING_MESSAGE_START " +
+			"TEXT_MESSAGE_END REASONING_MESSAGE_END REASONING_END RUN_FINISHED"
+		if types(got) != want {
+			t.Fatalf("%s\nwant %s", types(got), want)
+		}
+		if last := got[len(got)-1]; !reflect.DeepEqual(last["outcome"], obj{"type": "cancelled"}) || last["runId"] != "P" {
+			t.Errorf("RUN_FINISHED = %v", last)
+		}
+		if out := tr.apply(s.delta("P", "M", "Y", "late")); len(out) != 0 {
+			t.Errorf("after the run: %v", out)
+		}
+	})
+
+	t.Run("Failed", func(t *testing.T) {
+		t.Parallel()
+		s := newScript()
+		tr := newTranslator("conv", emptySnapshot(), "", "")
+		got := feed(t, tr, s.assistant("M", "P"), s.queued("P", "M"), s.failed("P", "M", "model unavailable"))
+		expect(t, got[2:], obj{"type": "RUN_ERROR", "timestamp": s.at(3), "message": "model unavailable", "code": "PROMPT_FAILED"})
+	})
+}
+
+func TestTranslatorLateJoiner(t *testing.T) {
+	t.Parallel()
+	// Joining mid-reply: the snapshot (completed blocks only), then the
+	// replayed in-flight block, then the rest.
+	snap := &convov1.Snapshot{Messages: []*convov1.Message{
+		{Id: "U", Role: "user", Status: "completed", Blocks: []*convov1.Block{{Id: "UB", BlockType: "text", Content: "hi", Status: "completed"}}},
+		{Id: "M", Role: "assistant", Status: "processing", PromptId: "P", Blocks: []*convov1.Block{
+			{Id: "R", BlockType: "reasoning", Content: "Greet back.", Status: "completed"},
+		}},
+	}}
+	s := newScript()
+	s.seq = 10
+	tr := newTranslator("conv", snap, "", "")
+	got := asJSON(t, tr.begin())
+	if types(got) != "RUN_STARTED MESSAGES_SNAPSHOT" || got[0]["runId"] != "P" {
+		t.Fatalf("begin: %v", got)
+	}
+	msgs, _ := json.Marshal(got[1]["messages"])
+	if want := `[{"content":"hi","id":"U","role":"user"},{"content":"Greet back.","id":"R","metadata":{"convo":{"blockType":"reasoning","messageId":"M"}},"role":"reasoning"}]`; string(msgs) != want {
+		t.Errorf("snapshot %s\nwant %s", msgs, want)
+	}
+	replayStart, replayDelta := s.start("P", "M", "Y", "text", 1, nil), s.delta("P", "M", "Y", "Hello, wor")
+	replayStart.Replay, replayDelta.Replay = true, true
+	got = feed(t, tr, replayStart, replayDelta, s.delta("P", "M", "Y", "ld!"), s.end("P", "M", "Y", nil), s.completed("P", "M"))
+	if types(got) != "TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" ||
+		got[1]["delta"] != "Hello, wor" || got[2]["delta"] != "ld!" {
+		t.Fatalf("%s: %v", types(got), got)
+	}
+}
+
+func TestTranslatorOverlappingPromptsRunInTurn(t *testing.T) {
+	t.Parallel()
+	s := newScript()
+	tr := newTranslator("conv", emptySnapshot(), "", "")
+	got := feed(t, tr, s.user("U1", "first"), s.assistant("M1", "P1"), s.queued("P1", "M1"), s.started("P1", "M1"),
+		s.start("P1", "M1", "A", "text", 0, nil), s.delta("P1", "M1", "A", "one"))
+	if types(got) != "RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT" {
+		t.Fatalf("%s", types(got))
+	}
+
+	// A second prompt streams (and ends) while the first still runs: its
+	// events wait for its own run.
+	d1, d2 := s.delta("P2", "M2", "B", "t"), s.delta("P2", "M2", "B", "wo")
+	got = feed(t, tr, s.user("U2", "second"), s.assistant("M2", "P2"), s.queued("P2", "M2"), s.started("P2", "M2"),
+		s.start("P2", "M2", "B", "text", 0, nil), d1, d2, s.delta("P1", "M1", "A", "!"), s.end("P2", "M2", "B", nil),
+		s.completed("P2", "M2"))
+	if types(got) != "TEXT_MESSAGE_CONTENT" || got[0]["delta"] != "!" {
+		t.Fatalf("while the first runs: %s %v", types(got), got)
+	}
+
+	got = feed(t, tr, s.end("P1", "M1", "A", nil), s.completed("P1", "M1"))
+	want := "TEXT_MESSAGE_END RUN_FINISHED RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
+	if types(got) != want {
+		t.Fatalf("%s\nwant %s", types(got), want)
+	}
+	if got[1]["runId"] != "P1" || got[2]["runId"] != "P2" || got[7]["runId"] != "P2" {
+		t.Errorf("runs: %v %v %v", got[1], got[2], got[7])
+	}
+	// The second run's snapshot has the first reply and the second
+	// message, not the second reply, whose text comes once, in one piece.
+	msgs, _ := json.Marshal(got[3]["messages"])
+	if w := `[{"content":"first","id":"U1","role":"user"},{"content":"one!","id":"A","metadata":{"convo":{"blockType":"text","messageId":"M1"}},"role":"assistant"},{"content":"second","id":"U2","role":"user"}]`; string(msgs) != w {
+		t.Errorf("second run's snapshot %s\nwant %s", msgs, w)
+	}
+	if got[5]["delta"] != "two" {
+		t.Errorf("second reply's text %v", got[5])
+	}
+	// The hub's events are shared by every subscriber: never modified.
+	if d1.GetBlockDelta().Content != "t" || d2.GetBlockDelta().Content != "wo" {
+		t.Errorf("queued deltas modified: %v %v", d1, d2)
+	}
+}
+
+func TestTranslatorOnePrompt(t *testing.T) {
+	t.Parallel()
+	// POST /v1/agui runs one prompt: others make no events, and the stream
+	// is done when its run ends.
+	s := newScript()
+	tr := newTranslator("conv", emptySnapshot(), "P2", "client-run")
+	got := feed(t, tr, s.assistant("M1", "P1"), s.queued("P1", "M1"), s.start("P1", "M1", "A", "text", 0, nil),
+		s.delta("P1", "M1", "A", "other"), s.user("U2", "mine"), s.assistant("M2", "P2"), s.queued("P2", "M2"),
+		s.delta("P1", "M1", "A", " reply"), s.failed("P2", "M2", "no model"))
+	if types(got) != "RUN_STARTED MESSAGES_SNAPSHOT RUN_ERROR" || got[0]["runId"] != "client-run" || !tr.done {
+		t.Fatalf("%s %v", types(got), got)
+	}
+
+	tr = newTranslator("conv", emptySnapshot(), "P", "run")
+	if got := asJSON(t, tr.interrupt(interruption(fmt.Errorf("boom")))); types(got) != "RUN_ERROR" || got[0]["code"] != "STREAM_INTERRUPTED" {
+		t.Fatalf("interrupted before the run started: %v", got)
+	}
+}

@@ -1,0 +1,14 @@
+// Package httpapi serves convo's open protocols over plain HTTP, as
+// adapters over the same stream hub and event log as the Connect API:
+//
+//   - GET /v1/conversations/{id}/events: the native events as Server-Sent
+//     Events, resumable with Last-Event-ID (events.go);
+//   - POST /v1/agui and GET /v1/conversations/{id}/agui: the AG-UI protocol,
+//     so that any AG-UI client can use convo as its agent (agui*.go);
+//   - GET /v1/conversations/{id}/history: the conversation as history
+//     entries with coalesced events (history.go, coalesce.go).
+//
+// Requests authenticate as the Connect API's do (a bearer token, or the
+// access_token query parameter for EventSource). docs/protocols.md is the
+// reference.
+package httpapi

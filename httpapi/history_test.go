@@ -1,0 +1,153 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+)
+
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := context.Background()
+
+	// A rich reply: reasoning, a tool call with its result, then text.
+	first := tb.send(t, "local", uuid.Nil, "What is 6*7?")
+	id := first.conversationID
+	tb.startPrompt(t, first.promptID)
+	r := tb.startBlock(t, first.promptID, "reasoning", "{}")
+	tb.appendText(t, r, "Think", " twice.")
+	tb.endBlock(t, r)
+	use := tb.startBlock(t, first.promptID, "tool_use", `{"name": "calc"}`)
+	tb.appendText(t, use, `{"e": `, `"6*7"}`)
+	tb.toolCall(t, use, "calc", `{"e": "6*7"}`, "", "evaluating ", "42")
+	tb.endBlock(t, use)
+	result := tb.startBlock(t, first.promptID, "tool_result", "{}")
+	tb.appendText(t, result, "42")
+	tb.endBlock(t, result)
+	text := tb.startBlock(t, first.promptID, "text", "{}")
+	tb.appendText(t, text, "6*7 ", "is ", "42.")
+	tb.completePrompt(t, first.promptID)
+	// A text-only reply.
+	second := tb.send(t, "local", id, "Thanks!")
+	tb.startPrompt(t, second.promptID)
+	tb.appendText(t, tb.startBlock(t, second.promptID, "text", "{}"), "You're ", "welcome.")
+	tb.completePrompt(t, second.promptID)
+	st := tb.state(t, "local", id)
+
+	resp, cancel := get(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/history", tb.url, id), nil, nil)
+	defer cancel()
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("%s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	var doc struct {
+		ConversationID string `json:"conversationId"`
+		Title          string `json:"title"`
+		Seq            string `json:"seq"`
+		ContentType    string `json:"content_type"`
+		Content        []map[string]json.RawMessage
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.ConversationID != id.String() || doc.Seq != strconv.FormatInt(st.Seq, 10) || doc.Title != "What is 6*7?" ||
+		doc.ContentType != "application/vnd.convo.events+json; coalesced=true" || len(doc.Content) != 4 {
+		t.Fatalf("history = %+v", doc)
+	}
+	str := func(raw json.RawMessage) string {
+		var s string
+		_ = json.Unmarshal(raw, &s)
+		return s
+	}
+	for i, want := range []struct{ id, role, text string }{
+		{first.userMessageID.String(), "user", "What is 6*7?"},
+		{first.messageID.String(), "assistant", "6*7 is 42."},
+		{second.userMessageID.String(), "user", "Thanks!"},
+		{second.messageID.String(), "assistant", "You're welcome."},
+	} {
+		e := doc.Content[i]
+		if str(e["id"]) != want.id || str(e["role"]) != want.role || str(e["text"]) != want.text || str(e["status"]) != "completed" {
+			t.Errorf("entry %d = %s %s %q, want %+v", i, e["id"], e["role"], e["text"], want)
+		}
+		// Text says everything about a text-only message: no events.
+		if _, ok := e["events"]; ok != (i == 1) {
+			t.Errorf("entry %d has events: %v", i, ok)
+		}
+	}
+
+	var events []json.RawMessage
+	if err := json.Unmarshal(doc.Content[1]["events"], &events); err != nil {
+		t.Fatal(err)
+	}
+	// The log's own events of the reply, to compare with.
+	logged, err := tb.store.EventsAfter(ctx, id, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstDelta := map[string]int64{} // block → seq of its first delta
+	for _, e := range logged {
+		if e.Kind == "blockDelta" && e.BlockID.Valid {
+			if _, ok := firstDelta[e.BlockID.UUID.String()]; !ok {
+				firstDelta[e.BlockID.UUID.String()] = e.Seq
+			}
+		}
+	}
+	var got []string
+	for _, raw := range events {
+		ev := &convov1.Event{}
+		if err := protojson.Unmarshal(raw, ev); err != nil {
+			t.Fatalf("event %s: %v", raw, err)
+		}
+		m := ev.ProtoReflect()
+		kind := m.WhichOneof(m.Descriptor().Oneofs().ByName("kind")).JSONName()
+		switch {
+		case ev.GetBlockDelta() != nil:
+			d := ev.GetBlockDelta()
+			if d.BlockId != use.String() && ev.Seq != firstDelta[d.BlockId] {
+				t.Errorf("merged delta of %s has seq %d, want its first delta's %d", d.BlockId, ev.Seq, firstDelta[d.BlockId])
+			}
+			kind += ":" + d.Content
+		case ev.GetToolCallProgress() != nil:
+			kind += ":" + ev.GetToolCallProgress().Output
+		}
+		got = append(got, kind)
+	}
+	want := []string{
+		"promptQueued", "promptStarted",
+		"blockStart", "blockDelta:Think twice.", "blockEnd",
+		"blockStart", `blockDelta:{"e": `, `blockDelta:"6*7"}`, "toolCallStarted",
+		"toolCallProgress:evaluating ", "toolCallProgress:42", "toolCallCompleted", "blockEnd",
+		"blockStart", "blockDelta:42", "blockEnd",
+		"blockStart", "blockDelta:6*7 is 42.", "blockEnd",
+		"promptCompleted",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Streams and resumes serve the original events, uncoalesced.
+	c := openSSE(t, "GET", tb.eventsURL(id)+"?after=0", nil, nil)
+	deltas := 0
+	for {
+		ev := decodeEvent(t, c.next(t))
+		if ev.GetBlockDelta().GetBlockId() == text.String() {
+			deltas++
+		}
+		if ev.Seq == st.Seq {
+			break
+		}
+	}
+	if deltas != 3 {
+		t.Errorf("the stream sent %d deltas of the text block, want the 3 written", deltas)
+	}
+}

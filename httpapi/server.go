@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/stream"
+)
+
+// Options configures the handler.
+type Options struct {
+	Store conversation.Store
+	// Hub serves the streams; its Decode must be connectapi.DecodeEvent.
+	Hub  *stream.Hub
+	Auth connectapi.Authenticator
+	// Logger defaults to slog.Default.
+	Logger *slog.Logger
+	// KeepAlive is how long a stream may stay silent before a comment line
+	// is sent, so that proxies keep it open. Default 15 s.
+	KeepAlive time.Duration
+	// Retry is the reconnection delay SSE streams ask EventSource for.
+	// Default 2 s.
+	Retry time.Duration
+}
+
+// NewHandler returns the handler of every endpoint under /v1/ (mount it
+// at "/v1/"). Errors are JSON objects {"code", "message"} with the Connect
+// API's code names and the matching HTTP status.
+func NewHandler(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 15 * time.Second
+	}
+	if opts.Retry <= 0 {
+		opts.Retry = 2 * time.Second
+	}
+	s := &server{store: opts.Store, hub: opts.Hub, auth: opts.Auth, logger: opts.Logger,
+		keepAlive: opts.KeepAlive, retry: opts.Retry}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/conversations/{id}/events", s.events)
+	mux.HandleFunc("GET /v1/conversations/{id}/agui", s.aguiFollow)
+	mux.HandleFunc("POST /v1/agui", s.aguiRun)
+	mux.HandleFunc("GET /v1/conversations/{id}/history", s.history)
+	return mux
+}
+
+type server struct {
+	store     conversation.Store
+	hub       *stream.Hub
+	auth      connectapi.Authenticator
+	logger    *slog.Logger
+	keepAlive time.Duration
+	retry     time.Duration
+}

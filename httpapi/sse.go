@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/convo-dev/convo/stream"
+)
+
+// sseStream writes Server-Sent Events, flushing after each one.
+type sseStream struct {
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	buf bytes.Buffer
+}
+
+// startSSE answers 200 with the headers an event stream needs (no caching,
+// no proxy buffering) and the reconnection delay EventSource should use.
+func startSSE(w http.ResponseWriter, retry time.Duration) (*sseStream, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sseStream{w: w, rc: http.NewResponseController(w)}
+	s.buf.WriteString("retry: ")
+	s.buf.WriteString(strconv.FormatInt(retry.Milliseconds(), 10))
+	s.buf.WriteString("\n\n")
+	return s, s.flush()
+}
+
+// event writes one event: its id (none when empty), its name (none when
+// empty: "message"), and data, one data line per line of it.
+func (s *sseStream) event(id, name string, data []byte) error {
+	if id != "" {
+		s.buf.WriteString("id: ")
+		s.buf.WriteString(id)
+		s.buf.WriteByte('\n')
+	}
+	if name != "" {
+		s.buf.WriteString("event: ")
+		s.buf.WriteString(name)
+		s.buf.WriteByte('\n')
+	}
+	for line := range bytes.Lines(data) {
+		s.buf.WriteString("data: ")
+		s.buf.Write(bytes.TrimRight(line, "\r\n"))
+		s.buf.WriteByte('\n')
+	}
+	s.buf.WriteByte('\n')
+	return s.flush()
+}
+
+// comment writes a comment line, which every client ignores.
+func (s *sseStream) comment(text string) error {
+	s.buf.WriteString(": ")
+	s.buf.WriteString(text)
+	s.buf.WriteString("\n\n")
+	return s.flush()
+}
+
+func (s *sseStream) flush() error {
+	_, err := s.w.Write(s.buf.Bytes())
+	s.buf.Reset()
+	if err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// next waits for the subscription's next event, writing a keep-alive
+// comment whenever the stream has been silent for s.keepAlive. It returns
+// the subscription's errors, ctx's, and the write's when the client is
+// gone.
+func (s *server) next(ctx context.Context, sub *stream.Subscription, out *sseStream) (*stream.Item, error) {
+	for {
+		wait, cancel := context.WithTimeout(ctx, s.keepAlive)
+		item, err := sub.Next(wait)
+		idle := err != nil && wait.Err() != nil && ctx.Err() == nil
+		cancel()
+		if !idle {
+			return item, err
+		}
+		// Next gave up only because the keep-alive interval passed; it
+		// consumed nothing, so it is safe to call again.
+		if err := out.comment("keep-alive"); err != nil {
+			return nil, err
+		}
+	}
+}
