@@ -28,5 +28,8 @@ npm install --prefix web --no-audit --no-fund --loglevel=error
 
 ./scripts/lint.sh
 
+echo "== web unit tests (vitest)"
+npm test --prefix web
+
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...

@@ -8,6 +8,7 @@ import (
 
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/httpapi"
+	"github.com/convo-dev/convo/web"
 )
 
 // newHTTPServer returns a server for long-lived streams: a read-header
@@ -35,6 +36,7 @@ func (m *Main) routes() http.Handler {
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
 	})
 	mux.Handle(path, api)
+	mux.Handle("/", web.Handler())
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,

@@ -1,0 +1,68 @@
+import { Preference } from "../gen/convo/v1/conversation_service_pb";
+import type { BlockState, MessageState } from "../state/types";
+import { MessageView, type MessageActions } from "./MessageView";
+
+export interface ComparisonSide {
+  message: MessageState;
+  blocks: BlockState[];
+  error?: string;
+}
+
+const votes: { p: Preference; label: string }[] = [
+  { p: Preference.A, label: "A is better" },
+  { p: Preference.TIE, label: "Tie" },
+  { p: Preference.B, label: "B is better" },
+];
+
+/** ComparisonView shows the two replies of an A/B comparison side by side, and the vote. */
+export function ComparisonView({
+  comparisonId,
+  sides,
+  vote,
+  onVote,
+  actions,
+  highlightedId,
+}: {
+  comparisonId: string;
+  sides: ComparisonSide[];
+  vote: Preference | undefined;
+  onVote: (comparisonId: string, p: Preference) => void;
+  actions: MessageActions;
+  highlightedId?: string;
+}) {
+  const done = sides.every((s) => s.message.status !== "pending" && s.message.status !== "processing");
+  return (
+    <section className="comparison" aria-label="A/B comparison" data-comparison-id={comparisonId}>
+      <div className="comparison-sides">
+        {sides.map((s) => (
+          <div className="comparison-side" key={s.message.id}>
+            <h3 className="comparison-slot">Reply {s.message.comparisonSlot.toUpperCase() || "?"}</h3>
+            <MessageView
+              message={s.message}
+              blocks={s.blocks}
+              error={s.error}
+              actions={actions}
+              hideRole
+              highlighted={highlightedId === s.message.id}
+            />
+          </div>
+        ))}
+      </div>
+      <div className="comparison-vote" role="group" aria-label="Which reply is better?">
+        <span className="muted small">{done ? "Which reply is better?" : "Vote when both replies are done."}</span>
+        {votes.map((v) => (
+          <button
+            key={v.p}
+            type="button"
+            className="small"
+            aria-pressed={vote === v.p}
+            disabled={!done}
+            onClick={() => onVote(comparisonId, v.p)}
+          >
+            {v.label}
+          </button>
+        ))}
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,79 @@
+import { memo } from "react";
+import type { BlockState, MessageState } from "../state/types";
+import { absoluteTime } from "../util/format";
+import { BlockView } from "./blocks/BlockView";
+import { FeedbackButtons } from "./FeedbackButtons";
+import { Spinner } from "./Spinner";
+
+export interface MessageActions {
+  onFeedback: (messageId: string, up: boolean) => void;
+  onTrace: (message: MessageState) => void;
+}
+
+const isLive = (m: MessageState) => m.status === "pending" || m.status === "processing";
+
+export const MessageView = memo(function MessageView({
+  message,
+  blocks,
+  error,
+  actions,
+  highlighted,
+  hideRole,
+}: {
+  message: MessageState;
+  blocks: BlockState[];
+  error?: string;
+  actions: MessageActions;
+  highlighted?: boolean;
+  hideRole?: boolean;
+}) {
+  const live = isLive(message);
+  const assistant = message.role === "assistant";
+  return (
+    <article
+      id={`m-${message.id}`}
+      className={`message message-${message.role} status-${message.status}${highlighted ? " is-highlighted" : ""}`}
+      data-message-id={message.id}
+      data-status={message.status}
+      aria-label={`${roleName(message.role)} message`}
+      aria-busy={live}
+    >
+      {hideRole ? null : (
+        <header className="message-head">
+          <span className="role">{roleName(message.role)}</span>
+          <time className="muted small" dateTime={message.createdAt ? new Date(message.createdAt).toISOString() : undefined}>
+            {absoluteTime(message.createdAt)}
+          </time>
+        </header>
+      )}
+      <div className="message-body">
+        {blocks.map((b) => (
+          <BlockView key={b.id} block={b} messageLive={live} />
+        ))}
+        {live && !blocks.some((b) => b.status === "streaming") ? (
+          <p className="muted waiting">
+            <Spinner /> {message.status === "pending" ? "Waiting for a worker…" : "Working…"}
+          </p>
+        ) : null}
+        {message.status === "failed" ? (
+          <p className="message-error" role="alert">
+            The reply failed{error ? `: ${error}` : "."}
+          </p>
+        ) : null}
+        {message.status === "cancelled" ? <p className="muted small stopped">Stopped.</p> : null}
+      </div>
+      {assistant && !live ? (
+        <footer className="message-actions">
+          <FeedbackButtons message={message} onFeedback={actions.onFeedback} />
+          <button type="button" className="ghost small" onClick={() => actions.onTrace(message)}>
+            Trace
+          </button>
+        </footer>
+      ) : null}
+    </article>
+  );
+});
+
+function roleName(role: string): string {
+  return role === "user" ? "You" : role === "assistant" ? "Assistant" : role === "system" ? "System" : role;
+}

@@ -1,0 +1,318 @@
+import { useEffect, useRef, useState, type KeyboardEvent, type MouseEvent } from "react";
+import { auth } from "../api/auth";
+import { errorMessage, type ConvoClient } from "../api/client";
+import type { SearchResult } from "../gen/convo/v1/conversation_service_pb";
+import type { ConversationList } from "../hooks/useConversationList";
+import { conversationPath, navigate } from "../router";
+import type { ConversationInfo } from "../state/types";
+import { relativeTime } from "../util/format";
+import { Highlighted } from "./Highlighted";
+import { Spinner } from "./Spinner";
+
+/** Sidebar: conversations newest first, new, rename, delete, and search across conversations. */
+export function Sidebar({
+  client,
+  list,
+  currentId,
+  onNavigate,
+  signedIn,
+}: {
+  client: ConvoClient;
+  list: ConversationList;
+  currentId?: string;
+  onNavigate: () => void;
+  signedIn: boolean;
+}) {
+  const [query, setQuery] = useState("");
+  const go = (path: string) => (e: MouseEvent) => {
+    if (e.metaKey || e.ctrlKey || e.shiftKey || e.button !== 0) return;
+    e.preventDefault();
+    navigate(path);
+    onNavigate();
+  };
+
+  return (
+    <nav className="sidebar" aria-label="Conversations">
+      <div className="sidebar-head">
+        <a href="/" className="brand" onClick={go("/")}>
+          convo
+        </a>
+        <a href="/" className="button primary small" onClick={go("/")}>
+          + New
+        </a>
+      </div>
+      <div className="search">
+        <label htmlFor="search-input" className="visually-hidden">
+          Search messages
+        </label>
+        <input
+          id="search-input"
+          type="search"
+          placeholder="Search messages…"
+          value={query}
+          onChange={(e) => setQuery(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Escape") setQuery("");
+          }}
+        />
+      </div>
+      {query.trim() ? (
+        <SearchResults client={client} query={query.trim()} go={go} />
+      ) : (
+        <ConversationItems client={client} list={list} currentId={currentId} go={go} />
+      )}
+      {signedIn ? (
+        <div className="sidebar-foot">
+          <button type="button" className="ghost small" onClick={() => auth.signOut()}>
+            Sign out
+          </button>
+        </div>
+      ) : null}
+    </nav>
+  );
+}
+
+type Go = (path: string) => (e: MouseEvent) => void;
+
+function ConversationItems({
+  client,
+  list,
+  currentId,
+  go,
+}: {
+  client: ConvoClient;
+  list: ConversationList;
+  currentId?: string;
+  go: Go;
+}) {
+  if (!list.loaded) {
+    return (
+      <p className="muted pad">
+        <Spinner /> Loading…
+      </p>
+    );
+  }
+  return (
+    <div className="conv-list-wrap">
+      {list.error ? (
+        <p className="message-error pad" role="alert">
+          {list.error}
+        </p>
+      ) : null}
+      {list.items.length === 0 && !list.error ? <p className="muted pad">No conversations yet.</p> : null}
+      <ul className="conv-list">
+        {list.items.map((c) => (
+          <ConversationItem key={c.id} client={client} c={c} current={c.id === currentId} list={list} go={go} />
+        ))}
+      </ul>
+      {list.hasMore ? (
+        <button type="button" className="ghost small more" onClick={list.loadMore}>
+          Show more
+        </button>
+      ) : null}
+    </div>
+  );
+}
+
+function ConversationItem({
+  client,
+  c,
+  current,
+  list,
+  go,
+}: {
+  client: ConvoClient;
+  c: ConversationInfo;
+  current: boolean;
+  list: ConversationList;
+  go: Go;
+}) {
+  const [mode, setMode] = useState<"view" | "rename" | "delete">("view");
+  const [title, setTitle] = useState(c.title);
+  const [error, setError] = useState<string | null>(null);
+  const inputRef = useRef<HTMLInputElement>(null);
+  const label = c.title || "Untitled";
+
+  useEffect(() => {
+    if (mode === "rename") inputRef.current?.select();
+  }, [mode]);
+
+  // Enter, Escape and blur can all end an edit: only the first one counts.
+  const editing = useRef(false);
+  const rename = async () => {
+    if (!editing.current) return;
+    editing.current = false;
+    const t = title.trim();
+    setMode("view");
+    if (!t || t === c.title) return;
+    list.patch(c.id, { title: t });
+    try {
+      await client.renameConversation({ conversationId: c.id, title: t });
+      setError(null);
+    } catch (err) {
+      setError(errorMessage(err));
+    }
+    list.refresh();
+  };
+
+  const remove = async () => {
+    setMode("view");
+    try {
+      await client.deleteConversation({ conversationId: c.id });
+      list.patch(c.id, null);
+      if (current) navigate("/", { replace: true });
+    } catch (err) {
+      setError(errorMessage(err));
+    }
+    list.refresh();
+  };
+
+  const onRenameKey = (e: KeyboardEvent<HTMLInputElement>) => {
+    if (e.key === "Enter") {
+      e.preventDefault();
+      void rename();
+    } else if (e.key === "Escape") {
+      editing.current = false;
+      setTitle(c.title);
+      setMode("view");
+    }
+  };
+
+  return (
+    <li className={`conv-item${current ? " is-current" : ""}`} data-conversation-id={c.id}>
+      {mode === "rename" ? (
+        <div className="conv-rename">
+          <label className="visually-hidden" htmlFor={`rename-${c.id}`}>
+            New title
+          </label>
+          <input
+            id={`rename-${c.id}`}
+            ref={inputRef}
+            value={title}
+            maxLength={200}
+            onChange={(e) => setTitle(e.target.value)}
+            onKeyDown={onRenameKey}
+            onBlur={() => void rename()}
+          />
+        </div>
+      ) : (
+        <a
+          href={conversationPath(c.id)}
+          className="conv-link"
+          aria-current={current ? "page" : undefined}
+          onClick={go(conversationPath(c.id))}
+        >
+          <span className="conv-title">{label}</span>
+          <span className="conv-time muted small">{relativeTime(c.lastMessageAt ?? c.createdAt)}</span>
+        </a>
+      )}
+      {mode === "delete" ? (
+        <span className="conv-confirm" role="group" aria-label={`Delete ${label}?`}>
+          <button type="button" className="danger small" onClick={() => void remove()}>
+            Delete
+          </button>
+          <button type="button" className="ghost small" onClick={() => setMode("view")}>
+            Cancel
+          </button>
+        </span>
+      ) : mode === "view" ? (
+        <span className="conv-actions">
+          <button
+            type="button"
+            className="icon-button"
+            aria-label={`Rename ${label}`}
+            title="Rename"
+            onClick={() => {
+              setTitle(c.title);
+              editing.current = true;
+              setMode("rename");
+            }}
+          >
+            <svg viewBox="0 0 24 24" width="16" height="16" aria-hidden="true">
+              <path d="M3 17.25V21h3.75L17.8 9.94l-3.75-3.75L3 17.25zm17.7-10.2a1 1 0 0 0 0-1.42l-2.33-2.33a1 1 0 0 0-1.42 0l-1.83 1.83 3.75 3.75 1.83-1.83z" />
+            </svg>
+          </button>
+          <button
+            type="button"
+            className="icon-button"
+            aria-label={`Delete ${label}`}
+            title="Delete"
+            onClick={() => setMode("delete")}
+          >
+            <svg viewBox="0 0 24 24" width="16" height="16" aria-hidden="true">
+              <path d="M6 19a2 2 0 0 0 2 2h8a2 2 0 0 0 2-2V7H6v12zM19 4h-3.5l-1-1h-5l-1 1H5v2h14V4z" />
+            </svg>
+          </button>
+        </span>
+      ) : null}
+      {error ? (
+        <p className="message-error small" role="alert">
+          {error}
+        </p>
+      ) : null}
+    </li>
+  );
+}
+
+function SearchResults({ client, query, go }: { client: ConvoClient; query: string; go: Go }) {
+  const [results, setResults] = useState<SearchResult[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+
+  useEffect(() => {
+    let cancelled = false;
+    const t = setTimeout(() => {
+      client
+        .searchMessages({ query, pageSize: 20 })
+        .then((res) => {
+          if (cancelled) return;
+          setResults(res.results);
+          setError(null);
+        })
+        .catch((err) => {
+          if (cancelled) return;
+          setError(errorMessage(err));
+          setResults([]);
+        });
+    }, 250);
+    return () => {
+      cancelled = true;
+      clearTimeout(t);
+    };
+  }, [client, query]);
+
+  return (
+    <div className="search-results" aria-live="polite">
+      {results === null ? (
+        <p className="muted pad">
+          <Spinner /> Searching…
+        </p>
+      ) : null}
+      {error ? (
+        <p className="message-error pad" role="alert">
+          {error}
+        </p>
+      ) : null}
+      {results !== null && results.length === 0 && !error ? <p className="muted pad">No messages match.</p> : null}
+      {results && results.length > 0 ? (
+        <ul className="result-list" aria-label="Search results">
+          {results.map((r) => {
+            const path = conversationPath(r.conversationId, r.messageId);
+            return (
+              <li key={r.messageId}>
+                <a href={path} className="result" onClick={go(path)}>
+                  <span className="result-title">
+                    {r.conversationTitle || "Untitled"}
+                    <span className="muted small"> · {r.role === "user" ? "you" : r.role}</span>
+                  </span>
+                  <span className="result-snippet">
+                    <Highlighted text={r.snippet} ranges={r.highlights} />
+                  </span>
+                </a>
+              </li>
+            );
+          })}
+        </ul>
+      ) : null}
+    </div>
+  );
+}

@@ -1,0 +1,88 @@
+// The sidebar's list of conversations: ListConversations, refreshed on an
+// interval, when the window gets focus, and on request (after the app's own
+// changes and on conversationUpdated events of the open conversation). No
+// stream per conversation: a browser has only ~6 connections per origin.
+
+import { useCallback, useEffect, useRef, useState } from "react";
+import type { ConvoClient } from "../api/client";
+import { errorMessage } from "../api/client";
+import { conversationInfo, type ConversationInfo } from "../state/types";
+
+const REFRESH_MS = 10_000;
+const PAGE_SIZE = 50;
+
+export interface ConversationList {
+  items: ConversationInfo[];
+  loaded: boolean;
+  error: string | null;
+  hasMore: boolean;
+  refresh: () => void;
+  loadMore: () => void;
+  /** patch changes one item locally until the next refresh (rename, delete). */
+  patch: (id: string, change: Partial<ConversationInfo> | null) => void;
+}
+
+export function useConversationList(client: ConvoClient): ConversationList {
+  const [items, setItems] = useState<ConversationInfo[]>([]);
+  const [loaded, setLoaded] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [nextToken, setNextToken] = useState("");
+  const pages = useRef(1);
+  const inflight = useRef(0);
+
+  const load = useCallback(async () => {
+    const call = ++inflight.current;
+    try {
+      let all: ConversationInfo[] = [];
+      let token = "";
+      for (let i = 0; i < pages.current; i++) {
+        const res = await client.listConversations({ pageSize: PAGE_SIZE, pageToken: token });
+        all = all.concat(res.conversations.map(conversationInfo));
+        token = res.nextPageToken;
+        if (!token) break;
+      }
+      if (call !== inflight.current) return; // a newer load answers
+      setItems(all);
+      setNextToken(token);
+      setError(null);
+    } catch (err) {
+      if (call === inflight.current) setError(errorMessage(err));
+    } finally {
+      if (call === inflight.current) setLoaded(true);
+    }
+  }, [client]);
+
+  // Coalesce bursts of refresh requests.
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const refresh = useCallback(() => {
+    clearTimeout(timer.current);
+    timer.current = setTimeout(() => void load(), 150);
+  }, [load]);
+
+  useEffect(() => {
+    void load();
+    const iv = setInterval(() => {
+      if (document.visibilityState === "visible") void load();
+    }, REFRESH_MS);
+    const onFocus = () => void load();
+    window.addEventListener("focus", onFocus);
+    return () => {
+      clearInterval(iv);
+      clearTimeout(timer.current);
+      window.removeEventListener("focus", onFocus);
+    };
+  }, [load]);
+
+  const loadMore = useCallback(() => {
+    pages.current++;
+    void load();
+  }, [load]);
+
+  const patch = useCallback((id: string, change: Partial<ConversationInfo> | null) => {
+    setItems((prev) =>
+      change === null ? prev.filter((c) => c.id !== id) : prev.map((c) => (c.id === id ? { ...c, ...change } : c)),
+    );
+  }, []);
+
+  return { items, loaded, error, hasMore: nextToken !== "", refresh, loadMore, patch };
+}

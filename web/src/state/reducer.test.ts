@@ -1,0 +1,415 @@
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { EventSchema, type Event } from "../gen/convo/v1/events_pb";
+import { MessageSchema, Rating } from "../gen/convo/v1/types_pb";
+import {
+  activePromptIds,
+  hasGap,
+  initialState,
+  messageBlocks,
+  reduce,
+  type ConversationState,
+  type SnapshotLike,
+} from "./reducer";
+import { FakeServer } from "./testing/fakeServer";
+
+const apply = (s: ConversationState, events: Event[]) =>
+  events.reduce((st, event) => reduce(st, { type: "event", event }), s);
+
+const fromSnapshot = (snapshot: SnapshotLike, s = initialState("c1")) => reduce(s, { type: "snapshot", snapshot });
+
+/** subscribeAt is a client that subscribed at seq and then received every later event. */
+function subscribeAt(srv: FakeServer, seq: bigint, s = initialState("c1")): ConversationState {
+  const { snapshot, replay } = srv.subscribe(seq);
+  return apply(apply(fromSnapshot(snapshot, s), replay), srv.eventsAfter(seq));
+}
+
+/** view is the part of the state that GetConversation describes. */
+const view = (s: ConversationState) => ({
+  conversation: s.conversation,
+  messageIds: s.messageIds,
+  messages: s.messages,
+  blocks: s.blocks,
+  seq: s.seq,
+});
+
+/** expected is GetConversation's answer at seq, as a state. */
+const expected = (srv: FakeServer, seq = srv.seq) => view(fromSnapshot(srv.getConversation(seq)));
+
+/** script plays a reply with reasoning, a tool call and text; it returns the text block's id. */
+function script(srv: FakeServer, opts: { finish?: boolean } = {}) {
+  const { promptIds } = srv.sendMessage("What is the weather in Paris?");
+  const p = promptIds[0];
+  srv.startPrompt(p);
+  const r = srv.startBlock(p, "reasoning");
+  for (const d of ["The user ", "wants the ", "weather."]) srv.append(r, d);
+  srv.endBlock(r, { tokens: 5 });
+  const tu = srv.startBlock(p, "tool_use", { tool: "weather" });
+  srv.startToolCall(tu, "get_weather", { city: "Paris", units: "metric" });
+  srv.toolProgress(tu, "fetching…\n");
+  srv.toolProgress(tu, "18°C, sunny\n");
+  srv.completeToolCall(tu);
+  srv.endBlock(tu);
+  const tr = srv.startBlock(p, "tool_result");
+  srv.append(tr, '{"temp": 18}');
+  srv.endBlock(tr);
+  const t = srv.startBlock(p, "text");
+  for (const d of ["It is **18°C** ", "and sunny ", "in Paris. ", "Enjoy 🌞!"]) srv.append(t, d);
+  if (opts.finish !== false) {
+    srv.endBlock(t);
+    srv.endPrompt(p, "completed");
+  }
+  return { promptId: p, textBlock: t, toolBlock: tu, reasoningBlock: r };
+}
+
+describe("snapshot, replay and live events", () => {
+  it("subscribing at any seq converges on GetConversation", () => {
+    const srv = new FakeServer();
+    script(srv);
+    script(srv, { finish: false });
+    for (let k = 0n; k <= srv.seq; k++) {
+      expect(view(subscribeAt(srv, k)), `subscribed at seq ${k}`).toEqual(expected(srv));
+    }
+  });
+
+  it("snapshot plus replay equals GetConversation at the snapshot's seq", () => {
+    const srv = new FakeServer();
+    script(srv, { finish: false });
+    for (let k = 0n; k <= srv.seq; k++) {
+      const { snapshot, replay } = srv.subscribe(k);
+      expect(view(apply(fromSnapshot(snapshot), replay)), `at seq ${k}`).toEqual(expected(srv, k));
+    }
+  });
+
+  it("the snapshot leaves out streaming blocks and replay brings them back with their text", () => {
+    const srv = new FakeServer();
+    const { textBlock } = script(srv, { finish: false });
+    const { snapshot, replay } = srv.subscribe();
+    const s0 = fromSnapshot(snapshot);
+    expect(s0.blocks[textBlock]).toBeUndefined();
+    expect(replay.map((e) => e.kind.case)).toEqual(["blockStart", "blockDelta"]);
+    const s1 = apply(s0, replay);
+    expect(s1.blocks[textBlock]).toMatchObject({
+      status: "streaming",
+      content: "It is **18°C** and sunny in Paris. Enjoy 🌞!",
+    });
+    // The next live delta continues from the first character not yet seen.
+    srv.append(textBlock, " Bye.");
+    const s2 = apply(s1, srv.eventsAfter(snapshot.seq));
+    expect(s2.blocks[textBlock].content).toBe("It is **18°C** and sunny in Paris. Enjoy 🌞! Bye.");
+    expect(view(s2)).toEqual(expected(srv));
+  });
+
+  it("text grows delta by delta", () => {
+    const srv = new FakeServer();
+    const { promptIds } = srv.sendMessage("hi");
+    srv.startPrompt(promptIds[0]);
+    let s = subscribeAt(srv, srv.seq);
+    const b = srv.startBlock(promptIds[0], "text");
+    s = apply(s, srv.eventsAfter(s.seq!));
+    expect(s.blocks[b]).toMatchObject({ content: "", status: "streaming", blockType: "text" });
+    const seen: string[] = [];
+    for (const d of ["Hel", "lo", ", ", "world"]) {
+      srv.append(b, d);
+      s = apply(s, srv.eventsAfter(s.seq!));
+      seen.push(s.blocks[b].content);
+    }
+    expect(seen).toEqual(["Hel", "Hello", "Hello, ", "Hello, world"]);
+    const msg = s.messages[s.messageIds[1]];
+    expect(msg.blockIds).toEqual([b]);
+    expect(messageBlocks(s, msg.id).map((x) => x.id)).toEqual([b]);
+  });
+
+  it("a user message arrives with its blocks", () => {
+    const srv = new FakeServer();
+    srv.sendMessage("Hello there");
+    const s = subscribeAt(srv, 0n);
+    const user = s.messages[s.messageIds[0]];
+    expect(user.role).toBe("user");
+    expect(messageBlocks(s, user.id).map((b) => b.content)).toEqual(["Hello there"]);
+    expect(s.messages[s.messageIds[1]]).toMatchObject({ role: "assistant", status: "pending" });
+    expect(s.conversation?.title).toBe("Hello there");
+  });
+
+  it("messageUpdated merges fields and keeps blocks", () => {
+    const srv = new FakeServer();
+    const { promptId } = script(srv, { finish: false });
+    let s = subscribeAt(srv, srv.seq);
+    const id = s.messageIds[1];
+    const before = s.messages[id].blockIds;
+    const ev = create(EventSchema, {
+      seq: s.seq! + 1n,
+      kind: {
+        case: "messageUpdated",
+        value: {
+          message: create(MessageSchema, {
+            id,
+            role: "assistant",
+            status: "processing",
+            promptId,
+            feedback: { rating: Rating.UP, comment: "nice" },
+          }),
+        },
+      },
+    });
+    s = apply(s, [ev]);
+    expect(s.messages[id].blockIds).toEqual(before);
+    expect(s.messages[id].feedback).toEqual({ rating: Rating.UP, comment: "nice" });
+  });
+});
+
+describe("idempotency and ordering", () => {
+  it("a repeated or older seq changes nothing", () => {
+    const srv = new FakeServer();
+    script(srv);
+    const { snapshot } = srv.subscribe(0n);
+    let s = fromSnapshot(snapshot);
+    for (const ev of srv.log) {
+      s = apply(s, [ev]);
+      const again = apply(s, [ev, ...srv.log.slice(0, Number(ev.seq))]);
+      expect(again).toBe(s); // the very same object: nothing changed
+    }
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("every event delivered twice gives the same state", () => {
+    const srv = new FakeServer();
+    script(srv);
+    script(srv, { finish: false });
+    const doubled = srv.log.flatMap((e) => [e, e]);
+    const s = apply(fromSnapshot(srv.subscribe(0n).snapshot), doubled);
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("out-of-order delivery is held until the gap fills", () => {
+    const srv = new FakeServer();
+    const { textBlock } = script(srv, { finish: false });
+    const k = 3n;
+    let s = subscribeAt(srv, k, initialState("c1"));
+    s = fromSnapshot(srv.subscribe(k).snapshot);
+    const rest = srv.eventsAfter(k);
+    // Swap neighbours pairwise: 5,4,7,6,…
+    const shuffled: Event[] = [];
+    for (let i = 0; i < rest.length; i += 2) {
+      if (i + 1 < rest.length) shuffled.push(rest[i + 1], rest[i]);
+      else shuffled.push(rest[i]);
+    }
+    s = apply(s, shuffled);
+    expect(hasGap(s)).toBe(false);
+    expect(view(s)).toEqual(expected(srv));
+    expect(s.blocks[textBlock].content).toBe("It is **18°C** and sunny in Paris. Enjoy 🌞!");
+  });
+
+  it("an event ahead of its turn waits and is not applied alone", () => {
+    const srv = new FakeServer();
+    const { promptIds } = srv.sendMessage("x");
+    srv.startPrompt(promptIds[0]);
+    const b = srv.startBlock(promptIds[0], "text");
+    const base = subscribeAt(srv, srv.seq);
+    srv.append(b, "one ");
+    srv.append(b, "two");
+    const [first, second] = srv.eventsAfter(base.seq!);
+    const held = apply(base, [second]);
+    expect(hasGap(held)).toBe(true);
+    expect(held.blocks[b].content).toBe("");
+    expect(held.seq).toBe(base.seq);
+    const filled = apply(held, [second, first]);
+    expect(hasGap(filled)).toBe(false);
+    expect(filled.blocks[b].content).toBe("one two");
+    expect(filled.seq).toBe(srv.seq);
+  });
+
+  it("replay events are applied only right after their snapshot", () => {
+    const srv = new FakeServer();
+    const { textBlock } = script(srv, { finish: false });
+    const { snapshot, replay } = srv.subscribe();
+    let s = apply(fromSnapshot(snapshot), replay);
+    // A repeated replay does not double the text.
+    s = apply(s, replay);
+    expect(s.blocks[textBlock].content).toBe("It is **18°C** and sunny in Paris. Enjoy 🌞!");
+    srv.append(textBlock, "!");
+    s = apply(s, srv.eventsAfter(snapshot.seq));
+    // Once live events flow, a stray replay changes nothing.
+    expect(apply(s, replay)).toBe(s);
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("events before any snapshot are ignored", () => {
+    const srv = new FakeServer();
+    script(srv);
+    const s = apply(initialState("c1"), srv.log);
+    expect(s).toEqual(initialState("c1"));
+  });
+});
+
+describe("reconnecting", () => {
+  it("resumes with afterSeq: the events after the last applied seq continue the state", () => {
+    const srv = new FakeServer();
+    const { promptIds } = srv.sendMessage("count");
+    srv.startPrompt(promptIds[0]);
+    const b = srv.startBlock(promptIds[0], "text");
+    srv.append(b, "1 ");
+    let s = subscribeAt(srv, srv.seq); // snapshot with the block in replay
+    const lastSeq = s.seq!;
+    // The connection drops; meanwhile the worker goes on.
+    srv.append(b, "2 ");
+    srv.append(b, "3 ");
+    srv.endBlock(b);
+    srv.endPrompt(promptIds[0], "completed");
+    // The server resends from afterSeq; a few already-applied events come too.
+    s = apply(s, srv.log.slice(Number(lastSeq) - 2));
+    expect(s.blocks[b].content).toBe("1 2 3 ");
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("falls back to a fresh snapshot that replaces the state", () => {
+    const srv = new FakeServer();
+    const first = script(srv, { finish: false });
+    let s = subscribeAt(srv, srv.seq);
+    // While away: the reply finishes, the history is cleared, a new reply streams.
+    srv.endBlock(first.textBlock);
+    srv.endPrompt(first.promptId, "completed");
+    srv.clearHistory();
+    const second = script(srv, { finish: false });
+    // The server no longer holds the events after s.seq: a new snapshot comes.
+    s = subscribeAt(srv, srv.seq, s);
+    expect(view(s)).toEqual(expected(srv));
+    expect(s.blocks[first.textBlock]).toBeUndefined();
+    expect(s.blocks[second.textBlock].content).toBe("It is **18°C** and sunny in Paris. Enjoy 🌞!");
+  });
+
+  it("a fresh snapshot clears events held for a gap", () => {
+    const srv = new FakeServer();
+    script(srv);
+    const early = fromSnapshot(srv.subscribe(2n).snapshot);
+    const held = apply(early, [srv.log[9]]);
+    expect(hasGap(held)).toBe(true);
+    const s = subscribeAt(srv, srv.seq, held);
+    expect(hasGap(s)).toBe(false);
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("two clients (tabs) that subscribed at different times agree", () => {
+    const srv = new FakeServer();
+    const a = script(srv, { finish: false });
+    const tab1 = subscribeAt(srv, 4n);
+    const tab2 = subscribeAt(srv, srv.seq - 3n);
+    expect(view(tab1)).toEqual(view(tab2));
+    srv.append(a.textBlock, " More.");
+    srv.endBlock(a.textBlock);
+    srv.endPrompt(a.promptId, "completed");
+    expect(view(apply(tab1, srv.eventsAfter(tab1.seq!)))).toEqual(view(apply(tab2, srv.eventsAfter(tab2.seq!))));
+  });
+});
+
+describe("tool calls", () => {
+  it("goes through started, running and completed with its output", () => {
+    const srv = new FakeServer();
+    const { promptIds } = srv.sendMessage("ls");
+    const p = promptIds[0];
+    srv.startPrompt(p);
+    let s = subscribeAt(srv, srv.seq);
+    const step = () => (s = apply(s, srv.eventsAfter(s.seq!)));
+    const tu = srv.startBlock(p, "tool_use");
+    step();
+    expect(s.blocks[tu].toolCall).toBeUndefined();
+    srv.startToolCall(tu, "shell", { cmd: "ls -l" });
+    step();
+    expect(s.blocks[tu].toolCall).toMatchObject({ name: "shell", status: "started", input: { cmd: "ls -l" }, output: "" });
+    srv.toolProgress(tu, "a.txt\n");
+    step();
+    expect(s.blocks[tu].toolCall).toMatchObject({ status: "running", output: "a.txt\n" });
+    srv.toolProgress(tu, "b.txt\n");
+    step();
+    expect(s.blocks[tu].toolCall?.output).toBe("a.txt\nb.txt\n");
+    srv.completeToolCall(tu);
+    step();
+    expect(s.blocks[tu].toolCall).toMatchObject({ status: "completed", output: "a.txt\nb.txt\n", input: { cmd: "ls -l" } });
+    srv.endBlock(tu);
+    step();
+    expect(s.blocks[tu].status).toBe("completed");
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("a failed call keeps its output and carries the error", () => {
+    const srv = new FakeServer();
+    const { promptIds } = srv.sendMessage("curl");
+    const p = promptIds[0];
+    srv.startPrompt(p);
+    const tu = srv.startBlock(p, "tool_use");
+    srv.startToolCall(tu, "http_get", { url: "https://example.com" });
+    srv.toolProgress(tu, "connecting…");
+    const mid = subscribeAt(srv, srv.seq);
+    // Joining mid-call: replay brings back the call and its output so far.
+    expect(mid.blocks[tu].toolCall).toMatchObject({ name: "http_get", status: "running", output: "connecting…" });
+    srv.failToolCall(tu, "connection refused");
+    const s = apply(mid, srv.eventsAfter(mid.seq!));
+    expect(s.blocks[tu].toolCall).toMatchObject({ status: "failed", error: "connection refused", output: "connecting…" });
+    expect(view(s)).toEqual(expected(srv));
+  });
+});
+
+describe("prompt lifecycle", () => {
+  it("cancel keeps the partial reply and ends the prompt", () => {
+    const srv = new FakeServer();
+    const { promptId, textBlock } = script(srv, { finish: false });
+    let s = subscribeAt(srv, srv.seq);
+    expect(activePromptIds(s)).toEqual([promptId]);
+    srv.endPrompt(promptId, "cancelled");
+    s = apply(s, srv.eventsAfter(s.seq!));
+    const msg = s.messages[s.blocks[textBlock].messageId];
+    expect(msg.status).toBe("cancelled");
+    expect(s.blocks[textBlock]).toMatchObject({ status: "completed", content: "It is **18°C** and sunny in Paris. Enjoy 🌞!" });
+    expect(activePromptIds(s)).toEqual([]);
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("a failed prompt records why", () => {
+    const srv = new FakeServer();
+    const { promptIds, messageIds } = srv.sendMessage("x");
+    srv.startPrompt(promptIds[0]);
+    let s = subscribeAt(srv, srv.seq);
+    srv.endPrompt(promptIds[0], "failed", "model overloaded");
+    s = apply(s, srv.eventsAfter(s.seq!));
+    expect(s.messages[messageIds[0]].status).toBe("failed");
+    expect(s.errors[messageIds[0]]).toBe("model overloaded");
+  });
+
+  it("an A/B comparison has two replies with their slots", () => {
+    const srv = new FakeServer();
+    const { promptIds, messageIds } = srv.sendMessage("compare", { id: "cmp1", slots: ["a", "b"] });
+    for (const p of promptIds) srv.startPrompt(p);
+    const ta = srv.startBlock(promptIds[0], "text");
+    const tb = srv.startBlock(promptIds[1], "text");
+    srv.append(ta, "A says hi");
+    srv.append(tb, "B says hello");
+    const s = subscribeAt(srv, 2n);
+    expect(messageIds.map((id) => [s.messages[id].comparisonId, s.messages[id].comparisonSlot])).toEqual([
+      ["cmp1", "a"],
+      ["cmp1", "b"],
+    ]);
+    expect(activePromptIds(s).sort()).toEqual([...promptIds].sort());
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("historyCleared empties the messages", () => {
+    const srv = new FakeServer();
+    script(srv);
+    let s = subscribeAt(srv, srv.seq);
+    srv.clearHistory();
+    s = apply(s, srv.eventsAfter(s.seq!));
+    expect(s.messageIds).toEqual([]);
+    expect(s.blocks).toEqual({});
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("local feedback patches the message", () => {
+    const srv = new FakeServer();
+    script(srv);
+    const s = subscribeAt(srv, srv.seq);
+    const id = s.messageIds[1];
+    const next = reduce(s, { type: "feedback", messageId: id, feedback: { rating: Rating.DOWN, comment: "" } });
+    expect(next.messages[id].feedback?.rating).toBe(Rating.DOWN);
+    expect(next.messages[id].blockIds).toBe(s.messages[id].blockIds);
+  });
+});

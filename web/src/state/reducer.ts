@@ -1,0 +1,320 @@
+// The client state model of one conversation: a pure reducer over the
+// StreamConversation protocol (CONTRACT §3).
+//
+// - A snapshot REPLACES the state and sets seq to the snapshot's seq.
+// - Replayed events (replay = true) are synthesised by the server for blocks
+//   still streaming at the snapshot's seq and carry that seq. They are
+//   applied only in the window right after a snapshot, before the first live
+//   event, and they are idempotent: a replayed delta or tool output SETS the
+//   text so far instead of appending it.
+// - A live event is applied exactly once, in seq order: an event whose seq is
+//   not above the last applied seq changes nothing; one that arrives ahead of
+//   its turn is held in `pending` until the events before it have arrived.
+//
+// Applying a snapshot, its replay and then the live events yields the same
+// messages and blocks as GetConversation at the same seq.
+
+import type { Event } from "../gen/convo/v1/events_pb";
+import type { Message } from "../gen/convo/v1/types_pb";
+import {
+  blockState,
+  conversationInfo,
+  messageFields,
+  toolCallState,
+  type BlockState,
+  type ConversationInfo,
+  type FeedbackInfo,
+  type MessageState,
+} from "./types";
+
+export interface ConversationState {
+  conversationId: string;
+  conversation: ConversationInfo | null;
+  /** Message ids in conversation order. */
+  messageIds: string[];
+  messages: Readonly<Record<string, MessageState>>;
+  blocks: Readonly<Record<string, BlockState>>;
+  /** Why a failed prompt failed, by assistant message id. */
+  errors: Readonly<Record<string, string>>;
+  /** The last applied seq; null until the first snapshot. */
+  seq: bigint | null;
+  /** True from a snapshot until the first live event: replay may follow. */
+  replayOpen: boolean;
+  /** Live events that arrived ahead of their turn, ascending by seq. */
+  pending: readonly Event[];
+}
+
+/** The snapshot part of a StreamConversation response or a GetConversation response. */
+export interface SnapshotLike {
+  conversation?: Parameters<typeof conversationInfo>[0];
+  messages: Message[];
+  seq: bigint;
+}
+
+export type Action =
+  | { type: "snapshot"; snapshot: SnapshotLike }
+  | { type: "event"; event: Event }
+  /** A local, optimistic change of a message's feedback (the server's messageUpdated confirms it). */
+  | { type: "feedback"; messageId: string; feedback: FeedbackInfo | undefined }
+  | { type: "reset"; conversationId: string };
+
+export function initialState(conversationId: string): ConversationState {
+  return {
+    conversationId,
+    conversation: null,
+    messageIds: [],
+    messages: {},
+    blocks: {},
+    errors: {},
+    seq: null,
+    replayOpen: false,
+    pending: [],
+  };
+}
+
+export function reduce(state: ConversationState, action: Action): ConversationState {
+  switch (action.type) {
+    case "reset":
+      return initialState(action.conversationId);
+    case "snapshot":
+      return applySnapshot(state, action.snapshot);
+    case "event":
+      return receiveEvent(state, action.event);
+    case "feedback": {
+      const m = state.messages[action.messageId];
+      if (!m) return state;
+      return { ...state, messages: { ...state.messages, [m.id]: { ...m, feedback: action.feedback } } };
+    }
+  }
+}
+
+/** hasGap is true while some live events wait for an earlier one that has not arrived. */
+export function hasGap(state: ConversationState): boolean {
+  return state.pending.length > 0;
+}
+
+function applySnapshot(state: ConversationState, snap: SnapshotLike): ConversationState {
+  const messages: Record<string, MessageState> = {};
+  const blocks: Record<string, BlockState> = {};
+  const messageIds: string[] = [];
+  for (const m of snap.messages) {
+    if (messages[m.id]) continue;
+    messageIds.push(m.id);
+    messages[m.id] = { ...messageFields(m), blockIds: m.blocks.map((b) => b.id) };
+    for (const b of m.blocks) blocks[b.id] = blockState(b, m.id);
+  }
+  // Keep failure reasons of messages that are still there and still failed:
+  // the snapshot itself does not carry them.
+  const errors: Record<string, string> = {};
+  for (const [id, err] of Object.entries(state.errors)) {
+    if (messages[id]?.status === "failed") errors[id] = err;
+  }
+  return {
+    conversationId: snap.conversation?.id || state.conversationId,
+    conversation: snap.conversation ? conversationInfo(snap.conversation) : state.conversation,
+    messageIds,
+    messages,
+    blocks,
+    errors,
+    seq: snap.seq,
+    replayOpen: true,
+    pending: [],
+  };
+}
+
+function receiveEvent(state: ConversationState, ev: Event): ConversationState {
+  if (state.seq === null) return state; // nothing to apply events to yet
+  if (ev.replay) {
+    return state.replayOpen ? applyEvent(state, ev, true) : state;
+  }
+  if (ev.seq <= state.seq) return state; // already applied
+  if (ev.seq > state.seq + 1n) {
+    // Ahead of its turn: hold it until the events before it arrive.
+    if (state.pending.some((p) => p.seq === ev.seq)) return state;
+    const pending = [...state.pending, ev].sort((a, b) => (a.seq < b.seq ? -1 : a.seq > b.seq ? 1 : 0));
+    return { ...state, pending };
+  }
+  let next = { ...applyEvent(state, ev, false), seq: ev.seq, replayOpen: false };
+  // Drain held events that are now in turn.
+  while (next.pending.length > 0 && next.pending[0].seq <= (next.seq as bigint) + 1n) {
+    const [head, ...rest] = next.pending;
+    next = { ...next, pending: rest };
+    if (head.seq === (next.seq as bigint) + 1n) {
+      next = { ...applyEvent(next, head, false), seq: head.seq };
+    }
+  }
+  return next;
+}
+
+function setMessage(state: ConversationState, m: MessageState): ConversationState {
+  return { ...state, messages: { ...state.messages, [m.id]: m } };
+}
+
+function setBlock(state: ConversationState, b: BlockState): ConversationState {
+  return { ...state, blocks: { ...state.blocks, [b.id]: b } };
+}
+
+/** ensureMessage returns the state with a message of that id, adding an empty one if unknown. */
+function ensureMessage(state: ConversationState, id: string): ConversationState {
+  if (state.messages[id]) return state;
+  const m: MessageState = {
+    id,
+    role: "assistant",
+    status: "processing",
+    promptId: "",
+    comparisonId: "",
+    comparisonSlot: "",
+    blockIds: [],
+  };
+  return { ...setMessage(state, m), messageIds: [...state.messageIds, id] };
+}
+
+const promptToMessageStatus: Record<string, string> = {
+  queued: "pending",
+  running: "processing",
+  completed: "completed",
+  failed: "failed",
+  cancelled: "cancelled",
+};
+
+function applyEvent(state: ConversationState, ev: Event, replay: boolean): ConversationState {
+  const k = ev.kind;
+  switch (k.case) {
+    case "messageCreated": {
+      const pm = k.value.message;
+      if (!pm) return state;
+      const existing = state.messages[pm.id];
+      let next = state;
+      const blockIds = pm.blocks.length > 0 ? pm.blocks.map((b) => b.id) : (existing?.blockIds ?? []);
+      if (pm.blocks.length > 0) {
+        const blocks = { ...state.blocks };
+        for (const b of pm.blocks) blocks[b.id] = blockState(b, pm.id);
+        next = { ...next, blocks };
+      }
+      next = setMessage(next, { ...messageFields(pm), blockIds });
+      if (!existing) next = { ...next, messageIds: [...next.messageIds, pm.id] };
+      return next;
+    }
+    case "messageUpdated": {
+      const pm = k.value.message;
+      if (!pm) return state;
+      const next = ensureMessage(state, pm.id);
+      const existing = next.messages[pm.id];
+      return setMessage(next, { ...messageFields(pm), blockIds: existing.blockIds });
+    }
+    case "promptQueued":
+    case "promptStarted":
+    case "promptCompleted":
+    case "promptCancelled":
+    case "promptFailed": {
+      const p = k.value.prompt;
+      if (!p) return state;
+      let next = state;
+      const m = state.messages[p.messageId];
+      const status = promptToMessageStatus[p.status];
+      if (m && status && m.status !== status) next = setMessage(next, { ...m, status });
+      if (k.case === "promptFailed") {
+        next = { ...next, errors: { ...next.errors, [p.messageId]: k.value.error || p.error } };
+      }
+      return next;
+    }
+    case "blockStart": {
+      const v = k.value;
+      if (state.blocks[v.blockId]) return state; // already known: keep what it holds
+      let next = ensureMessage(state, v.messageId);
+      const m = next.messages[v.messageId];
+      next = setMessage(next, { ...m, blockIds: [...m.blockIds, v.blockId] });
+      return setBlock(next, {
+        id: v.blockId,
+        messageId: v.messageId,
+        blockType: v.blockType,
+        content: "",
+        metadata: v.metadata ?? {},
+        status: "streaming",
+      });
+    }
+    case "blockDelta": {
+      const b = state.blocks[k.value.blockId];
+      if (!b) return state;
+      // A replayed delta holds all the text so far.
+      const content = replay ? k.value.content : b.content + k.value.content;
+      return setBlock(state, { ...b, content });
+    }
+    case "blockEnd": {
+      const b = state.blocks[k.value.blockId];
+      if (!b) return state;
+      return setBlock(state, { ...b, status: "completed", metadata: k.value.metadata ?? b.metadata });
+    }
+    case "toolCallStarted": {
+      const tc = k.value.toolCall;
+      if (!tc) return state;
+      const b = state.blocks[tc.blockId];
+      if (!b) return state;
+      return setBlock(state, { ...b, toolCall: toolCallState(tc, k.value.input) });
+    }
+    case "toolCallProgress": {
+      const b = state.blocks[k.value.blockId];
+      const tc = b?.toolCall;
+      if (!b || !tc || tc.id !== k.value.toolCallId) return state;
+      // A replayed progress event holds all the output so far.
+      const output = replay ? k.value.output : tc.output + k.value.output;
+      const status = tc.status === "started" ? "running" : tc.status;
+      return setBlock(state, { ...b, toolCall: { ...tc, output, status } });
+    }
+    case "toolCallCompleted":
+    case "toolCallFailed": {
+      const tc = k.value.toolCall;
+      if (!tc) return state;
+      const b = state.blocks[tc.blockId];
+      if (!b) return state;
+      const prev = b.toolCall;
+      const next = toolCallState(tc);
+      if (next.input === undefined) next.input = prev?.input;
+      if (k.case === "toolCallFailed") {
+        next.status = "failed";
+        next.error = k.value.error || tc.error;
+      }
+      return setBlock(state, { ...b, toolCall: next });
+    }
+    case "conversationUpdated": {
+      const c = k.value.conversation;
+      return c ? { ...state, conversation: conversationInfo(c) } : state;
+    }
+    case "historyCleared": {
+      const c = k.value.conversation;
+      return {
+        ...state,
+        conversation: c ? conversationInfo(c) : state.conversation,
+        messageIds: [],
+        messages: {},
+        blocks: {},
+        errors: {},
+      };
+    }
+    case undefined:
+      return state;
+  }
+}
+
+// Selectors.
+
+/** The blocks of a message, in order. */
+export function messageBlocks(state: ConversationState, messageId: string): BlockState[] {
+  const m = state.messages[messageId];
+  if (!m) return [];
+  return m.blockIds.map((id) => state.blocks[id]).filter((b): b is BlockState => b !== undefined);
+}
+
+/** Prompt ids of assistant messages still waiting or running. */
+export function activePromptIds(state: ConversationState): string[] {
+  const ids = new Set<string>();
+  for (const id of state.messageIds) {
+    const m = state.messages[id];
+    if (m.role === "assistant" && m.promptId && (m.status === "pending" || m.status === "processing")) {
+      ids.add(m.promptId);
+    }
+  }
+  if (state.conversation?.activePromptId) ids.add(state.conversation.activePromptId);
+  return [...ids];
+}
+

@@ -1,0 +1,50 @@
+// ConversationStore holds one conversation's state outside React, so the
+// stream reads the last applied seq synchronously, and publishes it to React
+// at most once per frame however fast deltas arrive.
+
+import { hasGap, initialState, reduce, type Action, type ConversationState } from "./reducer";
+
+export class ConversationStore {
+  private state: ConversationState;
+  private published: ConversationState;
+  private listeners = new Set<() => void>();
+  private scheduled = false;
+
+  constructor(conversationId: string) {
+    this.state = initialState(conversationId);
+    this.published = this.state;
+  }
+
+  /** current is the latest state, including changes not yet published. */
+  current = (): ConversationState => this.state;
+  seq = (): bigint | null => this.state.seq;
+  hasGap = (): boolean => hasGap(this.state);
+
+  dispatch = (a: Action): void => {
+    const next = reduce(this.state, a);
+    if (next === this.state) return;
+    this.state = next;
+    this.schedule();
+  };
+
+  /** getSnapshot and subscribe are for useSyncExternalStore. */
+  getSnapshot = (): ConversationState => this.published;
+  subscribe = (l: () => void): (() => void) => {
+    this.listeners.add(l);
+    return () => this.listeners.delete(l);
+  };
+
+  private schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    const publish = () => {
+      if (!this.scheduled) return;
+      this.scheduled = false;
+      this.published = this.state;
+      for (const l of this.listeners) l();
+    };
+    // A frame when visible; a timer as well, since hidden tabs get no frames.
+    if (typeof requestAnimationFrame !== "undefined") requestAnimationFrame(publish);
+    setTimeout(publish, 50);
+  }
+}

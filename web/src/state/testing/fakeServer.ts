@@ -1,0 +1,336 @@
+// A test-only model of the server side of StreamConversation (CONTRACT §3):
+// it records every event a sequence of worker calls produces, the whole state
+// after each seq (what GetConversation answers), and can answer a subscribe
+// at any seq with its snapshot and replayed events. The reducer's tests feed
+// its output to the reducer and compare with GetConversation.
+
+import { create, type JsonObject } from "@bufbuild/protobuf";
+import { fromJson } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { EventSchema, type Event } from "../../gen/convo/v1/events_pb";
+import {
+  BlockSchema,
+  ConversationSchema,
+  MessageSchema,
+  PromptSchema,
+  ToolCallSchema,
+  type Block,
+  type Conversation,
+  type Message,
+} from "../../gen/convo/v1/types_pb";
+import type { SnapshotLike } from "../reducer";
+
+interface FToolCall {
+  id: string;
+  blockId: string;
+  name: string;
+  status: string;
+  input: unknown;
+  output: string;
+  error: string;
+}
+interface FBlock {
+  id: string;
+  blockType: string;
+  content: string;
+  metadata: JsonObject;
+  status: string;
+  toolCall?: FToolCall;
+}
+interface FMessage {
+  id: string;
+  role: string;
+  status: string;
+  promptId: string;
+  blocks: FBlock[];
+  comparisonId: string;
+  comparisonSlot: string;
+}
+interface FState {
+  title: string;
+  activePromptId: string;
+  messages: FMessage[];
+}
+
+type EventKind = Event["kind"];
+
+export class FakeServer {
+  constructor(readonly conversationId = "c1") {}
+
+  /** log[i] has seq i + 1. */
+  readonly log: Event[] = [];
+  /** states[seq] is the whole state after event seq (states[0]: empty). */
+  private readonly states: FState[] = [{ title: "", activePromptId: "", messages: [] }];
+  private cur: FState = { title: "", activePromptId: "", messages: [] };
+  private ids = 0;
+
+  get seq(): bigint {
+    return BigInt(this.log.length);
+  }
+
+  private id(prefix: string): string {
+    this.ids++;
+    const scope = this.conversationId === "c1" ? "" : `${this.conversationId}-`;
+    return `${scope}${prefix}${this.ids}`;
+  }
+
+  /** onEmit, when set, hears every new event (the dev mock's live stream). */
+  onEmit?: (ev: Event) => void;
+
+  private emit(kind: EventKind): void {
+    const ev = create(EventSchema, { seq: this.seq + 1n, kind });
+    this.log.push(ev);
+    this.states.push(structuredClone(this.cur));
+    this.onEmit?.(ev);
+  }
+
+  private block(id: string): FBlock {
+    for (const m of this.cur.messages) {
+      const b = m.blocks.find((x) => x.id === id);
+      if (b) return b;
+    }
+    throw new Error(`no block ${id}`);
+  }
+
+  private messageOf(blockId: string): FMessage {
+    const m = this.cur.messages.find((x) => x.blocks.some((b) => b.id === blockId));
+    if (!m) throw new Error(`no block ${blockId}`);
+    return m;
+  }
+
+  /** sendMessage appends a user message and a queued prompt; returns the assistant message and prompt ids. */
+  sendMessage(text: string, comparison?: { id: string; slots: string[] }): { messageIds: string[]; promptIds: string[] } {
+    const user: FMessage = {
+      id: this.id("m"),
+      role: "user",
+      status: "completed",
+      promptId: "",
+      comparisonId: "",
+      comparisonSlot: "",
+      blocks: [{ id: this.id("b"), blockType: "text", content: text, metadata: {}, status: "completed" }],
+    };
+    this.cur.messages.push(user);
+    this.emit({ case: "messageCreated", value: { message: toMessage(user) } as never });
+    const messageIds: string[] = [];
+    const promptIds: string[] = [];
+    for (const slot of comparison?.slots ?? [""]) {
+      const promptId = this.id("p");
+      const a: FMessage = {
+        id: this.id("m"),
+        role: "assistant",
+        status: "pending",
+        promptId,
+        comparisonId: comparison?.id ?? "",
+        comparisonSlot: slot,
+        blocks: [],
+      };
+      this.cur.messages.push(a);
+      this.emit({ case: "messageCreated", value: { message: toMessage(a) } as never });
+      this.emit({ case: "promptQueued", value: { prompt: this.prompt(a, "queued") } as never });
+      messageIds.push(a.id);
+      promptIds.push(promptId);
+    }
+    if (!this.cur.title) this.cur.title = text.split("\n")[0];
+    this.cur.activePromptId = promptIds[promptIds.length - 1];
+    this.emit({ case: "conversationUpdated", value: { conversation: this.conversation() } as never });
+    return { messageIds, promptIds };
+  }
+
+  private prompt(m: FMessage, status: string) {
+    return create(PromptSchema, { id: m.promptId, conversationId: this.conversationId, messageId: m.id, status });
+  }
+
+  private byPrompt(promptId: string): FMessage {
+    const m = this.cur.messages.find((x) => x.promptId === promptId);
+    if (!m) throw new Error(`no prompt ${promptId}`);
+    return m;
+  }
+
+  startPrompt(promptId: string): void {
+    const m = this.byPrompt(promptId);
+    this.emit({ case: "promptStarted", value: { prompt: this.prompt(m, "running") } as never });
+    m.status = "processing";
+    this.emit({ case: "messageUpdated", value: { message: toMessage(m, false) } as never });
+  }
+
+  startBlock(promptId: string, blockType: string, metadata: JsonObject = {}): string {
+    const m = this.byPrompt(promptId);
+    const b: FBlock = { id: this.id("b"), blockType, content: "", metadata, status: "streaming" };
+    m.blocks.push(b);
+    this.emit({
+      case: "blockStart",
+      value: { promptId, messageId: m.id, blockId: b.id, blockType, metadata } as never,
+    });
+    return b.id;
+  }
+
+  append(blockId: string, delta: string): void {
+    const b = this.block(blockId);
+    const m = this.messageOf(blockId);
+    b.content += delta;
+    this.emit({ case: "blockDelta", value: { promptId: m.promptId, messageId: m.id, blockId, content: delta } as never });
+  }
+
+  endBlock(blockId: string, metadata?: JsonObject): void {
+    const b = this.block(blockId);
+    const m = this.messageOf(blockId);
+    b.status = "completed";
+    if (metadata) b.metadata = { ...b.metadata, ...metadata };
+    this.emit({
+      case: "blockEnd",
+      value: { promptId: m.promptId, messageId: m.id, blockId, metadata: b.metadata } as never,
+    });
+  }
+
+  startToolCall(blockId: string, name: string, input: unknown): string {
+    const b = this.block(blockId);
+    b.toolCall = { id: this.id("t"), blockId, name, status: "started", input, output: "", error: "" };
+    this.emit({
+      case: "toolCallStarted",
+      value: { toolCall: toToolCall(b.toolCall, false), input: fromJson(ValueSchema, input as never) } as never,
+    });
+    return b.toolCall.id;
+  }
+
+  toolProgress(blockId: string, output: string): void {
+    const tc = this.block(blockId).toolCall!;
+    tc.output += output;
+    tc.status = "running";
+    this.emit({ case: "toolCallProgress", value: { toolCallId: tc.id, blockId, output } as never });
+  }
+
+  completeToolCall(blockId: string, output?: string): void {
+    const tc = this.block(blockId).toolCall!;
+    if (output !== undefined) tc.output = output;
+    tc.status = "completed";
+    this.emit({ case: "toolCallCompleted", value: { toolCall: toToolCall(tc, true) } as never });
+  }
+
+  failToolCall(blockId: string, error: string): void {
+    const tc = this.block(blockId).toolCall!;
+    tc.status = "failed";
+    tc.error = error;
+    this.emit({ case: "toolCallFailed", value: { toolCall: toToolCall(tc, true), error } as never });
+  }
+
+  /** endPrompt completes, fails or cancels a prompt: open blocks end, then the prompt and message events. */
+  endPrompt(promptId: string, how: "completed" | "failed" | "cancelled", error = ""): void {
+    const m = this.byPrompt(promptId);
+    for (const b of m.blocks) {
+      if (b.toolCall && (b.toolCall.status === "started" || b.toolCall.status === "running")) {
+        this.failToolCall(b.id, "prompt ended");
+      }
+      if (b.status === "streaming") this.endBlock(b.id);
+    }
+    const kind =
+      how === "completed" ? "promptCompleted" : how === "failed" ? "promptFailed" : "promptCancelled";
+    this.emit({ case: kind, value: { prompt: this.prompt(m, how), error } as never });
+    m.status = how;
+    this.emit({ case: "messageUpdated", value: { message: toMessage(m, false) } as never });
+    if (this.cur.activePromptId === promptId) {
+      const other = this.cur.messages.find((x) => x.status === "pending" || x.status === "processing");
+      this.cur.activePromptId = other?.promptId ?? "";
+      this.emit({ case: "conversationUpdated", value: { conversation: this.conversation() } as never });
+    }
+  }
+
+  clearHistory(): void {
+    this.cur.messages = [];
+    this.emit({ case: "historyCleared", value: { conversation: this.conversation() } as never });
+  }
+
+  private conversation(state: FState = this.cur): Conversation {
+    return create(ConversationSchema, {
+      id: this.conversationId,
+      title: state.title,
+      activePromptId: state.activePromptId,
+    });
+  }
+
+  /** getConversation is GetConversation at seq (default: now): every block, streaming ones included. */
+  getConversation(seq: bigint = this.seq): SnapshotLike {
+    const st = this.states[Number(seq)];
+    return { conversation: this.conversation(st), messages: st.messages.map((m) => toMessage(m, true, this.conversationId)), seq };
+  }
+
+  /** subscribe is what StreamConversation without afterSeq sends at seq: a snapshot and its replay. */
+  subscribe(seq: bigint = this.seq): { snapshot: SnapshotLike; replay: Event[] } {
+    const st = this.states[Number(seq)];
+    const messages = st.messages.map((m) => {
+      const pm = toMessage(m, true, this.conversationId);
+      pm.blocks = pm.blocks.filter((b) => b.status === "completed");
+      return pm;
+    });
+    const replay: Event[] = [];
+    const ev = (kind: EventKind) => replay.push(create(EventSchema, { seq, replay: true, kind }));
+    for (const m of st.messages) {
+      for (const b of m.blocks) {
+        if (b.status !== "streaming") continue;
+        const ids = { promptId: m.promptId, messageId: m.id, blockId: b.id };
+        ev({ case: "blockStart", value: { ...ids, blockType: b.blockType, metadata: b.metadata } as never });
+        if (b.content) ev({ case: "blockDelta", value: { ...ids, content: b.content } as never });
+        if (b.toolCall) {
+          ev({
+            case: "toolCallStarted",
+            value: { toolCall: toToolCall(b.toolCall, false), input: fromJson(ValueSchema, b.toolCall.input as never) } as never,
+          });
+          if (b.toolCall.output) {
+            ev({ case: "toolCallProgress", value: { toolCallId: b.toolCall.id, blockId: b.id, output: b.toolCall.output } as never });
+          }
+        }
+      }
+    }
+    return { snapshot: { conversation: this.conversation(st), messages, seq }, replay };
+  }
+
+  /** eventsAfter is what the stream sends after seq. */
+  eventsAfter(seq: bigint): Event[] {
+    return this.log.slice(Number(seq));
+  }
+}
+
+function toToolCall(tc: FToolCall, withOutput: boolean) {
+  return create(ToolCallSchema, {
+    id: tc.id,
+    blockId: tc.blockId,
+    name: tc.name,
+    status: tc.status,
+    input: fromJson(ValueSchema, tc.input as never),
+    output: withOutput ? tc.output : "",
+    error: tc.error,
+  });
+}
+
+function toMessage(m: FMessage, withBlocks = true, conversationId = "c1"): Message {
+  return create(MessageSchema, {
+    id: m.id,
+    conversationId,
+    role: m.role,
+    status: m.status,
+    promptId: m.promptId,
+    comparisonId: m.comparisonId,
+    comparisonSlot: m.comparisonSlot,
+    blocks: withBlocks ? m.blocks.map(toBlock) : [],
+  });
+}
+
+function toBlock(b: FBlock): Block {
+  return create(BlockSchema, {
+    id: b.id,
+    blockType: b.blockType,
+    content: b.content,
+    metadata: b.metadata,
+    status: b.status,
+    toolCall: b.toolCall
+      ? create(ToolCallSchema, {
+          id: b.toolCall.id,
+          blockId: b.toolCall.blockId,
+          name: b.toolCall.name,
+          status: b.toolCall.status,
+          input: fromJson(ValueSchema, b.toolCall.input as never),
+          output: b.toolCall.output,
+          error: b.toolCall.error,
+        })
+      : undefined,
+  });
+}

@@ -1,0 +1,134 @@
+// Plain, immutable view-model types for one conversation, and their
+// conversion from the generated protobuf messages. The reducer and the
+// components work with these, never with protobuf messages directly, so that
+// state can be compared structurally in tests and rendered without
+// protobuf-specific knowledge.
+
+import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ValueSchema, timestampMs, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
+import { Rating } from "../gen/convo/v1/types_pb";
+import type {
+  Block,
+  Conversation,
+  Feedback,
+  Message,
+  ToolCall,
+} from "../gen/convo/v1/types_pb";
+
+export interface ConversationInfo {
+  id: string;
+  title: string;
+  activePromptId: string;
+  createdAt?: number;
+  updatedAt?: number;
+  lastMessageAt?: number;
+}
+
+export interface FeedbackInfo {
+  rating: Rating;
+  comment: string;
+}
+
+export interface MessageState {
+  id: string;
+  role: string;
+  /** pending | processing | completed | failed | cancelled */
+  status: string;
+  promptId: string;
+  createdAt?: number;
+  updatedAt?: number;
+  feedback?: FeedbackInfo;
+  comparisonId: string;
+  comparisonSlot: string;
+  /** The message's blocks, in order. */
+  blockIds: string[];
+}
+
+export interface ToolCallState {
+  id: string;
+  blockId: string;
+  name: string;
+  /** started | running | completed | failed */
+  status: string;
+  input?: JsonValue;
+  output: string;
+  error: string;
+  startedAt?: number;
+  endedAt?: number;
+}
+
+export interface BlockState {
+  id: string;
+  messageId: string;
+  blockType: string;
+  content: string;
+  metadata: JsonObject;
+  /** streaming | completed */
+  status: string;
+  toolCall?: ToolCallState;
+}
+
+export function tsMs(ts: Timestamp | undefined): number | undefined {
+  return ts ? timestampMs(ts) : undefined;
+}
+
+export function valueToJson(v: Value | undefined): JsonValue | undefined {
+  return v ? toJson(ValueSchema, v) : undefined;
+}
+
+export function conversationInfo(c: Conversation): ConversationInfo {
+  return {
+    id: c.id,
+    title: c.title,
+    activePromptId: c.activePromptId,
+    createdAt: tsMs(c.createdAt),
+    updatedAt: tsMs(c.updatedAt),
+    lastMessageAt: tsMs(c.lastMessageAt),
+  };
+}
+
+export function feedbackInfo(f: Feedback | undefined): FeedbackInfo | undefined {
+  if (!f || f.rating === Rating.UNSPECIFIED) return undefined;
+  return { rating: f.rating, comment: f.comment };
+}
+
+/** messageFields converts a message's own fields; blocks are handled apart. */
+export function messageFields(m: Message): Omit<MessageState, "blockIds"> {
+  return {
+    id: m.id,
+    role: m.role,
+    status: m.status,
+    promptId: m.promptId,
+    createdAt: tsMs(m.createdAt),
+    updatedAt: tsMs(m.updatedAt),
+    feedback: feedbackInfo(m.feedback),
+    comparisonId: m.comparisonId,
+    comparisonSlot: m.comparisonSlot,
+  };
+}
+
+export function toolCallState(t: ToolCall, input?: Value): ToolCallState {
+  return {
+    id: t.id,
+    blockId: t.blockId,
+    name: t.name,
+    status: t.status,
+    input: valueToJson(input ?? t.input),
+    output: t.output,
+    error: t.error,
+    startedAt: tsMs(t.startedAt),
+    endedAt: tsMs(t.endedAt),
+  };
+}
+
+export function blockState(b: Block, messageId: string): BlockState {
+  return {
+    id: b.id,
+    messageId,
+    blockType: b.blockType,
+    content: b.content,
+    metadata: b.metadata ?? {},
+    status: b.status || "completed",
+    toolCall: b.toolCall ? toolCallState(b.toolCall) : undefined,
+  };
+}
