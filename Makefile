@@ -22,3 +22,4 @@ lint:
 
 bench:
 	go test -run '^$$' -bench . -benchtime 2000x ./postgres/
+	go run ./cmd/bench

@@ -1,0 +1,386 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/db"
+	"github.com/convo-dev/convo/pgembed"
+	"github.com/convo-dev/convo/postgres"
+)
+
+// Config is what to measure and how much. The defaults are the run quoted
+// in docs/performance.md.
+type Config struct {
+	// DatabaseURL is a PostgreSQL to use instead of a private one. The bench
+	// migrates it and writes conversations owned by benchOwner, which it
+	// deletes at the end; use a scratch database.
+	DatabaseURL string
+	// Feeds are the stream feeds to compare: notify, logical.
+	Feeds []string
+	// Parts are the measurements to run: latency, throughput, memory.
+	Parts []string
+
+	// Subscribers are the fan-out sizes on one conversation.
+	Subscribers []int
+	// Via says how fan-out subscribers listen (see viaKinds): web and go
+	// are real StreamConversation clients over h2c, hub is Hub.Open + Next.
+	Via []string
+	// Conversations active at once in the many-conversations scenario, each
+	// with its own writer (one delta every ConversationInterval) and
+	// SubscribersPerConversation clients of the first Connect kind in Via
+	// (0 skips it).
+	Conversations              int
+	SubscribersPerConversation int
+	ConversationInterval       time.Duration
+	// Deltas is how many deltas each writer appends in a latency scenario,
+	// one every Interval, of DeltaBytes bytes each.
+	Deltas     int
+	Interval   time.Duration
+	DeltaBytes int
+	// StreamsPerConn is how many streams one client HTTP/2 connection
+	// carries (Go's server allows 250).
+	StreamsPerConn int
+	// ClientProcess runs the Connect clients of the latency scenarios in a
+	// child process (on the same machine), so that they do not share the
+	// server's Go scheduler; false runs them in this process.
+	ClientProcess bool
+
+	// Writers are the concurrencies of the throughput measurement. Each
+	// runs Rounds times the API, then the baseline with and without NOTIFY
+	// (alternating evens out drift of the machine), each for Duration after
+	// a warm-up of a fifth of it.
+	Writers  []int
+	Duration time.Duration
+	Rounds   int
+
+	// IdleSubscribers is how many idle streams the memory measurement holds.
+	IdleSubscribers int
+
+	// Fast runs the private PostgreSQL without fsync and synchronous_commit
+	// (as the tests do; SynchronousCommit then sets the writers' own); it
+	// is ignored with DatabaseURL.
+	Fast bool
+	// SynchronousCommit, when set, is the writers' synchronous_commit. With
+	// "off", a commit's WAL is flushed by the WAL writer (every
+	// wal_writer_delay), and logical decoding only sends flushed WAL.
+	SynchronousCommit string
+	Timeout           time.Duration
+	// QuietWait is how long each measurement may wait for other processes
+	// to leave the CPU (under 10 % of the machine for a second) before it
+	// starts anyway; the CPU column shows what they took meanwhile.
+	QuietWait  time.Duration
+	CPUProfile string
+	// MemProfile receives a heap profile taken while the idle Connect
+	// streams of the memory measurement are open.
+	MemProfile string
+	LogLevel   string
+}
+
+// Main is the bench: ParseFlags, then Run, then Close.
+type Main struct {
+	Config Config
+	Logger *slog.Logger
+	// Stdout receives the report.
+	Stdout io.Writer
+	// Results holds what the last Run measured.
+	Results Results
+
+	tempDir string           // holds the private PostgreSQL
+	cluster *pgembed.Cluster // nil with --database-url
+	pool    *pgxpool.Pool    // the server's: store, hub, snapshots
+	writers *pgxpool.Pool    // the workers': append_block and the baseline
+	store   *postgres.Store
+	// notifyWas is the database's NOTIFY setting before the bench, which
+	// Close restores.
+	notifyWas *bool
+
+	childMu  sync.Mutex
+	children map[int]bool // running client processes
+
+	wroteHeapProfile bool
+}
+
+// NewMain returns a Main with the default configuration.
+func NewMain() *Main {
+	return &Main{
+		Config: Config{
+			Feeds:                      knownFeeds,
+			Parts:                      []string{"latency", "throughput", "memory"},
+			Subscribers:                []int{1, 100, 1000},
+			Via:                        []string{"web", "hub"},
+			Conversations:              100,
+			SubscribersPerConversation: 3,
+			ConversationInterval:       100 * time.Millisecond,
+			Deltas:                     200,
+			Interval:                   20 * time.Millisecond,
+			DeltaBytes:                 40,
+			StreamsPerConn:             100,
+			ClientProcess:              true,
+			Writers:                    []int{4, 16},
+			Duration:                   5 * time.Second,
+			Rounds:                     3,
+			IdleSubscribers:            1000,
+			Fast:                       true,
+			SynchronousCommit:          "on",
+			Timeout:                    15 * time.Minute,
+			LogLevel:                   "warn",
+		},
+		Stdout: os.Stdout,
+	}
+}
+
+// ParseFlags reads the configuration from args.
+func (m *Main) ParseFlags(args []string) error {
+	c := &m.Config
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: bench [flags]\n\nMeasures convo's streaming path (issue 4) and prints Markdown tables.\n\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to use (a scratch database: it is migrated and written to); empty: start a private one in a temporary directory")
+	fs.Func("feeds", "feeds to compare, comma-separated: "+strings.Join(knownFeeds, ", ")+" (default "+strings.Join(c.Feeds, ",")+")", listFlag(&c.Feeds, knownFeeds))
+	fs.Func("run", "measurements, comma-separated: latency, throughput, memory (default all)", listFlag(&c.Parts, []string{"latency", "throughput", "memory"}))
+	fs.Func("subscribers", "fan-out sizes on one conversation, comma-separated (default 1,100,1000)", intsFlag(&c.Subscribers))
+	fs.Func("via", "how fan-out subscribers listen, comma-separated: web (StreamConversation over h2c, JSON, no compression: as connect-web), go (binary, gzip accepted: connect-go's defaults), hub (Hub.Open + Next in process) (default web,hub)", listFlag(&c.Via, viaKinds))
+	fs.IntVar(&c.Conversations, "conversations", c.Conversations, "active conversations in the many-writers scenario (0: skip it)")
+	fs.IntVar(&c.SubscribersPerConversation, "subscribers-per-conversation", c.SubscribersPerConversation, "Connect clients per conversation in the many-writers scenario")
+	fs.DurationVar(&c.ConversationInterval, "conversation-interval", c.ConversationInterval, "time between each writer's deltas in the many-writers scenario")
+	fs.IntVar(&c.Deltas, "deltas", c.Deltas, "deltas each writer appends per latency scenario")
+	fs.DurationVar(&c.Interval, "interval", c.Interval, "time between a writer's deltas in the latency scenarios")
+	fs.IntVar(&c.DeltaBytes, "delta-bytes", c.DeltaBytes, "bytes per delta (at least 8)")
+	fs.IntVar(&c.StreamsPerConn, "streams-per-conn", c.StreamsPerConn, "Connect streams per client HTTP/2 connection")
+	fs.BoolVar(&c.ClientProcess, "client-process", c.ClientProcess, "run the latency scenarios' Connect clients in a child process (false: in this one)")
+	fs.Func("writers", "concurrent writers of the throughput measurement, comma-separated (default 4,16)", intsFlag(&c.Writers))
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured time of each throughput run")
+	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "alternating rounds of API and baseline runs per writer count")
+	fs.IntVar(&c.IdleSubscribers, "idle", c.IdleSubscribers, "idle subscribers held by the memory measurement")
+	fs.BoolVar(&c.Fast, "fast", c.Fast, "private PostgreSQL without fsync and synchronous_commit, as in the tests")
+	fs.StringVar(&c.SynchronousCommit, "synchronous-commit", c.SynchronousCommit, "synchronous_commit of the writers' sessions (on: as deployed; the logical feed only sees flushed WAL); empty: the server's")
+	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run")
+	fs.DurationVar(&c.QuietWait, "quiet-wait", c.QuietWait, "how long each measurement may wait for other processes to leave the CPU (on a shared machine)")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", c.CPUProfile, "write a CPU profile of the run (the server process) to this file")
+	fs.StringVar(&c.MemProfile, "memprofile", c.MemProfile, "write a heap profile, taken while the memory measurement's idle streams are open, to this file")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.DeltaBytes < 8 {
+		return errors.New("--delta-bytes must be at least 8 (a delta carries its index)")
+	}
+	if c.Deltas < 1 || c.Interval <= 0 || c.ConversationInterval <= 0 || c.StreamsPerConn < 1 || c.Duration <= 0 || c.Rounds < 1 || c.Timeout <= 0 {
+		return errors.New("--deltas, --interval, --conversation-interval, --streams-per-conn, --duration, --rounds and --timeout must be positive")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return nil
+}
+
+// listFlag parses a comma-separated list of known words.
+func listFlag(dst *[]string, known []string) func(string) error {
+	return func(v string) error {
+		var out []string
+		for w := range strings.SplitSeq(v, ",") {
+			if w = strings.TrimSpace(w); w == "" {
+				continue
+			}
+			if !slices.Contains(known, w) {
+				return fmt.Errorf("%q: want one of %s", w, strings.Join(known, ", "))
+			}
+			out = append(out, w)
+		}
+		*dst = out
+		return nil
+	}
+}
+
+// intsFlag parses a comma-separated list of non-negative integers.
+func intsFlag(dst *[]int) func(string) error {
+	return func(v string) error {
+		var out []int
+		for w := range strings.SplitSeq(v, ",") {
+			if w = strings.TrimSpace(w); w == "" {
+				continue
+			}
+			n, err := strconv.Atoi(w)
+			if err != nil || n < 0 {
+				return fmt.Errorf("%q is not a count", w)
+			}
+			out = append(out, n)
+		}
+		*dst = out
+		return nil
+	}
+}
+
+// Run starts (or connects to) PostgreSQL, migrates it, runs every
+// measurement for every feed, and prints the report.
+func (m *Main) Run(ctx context.Context) error {
+	if m.Logger == nil {
+		m.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.Config.Timeout)
+	defer cancel()
+	if m.Config.CPUProfile != "" {
+		f, err := os.Create(m.Config.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if err := m.open(ctx); err != nil {
+		return err
+	}
+	env, err := m.environment(ctx)
+	if err != nil {
+		return err
+	}
+	m.Results = Results{Env: env}
+
+	for _, feed := range m.Config.Feeds {
+		if err := m.runFeed(ctx, feed); err != nil {
+			m.Results.print(m.Stdout, m.Config) // what was measured before
+			return fmt.Errorf("feed %s: %w", feed, err)
+		}
+	}
+	m.Results.print(m.Stdout, m.Config)
+	return nil
+}
+
+func (m *Main) runFeed(ctx context.Context, feed string) error {
+	if err := m.setNotify(ctx, feed != "logical"); err != nil {
+		return err
+	}
+	sys, err := m.startSystem(ctx, feed)
+	if err != nil {
+		return err
+	}
+	defer sys.close()
+	if m.wants("latency") {
+		if err := m.runLatency(ctx, sys); err != nil {
+			return fmt.Errorf("latency: %w", err)
+		}
+	}
+	if m.wants("throughput") {
+		if err := m.runThroughput(ctx, sys); err != nil {
+			return fmt.Errorf("throughput: %w", err)
+		}
+	}
+	if m.wants("memory") {
+		if err := m.runMemory(ctx, sys); err != nil {
+			return fmt.Errorf("memory: %w", err)
+		}
+	}
+	return nil
+}
+
+func (m *Main) wants(part string) bool { return slices.Contains(m.Config.Parts, part) }
+
+// open starts the private PostgreSQL unless a URL was given, migrates, and
+// opens the pools.
+func (m *Main) open(ctx context.Context) error {
+	dsn := m.Config.DatabaseURL
+	if dsn == "" {
+		dir, err := os.MkdirTemp("", "convo-bench-*")
+		if err != nil {
+			return err
+		}
+		m.tempDir = dir
+		// As root, PostgreSQL runs as the postgres user, which must reach
+		// the data directory.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return err
+		}
+		m.cluster, err = pgembed.Start(ctx, pgembed.Options{
+			DataDir: filepath.Join(dir, "data"), Port: 0, Logical: true, Fast: m.Config.Fast, Logger: m.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		if err := m.cluster.CreateDatabase(ctx, "convo"); err != nil {
+			return err
+		}
+		dsn = m.cluster.DSN("convo")
+	}
+	if err := db.Migrate(ctx, dsn); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	cfg.MaxConns = 16
+	if m.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return err
+	}
+	m.store = postgres.New(m.pool)
+	wcfg := cfg.Copy()
+	wcfg.MaxConns = int32(max(40, slices.Max(append([]int{0}, m.Config.Writers...))))
+	wcfg.ConnConfig.RuntimeParams["application_name"] = "convo-bench-writer"
+	if c := m.Config.SynchronousCommit; c != "" {
+		wcfg.ConnConfig.RuntimeParams["synchronous_commit"] = c
+	}
+	if m.writers, err = pgxpool.NewWithConfig(ctx, wcfg); err != nil {
+		return err
+	}
+	was, err := notifySetting(ctx, m.pool)
+	if err != nil {
+		return err
+	}
+	m.notifyWas = &was
+	return nil
+}
+
+// Close deletes what the bench wrote (with --database-url) or stops the
+// private PostgreSQL and removes its directory.
+func (m *Main) Close() error {
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if m.pool != nil && m.cluster == nil {
+		errs = append(errs, m.cleanUp(ctx))
+	}
+	if m.writers != nil {
+		m.writers.Close()
+		m.writers = nil
+	}
+	if m.pool != nil {
+		m.pool.Close()
+		m.pool = nil
+	}
+	if m.cluster != nil {
+		errs = append(errs, m.cluster.Stop(ctx))
+		m.cluster = nil
+	}
+	if m.tempDir != "" {
+		errs = append(errs, os.RemoveAll(m.tempDir))
+		m.tempDir = ""
+	}
+	return errors.Join(errs...)
+}

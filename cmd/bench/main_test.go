@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/convo-dev/convo/internal/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	// The bench re-runs this binary as its client process.
+	if url := os.Getenv(clientProcessEnv); url != "" {
+		if err := runClientProcess(context.Background(), url, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "client process:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	pgtest.Main(m)
+}
+
+// TestSmallRun runs every measurement of every feed with tiny sizes, so
+// the bench keeps working as the code under it changes.
+func TestSmallRun(t *testing.T) {
+	t.Parallel()
+	m := NewMain()
+	var out bytes.Buffer
+	m.Stdout = &out
+	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	err := m.ParseFlags([]string{
+		"--database-url", pgtest.DSN(t),
+		"--subscribers", "3", "--conversations", "2", "--subscribers-per-conversation", "2", "--conversation-interval", "2ms",
+		"--deltas", "5", "--interval", "2ms", "--streams-per-conn", "2",
+		"--writers", "2", "--duration", "50ms", "--rounds", "1", "--idle", "4",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := m.Run(t.Context())
+	if err := m.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if runErr != nil {
+		t.Fatalf("run: %v\n%s", runErr, out.String())
+	}
+	t.Log(out.String())
+
+	feeds := len(m.Config.Feeds)
+	r := m.Results
+	// Per feed: 3 subscribers via web and via hub, then 2 conversations ×
+	// 2 via web.
+	if len(r.Latency) != 3*feeds {
+		t.Fatalf("%d latency results, want %d", len(r.Latency), 3*feeds)
+	}
+	for _, l := range r.Latency {
+		if want := l.Conversations * l.SubscribersPerConversation * 5; l.Lost != 0 || l.Latency.N != want {
+			t.Errorf("%s %d×%d via %s: %d samples and %d lost, want %d and none",
+				l.Feed, l.Conversations, l.SubscribersPerConversation, l.Via, l.Latency.N, l.Lost, want)
+		}
+	}
+	if len(r.Throughput) != feeds {
+		t.Fatalf("%d throughput results, want %d", len(r.Throughput), feeds)
+	}
+	for _, tr := range r.Throughput {
+		if tr.API <= 0 || tr.Bare <= 0 || tr.BareNoNotify <= 0 {
+			t.Errorf("%s: a rate is zero: %+v", tr.Feed, tr)
+		}
+	}
+	if len(r.Memory) != 2*feeds {
+		t.Fatalf("%d memory results, want %d", len(r.Memory), 2*feeds)
+	}
+	for _, want := range []string{"Commit-to-subscriber latency", "Sustained deltas per second", "Memory per idle subscriber"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--feeds", "carrier-pigeon"},
+		{"--subscribers", "1,x"},
+		{"--run", "latency,vibes"},
+		{"--delta-bytes", "4"},
+		{"--deltas", "0"},
+		{"extra"},
+	} {
+		m := NewMain()
+		m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		if err := m.ParseFlags(args); err == nil {
+			t.Errorf("ParseFlags(%q) accepted", args)
+		}
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	samples := make([]int64, 100)
+	for i := range samples {
+		samples[i] = int64(100 - i) // 100 … 1, unsorted
+	}
+	got := summarize(samples)
+	if want := (Stats{N: 100, P50: 50, P99: 99, Max: 100}); got != want {
+		t.Errorf("summarize(1…100) = %+v, want %+v", got, want)
+	}
+	if got := summarize(nil); got != (Stats{}) {
+		t.Errorf("summarize(nil) = %+v, want zero", got)
+	}
+}

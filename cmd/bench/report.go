@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Results is everything one Run measured.
+type Results struct {
+	Env        Environment
+	Latency    []LatencyResult
+	Throughput []ThroughputResult
+	Memory     []MemoryResult
+}
+
+// Environment says where the figures come from.
+type Environment struct {
+	Date      time.Time
+	CPU       string
+	CPUs      int
+	GoVersion string
+	Postgres  string
+	Settings  string // fsync, synchronous_commit, wal_level
+	Database  string // private (pgembed) or --database-url
+}
+
+// Stats summarises durations (nanoseconds).
+type Stats struct {
+	N             int
+	P50, P99, Max time.Duration
+}
+
+// summarize returns the nearest-rank percentiles of samples (which it
+// sorts).
+func summarize(samples []int64) Stats {
+	if len(samples) == 0 {
+		return Stats{}
+	}
+	slices.Sort(samples)
+	rank := func(p float64) time.Duration {
+		i := int(math.Ceil(p*float64(len(samples)))) - 1
+		return time.Duration(samples[min(max(i, 0), len(samples)-1)])
+	}
+	return Stats{N: len(samples), P50: rank(0.50), P99: rank(0.99), Max: time.Duration(samples[len(samples)-1])}
+}
+
+func (m *Main) environment(ctx context.Context) (Environment, error) {
+	env := Environment{
+		Date: time.Now().UTC(), CPUs: runtime.NumCPU(), GoVersion: runtime.Version(),
+		CPU: cpuModel(), Database: "private PostgreSQL (pgembed) in a temporary directory",
+	}
+	if m.cluster == nil {
+		env.Database = "--database-url"
+	}
+	// The writers' session settings are what their commits do.
+	var fsync, syncCommit, walLevel string
+	err := m.writers.QueryRow(ctx, settingsSQL).Scan(&env.Postgres, &fsync, &syncCommit, &walLevel)
+	if err != nil {
+		return env, fmt.Errorf("read server settings: %w", err)
+	}
+	env.Settings = fmt.Sprintf("fsync=%s, writers' synchronous_commit=%s, wal_level=%s", fsync, syncCommit, walLevel)
+	return env, nil
+}
+
+// cpuModel is the CPU's name from /proc/cpuinfo, or GOARCH elsewhere.
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return runtime.GOARCH
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+func kb(b float64) string { return fmt.Sprintf("%.1f", b/1024) }
+
+// String shows a CPU share as "server / clients / postgres / others"
+// percentages of the machine.
+func (s CPUShare) String() string {
+	if !s.Known {
+		return "–"
+	}
+	pg := "?"
+	if s.PostgresKnown {
+		pg = fmt.Sprintf("%.0f", 100*s.Postgres)
+	}
+	return fmt.Sprintf("%.0f / %.0f / %s / %.0f", 100*s.Server, 100*s.Clients, pg, 100*s.Others)
+}
+
+// print writes the report as Markdown.
+func (r Results) print(w io.Writer, c Config) {
+	e := r.Env
+	fmt.Fprintf(w, "\n%s UTC; %s, %d CPUs; %s; PostgreSQL %s (%s; %s)\n",
+		e.Date.Format("2006-01-02 15:04"), e.CPU, e.CPUs, e.GoVersion, e.Postgres, e.Database, e.Settings)
+	if len(r.Latency) > 0 {
+		fmt.Fprintf(w, "\n### Commit-to-subscriber latency (ms)\n\n")
+		fmt.Fprintf(w, "From convo.append_block returning (committed) to each subscriber receiving the delta; %d timed deltas of %d bytes per writer.\n",
+			c.Deltas, c.DeltaBytes)
+		fmt.Fprintf(w, "via web: StreamConversation clients over h2c configured as connect-web (JSON, no compression); go: connect-go's defaults (binary, gzip); hub: Hub.Open + Next in the server's process. ")
+		fmt.Fprintf(w, "%d streams per client connection; \"child\": the clients run in a child process on the same machine, \"same process\": in the server's.\n", c.StreamsPerConn)
+		fmt.Fprintf(w, "slowest p50: median over deltas of the last subscriber's latency; hub probe: one Hub.Open per conversation next to the clients (commit to hub fan-out).\n")
+		fmt.Fprintf(w, "CPU: %% of the whole machine (all cores) used by the server process (with the writers and, for \"same process\", the clients) / the client process / PostgreSQL (? when not known) / every other process, while the deltas were timed; ")
+		fmt.Fprintf(w, "server CPU per delta: the server process's CPU time over the deltas written (ms; includes the writers' and the hub probes').\n\n")
+		fmt.Fprintln(w, "| feed | conversations × subscribers | via | every | deltas/s | p50 | p99 | max | slowest p50 | hub probe p50 / p99 | append_block p50 | lost | CPU | server CPU per delta |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, l := range r.Latency {
+			via := l.Via
+			switch {
+			case l.ClientProcess:
+				via += " (child)"
+			case isConnect(l.Via):
+				via += " (same process)"
+			}
+			probe := "–"
+			if l.Probe.N > 0 {
+				probe = ms(l.Probe.P50) + " / " + ms(l.Probe.P99)
+			}
+			perDelta := "–"
+			if n := l.Append.N; n > 0 && l.CPU.Known {
+				perDelta = fmt.Sprintf("%.2f", 1e3*l.CPU.Seconds/float64(n))
+			}
+			fmt.Fprintf(w, "| %s | %d × %d | %s | %v | %.0f | %s | %s | %s | %s | %s | %s | %d | %s | %s |\n",
+				l.Feed, l.Conversations, l.SubscribersPerConversation, via, l.Interval, l.Rate,
+				ms(l.Latency.P50), ms(l.Latency.P99), ms(l.Latency.Max), ms(l.Slowest.P50), probe, ms(l.Append.P50), l.Lost, l.CPU, perDelta)
+		}
+	}
+	if len(r.Throughput) > 0 {
+		fmt.Fprintf(w, "\n### Sustained deltas per second\n\n")
+		fmt.Fprintf(w, "Each writer on its own conversation and connection, as fast as it can, %v measured (mean of %d alternating rounds).\n", c.Duration, c.Rounds)
+		fmt.Fprintf(w, "Baseline: the same PostgreSQL committing one event row + pg_notify per transaction (one round trip, a listener draining).\n\n")
+		fmt.Fprintln(w, "| feed | writers | append_block/s | INSERT + pg_notify/s | ratio (rounds' range) | INSERT alone/s | CPU |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		for _, t := range r.Throughput {
+			fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f%% (%.0f–%.0f%%) | %.0f | %s |\n",
+				t.Feed, t.Writers, t.API, t.Bare, 100*t.Ratio(), 100*t.MinRatio, 100*t.MaxRatio, t.BareNoNotify, t.CPU)
+		}
+	}
+	if len(r.Memory) > 0 {
+		fmt.Fprintf(w, "\n### Memory per idle subscriber (KB, after GC)\n\n")
+		fmt.Fprintf(w, "connect: the server process's growth while a child process holds StreamConversation streams (as connect-web: JSON; %d per connection); hub: Hub.Open + a goroutine in Next. Each subscriber follows a conversation of its own.\n\n", c.StreamsPerConn)
+		fmt.Fprintln(w, "| feed | what | subscribers | heap | stacks | total | client process (heap + stacks) |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		for _, mr := range r.Memory {
+			client := "–"
+			if mr.Stack == "connect" {
+				client = kb(mr.ClientHeap + mr.ClientStacks)
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s |\n", mr.Feed, mr.Stack, mr.Subscribers, kb(mr.Heap), kb(mr.Stacks), kb(mr.Total()), client)
+		}
+	}
+	fmt.Fprintf(w, "\nTargets (2 cores): p50 < 2 ms and p99 < 20 ms with 1,000 subscribers; < 32 KB per idle subscriber; append_block ≥ 80%% of INSERT + pg_notify.\n")
+}
