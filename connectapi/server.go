@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -29,7 +30,9 @@ type Options struct {
 	// Hub serves StreamConversation; nil answers it Unimplemented. Its
 	// Decode must be DecodeEvent.
 	Hub *stream.Hub
-	// Interceptors run after authentication (metrics, logging).
+	// Interceptors wrap every call, outermost first, before
+	// authentication, so they also see calls it refuses (metrics,
+	// logging).
 	Interceptors []connect.Interceptor
 }
 
@@ -39,7 +42,7 @@ func NewHandler(opts Options) (string, http.Handler) {
 		opts.Logger = slog.Default()
 	}
 	svc := &service{store: opts.Store, hub: opts.Hub, logger: opts.Logger, now: time.Now}
-	interceptors := append([]connect.Interceptor{interceptor{auth: opts.Auth}}, opts.Interceptors...)
+	interceptors := append(slices.Clip(opts.Interceptors), interceptor{auth: opts.Auth})
 	return convov1connect.NewConversationServiceHandler(svc,
 		connect.WithInterceptors(interceptors...),
 		connect.WithReadMaxBytes(maxRequestBytes),

@@ -40,6 +40,9 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 		return invalidArgument("afterSeq", "must not be negative, got %d", req.Msg.GetAfterSeq())
 	}
 	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: req.Msg.AfterSeq})
+	if errors.Is(err, stream.ErrClosed) {
+		return connect.NewError(connect.CodeUnavailable, err) // draining: the client goes elsewhere
+	}
 	if err != nil {
 		return s.fail(ctx, procedure, err)
 	}
@@ -77,7 +80,7 @@ func (s *service) streamError(ctx context.Context, procedure string, err error, 
 	switch {
 	case ctx.Err() != nil:
 		return nil
-	case errors.Is(err, stream.ErrFellBehind), errors.Is(err, stream.ErrClosed):
+	case errors.Is(err, stream.ErrFellBehind), errors.Is(err, stream.ErrClosed), errors.Is(err, stream.ErrEventsCompacted):
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w; resume with afterSeq=%d", err, cursor))
 	}
 	return s.fail(ctx, procedure, err)

@@ -198,6 +198,8 @@ func interruption(err error) (code, message string) {
 		return aguiCodeInterrupted, "the server is shutting down; the reply goes on: follow the conversation again to see the rest"
 	case errors.Is(err, stream.ErrFellBehind):
 		return aguiCodeInterrupted, "the client read too slowly and was cut off; the reply goes on: follow the conversation again to see the rest"
+	case errors.Is(err, stream.ErrEventsCompacted):
+		return aguiCodeInterrupted, "the events after this point were compacted; follow the conversation again for a fresh snapshot"
 	}
 	return aguiCodeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
 }

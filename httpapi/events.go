@@ -112,7 +112,8 @@ func (s *server) writeProto(out *sseStream, id, name string, m proto.Message) er
 func (s *server) streamEnded(r *http.Request, err error, cursor int64) {
 	switch {
 	case r.Context().Err() != nil:
-	case errors.Is(err, stream.ErrFellBehind), errors.Is(err, stream.ErrClosed), errors.Is(err, stream.ErrDeleted):
+	case errors.Is(err, stream.ErrFellBehind), errors.Is(err, stream.ErrClosed), errors.Is(err, stream.ErrDeleted),
+		errors.Is(err, stream.ErrEventsCompacted):
 		s.logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", r.URL.Path, "cursor", cursor, "reason", err)
 	default:
 		s.logger.WarnContext(r.Context(), "stream failed", "path", r.URL.Path, "cursor", cursor, "err", err)

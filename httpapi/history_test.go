@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -149,5 +150,44 @@ func TestHistory(t *testing.T) {
 	}
 	if deltas != 3 {
 		t.Errorf("the stream sent %d deltas of the text block, want the 3 written", deltas)
+	}
+}
+
+// Compaction merges a finished reply's deltas; the exported history is
+// byte for byte what it was.
+func TestHistoryAfterCompaction(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	first := tb.send(t, "local", uuid.Nil, "Count")
+	tb.startPrompt(t, first.promptID)
+	r := tb.startBlock(t, first.promptID, "reasoning", "{}")
+	tb.appendText(t, r, "one ", "two ", "three")
+	tb.endBlock(t, r)
+	text := tb.startBlock(t, first.promptID, "text", "{}")
+	deltas := make([]string, 300)
+	for i := range deltas {
+		deltas[i] = strconv.Itoa(i) + "… "
+	}
+	tb.appendText(t, text, deltas...)
+	tb.completePrompt(t, first.promptID)
+
+	url := fmt.Sprintf("%s/v1/conversations/%s/history", tb.url, first.conversationID)
+	read := func() string {
+		resp, cancel := get(t, "GET", url, nil, nil)
+		defer cancel()
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %v", resp.Status, err)
+		}
+		return string(body)
+	}
+	before := read()
+	res, err := tb.store.CompactEvents(context.Background(), 0, 10)
+	if err != nil || res.EventsRemoved != 2+299 {
+		t.Fatalf("compact = %+v, %v; want 301 events removed", res, err)
+	}
+	if after := read(); after != before {
+		t.Errorf("history changed by compaction:\nbefore %s\n after %s", before, after)
 	}
 }

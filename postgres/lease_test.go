@@ -135,3 +135,44 @@ func TestLease(t *testing.T) {
 		}
 	})
 }
+
+// release_prompt returns a claimed, unstarted prompt to the queue at once,
+// and refuses (false, changing nothing) for anyone else's or a running one.
+func TestReleasePrompt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	r := tb.sendMessage(t, uuid.Nil, "hello")
+	release := func(worker string) bool {
+		t.Helper()
+		ok, err := tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: r.promptID, Worker: worker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if release("w1") {
+		t.Error("released a prompt nobody claimed")
+	}
+	if _, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	before := tb.fingerprint(t)
+	if release("w2") || tb.fingerprint(t) != before {
+		t.Error("another worker released w1's prompt")
+	}
+	if !release("w1") {
+		t.Fatal("w1 could not release its prompt")
+	}
+	claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+	if err != nil || len(claimed) != 1 || claimed[0].PromptID != r.promptID {
+		t.Fatalf("w2 did not take the released prompt at once: %v %+v", err, claimed)
+	}
+	if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+		t.Fatal(err)
+	}
+	before = tb.fingerprint(t)
+	if release("w2") || tb.fingerprint(t) != before {
+		t.Error("a running prompt was released")
+	}
+}

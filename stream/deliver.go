@@ -1,6 +1,10 @@
 package stream
 
-import "github.com/convo-dev/convo/conversation"
+import (
+	"time"
+
+	"github.com/convo-dev/convo/conversation"
+)
 
 // Deliver fans out events that a feed received whole (the logical
 // replication feed reads the event rows from the WAL), without reading the
@@ -29,6 +33,7 @@ func (h *Hub) Deliver(events []conversation.Event) {
 	}
 	items := h.items(wanted)
 
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, item := range items {
@@ -40,12 +45,10 @@ func (h *Hub) Deliver(events []conversation.Event) {
 			// log), or delivered meanwhile.
 			continue
 		case e.Seq > t.delivered+1:
-			h.markDirtyLocked(e.ConversationID, e.Seq)
+			h.markDirtyLocked(e.ConversationID)
 			continue
 		}
 		t.delivered = e.Seq
-		for s := range t.subs {
-			s.offerLocked(item)
-		}
+		h.fanOutLocked(t, item, now)
 	}
 }

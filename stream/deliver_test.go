@@ -60,8 +60,8 @@ func TestDeliver(t *testing.T) {
 	if got := queued(s); len(got) != 0 {
 		t.Errorf("events after a gap were queued: %v", got)
 	}
-	if seq, ok := h.dirty[followed]; !ok || seq != 10 {
-		t.Errorf("dirty = %v; want the conversation marked with seq 10", h.dirty)
+	if _, ok := h.dirty[followed]; !ok {
+		t.Errorf("dirty = %v; want the conversation marked to be read", h.dirty)
 	}
 	if _, ok := h.dirty[other]; ok {
 		t.Error("an unfollowed conversation was marked")

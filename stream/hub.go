@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -52,13 +51,14 @@ type Hub struct {
 
 	mu     sync.Mutex
 	topics map[uuid.UUID]*topic
-	// dirty holds the conversations to read, with the highest seq a feed
-	// said exists (0 when unknown: read anyway).
-	dirty  map[uuid.UUID]int64
+	// dirty holds the conversations to read at the next wake-up.
+	dirty  map[uuid.UUID]struct{}
 	closed error
 
 	wake chan struct{}
 	done chan struct{}
+
+	metrics hubMetrics
 }
 
 // topic is one followed conversation.
@@ -84,15 +84,18 @@ func NewHub(opts HubOptions) *Hub {
 	return &Hub{
 		opts: opts, logger: opts.Logger,
 		topics: make(map[uuid.UUID]*topic),
-		dirty:  make(map[uuid.UUID]int64),
+		dirty:  make(map[uuid.UUID]struct{}),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+
+		metrics: newHubMetrics(),
 	}
 }
 
-// ErrClosed ends subscriptions when the hub stops (the server is shutting
-// down): the client should reconnect, to this or another server.
-var ErrClosed = errors.New("server is shutting down; reconnect and resume")
+// ErrClosed ends subscriptions when the hub stops, and refuses new ones
+// once it drains (the server is shutting down): the client should
+// reconnect, to another server, and resume. Its code is Unavailable.
+var ErrClosed = conversation.Errorf(conversation.Unavailable, "server is shutting down; reconnect and resume")
 
 // Run reads and fans out events until ctx ends, then ends every
 // subscription with ErrClosed.
@@ -128,6 +131,17 @@ func (h *Hub) Run(ctx context.Context) {
 	}
 }
 
+// Drain refuses new subscriptions with ErrClosed; the open ones go on
+// until Run ends. A server that is shutting down drains its hub first, so
+// that clients go to another server while this one still delivers.
+func (h *Hub) Drain() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed == nil {
+		h.closed = ErrClosed
+	}
+}
+
 // Done is closed when Run has returned.
 func (h *Hub) Done() <-chan struct{} { return h.done }
 
@@ -140,7 +154,7 @@ func (h *Hub) Hint(id uuid.UUID, seq int64) {
 	if !ok || (seq > 0 && t.delivered >= 0 && seq <= t.delivered) {
 		return
 	}
-	h.markDirtyLocked(id, seq)
+	h.markDirtyLocked(id)
 }
 
 // Deleted ends every subscription of a deleted conversation with
@@ -161,11 +175,12 @@ func (h *Hub) Deleted(id uuid.UUID) {
 // it after each (re)connect, since notifications sent while it was away
 // are lost.
 func (h *Hub) Resync() {
+	h.metrics.resyncs.Inc()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, t := range h.topics {
 		if t.delivered >= 0 {
-			h.markDirtyLocked(id, 0)
+			h.markDirtyLocked(id)
 		}
 	}
 }
@@ -185,13 +200,10 @@ func (h *Hub) Stats() Stats {
 	return st
 }
 
-func (h *Hub) markDirtyLocked(id uuid.UUID, seq int64) {
-	if cur, ok := h.dirty[id]; !ok || seq > cur || seq == 0 {
-		if ok && cur == 0 {
-			seq = 0
-		}
-		h.dirty[id] = seq
-	}
+// markDirtyLocked schedules a read of the conversation's log and wakes the
+// reader. The caller holds h.mu.
+func (h *Hub) markDirtyLocked(id uuid.UUID) {
+	h.dirty[id] = struct{}{}
 	select {
 	case h.wake <- struct{}{}:
 	default:
@@ -218,11 +230,12 @@ func (h *Hub) readOnce(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 
+	h.metrics.reads.Inc()
 	events, err := h.opts.Log.EventsAfterMany(ctx, cursors, h.opts.ReadBatch)
 	if err != nil {
 		h.mu.Lock()
 		for _, c := range cursors {
-			h.markDirtyLocked(c.ConversationID, 0)
+			h.markDirtyLocked(c.ConversationID)
 		}
 		h.mu.Unlock()
 		return false, err
@@ -235,29 +248,43 @@ func (h *Hub) readOnce(ctx context.Context) (bool, error) {
 func (h *Hub) publish(events []conversation.Event) bool {
 	items := h.items(events)
 	perConversation := make(map[uuid.UUID]int)
+	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, item := range items {
 		e := item.Event
 		perConversation[e.ConversationID]++
 		t, ok := h.topics[e.ConversationID]
-		if !ok || e.Seq != t.delivered+1 {
-			// Unfollowed meanwhile, or already delivered by another read.
+		if !ok || t.delivered < 0 || e.Seq <= t.delivered {
+			// Unfollowed meanwhile (and perhaps followed again, not yet
+			// started), or already delivered by another read.
 			continue
 		}
+		// The log is read from delivered+1, so a higher seq means the
+		// events between were compacted away: subscribers see the gap and
+		// end with ErrEventsCompacted (Subscription.Next).
 		t.delivered = e.Seq
-		for s := range t.subs {
-			s.offerLocked(item)
-		}
+		h.fanOutLocked(t, item, now)
 	}
 	more := false
 	for id, n := range perConversation {
 		if n >= h.opts.ReadBatch {
-			h.markDirtyLocked(id, 0)
+			h.markDirtyLocked(id)
 			more = true
 		}
 	}
 	return more
+}
+
+// fanOutLocked queues item to every subscriber of t. The caller holds h.mu.
+func (h *Hub) fanOutLocked(t *topic, item *Item, now time.Time) {
+	n := 0
+	for s := range t.subs {
+		if s.offerLocked(item) {
+			n++
+		}
+	}
+	h.metrics.fannedOut(item, n, now)
 }
 
 func (h *Hub) shutdown(err error) {
@@ -302,7 +329,7 @@ func (h *Hub) start(s *Subscription, seq int64) {
 	}
 	// Read at once: a notification may have come while the topic had no
 	// start, or the hub may be behind this subscriber's snapshot.
-	h.markDirtyLocked(s.conversationID, 0)
+	h.markDirtyLocked(s.conversationID)
 }
 
 // unregister removes a subscription, and its topic when it was the last.

@@ -26,6 +26,11 @@ const MaxResume = 10_000
 // order; the client resumes after the last one it applied.
 var ErrFellBehind = errors.New("subscriber fell behind the conversation's events")
 
+// ErrEventsCompacted ends a subscription whose next events were merged by
+// compaction (convo.compact_prompt) before it read them; only a subscriber
+// far behind can meet it. Resuming from its last seq gives a snapshot.
+var ErrEventsCompacted = errors.New("the events after this point were compacted")
+
 // ErrDeleted ends the subscriptions of a deleted conversation.
 var ErrDeleted = conversation.Errorf(conversation.NotFound, "the conversation was deleted")
 
@@ -165,6 +170,12 @@ func (s *Subscription) Next(ctx context.Context) (*Item, error) {
 			if err != nil {
 				return nil, fmt.Errorf("read events %d to %d: %w", s.cursor+1, seq-1, err)
 			}
+			if !held(fill, s.cursor, seq-1) {
+				s.hub.mu.Lock()
+				s.endLocked(ErrEventsCompacted)
+				s.hub.mu.Unlock()
+				return nil, ErrEventsCompacted
+			}
 			s.pending = append(s.hub.items(fill), item)
 			continue
 		}
@@ -179,16 +190,19 @@ func (s *Subscription) Cursor() int64 { return s.cursor }
 // Close unregisters the subscription; its memory is freed at once.
 func (s *Subscription) Close() { s.hub.unregister(s) }
 
-// offerLocked queues item without blocking; a full queue cuts the
-// subscription off. The caller holds hub.mu.
-func (s *Subscription) offerLocked(item *Item) {
+// offerLocked queues item without blocking and reports whether it did; a
+// full queue cuts the subscription off. The caller holds hub.mu.
+func (s *Subscription) offerLocked(item *Item) bool {
 	if s.ended != nil {
-		return
+		return false
 	}
 	select {
 	case s.ch <- item:
+		return true
 	default:
+		s.hub.metrics.cutOff.Inc()
 		s.endLocked(ErrFellBehind)
+		return false
 	}
 }
 

@@ -16,15 +16,23 @@ import (
 // Pool is a set of workers in one process, sharing one LISTEN connection
 // and a pgxpool. Start one with Start; stop it with Stop.
 type Pool struct {
-	cfg    Config
-	api    sqlAPI
+	cfg Config
+	api sqlAPI
+	// cancel stops everything: the prompts in flight and the listener.
 	cancel context.CancelCauseFunc
-	wg     sync.WaitGroup
+	// stopClaims stops the workers' claim loops only (Drain).
+	stopClaims context.CancelFunc
+	// workers tracks the claim loops (and the prompts they run); wg
+	// tracks them and the listener.
+	workers sync.WaitGroup
+	wg      sync.WaitGroup
 	// wake holds one token per "queued" notification not yet acted on.
 	wake chan struct{}
 
 	mu      sync.Mutex
 	running map[uuid.UUID]context.CancelCauseFunc
+
+	metrics poolMetrics
 }
 
 // Run runs cfg.Workers workers on db until ctx ends, then stops them as
@@ -55,12 +63,14 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		cfg: cfg, api: dbq.New(db),
 		wake:    make(chan struct{}, max(cfg.Workers, 1)),
 		running: map[uuid.UUID]context.CancelCauseFunc{},
+		metrics: newPoolMetrics(),
 	}
 	if cfg.wrapAPI != nil {
 		p.api = cfg.wrapAPI(p.api)
 	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	p.cancel = cancel
+	claimCtx, stopClaims := context.WithCancel(runCtx)
+	p.cancel, p.stopClaims = cancel, stopClaims
 	if cfg.Workers == 0 {
 		cancel(errShutdown)
 		return p, nil
@@ -78,7 +88,11 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	p.wg.Go(func() { l.run(runCtx, conn) })
 	for i := range cfg.Workers {
 		name := fmt.Sprintf("%s/%d", cfg.Name, i)
-		p.wg.Go(func() { p.work(runCtx, name) })
+		p.workers.Add(1)
+		p.wg.Go(func() {
+			defer p.workers.Done()
+			p.work(claimCtx, runCtx, name)
+		})
 	}
 	// A parent context that ends stops the pool too.
 	context.AfterFunc(ctx, func() { cancel(errShutdown) })
@@ -88,21 +102,46 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 }
 
 // Stop stops claiming, stops the models of the prompts in flight and fails
-// those prompts ("worker … stopped …"), and waits for every worker to
-// return, or for ctx to end (then it returns ctx's error). It is safe to
-// call more than once.
+// those prompts ("worker … stopped …"), releases prompts claimed but not
+// yet started to the queue, and waits for every worker to return, or for
+// ctx to end (then it returns ctx's error). It is safe to call more than
+// once.
 func (p *Pool) Stop(ctx context.Context) error {
 	p.cancel(errShutdown)
+	if !waitCtx(ctx, &p.wg) {
+		return fmt.Errorf("stop workers: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Drain stops claiming prompts at once and lets the prompts in flight
+// finish until ctx ends; then it stops the rest as Stop does, allowing
+// them stopTimeout to be failed. A server that is shutting down drains
+// its workers, so that replies in progress complete.
+func (p *Pool) Drain(ctx context.Context, stopTimeout time.Duration) error {
+	p.stopClaims()
+	if waitCtx(ctx, &p.workers) {
+		p.cfg.Logger.Info("workers drained: every prompt in flight finished")
+	} else {
+		p.cfg.Logger.Warn("workers drained: stopping the prompts still in flight")
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	return p.Stop(stopCtx)
+}
+
+// waitCtx waits for wg, or for ctx to end; it reports whether wg finished.
+func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
 	done := make(chan struct{})
 	go func() {
-		p.wg.Wait()
+		wg.Wait()
 		close(done)
 	}()
 	select {
 	case <-done:
-		return nil
+		return true
 	case <-ctx.Done():
-		return fmt.Errorf("stop workers: %w", ctx.Err())
+		return false
 	}
 }
 
@@ -129,16 +168,17 @@ func (p *Pool) cancelPrompt(promptID uuid.UUID) {
 	}
 }
 
-// work is one worker: it claims and runs prompts until ctx ends, and waits
-// for a notification or the poll interval when the queue is empty.
-func (p *Pool) work(ctx context.Context, name string) {
+// work is one worker: it claims prompts until claimCtx ends and runs each
+// until it settles or runCtx ends, and waits for a notification or the
+// poll interval when the queue is empty.
+func (p *Pool) work(claimCtx, runCtx context.Context, name string) {
 	log := p.cfg.Logger.With("worker", name)
-	for ctx.Err() == nil {
+	for claimCtx.Err() == nil {
 		// Run prompts until the queue is empty.
-		for ctx.Err() == nil {
-			claimed, err := p.claim(ctx, name)
+		for claimCtx.Err() == nil {
+			claimed, err := p.claim(claimCtx, name)
 			if err != nil {
-				if ctx.Err() == nil {
+				if claimCtx.Err() == nil {
 					log.Warn("claim a prompt", "err", err)
 				}
 				break
@@ -146,12 +186,12 @@ func (p *Pool) work(ctx context.Context, name string) {
 			if claimed == nil {
 				break
 			}
-			p.handle(ctx, name, *claimed)
+			p.handle(runCtx, name, *claimed)
 		}
 		// Jitter, so the workers of many processes do not poll in step.
 		poll := p.cfg.PollInterval/2 + rand.N(p.cfg.PollInterval)
 		select {
-		case <-ctx.Done():
+		case <-claimCtx.Done():
 		case <-p.wake:
 		case <-time.After(poll):
 		}
@@ -166,6 +206,7 @@ func (p *Pool) claim(ctx context.Context, name string) (*dbq.PromptClaimRow, err
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
+	p.metrics.claims.Inc()
 	return &rows[0], nil
 }
 

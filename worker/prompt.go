@@ -53,6 +53,7 @@ func (p *Pool) handle(ctx context.Context, worker string, claim dbq.PromptClaimR
 		PromptID: claim.PromptID, Worker: worker, Outcome: outcome, Err: err,
 		Rounds: r.rounds, Deltas: r.w.deltaCount(), Duration: time.Since(started),
 	}
+	p.metrics.settled(outcome, res.Duration)
 	switch outcome {
 	case OutcomeCompleted:
 		r.log.Info("prompt completed", "rounds", res.Rounds, "deltas", res.Deltas, "duration", res.Duration)
@@ -266,6 +267,20 @@ func (r *run) beat() (bool, error) {
 	return keep, nil
 }
 
+// release hands a prompt claimed but never started back to the queue, so
+// another worker takes it at once rather than when the lease expires.
+func (r *run) release() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
+	defer cancel()
+	released, err := r.p.api.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: r.claim.PromptID, Worker: r.worker})
+	switch {
+	case err != nil:
+		r.log.Warn("release the prompt; it is claimable again when its lease expires", "err", err)
+	case released:
+		r.log.Info("released the prompt to the queue")
+	}
+}
+
 // settle decides how the prompt ends after execute returned err, and
 // writes that end when it is ours to write.
 func (r *run) settle(err error) (Outcome, error) {
@@ -278,6 +293,7 @@ func (r *run) settle(err error) (Outcome, error) {
 	case errors.Is(cause, errLost):
 		return OutcomeStopped, cause
 	case errors.Is(cause, errShutdown) && !r.started:
+		r.release()
 		return OutcomeStopped, cause
 	case errors.Is(cause, errShutdown):
 		err = fmt.Errorf("worker %s stopped before the reply finished (shutting down)", r.worker)

@@ -6,8 +6,11 @@ import (
 	"net/http"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/httpapi"
+	"github.com/convo-dev/convo/metrics"
 	"github.com/convo-dev/convo/web"
 )
 
@@ -34,8 +37,12 @@ func (m *Main) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", m.healthz)
 	path, api := connectapi.NewHandler(connectapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
+		Interceptors: []connect.Interceptor{m.metrics.rpc},
 	})
 	mux.Handle(path, api)
+	if m.Config.AdminAddr == "" {
+		mux.Handle("GET /metrics", metrics.Handler(m.metrics.registry))
+	}
 	mux.Handle("/", web.Handler())
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
@@ -44,11 +51,16 @@ func (m *Main) routes() http.Handler {
 	return mux
 }
 
-// healthz answers 200 while the database answers a ping, 503 otherwise.
+// healthz answers 200 while the database answers a ping, 503 otherwise,
+// and 503 once the server drains (SIGTERM).
 func (m *Main) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	w.Header().Set("Cache-Control", "no-store")
+	if m.draining.Load() {
+		http.Error(w, "draining: shutting down", http.StatusServiceUnavailable)
+		return
+	}
 	if err := m.pool.Ping(ctx); err != nil {
 		m.Logger.Warn("health check: database unreachable", "err", err)
 		http.Error(w, "database unreachable", http.StatusServiceUnavailable)

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +44,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	if m.Config.MigrateOnly {
+		if err := m.Migrate(ctx); err != nil {
+			slog.Error("migration failed", "err", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := m.Run(ctx); err != nil {
 		m.Close()
 		slog.Error("convo failed to start", "err", err)
@@ -67,6 +75,23 @@ type Config struct {
 	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
 	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: RS256 keys of an identity provider
 	Feed        string // CONVO_FEED, --feed: what feeds the stream hub, notify or logical (feed.go)
+	// CompactAfter is how long after a prompt finishes its delta events
+	// are merged (CONVO_COMPACT_AFTER, --compact-after); 0 turns
+	// compaction off.
+	CompactAfter time.Duration
+	// MigrateOnly applies the migrations to DatabaseURL and exits
+	// (--migrate), so they can run ahead of a deploy.
+	MigrateOnly bool
+	// AdminAddr, when set, serves /metrics and /debug/pprof/ there
+	// instead of /metrics on HTTPAddr (CONVO_ADMIN_ADDR, --admin-addr).
+	AdminAddr string
+	// DrainGrace is how long open streams go on after SIGTERM before they
+	// are told to reconnect elsewhere (CONVO_DRAIN_GRACE, --drain-grace).
+	DrainGrace time.Duration
+	// DrainTimeout bounds how long in-process workers may take to finish
+	// the replies in flight at SIGTERM (CONVO_DRAIN_TIMEOUT,
+	// --drain-timeout); those still running then are failed.
+	DrainTimeout time.Duration
 	// Workers configures the in-process workers (CONVO_WORKERS and the
 	// model settings; see package worker).
 	Workers worker.Settings
@@ -87,6 +112,9 @@ type Main struct {
 	hub      *stream.Hub
 	workers  *worker.Pool
 	listener net.Listener
+	metrics  *serverMetrics
+	// draining is set once Close begins: /healthz answers 503.
+	draining atomic.Bool
 
 	// background runs the hub, its feed and the lease reaper; Close
 	// cancels it first, so open streams end before the server shuts down.
@@ -94,12 +122,18 @@ type Main struct {
 	background     sync.WaitGroup
 	server         *http.Server
 	serveErr       chan error
+	admin          *http.Server
+	adminListener  net.Listener
+	adminErr       chan error
 }
 
 // NewMain returns a Main with the defaults of CONTRACT §5.
 func NewMain() *Main {
 	return &Main{
-		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify, Workers: worker.DefaultSettings()},
+		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
+			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second,
+			Workers: worker.DefaultSettings(),
+		},
 		Stdout: os.Stdout,
 	}
 }
@@ -123,6 +157,18 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := c.Workers.FromEnv(getenv); err != nil {
 		return err
 	}
+	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
+	for name, dst := range map[string]*time.Duration{
+		"CONVO_COMPACT_AFTER": &c.CompactAfter, "CONVO_DRAIN_GRACE": &c.DrainGrace, "CONVO_DRAIN_TIMEOUT": &c.DrainTimeout,
+	} {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				return fmt.Errorf("%s: %q is not a duration such as 1h, 30m or 5s", name, v)
+			}
+			*dst = d
+		}
+	}
 	if v := getenv("CONVO_EMBED_PORT"); v != "" {
 		if _, err := fmt.Sscan(v, &c.EmbedPort); err != nil {
 			return fmt.Errorf("CONVO_EMBED_PORT: %q is not a port number", v)
@@ -142,12 +188,25 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
 	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed RS256 by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
 	fs.StringVar(&c.Feed, "feed", c.Feed, "what feeds streams (CONVO_FEED): notify (LISTEN/NOTIFY) or logical (logical replication; needs wal_level=logical)")
+	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
+	fs.BoolVar(&c.MigrateOnly, "migrate", false, "apply the database migrations to DATABASE_URL and exit")
+	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this address instead of /metrics on --http-addr (CONVO_ADMIN_ADDR); empty: no admin address")
+	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
 	c.Workers.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for name, d := range map[string]time.Duration{"--compact-after": c.CompactAfter, "--drain-grace": c.DrainGrace, "--drain-timeout": c.DrainTimeout} {
+		if d < 0 {
+			return fmt.Errorf("%s %v: want a duration of 0 or more", name, d)
+		}
+	}
+	if c.MigrateOnly && c.DatabaseURL == "" {
+		return errors.New("--migrate needs DATABASE_URL (or --database-url): the database to migrate")
 	}
 	if err := checkFeed(c.Feed); err != nil {
 		return err
@@ -165,12 +224,22 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	return nil
 }
 
+// Migrate applies the migrations to Config.DatabaseURL (--migrate).
+func (m *Main) Migrate(ctx context.Context) error {
+	if err := db.Migrate(ctx, m.Config.DatabaseURL); err != nil {
+		return fmt.Errorf("migrate %s: %w", redact(m.Config.DatabaseURL), err)
+	}
+	m.Logger.Info("the database is migrated", "database", redact(m.Config.DatabaseURL))
+	return nil
+}
+
 // Run starts the database (when embedded), migrates it, and starts serving.
 // It returns once the server listens; Close stops everything.
 func (m *Main) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = slog.Default()
 	}
+	m.metrics = newServerMetrics()
 	dsn := m.Config.DatabaseURL
 	if dsn == "" {
 		var err error
@@ -192,6 +261,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
 	}
 	m.store = postgres.New(m.pool)
+	m.metrics.registry.MustRegister(queueCollector{m.store})
 	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
 		return err
 	}
@@ -199,9 +269,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
-	if m.workers, err = worker.Start(ctx, m.pool, workerConfig); err != nil {
+	// The workers outlive ctx (SIGTERM ends it in main): Close drains them.
+	if m.workers, err = worker.Start(context.WithoutCancel(ctx), m.pool, workerConfig); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
+	m.metrics.registry.MustRegister(m.workers)
 
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
@@ -209,14 +281,21 @@ func (m *Main) Run(ctx context.Context) error {
 	m.server = newHTTPServer(m.routes(), m.Logger)
 	m.serveErr = make(chan error, 1)
 	go func() { m.serveErr <- m.server.Serve(m.listener) }()
+	if m.Config.AdminAddr != "" {
+		if err := m.serveAdmin(); err != nil {
+			return err
+		}
+	}
 	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
 	return nil
 }
 
 // startBackground starts the stream hub, the feed (CONVO_FEED) that feeds
-// it, and the reaper of expired prompt leases.
+// it, the reaper of expired prompt leases and the compactor
+// (maintenance.go).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
 	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent})
+	m.metrics.registry.MustRegister(m.hub)
 	feed, err := m.newFeed(ctx, connConfig)
 	if err != nil {
 		return err
@@ -226,26 +305,10 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	m.background.Go(func() { m.hub.Run(bg) })
 	m.background.Go(func() { feed.Run(bg) })
 	m.background.Go(func() { m.reapLeases(bg, 5*time.Second) })
-	return nil
-}
-
-// reapLeases fails running prompts whose worker stopped heartbeating, so a
-// crashed worker's reply ends even when no other worker claims anything.
-func (m *Main) reapLeases(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n, err := m.store.ExpireLeases(ctx); err != nil && ctx.Err() == nil {
-			m.Logger.Warn("expiring prompt leases failed", "err", err)
-		} else if n > 0 {
-			m.Logger.Info("failed prompts whose lease expired", "count", n)
-		}
+	if m.Config.CompactAfter > 0 {
+		m.background.Go(func() { m.compactEvents(bg, compactEvery(m.Config.CompactAfter)) })
 	}
+	return nil
 }
 
 // authenticator builds request authentication from the configuration.
@@ -290,34 +353,11 @@ func (m *Main) URL() string {
 	return "http://" + m.listener.Addr().String()
 }
 
-// Close stops serving, closes the pool, and stops the embedded PostgreSQL.
-// It is safe to call after a failed Run.
+// Close drains the server and stops it (see drain), closes the pool, and
+// stops the embedded PostgreSQL. It is safe to call after a failed Run.
 func (m *Main) Close() error {
-	var errs []error
-	if m.stopBackground != nil {
-		// Ends open streams (ErrClosed: clients reconnect and resume).
-		m.stopBackground()
-	}
-	if m.server != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.server.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop http server: %w", err))
-		}
-		if err := <-m.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, err)
-		}
-		m.server = nil
-	}
+	errs := []error{m.drain()}
 	m.background.Wait()
-	if m.workers != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.workers.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop workers: %w", err))
-		}
-		m.workers = nil
-	}
 	if m.pool != nil {
 		m.pool.Close()
 		m.pool = nil

@@ -21,7 +21,9 @@ func startMain(t *testing.T, env map[string]string) *Main {
 	t.Helper()
 	m := NewMain()
 	m.Stdout = io.Discard
-	all := map[string]string{"CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_LOG_LEVEL": "warn"}
+	// A reply in flight at Close gets a short drain: tests do not wait
+	// for the demo model to finish.
+	all := map[string]string{"CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_LOG_LEVEL": "warn", "CONVO_DRAIN_TIMEOUT": "1s"}
 	for k, v := range env {
 		all[k] = v
 	}

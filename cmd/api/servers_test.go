@@ -317,3 +317,53 @@ func (p *serverProcess) stop(t *testing.T) {
 		t.Errorf("server exited with %v after SIGTERM; logs:\n%s", err, p.logs)
 	}
 }
+
+// TestMigrateFlag migrates an empty database with --migrate, as a deploy
+// that runs migrations ahead of the servers does; it needs DATABASE_URL.
+func TestMigrateFlag(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if err := NewMain().ParseFlags([]string{"--migrate"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "DATABASE_URL") {
+		t.Errorf("--migrate without a database: %v; want an error naming DATABASE_URL", err)
+	}
+
+	dsn := pgtest.DSN(t)
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(ctx) })
+	name := fmt.Sprintf("migrate_flag_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)") }) //nolint:errcheck
+	cfg := admin.Config()
+	empty := fmt.Sprintf("host=%s port=%d user=%s password='%s' dbname=%s", cfg.Host, cfg.Port, cfg.User, cfg.Password, name)
+
+	m := NewMain()
+	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := m.ParseFlags([]string{"--migrate"}, func(k string) string {
+		if k == "DATABASE_URL" {
+			return empty
+		}
+		return ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var fn string
+	if err := conn.QueryRow(ctx, `SELECT 'convo.append_block'::regproc::text`).Scan(&fn); err != nil {
+		t.Errorf("the schema is not there after --migrate: %v", err)
+	}
+	if err := m.Migrate(ctx); err != nil {
+		t.Errorf("migrating again: %v", err)
+	}
+}

@@ -20,6 +20,9 @@ SELECT convo.complete_prompt(@prompt_id::uuid);
 -- name: PromptFail :exec
 SELECT convo.fail_prompt(@prompt_id::uuid, @error::text);
 
+-- name: PromptRelease :one
+SELECT convo.release_prompt(@prompt_id::uuid, @worker::text)::bool AS released;
+
 -- name: BlockStart :one
 SELECT convo.start_block(@prompt_id::uuid, @block_type::text, @metadata::jsonb)::uuid AS block_id;
 

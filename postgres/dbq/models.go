@@ -88,6 +88,7 @@ type ConvoPrompt struct {
 	CreatedAt      time.Time
 	StartedAt      *time.Time
 	EndedAt        *time.Time
+	CompactedAt    *time.Time
 }
 
 type ConvoToolCall struct {

@@ -148,6 +148,22 @@ func (q *Queries) PromptHeartbeat(ctx context.Context, arg PromptHeartbeatParams
 	return keep_going, err
 }
 
+const promptRelease = `-- name: PromptRelease :one
+SELECT convo.release_prompt($1::uuid, $2::text)::bool AS released
+`
+
+type PromptReleaseParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+func (q *Queries) PromptRelease(ctx context.Context, arg PromptReleaseParams) (bool, error) {
+	row := q.db.QueryRow(ctx, promptRelease, arg.PromptID, arg.Worker)
+	var released bool
+	err := row.Scan(&released)
+	return released, err
+}
+
 const promptStart = `-- name: PromptStart :exec
 SELECT convo.start_prompt($1::uuid)
 `
