@@ -316,3 +316,21 @@ func TestLongDataDirUsesTemporarySocketDir(t *testing.T) {
 		t.Errorf("temporary socket directory left behind: %v", err)
 	}
 }
+
+// TestStartInEmptyDataDir starts a cluster in a data directory that
+// exists and is empty (a volume prepared by an operator), which rename
+// cannot replace: initdb writes into it directly.
+func TestStartInEmptyDataDir(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(testDir(t), "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c := startCluster(t, Options{DataDir: dataDir, Fast: true})
+	if err := c.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err != nil {
+		t.Errorf("no cluster in the data directory: %v", err)
+	}
+}

@@ -29,8 +29,8 @@ func initialised(dir string) bool {
 // initdb writes into a sibling directory that is renamed into place only
 // once it succeeded, so an initdb killed halfway never leaves a directory
 // that looks initialised but cannot start. (If the rename is impossible,
-// for example because the data directory is a mount point, initdb writes
-// into it directly.)
+// because the data directory is a mount point or an existing empty
+// directory, initdb writes into it directly.)
 func (c *Cluster) prepareDataDir(ctx context.Context) error {
 	if initialised(c.dataDir) {
 		return nil
@@ -69,7 +69,10 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 		return nil
 	}
 	os.RemoveAll(tmp)
-	if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EXDEV) {
+	// EBUSY, EXDEV: a mount point; EEXIST, ENOTEMPTY: an existing empty
+	// directory that rename will not replace.
+	if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EXDEV) &&
+		!errors.Is(err, syscall.EEXIST) && !errors.Is(err, syscall.ENOTEMPTY) {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {

@@ -111,10 +111,12 @@ func TestCompaction(t *testing.T) {
 		t.Fatalf("compact after 1h = %+v, %v; want nothing compacted", res, err)
 	}
 
+	started := time.Now()
 	res, err = tb.store.CompactEvents(ctx, 0, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
+	took := time.Since(started)
 	// 100 reasoning deltas → 1, 2 × 2,500 text deltas → 2.
 	if want := int64(99 + 2*2499); res.Prompts != 1 || res.EventsRemoved != want {
 		t.Errorf("compact = %+v; want 1 prompt and %d events removed", res, want)
@@ -129,6 +131,7 @@ func TestCompaction(t *testing.T) {
 			deltas[e.BlockID.UUID]++
 		}
 	}
+	t.Logf("compaction: %d events → %d in %v", eventsBefore, len(events), took)
 	if deltas[reasoning] != 1 || deltas[text] != 2 || len(events) > 30 {
 		t.Errorf("after compaction: %d events, deltas per block %v; want 1 reasoning delta, 2 text deltas, a few events in all",
 			len(events), deltas)

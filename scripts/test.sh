@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README, CI): sets up what a fresh machine lacks,
 # checks generated code and lint, then runs every test with the race
-# detector against real PostgreSQL.
+# detector against real PostgreSQL, and last the browser tests in Chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +14,19 @@ if [ -z "${CONVO_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
   else
     echo "PostgreSQL server binaries not found: install postgresql (apt-get install postgresql) or set CONVO_TEST_DATABASE_URL" >&2
+    exit 1
+  fi
+fi
+
+# Chromium for the browser tests (web/e2e): Playwright cannot download its
+# own browser here, so they run in Debian's.
+chromium="${CONVO_E2E_CHROMIUM:-/usr/bin/chromium}"
+if [ ! -x "$chromium" ]; then
+  if [ "$(id -u)" = 0 ] && [ "$chromium" = /usr/bin/chromium ]; then
+    echo "== installing Chromium (browser tests)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "Chromium not found at $chromium: the browser tests need it; install Debian's chromium package (apt-get install chromium)" >&2
     exit 1
   fi
 fi
@@ -33,3 +46,13 @@ npm test --prefix web
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m ./...
+
+# The web app in Chromium against the server built from this tree (with the
+# race detector, and the web/dist rebuilt from web/src: a stale committed
+# bundle fails here), real PostgreSQL and the demo model.
+echo "== browser tests (Playwright, web/e2e)"
+if ! npm run e2e --prefix web; then
+  echo "browser tests failed: each test's final screenshot, the traces of failed ones (npx --prefix web playwright show-trace <trace.zip>)" >&2
+  echo "and the server's log are under web/test-results/" >&2
+  exit 1
+fi

@@ -1,24 +1,32 @@
 import { defineConfig } from "@playwright/test";
 
-// End-to-end tests against the real server (go run ./cmd/api: real
-// PostgreSQL, the demo model), started by e2e/global-setup.ts, in the
-// system's Chromium. Set CONVO_E2E_BASE_URL to test a server that is
-// already running instead.
+// End-to-end tests against the real server (cmd/api built from the current
+// sources with the web/dist just built: real PostgreSQL, the demo model),
+// started by e2e/global-setup.ts, in the system's Chromium. Set
+// CONVO_E2E_BASE_URL to test a server that is already running instead.
+//
+// Every test ends with a screenshot of its final state and keeps a trace
+// when it fails, under test-results/playwright/<test>/; the named
+// screenshots the tests take are in test-results/screens/.
 export default defineConfig({
   testDir: "e2e",
   outputDir: "test-results/playwright",
   timeout: 120_000,
   expect: { timeout: 30_000 },
-  fullyParallel: false,
-  workers: 1,
+  // The tests share one server; each uses its own conversations.
+  fullyParallel: true,
+  workers: 2,
   retries: 0,
-  reporter: [["list"]],
+  // A forgotten test.only would silently skip the rest.
+  forbidOnly: true,
+  reporter: [["list"], ["./e2e/no-skips.ts"]],
   globalSetup: "./e2e/global-setup.ts",
   use: {
     browserName: "chromium",
     // Set by global-setup, which runs before the workers load this file.
     baseURL: process.env.CONVO_E2E_BASE_URL,
     viewport: { width: 1280, height: 860 },
+    screenshot: "on",
     trace: "retain-on-failure",
     launchOptions: {
       executablePath: process.env.CONVO_E2E_CHROMIUM ?? "/usr/bin/chromium",

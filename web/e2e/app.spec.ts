@@ -8,6 +8,8 @@ import {
   expect,
   getConversation,
   lastReply,
+  recordLastReply,
+  recorded,
   send,
   serverBlockLengths,
   shot,
@@ -78,21 +80,25 @@ test("reloading mid-reply continues it with no text duplicated or missing", asyn
 });
 
 test("a second tab shows the same reply as it streams", async ({ page, context }) => {
+  // Opened ahead, recording what it shows, so that a slow machine cannot
+  // turn "joined mid-reply" into "arrived after the end" unnoticed.
+  const second = await context.newPage();
+  await recordLastReply(second);
   await page.goto("/");
   await send(page, "Count the letters in: the quick brown fox jumps over the lazy dog");
   await page.waitForURL(/\/c\//);
-  await expect.poll(() => textLength(lastReply(page))).toBeGreaterThan(0);
+  // Join while the reply runs: its tool call is there, its text about to stream.
+  await expect(lastReply(page).locator('[data-block-type="tool_use"]')).toBeVisible();
 
-  const second = await context.newPage();
   await second.goto(page.url());
   await expect(second.getByRole("status", { name: "Connection: Live" })).toBeVisible();
-  // The second tab joins mid-reply and follows it live.
-  await expect(lastReply(second)).toHaveAttribute("data-status", "processing");
-  await expect.poll(() => textLength(lastReply(second))).toBeGreaterThan(0);
-
   for (const p of [page, second]) {
     await expect(lastReply(p)).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
   }
+  // The second tab joined mid-reply and followed it live: it showed the
+  // reply running, with its text growing.
+  const running = (await recorded(second)).filter((r) => r.status === "processing" && r.textLength > 0);
+  expect(running.length, "text lengths the second tab showed while the reply ran").toBeGreaterThan(1);
   expect(await blockLengths(second)).toEqual(await blockLengths(page));
   expect(await second.locator(".messages-inner").innerText()).toEqual(await page.locator(".messages-inner").innerText());
   await shot(second, "second-tab");
@@ -122,24 +128,60 @@ test("stop ends a running reply and keeps what it wrote", async ({ page }) => {
   await shot(page, "stopped");
 });
 
-test("feedback persists across a reload", async ({ page }) => {
+test("feedback and its comment persist across a reload", async ({ page }) => {
   await page.goto("/");
   await send(page, "Say hello.");
   await page.waitForURL(/\/c\//);
+  const id = conversationIdOf(page);
   const reply = lastReply(page);
   await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
+  const feedback = async () => (await getConversation(id)).messages?.find((m) => m.role === "assistant")?.feedback;
 
+  // From the keyboard: rate, then Tab to "Add a comment", write it, Enter saves.
   const up = reply.getByRole("button", { name: "Good reply" });
-  await up.click();
+  await up.focus();
+  await page.keyboard.press("Enter");
   await expect(up).toHaveAttribute("aria-pressed", "true");
-  await expect
-    .poll(async () => (await getConversation(conversationIdOf(page))).messages?.find((m) => m.role === "assistant")?.feedback?.rating)
-    .toBe("RATING_UP");
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Tab");
+  await expect(reply.getByRole("button", { name: "Add a comment" })).toBeFocused();
+  await page.keyboard.press("Enter");
+  const box = reply.getByRole("textbox", { name: /Comment on this reply/ });
+  await expect(box).toBeFocused();
+  const comment = "Friendly, but the table is more than a greeting needs.";
+  await page.keyboard.type(comment);
+  await page.keyboard.press("Enter");
+  await expect(box).toBeHidden();
+  await expect(reply.getByRole("button", { name: "Edit comment" })).toBeFocused();
+  await expect(reply.locator(".feedback-comment")).toContainText(comment);
+  await expect.poll(feedback).toMatchObject({ rating: "RATING_UP", comment });
+
+  // A new rating keeps the comment.
+  await reply.getByRole("button", { name: "Bad reply" }).click();
+  await expect.poll(feedback).toMatchObject({ rating: "RATING_DOWN", comment });
+
+  // Escape leaves the comment as it was.
+  await reply.getByRole("button", { name: "Edit comment" }).click();
+  await expect(box).toHaveValue(comment);
+  await box.press("End");
+  await box.pressSequentially(" Not saved.");
+  await box.press("Escape");
+  await expect(box).toBeHidden();
+  await expect(reply.locator(".feedback-comment")).toHaveText(`Your comment: ${comment}`);
 
   await page.reload();
-  const again = lastReply(page).getByRole("button", { name: "Good reply" });
-  await expect(again).toHaveAttribute("aria-pressed", "true");
-  await expect(lastReply(page).getByRole("button", { name: "Bad reply" })).toHaveAttribute("aria-pressed", "false");
+  const again = lastReply(page);
+  await expect(again.getByRole("button", { name: "Bad reply" })).toHaveAttribute("aria-pressed", "true");
+  await expect(again.getByRole("button", { name: "Good reply" })).toHaveAttribute("aria-pressed", "false");
+  await expect(again.locator(".feedback-comment")).toHaveText(`Your comment: ${comment}`);
+  expect((await feedback())?.comment).toBe(comment);
+  const edit = again.getByRole("button", { name: "Edit comment" });
+  await edit.click();
+  await expect(box).toHaveValue(comment);
+  await expect(again.getByRole("button", { name: "Save comment" })).toBeInViewport();
+  await shot(page, "feedback-editor");
+  await page.keyboard.press("Escape");
+  await expect(edit).toBeFocused();
   await shot(page, "feedback");
 });
 
@@ -187,6 +229,29 @@ test("an A/B comparison shows two replies side by side and records the vote", as
     })
     .toBe("PREFERENCE_B");
   await shot(page, "ab");
+});
+
+test("stop in an A/B comparison stops both replies", async ({ page }) => {
+  await page.goto("/");
+  await page.getByRole("checkbox", { name: /compare two replies/ }).check();
+  await send(page, "Write two long paragraphs about lighthouses.");
+  await page.waitForURL(/\/c\//);
+  const id = conversationIdOf(page);
+  const sides = page.getByRole("region", { name: "A/B comparison" }).locator("article.message-assistant");
+  await expect(sides).toHaveCount(2);
+  for (const side of await sides.all()) await expect.poll(() => textLength(side)).toBeGreaterThan(10);
+
+  await page.getByRole("button", { name: "Stop the reply" }).click();
+  for (const side of await sides.all()) {
+    await expect(side).toHaveAttribute("data-status", "cancelled");
+    await expect(side.getByText("Stopped.")).toBeVisible();
+  }
+  await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
+  await expect(page.getByRole("alert")).toHaveCount(0);
+  const conv = await getConversation(id);
+  expect(conv.messages?.filter((m) => m.role === "assistant").map((m) => m.status)).toEqual(["cancelled", "cancelled"]);
+  expect(await blockLengths(page)).toEqual(await serverBlockLengths(id));
+  await shot(page, "ab-stopped");
 });
 
 test("on a phone-sized screen the sidebar is a drawer", async ({ page }) => {

@@ -13,7 +13,7 @@ let server: Launched;
 test.use({ allowedConsoleErrors: [/Failed to load resource: the server responded with a status of 401/] });
 
 test.beforeAll(async () => {
-  test.setTimeout(300_000);
+  test.setTimeout(90_000);
   server = await launch("auth", { CONVO_AUTH_SECRET: secret });
 });
 

@@ -1,17 +1,33 @@
-// Starts the real server for the end-to-end tests (see server.ts) and
-// passes its address to the tests through the environment. Playwright calls
-// the returned function to stop it. With CONVO_E2E_BASE_URL set, an already
-// running server is used instead and nothing is started.
+// Builds the server under test from the current sources (see server.ts),
+// starts it, and passes its address to the tests through the environment.
+// Playwright calls the returned function at the end: it stops the server and
+// fails the run if the race detector reported anything. With
+// CONVO_E2E_BASE_URL set, the tests use that running server instead (the
+// authentication tests still start their own, so the build happens anyway).
 
-import { launch } from "./server";
+import { launch, prepare } from "./server";
 
 export default async function globalSetup(): Promise<() => Promise<void>> {
+  const started = Date.now();
+  const cleanup = await prepare();
+  console.log(`[e2e] built web/dist and the server in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   if (process.env.CONVO_E2E_BASE_URL) {
     process.env.CONVO_E2E_API_URL ??= process.env.CONVO_E2E_BASE_URL;
-    return async () => {};
+    return async () => cleanup();
   }
-  const server = await launch("server", {}, { needWorker: true });
-  process.env.CONVO_E2E_BASE_URL = server.base;
-  process.env.CONVO_E2E_API_URL = server.api;
-  return server.stop;
+  try {
+    const server = await launch("server");
+    process.env.CONVO_E2E_BASE_URL = server.base;
+    process.env.CONVO_E2E_API_URL = server.api;
+    return async () => {
+      try {
+        await server.stop();
+      } finally {
+        cleanup();
+      }
+    };
+  } catch (err) {
+    cleanup();
+    throw err;
+  }
 }

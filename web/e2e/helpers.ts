@@ -52,7 +52,7 @@ export interface ApiMessage {
   role: string;
   status: string;
   blocks?: ApiBlock[];
-  feedback?: { rating?: string };
+  feedback?: { rating?: string; comment?: string };
 }
 
 export async function getConversation(conversationId: string) {
@@ -97,6 +97,44 @@ export async function serverBlockLengths(conversationId: string): Promise<string
   return (conv.messages ?? []).flatMap((m) =>
     (m.blocks ?? []).map((b) => `${b.blockType}:${(b.content ?? "").length}`),
   );
+}
+
+/** What the page showed of its last reply at one moment. */
+export interface ReplyState {
+  status: string;
+  textLength: number;
+}
+
+/**
+ * recordLastReply makes the page (before it loads) record every state its
+ * last reply shows, in order; recorded reads them. A test then checks what
+ * the page showed however late it looks.
+ */
+export async function recordLastReply(page: Page) {
+  await page.addInitScript(() => {
+    const seen: { status: string; textLength: number }[] = [];
+    (window as unknown as { __convoSeen: typeof seen }).__convoSeen = seen;
+    const record = () => {
+      const replies = document.querySelectorAll("article.message-assistant");
+      const last = replies[replies.length - 1];
+      if (!last) return;
+      const status = last.getAttribute("data-status") ?? "";
+      let textLength = 0;
+      last.querySelectorAll('[data-block-type="text"]').forEach((e) => (textLength += Number(e.getAttribute("data-length") ?? 0)));
+      const prev = seen[seen.length - 1];
+      if (!prev || prev.status !== status || prev.textLength !== textLength) seen.push({ status, textLength });
+    };
+    new MutationObserver(record).observe(document, {
+      subtree: true,
+      childList: true,
+      attributes: true,
+      attributeFilter: ["data-status", "data-length"],
+    });
+  });
+}
+
+export async function recorded(page: Page): Promise<ReplyState[]> {
+  return page.evaluate(() => (window as unknown as { __convoSeen?: ReplyState[] }).__convoSeen ?? []);
 }
 
 export async function shot(page: Page, name: string) {

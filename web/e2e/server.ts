@@ -1,9 +1,12 @@
-// Launching the real server for end-to-end tests: `go run ./cmd/api` from
-// the repository root, on a free port, with a fresh embedded PostgreSQL and
-// the demo model, waiting for /healthz.
+// The server under test. prepare() builds what it serves from the current
+// sources: web/dist first (failing when the committed bundle was stale), then
+// the cmd/api binary, which embeds that bundle. launch() starts the binary on
+// a free port with a fresh embedded PostgreSQL and its in-process demo
+// workers, and checks that it serves exactly the web/dist just built.
 
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { chmodSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -12,10 +15,14 @@ import { fileURLToPath } from "node:url";
 const here = path.dirname(fileURLToPath(import.meta.url));
 const webDir = path.resolve(here, "..");
 const repo = path.resolve(webDir, "..");
+const distDir = path.join(webDir, "dist");
 const logDir = path.join(webDir, "test-results");
 
+/** The environment variable through which global-setup hands the built server to the test workers. */
+const serverBinEnv = "CONVO_E2E_SERVER_BIN";
+
 export interface Launched {
-  /** base is where the app is served. */
+  /** base is where the app is served (the same server as the API). */
   base: string;
   /** api is where the Connect API answers. */
   api: string;
@@ -23,82 +30,130 @@ export interface Launched {
 }
 
 /**
- * launch starts a server with extra environment. name prefixes its log files
- * under web/test-results. With needWorker, it makes sure prompts get answered.
+ * prepare rebuilds web/dist from the sources and builds cmd/api (with the
+ * race detector) into a temporary directory. It throws when the build
+ * changed web/dist: the bundle in the tree, which `go run ./cmd/api` and
+ * `go build` embed, did not match its sources. It returns a function that
+ * removes the binary.
  */
-export async function launch(name: string, env: Record<string, string> = {}, opts: { needWorker?: boolean } = {}): Promise<Launched> {
+export async function prepare(): Promise<() => void> {
+  mkdirSync(logDir, { recursive: true });
+  // The named screenshots of this run only.
+  rmSync(path.join(logDir, "screens"), { recursive: true, force: true });
+  const before = hashTree(distDir);
+  await run("build-web", "npm", ["run", "build"], webDir);
+  if (before !== hashTree(distDir)) {
+    throw new Error(
+      "web/dist was stale: it did not match a build of web/src. It has now been rebuilt: commit web/dist " +
+        "(npm run build --prefix web after every change under web/src) and run the tests again.",
+    );
+  }
+
+  const binDir = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-bin-"));
+  const bin = path.join(binDir, "convo-api");
+  // -race: the browser drives the server much as users would, so a data race
+  // shows up here; after `go test -race ./...` its packages are cached.
+  await run("build-api", "go", ["build", "-race", "-o", bin, "./cmd/api"], repo);
+  process.env[serverBinEnv] = bin;
+  return () => rmSync(binDir, { recursive: true, force: true });
+}
+
+/**
+ * launch starts the server prepare built, with extra environment. name
+ * prefixes its log file under web/test-results. stop() fails when the race
+ * detector reported anything.
+ */
+export async function launch(name: string, env: Record<string, string> = {}): Promise<Launched> {
+  const bin = process.env[serverBinEnv];
+  if (!bin || !existsSync(bin)) {
+    throw new Error(`${serverBinEnv} names no server binary: run the tests with npm run e2e, whose global setup builds it`);
+  }
   mkdirSync(logDir, { recursive: true });
   // PostgreSQL runs as the postgres user when we are root: its data
   // directory's parents must be reachable by that user.
   const tmp = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-"));
   chmodSync(tmp, 0o755);
-  const procs: Proc[] = [];
+  let server: Proc | undefined;
   const stop = async () => {
-    for (const p of procs.reverse()) await p.stop();
+    await server?.stop();
     rmSync(tmp, { recursive: true, force: true });
+    const races = server?.output().match(/WARNING: DATA RACE[\s\S]*?\n==================/g);
+    if (races) {
+      throw new Error(`the race detector reported ${races.length} data race(s) in the ${name} server (${server?.logFile}):\n${races[0]}`);
+    }
   };
 
   try {
     const port = await freePort();
     const api = `http://127.0.0.1:${port}`;
-    const server = start(`${name}-api`, "go", ["run", "./cmd/api"], repo, {
+    server = start(`${name}-api`, bin, [], repo, {
       CONVO_HTTP_ADDR: `127.0.0.1:${port}`,
       CONVO_DATA_DIR: path.join(tmp, "pg"),
       CONVO_EMBED_PORT: "0",
+      // Both replies of an A/B comparison at once, while the other test
+      // worker's reply runs too: no prompt waits in the queue.
+      CONVO_WORKERS: "4",
       ...env,
     });
-    procs.push(server);
-    // The first `go run` compiles the server: allow for it.
-    await waitFor(`${api}/healthz`, server, 300_000);
-    let base = api;
-
-    // Until cmd/api serves the app and runs the demo worker itself, stand
-    // in for them with `vite preview` and `go run ./cmd/worker`.
-    if (!(await servesApp(api))) {
-      if (!existsSync(path.join(webDir, "dist", "index.html"))) {
-        throw new Error("the server does not serve the app, and web/dist is not built: npm run build --prefix web");
-      }
-      const previewPort = await freePort();
-      const preview = start(
-        `${name}-preview`,
-        path.join(webDir, "node_modules", ".bin", "vite"),
-        ["preview", "--port", String(previewPort), "--strictPort", "--host", "127.0.0.1"],
-        webDir,
-        { CONVO_API: api },
-      );
-      procs.push(preview);
-      base = `http://127.0.0.1:${previewPort}`;
-      await waitFor(`${base}/`, preview, 60_000);
-      console.warn(`[e2e] ${api}/ does not serve the web app yet: using vite preview at ${base}`);
-    }
-    const probe = opts.needWorker ? await call(api, "SendMessage", { text: "e2e probe: is a worker there?" }) : null;
-    if (probe && !(await answered(api, probe, 8_000))) {
-      const dsn = /convo database \(workers, psql\): (postgres:\/\/\S+)/.exec(server.output())?.[1];
-      if (!dsn) throw new Error("no worker answers prompts, and the server logged no database URL");
-      const worker = start(`${name}-worker`, "go", ["run", "./cmd/worker"], repo, {
-        DATABASE_URL: dsn,
-        CONVO_DEFAULT_PROVIDER: "demo",
-      });
-      procs.push(worker);
-      console.warn("[e2e] the server runs no demo worker yet: started go run ./cmd/worker");
-      if (!(await answered(api, probe, 300_000))) throw new Error("the demo worker does not answer prompts");
-    }
-    return { base, api, stop };
+    await waitFor(`${api}/healthz`, server, 60_000);
+    await checkServesDist(api);
+    return { base: api, api, stop };
   } catch (err) {
-    await stop();
+    await stop().catch(() => {});
     throw err;
   }
 }
 
+/** checkServesDist fails unless the server answers / with web/dist/index.html, which names the bundle's hashed files. */
+async function checkServesDist(base: string) {
+  const want = readFileSync(path.join(distDir, "index.html"), "utf8");
+  const res = await fetch(`${base}/`);
+  const got = await res.text();
+  if (!res.ok || got !== want) {
+    throw new Error(`${base}/ does not serve web/dist/index.html (HTTP ${res.status}):\n${got.slice(0, 500)}`);
+  }
+}
+
+/** hashTree is a digest of every file's path and content under dir ("" when it does not exist). */
+function hashTree(dir: string): string {
+  if (!existsSync(dir)) return "";
+  const h = createHash("sha256");
+  const walk = (d: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else {
+        h.update(`${path.relative(dir, p)}\0`);
+        h.update(readFileSync(p));
+      }
+    }
+  };
+  walk(dir);
+  return h.digest("hex");
+}
+
+/** run runs a command to completion, its output in web/test-results/<name>.log; it throws with the output's end on failure. */
+async function run(name: string, cmd: string, args: string[], cwd: string) {
+  const p = start(name, cmd, args, cwd, {});
+  const code = await p.exitCode;
+  await p.stop();
+  if (code !== 0) {
+    throw new Error(`${cmd} ${args.join(" ")} (in ${cwd}) failed with exit code ${code}:\n${p.output().slice(-4000)}`);
+  }
+}
+
 interface Proc {
+  logFile: string;
   output: () => string;
   exited: () => boolean;
+  exitCode: Promise<number | null>;
   stop: () => Promise<void>;
 }
 
 function start(name: string, cmd: string, args: string[], cwd: string, env: Record<string, string>): Proc {
-  const log = createWriteStream(path.join(logDir, `${name}.log`));
-  // Its own process group, so that stopping it also stops what `go run` started.
+  const logFile = path.join(logDir, `${name}.log`);
+  const log = createWriteStream(logFile);
+  // Its own process group, so that stopping it also stops what it started.
   const child: ChildProcess = spawn(cmd, args, {
     cwd,
     env: { ...process.env, ...env },
@@ -109,30 +164,43 @@ function start(name: string, cmd: string, args: string[], cwd: string, env: Reco
   let exited = false;
   const onData = (d: Buffer) => {
     if (!log.writableEnded) log.write(d);
-    if (out.length < 200_000) out += d.toString();
+    out += d.toString();
+    // Keep the start (how it came up) and the recent end.
+    if (out.length > 400_000) out = out.slice(0, 100_000) + "\n[…]\n" + out.slice(-200_000);
   };
   child.stdout?.on("data", onData);
   child.stderr?.on("data", onData);
-  const done = new Promise<void>((resolve) => child.on("exit", () => ((exited = true), resolve())));
+  const exitCode = new Promise<number | null>((resolve) => {
+    child.on("exit", (code) => ((exited = true), resolve(code)));
+    child.on("error", (err) => {
+      out += `\n${cmd}: ${err.message}\n`;
+      exited = true;
+      resolve(-1);
+    });
+  });
+  const closeLog = () => new Promise<void>((resolve) => (log.writableEnded ? resolve() : log.end(resolve)));
   return {
+    logFile,
     output: () => out,
     exited: () => exited,
+    exitCode,
     stop: async () => {
-      if (exited || child.pid === undefined) return;
-      try {
-        process.kill(-child.pid, "SIGTERM");
-      } catch {
-        return;
-      }
-      const killed = await Promise.race([done.then(() => true), sleep(30_000).then(() => false)]);
-      if (!killed) {
+      if (!exited && child.pid !== undefined) {
         try {
-          process.kill(-child.pid, "SIGKILL");
+          process.kill(-child.pid, "SIGTERM");
         } catch {
           /* gone */
         }
+        const ended = await Promise.race([exitCode.then(() => true), sleep(30_000).then(() => false)]);
+        if (!ended) {
+          try {
+            process.kill(-child.pid, "SIGKILL");
+          } catch {
+            /* gone */
+          }
+        }
       }
-      log.end();
+      await closeLog();
     },
   };
 }
@@ -140,7 +208,7 @@ function start(name: string, cmd: string, args: string[], cwd: string, env: Reco
 async function waitFor(url: string, proc: Proc, timeoutMs: number) {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    if (proc.exited()) throw new Error(`it exited before ${url} answered:\n${proc.output().slice(-4000)}`);
+    if (proc.exited()) throw new Error(`the server exited before ${url} answered (${proc.logFile}):\n${proc.output().slice(-4000)}`);
     try {
       const res = await fetch(url);
       if (res.ok) return;
@@ -149,39 +217,7 @@ async function waitFor(url: string, proc: Proc, timeoutMs: number) {
     }
     await sleep(250);
   }
-  throw new Error(`${url} did not answer within ${timeoutMs} ms:\n${proc.output().slice(-4000)}`);
-}
-
-async function servesApp(base: string): Promise<boolean> {
-  try {
-    const res = await fetch(`${base}/`);
-    return res.ok && (await res.text()).includes('id="root"');
-  } catch {
-    return false;
-  }
-}
-
-async function call(base: string, method: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`${base}/convo.v1.ConversationService/${method}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  if (!res.ok) throw new Error(`${method}: ${res.status} ${await res.text()}`);
-  return (await res.json()) as Record<string, unknown>;
-}
-
-/** answered reports whether a worker picked up the probe message's prompt in time. */
-async function answered(base: string, probe: Record<string, unknown>, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const conv = await call(base, "GetConversation", { conversationId: probe.conversationId });
-    const messages = (conv.messages ?? []) as { id: string; status?: string }[];
-    const reply = messages.find((m) => m.id === probe.assistantMessageId);
-    if (reply && reply.status && reply.status !== "pending") return true;
-    await sleep(250);
-  }
-  return false;
+  throw new Error(`${url} did not answer within ${timeoutMs} ms (${proc.logFile}):\n${proc.output().slice(-4000)}`);
 }
 
 function freePort(): Promise<number> {

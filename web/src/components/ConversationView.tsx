@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import { errorMessage, type ConvoClient } from "../api/client";
+import { stopReplies } from "../api/stop";
 import { Preference, SendMessageRequestSchema } from "../gen/convo/v1/conversation_service_pb";
 import type { Event } from "../gen/convo/v1/events_pb";
-import { Rating } from "../gen/convo/v1/types_pb";
 import { useConversation } from "../hooks/useConversation";
 import { activePromptIds, messageBlocks, type ConversationState } from "../state/reducer";
 import type { MessageState } from "../state/types";
@@ -117,20 +117,18 @@ export function ConversationView({
     }
   };
 
+  // Stop cancels every running or queued reply: both sides of an A/B comparison.
   const stop = () => {
     setError(null);
-    for (const promptId of active) {
-      client.cancelPrompt({ promptId }).catch((err) => setError(errorMessage(err)));
-    }
+    void stopReplies(client, store.current()).then((err) => err && setError(err));
   };
 
   const actions: MessageActions = useMemo(
     () => ({
-      onFeedback: (messageId, up) => {
-        const rating = up ? Rating.UP : Rating.DOWN;
+      onFeedback: (messageId, rating, comment) => {
         const before = store.current().messages[messageId]?.feedback;
-        store.dispatch({ type: "feedback", messageId, feedback: { rating, comment: "" } });
-        client.submitFeedback({ messageId, rating }).catch((err) => {
+        store.dispatch({ type: "feedback", messageId, feedback: { rating, comment } });
+        client.submitFeedback({ messageId, rating, comment }).catch((err) => {
           store.dispatch({ type: "feedback", messageId, feedback: before });
           setError(errorMessage(err));
         });

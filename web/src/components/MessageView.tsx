@@ -1,4 +1,5 @@
 import { memo } from "react";
+import type { Rating } from "../gen/convo/v1/types_pb";
 import type { BlockState, MessageState } from "../state/types";
 import { absoluteTime } from "../util/format";
 import { BlockView } from "./blocks/BlockView";
@@ -6,7 +7,8 @@ import { FeedbackButtons } from "./FeedbackButtons";
 import { Spinner } from "./Spinner";
 
 export interface MessageActions {
-  onFeedback: (messageId: string, up: boolean) => void;
+  /** onFeedback rates a reply; comment is optional ("" for none). */
+  onFeedback: (messageId: string, rating: Rating, comment: string) => void;
   onTrace: (message: MessageState) => void;
 }
 
@@ -64,10 +66,11 @@ export const MessageView = memo(function MessageView({
       </div>
       {assistant && !live ? (
         <footer className="message-actions">
-          <FeedbackButtons message={message} onFeedback={actions.onFeedback} />
-          <button type="button" className="ghost small" onClick={() => actions.onTrace(message)}>
-            Trace
-          </button>
+          <FeedbackButtons message={message} onFeedback={actions.onFeedback}>
+            <button type="button" className="ghost small" onClick={() => actions.onTrace(message)}>
+              Trace
+            </button>
+          </FeedbackButtons>
         </footer>
       ) : null}
     </article>

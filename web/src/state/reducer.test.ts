@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { EventSchema, type Event } from "../gen/convo/v1/events_pb";
-import { MessageSchema, Rating } from "../gen/convo/v1/types_pb";
+import { BlockSchema, MessageSchema, Rating } from "../gen/convo/v1/types_pb";
 import {
   activePromptIds,
   hasGap,
@@ -155,6 +155,95 @@ describe("snapshot, replay and live events", () => {
     s = apply(s, [ev]);
     expect(s.messages[id].blockIds).toEqual(before);
     expect(s.messages[id].feedback).toEqual({ rating: Rating.UP, comment: "nice" });
+  });
+});
+
+describe("block positions", () => {
+  const block = (id: string, position: number) =>
+    create(BlockSchema, { id, blockType: "text", content: `block ${position}`, status: "completed", position });
+  /** A snapshot at seq 10 of a reply whose completed blocks sit at positions 0 and 2: 1 still streams. */
+  const snapshot: SnapshotLike = {
+    messages: [
+      create(MessageSchema, { id: "m1", role: "assistant", status: "processing", promptId: "p1", blocks: [block("b2", 2), block("b0", 0)] }),
+    ],
+    seq: 10n,
+  };
+  const blockStart = (seq: bigint, blockId: string, position: number, replay = false) =>
+    create(EventSchema, {
+      seq,
+      replay,
+      kind: { case: "blockStart", value: { promptId: "p1", messageId: "m1", blockId, blockType: "text", position } },
+    });
+  const order = (s: ConversationState) => messageBlocks(s, "m1").map((b) => b.id);
+
+  it("the snapshot orders blocks by position", () => {
+    expect(order(fromSnapshot(snapshot))).toEqual(["b0", "b2"]);
+  });
+
+  it("a replayed in-flight block lands at its position, before the later completed block", () => {
+    const delta = create(EventSchema, {
+      seq: 10n,
+      replay: true,
+      kind: { case: "blockDelta", value: { promptId: "p1", messageId: "m1", blockId: "b1", content: "so far" } },
+    });
+    const s = apply(fromSnapshot(snapshot), [blockStart(10n, "b1", 1, true), delta]);
+    expect(order(s)).toEqual(["b0", "b1", "b2"]);
+    expect(s.blocks.b1).toMatchObject({ status: "streaming", content: "so far", position: 1 });
+  });
+
+  it("a live blockStart goes to its position whatever order blocks arrive in", () => {
+    let s = apply(fromSnapshot(snapshot), [blockStart(11n, "b1", 1)]);
+    expect(order(s)).toEqual(["b0", "b1", "b2"]);
+    // Position 4 starts before position 3 is heard of.
+    s = apply(s, [blockStart(12n, "b4", 4), blockStart(13n, "b3", 3)]);
+    expect(order(s)).toEqual(["b0", "b1", "b2", "b3", "b4"]);
+    // A block of a message not seen yet starts the message.
+    s = apply(s, [
+      create(EventSchema, {
+        seq: 14n,
+        kind: { case: "blockStart", value: { promptId: "p2", messageId: "m2", blockId: "c1", blockType: "text", position: 1 } },
+      }),
+      create(EventSchema, {
+        seq: 15n,
+        kind: { case: "blockStart", value: { promptId: "p2", messageId: "m2", blockId: "c0", blockType: "text", position: 0 } },
+      }),
+    ]);
+    expect(messageBlocks(s, "m2").map((b) => b.id)).toEqual(["c0", "c1"]);
+  });
+
+  it("blocks streaming side by side: subscribing at any seq converges on GetConversation", () => {
+    const srv = new FakeServer();
+    const { promptIds } = srv.sendMessage("Weather in Paris and in Rome?");
+    const p = promptIds[0];
+    srv.startPrompt(p);
+    const r = srv.startBlock(p, "reasoning");
+    srv.append(r, "Two cities: two calls.");
+    srv.endBlock(r);
+    // Two tool calls at once (positions 1 and 2); the second ends first.
+    const paris = srv.startBlock(p, "tool_use", { tool: "weather" });
+    const rome = srv.startBlock(p, "tool_use", { tool: "weather" });
+    srv.startToolCall(paris, "get_weather", { city: "Paris" });
+    srv.startToolCall(rome, "get_weather", { city: "Rome" });
+    srv.toolProgress(rome, "22°C\n");
+    srv.completeToolCall(rome);
+    srv.endBlock(rome);
+    srv.toolProgress(paris, "fetching…\n");
+    const t = srv.startBlock(p, "text");
+    srv.append(t, "Rome is warm; ");
+    srv.toolProgress(paris, "18°C\n");
+    srv.completeToolCall(paris);
+    srv.endBlock(paris);
+    srv.append(t, "Paris is mild.");
+    srv.endBlock(t);
+    srv.endPrompt(p, "completed");
+
+    const final = subscribeAt(srv, srv.seq);
+    expect(messageBlocks(final, final.messageIds[1]).map((b) => b.id)).toEqual([r, paris, rome, t]);
+    for (let k = 0n; k <= srv.seq; k++) {
+      const { snapshot: snap, replay } = srv.subscribe(k);
+      expect(view(apply(fromSnapshot(snap), replay)), `snapshot and replay at seq ${k}`).toEqual(expected(srv, k));
+      expect(view(subscribeAt(srv, k)), `subscribed at seq ${k}`).toEqual(expected(srv));
+    }
   });
 });
 
@@ -390,6 +479,19 @@ describe("prompt lifecycle", () => {
     ]);
     expect(activePromptIds(s).sort()).toEqual([...promptIds].sort());
     expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("stop covers both sides of an A/B comparison, queued or running, and only those still going", () => {
+    const srv = new FakeServer();
+    const { promptIds } = srv.sendMessage("compare", { id: "cmp1", slots: ["a", "b"] });
+    // One worker: slot a runs while slot b still waits in the queue.
+    srv.startPrompt(promptIds[0]);
+    let s = subscribeAt(srv, srv.seq);
+    expect(activePromptIds(s).sort()).toEqual([...promptIds].sort());
+    srv.endPrompt(promptIds[0], "completed");
+    srv.startPrompt(promptIds[1]);
+    s = apply(s, srv.eventsAfter(s.seq!));
+    expect(activePromptIds(s)).toEqual([promptIds[1]]);
   });
 
   it("historyCleared empties the messages", () => {

@@ -11,11 +11,16 @@
 //   not above the last applied seq changes nothing; one that arrives ahead of
 //   its turn is held in `pending` until the events before it have arrived.
 //
+// - A block goes to its place in the message by its position, not to the
+//   end: blocks of one message may stream at the same time, and a snapshot
+//   holds only the completed ones, so a replayed or live blockStart may
+//   belong before blocks the client already has.
+//
 // Applying a snapshot, its replay and then the live events yields the same
 // messages and blocks as GetConversation at the same seq.
 
 import type { Event } from "../gen/convo/v1/events_pb";
-import type { Message } from "../gen/convo/v1/types_pb";
+import type { Block, Message } from "../gen/convo/v1/types_pb";
 import {
   blockState,
   conversationInfo,
@@ -100,7 +105,7 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
   for (const m of snap.messages) {
     if (messages[m.id]) continue;
     messageIds.push(m.id);
-    messages[m.id] = { ...messageFields(m), blockIds: m.blocks.map((b) => b.id) };
+    messages[m.id] = { ...messageFields(m), blockIds: idsByPosition(m.blocks) };
     for (const b of m.blocks) blocks[b.id] = blockState(b, m.id);
   }
   // Keep failure reasons of messages that are still there and still failed:
@@ -185,7 +190,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       if (!pm) return state;
       const existing = state.messages[pm.id];
       let next = state;
-      const blockIds = pm.blocks.length > 0 ? pm.blocks.map((b) => b.id) : (existing?.blockIds ?? []);
+      const blockIds = pm.blocks.length > 0 ? idsByPosition(pm.blocks) : (existing?.blockIds ?? []);
       if (pm.blocks.length > 0) {
         const blocks = { ...state.blocks };
         for (const b of pm.blocks) blocks[b.id] = blockState(b, pm.id);
@@ -223,7 +228,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       if (state.blocks[v.blockId]) return state; // already known: keep what it holds
       let next = ensureMessage(state, v.messageId);
       const m = next.messages[v.messageId];
-      next = setMessage(next, { ...m, blockIds: [...m.blockIds, v.blockId] });
+      next = setMessage(next, { ...m, blockIds: insertByPosition(m.blockIds, next.blocks, v.blockId, v.position) });
       return setBlock(next, {
         id: v.blockId,
         messageId: v.messageId,
@@ -231,6 +236,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
         content: "",
         metadata: v.metadata ?? {},
         status: "streaming",
+        position: v.position,
       });
     }
     case "blockDelta": {
@@ -294,6 +300,27 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
     case undefined:
       return state;
   }
+}
+
+/** idsByPosition lists a message's block ids in position order (ties keep their order). */
+function idsByPosition(blocks: readonly Block[]): string[] {
+  return [...blocks].sort((a, b) => a.position - b.position).map((b) => b.id);
+}
+
+/**
+ * insertByPosition places id after every block whose position is not above
+ * position, and before the rest: a block streaming at position 1 lands
+ * between the completed blocks 0 and 2 whatever order they arrived in.
+ */
+function insertByPosition(
+  ids: readonly string[],
+  blocks: Readonly<Record<string, BlockState>>,
+  id: string,
+  position: number,
+): string[] {
+  let i = ids.length;
+  while (i > 0 && (blocks[ids[i - 1]]?.position ?? 0) > position) i--;
+  return [...ids.slice(0, i), id, ...ids.slice(i)];
 }
 
 // Selectors.

@@ -65,6 +65,8 @@ export interface BlockState {
   metadata: JsonObject;
   /** streaming | completed */
   status: string;
+  /** The block's place in its message (Block.position, BlockStart.position). */
+  position: number;
   toolCall?: ToolCallState;
 }
 
@@ -129,6 +131,7 @@ export function blockState(b: Block, messageId: string): BlockState {
     content: b.content,
     metadata: b.metadata ?? {},
     status: b.status || "completed",
+    position: b.position,
     toolCall: b.toolCall ? toolCallState(b.toolCall) : undefined,
   };
 }

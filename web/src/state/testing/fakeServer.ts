@@ -35,6 +35,8 @@ interface FBlock {
   content: string;
   metadata: JsonObject;
   status: string;
+  /** position is the block's place in its message (its index: blocks are never removed). */
+  position: number;
   toolCall?: FToolCall;
 }
 interface FMessage {
@@ -107,7 +109,7 @@ export class FakeServer {
       promptId: "",
       comparisonId: "",
       comparisonSlot: "",
-      blocks: [{ id: this.id("b"), blockType: "text", content: text, metadata: {}, status: "completed" }],
+      blocks: [{ id: this.id("b"), blockType: "text", content: text, metadata: {}, status: "completed", position: 0 }],
     };
     this.cur.messages.push(user);
     this.emit({ case: "messageCreated", value: { message: toMessage(user) } as never });
@@ -155,11 +157,11 @@ export class FakeServer {
 
   startBlock(promptId: string, blockType: string, metadata: JsonObject = {}): string {
     const m = this.byPrompt(promptId);
-    const b: FBlock = { id: this.id("b"), blockType, content: "", metadata, status: "streaming" };
+    const b: FBlock = { id: this.id("b"), blockType, content: "", metadata, status: "streaming", position: m.blocks.length };
     m.blocks.push(b);
     this.emit({
       case: "blockStart",
-      value: { promptId, messageId: m.id, blockId: b.id, blockType, metadata } as never,
+      value: { promptId, messageId: m.id, blockId: b.id, blockType, metadata, position: b.position } as never,
     });
     return b.id;
   }
@@ -267,7 +269,7 @@ export class FakeServer {
       for (const b of m.blocks) {
         if (b.status !== "streaming") continue;
         const ids = { promptId: m.promptId, messageId: m.id, blockId: b.id };
-        ev({ case: "blockStart", value: { ...ids, blockType: b.blockType, metadata: b.metadata } as never });
+        ev({ case: "blockStart", value: { ...ids, blockType: b.blockType, metadata: b.metadata, position: b.position } as never });
         if (b.content) ev({ case: "blockDelta", value: { ...ids, content: b.content } as never });
         if (b.toolCall) {
           ev({
@@ -321,6 +323,7 @@ function toBlock(b: FBlock): Block {
     content: b.content,
     metadata: b.metadata,
     status: b.status,
+    position: b.position,
     toolCall: b.toolCall
       ? create(ToolCallSchema, {
           id: b.toolCall.id,
