@@ -81,9 +81,13 @@ func TestMetricsMove(t *testing.T) {
 	const send = "/convo.v1.ConversationService/SendMessage"
 	const streamProc = "/convo.v1.ConversationService/StreamConversation"
 
-	before := scrapeMetrics(t, m.URL())
-	if before.value("convo_stream_feed_connects_total") < 1 {
-		t.Error("convo_stream_feed_connects_total is 0 although the listener connected")
+	// The listener connects in the background after Run returns.
+	var before scrape
+	for before = scrapeMetrics(t, m.URL()); before.value("convo_stream_feed_connects_total") < 1; before = scrapeMetrics(t, m.URL()) {
+		if ctx.Err() != nil {
+			t.Fatal("convo_stream_feed_connects_total stayed 0: the listener did not connect, or was not counted")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 
 	sent, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "What is 6 times 7?"}))
