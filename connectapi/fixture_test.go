@@ -19,6 +19,7 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -48,6 +49,8 @@ type setupOptions struct {
 	queueSize int
 	// feed is feedNotify (the default) or feedLogical.
 	feed string
+	// decode is the hub's Decode (default connectapi.DecodeEvent).
+	decode func(conversation.Event) (any, error)
 }
 
 // The feeds the stream tests run under.
@@ -76,7 +79,10 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
-	hub := stream.NewHub(stream.HubOptions{Log: store, Decode: connectapi.DecodeEvent, QueueSize: o.queueSize})
+	if o.decode == nil {
+		o.decode = connectapi.DecodeEvent
+	}
+	hub := stream.NewHub(stream.HubOptions{Log: store, Decode: o.decode, QueueSize: o.queueSize})
 	feed := newFeed(t, o.feed, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -102,6 +108,14 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 		stop()
 		srv.Close()
 	})
+	// Notifications sent before the feed's first connection are not heard
+	// (a later connect catches up on events, but a deletion is only a
+	// notification): tests start once it listens.
+	for deadline := time.Now().Add(30 * time.Second); feed.Connects() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the feed did not connect within 30 s")
+		}
+	}
 	return &testBundle{
 		pool: pool, store: store, hub: hub, feed: feed, q: store.Queries(), url: srv.URL, stop: stop,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
@@ -137,10 +151,10 @@ func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Stor
 }
 
 // h2cClient is a client whose streams share one HTTP/2 connection.
-func (tb *testBundle) h2cClient() convov1connect.ConversationServiceClient {
+func (tb *testBundle) h2cClient(opts ...connect.ClientOption) convov1connect.ConversationServiceClient {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
-	return convov1connect.NewConversationServiceClient(&http.Client{Transport: &http.Transport{Protocols: p}}, tb.url)
+	return convov1connect.NewConversationServiceClient(&http.Client{Transport: &http.Transport{Protocols: p}}, tb.url, opts...)
 }
 
 // setupAuth serves with HS256 tokens required.

@@ -41,20 +41,32 @@ func NewHandler(opts Options) (string, http.Handler) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	svc := &service{store: opts.Store, hub: opts.Hub, logger: opts.Logger, now: time.Now}
+	shared := newSharedEncodings()
+	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now}
 	interceptors := append(slices.Clip(opts.Interceptors), interceptor{auth: opts.Auth})
-	return convov1connect.NewConversationServiceHandler(svc,
+	return convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
+}
+
+// handlerOptions are the handler's Connect options: connect's defaults but
+// for a request size limit, no compression of small messages, and codecs
+// that encode the hub's shared messages once (see codecOptions).
+func handlerOptions(interceptors []connect.Interceptor, shared *sharedEncodings) []connect.HandlerOption {
+	return append([]connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
 		connect.WithReadMaxBytes(maxRequestBytes),
-	)
+		connect.WithCompressMinBytes(compressMinBytes),
+	}, codecOptions(shared)...)
 }
 
 // service implements convov1connect.ConversationServiceHandler.
 type service struct {
 	convov1connect.UnimplementedConversationServiceHandler
 
-	store  conversation.Store
-	hub    *stream.Hub
+	store conversation.Store
+	hub   *stream.Hub
+	// shared holds the encodings of the hub's messages, which every
+	// subscriber of a conversation sends.
+	shared *sharedEncodings
 	logger *slog.Logger
 	now    func() time.Time
 }

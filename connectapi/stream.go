@@ -14,7 +14,8 @@ import (
 )
 
 // DecodeEvent turns a logged event into the StreamConversation message that
-// carries it. The hub runs it once per event for all subscribers.
+// carries it. The hub runs it once per event for all subscribers, and
+// StreamConversation encodes the message once per codec for all of them.
 func DecodeEvent(e conversation.Event) (any, error) {
 	ev, err := eventToProto(e)
 	if err != nil {
@@ -67,7 +68,15 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 		if item.Err != nil {
 			return s.fail(ctx, procedure, item.Err)
 		}
-		if err := out.Send(item.Decoded.(*convov1.StreamConversationResponse)); err != nil {
+		msg, ok := item.Decoded.(*convov1.StreamConversationResponse)
+		if !ok || msg == nil {
+			return s.fail(ctx, procedure, fmt.Errorf("event %d of conversation %s decoded to %T; the hub's Decode must be DecodeEvent",
+				item.Event.Seq, item.Event.ConversationID, item.Decoded))
+		}
+		// The hub hands this message to every subscriber of the
+		// conversation: encode it once for all of them.
+		s.shared.share(msg)
+		if err := out.Send(msg); err != nil {
 			return err
 		}
 	}

@@ -13,8 +13,10 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/convo-dev/convo/auth"
+	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -271,6 +273,47 @@ func testStreamConversation(t *testing.T, feed string) {
 		waitFor(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline+10 })
 	})
 
+	t.Run("SubscribersShareOneEncodingPerCodec", func(t *testing.T) {
+		t.Parallel()
+		// Many streams, half JSON (as connect-web) and half binary with
+		// gzip (connect-go's defaults), send the same hub messages, each
+		// encoded once per codec: every stream gets every event intact,
+		// small ones uncompressed and large ones compressed. Run with -race.
+		tb := setup(t, opts)
+		sent, prompt := tb.running(t)
+		clients := []convov1connect.ConversationServiceClient{
+			tb.h2cClient(),
+			tb.h2cClient(connect.WithProtoJSON()),
+		}
+		var subs []*subscriber
+		for i := range 40 {
+			subs = append(subs, subscribe(t, clients[i%2], &convov1.StreamConversationRequest{ConversationId: sent.ConversationId}))
+		}
+		block := tb.startBlock(t, prompt, "text")
+		for i := range 20 {
+			tb.appendText(t, block, fmt.Sprintf("delta %d; ", i))
+		}
+		tb.appendText(t, block, strings.Repeat("a long delta, compressed for gzip clients. ", 100))
+		last := tb.mark(t, sent.ConversationId)
+		final := tb.state(t, sent.ConversationId)
+		var first []*convov1.StreamConversationResponse
+		for i, s := range subs {
+			if st := s.waitSeq(t, last, streamTimeout); !st.equal(final) {
+				t.Fatalf("subscriber %d folds to a different state than GetConversation: %s", i, st.diff(final))
+			}
+			s.mu.Lock()
+			got := slices.Clone(s.received)
+			s.mu.Unlock()
+			if i == 0 {
+				first = got
+				continue
+			}
+			if !slices.EqualFunc(got, first, func(a, b *convov1.StreamConversationResponse) bool { return proto.Equal(a, b) }) {
+				t.Fatalf("subscriber %d received other messages than subscriber 0", i)
+			}
+		}
+	})
+
 	t.Run("DeletedConversationEndsStream", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t, opts)
@@ -287,6 +330,23 @@ func testStreamConversation(t *testing.T, feed string) {
 		}
 		requireCode(t, sub.err, connect.CodeNotFound)
 	})
+}
+
+// TestStreamConversationUnexpectedDecodedIsInternal checks that a hub
+// wired with another decoder than DecodeEvent ends streams with Internal
+// instead of crashing the server.
+func TestStreamConversationUnexpectedDecodedIsInternal(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOptions{decode: func(e conversation.Event) (any, error) { return e, nil }})
+	sent := tb.send(t, tb.client, "", "hi")
+	sub := subscribe(t, tb.client, &convov1.StreamConversationRequest{ConversationId: sent.ConversationId})
+	tb.mark(t, sent.ConversationId)
+	select {
+	case <-sub.done:
+	case <-time.After(streamTimeout):
+		t.Fatal("stream still open after an event it cannot send")
+	}
+	requireCode(t, sub.err, connect.CodeInternal)
 }
 
 // waitFor polls cond until it holds, failing after a while.
