@@ -5,16 +5,13 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
 )
@@ -99,20 +96,10 @@ func TestResumeIntoCompactedRange(t *testing.T) {
 // never a wrong event; its resume gets a snapshot.
 func TestSubscriberBehindCompaction(t *testing.T) {
 	t.Parallel()
-	// A hub with no feed: it reads the log only when told to, so the test
-	// decides what it has read when the compaction happens.
-	pool, err := pgxpool.New(context.Background(), pgtest.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	store := postgres.New(pool)
-	hub := stream.NewHub(stream.HubOptions{Log: store})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { hub.Run(ctx) })
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	tb := &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub}
+	// The hub reads the log only when told to, so the test decides what
+	// it has read when the compaction happens.
+	tb := setupWithoutFeed(t)
+	ctx, pool, store, hub := context.Background(), tb.pool, tb.store, tb.hub
 
 	conv, block := tb.reply(t)
 	sub, err := hub.Open(ctx, store, stream.OpenParams{OwnerID: "local", ConversationID: conv})

@@ -14,6 +14,8 @@ import (
 // EventLog is what the hub reads: the store's event log.
 type EventLog interface {
 	EventsAfterMany(ctx context.Context, cursors []conversation.Cursor, limit int) ([]conversation.Event, error)
+	// ExistingConversations returns which of ids exist.
+	ExistingConversations(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 }
 
 // Item is one event as the hub delivers it: shared, read-only, by every
@@ -54,6 +56,9 @@ type Hub struct {
 	// dirty holds the conversations to read at the next wake-up.
 	dirty  map[uuid.UUID]struct{}
 	closed error
+	// recheck asks the next read to look for deleted conversations: a
+	// deletion is only a notification, lost when the feed was away.
+	recheck bool
 
 	wake chan struct{}
 	done chan struct{}
@@ -178,6 +183,7 @@ func (h *Hub) Resync() {
 	h.metrics.resyncs.Inc()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.recheck = true
 	for id, t := range h.topics {
 		if t.delivered >= 0 {
 			h.markDirtyLocked(id)
@@ -225,9 +231,22 @@ func (h *Hub) readOnce(ctx context.Context) (bool, error) {
 		cursors = append(cursors, conversation.Cursor{ConversationID: id, AfterSeq: t.delivered})
 	}
 	clear(h.dirty)
+	recheck := h.recheck
+	h.recheck = false
 	h.mu.Unlock()
 	if len(cursors) == 0 {
 		return false, nil
+	}
+	if recheck {
+		if err := h.endDeleted(ctx, cursors); err != nil {
+			h.mu.Lock()
+			h.recheck = true
+			for _, c := range cursors {
+				h.markDirtyLocked(c.ConversationID)
+			}
+			h.mu.Unlock()
+			return false, err
+		}
 	}
 
 	h.metrics.reads.Inc()
@@ -241,6 +260,29 @@ func (h *Hub) readOnce(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return h.publish(events), nil
+}
+
+// endDeleted ends the subscriptions of the conversations among cursors
+// that no longer exist.
+func (h *Hub) endDeleted(ctx context.Context, cursors []conversation.Cursor) error {
+	ids := make([]uuid.UUID, len(cursors))
+	for i, c := range cursors {
+		ids[i] = c.ConversationID
+	}
+	existing, err := h.opts.Log.ExistingConversations(ctx, ids)
+	if err != nil {
+		return err
+	}
+	found := make(map[uuid.UUID]bool, len(existing))
+	for _, id := range existing {
+		found[id] = true
+	}
+	for _, id := range ids {
+		if !found[id] {
+			h.Deleted(id)
+		}
+	}
+	return nil
 }
 
 // publish decodes events (grouped by conversation, in seq order) and fans

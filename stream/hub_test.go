@@ -59,6 +59,27 @@ func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
 
 func setup(t testing.TB, o hubOptions) *testBundle { return setupDSN(t, pgtest.DSN(t), o) }
 
+// setupWithoutFeed runs a hub with no feed: it reads the log only when a
+// test calls Hint or Resync, as if every notification were lost.
+func setupWithoutFeed(t testing.TB) *testBundle {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), pgtest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.New(pool)
+	hub := stream.NewHub(stream.HubOptions{Log: store})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { hub.Run(ctx) })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		pool.Close()
+	})
+	return &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub}
+}
+
 // reply queues a message and starts its prompt, returning the
 // conversation and a streaming text block.
 func (tb *testBundle) reply(t testing.TB) (uuid.UUID, uuid.UUID) {
@@ -345,4 +366,29 @@ func deltaText(e conversation.Event) string {
 	var d struct{ Content string }
 	_ = json.Unmarshal(e.Payload, &d)
 	return d.Content
+}
+
+// TestDeletionMissedWhileAway deletes a followed conversation while the
+// feed is away (its notification is lost): the catch-up after the feed
+// reconnects ends the conversation's streams with ErrDeleted.
+func TestDeletionMissedWhileAway(t *testing.T) {
+	t.Parallel()
+	tb := setupWithoutFeed(t)
+	conv, _ := tb.reply(t)
+	f := tb.follow(t, conv, nil)
+	if err := tb.store.DeleteConversation(context.Background(), "local", conv); err != nil {
+		t.Fatal(err)
+	}
+	tb.hub.Resync() // what a feed does after every (re)connect
+	select {
+	case <-f.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream of the deleted conversation is still open after the catch-up")
+	}
+	if !errors.Is(f.err, stream.ErrDeleted) {
+		t.Errorf("stream ended with %v, want ErrDeleted", f.err)
+	}
+	if st := tb.hub.Stats(); st.Subscribers != 0 || st.Topics != 0 {
+		t.Errorf("hub still holds %+v", st)
+	}
 }

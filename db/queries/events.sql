@@ -27,3 +27,8 @@ SELECT e.*
 -- NOTIFY feed, off for the logical-replication feed), for new sessions
 -- and this one; returns whether the database's setting changed.
 SELECT convo.set_event_notify(@enabled::boolean)::boolean AS changed;
+
+-- name: ConversationIDsExisting :many
+-- Which of ids are conversations that exist: the hub asks after its feed
+-- reconnects, to end the streams of conversations deleted meanwhile.
+SELECT id FROM convo.conversations WHERE id = ANY(@ids::uuid[]);

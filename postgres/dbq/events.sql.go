@@ -11,6 +11,32 @@ import (
 	"github.com/google/uuid"
 )
 
+const conversationIDsExisting = `-- name: ConversationIDsExisting :many
+SELECT id FROM convo.conversations WHERE id = ANY($1::uuid[])
+`
+
+// Which of ids are conversations that exist: the hub asks after its feed
+// reconnects, to end the streams of conversations deleted meanwhile.
+func (q *Queries) ConversationIDsExisting(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, conversationIDsExisting, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const eventListAfter = `-- name: EventListAfter :many
 SELECT conversation_id, seq, kind, prompt_id, block_id, tool_call_id, payload, created_at FROM convo.events
  WHERE conversation_id = $1::uuid AND seq > $2::bigint
