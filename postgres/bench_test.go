@@ -5,39 +5,73 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 // BenchmarkAppendBlock measures one convo.append_block call on a block that
-// already holds 1, 10,000 or 50,000 deltas. The cost must not grow with the
-// block: a delta is one new event row, never a rewrite of the content.
+// already holds 1, 10,000 or 50,000 deltas, without and with delta_seq.
+// The cost must not grow with the block: a delta is one new event row,
+// never a rewrite of the content. "interleaved" appends to two blocks of
+// one conversation in turn (as the two prompts of an A/B comparison do),
+// so that every call takes append_block's full path.
 //
 //	go test -run '^$' -bench AppendBlock ./postgres/
 func BenchmarkAppendBlock(b *testing.B) {
+	ctx := context.Background()
 	for _, prefill := range []int{1, 10_000, 50_000} {
-		b.Run(fmt.Sprintf("deltas=%d", prefill), func(b *testing.B) {
-			ctx := context.Background()
-			tb := setup(b)
-			r := tb.startReply(b)
-			block := tb.startBlock(b, r.promptID, "text")
-			// Prefill with 40-byte deltas, like streamed tokens, at most 1,000
-			// per transaction: every append updates the conversation's row,
-			// and thousands of updates of one row in one transaction slow
-			// each other down (workers call each function in its own).
-			for done := 0; done < prefill; done += 1000 {
-				if _, err := tb.pool.Exec(ctx,
-					`SELECT convo.append_block($1, repeat('x', 39) || i::text) FROM generate_series(1, $2) i`,
-					block, min(1000, prefill-done)); err != nil {
-					b.Fatal(err)
-				}
+		for _, withSeq := range []bool{false, true} {
+			name := fmt.Sprintf("deltas=%d", prefill)
+			if withSeq {
+				name += ",delta_seq"
 			}
-			params := dbq.BlockAppendParams{BlockID: block, Delta: "a token of about forty bytes of text.. "}
-			b.ResetTimer()
-			for b.Loop() {
-				if err := tb.q.BlockAppend(ctx, params); err != nil {
-					b.Fatal(err)
+			b.Run(name, func(b *testing.B) {
+				tb := setup(b)
+				r := tb.startReply(b)
+				block := tb.startBlock(b, r.promptID, "text")
+				// Prefill with 40-byte deltas, like streamed tokens, at most
+				// 1,000 per transaction: every append updates the
+				// conversation's row, and thousands of updates of one row in
+				// one transaction slow each other down (workers call each
+				// function in its own).
+				for done := 0; done < prefill; done += 1000 {
+					if _, err := tb.pool.Exec(ctx,
+						`SELECT convo.append_block($1, repeat('x', 39) || i::text, CASE WHEN $3 THEN $2 + i END)
+						   FROM generate_series(1, $4::int) i`,
+						block, done, withSeq, min(1000, prefill-done)); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+				params := dbq.BlockAppendParams{BlockID: block, Delta: "a token of about forty bytes of text.. "}
+				seq := int32(prefill)
+				b.ResetTimer()
+				for b.Loop() {
+					if withSeq {
+						seq++
+						params.DeltaSeq = &seq
+					}
+					if err := tb.q.BlockAppend(ctx, params); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
+	b.Run("interleaved", func(b *testing.B) {
+		tb := setup(b)
+		r := tb.startReply(b)
+		blocks := []uuid.UUID{tb.startBlock(b, r.promptID, "text"), tb.startBlock(b, r.promptID, "text")}
+		seqs := make([]int32, len(blocks))
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			w := i % len(blocks)
+			seqs[w]++
+			if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{
+				BlockID: blocks[w], Delta: "a token of about forty bytes of text.. ", DeltaSeq: &seqs[w],
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

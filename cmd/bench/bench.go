@@ -67,6 +67,10 @@ type Config struct {
 	Writers  []int
 	Duration time.Duration
 	Rounds   int
+	// DeltaSeq says how the throughput measurement calls append_block:
+	// "without" delta_seq, "with" it (numbering each block's appends, as
+	// the Go worker does), or both, each measured in every round.
+	DeltaSeq []string
 
 	// IdleSubscribers is how many idle streams the memory measurement holds.
 	IdleSubscribers int
@@ -134,6 +138,7 @@ func NewMain() *Main {
 			Writers:                    []int{4, 16},
 			Duration:                   5 * time.Second,
 			Rounds:                     3,
+			DeltaSeq:                   deltaSeqModes,
 			IdleSubscribers:            1000,
 			Fast:                       true,
 			SynchronousCommit:          "on",
@@ -168,6 +173,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Func("writers", "concurrent writers of the throughput measurement, comma-separated (default 4,16)", intsFlag(&c.Writers))
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "measured time of each throughput run")
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "alternating rounds of API and baseline runs per writer count")
+	fs.Func("delta-seq", "how the throughput measurement calls append_block, comma-separated: without (no delta_seq), with (numbered appends, as the Go worker makes) (default without,with)", listFlag(&c.DeltaSeq, deltaSeqModes))
 	fs.IntVar(&c.IdleSubscribers, "idle", c.IdleSubscribers, "idle subscribers held by the memory measurement")
 	fs.BoolVar(&c.Fast, "fast", c.Fast, "private PostgreSQL without fsync and synchronous_commit, as in the tests")
 	fs.StringVar(&c.SynchronousCommit, "synchronous-commit", c.SynchronousCommit, "synchronous_commit of the writers' sessions (on: as deployed; the logical feed only sees flushed WAL); empty: the server's")
@@ -181,6 +187,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if len(c.DeltaSeq) == 0 {
+		return errors.New("--delta-seq must name without, with or both")
 	}
 	if c.DeltaBytes < 8 {
 		return errors.New("--delta-bytes must be at least 8 (a delta carries its index)")

@@ -68,7 +68,7 @@ func TestSmallRun(t *testing.T) {
 		t.Fatalf("%d throughput results, want %d", len(r.Throughput), feeds)
 	}
 	for _, tr := range r.Throughput {
-		if tr.API <= 0 || tr.Bare <= 0 || tr.BareNoNotify <= 0 {
+		if tr.API <= 0 || tr.APISeq <= 0 || tr.Bare <= 0 || tr.BareNoNotify <= 0 {
 			t.Errorf("%s: a rate is zero: %+v", tr.Feed, tr)
 		}
 	}
@@ -89,6 +89,8 @@ func TestParseFlags(t *testing.T) {
 		{"--subscribers", "1,x"},
 		{"--run", "latency,vibes"},
 		{"--delta-bytes", "4"},
+		{"--delta-seq", "sometimes"},
+		{"--delta-seq", ""},
 		{"--deltas", "0"},
 		{"extra"},
 	} {

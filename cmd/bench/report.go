@@ -140,11 +140,15 @@ func (r Results) print(w io.Writer, c Config) {
 		fmt.Fprintf(w, "\n### Sustained deltas per second\n\n")
 		fmt.Fprintf(w, "Each writer on its own conversation and connection, as fast as it can, %v measured (mean of %d alternating rounds).\n", c.Duration, c.Rounds)
 		fmt.Fprintf(w, "Baseline: the same PostgreSQL committing one event row + pg_notify per transaction (one round trip, a listener draining).\n\n")
-		fmt.Fprintln(w, "| feed | writers | append_block/s | INSERT + pg_notify/s | ratio (rounds' range) | INSERT alone/s | CPU |")
-		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		fmt.Fprintln(w, "append_block is called without delta_seq, and with it as the Go worker calls it (each writer numbering its block's appends).")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| feed | writers | append_block/s | ratio (rounds' range) | with delta_seq/s | ratio (rounds' range) | INSERT + pg_notify/s | INSERT alone/s | CPU |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 		for _, t := range r.Throughput {
-			fmt.Fprintf(w, "| %s | %d | %.0f | %.0f | %.0f%% (%.0f–%.0f%%) | %.0f | %s |\n",
-				t.Feed, t.Writers, t.API, t.Bare, 100*t.Ratio(), 100*t.MinRatio, 100*t.MaxRatio, t.BareNoNotify, t.CPU)
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %.0f | %.0f | %s |\n", t.Feed, t.Writers,
+				rate(t.API), ratio(t.API, t.Bare, t.MinRatio, t.MaxRatio),
+				rate(t.APISeq), ratio(t.APISeq, t.Bare, t.MinRatioSeq, t.MaxRatioSeq),
+				t.Bare, t.BareNoNotify, t.CPU)
 		}
 	}
 	if len(r.Memory) > 0 {
@@ -161,4 +165,21 @@ func (r Results) print(w io.Writer, c Config) {
 		}
 	}
 	fmt.Fprintf(w, "\nTargets (2 cores): p50 < 2 ms and p99 < 20 ms with 1,000 subscribers; < 32 KB per idle subscriber; append_block ≥ 80%% of INSERT + pg_notify.\n")
+}
+
+// rate is a measured rate per second, or a dash when it was not measured.
+func rate(v float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+// ratio is v / bare as a percentage with the rounds' range, or a dash when
+// v was not measured.
+func ratio(v, bare, lo, hi float64) string {
+	if v == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f%% (%.0f–%.0f%%)", 100*v/bare, 100*lo, 100*hi)
 }

@@ -16,24 +16,31 @@ import (
 // maxOpsPerWriter bounds a writer's loop besides its deadline.
 const maxOpsPerWriter = 10_000_000
 
+// deltaSeqModes are the ways --delta-seq may call append_block.
+var deltaSeqModes = []string{"without", "with"}
+
 // ThroughputResult compares deltas per second through the SQL API with the
 // same PostgreSQL committing bare event rows, at the same concurrency.
 type ThroughputResult struct {
 	Feed    string
 	Writers int
 	// API is convo.append_block calls per second (each its own
-	// transaction); Bare is transactions of one INSERT + pg_notify per
-	// second, BareNoNotify of one INSERT alone.
-	API, Bare, BareNoNotify float64
+	// transaction) without delta_seq, APISeq with it (0: not measured);
+	// Bare is transactions of one INSERT + pg_notify per second,
+	// BareNoNotify of one INSERT alone.
+	API, APISeq, Bare, BareNoNotify float64
 	// MinRatio and MaxRatio are the lowest and highest API / Bare of the
-	// rounds.
-	MinRatio, MaxRatio float64
+	// rounds, MinRatioSeq and MaxRatioSeq those of APISeq / Bare.
+	MinRatio, MaxRatio, MinRatioSeq, MaxRatioSeq float64
 	// CPU is how the machine's CPU was spent during the runs.
 	CPU CPUShare
 }
 
 // Ratio is API / Bare.
 func (r ThroughputResult) Ratio() float64 { return r.API / r.Bare }
+
+// RatioSeq is APISeq / Bare.
+func (r ThroughputResult) RatioSeq() float64 { return r.APISeq / r.Bare }
 
 func (m *Main) runThroughput(ctx context.Context, sys *system) error {
 	if err := createBaseline(ctx, m.pool); err != nil {
@@ -48,12 +55,27 @@ func (m *Main) runThroughput(ctx context.Context, sys *system) error {
 		if n == 0 {
 			continue
 		}
-		replies, err := m.newReplies(ctx, n)
-		if err != nil {
-			return err
-		}
-		api := func(ctx context.Context, w, i int, conn *pgxpool.Conn) error {
-			return dbq.New(conn).BlockAppend(ctx, dbq.BlockAppendParams{BlockID: replies[w].blockID, Delta: deltaText(i, m.Config.DeltaBytes)})
+		// Each mode's writers append to blocks of their own; with delta_seq
+		// writer w numbers its block's appends 1, 2, 3 … across rounds.
+		ops := map[string]func(context.Context, int, int, *pgxpool.Conn) error{}
+		for _, mode := range m.Config.DeltaSeq {
+			replies, err := m.newReplies(ctx, n)
+			if err != nil {
+				return err
+			}
+			if mode == "without" {
+				ops[mode] = func(ctx context.Context, w, i int, conn *pgxpool.Conn) error {
+					return dbq.New(conn).BlockAppend(ctx, dbq.BlockAppendParams{BlockID: replies[w].blockID, Delta: deltaText(i, m.Config.DeltaBytes)})
+				}
+				continue
+			}
+			appends := make([]int32, n) // appends[w] is writer w's alone
+			ops[mode] = func(ctx context.Context, w, i int, conn *pgxpool.Conn) error {
+				appends[w]++
+				return dbq.New(conn).BlockAppend(ctx, dbq.BlockAppendParams{
+					BlockID: replies[w].blockID, Delta: deltaText(i, m.Config.DeltaBytes), DeltaSeq: &appends[w],
+				})
+			}
 		}
 		// bare returns a fresh baseline run: new conversation ids, so each
 		// run's seqs start at 0.
@@ -73,24 +95,33 @@ func (m *Main) runThroughput(ctx context.Context, sys *system) error {
 		cpuStart := m.cpuNow()
 		rounds := m.Config.Rounds
 		for round := range rounds {
-			var rates [3]float64
-			for i, op := range []func(context.Context, int, int, *pgxpool.Conn) error{api, bare(true), bare(false)} {
+			// A round runs the API without and with delta_seq (as asked),
+			// then the baseline with and without NOTIFY.
+			var rates [4]float64
+			for i, op := range []func(context.Context, int, int, *pgxpool.Conn) error{ops["without"], ops["with"], bare(true), bare(false)} {
+				if op == nil {
+					continue
+				}
 				if rates[i], err = m.sustained(ctx, n, op); err != nil {
 					return err
 				}
 			}
 			res.API += rates[0] / float64(rounds)
-			res.Bare += rates[1] / float64(rounds)
-			res.BareNoNotify += rates[2] / float64(rounds)
-			ratio := rates[0] / rates[1]
+			res.APISeq += rates[1] / float64(rounds)
+			res.Bare += rates[2] / float64(rounds)
+			res.BareNoNotify += rates[3] / float64(rounds)
+			ratio, ratioSeq := rates[0]/rates[2], rates[1]/rates[2]
 			if round == 0 {
 				res.MinRatio, res.MaxRatio = ratio, ratio
+				res.MinRatioSeq, res.MaxRatioSeq = ratioSeq, ratioSeq
 			}
 			res.MinRatio, res.MaxRatio = min(res.MinRatio, ratio), max(res.MaxRatio, ratio)
+			res.MinRatioSeq, res.MaxRatioSeq = min(res.MinRatioSeq, ratioSeq), max(res.MaxRatioSeq, ratioSeq)
 		}
 		res.CPU = m.share(cpuStart, m.cpuNow())
 		m.Results.Throughput = append(m.Results.Throughput, res)
-		m.Logger.Info("throughput", "feed", sys.feed, "writers", n, "api", res.API, "bare", res.Bare, "ratio", res.Ratio())
+		m.Logger.Info("throughput", "feed", sys.feed, "writers", n, "api", res.API, "api_seq", res.APISeq,
+			"bare", res.Bare, "ratio", res.Ratio(), "ratio_seq", res.RatioSeq())
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func (q *Queries) ConversationDelete(ctx context.Context, arg ConversationDelete
 }
 
 const conversationGet = `-- name: ConversationGet :one
-SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at FROM convo.conversations
+SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count FROM convo.conversations
  WHERE id = $1::uuid AND owner_id = $2::text
 `
 
@@ -79,6 +79,8 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.LastMessageAt,
+		&i.DeltaBlockID,
+		&i.DeltaCount,
 	)
 	return i, err
 }
@@ -102,7 +104,7 @@ func (q *Queries) ConversationInsertIfAbsent(ctx context.Context, arg Conversati
 }
 
 const conversationList = `-- name: ConversationList :many
-SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at FROM convo.conversations
+SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count FROM convo.conversations
  WHERE owner_id = $1::text
    AND ($2::timestamptz IS NULL
         OR (last_message_at, id) < ($2::timestamptz, $3::uuid))
@@ -144,6 +146,8 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.LastMessageAt,
+			&i.DeltaBlockID,
+			&i.DeltaCount,
 		); err != nil {
 			return nil, err
 		}

@@ -24,6 +24,7 @@ type ConvoBlock struct {
 	DeltaCount     int32
 	CreatedAt      time.Time
 	EndedAt        *time.Time
+	StartSeq       *int64
 }
 
 type ConvoComparison struct {
@@ -46,6 +47,8 @@ type ConvoConversation struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	LastMessageAt  time.Time
+	DeltaBlockID   uuid.NullUUID
+	DeltaCount     int32
 }
 
 type ConvoEvent struct {
