@@ -292,6 +292,8 @@ func TestListenerTerminated(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i%100 == 50 {
+			// Kill it once it is back from the previous kill.
+			waitFor(t, "the listener to reconnect", func() bool { return tb.feed.Connects() > int64(kills) })
 			var n int
 			if err := tb.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 				WHERE application_name = $1 AND datname = current_database()`, listenerApp).Scan(&n); err != nil {
@@ -300,7 +302,7 @@ func TestListenerTerminated(t *testing.T) {
 			kills += n
 		}
 	}
-	if kills < 5 {
+	if kills < 10 {
 		t.Fatalf("terminated the listener only %d times", kills)
 	}
 	end := tb.lastSeq(t, conv)

@@ -281,6 +281,18 @@ func (r *run) release() {
 	}
 }
 
+// whyNotOurs is the outcome of a prompt a write found no longer ours: a
+// cancellation can reach the database before its notification reaches
+// this worker.
+func (r *run) whyNotOurs(err error) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
+	defer cancel()
+	if status, serr := r.p.api.PromptStatus(ctx, r.claim.PromptID); serr == nil && status == "cancelled" {
+		return OutcomeCancelled, errCancelled
+	}
+	return OutcomeStopped, err
+}
+
 // settle decides how the prompt ends after execute returned err, and
 // writes that end when it is ours to write.
 func (r *run) settle(err error) (Outcome, error) {
@@ -311,7 +323,7 @@ func (r *run) settle(err error) (Outcome, error) {
 	// to an object it does not know: is the prompt still ours?
 	if st := sqlState(err); st == sqlstateIllegalState || st == sqlstateNotFound {
 		if keep, hbErr := r.beat(); hbErr == nil && !keep {
-			return OutcomeStopped, err
+			return r.whyNotOurs(err)
 		}
 	}
 	msg := err.Error()

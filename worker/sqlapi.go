@@ -21,6 +21,7 @@ type sqlAPI interface {
 	PromptComplete(ctx context.Context, promptID uuid.UUID) error
 	PromptFail(ctx context.Context, arg dbq.PromptFailParams) error
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)
+	PromptStatus(ctx context.Context, promptID uuid.UUID) (string, error)
 	BlockStart(ctx context.Context, arg dbq.BlockStartParams) (uuid.UUID, error)
 	BlockAppend(ctx context.Context, arg dbq.BlockAppendParams) error
 	BlockEnd(ctx context.Context, arg dbq.BlockEndParams) error

@@ -20,6 +20,11 @@ SELECT convo.complete_prompt(@prompt_id::uuid);
 -- name: PromptFail :exec
 SELECT convo.fail_prompt(@prompt_id::uuid, @error::text);
 
+-- name: PromptStatus :one
+-- Not a worker API function: the Go runtime reads why a prompt it was
+-- running is no longer its own.
+SELECT status FROM convo.prompts WHERE id = @prompt_id::uuid;
+
 -- name: PromptRelease :one
 SELECT convo.release_prompt(@prompt_id::uuid, @worker::text)::bool AS released;
 

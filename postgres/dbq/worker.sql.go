@@ -173,6 +173,19 @@ func (q *Queries) PromptStart(ctx context.Context, promptID uuid.UUID) error {
 	return err
 }
 
+const promptStatus = `-- name: PromptStatus :one
+SELECT status FROM convo.prompts WHERE id = $1::uuid
+`
+
+// Not a worker API function: the Go runtime reads why a prompt it was
+// running is no longer its own.
+func (q *Queries) PromptStatus(ctx context.Context, promptID uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, promptStatus, promptID)
+	var status string
+	err := row.Scan(&status)
+	return status, err
+}
+
 const toolCallComplete = `-- name: ToolCallComplete :exec
 SELECT convo.complete_tool_call($1::uuid, $2::text)
 `
