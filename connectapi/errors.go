@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/stream"
 )
 
 // codes maps each domain error code to its Connect code: the one place
@@ -39,7 +40,8 @@ func toConnectError(ctx context.Context, logger *slog.Logger, procedure string, 
 		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
 	}
 	code := conversation.ErrorCode(err)
-	if code == conversation.Internal || code == conversation.Unavailable {
+	// A draining server refuses streams by design: not worth an error log.
+	if (code == conversation.Internal || code == conversation.Unavailable) && !errors.Is(err, stream.ErrClosed) {
 		logger.ErrorContext(ctx, "request failed", "procedure", procedure, "code", code, "err", err)
 	}
 	return connect.NewError(codes[code], errors.New(conversation.ErrorMessage(err)))

@@ -41,9 +41,6 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 		return invalidArgument("afterSeq", "must not be negative, got %d", req.Msg.GetAfterSeq())
 	}
 	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: req.Msg.AfterSeq})
-	if errors.Is(err, stream.ErrClosed) {
-		return connect.NewError(connect.CodeUnavailable, err) // draining: the client goes elsewhere
-	}
 	if err != nil {
 		return s.fail(ctx, procedure, err)
 	}

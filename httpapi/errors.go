@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/stream"
 )
 
 // statuses maps each domain error code to its HTTP status and the code
@@ -55,7 +56,8 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		return // the client went away: nobody reads the answer
 	}
-	if code == conversation.Internal || code == conversation.Unavailable {
+	// A draining server refuses streams by design: not worth an error log.
+	if (code == conversation.Internal || code == conversation.Unavailable) && !errors.Is(err, stream.ErrClosed) {
 		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	}
 	st, ok := statuses[code]
