@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/stream"
 )
 
@@ -19,6 +20,7 @@ var codes = map[conversation.Code]connect.Code{
 	conversation.FailedPrecondition: connect.CodeFailedPrecondition,
 	conversation.Unauthenticated:    connect.CodeUnauthenticated,
 	conversation.Unavailable:        connect.CodeUnavailable,
+	conversation.ResourceExhausted:  connect.CodeResourceExhausted,
 	conversation.Internal:           connect.CodeInternal,
 }
 
@@ -44,5 +46,9 @@ func toConnectError(ctx context.Context, logger *slog.Logger, procedure string, 
 	if (code == conversation.Internal || code == conversation.Unavailable) && !errors.Is(err, stream.ErrClosed) {
 		logger.ErrorContext(ctx, "request failed", "procedure", procedure, "code", code, "err", err)
 	}
-	return connect.NewError(codes[code], errors.New(conversation.ErrorMessage(err)))
+	ce := connect.NewError(codes[code], errors.New(conversation.ErrorMessage(err)))
+	if d := conversation.ErrorRetryAfter(err); d > 0 {
+		ce.Meta().Set("Retry-After", limit.RetryAfterHeader(d))
+	}
+	return ce
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/stream"
 )
 
@@ -34,6 +35,9 @@ type Options struct {
 	// authentication, so they also see calls it refuses (metrics,
 	// logging).
 	Interceptors []connect.Interceptor
+	// Writes, when set, rate-limits each user's write RPCs (see
+	// writeProcedures); refusals are ResourceExhausted with Retry-After.
+	Writes *limit.Writes
 }
 
 // NewHandler returns the path prefix and handler of ConversationService.
@@ -43,7 +47,7 @@ func NewHandler(opts Options) (string, http.Handler) {
 	}
 	shared := newSharedEncodings()
 	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now}
-	interceptors := append(slices.Clip(opts.Interceptors), interceptor{auth: opts.Auth})
+	interceptors := append(slices.Clip(opts.Interceptors), interceptor{auth: opts.Auth}, writeLimiter{writes: opts.Writes, logger: opts.Logger})
 	return convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
 }
 

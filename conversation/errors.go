@@ -3,6 +3,7 @@ package conversation
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Code classifies an Error. The Connect layer maps each code to one Connect
@@ -20,6 +21,10 @@ const (
 	Unauthenticated Code = "unauthenticated"
 	// Unavailable: the database cannot be reached right now; retry later.
 	Unavailable Code = "unavailable"
+	// ResourceExhausted: a per-user or per-server limit was reached (too
+	// many streams, writes or prompts in flight); the message names the
+	// limit. Retry later, after Error.RetryAfter when it is set.
+	ResourceExhausted Code = "resource_exhausted"
 	// Internal: anything else; its detail is logged, never shown to callers.
 	Internal Code = "internal"
 )
@@ -28,6 +33,9 @@ const (
 type Error struct {
 	Code    Code
 	Message string
+	// RetryAfter, when positive, is how long the caller should wait before
+	// retrying (a rate limit's refill time).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -48,6 +56,15 @@ func ErrorCode(err error) Code {
 		return e.Code
 	}
 	return Internal
+}
+
+// ErrorRetryAfter returns the RetryAfter of err's first *Error, or 0.
+func ErrorRetryAfter(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.RetryAfter
+	}
+	return 0
 }
 
 // ErrorMessage returns the caller-safe message of err's first *Error, or a

@@ -71,6 +71,10 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := s.writes.Allow(owner); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	ctx := r.Context()
 	id := in.threadID
 	if id == uuid.Nil {

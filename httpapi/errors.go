@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/stream"
 )
 
@@ -24,6 +25,7 @@ var statuses = map[conversation.Code]struct {
 	conversation.FailedPrecondition: {http.StatusConflict, "failed_precondition"},
 	conversation.Unauthenticated:    {http.StatusUnauthorized, "unauthenticated"},
 	conversation.Unavailable:        {http.StatusServiceUnavailable, "unavailable"},
+	conversation.ResourceExhausted:  {http.StatusTooManyRequests, "resource_exhausted"},
 	conversation.Internal:           {http.StatusInternalServerError, "internal"},
 }
 
@@ -69,6 +71,9 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	h.Set("Cache-Control", "no-store")
 	if st.status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="convo"`)
+	}
+	if d := conversation.ErrorRetryAfter(err); d > 0 {
+		h.Set("Retry-After", limit.RetryAfterHeader(d))
 	}
 	w.WriteHeader(st.status)
 	_ = json.NewEncoder(w).Encode(errorBody{Code: st.name, Message: conversation.ErrorMessage(err)})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/stream"
 )
 
@@ -24,6 +25,9 @@ type Options struct {
 	// Retry is the reconnection delay SSE streams ask EventSource for.
 	// Default 2 s.
 	Retry time.Duration
+	// Writes, when set, rate-limits each user's writes (POST /v1/agui):
+	// a refusal is 429 with Retry-After.
+	Writes *limit.Writes
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -40,7 +44,7 @@ func NewHandler(opts Options) http.Handler {
 		opts.Retry = 2 * time.Second
 	}
 	s := &server{store: opts.Store, hub: opts.Hub, auth: opts.Auth, logger: opts.Logger,
-		keepAlive: opts.KeepAlive, retry: opts.Retry}
+		keepAlive: opts.KeepAlive, retry: opts.Retry, writes: opts.Writes}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/conversations/{id}/events", s.events)
 	mux.HandleFunc("GET /v1/conversations/{id}/agui", s.aguiFollow)
@@ -56,4 +60,5 @@ type server struct {
 	logger    *slog.Logger
 	keepAlive time.Duration
 	retry     time.Duration
+	writes    *limit.Writes
 }

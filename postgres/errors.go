@@ -19,6 +19,7 @@ const (
 	sqlstateNotFound        = "CV001"
 	sqlstateIllegalState    = "CV002"
 	sqlstateInvalidArgument = "CV003"
+	sqlstateQuotaExceeded   = "CV004"
 )
 
 // translate turns a database error into a conversation.Error where the
@@ -43,6 +44,8 @@ func translate(err error, doing string) error {
 			return conversation.Errorf(conversation.FailedPrecondition, "%s", pgErr.Message)
 		case pgErr.Code == sqlstateInvalidArgument:
 			return conversation.Errorf(conversation.Invalid, "%s", pgErr.Message)
+		case pgErr.Code == sqlstateQuotaExceeded:
+			return conversation.Errorf(conversation.ResourceExhausted, "%s", pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting up
 			return unavailable(err)

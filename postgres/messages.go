@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"math"
 
 	"github.com/google/uuid"
 
@@ -51,4 +52,18 @@ func (s *Store) ExpireLeases(ctx context.Context) (int, error) {
 		return 0, translate(err, "expire leases")
 	}
 	return int(n), nil
+}
+
+// SetMaxActivePrompts sets the cap on prompts one owner may have queued or
+// running at once, which convo.send_message enforces for every server and
+// client of the database (0: no cap). SendMessage past it fails with
+// conversation.ResourceExhausted and queues nothing.
+func (s *Store) SetMaxActivePrompts(ctx context.Context, n int) error {
+	if n < 0 || n > math.MaxInt32 {
+		return conversation.Errorf(conversation.Invalid, "max active prompts: want 0 or more, got %d", n)
+	}
+	if err := s.q.LimitsSetMaxActivePrompts(ctx, int32(n)); err != nil {
+		return translate(err, "set max active prompts")
+	}
+	return nil
 }

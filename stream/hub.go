@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/limit"
 )
 
 // EventLog is what the hub reads: the store's event log.
@@ -43,6 +44,11 @@ type HubOptions struct {
 	// so a batch near the queue's size would cut off subscribers that are
 	// merely a little behind.
 	ReadBatch int
+	// Streams, when set, bounds the open subscriptions per owner and in
+	// total: Open past a bound fails with its ResourceExhausted error, and
+	// Close gives the subscription's place back. Every protocol opens its
+	// streams here, so the bounds count them all together.
+	Streams *limit.Streams
 }
 
 // Hub fans out conversations' events to subscribers. Its zero value is not
@@ -376,6 +382,7 @@ func (h *Hub) start(s *Subscription, seq int64) {
 
 // unregister removes a subscription, and its topic when it was the last.
 func (h *Hub) unregister(s *Subscription) {
+	s.release()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, ok := h.topics[s.conversationID]

@@ -49,6 +49,8 @@ type Subscription struct {
 	hub            *Hub
 	source         Source
 	conversationID uuid.UUID
+	// release gives back the subscription's place under HubOptions.Streams.
+	release func()
 
 	ch    chan *Item
 	endCh chan struct{}
@@ -65,13 +67,19 @@ type Subscription struct {
 // starts: the events after p.AfterSeq when they are all held, otherwise a
 // snapshot. Registering first means nothing committed after the start can
 // be missed; Next drops what the snapshot already holds. It returns the
-// store's errors (NotFound for an unknown or foreign conversation).
+// store's errors (NotFound for an unknown or foreign conversation), and
+// ResourceExhausted past a bound of HubOptions.Streams.
 func (h *Hub) Open(ctx context.Context, src Source, p OpenParams) (*Subscription, error) {
+	release, err := h.opts.Streams.Acquire(p.OwnerID)
+	if err != nil {
+		return nil, err
+	}
 	s := &Subscription{
-		hub: h, source: src, conversationID: p.ConversationID,
+		hub: h, source: src, conversationID: p.ConversationID, release: release,
 		ch: make(chan *Item, h.opts.QueueSize), endCh: make(chan struct{}),
 	}
 	if err := h.register(s); err != nil {
+		release()
 		return nil, err
 	}
 	if err := s.begin(ctx, p); err != nil {

@@ -35,9 +35,11 @@ func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
 func (m *Main) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
+	// One write limiter for both APIs: a user's writes count together.
+	writes := m.Config.Limits.writes()
 	path, api := connectapi.NewHandler(connectapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
-		Interceptors: []connect.Interceptor{m.metrics.rpc},
+		Interceptors: []connect.Interceptor{m.metrics.rpc}, Writes: writes,
 	})
 	mux.Handle(path, api)
 	if m.Config.AdminAddr == "" {
@@ -46,7 +48,7 @@ func (m *Main) routes() http.Handler {
 	mux.Handle("/", web.Handler())
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
-		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
+		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 	}))
 	return mux
 }

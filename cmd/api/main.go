@@ -26,6 +26,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
+	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
@@ -95,6 +96,8 @@ type Config struct {
 	// Workers configures the in-process workers (CONVO_WORKERS and the
 	// model settings; see package worker).
 	Workers worker.Settings
+	// Limits bounds what one user (and the server) may hold (limits.go).
+	Limits Limits
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -132,7 +135,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second,
-			Workers: worker.DefaultSettings(),
+			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
 		},
 		Stdout: os.Stdout,
 	}
@@ -155,6 +158,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fromEnv(&c.AuthJWKSURL, "CONVO_AUTH_JWKS_URL")
 	fromEnv(&c.Feed, "CONVO_FEED")
 	if err := c.Workers.FromEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.Limits.fromEnv(getenv); err != nil {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
@@ -194,7 +200,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
 	c.Workers.RegisterFlags(fs)
+	c.Limits.registerFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := c.Limits.check(); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -261,6 +271,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
 	}
 	m.store = postgres.New(m.pool)
+	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
+		return fmt.Errorf("set the cap on prompts in flight: %w", err)
+	}
 	m.metrics.registry.MustRegister(queueCollector{m.store})
 	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
 		return err
@@ -294,7 +307,8 @@ func (m *Main) Run(ctx context.Context) error {
 // it, the reaper of expired prompt leases and the compactor
 // (maintenance.go).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
-	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent})
+	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent,
+		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
 	m.metrics.registry.MustRegister(m.hub)
 	feed, err := m.newFeed(ctx, connConfig)
 	if err != nil {

@@ -62,6 +62,11 @@ type ConvoEvent struct {
 	CreatedAt      time.Time
 }
 
+type ConvoLimit struct {
+	ID               bool
+	MaxActivePrompts int32
+}
+
 type ConvoMessage struct {
 	ID              uuid.UUID
 	ConversationID  uuid.UUID
@@ -75,6 +80,11 @@ type ConvoMessage struct {
 	FeedbackAt      *time.Time
 	ComparisonID    uuid.NullUUID
 	ComparisonSlot  *string
+}
+
+type ConvoOwnerClaim struct {
+	OwnerID       string
+	LastClaimedAt time.Time
 }
 
 type ConvoPrompt struct {
@@ -92,6 +102,7 @@ type ConvoPrompt struct {
 	StartedAt      *time.Time
 	EndedAt        *time.Time
 	CompactedAt    *time.Time
+	OwnerID        string
 }
 
 type ConvoToolCall struct {

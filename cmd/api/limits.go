@@ -1,0 +1,89 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/convo-dev/convo/limit"
+)
+
+// Limits bounds what one user, and the server, may hold at once. Each has
+// an environment variable and a flag; 0 turns a bound off.
+type Limits struct {
+	// MaxStreamsPerUser bounds one user's open streams on this server,
+	// every protocol together (CONVO_MAX_STREAMS_PER_USER,
+	// --max-streams-per-user).
+	MaxStreamsPerUser int
+	// MaxStreams bounds this server's open streams in all
+	// (CONVO_MAX_STREAMS, --max-streams).
+	MaxStreams int
+	// WriteRate is each user's sustained writes a second (CONVO_WRITE_RATE,
+	// --write-rate), in bursts of up to WriteBurst (CONVO_WRITE_BURST,
+	// --write-burst).
+	WriteRate  float64
+	WriteBurst int
+	// MaxActivePrompts caps one user's queued and running prompts, across
+	// every server of the database (CONVO_MAX_ACTIVE_PROMPTS,
+	// --max-active-prompts). The server writes it into the database at
+	// start, where convo.send_message enforces it.
+	MaxActivePrompts int
+}
+
+// DefaultLimits are safe for a server on the internet and roomy for one
+// person's use.
+func DefaultLimits() Limits {
+	return Limits{MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 4}
+}
+
+func (l *Limits) fromEnv(getenv func(string) string) error {
+	for name, dst := range map[string]*int{
+		"CONVO_MAX_STREAMS_PER_USER": &l.MaxStreamsPerUser, "CONVO_MAX_STREAMS": &l.MaxStreams,
+		"CONVO_WRITE_BURST": &l.WriteBurst, "CONVO_MAX_ACTIVE_PROMPTS": &l.MaxActivePrompts,
+	} {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return fmt.Errorf("%s: %q is not a whole number of 0 or more", name, v)
+			}
+			*dst = n
+		}
+	}
+	if v := getenv("CONVO_WRITE_RATE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 {
+			return fmt.Errorf("CONVO_WRITE_RATE: %q is not a number of writes a second (0 or more)", v)
+		}
+		l.WriteRate = r
+	}
+	return nil
+}
+
+func (l *Limits) registerFlags(fs *flag.FlagSet) {
+	fs.IntVar(&l.MaxStreamsPerUser, "max-streams-per-user", l.MaxStreamsPerUser, "most streams one user may hold open on this server, every protocol together (CONVO_MAX_STREAMS_PER_USER); 0: no limit")
+	fs.IntVar(&l.MaxStreams, "max-streams", l.MaxStreams, "most streams this server holds open in all (CONVO_MAX_STREAMS); 0: no limit")
+	fs.Float64Var(&l.WriteRate, "write-rate", l.WriteRate, "writes a second each user may make on average: messages, renames, votes, feedback (CONVO_WRITE_RATE); 0: no limit")
+	fs.IntVar(&l.WriteBurst, "write-burst", l.WriteBurst, "writes each user may make at once before --write-rate applies (CONVO_WRITE_BURST)")
+	fs.IntVar(&l.MaxActivePrompts, "max-active-prompts", l.MaxActivePrompts, "most prompts one user may have queued or running, across all servers of the database (CONVO_MAX_ACTIVE_PROMPTS); 0: no limit")
+}
+
+func (l *Limits) check() error {
+	for name, n := range map[string]int{
+		"--max-streams-per-user": l.MaxStreamsPerUser, "--max-streams": l.MaxStreams,
+		"--write-burst": l.WriteBurst, "--max-active-prompts": l.MaxActivePrompts,
+	} {
+		if n < 0 {
+			return fmt.Errorf("%s %d: want 0 or more", name, n)
+		}
+	}
+	if l.WriteRate < 0 {
+		return fmt.Errorf("--write-rate %v: want 0 or more", l.WriteRate)
+	}
+	if l.WriteRate > 0 && l.WriteBurst < 1 {
+		return fmt.Errorf("--write-burst %d: want at least 1 while --write-rate is set", l.WriteBurst)
+	}
+	return nil
+}
+
+// writes is the write limiter these limits ask for (nil: none).
+func (l Limits) writes() *limit.Writes { return limit.NewWrites(l.WriteRate, l.WriteBurst) }

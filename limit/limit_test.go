@@ -1,0 +1,145 @@
+package limit
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/convo-dev/convo/conversation"
+)
+
+func requireExhausted(t *testing.T, err error, names string) {
+	t.Helper()
+	if conversation.ErrorCode(err) != conversation.ResourceExhausted {
+		t.Fatalf("err = %v; want resource_exhausted", err)
+	}
+	if !strings.Contains(err.Error(), names) {
+		t.Errorf("message %q does not name %q", err.Error(), names)
+	}
+}
+
+func TestStreams(t *testing.T) {
+	t.Parallel()
+
+	t.Run("PerUserReachedOthersUnaffectedReleased", func(t *testing.T) {
+		t.Parallel()
+		s := NewStreams(2, 0)
+		r1, err := s.Acquire("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Acquire("alice"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Acquire("alice")
+		requireExhausted(t, err, "max streams per user")
+		if n, total := s.Open("alice"); n != 2 || total != 2 {
+			t.Errorf("after a refusal: alice %d, total %d; want 2, 2", n, total)
+		}
+		if _, err := s.Acquire("bob"); err != nil {
+			t.Errorf("bob refused because of alice: %v", err)
+		}
+		r1()
+		r1() // a second release gives nothing back twice
+		if n, total := s.Open("alice"); n != 1 || total != 2 {
+			t.Errorf("after release: alice %d, total %d; want 1, 2", n, total)
+		}
+		if _, err := s.Acquire("alice"); err != nil {
+			t.Errorf("after release: %v", err)
+		}
+	})
+
+	t.Run("TotalReached", func(t *testing.T) {
+		t.Parallel()
+		s := NewStreams(0, 2)
+		a, _ := s.Acquire("alice")
+		if _, err := s.Acquire("bob"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.Acquire("carol")
+		requireExhausted(t, err, "max streams per server")
+		a()
+		if _, err := s.Acquire("carol"); err != nil {
+			t.Errorf("after release: %v", err)
+		}
+	})
+
+	t.Run("NilLimitsNothing", func(t *testing.T) {
+		t.Parallel()
+		var s *Streams
+		release, err := s.Acquire("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	})
+}
+
+func TestWrites(t *testing.T) {
+	t.Parallel()
+
+	t.Run("BurstThenRefusedWithRetryAfterThenRefilled", func(t *testing.T) {
+		t.Parallel()
+		now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+		w := NewWrites(2, 3) // 2/s, burst 3
+		w.now = func() time.Time { return now }
+		for i := range 3 {
+			if err := w.Allow("alice"); err != nil {
+				t.Fatalf("write %d of the burst: %v", i, err)
+			}
+		}
+		err := w.Allow("alice")
+		requireExhausted(t, err, "write rate limit")
+		if d := conversation.ErrorRetryAfter(err); d != 500*time.Millisecond {
+			t.Errorf("retry after %v; want 500ms", d)
+		}
+		// A refusal takes no token: the next one is still due in 500ms.
+		now = now.Add(499 * time.Millisecond)
+		requireExhausted(t, w.Allow("alice"), "write rate limit")
+		if err := w.Allow("bob"); err != nil {
+			t.Errorf("bob refused because of alice: %v", err)
+		}
+		now = now.Add(time.Millisecond)
+		if err := w.Allow("alice"); err != nil {
+			t.Errorf("after the refill: %v", err)
+		}
+	})
+
+	t.Run("FullBucketsAreDropped", func(t *testing.T) {
+		t.Parallel()
+		now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+		w := NewWrites(1, 1)
+		w.now = func() time.Time { return now }
+		for _, u := range []string{"a", "b", "c"} {
+			if err := w.Allow(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now = now.Add(2 * sweepEvery)
+		if err := w.Allow("d"); err != nil {
+			t.Fatal(err)
+		}
+		if len(w.users) != 1 {
+			t.Errorf("%d buckets kept; want only d's", len(w.users))
+		}
+	})
+
+	t.Run("ZeroRateIsNoLimit", func(t *testing.T) {
+		t.Parallel()
+		w := NewWrites(0, 0)
+		for range 1000 {
+			if err := w.Allow("alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestRetryAfterHeader(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{time.Millisecond: "1", time.Second: "1", 1500 * time.Millisecond: "2", 0: "1"} {
+		if got := RetryAfterHeader(d); got != want {
+			t.Errorf("RetryAfterHeader(%v) = %s; want %s", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,384 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// send sends text as owner, starting a conversation when conversationID is
+// uuid.Nil, with one model configuration per prompt to queue.
+func (tb *testBundle) send(ctx context.Context, owner string, conversationID uuid.UUID, prompts int) (conversation.SendMessageResult, error) {
+	configs := make([]json.RawMessage, prompts)
+	for i := range configs {
+		configs[i] = json.RawMessage(`{"model":"demo"}`)
+	}
+	return tb.store.SendMessage(ctx, conversation.SendMessageParams{
+		OwnerID: owner, ConversationID: conversationID, Text: "hello", ModelConfigs: configs,
+	})
+}
+
+func (tb *testBundle) setCap(t *testing.T, n int) {
+	t.Helper()
+	if err := tb.store.SetMaxActivePrompts(context.Background(), n); err != nil {
+		t.Fatalf("set max active prompts %d: %v", n, err)
+	}
+}
+
+// requireQuotaExceeded asserts err is the quota error naming its limit.
+func requireQuotaExceeded(t *testing.T, err error) {
+	t.Helper()
+	if conversation.ErrorCode(err) != conversation.ResourceExhausted {
+		t.Fatalf("err = %v (code %q); want resource_exhausted", err, conversation.ErrorCode(err))
+	}
+	if msg := conversation.ErrorMessage(err); !strings.Contains(msg, "max_active_prompts") {
+		t.Errorf("message %q does not name the limit", msg)
+	}
+}
+
+func TestMaxActivePrompts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("ReachedRefusedNothingChanged", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 2)
+		first, err := tb.send(ctx, "alice", uuid.Nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.send(ctx, "alice", first.ConversationID, 1); err != nil {
+			t.Fatal(err)
+		}
+		before := tb.fingerprint(t)
+		_, err = tb.send(ctx, "alice", first.ConversationID, 1)
+		requireQuotaExceeded(t, err)
+		// A new conversation is not created either.
+		_, err = tb.send(ctx, "alice", uuid.Nil, 1)
+		requireQuotaExceeded(t, err)
+		if after := tb.fingerprint(t); after != before {
+			t.Errorf("a refused send changed the database:\nbefore %s\nafter  %s", before, after)
+		}
+		// Any client of the SQL function gets the same SQLSTATE.
+		_, err = tb.pool.Exec(ctx, `SELECT * FROM convo.send_message('alice', NULL, 'hi', '[{}]')`)
+		requireSQLState(t, err, "CV004")
+	})
+
+	t.Run("OtherUsersUnaffected", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 1)
+		if _, err := tb.send(ctx, "alice", uuid.Nil, 1); err != nil {
+			t.Fatal(err)
+		}
+		_, err := tb.send(ctx, "alice", uuid.Nil, 1)
+		requireQuotaExceeded(t, err)
+		if _, err := tb.send(ctx, "bob", uuid.Nil, 1); err != nil {
+			t.Errorf("bob is refused because of alice: %v", err)
+		}
+	})
+
+	t.Run("RunningCountsAndFinishingReleases", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 2)
+		a, err := tb.send(ctx, "alice", uuid.Nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := tb.send(ctx, "alice", uuid.Nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("claim = %+v, %v", claimed, err)
+		}
+		if err := tb.q.PromptStart(ctx, claimed[0].PromptID); err != nil {
+			t.Fatal(err)
+		}
+		_, err = tb.send(ctx, "alice", uuid.Nil, 1)
+		requireQuotaExceeded(t, err) // one running, one queued
+		if err := tb.q.PromptComplete(ctx, claimed[0].PromptID); err != nil {
+			t.Fatal(err)
+		}
+		c, err := tb.send(ctx, "alice", uuid.Nil, 1)
+		if err != nil {
+			t.Fatalf("after a prompt completed: %v", err)
+		}
+		_, err = tb.send(ctx, "alice", uuid.Nil, 1)
+		requireQuotaExceeded(t, err)
+		// Cancelling releases too.
+		other := a.PromptIDs[0]
+		if other == claimed[0].PromptID {
+			other = b.PromptIDs[0]
+		}
+		if _, err := tb.store.CancelPrompt(ctx, "alice", other); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.send(ctx, "alice", c.ConversationID, 1); err != nil {
+			t.Fatalf("after a prompt was cancelled: %v", err)
+		}
+	})
+
+	t.Run("ComparisonCountsBothPrompts", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 2)
+		if _, err := tb.send(ctx, "alice", uuid.Nil, 1); err != nil {
+			t.Fatal(err)
+		}
+		_, err := tb.send(ctx, "alice", uuid.Nil, 2)
+		requireQuotaExceeded(t, err)
+		if _, err := tb.send(ctx, "bob", uuid.Nil, 2); err != nil {
+			t.Errorf("a comparison within the cap: %v", err)
+		}
+	})
+
+	t.Run("ConcurrentSendsCannotPassTheCap", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 3)
+		// Every send on its own connection, as from several servers.
+		const senders = 12
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var accepted, refused int
+		start := make(chan struct{})
+		for range senders {
+			wg.Go(func() {
+				<-start
+				_, err := tb.send(ctx, "alice", uuid.Nil, 1)
+				mu.Lock()
+				defer mu.Unlock()
+				switch conversation.ErrorCode(err) {
+				case "":
+					accepted++
+				case conversation.ResourceExhausted:
+					refused++
+				default:
+					t.Errorf("send: %v", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if accepted != 3 || refused != senders-3 {
+			t.Errorf("accepted %d, refused %d; want 3 and %d", accepted, refused, senders-3)
+		}
+		var active int
+		if err := tb.pool.QueryRow(ctx, `SELECT count(*) FROM convo.prompts WHERE status = 'queued'`).Scan(&active); err != nil || active != 3 {
+			t.Errorf("queued prompts = %d, %v; want 3", active, err)
+		}
+	})
+
+	t.Run("ZeroIsNoCap", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 0)
+		for i := range 10 {
+			if _, err := tb.send(ctx, "alice", uuid.Nil, 1); err != nil {
+				t.Fatalf("send %d: %v", i, err)
+			}
+		}
+	})
+
+	t.Run("NegativeCapIsInvalid", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		err := tb.store.SetMaxActivePrompts(ctx, -1)
+		if conversation.ErrorCode(err) != conversation.Invalid {
+			t.Errorf("SetMaxActivePrompts(-1) = %v; want invalid", err)
+		}
+	})
+}
+
+func TestFairClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	// owners maps each prompt to its owner.
+	queue := func(t *testing.T, tb *testBundle, owner string, n int, owners map[uuid.UUID]string, order *[]uuid.UUID) {
+		t.Helper()
+		conv := uuid.Nil
+		for range n {
+			res, err := tb.send(ctx, owner, conv, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv = res.ConversationID
+			owners[res.PromptIDs[0]] = owner
+			*order = append(*order, res.PromptIDs[0])
+		}
+	}
+
+	t.Run("RoundRobinAcrossThreeUsersWithOneWorker", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		owners := map[uuid.UUID]string{}
+		var order []uuid.UUID
+		// alice queues a backlog first; bob and carol come after.
+		queue(t, tb, "alice", 4, owners, &order)
+		queue(t, tb, "bob", 3, owners, &order)
+		queue(t, tb, "carol", 2, owners, &order)
+
+		var served []string
+		var servedIDs []uuid.UUID
+		for {
+			claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(claimed) == 0 {
+				break
+			}
+			id := claimed[0].PromptID
+			served = append(served, owners[id])
+			servedIDs = append(servedIDs, id)
+			if err := tb.q.PromptStart(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.q.PromptComplete(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := "alice bob carol alice bob carol alice bob alice"
+		if got := strings.Join(served, " "); got != want {
+			t.Errorf("served %s\nwant   %s", got, want)
+		}
+		// Each owner's prompts oldest first.
+		next := map[string]int{}
+		for _, id := range servedIDs {
+			owner := owners[id]
+			var mine []uuid.UUID
+			for _, o := range order {
+				if owners[o] == owner {
+					mine = append(mine, o)
+				}
+			}
+			if mine[next[owner]] != id {
+				t.Errorf("%s's prompt %s served out of order", owner, id)
+			}
+			next[owner]++
+		}
+	})
+
+	t.Run("NewcomerIsServedBeforeABacklog", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		owners := map[uuid.UUID]string{}
+		var order []uuid.UUID
+		queue(t, tb, "alice", 3, owners, &order)
+		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		if err != nil || len(claimed) != 1 || owners[claimed[0].PromptID] != "alice" {
+			t.Fatalf("first claim = %+v, %v", claimed, err)
+		}
+		queue(t, tb, "bob", 1, owners, &order)
+		claimed, err = tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		if err != nil || len(claimed) != 1 || owners[claimed[0].PromptID] != "bob" {
+			t.Fatalf("second claim = %+v, %v; want bob's prompt, queued after alice's backlog", claimed, err)
+		}
+	})
+
+	t.Run("SkipsPromptsLockedByAnotherClaim", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		owners := map[uuid.UUID]string{}
+		var order []uuid.UUID
+		queue(t, tb, "alice", 1, owners, &order)
+		queue(t, tb, "bob", 1, owners, &order)
+		// A claim in an open transaction holds alice's prompt locked.
+		tx, err := tb.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		held, err := dbq.New(tx).PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		if err != nil || len(held) != 1 || owners[held[0].PromptID] != "alice" {
+			t.Fatalf("held claim = %+v, %v", held, err)
+		}
+		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		if err != nil || len(claimed) != 1 || owners[claimed[0].PromptID] != "bob" {
+			t.Fatalf("concurrent claim = %+v, %v; want bob's prompt without waiting", claimed, err)
+		}
+	})
+
+	t.Run("UnstartedPromptWithExpiredLeaseIsClaimedAgain", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		owners := map[uuid.UUID]string{}
+		var order []uuid.UUID
+		queue(t, tb, "alice", 1, owners, &order)
+		first, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		if err != nil || len(first) != 1 {
+			t.Fatalf("claim = %+v, %v", first, err)
+		}
+		if _, err := tb.pool.Exec(ctx, `UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, first[0].PromptID); err != nil {
+			t.Fatal(err)
+		}
+		again, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		if err != nil || len(again) != 1 || again[0].PromptID != first[0].PromptID || again[0].Attempts != 2 {
+			t.Fatalf("reclaim = %+v, %v; want the same prompt, attempt 2", again, err)
+		}
+	})
+}
+
+// TestPromptLimitsMigrationDown rolls 00009_prompt_limits.sql back with
+// prompts queued and forward again: the queue keeps working both ways, and
+// the owners of existing prompts are filled in again.
+func TestPromptLimitsMigrationDown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	tb := setupDSN(t, dsn)
+	if _, err := tb.send(ctx, "alice", uuid.Nil, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB := stdlib.OpenDB(*cfg)
+	defer sqlDB.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, os.DirFS("../db/schema"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.DownTo(ctx, 8); err != nil {
+		t.Fatalf("down to 8: %v", err)
+	}
+	// The pool's cached plans name dropped objects: start afresh.
+	tb = setupDSN(t, dsn)
+	if _, err := tb.pool.Exec(ctx, `SELECT * FROM convo.send_message('bob', NULL, 'hi', '[{}]')`); err != nil {
+		t.Fatalf("send_message after down: %v", err)
+	}
+	var claimed int
+	if err := tb.pool.QueryRow(ctx, `SELECT count(*) FROM convo.claim_prompt('w1', 30)`).Scan(&claimed); err != nil || claimed != 1 {
+		t.Fatalf("claim after down = %d, %v", claimed, err)
+	}
+
+	if _, err := provider.Up(ctx); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	tb = setupDSN(t, dsn)
+	var owners string
+	if err := tb.pool.QueryRow(ctx, `SELECT string_agg(owner_id, ',' ORDER BY owner_id) FROM convo.prompts`).Scan(&owners); err != nil || owners != "alice,bob" {
+		t.Fatalf("owners after up = %q, %v; want alice,bob", owners, err)
+	}
+	tb.setCap(t, 1)
+	_, err = tb.send(ctx, "bob", uuid.Nil, 1)
+	requireQuotaExceeded(t, err)
+}
