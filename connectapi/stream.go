@@ -60,6 +60,7 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 				return err
 			}
 		}
+		sub.ReleaseSnapshot()
 	}
 	for {
 		item, ready, err := sub.TryNext(ctx)

@@ -143,6 +143,11 @@ func (s *Subscription) Snapshot() (conversation.State, bool) {
 	return *s.snapshot, true
 }
 
+// ReleaseSnapshot forgets the snapshot once the stream has sent it, so that
+// a long-lived stream does not hold a copy of its conversation; Snapshot
+// then reports false.
+func (s *Subscription) ReleaseSnapshot() { s.snapshot = nil }
+
 // Next returns the conversation's next event after the snapshot (or the
 // resume point), waiting for it to be committed. Events come exactly once,
 // in seq order. It returns ErrFellBehind, ErrDeleted or ErrClosed when the
