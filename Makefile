@@ -8,7 +8,8 @@
 .PHONY: run test generate lint bench
 
 run:
-	go run ./cmd/api
+	go build -o bin/convo-api ./cmd/api
+	exec bin/convo-api
 
 test:
 	./scripts/test.sh
