@@ -3,7 +3,7 @@ package postgres_test
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -12,9 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -55,10 +52,10 @@ func readmeServerEnv(t *testing.T, beforeWalkthrough []byte) map[string]string {
 	return nil
 }
 
-// TestReadmeWalkthrough runs the README's psql walkthrough against a fresh
-// database, next to the workers of a server started the way the README
-// says (so a default server's demo worker would take the prompt first),
-// so the documentation cannot drift from the SQL worker API.
+// TestReadmeWalkthrough runs the README's psql walkthrough, as a reader
+// types it, next to the workers of a server started the way the README
+// says (a default server's demo worker would take the prompt first), so
+// the documentation cannot drift from the SQL worker API.
 func TestReadmeWalkthrough(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
@@ -70,14 +67,38 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatal("README.md has no ```sql walkthrough block")
 	}
 	walkthrough := readme[loc[2]:loc[3]]
+	env := readmeServerEnv(t, readme[:loc[0]])
+
+	t.Run("FreshDatabase", func(t *testing.T) {
+		t.Parallel()
+		runWalkthrough(t, walkthrough, env, 0)
+	})
+	// A reader who sent messages through the API before restarting the
+	// server as the walkthrough asks may have left prompts in the queue:
+	// the walkthrough answers the oldest, and still shows its events.
+	t.Run("AfterEarlierMessages", func(t *testing.T) {
+		t.Parallel()
+		runWalkthrough(t, walkthrough, env, 2)
+	})
+}
+
+// runWalkthrough queues leftover prompts, starts the workers env
+// configures, and types the walkthrough into psql.
+func runWalkthrough(t *testing.T, walkthrough []byte, env map[string]string, leftover int) {
 	psql, err := exec.LookPath("psql")
 	if err != nil {
 		t.Fatal("psql is needed to run the README walkthrough: apt-get install postgresql-client")
 	}
 	dsn := pgtest.DSN(t)
+	tb := setupDSN(t, dsn)
+	ctx := context.Background()
+	for i := range leftover {
+		if _, err := tb.pool.Exec(ctx, `SELECT convo.send_message('local', NULL, $1, '[{"model": "demo"}]')`, fmt.Sprintf("Sent earlier, %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	// The server's in-process workers, configured as the README says.
-	env := readmeServerEnv(t, readme[:loc[0]])
 	settings := worker.DefaultSettings()
 	if err := settings.FromEnv(func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
@@ -86,12 +107,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	workers, err := worker.Start(context.Background(), pool, cfg)
+	workers, err := worker.Start(ctx, tb.pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +116,21 @@ func TestReadmeWalkthrough(t *testing.T) {
 		defer cancel()
 		workers.Stop(ctx) //nolint:errcheck
 	})
+	count := func(sql string) int {
+		var n int
+		if err := tb.pool.QueryRow(ctx, sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Workers started next to leftover prompts would take them at once.
+	for typing := time.Now(); leftover > 0 && time.Since(typing) < 2*time.Second && count(`SELECT count(*) FROM convo.prompts WHERE status <> 'queued'`) == 0; {
+		time.Sleep(10 * time.Millisecond)
+	}
+
 	// The reader types the walkthrough: between queuing the message and
-	// claiming it, the workers have the time a person takes to type the
-	// next statement, and a worker that is running takes the prompt.
+	// claiming a prompt, the workers have the time a person takes to type
+	// the next statement, and a worker that is running takes the prompt.
 	first, rest, ok := bytes.Cut(walkthrough, []byte("\\gset\n"))
 	if !ok {
 		t.Fatal("the walkthrough does not start with a statement ending in \\gset")
@@ -120,26 +148,17 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if _, err := stdin.Write(append(first, "\\gset\n"...)); err != nil {
 		t.Fatal(err)
 	}
-	tb := setupDSN(t, dsn)
-	ctx := context.Background()
-	promptStatus := func() string {
-		var status string
-		err := tb.pool.QueryRow(ctx, `SELECT status FROM convo.prompts`).Scan(&status)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			t.Fatal(err)
-		}
-		return status
-	}
+	claimed := count(`SELECT count(*) FROM convo.prompts WHERE status <> 'queued'`)
 	queued := time.Now()
-	for promptStatus() == "" {
+	for count(`SELECT count(*) FROM convo.prompts`) <= leftover {
 		if time.Since(queued) > 30*time.Second {
 			t.Fatalf("the walkthrough's first statement queued no prompt:\n%s", out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	// A person's pause before the next statement: over as soon as a
-	// worker claims the prompt.
-	for typing := time.Now(); time.Since(typing) < 2*time.Second && promptStatus() == "queued"; {
+	// worker claims a prompt.
+	for typing := time.Now(); time.Since(typing) < 2*time.Second && count(`SELECT count(*) FROM convo.prompts WHERE status <> 'queued'`) == claimed; {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if _, err := stdin.Write(rest); err != nil {
@@ -150,8 +169,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("walkthrough failed: %v\n%s", err, out.String())
 	}
 	var convID string
-	if err := tb.pool.QueryRow(ctx, `SELECT id::text FROM convo.conversations`).Scan(&convID); err != nil {
-		t.Fatal(err)
+	if err := tb.pool.QueryRow(ctx, `SELECT conversation_id::text FROM convo.prompts WHERE worker = 'psql-worker'`).Scan(&convID); err != nil {
+		t.Fatalf("no prompt claimed by psql-worker: %v\n%s", err, out.String())
 	}
 	st := tb.state(t, mustUUID(t, convID))
 	reply := st.Messages[1]
