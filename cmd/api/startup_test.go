@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/convo-dev/convo/internal/pgtest"
 )
@@ -88,56 +85,23 @@ func TestStartupLog(t *testing.T) {
 }
 
 // TestCtrlC runs the server binary as `make run` does and interrupts it
-// as a terminal's Ctrl-C does (SIGINT to its process group): it must
-// drain, stop and exit 0, and every line it wrote to stderr must be in
-// the configured log format.
+// as a terminal's Ctrl-C does (SIGINT): it must drain, stop and exit 0,
+// and every line it wrote to stderr must be in the configured log format.
 func TestCtrlC(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "api")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "--http-addr", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t))
-	// Its own process group, so the signal reaches it and nothing else.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
+	p := startProcess(t, bin, "DATABASE_URL="+pgtest.DSN(t))
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck
-
-	var lines []string
-	serving := make(chan struct{})
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		scanner := bufio.NewScanner(stderr)
-		for scanner.Scan() {
-			lines = append(lines, scanner.Text())
-			if strings.Contains(scanner.Text(), `msg="convo is serving"`) {
-				close(serving)
-			}
-		}
-	}()
-	select {
-	case <-serving:
-	case <-read:
-		t.Fatalf("the server exited before serving:\n%s", strings.Join(lines, "\n"))
-	case <-time.After(60 * time.Second):
-		t.Fatal("the server did not start within 60 s")
-	}
-	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	<-read
-	if err := cmd.Wait(); err != nil {
+	<-p.stderrDone
+	if err := p.cmd.Wait(); err != nil {
 		t.Errorf("server exited with %v after SIGINT, want 0", err)
 	}
+	lines := strings.Split(strings.TrimSpace(p.logs.String()), "\n")
 	shutdown := false
 	for _, line := range lines {
 		if !strings.HasPrefix(line, "time=") {
