@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -12,6 +16,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/convo-dev/convo/internal/pgtest"
 )
@@ -111,5 +116,66 @@ func TestCtrlC(t *testing.T) {
 	}
 	if !shutdown {
 		t.Errorf("no shutting down line:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestMakeRunCtrlC runs `make run` and interrupts it as a terminal's
+// Ctrl-C does (SIGINT to the whole foreground process group: make, the
+// shell, the server): the server drains and exits 0, so make reports no
+// error (`go run` would exit 1 on SIGINT whatever the server did, and
+// make would print "Error 1").
+func TestMakeRunCtrlC(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatal("make is needed to test `make run`: apt-get install make")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("make", "run")
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t), "CONVO_HTTP_ADDR=127.0.0.1:0", "CONVO_WORKERS=0", "MAKEFLAGS=")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }) //nolint:errcheck
+
+	out := &syncBuffer{}
+	serving := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		scanner := bufio.NewScanner(r)
+		for scanner.Scan() {
+			fmt.Fprintln(out, scanner.Text())
+			if strings.Contains(scanner.Text(), `msg="convo is serving"`) {
+				close(serving)
+			}
+		}
+	}()
+	select {
+	case <-serving:
+	case <-done:
+		t.Fatalf("make run ended before the server served:\n%s", out)
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("make run did not serve within 3 minutes:\n%s", out)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	err = cmd.Wait()
+	// make itself dies of the SIGINT, as on every Ctrl-C (the shell shows
+	// nothing); what must not happen is make reporting a failed recipe.
+	var exit *exec.ExitError
+	if err != nil && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT) {
+		t.Errorf("make run ended with %v after Ctrl-C:\n%s", err, out)
+	}
+	if strings.Contains(out.String(), "make: ***") || !strings.Contains(out.String(), `msg="shutting down"`) {
+		t.Errorf("make run did not stop cleanly on Ctrl-C:\n%s", out)
 	}
 }
