@@ -9,7 +9,8 @@
 .PHONY: run test generate lint bench bench-peer
 
 run:
-	go run ./cmd/api
+	go build -o bin/convo-api ./cmd/api
+	exec bin/convo-api
 
 test:
 	./scripts/test.sh

@@ -13,6 +13,7 @@ require (
 	github.com/prometheus/common v0.66.1
 	github.com/testcontainers/testcontainers-go v0.43.0
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.43.0
+	github.com/yuin/goldmark v1.8.7
 	google.golang.org/protobuf v1.36.12
 )
 

@@ -46,22 +46,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	// Every line goes through the configured logger: slog's package
+	// functions would otherwise write through the standard log package,
+	// in its own format.
+	slog.SetDefault(m.Logger)
 	if m.Config.MigrateOnly {
 		if err := m.Migrate(ctx); err != nil {
-			slog.Error("migration failed", "err", err)
+			m.Logger.Error("migration failed", "err", err)
 			os.Exit(1)
 		}
 		return
 	}
 	if err := m.Run(ctx); err != nil {
 		m.Close()
-		slog.Error("convo failed to start", "err", err)
+		m.Logger.Error("convo failed to start", "err", err)
 		os.Exit(1)
 	}
 	<-ctx.Done()
-	slog.Info("shutting down")
+	m.Logger.Info("shutting down")
 	if err := m.Close(); err != nil {
-		slog.Error("shutdown", "err", err)
+		m.Logger.Error("shutdown", "err", err)
 		os.Exit(1)
 	}
 }
@@ -288,6 +292,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start workers: %w", err)
 	}
 	m.metrics.registry.MustRegister(m.workers)
+	if m.Config.Workers.Workers == 0 {
+		m.Logger.Info(noWorkersMessage)
+	}
 
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
@@ -304,8 +311,13 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Logger.Warn("CONVO_CORS_ORIGINS=* without auth: any web page the user visits can read and write every conversation; list the app's origins instead")
 	}
 	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
+	m.Logger.Info(fmt.Sprintf("open %s in a browser", m.URL()))
 	return nil
 }
+
+// noWorkersMessage is logged at start with CONVO_WORKERS=0, so that a
+// prompt that waits is not a surprise.
+const noWorkersMessage = "no workers: prompts wait for an outside worker, for example `go run ./cmd/worker`"
 
 // startBackground starts the stream hub, the feed (CONVO_FEED) that feeds
 // it, the reaper of expired prompt leases and the compactor
