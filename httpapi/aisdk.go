@@ -106,6 +106,17 @@ func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	noReply := func() {
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+	}
+	if conversation.ErrorCode(err) == conversation.NotFound {
+		// useChat asks on every load, a new chat's too: a chat convo does
+		// not know (or another user's: the two look alike) has no reply
+		// running, rather than being an error that breaks the page.
+		noReply()
+		return
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -114,8 +125,7 @@ func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	st, _ := sub.Snapshot()
 	m := runningReply(st)
 	if m == nil {
-		w.Header().Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusNoContent)
+		noReply()
 		return
 	}
 	reply := newUIReply(m.PromptID.UUID.String(), m.ID.String())

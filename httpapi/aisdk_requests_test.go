@@ -75,7 +75,6 @@ func TestAISDKRequests(t *testing.T) {
 		{"RegenerateUnknownChat", alice, "", chatBody(fresh(), "regenerate-message"), 404, "not_found", ""},
 		{"RegenerateWhileARunning", alice, "", chatBody(s.conversationID.String(), "regenerate-message"), 409, "failed_precondition",
 			"still being written; stop it first"},
-		{"ResumeAnotherUsersChat", mallory, "/" + s.conversationID.String() + "/stream", nil, 404, "not_found", ""},
 		{"MessagesOfAnotherUsersChat", mallory, "/" + s.conversationID.String() + "/messages", nil, 404, "not_found", ""},
 		{"StopAnotherUsersChat", mallory, "/" + s.conversationID.String() + "/stop", "", 404, "not_found", ""},
 		{"ResumeNotAUUID", alice, "/x/stream", nil, 400, "invalid_argument", `conversationId: "x" is not a UUID`},
@@ -113,6 +112,22 @@ func TestAISDKRequests(t *testing.T) {
 			}
 		})
 	}
+	// useChat resumes on every load, a new chat's too: an unknown chat, or
+	// another user's (the two look alike), has no reply running.
+	for _, tc := range []struct{ token, chat string }{{alice, uuid.NewString()}, {mallory, s.conversationID.String()}} {
+		resp, cancel := get(t, "GET", tb.url+"/v1/ai-sdk/chat/"+tc.chat+"/stream", bearer(tc.token), nil)
+		resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("resume of chat %s: %s, want 204", tc.chat, resp.Status)
+		}
+	}
+	resp, cancel := get(t, "GET", tb.url+"/v1/ai-sdk/chat/"+s.conversationID.String()+"/stream", bearer(alice), nil)
+	defer cancel()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("resume of alice's chat with a prompt queued: %s, want its stream", resp.Status)
+	}
+	resp.Body.Close()
 	after := tb.state(t, "alice", s.conversationID)
 	if after.Seq != before.Seq || len(after.Messages) != len(before.Messages) {
 		t.Errorf("refused requests changed the conversation: seq %d → %d, %d → %d messages", before.Seq, after.Seq,
