@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -224,4 +225,46 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestAISDKStreamCutOff checks how a reply's stream ends when it is cut
+// off before the reply: on a server shutting down it is aborted (no
+// [DONE]: the client sees a dropped connection and resumes elsewhere); a
+// deleted conversation ends it with an error chunk.
+func TestAISDKStreamCutOff(t *testing.T) {
+	t.Parallel()
+	t.Run("ServerShutdown", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		run := openUI(t, "POST", tb.url+"/v1/ai-sdk/chat", nil, chatBody(uuid.NewString(), "submit-message", "hello"))
+		run.next(t)
+		tb.stopHub()
+		select {
+		case <-run.c.done:
+		case <-time.After(waitTimeout):
+			t.Fatal("the stream did not end")
+		}
+		if run.c.err == nil {
+			t.Fatal("the response ended cleanly; want it aborted")
+		}
+		select {
+		case ev := <-run.c.events:
+			t.Fatalf("a chunk after the shutdown: %+v", ev)
+		default:
+		}
+	})
+	t.Run("ConversationDeleted", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		chat := uuid.New()
+		run := openUI(t, "POST", tb.url+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "hello"))
+		run.next(t)
+		if err := tb.store.DeleteConversation(context.Background(), "local", chat); err != nil {
+			t.Fatal(err)
+		}
+		rest := run.rest(t)
+		if got := chunkTypes(rest); got != "error [DONE]" || rest[0]["errorText"] != "the conversation was deleted" {
+			t.Fatalf("after the deletion: %v", rest)
+		}
+	})
 }
