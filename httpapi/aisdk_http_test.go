@@ -289,7 +289,7 @@ func TestAISDKVerifier(t *testing.T) {
 	dir := t.TempDir()
 	// The demo model at a pace at which a reply outlives a dropped
 	// response long enough to be resumed.
-	demo := setup(t, setupOptions{workers: true, demoPace: 400})
+	demo := setup(t, setupOptions{workers: true, demoPace: 150})
 	manual := setup(t) // no workers: the test writes the replies
 	// chats maps each recording to the conversation whose last message it
 	// folds into.
