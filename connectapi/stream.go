@@ -45,6 +45,10 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 		return s.fail(ctx, procedure, err)
 	}
 	defer sub.Close()
+	// Every message that is ready is written before one flush (flush.go).
+	flush := coalescingFrom(ctx)
+	flush.hold()
+	defer flush.release()
 
 	if st, ok := sub.Snapshot(); ok {
 		first, err := snapshotMessages(st)
@@ -56,9 +60,16 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 				return err
 			}
 		}
+		sub.ReleaseSnapshot()
 	}
 	for {
-		item, err := sub.Next(ctx)
+		item, ready, err := sub.TryNext(ctx)
+		if err == nil && !ready {
+			// Nothing more is ready: send what was written, then wait.
+			flush.release()
+			item, err = sub.Next(ctx)
+			flush.hold()
+		}
 		if err != nil {
 			return s.streamError(ctx, procedure, err, sub.Cursor())
 		}
