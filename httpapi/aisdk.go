@@ -65,6 +65,7 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	sub.ReleaseSnapshot() // the reply is new: nothing of the snapshot is sent
 	var promptID, messageID uuid.UUID
 	if req.trigger == triggerSubmit {
 		sent, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
@@ -130,6 +131,7 @@ func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	}
 	reply := newUIReply(m.PromptID.UUID.String(), m.ID.String())
 	reply.resume(*m)
+	sub.ReleaseSnapshot() // the reply's chunks so far hold what the stream needs of it
 	s.streamUIReply(w, r, sub, reply)
 }
 
