@@ -91,6 +91,9 @@ func TestCORS(t *testing.T) {
 		{"AGUIFollow", "GET", "/v1/conversations/" + id + "/agui", "authorization"},
 		{"AGUIRun", "POST", "/v1/agui", "content-type,authorization"},
 		{"History", "GET", "/v1/conversations/" + id + "/history", "authorization"},
+		{"AISDKChat", "POST", "/v1/ai-sdk/chat", "content-type,authorization"},
+		{"AISDKResume", "GET", "/v1/ai-sdk/chat/" + id + "/stream", "authorization"},
+		{"AISDKStop", "POST", "/v1/ai-sdk/chat/" + id + "/stop", "authorization"},
 	}
 	for _, p := range preflights {
 		t.Run("Preflight"+p.name, func(t *testing.T) {
