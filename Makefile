@@ -4,11 +4,13 @@
 #   make generate  regenerate sqlc and protobuf code (needs npm ci --prefix web)
 #   make lint      gofmt, go vet, generated code is current
 #   make bench     the benchmarks whose figures the docs quote
+#   make bench-peer convo next to a push server in one shape (CONVO_PEER_RUN: its script)
 
-.PHONY: run test generate lint bench
+.PHONY: run test generate lint bench bench-peer
 
 run:
-	go run ./cmd/api
+	go build -o bin/convo-api ./cmd/api
+	exec bin/convo-api
 
 test:
 	./scripts/test.sh
@@ -23,3 +25,6 @@ lint:
 bench:
 	go test -run '^$$' -bench . -benchtime 2000x ./postgres/
 	go run ./cmd/bench
+
+bench-peer:
+	./scripts/bench-peer.sh

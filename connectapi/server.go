@@ -48,7 +48,8 @@ func NewHandler(opts Options) (string, http.Handler) {
 	shared := newSharedEncodings()
 	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now}
 	interceptors := append(slices.Clip(opts.Interceptors), interceptor{auth: opts.Auth}, writeLimiter{writes: opts.Writes, logger: opts.Logger})
-	return convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
+	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
+	return path, withCoalescing(handler)
 }
 
 // handlerOptions are the handler's Connect options: connect's defaults but

@@ -24,65 +24,106 @@ func DecodeEvent(e conversation.Event) (any, error) {
 	return &convov1.StreamConversationResponse{Kind: &convov1.StreamConversationResponse_Event{Event: ev}}, nil
 }
 
+// StreamConversation sends the stream's start, then every event as it
+// commits. An open stream is parked in the loop below, on the stack of
+// the connection's goroutine: its frames are kept small (the start, the
+// checks and the error paths are calls that return) so that, idle, the
+// whole stack fits in a quarter of 16 KiB and the garbage collector
+// shrinks it to 8 KiB. docs/performance.md has the measurement.
 func (s *service) StreamConversation(ctx context.Context, req *connect.Request[convov1.StreamConversationRequest], out *connect.ServerStream[convov1.StreamConversationResponse]) error {
-	const procedure = convov1connect.ConversationServiceStreamConversationProcedure
-	if s.hub == nil {
-		return connect.NewError(connect.CodeUnimplemented, errors.New("this server does not stream"))
-	}
-	owner, err := user(ctx)
+	// Every message that is ready is written before one flush (flush.go).
+	flush := coalescingFrom(ctx)
+	flush.hold()
+	defer flush.release()
+	sub, err := s.startStream(ctx, req.Msg, out)
 	if err != nil {
 		return err
-	}
-	id, err := requireID("conversationId", req.Msg.GetConversationId())
-	if err != nil {
-		return err
-	}
-	if req.Msg.AfterSeq != nil && req.Msg.GetAfterSeq() < 0 {
-		return invalidArgument("afterSeq", "must not be negative, got %d", req.Msg.GetAfterSeq())
-	}
-	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: req.Msg.AfterSeq})
-	if err != nil {
-		return s.fail(ctx, procedure, err)
 	}
 	defer sub.Close()
-
-	if st, ok := sub.Snapshot(); ok {
-		first, err := snapshotMessages(st)
-		if err != nil {
-			return s.fail(ctx, procedure, err)
-		}
-		for _, m := range first {
-			if err := out.Send(m); err != nil {
-				return err
-			}
-		}
-	}
 	for {
-		item, err := sub.Next(ctx)
+		item, ready, err := sub.TryNext(ctx)
+		if err == nil && !ready {
+			// Nothing more is ready: send what was written, then wait.
+			flush.release()
+			item, err = sub.Next(ctx)
+			flush.hold()
+		}
 		if err != nil {
-			return s.streamError(ctx, procedure, err, sub.Cursor())
+			return s.streamError(ctx, err, sub.Cursor())
 		}
-		if item.Err != nil {
-			return s.fail(ctx, procedure, item.Err)
-		}
-		msg, ok := item.Decoded.(*convov1.StreamConversationResponse)
-		if !ok || msg == nil {
-			return s.fail(ctx, procedure, fmt.Errorf("event %d of conversation %s decoded to %T; the hub's Decode must be DecodeEvent",
-				item.Event.Seq, item.Event.ConversationID, item.Decoded))
-		}
-		// The hub hands this message to every subscriber of the
-		// conversation: encode it once for all of them.
-		s.shared.share(msg)
-		if err := out.Send(msg); err != nil {
+		if err := s.sendEvent(ctx, item, out); err != nil {
 			return err
 		}
 	}
 }
 
+// startStream checks the request, opens the subscription and sends its
+// start (a snapshot and the replayed blocks, or nothing on a resume).
+//
+//go:noinline
+func (s *service) startStream(ctx context.Context, req *convov1.StreamConversationRequest, out *connect.ServerStream[convov1.StreamConversationResponse]) (*stream.Subscription, error) {
+	const procedure = convov1connect.ConversationServiceStreamConversationProcedure
+	if s.hub == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server does not stream"))
+	}
+	owner, err := user(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := requireID("conversationId", req.GetConversationId())
+	if err != nil {
+		return nil, err
+	}
+	if req.AfterSeq != nil && req.GetAfterSeq() < 0 {
+		return nil, invalidArgument("afterSeq", "must not be negative, got %d", req.GetAfterSeq())
+	}
+	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: req.AfterSeq})
+	if err != nil {
+		return nil, s.fail(ctx, procedure, err)
+	}
+	if st, ok := sub.Snapshot(); ok {
+		first, err := snapshotMessages(st)
+		if err != nil {
+			sub.Close()
+			return nil, s.fail(ctx, procedure, err)
+		}
+		for _, m := range first {
+			if err := out.Send(m); err != nil {
+				sub.Close()
+				return nil, err
+			}
+		}
+		sub.ReleaseSnapshot()
+	}
+	return sub, nil
+}
+
+// sendEvent sends one event the hub delivered.
+//
+//go:noinline
+func (s *service) sendEvent(ctx context.Context, item *stream.Item, out *connect.ServerStream[convov1.StreamConversationResponse]) error {
+	const procedure = convov1connect.ConversationServiceStreamConversationProcedure
+	if item.Err != nil {
+		return s.fail(ctx, procedure, item.Err)
+	}
+	msg, ok := item.Decoded.(*convov1.StreamConversationResponse)
+	if !ok || msg == nil {
+		return s.fail(ctx, procedure, fmt.Errorf("event %d of conversation %s decoded to %T; the hub's Decode must be DecodeEvent",
+			item.Event.Seq, item.Event.ConversationID, item.Decoded))
+	}
+	// The hub hands this message to every subscriber of the conversation:
+	// encode it once for all of them.
+	s.shared.share(msg)
+	return out.Send(msg)
+}
+
 // streamError ends a stream: nil when the client went away, a retryable
 // Unavailable (with the seq to resume after) when the subscriber fell
 // behind or the server is shutting down.
-func (s *service) streamError(ctx context.Context, procedure string, err error, cursor int64) error {
+//
+//go:noinline
+func (s *service) streamError(ctx context.Context, err error, cursor int64) error {
+	const procedure = convov1connect.ConversationServiceStreamConversationProcedure
 	switch {
 	case ctx.Err() != nil:
 		return nil

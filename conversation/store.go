@@ -28,6 +28,23 @@ type SendMessageResult struct {
 	ComparisonID uuid.NullUUID
 }
 
+// RegenerateParams names the reply to write again.
+type RegenerateParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	// MessageID is the reply to replace; none: the conversation's latest.
+	MessageID uuid.NullUUID
+	// ModelConfig is the new prompt's model configuration (a JSON object);
+	// nil: the replaced reply's.
+	ModelConfig json.RawMessage
+}
+
+// RegenerateResult names the new reply and its prompt.
+type RegenerateResult struct {
+	MessageID uuid.UUID
+	PromptID  uuid.UUID
+}
+
 // Cursor is a position in one conversation's event log.
 type Cursor struct {
 	ConversationID uuid.UUID
@@ -43,6 +60,14 @@ type Store interface {
 	// (with its pending assistant message) per model configuration, in one
 	// transaction.
 	SendMessage(ctx context.Context, p SendMessageParams) (SendMessageResult, error)
+
+	// RegenerateReply queues a new prompt, with its pending assistant
+	// message, that answers the same user message as the conversation's
+	// latest reply again; the replaced reply stays in the conversation (the
+	// worker's context leaves it out). FailedPrecondition while a prompt of
+	// the conversation is unfinished, for a reply that is not the latest
+	// or that is part of an A/B comparison; NotFound for an unknown reply.
+	RegenerateReply(ctx context.Context, p RegenerateParams) (RegenerateResult, error)
 
 	// State reads the conversation, every message and every block (with the
 	// content of streaming blocks up to State.Seq) in one consistent

@@ -147,6 +147,7 @@ func streamStart(sub *stream.Subscription) (*convov1.Snapshot, []*convov1.Event,
 // or cut off.
 func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *stream.Subscription, tr *translator, replay []*convov1.Event) {
 	ctx := r.Context()
+	sub.ReleaseSnapshot() // the translator holds what it needs of it
 	out, err := startSSE(w, s.retry)
 	if err != nil {
 		return

@@ -58,6 +58,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		sub.ReleaseSnapshot()
 	}
 
 	out, err := startSSE(w, s.retry)

@@ -50,6 +50,7 @@ type testBundle struct {
 type setupOptions struct {
 	verifier  auth.Verifier
 	workers   bool          // run in-process workers with the demo model at full speed
+	demoPace  float64       // with workers: the demo model's tokens per second instead
 	keepAlive time.Duration // default: longer than any test
 }
 
@@ -86,6 +87,9 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if o.workers {
 		ws := worker.DefaultSettings()
 		ws.DemoTokensPerSecond = -1
+		if o.demoPace > 0 {
+			ws.DemoTokensPerSecond = o.demoPace
+		}
 		ws.PollInterval = 200 * time.Millisecond
 		cfg, err := ws.Config(slog.New(slog.DiscardHandler))
 		if err != nil {

@@ -26,7 +26,7 @@ type historyDoc struct {
 	// Seq is the last event the export reflects (a string, as 64-bit
 	// integers are in the Connect API's JSON).
 	Seq         string         `json:"seq"`
-	ContentType string         `json:"content_type"`
+	ContentType string         `json:"contentType"`
 	Content     []historyEntry `json:"content"`
 }
 

@@ -51,19 +51,29 @@ func TestHistory(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("%s %s", resp.Status, resp.Header.Get("Content-Type"))
 	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every key is lowerCamelCase, as in the Connect API's JSON, except
+	// inside the JSON that workers and users choose (block metadata, tool
+	// input).
+	if bad := snakeKeys(t, body); len(bad) > 0 {
+		t.Errorf("history keys not lowerCamelCase: %q", bad)
+	}
 	var doc struct {
 		ConversationID string `json:"conversationId"`
 		Title          string `json:"title"`
 		Seq            string `json:"seq"`
-		ContentType    string `json:"content_type"`
+		ContentType    string `json:"contentType"`
 		Content        []map[string]json.RawMessage
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+	if err := json.Unmarshal(body, &doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.ConversationID != id.String() || doc.Seq != strconv.FormatInt(st.Seq, 10) || doc.Title != "What is 6*7?" ||
 		doc.ContentType != "application/vnd.convo.events+json; coalesced=true" || len(doc.Content) != 4 {
-		t.Fatalf("history = %+v", doc)
+		t.Fatalf("history: conversationId %s, seq %s, title %q, contentType %q, %d entries", doc.ConversationID, doc.Seq, doc.Title, doc.ContentType, len(doc.Content))
 	}
 	str := func(raw json.RawMessage) string {
 		var s string
@@ -190,4 +200,36 @@ func TestHistoryAfterCompaction(t *testing.T) {
 	if after := read(); after != before {
 		t.Errorf("history changed by compaction:\nbefore %s\n after %s", before, after)
 	}
+}
+
+// snakeKeys returns the object keys in the JSON document body that hold
+// an underscore, outside "metadata" and "input" values (JSON chosen by
+// workers and users).
+func snakeKeys(t *testing.T, body []byte) []string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, child := range v {
+				if strings.Contains(k, "_") {
+					bad = append(bad, path+"."+k)
+				}
+				if k != "metadata" && k != "input" {
+					walk(path+"."+k, child)
+				}
+			}
+		case []any:
+			for i, child := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), child)
+			}
+		}
+	}
+	walk("", v)
+	return bad
 }

@@ -50,6 +50,10 @@ func NewHandler(opts Options) http.Handler {
 	mux.HandleFunc("GET /v1/conversations/{id}/agui", s.aguiFollow)
 	mux.HandleFunc("POST /v1/agui", s.aguiRun)
 	mux.HandleFunc("GET /v1/conversations/{id}/history", s.history)
+	mux.HandleFunc("POST /v1/ai-sdk/chat", s.aisdkChat)
+	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
+	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
+	mux.HandleFunc("POST /v1/ai-sdk/chat/{id}/stop", s.aisdkStop)
 	return mux
 }
 

@@ -68,16 +68,28 @@ func (m *RPC) WrapStreamingClient(next connect.StreamingClientFunc) connect.Stre
 // WrapStreamingHandler implements connect.Interceptor.
 func (m *RPC) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		procedure := conn.Spec().Procedure
-		open := m.openStreams.WithLabelValues(procedure)
-		open.Inc()
-		start := time.Now()
+		// A stream waits in next for as long as it is open: what is live
+		// across the call is kept small (see connectapi's
+		// StreamConversation), the rest is in calls that return.
+		start := m.streamOpened(conn)
 		err := next(ctx, conn)
-		open.Dec()
-		m.streamDuration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
-		m.calls.WithLabelValues(procedure, code(ctx, err)).Inc()
+		m.streamEnded(ctx, conn, start, err)
 		return err
 	}
+}
+
+//go:noinline
+func (m *RPC) streamOpened(conn connect.StreamingHandlerConn) time.Time {
+	m.openStreams.WithLabelValues(conn.Spec().Procedure).Inc()
+	return time.Now()
+}
+
+//go:noinline
+func (m *RPC) streamEnded(ctx context.Context, conn connect.StreamingHandlerConn, start time.Time, err error) {
+	procedure := conn.Spec().Procedure
+	m.openStreams.WithLabelValues(procedure).Dec()
+	m.streamDuration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
+	m.calls.WithLabelValues(procedure, code(ctx, err)).Inc()
 }
 
 // code is the outcome label of a call: "ok", "canceled" when the client

@@ -134,6 +134,43 @@ func TestMaxActivePrompts(t *testing.T) {
 		}
 	})
 
+	t.Run("RegenerateCountsToo", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 1)
+		finish := func(t *testing.T) {
+			t.Helper()
+			claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+			if err != nil || len(claimed) != 1 {
+				t.Fatalf("claim = %+v, %v", claimed, err)
+			}
+			if err := tb.q.PromptStart(ctx, claimed[0].PromptID); err != nil {
+				t.Fatal(err)
+			}
+			if err := tb.q.PromptComplete(ctx, claimed[0].PromptID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := tb.send(ctx, "alice", uuid.Nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finish(t)
+		if _, err := tb.send(ctx, "alice", uuid.Nil, 1); err != nil {
+			t.Fatal(err)
+		}
+		before := tb.fingerprint(t)
+		_, err = tb.store.RegenerateReply(ctx, conversation.RegenerateParams{OwnerID: "alice", ConversationID: a.ConversationID})
+		requireQuotaExceeded(t, err)
+		if after := tb.fingerprint(t); after != before {
+			t.Errorf("a refused regenerate changed the database:\nbefore %s\nafter  %s", before, after)
+		}
+		finish(t)
+		if _, err := tb.store.RegenerateReply(ctx, conversation.RegenerateParams{OwnerID: "alice", ConversationID: a.ConversationID}); err != nil {
+			t.Errorf("regenerate once the other reply finished: %v", err)
+		}
+	})
+
 	t.Run("ComparisonCountsBothPrompts", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
@@ -336,7 +373,7 @@ func TestFairClaim(t *testing.T) {
 	})
 }
 
-// TestPromptLimitsMigrationDown rolls 00009_prompt_limits.sql back with
+// TestPromptLimitsMigrationDown rolls 00010_prompt_limits.sql back with
 // prompts queued and forward again: the queue keeps working both ways, and
 // the owners of existing prompts are filled in again.
 func TestPromptLimitsMigrationDown(t *testing.T) {
@@ -357,8 +394,8 @@ func TestPromptLimitsMigrationDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := provider.DownTo(ctx, 8); err != nil {
-		t.Fatalf("down to 8: %v", err)
+	if _, err := provider.DownTo(ctx, 9); err != nil {
+		t.Fatalf("down to 9: %v", err)
 	}
 	// The pool's cached plans name dropped objects: start afresh.
 	tb = setupDSN(t, dsn)

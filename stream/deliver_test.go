@@ -14,7 +14,7 @@ func TestDeliver(t *testing.T) {
 	h := NewHub(HubOptions{Decode: func(e conversation.Event) (any, error) { decoded++; return e.Seq, nil }})
 	followed, unstarted, other := uuid.New(), uuid.New(), uuid.New()
 	subscribe := func(id uuid.UUID) *Subscription {
-		s := &Subscription{hub: h, conversationID: id, ch: make(chan *Item, 16), endCh: make(chan struct{})}
+		s := &Subscription{hub: h, conversationID: id, signal: make(chan struct{}, 1), endCh: make(chan struct{})}
 		if err := h.register(s); err != nil {
 			t.Fatal(err)
 		}
@@ -34,8 +34,8 @@ func TestDeliver(t *testing.T) {
 	}
 	queued := func(s *Subscription) []int64 {
 		var seqs []int64
-		for len(s.ch) > 0 {
-			seqs = append(seqs, (<-s.ch).Decoded.(int64))
+		for item, ok := s.take(); ok; item, ok = s.take() {
+			seqs = append(seqs, item.Decoded.(int64))
 		}
 		return seqs
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -52,9 +53,18 @@ type Subscription struct {
 	// release gives back the subscription's place under HubOptions.Streams.
 	release func()
 
-	ch    chan *Item
-	endCh chan struct{}
-	ended error // set under hub.mu before endCh closes
+	// queue holds the items the hub offered and Next has not taken yet,
+	// from head on. It is allocated only while items wait, so an idle
+	// subscription holds no queue storage. qmu guards queue and head: the
+	// hub offers under hub.mu, Next takes without it.
+	qmu   sync.Mutex
+	queue []*Item
+	head  int
+	// signal wakes a waiting Next after an offer (capacity 1: one wake-up
+	// covers any number of offers).
+	signal chan struct{}
+	endCh  chan struct{}
+	ended  error // set under hub.mu before endCh closes
 
 	// cursor is the seq of the last event Next returned (or the
 	// snapshot's seq); pending are events to return before reading ch.
@@ -76,7 +86,7 @@ func (h *Hub) Open(ctx context.Context, src Source, p OpenParams) (*Subscription
 	}
 	s := &Subscription{
 		hub: h, source: src, conversationID: p.ConversationID, release: release,
-		ch: make(chan *Item, h.opts.QueueSize), endCh: make(chan struct{}),
+		signal: make(chan struct{}, 1), endCh: make(chan struct{}),
 	}
 	if err := h.register(s); err != nil {
 		release()
@@ -141,11 +151,40 @@ func (s *Subscription) Snapshot() (conversation.State, bool) {
 	return *s.snapshot, true
 }
 
+// ReleaseSnapshot forgets the snapshot once the stream has sent it, so that
+// a long-lived stream does not hold a copy of its conversation; Snapshot
+// then reports false.
+func (s *Subscription) ReleaseSnapshot() { s.snapshot = nil }
+
 // Next returns the conversation's next event after the snapshot (or the
 // resume point), waiting for it to be committed. Events come exactly once,
 // in seq order. It returns ErrFellBehind, ErrDeleted or ErrClosed when the
 // subscription ends (after every event queued before), and ctx's error.
 func (s *Subscription) Next(ctx context.Context) (*Item, error) {
+	for {
+		item, ok, err := s.TryNext(ctx)
+		if err != nil || ok {
+			return item, err
+		}
+		select {
+		case <-s.signal:
+		case <-s.endCh:
+			// Ended: what was queued before still comes first.
+			if item, ok, err := s.TryNext(ctx); err != nil || ok {
+				return item, err
+			}
+			return nil, s.ended
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// TryNext is Next without the wait: it reports false when no event is
+// ready yet (or the subscription ended with nothing left; Next then says
+// why). A stream uses it to write every event that is ready before it
+// flushes once.
+func (s *Subscription) TryNext(ctx context.Context) (*Item, bool, error) {
 	for {
 		if len(s.pending) > 0 {
 			item := s.pending[0]
@@ -154,19 +193,12 @@ func (s *Subscription) Next(ctx context.Context) (*Item, error) {
 				continue
 			}
 			s.cursor = item.Event.Seq
-			return item, nil
+			return item, true, nil
 		}
-		var item *Item
-		select {
-		case item = <-s.ch:
-		case <-s.endCh:
-			select {
-			case item = <-s.ch:
-			default:
-				return nil, s.ended
-			}
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		s.pending = nil // let a drained fill be freed
+		item, ok := s.take()
+		if !ok {
+			return nil, false, nil
 		}
 		switch seq := item.Event.Seq; {
 		case seq <= s.cursor:
@@ -176,21 +208,47 @@ func (s *Subscription) Next(ctx context.Context) (*Item, error) {
 			// missing events from the log, then go on in order.
 			fill, err := s.source.EventsAfter(ctx, s.conversationID, s.cursor, int(seq-s.cursor-1))
 			if err != nil {
-				return nil, fmt.Errorf("read events %d to %d: %w", s.cursor+1, seq-1, err)
+				return nil, false, fmt.Errorf("read events %d to %d: %w", s.cursor+1, seq-1, err)
 			}
 			if !held(fill, s.cursor, seq-1) {
 				s.hub.mu.Lock()
 				s.endLocked(ErrEventsCompacted)
 				s.hub.mu.Unlock()
-				return nil, ErrEventsCompacted
+				return nil, false, ErrEventsCompacted
 			}
 			s.pending = append(s.hub.items(fill), item)
 			continue
 		}
 		s.cursor = item.Event.Seq
-		return item, nil
+		return item, true, nil
 	}
 }
+
+// take removes the oldest queued item. A drained queue gives its storage
+// back unless it is small, so a subscriber that was sent a burst does not
+// keep the burst's array while idle.
+func (s *Subscription) take() (*Item, bool) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.head == len(s.queue) {
+		return nil, false
+	}
+	item := s.queue[s.head]
+	s.queue[s.head] = nil
+	s.head++
+	if s.head == len(s.queue) {
+		s.head = 0
+		if cap(s.queue) > keptQueueCap {
+			s.queue = nil
+		} else {
+			s.queue = s.queue[:0]
+		}
+	}
+	return item, true
+}
+
+// keptQueueCap is the largest drained queue array a subscription keeps.
+const keptQueueCap = 8
 
 // Cursor is the seq of the last event Next returned (or of the snapshot).
 func (s *Subscription) Cursor() int64 { return s.cursor }
@@ -204,14 +262,27 @@ func (s *Subscription) offerLocked(item *Item) bool {
 	if s.ended != nil {
 		return false
 	}
-	select {
-	case s.ch <- item:
-		return true
-	default:
+	s.qmu.Lock()
+	if len(s.queue)-s.head >= s.hub.opts.QueueSize {
+		s.qmu.Unlock()
 		s.hub.metrics.cutOff.Inc()
 		s.endLocked(ErrFellBehind)
 		return false
 	}
+	if len(s.queue) == cap(s.queue) && s.head > 0 {
+		// Reuse the taken front instead of growing: a subscriber that is
+		// always a little behind never drains, and must not grow forever.
+		n := copy(s.queue, s.queue[s.head:])
+		clear(s.queue[n:])
+		s.queue, s.head = s.queue[:n], 0
+	}
+	s.queue = append(s.queue, item)
+	s.qmu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+	return true
 }
 
 // endLocked ends the subscription with err and removes it from its topic.

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"iter"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,9 +25,13 @@ type DemoOptions struct {
 // For each user message it reasons briefly (a reasoning block), calls a
 // tool (calculator when the message holds arithmetic, text_stats
 // otherwise), and answers in a few hundred tokens of markdown built from
-// the message and the tool's result, at a human reading pace. With a
-// responseFormat in its configuration it answers with a structured (JSON)
-// block instead. It honours maxTokens (finishing with "length").
+// the message and the tool's result, at a human reading pace. The model
+// name and temperature of the prompt's configuration choose its wording
+// (and it signs its answer with them), so two configurations answer one
+// message differently while one configuration always answers it the same
+// way. The user's text is escaped in its markdown. With a responseFormat
+// in its configuration it answers with a structured (JSON) block instead.
+// It honours maxTokens (finishing with "length").
 func NewDemoModel(opts DemoOptions) Model {
 	if opts.TokensPerSecond == 0 {
 		opts.TokensPerSecond = 40
@@ -95,7 +101,10 @@ func (d *demoModel) plan(e *demoEmitter, req Request) bool {
 	if turns := countRole(req, RoleUser); turns > 1 {
 		fmt.Fprintf(&r, "This is message %d of our conversation, so I can refer back to earlier turns. ", turns)
 	}
-	r.WriteString("Then I will answer in markdown.")
+	r.WriteString(newDemoVoice(req.Config).choose(0,
+		"Then I will answer in markdown.",
+		"After that I will write the answer in markdown.",
+		"Then a short markdown answer, with the result up front."))
 	if !e.stream(0, r.String(), func(s string) Chunk { return ReasoningChunk(s) }) {
 		return false
 	}
@@ -162,23 +171,70 @@ func (d *demoModel) reply(e *demoEmitter, req Request, tool, args, result string
 		}
 		return e.emit(Flush{Index: 0})
 	}
-	md := demoAnswer(text, tool, args, result, isError, countRole(req, RoleUser))
+	md := demoAnswer(newDemoVoice(req.Config), text, tool, args, result, isError, countRole(req, RoleUser))
 	if !e.stream(0, md, func(s string) Chunk { return MessageChunk(s) }) {
 		return false
 	}
 	return e.emit(Flush{Index: 0})
 }
 
+// demoVoice is how one model configuration makes the demo model write:
+// the model name and temperature pick among phrasings, so that an A/B
+// comparison of two configurations shows two different answers, and the
+// same configuration always picks the same ones.
+type demoVoice struct {
+	seed uint64
+	// signature names the configuration, in markdown.
+	signature string
+}
+
+func newDemoVoice(c ModelConfig) demoVoice {
+	temp := "default"
+	if c.Temperature != nil {
+		temp = strconv.FormatFloat(*c.Temperature, 'g', -1, 64)
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s", c.Model, temp)
+	name := "demo"
+	if c.Model != "" {
+		name = c.Model
+	}
+	sig := "the demo model as **" + escapeMarkdown(name) + "**"
+	if c.Temperature != nil {
+		sig += " at temperature " + temp
+	}
+	return demoVoice{seed: h.Sum64(), signature: sig}
+}
+
+// choose picks one of options for the choice numbered slot.
+func (v demoVoice) choose(slot uint64, options ...string) string {
+	x := v.seed ^ (slot+1)*0x9e3779b97f4a7c15
+	x ^= x >> 31
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 29
+	return options[x%uint64(len(options))]
+}
+
+// markdownSpecial are the characters that could make text the user wrote
+// into markup: emphasis, code, links, HTML, tables, headings, lists.
+var markdownSpecial = regexp.MustCompile("[\\\\`*_\\[\\]<>|#~!&+-]")
+
+// escapeMarkdown backslash-escapes text so that markdown renders it as it
+// was written (CommonMark lets any ASCII punctuation be escaped).
+func escapeMarkdown(text string) string {
+	return markdownSpecial.ReplaceAllString(text, `\$0`)
+}
+
 // demoAnswer composes the markdown answer from the message and the tool's
-// result.
-func demoAnswer(text, tool, args, result string, isError bool, turn int) string {
+// result, in voice.
+func demoAnswer(voice demoVoice, text, tool, args, result string, isError bool, turn int) string {
 	stats := textStats(text)
 	var b strings.Builder
-	quote := text
+	quote := strings.Join(strings.Fields(text), " ")
 	if len([]rune(quote)) > 160 {
 		quote = string([]rune(quote)[:160]) + "…"
 	}
-	quote = strings.ReplaceAll(quote, "\n", " ")
+	quote = escapeMarkdown(quote)
 
 	var expr struct {
 		Expression string `json:"expression"`
@@ -186,20 +242,33 @@ func demoAnswer(text, tool, args, result string, isError bool, turn int) string 
 	_ = json.Unmarshal([]byte(args), &expr)
 	switch {
 	case tool == "calculator" && !isError:
-		fmt.Fprintf(&b, "## %s = %s\n\n", expr.Expression, result)
-		fmt.Fprintf(&b, "You asked: *%s*\n\n", quote)
-		fmt.Fprintf(&b, "I handed `%s` to the **calculator** tool instead of doing the arithmetic in my head, and it returned **%s**. ", expr.Expression, result)
-		b.WriteString("The calculator follows the usual precedence rules: parentheses first, then powers, then multiplication and division, then addition and subtraction.\n\n")
+		fmt.Fprintf(&b, "## %s = %s\n\n", escapeMarkdown(expr.Expression), result)
+		fmt.Fprintf(&b, "%s *%s*\n\n", voice.choose(1, "You asked:", "Your question:", "The question was:"), quote)
+		fmt.Fprintf(&b, voice.choose(2,
+			"I handed `%s` to the **calculator** tool instead of doing the arithmetic in my head, and it returned **%s**. ",
+			"Rather than guess, I passed `%s` to the **calculator** tool; it answered **%s**. ",
+			"The **calculator** tool evaluated `%s` for me and came back with **%s**. "), expr.Expression, result)
+		b.WriteString(voice.choose(3,
+			"The calculator follows the usual precedence rules: parentheses first, then powers, then multiplication and division, then addition and subtraction.\n\n",
+			"It applies the usual order of operations: parentheses, then powers, then multiplication and division, and addition and subtraction last.\n\n",
+			"Precedence is the familiar one: what is in parentheses comes first, then powers, then products and quotients, then sums and differences.\n\n"))
 	case tool == "text_stats" && !isError:
 		var st textStatistics
 		_ = json.Unmarshal([]byte(result), &st)
-		fmt.Fprintf(&b, "## About your message\n\n")
+		fmt.Fprintf(&b, "## %s\n\n", voice.choose(1, "About your message", "Your message, measured", "A look at your message"))
 		fmt.Fprintf(&b, "You wrote: *%s*\n\n", quote)
-		b.WriteString("I ran the **text_stats** tool on it. Here is what it measured:\n\n")
+		b.WriteString(voice.choose(2,
+			"I ran the **text_stats** tool on it. Here is what it measured:\n\n",
+			"The **text_stats** tool measured it:\n\n",
+			"Here is what the **text_stats** tool found in it:\n\n"))
 		fmt.Fprintf(&b, "| measure | value |\n|---|---|\n| words | %d |\n| sentences | %d |\n| characters | %d |\n| letters | %d |\n| longest word | %s |\n| reading time | about %d s |\n\n",
 			st.Words, st.Sentences, st.Characters, st.Letters, orDash(st.LongestWord), st.ReadingSeconds)
 		if len(st.MostFrequent) > 0 {
-			fmt.Fprintf(&b, "The %s that come back most often: %s. ", plural(len(st.MostFrequent), "word", "words"), "*"+strings.Join(st.MostFrequent, "*, *")+"*")
+			words := make([]string, len(st.MostFrequent))
+			for i, w := range st.MostFrequent {
+				words[i] = "*" + escapeMarkdown(w) + "*"
+			}
+			fmt.Fprintf(&b, "The %s that come back most often: %s. ", plural(len(st.MostFrequent), "word", "words"), strings.Join(words, ", "))
 		} else if st.Words > 1 {
 			b.WriteString("No word appears twice. ")
 		}
@@ -215,9 +284,11 @@ func demoAnswer(text, tool, args, result string, isError bool, turn int) string 
 		fmt.Fprintf(&b, "## Your message\n\nYou wrote %d %s: *%s*\n\n", stats.Words, plural(stats.Words, "word", "words"), quote)
 	}
 
-	b.WriteString("### What you are watching\n\n")
-	b.WriteString("This reply comes from convo's built-in **demo model**. It needs no network and no API key, ")
-	b.WriteString("yet it exercises every kind of block a real model produces:\n\n")
+	fmt.Fprintf(&b, "### %s\n\n", voice.choose(4, "What you are watching", "How this reply was made", "Behind this reply"))
+	b.WriteString(voice.choose(5,
+		"This reply comes from convo's built-in **demo model**. It needs no network and no API key, yet it exercises every kind of block a real model produces:\n\n",
+		"convo's built-in **demo model** wrote this without a network or an API key, and still used every kind of block a real model produces:\n\n",
+		"No network, no API key: this is convo's built-in **demo model**, and it streams every kind of block a real model does:\n\n"))
 	b.WriteString("1. a **reasoning** block, where it planned this answer;\n")
 	if tool != "" {
 		fmt.Fprintf(&b, "2. a **tool_use** block holding the arguments of its `%s` call, streamed as JSON;\n", tool)
@@ -233,7 +304,11 @@ func demoAnswer(text, tool, args, result string, isError bool, turn int) string 
 	if turn > 1 {
 		fmt.Fprintf(&b, "This is message %d of our conversation; the earlier messages were part of my context.\n\n", turn)
 	}
-	b.WriteString("> Press **Stop** while I am writing to cancel the prompt: the worker stops within half a second and the partial reply stays.\n")
+	b.WriteString(voice.choose(6,
+		"> Press **Stop** while I am writing to cancel the prompt: the worker stops within half a second and the partial reply stays.\n\n",
+		"> To cancel, press **Stop** while I write: the worker stops within half a second, and what was written stays.\n\n",
+		"> **Stop** cancels the prompt mid-reply: the worker halts within half a second and keeps the partial reply.\n\n"))
+	fmt.Fprintf(&b, "*Written by %s.*\n", voice.signature)
 	return b.String()
 }
 

@@ -120,10 +120,11 @@ func (p *Pool) Stop(ctx context.Context) error {
 // its workers, so that replies in progress complete.
 func (p *Pool) Drain(ctx context.Context, stopTimeout time.Duration) error {
 	p.stopClaims()
-	if waitCtx(ctx, &p.workers) {
-		p.cfg.Logger.Info("workers drained: every prompt in flight finished")
-	} else {
+	if !waitCtx(ctx, &p.workers) {
 		p.cfg.Logger.Warn("workers drained: stopping the prompts still in flight")
+	} else if p.cfg.Workers > 0 {
+		// A pool of no workers had nothing to drain, and says nothing.
+		p.cfg.Logger.Info("workers drained: every prompt in flight finished")
 	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()

@@ -82,7 +82,7 @@ func TestDemoModel(t *testing.T) {
 		if meta["tool"] != "calculator" || meta["toolCallId"] != toolUse.ToolCall.ID.String() || meta["durationMs"] == nil {
 			t.Errorf("tool_result metadata %s", result.Metadata)
 		}
-		if !strings.Contains(text.Content, "6 * 7 = 42") || len(demoTokenRE.FindAllString(text.Content, -1)) < 200 {
+		if !strings.Contains(text.Content, `6 \* 7 = 42`) || len(demoTokenRE.FindAllString(text.Content, -1)) < 200 {
 			t.Errorf("answer (%d tokens): %q", len(demoTokenRE.FindAllString(text.Content, -1)), text.Content)
 		}
 		// Every streamed block's deltas add up to its content.

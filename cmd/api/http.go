@@ -32,6 +32,8 @@ func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
 	}
 }
 
+// routes serves every public route, behind the CORS policy when one is
+// configured.
 func (m *Main) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
@@ -50,7 +52,8 @@ func (m *Main) routes() http.Handler {
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 	}))
-	return mux
+	m.cors = newCORS(m.Config.CORSOrigins)
+	return withCORS(m.cors, mux)
 }
 
 // healthz answers 200 while the database answers a ping, 503 otherwise,

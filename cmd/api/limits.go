@@ -33,7 +33,7 @@ type Limits struct {
 // DefaultLimits are safe for a server on the internet and roomy for one
 // person's use.
 func DefaultLimits() Limits {
-	return Limits{MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 4}
+	return Limits{MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 8}
 }
 
 func (l *Limits) fromEnv(getenv func(string) string) error {

@@ -265,6 +265,12 @@ func TestWriteRateLimit(t *testing.T) {
 		t.Errorf("POST /v1/agui refused without Retry-After")
 	}
 	requireHTTPError(t, resp, http.StatusTooManyRequests, "resource_exhausted", "write rate limit")
+	resp = do(t, http.MethodPost, m.URL()+"/v1/ai-sdk/chat", "alice", "application/json",
+		`{"id":"`+sent.Msg.ConversationId+`","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hello"}]}]}`)
+	if resp.Header.Get("Retry-After") == "" {
+		t.Errorf("POST /v1/ai-sdk/chat refused without Retry-After")
+	}
+	requireHTTPError(t, resp, http.StatusTooManyRequests, "resource_exhausted", "write rate limit")
 	list, err := alice.ListConversations(ctx, connect.NewRequest(&convov1.ListConversationsRequest{}))
 	if err != nil || len(list.Msg.Conversations) != 1 {
 		t.Fatalf("alice's conversations after refusals: %v, %v; want the one", list, err)

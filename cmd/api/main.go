@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/cors"
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
@@ -45,22 +47,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	// Every line goes through the configured logger: slog's package
+	// functions would otherwise write through the standard log package,
+	// in its own format.
+	slog.SetDefault(m.Logger)
 	if m.Config.MigrateOnly {
 		if err := m.Migrate(ctx); err != nil {
-			slog.Error("migration failed", "err", err)
+			m.Logger.Error("migration failed", "err", err)
 			os.Exit(1)
 		}
 		return
 	}
 	if err := m.Run(ctx); err != nil {
 		m.Close()
-		slog.Error("convo failed to start", "err", err)
+		m.Logger.Error("convo failed to start", "err", err)
 		os.Exit(1)
 	}
 	<-ctx.Done()
-	slog.Info("shutting down")
+	m.Logger.Info("shutting down")
 	if err := m.Close(); err != nil {
-		slog.Error("shutdown", "err", err)
+		m.Logger.Error("shutdown", "err", err)
 		os.Exit(1)
 	}
 }
@@ -76,6 +82,10 @@ type Config struct {
 	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
 	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: RS256 keys of an identity provider
 	Feed        string // CONVO_FEED, --feed: what feeds the stream hub, notify or logical (feed.go)
+	// CORSOrigins are the origins whose pages may call every route
+	// (CONVO_CORS_ORIGINS, --cors-origins; cors.go); empty: same origin
+	// only.
+	CORSOrigins []string
 	// CompactAfter is how long after a prompt finishes its delta events
 	// are merged (CONVO_COMPACT_AFTER, --compact-after); 0 turns
 	// compaction off.
@@ -116,6 +126,8 @@ type Main struct {
 	workers  *worker.Pool
 	listener net.Listener
 	metrics  *serverMetrics
+	// cors is the policy of Config.CORSOrigins; nil without one.
+	cors *cors.Cors
 	// draining is set once Close begins: /healthz answers 503.
 	draining atomic.Bool
 
@@ -164,6 +176,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
+	corsOrigins := getenv("CONVO_CORS_ORIGINS")
 	for name, dst := range map[string]*time.Duration{
 		"CONVO_COMPACT_AFTER": &c.CompactAfter, "CONVO_DRAIN_GRACE": &c.DrainGrace, "CONVO_DRAIN_TIMEOUT": &c.DrainTimeout,
 	} {
@@ -199,12 +212,17 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this address instead of /metrics on --http-addr (CONVO_ADMIN_ADDR); empty: no admin address")
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
+	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := c.Limits.check(); err != nil {
+		return err
+	}
+	var err error
+	if c.CORSOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -287,6 +305,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start workers: %w", err)
 	}
 	m.metrics.registry.MustRegister(m.workers)
+	if m.Config.Workers.Workers == 0 {
+		m.Logger.Info(noWorkersMessage)
+	}
 
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
@@ -299,9 +320,17 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if slices.Equal(m.Config.CORSOrigins, []string{"*"}) && m.Config.AuthSecret == "" && m.Config.AuthJWKSURL == "" {
+		m.Logger.Warn("CONVO_CORS_ORIGINS=* without auth: any web page the user visits can read and write every conversation; list the app's origins instead")
+	}
 	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
+	m.Logger.Info(fmt.Sprintf("open %s in a browser", m.URL()))
 	return nil
 }
+
+// noWorkersMessage is logged at start with CONVO_WORKERS=0, so that a
+// prompt that waits is not a surprise.
+const noWorkersMessage = "no workers: prompts wait for an outside worker, for example `go run ./cmd/worker`"
 
 // startBackground starts the stream hub, the feed (CONVO_FEED) that feeds
 // it, the reaper of expired prompt leases and the compactor

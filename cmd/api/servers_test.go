@@ -269,9 +269,12 @@ func writeReplySQL(t *testing.T, ctx context.Context, dsn, prompt string) string
 
 // serverProcess is a server running as its own process.
 type serverProcess struct {
-	cmd  *exec.Cmd
-	url  string
-	logs *strings.Builder
+	cmd *exec.Cmd
+	url string
+	// logs is what it wrote to stderr so far; stderrDone closes once it
+	// closed stderr (it exited), so logs is complete.
+	logs       *syncBuffer
+	stderrDone chan struct{}
 }
 
 // startProcess runs the server binary with env (besides the test's) and
@@ -289,18 +292,23 @@ func startProcess(t *testing.T, bin string, env ...string) *serverProcess {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck
-	p := &serverProcess{cmd: cmd, logs: new(strings.Builder)}
+	p := &serverProcess{cmd: cmd, logs: &syncBuffer{}, stderrDone: make(chan struct{})}
 	urlRE := regexp.MustCompile(`msg="convo is serving" url="?([^"\s]+)`)
 	scanner := bufio.NewScanner(stderr)
 	deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) //nolint:errcheck
 	for p.url == "" && scanner.Scan() {
-		p.logs.WriteString(scanner.Text() + "\n")
+		fmt.Fprintln(p.logs, scanner.Text())
 		if m := urlRE.FindStringSubmatch(scanner.Text()); m != nil {
 			p.url = m[1]
 		}
 	}
 	deadline.Stop()
-	go io.Copy(io.Discard, stderr) //nolint:errcheck
+	go func() {
+		defer close(p.stderrDone)
+		for scanner.Scan() {
+			fmt.Fprintln(p.logs, scanner.Text())
+		}
+	}()
 	if p.url == "" {
 		t.Fatalf("server did not start:\n%s", p.logs)
 	}

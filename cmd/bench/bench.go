@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/db"
@@ -75,6 +76,21 @@ type Config struct {
 	// IdleSubscribers is how many idle streams the memory measurement holds.
 	IdleSubscribers int
 
+	// The peer measurement (peer.go): subscriber counts, conversations
+	// they spread over, SQL writers, how long each count is measured, and
+	// the idle subscribers whose server memory is read (0 skips it).
+	PeerSubscribers []int
+	PeerChannels    int
+	PeerWriters     int
+	PeerDuration    time.Duration
+	PeerIdle        int
+	// PeerResults names a file of the peer's own JSON lines (the push
+	// server measured in the same shape) to print ratios against.
+	PeerResults string
+	// ServerEnv is added to the environment of the cmd/api processes that
+	// the peer measurement starts (for example raised stream limits).
+	ServerEnv []string
+
 	// Fast runs the private PostgreSQL without fsync and synchronous_commit
 	// (as the tests do; SynchronousCommit then sets the writers' own); it
 	// is ignored with DatabaseURL.
@@ -104,11 +120,16 @@ type Main struct {
 	// Results holds what the last Run measured.
 	Results Results
 
-	tempDir string           // holds the private PostgreSQL
-	cluster *pgembed.Cluster // nil with --database-url
-	pool    *pgxpool.Pool    // the server's: store, hub, snapshots
-	writers *pgxpool.Pool    // the workers': append_block and the baseline
-	store   *postgres.Store
+	dsn string // the database every pool and server uses
+	// peerConversations are the peer measurement's (peer.go).
+	peerConversations []uuid.UUID
+	// cleanups run at Close, last first.
+	cleanups []func() error
+	tempDir  string           // holds the private PostgreSQL
+	cluster  *pgembed.Cluster // nil with --database-url
+	pool     *pgxpool.Pool    // the server's: store, hub, snapshots
+	writers  *pgxpool.Pool    // the workers': append_block and the baseline
+	store    *postgres.Store
 	// notifyWas is the database's NOTIFY setting before the bench, which
 	// Close restores.
 	notifyWas *bool
@@ -140,6 +161,11 @@ func NewMain() *Main {
 			Rounds:                     3,
 			DeltaSeq:                   deltaSeqModes,
 			IdleSubscribers:            1000,
+			PeerSubscribers:            []int{1, 100, 1000},
+			PeerChannels:               10,
+			PeerWriters:                4,
+			PeerDuration:               10 * time.Second,
+			PeerIdle:                   10_000,
 			Fast:                       true,
 			SynchronousCommit:          "on",
 			Timeout:                    15 * time.Minute,
@@ -159,7 +185,7 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to use (a scratch database: it is migrated and written to); empty: start a private one in a temporary directory")
 	fs.Func("feeds", "feeds to compare, comma-separated: "+strings.Join(knownFeeds, ", ")+" (default "+strings.Join(c.Feeds, ",")+")", listFlag(&c.Feeds, knownFeeds))
-	fs.Func("run", "measurements, comma-separated: latency, throughput, memory (default all)", listFlag(&c.Parts, []string{"latency", "throughput", "memory"}))
+	fs.Func("run", "measurements, comma-separated: latency, throughput, memory, peer (default latency,throughput,memory)", listFlag(&c.Parts, knownParts))
 	fs.Func("subscribers", "fan-out sizes on one conversation, comma-separated (default 1,100,1000)", intsFlag(&c.Subscribers))
 	fs.Func("via", "how fan-out subscribers listen, comma-separated: web (StreamConversation over h2c, JSON, no compression: as connect-web), go (binary, gzip accepted: connect-go's defaults), hub (Hub.Open + Next in process) (default web,hub)", listFlag(&c.Via, viaKinds))
 	fs.IntVar(&c.Conversations, "conversations", c.Conversations, "active conversations in the many-writers scenario (0: skip it)")
@@ -175,6 +201,19 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&c.Rounds, "rounds", c.Rounds, "alternating rounds of API and baseline runs per writer count")
 	fs.Func("delta-seq", "how the throughput measurement calls append_block, comma-separated: without (no delta_seq), with (numbered appends, as the Go worker makes) (default without,with)", listFlag(&c.DeltaSeq, deltaSeqModes))
 	fs.IntVar(&c.IdleSubscribers, "idle", c.IdleSubscribers, "idle subscribers held by the memory measurement")
+	fs.Func("peer-subscribers", "peer measurement: subscriber counts, comma-separated (default 1,100,1000)", intsFlag(&c.PeerSubscribers))
+	fs.IntVar(&c.PeerChannels, "peer-channels", c.PeerChannels, "peer measurement: conversations the subscribers and writes spread over")
+	fs.IntVar(&c.PeerWriters, "peer-writers", c.PeerWriters, "peer measurement: concurrent SQL writers")
+	fs.DurationVar(&c.PeerDuration, "peer-duration", c.PeerDuration, "peer measurement: how long the writers write at each subscriber count")
+	fs.IntVar(&c.PeerIdle, "peer-idle", c.PeerIdle, "peer measurement: idle subscribers whose server memory is read (0: skip)")
+	fs.StringVar(&c.PeerResults, "peer-results", c.PeerResults, "peer measurement: a file of the peer's JSON lines to print ratios against")
+	fs.Func("server-env", "peer measurement: NAME=value added to the cmd/api processes' environment (repeatable)", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("%q: want NAME=value", v)
+		}
+		c.ServerEnv = append(c.ServerEnv, v)
+		return nil
+	})
 	fs.BoolVar(&c.Fast, "fast", c.Fast, "private PostgreSQL without fsync and synchronous_commit, as in the tests")
 	fs.StringVar(&c.SynchronousCommit, "synchronous-commit", c.SynchronousCommit, "synchronous_commit of the writers' sessions (on: as deployed; the logical feed only sees flushed WAL); empty: the server's")
 	fs.DurationVar(&c.Timeout, "timeout", c.Timeout, "bound on the whole run")
@@ -193,6 +232,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if c.DeltaBytes < 8 {
 		return errors.New("--delta-bytes must be at least 8 (a delta carries its index)")
+	}
+	if c.PeerChannels < 1 || c.PeerWriters < 1 || c.PeerDuration <= 0 || c.PeerIdle < 0 {
+		return errors.New("--peer-channels, --peer-writers and --peer-duration must be positive, --peer-idle not negative")
 	}
 	if c.Deltas < 1 || c.Interval <= 0 || c.ConversationInterval <= 0 || c.StreamsPerConn < 1 || c.Duration <= 0 || c.Rounds < 1 || c.Timeout <= 0 {
 		return errors.New("--deltas, --interval, --conversation-interval, --streams-per-conn, --duration, --rounds and --timeout must be positive")
@@ -279,12 +321,30 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	m.Results.print(m.Stdout, m.Config)
+	if m.Config.PeerResults != "" {
+		return m.printPeerRatios()
+	}
 	return nil
 }
+
+// knownParts are the measurements --run may name.
+var knownParts = []string{"latency", "throughput", "memory", "peer"}
 
 func (m *Main) runFeed(ctx context.Context, feed string) error {
 	if err := m.setNotify(ctx, feed != "logical"); err != nil {
 		return err
+	}
+	if m.wants("peer") {
+		if err := m.runPeer(ctx, feed); err != nil {
+			return fmt.Errorf("peer: %w", err)
+		}
+		// The cmd/api processes set NOTIFY as their feed wants it.
+		if err := m.setNotify(ctx, feed != "logical"); err != nil {
+			return err
+		}
+	}
+	if !m.wants("latency") && !m.wants("throughput") && !m.wants("memory") {
+		return nil
 	}
 	sys, err := m.startSystem(ctx, feed)
 	if err != nil {
@@ -337,6 +397,7 @@ func (m *Main) open(ctx context.Context) error {
 		}
 		dsn = m.cluster.DSN("convo")
 	}
+	m.dsn = dsn
 	if err := db.Migrate(ctx, dsn); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -372,6 +433,10 @@ func (m *Main) Close() error {
 	var errs []error
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	for i := len(m.cleanups) - 1; i >= 0; i-- {
+		errs = append(errs, m.cleanups[i]())
+	}
+	m.cleanups = nil
 	if m.pool != nil && m.cluster == nil {
 		errs = append(errs, m.cleanUp(ctx))
 	}

@@ -22,9 +22,12 @@ type reply struct {
 
 // newReply sends a user message, starts its prompt (as a worker would after
 // claiming it) and starts a text block.
-func (m *Main) newReply(ctx context.Context) (reply, error) {
+func (m *Main) newReply(ctx context.Context) (reply, error) { return m.newReplyFor(ctx, benchOwner) }
+
+// newReplyFor is newReply in a conversation of owner.
+func (m *Main) newReplyFor(ctx context.Context, owner string) (reply, error) {
 	res, err := m.store.SendMessage(ctx, conversation.SendMessageParams{
-		OwnerID: benchOwner, Text: "bench", ModelConfigs: []json.RawMessage{json.RawMessage(`{"model":"bench"}`)},
+		OwnerID: owner, Text: "bench", ModelConfigs: []json.RawMessage{json.RawMessage(`{"model":"bench"}`)},
 	})
 	if err != nil {
 		return reply{}, err

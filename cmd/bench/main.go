@@ -33,6 +33,14 @@ func main() {
 		return
 	}
 
+	if url := os.Getenv(peerClientsEnv); url != "" {
+		if err := runPeerClients(context.Background(), url, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "peer client process:", err)
+			os.Exit(1)
+		}
+		return
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := NewMain()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +19,13 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv(clientProcessEnv); url != "" {
 		if err := runClientProcess(context.Background(), url, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "client process:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if url := os.Getenv(peerClientsEnv); url != "" {
+		if err := runPeerClients(context.Background(), url, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "peer client process:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -114,5 +122,61 @@ func TestSummarize(t *testing.T) {
 	}
 	if got := summarize(nil); got != (Stats{}) {
 		t.Errorf("summarize(nil) = %+v, want zero", got)
+	}
+}
+
+// TestPeerRun runs the peer measurement with tiny sizes on both feeds:
+// every delta reaches every subscriber of its conversation in seq order,
+// the idle measurement reads the server's memory, and the ratios against
+// a peer's results are printed.
+func TestPeerRun(t *testing.T) {
+	t.Parallel()
+	peerFile := filepath.Join(t.TempDir(), "peer.jsonl")
+	peerLines := `peer: a log line
+{"mode":"centrifugo subs=3 channels=2","writes_per_s":100,"p50_ms":2,"p99_ms":4}
+{"mode":"centrifugo idle","subs":5,"kb_per_sub":20}
+`
+	if err := os.WriteFile(peerFile, []byte(peerLines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain()
+	var out bytes.Buffer
+	m.Stdout = &out
+	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	err := m.ParseFlags([]string{
+		"--database-url", pgtest.DSN(t), "--run", "peer",
+		"--peer-subscribers", "3", "--peer-channels", "2", "--peer-writers", "2",
+		"--peer-duration", "300ms", "--peer-idle", "5", "--peer-results", peerFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := m.Run(t.Context())
+	if err := m.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if runErr != nil {
+		t.Fatalf("run: %v\n%s", runErr, out.String())
+	}
+	t.Log(out.String())
+	feeds := len(m.Config.Feeds)
+	if len(m.Results.Peer) != 2*feeds {
+		t.Fatalf("%d peer results, want %d", len(m.Results.Peer), 2*feeds)
+	}
+	for _, r := range m.Results.Peer {
+		if peerSize(r) == -1 {
+			if r.Subs != 5 || r.RSSAfter <= 0 {
+				t.Errorf("%s idle: %+v", r.Feed, r)
+			}
+			continue
+		}
+		if r.Expected == 0 || r.Deliveries != r.Expected || r.Gaps != 0 || r.WritesPerS <= 0 {
+			t.Errorf("%s %s: %d of %d deliveries, %d gaps, %.0f writes/s", r.Feed, r.Mode, r.Deliveries, r.Expected, r.Gaps, r.WritesPerS)
+		}
+	}
+	for _, want := range []string{"convo against the peer", "| notify | 3 |", "| logical | 3 |", "KB per subscriber"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
 	}
 }

@@ -18,6 +18,7 @@ type Results struct {
 	Latency    []LatencyResult
 	Throughput []ThroughputResult
 	Memory     []MemoryResult
+	Peer       []PeerResult
 }
 
 // Environment says where the figures come from.

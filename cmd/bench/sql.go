@@ -37,6 +37,9 @@ const (
 	// deleteConversationsSQL removes the bench's conversations (and, by
 	// cascade, everything in them) from a database it did not create.
 	deleteConversationsSQL = `DELETE FROM convo.conversations WHERE owner_id = $1`
+	// deleteConversationsByIDSQL removes the peer measurement's
+	// conversations, which belong to cmd/api's single user.
+	deleteConversationsByIDSQL = `DELETE FROM convo.conversations WHERE id = ANY($1)`
 	// notifySettingSQL reads the session's convo.notify_events, which a new
 	// session takes from the database (convo.set_event_notify).
 	notifySettingSQL = `SELECT coalesce(current_setting('convo.notify_events', true), '')`

@@ -34,6 +34,14 @@ SELECT m.id AS message_id, m.role, b.block_type, b.content, b.metadata,
    AND (m.comparison_id IS NULL
         OR (m.comparison_id IS DISTINCT FROM target.comparison_id
             AND m.comparison_slot = coalesce(nullif(c.preference, 'tie'), 'a')))
+   AND NOT (m.role = 'assistant' AND m.comparison_id IS NULL AND EXISTS (
+        SELECT 1 FROM convo.messages later
+         WHERE later.conversation_id = m.conversation_id
+           AND later.position > m.position AND later.position <= target.position
+           AND later.role = 'assistant' AND later.comparison_id IS NULL
+           AND NOT EXISTS (SELECT 1 FROM convo.messages u
+                            WHERE u.conversation_id = m.conversation_id AND u.role = 'user'
+                              AND u.position > m.position AND u.position < later.position)))
  ORDER BY m.position, b.position
 `
 
@@ -59,7 +67,9 @@ type WorkerContextListRow struct {
 // they completed or were cancelled (the partial reply stays); failed and
 // unfinished ones do not. Of an earlier A/B comparison only the preferred
 // reply counts (slot "a" until the owner votes, and on a tie); the other
-// reply of the prompt's own comparison is left out.
+// reply of the prompt's own comparison is left out. A reply that a later
+// one replaced (convo.regenerate_reply: another assistant message, not of
+// a comparison, before the next user message) is left out too.
 func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]WorkerContextListRow, error) {
 	rows, err := q.db.Query(ctx, workerContextList, promptID)
 	if err != nil {

@@ -209,6 +209,18 @@ test("search finds a message across conversations and opens it", async ({ page }
 test("an A/B comparison shows two replies side by side and records the vote", async ({ page }) => {
   await page.goto("/");
   await page.getByRole("checkbox", { name: /compare two replies/ }).check();
+  // Each model field sits below its label, with room between them.
+  for (const name of ["Model A", "Model B"]) {
+    const gap = await page.getByLabel(name).evaluate((input) => {
+      const label = input.closest("label")!;
+      const range = document.createRange();
+      range.selectNodeContents(label.firstChild!);
+      return input.getBoundingClientRect().top - range.getBoundingClientRect().bottom;
+    });
+    expect(gap, `space between the ${name} label and its field`).toBeGreaterThanOrEqual(5);
+  }
+  await page.getByLabel("Model A").fill("small");
+  await page.getByLabel("Model B").fill("large");
   await send(page, "Which is better, tea or coffee?");
   await page.waitForURL(/\/c\//);
   const cmp = page.getByRole("region", { name: "A/B comparison" });
@@ -216,6 +228,10 @@ test("an A/B comparison shows two replies side by side and records the vote", as
   for (const side of await cmp.locator("article.message-assistant").all()) {
     await expect(side).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
   }
+  // Each column says which model wrote it, and the demo model answers each differently.
+  await expect(cmp.locator(".comparison-slot")).toHaveText(["Reply A · small", "Reply B · large"]);
+  const [textA, textB] = await cmp.locator('article.message-assistant [data-block-type="text"]').allTextContents();
+  expect(textA).not.toBe(textB);
   const b = cmp.getByRole("button", { name: "B is better" });
   await b.click();
   await expect(b).toHaveAttribute("aria-pressed", "true");

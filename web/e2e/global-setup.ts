@@ -5,11 +5,19 @@
 // CONVO_E2E_BASE_URL set, the tests use that running server instead (the
 // authentication tests still start their own, so the build happens anyway).
 
+import { rmSync } from "node:fs";
+import { buildAISDKFixture } from "./aisdk-fixture/build";
 import { launch, prepare } from "./server";
 
 export default async function globalSetup(): Promise<() => Promise<void>> {
   const started = Date.now();
-  const cleanup = await prepare();
+  const prepared = await prepare();
+  // The useChat page of aisdk.spec.ts.
+  const fixture = await buildAISDKFixture();
+  const cleanup = () => {
+    prepared();
+    rmSync(fixture, { recursive: true, force: true });
+  };
   console.log(`[e2e] built web/dist and the server in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   if (process.env.CONVO_E2E_BASE_URL) {
     process.env.CONVO_E2E_API_URL ??= process.env.CONVO_E2E_BASE_URL;

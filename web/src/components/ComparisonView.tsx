@@ -1,11 +1,13 @@
 import { Preference } from "../gen/convo/v1/conversation_service_pb";
 import type { BlockState, MessageState } from "../state/types";
-import { MessageView, type MessageActions } from "./MessageView";
+import { isEmptyReply, MessageView, type MessageActions } from "./MessageView";
 
 export interface ComparisonSide {
   message: MessageState;
   blocks: BlockState[];
   error?: string;
+  /** model names the model the side was asked of (see modelLabel), once known. */
+  model?: string;
 }
 
 const votes: { p: Preference; label: string }[] = [
@@ -31,12 +33,17 @@ export function ComparisonView({
   highlightedId?: string;
 }) {
   const done = sides.every((s) => s.message.status !== "pending" && s.message.status !== "processing");
+  // An empty side (stopped or failed before its first token) leaves nothing to compare.
+  const empty = done && sides.some((s) => isEmptyReply(s.message, s.blocks));
   return (
     <section className="comparison" aria-label="A/B comparison" data-comparison-id={comparisonId}>
       <div className="comparison-sides">
         {sides.map((s) => (
           <div className="comparison-side" key={s.message.id}>
-            <h3 className="comparison-slot">Reply {s.message.comparisonSlot.toUpperCase() || "?"}</h3>
+            <h3 className="comparison-slot">
+              Reply {s.message.comparisonSlot.toUpperCase() || "?"}
+              {s.model ? <span className="comparison-model"> · {s.model}</span> : null}
+            </h3>
             <MessageView
               message={s.message}
               blocks={s.blocks}
@@ -49,14 +56,16 @@ export function ComparisonView({
         ))}
       </div>
       <div className="comparison-vote" role="group" aria-label="Which reply is better?">
-        <span className="muted small">{done ? "Which reply is better?" : "Vote when both replies are done."}</span>
+        <span className="muted small">
+          {!done ? "Vote when both replies are done." : empty ? "A reply is empty: nothing to compare." : "Which reply is better?"}
+        </span>
         {votes.map((v) => (
           <button
             key={v.p}
             type="button"
             className="small"
             aria-pressed={vote === v.p}
-            disabled={!done}
+            disabled={!done || empty}
             onClick={() => onVote(comparisonId, v.p)}
           >
             {v.label}

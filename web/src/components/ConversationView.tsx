@@ -7,6 +7,7 @@ import type { Event } from "../gen/convo/v1/events_pb";
 import { useConversation } from "../hooks/useConversation";
 import { activePromptIds, messageBlocks, type ConversationState } from "../state/reducer";
 import type { MessageState } from "../state/types";
+import { modelLabel } from "../util/format";
 import { ComparisonView, type ComparisonSide } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConnectionIndicator } from "./ConnectionIndicator";
@@ -48,6 +49,8 @@ export function ConversationView({
   const [error, setError] = useState<string | null>(null);
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [votes, setVotes] = useState<Record<string, Preference>>({});
+  // The model each A/B reply was asked of, by message id.
+  const [models, setModels] = useState<Record<string, string>>({});
   const [confirmClear, setConfirmClear] = useState(false);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
 
@@ -90,8 +93,13 @@ export function ConversationView({
       .then((res) => {
         if (cancelled) return;
         const v: Record<string, Preference> = {};
-        for (const c of res.comparisons) if (c.preference !== Preference.UNSPECIFIED) v[c.id] = c.preference;
+        const m: Record<string, string> = {};
+        for (const c of res.comparisons) {
+          if (c.preference !== Preference.UNSPECIFIED) v[c.id] = c.preference;
+          for (const side of [c.a, c.b]) if (side) m[side.messageId] = modelLabel(side.modelConfig);
+        }
         setVotes((prev) => ({ ...v, ...prev }));
+        setModels((prev) => ({ ...prev, ...m }));
       })
       .catch(() => {
         /* votes are a nicety: the buttons still work */
@@ -209,7 +217,7 @@ export function ConversationView({
           {state.seq !== null && state.messageIds.length === 0 ? (
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}
-          {renderMessages(state, actions, votes, vote, highlighted)}
+          {renderMessages(state, actions, votes, vote, highlighted, models)}
         </div>
       </div>
       {error ? (
@@ -241,6 +249,7 @@ function renderMessages(
   votes: Record<string, Preference>,
   onVote: (comparisonId: string, p: Preference) => void,
   highlighted: string | undefined,
+  models: Record<string, string>,
 ): ReactNode[] {
   const out: ReactNode[] = [];
   const shown = new Set<string>();
@@ -253,7 +262,7 @@ function renderMessages(
         .map((x) => state.messages[x])
         .filter((x) => x.comparisonId === m.comparisonId)
         .sort((a, b) => a.comparisonSlot.localeCompare(b.comparisonSlot))
-        .map((x) => ({ message: x, blocks: messageBlocks(state, x.id), error: state.errors[x.id] }));
+        .map((x) => ({ message: x, blocks: messageBlocks(state, x.id), error: state.errors[x.id], model: models[x.id] }));
       out.push(
         <ComparisonView
           key={`cmp-${m.comparisonId}`}

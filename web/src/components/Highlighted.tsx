@@ -1,11 +1,15 @@
 import type { Highlight } from "../gen/convo/v1/conversation_service_pb";
-import { highlightSegments } from "../util/highlight";
+import { highlightSegments, plainSnippet } from "../util/highlight";
 
-/** Highlighted renders a snippet with its matches in <mark>, as React elements (never HTML). */
+/**
+ * Highlighted renders a snippet of a message with its matches in <mark>, as
+ * React elements (never HTML), and without its markdown syntax.
+ */
 export function Highlighted({ text, ranges }: { text: string; ranges: readonly Pick<Highlight, "start" | "end">[] }) {
+  const plain = plainSnippet(text, ranges);
   return (
     <>
-      {highlightSegments(text, ranges).map((s, i) => (s.mark ? <mark key={i}>{s.text}</mark> : <span key={i}>{s.text}</span>))}
+      {highlightSegments(plain.text, plain.ranges).map((s, i) => (s.mark ? <mark key={i}>{s.text}</mark> : <span key={i}>{s.text}</span>))}
     </>
   );
 }

@@ -14,6 +14,10 @@ export interface MessageActions {
 
 const isLive = (m: MessageState) => m.status === "pending" || m.status === "processing";
 
+/** isEmptyReply: a reply that ended with nothing in it (stopped or failed before its first token). */
+export const isEmptyReply = (m: MessageState, blocks: BlockState[]) =>
+  !isLive(m) && m.status !== "completed" && blocks.every((b) => b.content === "" && !b.toolCall);
+
 export const MessageView = memo(function MessageView({
   message,
   blocks,
@@ -64,7 +68,7 @@ export const MessageView = memo(function MessageView({
         ) : null}
         {message.status === "cancelled" ? <p className="muted small stopped">Stopped.</p> : null}
       </div>
-      {assistant && !live ? (
+      {assistant && !live && !(message.status === "cancelled" && isEmptyReply(message, blocks)) ? (
         <footer className="message-actions">
           <FeedbackButtons message={message} onFeedback={actions.onFeedback}>
             <button type="button" className="ghost small" onClick={() => actions.onTrace(message)}>

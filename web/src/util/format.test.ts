@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatDuration, prettyJson, relativeTime } from "./format";
+import { countOf, formatDuration, modelLabel, prettyJson, relativeTime } from "./format";
 
 describe("format", () => {
   it("formats durations", () => {
@@ -20,5 +20,21 @@ describe("format", () => {
   it("pretty-prints JSON and leaves partial JSON alone", () => {
     expect(prettyJson('{"a":1}')).toEqual({ text: '{\n  "a": 1\n}', ok: true });
     expect(prettyJson('{"a":')).toEqual({ text: '{"a":', ok: false });
+  });
+});
+
+describe("countOf and modelLabel", () => {
+  it("counts in proper English", () => {
+    expect(countOf(1, "char")).toBe("1 char");
+    expect(countOf(0, "char")).toBe("0 chars");
+    expect(countOf(1200, "char")).toBe("1,200 chars");
+    expect(countOf(2, "reply", "replies")).toBe("2 replies");
+  });
+
+  it("names the model a reply was asked of", () => {
+    expect(modelLabel({ model: "small" })).toBe("small");
+    expect(modelLabel({ provider: "demo", temperature: 0.7 })).toBe("demo, temperature 0.7");
+    expect(modelLabel({})).toBe("default model");
+    expect(modelLabel(undefined)).toBe("default model");
   });
 });

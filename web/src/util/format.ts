@@ -40,6 +40,21 @@ export function prettyJson(text: string): { text: string; ok: boolean } {
   }
 }
 
+/** countOf says "1 char", "2 chars": a count and its noun, singular for one. */
+export function countOf(n: number, one: string, many = `${one}s`): string {
+  return `${n.toLocaleString("en-US")} ${n === 1 ? one : many}`;
+}
+
+/**
+ * modelLabel names the model a reply was asked of, from the prompt's model
+ * configuration: its model (or provider), and its temperature when set.
+ * "default model" when the configuration names none.
+ */
+export function modelLabel(config: { provider?: string; model?: string; temperature?: number } | undefined): string {
+  const name = config?.model || config?.provider || "default model";
+  return config?.temperature === undefined ? name : `${name}, temperature ${config.temperature}`;
+}
+
 export function stringifyJson(v: unknown): string {
   return v === undefined ? "" : JSON.stringify(v, null, 2);
 }

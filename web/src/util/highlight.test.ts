@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { highlightSegments } from "./highlight";
+import { highlightSegments, plainSnippet } from "./highlight";
 
 describe("highlightSegments", () => {
   it("marks the ranges", () => {
@@ -37,5 +37,27 @@ describe("highlightSegments", () => {
   it("leaves text without ranges whole", () => {
     expect(highlightSegments("plain", [])).toEqual([{ text: "plain", mark: false }]);
     expect(highlightSegments("", [{ start: 0, end: 3 }])).toEqual([]);
+  });
+});
+
+describe("plainSnippet", () => {
+  const plain = (text: string, ranges: { start: number; end: number }[] = []) => plainSnippet(text, ranges);
+
+  it("drops emphasis, code and escape syntax and moves the highlights with the text", () => {
+    const text = "## 6 \\* 7 = 42 … the **calculator** tool returned `42`";
+    const start = Array.from(text).indexOf("c");
+    const got = plain(text, [{ start, end: start + 10 }]);
+    expect(got.text).toBe("6 * 7 = 42 … the calculator tool returned 42");
+    const cps = Array.from(got.text);
+    expect(cps.slice(got.ranges[0].start, got.ranges[0].end).join("")).toBe("calculator");
+  });
+
+  it("keeps what is text: a spaced asterisk, snake_case, a quote inside a line", () => {
+    expect(plain("6 * 7 and snake_case_name > 3").text).toBe("6 * 7 and snake_case_name > 3");
+    expect(plain("> quoted _em_ __strong__").text).toBe("quoted em strong");
+  });
+
+  it("drops a highlight that covered only syntax", () => {
+    expect(plain("**x**", [{ start: 0, end: 2 }]).ranges).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import type { BlockState } from "../../state/types";
 import { blockAttrs } from "./attrs";
-import { prettyJson } from "../../util/format";
+import { countOf, prettyJson } from "../../util/format";
 
 /** ToolResultBlock shows what a tool returned to the model: JSON pretty-printed, other text as is. */
 export function ToolResultBlock({ block }: { block: BlockState }) {
@@ -12,7 +12,7 @@ export function ToolResultBlock({ block }: { block: BlockState }) {
       <summary>
         <span className="tool-icon" aria-hidden="true">↳</span>
         <span>Tool result{name ? `: ${name}` : ""}</span>
-        <span className="muted small">{block.content.length} chars</span>
+        <span className="muted small">{countOf(Array.from(block.content).length, "char")}</span>
       </summary>
       <pre className="code">{text}</pre>
     </details>

@@ -45,6 +45,35 @@ CREATE TABLE convo.limits (
 );
 INSERT INTO convo.limits DEFAULT VALUES;
 
+-- _check_prompt_quota raises CV004 when the owner's queued and running
+-- prompts plus p_new would exceed convo.limits.max_active_prompts. It
+-- takes a transaction advisory lock per owner first, so concurrent callers
+-- for one owner (on any server) count one after the other: call it before
+-- locking any conversation (the order every caller keeps), and in a READ
+-- COMMITTED (the default) or SERIALIZABLE transaction, where the count
+-- sees every committed prompt.
+-- +goose StatementBegin
+CREATE FUNCTION convo._check_prompt_quota(p_owner_id text, p_new integer, p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_cap    integer;
+    v_active bigint;
+BEGIN
+    SELECT l.max_active_prompts INTO v_cap FROM convo.limits l;
+    IF coalesce(v_cap, 0) = 0 THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(hashtextextended('convo.active_prompts:' || p_owner_id, 0));
+    SELECT count(*) INTO v_active FROM convo.prompts p
+     WHERE p.owner_id = p_owner_id AND p.status IN ('queued', 'running');
+    IF v_active + p_new > v_cap THEN
+        RAISE EXCEPTION '%: too many prompts in flight: % queued or running, and at most % (max_active_prompts) are allowed per user; wait for a reply to finish or cancel one',
+            p_action, v_active, v_cap USING ERRCODE = 'CV004';
+    END IF;
+END;
+$$;
+-- +goose StatementEnd
+
 -- When each owner was last handed a prompt, for claim_prompt's round-robin.
 CREATE TABLE convo.owner_claims (
     owner_id        text        PRIMARY KEY,
@@ -62,11 +91,8 @@ CREATE TABLE convo.owner_claims (
 -- Notifies "convo_prompts" with 'queued:<prompt id>' per prompt.
 --
 -- It raises CV004, changing nothing, when the owner's queued and running
--- prompts plus the new ones would exceed convo.limits.max_active_prompts.
--- The count is taken under a transaction advisory lock per owner, so
--- concurrent calls for one owner (from any server) are serialised; call it
--- in a READ COMMITTED (the default) or SERIALIZABLE transaction, where
--- that count sees every committed prompt.
+-- prompts plus the new ones would exceed convo.limits.max_active_prompts
+-- (see _check_prompt_quota).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb)
 RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
@@ -83,8 +109,6 @@ DECLARE
     v_comparison uuid;
     v_messages   uuid[] := '{}';
     v_prompts    uuid[] := '{}';
-    v_cap        integer;
-    v_active     bigint;
 BEGIN
     IF p_text IS NULL OR p_text !~ '\S' THEN
         RAISE EXCEPTION 'send_message: text must not be empty or only whitespace' USING ERRCODE = 'CV003';
@@ -95,18 +119,8 @@ BEGIN
         RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
     END IF;
 
-    -- The quota, before anything is written. The lock is taken before the
-    -- conversation's row lock, like every other caller of send_message.
-    SELECT l.max_active_prompts INTO v_cap FROM convo.limits l;
-    IF coalesce(v_cap, 0) > 0 THEN
-        PERFORM pg_advisory_xact_lock(hashtextextended('convo.active_prompts:' || p_owner_id, 0));
-        SELECT count(*) INTO v_active FROM convo.prompts p
-         WHERE p.owner_id = p_owner_id AND p.status IN ('queued', 'running');
-        IF v_active + jsonb_array_length(p_model_configs) > v_cap THEN
-            RAISE EXCEPTION 'send_message: too many prompts in flight: % queued or running, and at most % (max_active_prompts) are allowed per user; wait for a reply to finish or cancel one',
-                v_active, v_cap USING ERRCODE = 'CV004';
-        END IF;
-    END IF;
+    -- The quota, before anything is written or locked.
+    PERFORM convo._check_prompt_quota(p_owner_id, jsonb_array_length(p_model_configs), 'send_message');
 
     IF p_conversation_id IS NULL THEN
         INSERT INTO convo.conversations (owner_id) VALUES (p_owner_id) RETURNING * INTO v_conv;
@@ -171,6 +185,76 @@ END;
 $$;
 -- +goose StatementEnd
 
+-- regenerate_reply (00009_regenerate_reply.sql) queues a prompt too: it
+-- raises CV004, changing nothing, past the owner's cap.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION convo.regenerate_reply(p_owner_id text, p_conversation_id uuid, p_message_id uuid,
+                                       p_model_config jsonb)
+RETURNS TABLE (message_id uuid, prompt_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv      convo.conversations;
+    v_old       convo.messages;
+    v_old_model jsonb;
+    v_assistant convo.messages;
+    v_prompt    convo.prompts;
+BEGIN
+    IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
+        RAISE EXCEPTION 'regenerate_reply: model_config must be a JSON object' USING ERRCODE = 'CV003';
+    END IF;
+    -- The quota, before the conversation is locked (see _check_prompt_quota).
+    PERFORM convo._check_prompt_quota(p_owner_id, 1, 'regenerate_reply');
+    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'regenerate_reply');
+
+    SELECT * INTO v_old FROM convo.messages m
+     WHERE m.conversation_id = v_conv.id AND m.role = 'assistant'
+       AND (p_message_id IS NULL OR m.id = p_message_id)
+     ORDER BY m.position DESC LIMIT 1;
+    IF NOT FOUND THEN
+        IF p_message_id IS NULL THEN
+            RAISE EXCEPTION 'regenerate_reply: conversation % has no reply to regenerate', v_conv.id USING ERRCODE = 'CV002';
+        END IF;
+        RAISE EXCEPTION 'regenerate_reply: message % is not a reply in conversation %', p_message_id, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.position > v_old.position
+                  AND (m.role = 'user' OR (m.role = 'assistant' AND m.comparison_id IS NULL))) THEN
+        RAISE EXCEPTION 'regenerate_reply: message % is not the latest reply; only the latest can be regenerated', v_old.id
+            USING ERRCODE = 'CV002';
+    END IF;
+    IF v_old.comparison_id IS NOT NULL THEN
+        RAISE EXCEPTION 'regenerate_reply: message % is part of an A/B comparison', v_old.id USING ERRCODE = 'CV002';
+    END IF;
+    IF EXISTS (SELECT 1 FROM convo.prompts p WHERE p.conversation_id = v_conv.id AND p.status IN ('queued', 'running')) THEN
+        RAISE EXCEPTION 'regenerate_reply: a reply of conversation % is still being written; stop it first', v_conv.id
+            USING ERRCODE = 'CV002';
+    END IF;
+    SELECT p.model_config INTO v_old_model FROM convo.prompts p WHERE p.message_id = v_old.id;
+
+    INSERT INTO convo.messages (conversation_id, position, role, status)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'assistant', 'pending')
+    RETURNING * INTO v_assistant;
+    INSERT INTO convo.prompts (conversation_id, message_id, model_config)
+    VALUES (v_conv.id, v_assistant.id, coalesce(p_model_config, v_old_model, '{}'))
+    RETURNING * INTO v_prompt;
+    PERFORM convo._append_event(v_conv.id, 'messageCreated',
+        jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
+    PERFORM convo._append_event(v_conv.id, 'promptQueued',
+        jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
+    PERFORM pg_notify('convo_prompts', 'queued:' || v_prompt.id::text);
+
+    UPDATE convo.conversations c
+       SET active_prompt_id = v_prompt.id, last_message_at = now(), updated_at = now()
+     WHERE c.id = v_conv.id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+
+    RETURN QUERY SELECT v_assistant.id, v_prompt.id;
+END;
+$$;
+-- +goose StatementEnd
+
 -- claim_prompt hands a claimable prompt to worker for lease_seconds: a
 -- queued prompt nobody holds, or one whose holder's lease expired before it
 -- started it. Owners are served round-robin: it takes the oldest claimable
@@ -223,6 +307,73 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+-- regenerate_reply as in 00009_regenerate_reply.sql.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION convo.regenerate_reply(p_owner_id text, p_conversation_id uuid, p_message_id uuid,
+                                       p_model_config jsonb)
+RETURNS TABLE (message_id uuid, prompt_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv      convo.conversations;
+    v_old       convo.messages;
+    v_old_model jsonb;
+    v_assistant convo.messages;
+    v_prompt    convo.prompts;
+BEGIN
+    IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
+        RAISE EXCEPTION 'regenerate_reply: model_config must be a JSON object' USING ERRCODE = 'CV003';
+    END IF;
+    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'regenerate_reply');
+
+    SELECT * INTO v_old FROM convo.messages m
+     WHERE m.conversation_id = v_conv.id AND m.role = 'assistant'
+       AND (p_message_id IS NULL OR m.id = p_message_id)
+     ORDER BY m.position DESC LIMIT 1;
+    IF NOT FOUND THEN
+        IF p_message_id IS NULL THEN
+            RAISE EXCEPTION 'regenerate_reply: conversation % has no reply to regenerate', v_conv.id USING ERRCODE = 'CV002';
+        END IF;
+        RAISE EXCEPTION 'regenerate_reply: message % is not a reply in conversation %', p_message_id, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.position > v_old.position
+                  AND (m.role = 'user' OR (m.role = 'assistant' AND m.comparison_id IS NULL))) THEN
+        RAISE EXCEPTION 'regenerate_reply: message % is not the latest reply; only the latest can be regenerated', v_old.id
+            USING ERRCODE = 'CV002';
+    END IF;
+    IF v_old.comparison_id IS NOT NULL THEN
+        RAISE EXCEPTION 'regenerate_reply: message % is part of an A/B comparison', v_old.id USING ERRCODE = 'CV002';
+    END IF;
+    IF EXISTS (SELECT 1 FROM convo.prompts p WHERE p.conversation_id = v_conv.id AND p.status IN ('queued', 'running')) THEN
+        RAISE EXCEPTION 'regenerate_reply: a reply of conversation % is still being written; stop it first', v_conv.id
+            USING ERRCODE = 'CV002';
+    END IF;
+    SELECT p.model_config INTO v_old_model FROM convo.prompts p WHERE p.message_id = v_old.id;
+
+    INSERT INTO convo.messages (conversation_id, position, role, status)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'assistant', 'pending')
+    RETURNING * INTO v_assistant;
+    INSERT INTO convo.prompts (conversation_id, message_id, model_config)
+    VALUES (v_conv.id, v_assistant.id, coalesce(p_model_config, v_old_model, '{}'))
+    RETURNING * INTO v_prompt;
+    PERFORM convo._append_event(v_conv.id, 'messageCreated',
+        jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
+    PERFORM convo._append_event(v_conv.id, 'promptQueued',
+        jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
+    PERFORM pg_notify('convo_prompts', 'queued:' || v_prompt.id::text);
+
+    UPDATE convo.conversations c
+       SET active_prompt_id = v_prompt.id, last_message_at = now(), updated_at = now()
+     WHERE c.id = v_conv.id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+
+    RETURN QUERY SELECT v_assistant.id, v_prompt.id;
+END;
+$$;
+-- +goose StatementEnd
+
 -- claim_prompt as in 00002_worker_api.sql.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION convo.claim_prompt(worker text, lease_seconds integer)
@@ -350,3 +501,4 @@ DROP INDEX convo.prompts_owner_active_idx;
 DROP TRIGGER prompts_owner ON convo.prompts;
 DROP FUNCTION convo._prompt_owner();
 ALTER TABLE convo.prompts DROP COLUMN owner_id;
+DROP FUNCTION convo._check_prompt_quota(text, integer, text);

@@ -1,0 +1,79 @@
+package connectapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+)
+
+// connect-go flushes the response after every message a stream sends, so
+// each event would cost every subscriber one write to its connection (and,
+// over HTTP/1.1, one chunk). StreamConversation instead writes every event
+// that is ready, then flushes once: a subscriber that fell a few events
+// behind catches up in one write. The flushes are the stream loop's to
+// decide, through a coalescingWriter around the response.
+
+// coalescingWriter is a response whose flushes can be held back: while
+// held, Flush only notes that one is owed, and release makes it.
+// It is used by the handler's goroutine only.
+type coalescingWriter struct {
+	http.ResponseWriter
+	flusher http.Flusher
+	held    bool
+	owed    bool
+}
+
+// Flush flushes now, or later when held.
+func (w *coalescingWriter) Flush() {
+	if w.held {
+		w.owed = true
+		return
+	}
+	w.owed = false
+	w.flusher.Flush()
+}
+
+// Unwrap gives http.ResponseController the underlying response.
+func (w *coalescingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// hold holds back flushes until release; nil does nothing.
+func (w *coalescingWriter) hold() {
+	if w != nil {
+		w.held = true
+	}
+}
+
+// release makes the flush that hold held back, if any; nil does nothing.
+func (w *coalescingWriter) release() {
+	if w == nil {
+		return
+	}
+	w.held = false
+	if w.owed {
+		w.Flush()
+	}
+}
+
+type coalescingKey struct{}
+
+// coalescingFrom returns the stream's coalescingWriter, or nil when the
+// handler was not reached through withCoalescing.
+func coalescingFrom(ctx context.Context) *coalescingWriter {
+	w, _ := ctx.Value(coalescingKey{}).(*coalescingWriter)
+	return w
+}
+
+// withCoalescing gives StreamConversation calls a coalescingWriter (in
+// their context); other calls pass through untouched.
+func withCoalescing(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := w.(http.Flusher)
+		if !ok || r.URL.Path != convov1connect.ConversationServiceStreamConversationProcedure {
+			h.ServeHTTP(w, r)
+			return
+		}
+		cw := &coalescingWriter{ResponseWriter: w, flusher: f}
+		h.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), coalescingKey{}, cw)))
+	})
+}

@@ -1,0 +1,124 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+)
+
+// TestSubscriptionQueue checks a subscription's queue: storage only while
+// events wait, bounded growth for a reader that is always a little behind,
+// TryNext that never waits, and a cut-off at QueueSize that still hands
+// over everything queued before it.
+func TestSubscriptionQueue(t *testing.T) {
+	t.Parallel()
+	setup := func(t *testing.T, queueSize int) (*Hub, *Subscription, func(seq int64) bool) {
+		t.Helper()
+		h := NewHub(HubOptions{QueueSize: queueSize})
+		id := uuid.New()
+		s := &Subscription{hub: h, conversationID: id, signal: make(chan struct{}, 1), endCh: make(chan struct{})}
+		if err := h.register(s); err != nil {
+			t.Fatal(err)
+		}
+		offer := func(seq int64) bool {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return s.offerLocked(&Item{Event: conversation.Event{ConversationID: id, Seq: seq}})
+		}
+		return h, s, offer
+	}
+	ctx := context.Background()
+
+	t.Run("IdleHoldsNoQueue", func(t *testing.T) {
+		t.Parallel()
+		_, s, offer := setup(t, 512)
+		if cap(s.queue) != 0 {
+			t.Fatalf("a new subscription has a queue of %d", cap(s.queue))
+		}
+		for seq := int64(1); seq <= 100; seq++ {
+			offer(seq)
+		}
+		for seq := int64(1); seq <= 100; seq++ {
+			item, err := s.Next(ctx)
+			if err != nil || item.Event.Seq != seq {
+				t.Fatalf("Next = %v, %v; want seq %d", item, err, seq)
+			}
+		}
+		if cap(s.queue) != 0 {
+			t.Errorf("a drained subscription keeps a queue of %d after a burst", cap(s.queue))
+		}
+	})
+
+	t.Run("AlwaysBehindStaysBounded", func(t *testing.T) {
+		t.Parallel()
+		_, s, offer := setup(t, 512)
+		seq := int64(0)
+		next := int64(1)
+		for range 10_000 {
+			seq++
+			offer(seq)
+			seq++
+			offer(seq)
+			for range 2 {
+				item, ok, err := s.TryNext(ctx)
+				if err != nil || !ok || item.Event.Seq != next {
+					t.Fatalf("TryNext = %v, %v, %v; want seq %d", item, ok, err, next)
+				}
+				next++
+			}
+			seq++
+			offer(seq) // one left behind each round, taken at the next
+			item, ok, err := s.TryNext(ctx)
+			if err != nil || !ok || item.Event.Seq != next {
+				t.Fatalf("TryNext = %v, %v, %v; want seq %d", item, ok, err, next)
+			}
+			next++
+		}
+		if cap(s.queue) > 2*keptQueueCap {
+			t.Errorf("queue grew to %d for a reader never more than 2 behind", cap(s.queue))
+		}
+	})
+
+	t.Run("TryNextDoesNotWait", func(t *testing.T) {
+		t.Parallel()
+		_, s, offer := setup(t, 512)
+		if item, ok, err := s.TryNext(ctx); ok || err != nil {
+			t.Fatalf("TryNext on an empty queue = %v, %v, %v", item, ok, err)
+		}
+		offer(1)
+		if item, ok, err := s.TryNext(ctx); !ok || err != nil || item.Event.Seq != 1 {
+			t.Fatalf("TryNext = %v, %v, %v; want seq 1", item, ok, err)
+		}
+		// Repeats of what was returned are skipped.
+		offer(1)
+		if item, ok, err := s.TryNext(ctx); ok || err != nil {
+			t.Fatalf("TryNext after a repeat = %v, %v, %v", item, ok, err)
+		}
+	})
+
+	t.Run("OverflowCutsOffAfterQueued", func(t *testing.T) {
+		t.Parallel()
+		_, s, offer := setup(t, 4)
+		for seq := int64(1); seq <= 4; seq++ {
+			if !offer(seq) {
+				t.Fatalf("offer %d refused below the queue size", seq)
+			}
+		}
+		if offer(5) {
+			t.Fatal("offer past the queue size accepted")
+		}
+		for seq := int64(1); seq <= 4; seq++ {
+			item, err := s.Next(ctx)
+			if err != nil || item.Event.Seq != seq {
+				t.Fatalf("Next = %v, %v; want queued seq %d first", item, err, seq)
+			}
+		}
+		if _, err := s.Next(ctx); !errors.Is(err, ErrFellBehind) {
+			t.Fatalf("Next after the queued events = %v, want ErrFellBehind", err)
+		}
+	})
+}

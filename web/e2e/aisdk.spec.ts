@@ -1,0 +1,80 @@
+// useChat from the AI SDK (@ai-sdk/react, DefaultChatTransport, resume:
+// true) against convo's /v1/ai-sdk/ endpoints, in Chromium: the page is
+// the fixture in e2e/aisdk-fixture, built by global-setup and served at
+// the server's origin.
+
+import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import type { BrowserContext, Page } from "@playwright/test";
+import { aisdkFixtureEnv } from "./aisdk-fixture/build";
+import { expect, getConversation, shot, test } from "./helpers";
+
+// A new chat's messages are a 404 (convo does not know the id yet), which
+// the browser logs.
+test.use({ allowedConsoleErrors: [/status of 404/] });
+
+const fixturePath = "/__aisdk/";
+
+/** serveFixture answers the fixture's files at the server's origin, as an app that embeds useChat would be served. */
+async function serveFixture(context: BrowserContext) {
+  const dir = process.env[aisdkFixtureEnv];
+  if (!dir) throw new Error(`${aisdkFixtureEnv} is not set: run the tests with npm run e2e, whose global setup builds the fixture`);
+  await context.route(`**${fixturePath}**`, async (route) => {
+    const rel = new URL(route.request().url()).pathname.slice(fixturePath.length) || "index.html";
+    const type = rel.endsWith(".js") ? "text/javascript" : rel.endsWith(".css") ? "text/css" : "text/html";
+    await route.fulfill({ body: await readFile(path.join(dir, rel)), contentType: type });
+  });
+}
+
+/** replyText is the text the page shows for its assistant messages, one string per message. */
+async function replyTexts(page: Page): Promise<string[]> {
+  return page
+    .locator('article[data-role="assistant"]')
+    .evaluateAll((els) => els.map((e) => Array.from(e.querySelectorAll("p.text")).map((p) => p.textContent ?? "").join("")));
+}
+
+test("useChat: send, reload mid-reply, a second tab mid-reply: the reply finishes on screen once, as convo holds it", async ({ page, context }) => {
+  await serveFixture(context);
+  const chat = randomUUID();
+  const url = `${fixturePath}index.html?chat=${chat}`;
+  await page.goto(url);
+  await page.getByRole("textbox", { name: "Message" }).fill("Tell me a long story about a lighthouse keeper and the sea.");
+  await page.getByRole("button", { name: "Send" }).click();
+
+  // Mid-reply: some text is on screen.
+  const reply = page.locator('article[data-role="assistant"]');
+  await expect(reply.locator("p.text").first()).not.toBeEmpty();
+  await expect(page.locator("output")).toHaveAttribute("data-status", "streaming");
+
+  // A second tab opened now loads the messages and resumes the reply.
+  const second = await context.newPage();
+  await second.goto(url);
+
+  // Reload the first tab mid-reply: it resumes too.
+  await page.reload();
+  await expect(reply.locator("p.text").first()).not.toBeEmpty();
+
+  const conv = await getConversation(chat);
+  for (const p of [page, second]) {
+    await expect(p.locator("output")).toHaveAttribute("data-status", "ready", { timeout: 60_000 });
+  }
+  await expect
+    .poll(async () => (await getConversation(chat)).messages?.[1]?.status, { timeout: 60_000 })
+    .toBe("completed");
+  const final = await getConversation(chat);
+  const want = (final.messages?.[1]?.blocks ?? [])
+    .filter((b) => b.blockType === "text")
+    .map((b) => b.content ?? "")
+    .join("");
+  expect(want.length).toBeGreaterThan(0);
+  expect(conv.messages?.length).toBe(2);
+  for (const p of [page, second]) {
+    // One user message, one reply, its text exactly once.
+    await expect(p.locator('article[data-role="user"]')).toHaveCount(1);
+    await expect.poll(() => replyTexts(p)).toEqual([want]);
+    await expect(p.locator('article[data-role="assistant"]')).toHaveAttribute("data-id", final.messages?.[1]?.id ?? "");
+  }
+  await shot(page, "aisdk-usechat-reloaded");
+  await shot(second, "aisdk-usechat-second-tab");
+});
