@@ -48,12 +48,13 @@ func NewHandler(opts Options) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/conversations/{id}/events", s.events)
 	mux.HandleFunc("GET /v1/conversations/{id}/agui", s.aguiFollow)
-	mux.HandleFunc("POST /v1/agui", s.aguiRun)
+	mux.HandleFunc("POST /v1/agui", s.jsonBody(maxRunInputBytes, false, s.aguiRun))
 	mux.HandleFunc("GET /v1/conversations/{id}/history", s.history)
-	mux.HandleFunc("POST /v1/ai-sdk/chat", s.aisdkChat)
+	mux.HandleFunc("POST /v1/ai-sdk/chat", s.jsonBody(maxChatRequestBytes, false, s.aisdkChat))
 	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
 	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
-	mux.HandleFunc("POST /v1/ai-sdk/chat/{id}/stop", s.aisdkStop)
+	// Stopping takes no body; useChat's stop sends none.
+	mux.HandleFunc("POST /v1/ai-sdk/chat/{id}/stop", s.jsonBody(1<<10, true, s.aisdkStop))
 	return mux
 }
 

@@ -19,6 +19,17 @@ import (
 //go:embed all:dist
 var dist embed.FS
 
+// ContentSecurityPolicy is sent with the app's pages: script, style,
+// font, image and connections from the server's own origin only (images
+// also as data: URLs), no inline script or style element, no plugins, no
+// framing, no <base>, and forms only to the server. Markdown that a model
+// writes therefore cannot run script or load anything from elsewhere. The
+// browser suite (web/e2e) runs under it and fails on any violation, which
+// Chromium reports as a console error.
+const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"font-src 'self'; connect-src 'self'; manifest-src 'self'; base-uri 'none'; form-action 'self'; " +
+	"frame-ancestors 'none'; object-src 'none'"
+
 // file is one embedded file, read once at start.
 type file struct {
 	body        []byte
@@ -104,6 +115,7 @@ func serve(w http.ResponseWriter, r *http.Request, f *file, cache string) {
 	hdr.Set("ETag", f.etag)
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	if f.contentType == "text/html; charset=utf-8" {
+		hdr.Set("Content-Security-Policy", ContentSecurityPolicy)
 		hdr.Set("Referrer-Policy", "no-referrer")
 		hdr.Set("X-Frame-Options", "DENY")
 	}

@@ -47,6 +47,21 @@ func TestHandler(t *testing.T) {
 		return ""
 	}
 
+	t.Run("PagesCarryTheCSP", func(t *testing.T) {
+		for _, p := range []string{"/", "/c/6f1c1f9e-6a39-4e5c-a7c1-1d6f4f0e2b11"} {
+			res, body := get(t, p)
+			csp := res.Header.Get("Content-Security-Policy")
+			if csp != ContentSecurityPolicy || !strings.Contains(csp, "script-src 'self';") || strings.Contains(csp, "unsafe") {
+				t.Errorf("%s: Content-Security-Policy %q", p, csp)
+			}
+			// The built page needs nothing the policy forbids: no inline
+			// script or style element.
+			if strings.Contains(body, "<script>") || strings.Contains(body, "<style") || strings.Contains(body, " style=") {
+				t.Errorf("%s has inline script or style, which the policy blocks", p)
+			}
+		}
+	})
+
 	t.Run("IndexIsRevalidated", func(t *testing.T) {
 		res, body := get(t, "/")
 		if res.StatusCode != 200 || !strings.Contains(body, `<div id="root">`) {

@@ -33,7 +33,7 @@ func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
 }
 
 // routes serves every public route, behind the CORS policy when one is
-// configured.
+// configured, and behind the host and cross-site checks (guard.go).
 func (m *Main) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
@@ -44,7 +44,7 @@ func (m *Main) routes() http.Handler {
 		Interceptors: []connect.Interceptor{m.metrics.rpc}, Writes: writes,
 	})
 	mux.Handle(path, api)
-	if m.Config.AdminAddr == "" {
+	if m.Config.PublicMetrics {
 		mux.Handle("GET /metrics", metrics.Handler(m.metrics.registry))
 	}
 	mux.Handle("/", web.Handler())
@@ -53,7 +53,7 @@ func (m *Main) routes() http.Handler {
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
-	return withCORS(m.cors, mux)
+	return m.withGuard(withCORS(m.cors, mux))
 }
 
 // healthz answers 200 while the database answers a ping, 503 otherwise,

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
+	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/postgres"
@@ -94,8 +96,17 @@ type Config struct {
 	// (--migrate), so they can run ahead of a deploy.
 	MigrateOnly bool
 	// AdminAddr, when set, serves /metrics and /debug/pprof/ there
-	// instead of /metrics on HTTPAddr (CONVO_ADMIN_ADDR, --admin-addr).
+	// (CONVO_ADMIN_ADDR, --admin-addr).
 	AdminAddr string
+	// PublicMetrics serves /metrics on HTTPAddr too
+	// (CONVO_PUBLIC_METRICS, --public-metrics); off by default, since the
+	// public address may face the internet.
+	PublicMetrics bool
+	// AllowedHosts are the host names the server answers to besides
+	// loopback names (CONVO_ALLOWED_HOSTS, --allowed-hosts; see
+	// guard.go). In single-user mode every other Host is refused; with
+	// authentication, only when the list is set.
+	AllowedHosts []string
 	// DrainGrace is how long open streams go on after SIGTERM before they
 	// are told to reconnect elsewhere (CONVO_DRAIN_GRACE, --drain-grace).
 	DrainGrace time.Duration
@@ -176,7 +187,15 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
+	if v := getenv("CONVO_PUBLIC_METRICS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("CONVO_PUBLIC_METRICS: %q is not true or false", v)
+		}
+		c.PublicMetrics = b
+	}
 	corsOrigins := getenv("CONVO_CORS_ORIGINS")
+	allowedHosts := getenv("CONVO_ALLOWED_HOSTS")
 	for name, dst := range map[string]*time.Duration{
 		"CONVO_COMPACT_AFTER": &c.CompactAfter, "CONVO_DRAIN_GRACE": &c.DrainGrace, "CONVO_DRAIN_TIMEOUT": &c.DrainTimeout,
 	} {
@@ -209,10 +228,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.Feed, "feed", c.Feed, "what feeds streams (CONVO_FEED): notify (LISTEN/NOTIFY) or logical (logical replication; needs wal_level=logical)")
 	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
 	fs.BoolVar(&c.MigrateOnly, "migrate", false, "apply the database migrations to DATABASE_URL and exit")
-	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this address instead of /metrics on --http-addr (CONVO_ADMIN_ADDR); empty: no admin address")
+	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this (private) address (CONVO_ADMIN_ADDR); empty: no admin address")
+	fs.BoolVar(&c.PublicMetrics, "public-metrics", c.PublicMetrics, "serve /metrics on --http-addr too (CONVO_PUBLIC_METRICS); off by default")
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
 	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
+	fs.StringVar(&allowedHosts, "allowed-hosts", allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -224,6 +245,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	var err error
 	if c.CORSOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
 		return err
+	}
+	if c.AllowedHosts, err = guard.ParseHosts(allowedHosts); err != nil {
+		return fmt.Errorf("CONVO_ALLOWED_HOSTS: %w", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))

@@ -74,7 +74,7 @@ next:
 // checks that every part of the server counted what it did.
 func TestMetricsMove(t *testing.T) {
 	t.Parallel()
-	m := startMain(t, map[string]string{"CONVO_DEMO_TOKENS_PER_SECOND": "2000", "CONVO_COMPACT_AFTER": "1ms"})
+	m := startMain(t, map[string]string{"CONVO_DEMO_TOKENS_PER_SECOND": "2000", "CONVO_COMPACT_AFTER": "1ms", "CONVO_PUBLIC_METRICS": "true"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
@@ -178,7 +178,7 @@ func TestMetricsMove(t *testing.T) {
 // by a "worker" that then goes silent, and is failed by the reaper.
 func TestQueueAndLeaseMetrics(t *testing.T) {
 	t.Parallel()
-	m := startMain(t, map[string]string{"CONVO_WORKERS": "0"})
+	m := startMain(t, map[string]string{"CONVO_WORKERS": "0", "CONVO_PUBLIC_METRICS": "true"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
@@ -219,6 +219,37 @@ func TestQueueAndLeaseMetrics(t *testing.T) {
 	}
 	if got := scrapeMetrics(t, m.URL()).value("convo_prompts_running"); got != 0 {
 		t.Errorf("convo_prompts_running = %v after the reaper failed the prompt", got)
+	}
+}
+
+// TestPublicMetricsOnlyWhenAsked checks that the public address serves
+// /metrics only with CONVO_PUBLIC_METRICS=true, also beside an admin
+// address.
+func TestPublicMetricsOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	for name, env := range map[string]map[string]string{
+		"Default":            {},
+		"FalseSaysNo":        {"CONVO_PUBLIC_METRICS": "false"},
+		"AskedWithAdminAddr": {"CONVO_PUBLIC_METRICS": "true", "CONVO_ADMIN_ADDR": "127.0.0.1:0"},
+		"AskedWithoutAdmin":  {"CONVO_PUBLIC_METRICS": "true"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			env["CONVO_WORKERS"] = "0"
+			m := startMain(t, env)
+			resp, err := http.Get(m.URL() + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			served := resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain")
+			if want := env["CONVO_PUBLIC_METRICS"] == "true"; served != want {
+				t.Errorf("public /metrics served = %v (%s, %s); want %v", served, resp.Status, resp.Header.Get("Content-Type"), want)
+			}
+			if env["CONVO_ADMIN_ADDR"] != "" && scrapeMetrics(t, "http://"+m.adminAddr())["convo_stream_subscriptions"] == nil {
+				t.Error("the admin address does not serve convo's metrics")
+			}
+		})
 	}
 }
 
