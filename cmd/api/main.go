@@ -29,6 +29,7 @@ import (
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/pgembed"
+	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/worker"
@@ -131,12 +132,17 @@ type Main struct {
 	// background runs the hub, its feed and the lease reaper; Close
 	// cancels it first, so open streams end before the server shuts down.
 	stopBackground context.CancelFunc
-	background     sync.WaitGroup
-	server         *http.Server
-	serveErr       chan error
-	admin          *http.Server
-	adminListener  net.Listener
-	adminErr       chan error
+	// pgListener is the process's one LISTEN connection, shared by the
+	// notify feed and the workers; stopListener stops it, after the
+	// workers (they hear cancellations through it while they drain).
+	pgListener    *pglisten.Listener
+	stopListener  context.CancelFunc
+	background    sync.WaitGroup
+	server        *http.Server
+	serveErr      chan error
+	admin         *http.Server
+	adminListener net.Listener
+	adminErr      chan error
 }
 
 // NewMain returns a Main with the defaults of CONTRACT §5.
@@ -287,6 +293,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
+	workerConfig.Listener = m.pgListener
 	// The workers outlive ctx (SIGTERM ends it in main): Close drains them.
 	if m.workers, err = worker.Start(context.WithoutCancel(ctx), m.pool, workerConfig); err != nil {
 		return fmt.Errorf("start workers: %w", err)
@@ -325,6 +332,10 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
 	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent})
 	m.metrics.registry.MustRegister(m.hub)
+	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
+	listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopListener = stopListener
+	m.background.Go(func() { m.pgListener.Run(listenCtx) })
 	feed, err := m.newFeed(ctx, connConfig)
 	if err != nil {
 		return err
@@ -386,6 +397,9 @@ func (m *Main) URL() string {
 // stops the embedded PostgreSQL. It is safe to call after a failed Run.
 func (m *Main) Close() error {
 	errs := []error{m.drain()}
+	if m.stopListener != nil {
+		m.stopListener()
+	}
 	m.background.Wait()
 	if m.pool != nil {
 		m.pool.Close()
