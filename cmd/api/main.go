@@ -72,7 +72,7 @@ func main() {
 }
 
 // Config is the server's configuration: each field has an environment
-// variable and a flag of the same meaning (CONTRACT §5).
+// variable and a flag of the same meaning (README.md, "Configuration").
 type Config struct {
 	DatabaseURL string // DATABASE_URL, --database-url
 	HTTPAddr    string // CONVO_HTTP_ADDR, --http-addr
@@ -145,7 +145,7 @@ type Main struct {
 	adminErr      chan error
 }
 
-// NewMain returns a Main with the defaults of CONTRACT §5.
+// NewMain returns a Main with the defaults of README.md, "Configuration".
 func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
