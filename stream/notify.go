@@ -14,8 +14,10 @@ import (
 	"github.com/convo-dev/convo/pglisten"
 )
 
-// EventsChannel is the channel convo._append_event notifies, with payload
-// '<conversation id>:<seq>' (or '<conversation id>:deleted').
+// EventsChannel is the channel the SQL notifies with '<conversation
+// id>:<seq>' for each event (convo._append_event, convo.append_block) and
+// '<conversation id>:deleted' (convo.delete_conversation); docs/events.md,
+// "Notifications".
 const EventsChannel = "convo_events"
 
 // NotifyFeed feeds a Hub from the notifications of EventsChannel, heard on
