@@ -36,7 +36,9 @@ import (
 //     SQL writes (yes: always set, no: never, some: both seen);
 //   - every function the table names exists, and the doc names the
 //     migration that holds each function's definition in force (the last
-//     one that creates or replaces it).
+//     one that creates or replaces it);
+//   - each function whose definition in force calls pg_notify is a sender
+//     of that channel in the doc's table of notifications.
 func TestEventsDoc(t *testing.T) {
 	t.Parallel()
 	doc := readDocSections(t, "../docs/events.md")
@@ -134,7 +136,7 @@ func TestEventsDoc(t *testing.T) {
 	inForce := functionsInForce(t, "../db/schema")
 	for kind, row := range rows {
 		for _, fn := range backticked(row["written by"]) {
-			if inForce[fn] == "" {
+			if inForce[fn].file == "" {
 				t.Errorf("docs/events.md: %s is written by convo.%s, which no migration defines", kind, fn)
 			}
 		}
@@ -150,12 +152,35 @@ func TestEventsDoc(t *testing.T) {
 			continue
 		}
 		for _, fn := range backticked(cell) {
-			if inForce[fn] != file[1] {
-				t.Errorf("docs/events.md says convo.%s is defined in %s; the definition in force is in %q", fn, file[1], inForce[fn])
+			if inForce[fn].file != file[1] {
+				t.Errorf("docs/events.md says convo.%s is defined in %s; the definition in force is in %q", fn, file[1], inForce[fn].file)
+			}
+		}
+	}
+
+	// Who notifies which channel.
+	senders := map[string][]string{}
+	for _, line := range strings.Split(doc["Notifications"], "\n") {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), " | ")
+		if len(cells) < 3 || !strings.HasPrefix(strings.TrimSpace(cells[0]), "`convo_") {
+			continue
+		}
+		channel := strings.Trim(strings.TrimSpace(cells[0]), "`")
+		senders[channel] = append(senders[channel], backticked(cells[2])...)
+	}
+	if len(senders) == 0 {
+		t.Error("docs/events.md has no table of notifications under \"## Notifications\"")
+	}
+	for fn, def := range inForce {
+		for _, m := range notifyRE.FindAllStringSubmatch(def.body, -1) {
+			if !slices.Contains(senders[m[1]], fn) {
+				t.Errorf("convo.%s (%s) notifies %s; docs/events.md's table of notifications does not say so", fn, def.file, m[1])
 			}
 		}
 	}
 }
+
+var notifyRE = regexp.MustCompile(`pg_notify\('(\w+)'`)
 
 // driveEveryEventKind writes, through the SQL API, a conversation whose
 // log holds every event kind, each from every writer that gives its row
@@ -330,7 +355,7 @@ func docTableRows(t *testing.T, text, first string) map[string]map[string]string
 	return rows
 }
 
-var backtickedRE = regexp.MustCompile("`([a-z_]+)`")
+var backtickedRE = regexp.MustCompile("`(?:convo\\.)?([a-z_]+)`")
 
 // backticked returns the identifiers in backticks in a table cell.
 func backticked(cell string) []string {
@@ -343,24 +368,29 @@ func backticked(cell string) []string {
 
 var createFunctionRE = regexp.MustCompile(`CREATE (?:OR REPLACE )?FUNCTION convo\.(\w+)\(`)
 
-// functionsInForce returns, for each function of the schema convo, the
-// migration whose Up section defines it last.
-func functionsInForce(t *testing.T, dir string) map[string]string {
+// definition is a function's definition in force: the migration whose Up
+// section defines it last, and that definition's text.
+type definition struct{ file, body string }
+
+// functionsInForce returns the definition in force of each function of
+// the schema convo.
+func functionsInForce(t *testing.T, dir string) map[string]definition {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.sql"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no migrations in %s: %v", dir, err)
 	}
 	slices.Sort(paths)
-	inForce := map[string]string{}
+	inForce := map[string]definition{}
 	for _, p := range paths {
 		src, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		up, _, _ := strings.Cut(string(src), "-- +goose Down")
-		for _, m := range createFunctionRE.FindAllStringSubmatch(up, -1) {
-			inForce[m[1]] = filepath.Base(p)
+		for _, m := range createFunctionRE.FindAllStringSubmatchIndex(up, -1) {
+			body, _, _ := strings.Cut(up[m[0]:], "$$;")
+			inForce[up[m[2]:m[3]]] = definition{file: filepath.Base(p), body: body}
 		}
 	}
 	return inForce
