@@ -14,7 +14,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 )
 
-// SQLSTATEs raised by the SQL worker API (db/schema/00002_worker_api.sql).
+// SQLSTATEs raised by the SQL functions: docs/events.md, "Errors (SQLSTATEs)".
 const (
 	sqlstateNotFound        = "CV001"
 	sqlstateIllegalState    = "CV002"

@@ -1,7 +1,7 @@
 // Package stream follows conversations as they change: one Hub per process
-// fans each conversation's events out to its subscribers, fed by a single
-// dedicated LISTEN connection (NotifyFeed) or by logical replication
-// (LogicalFeed).
+// fans each conversation's events out to its subscribers, fed by the
+// process's one LISTEN connection (NotifyFeed, on a pglisten.Listener) or
+// by logical replication (LogicalFeed).
 //
 // A notification is only a hint that a conversation has events after some
 // seq. The hub reads the durable event log after the last seq it delivered,

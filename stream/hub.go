@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/backoff"
 	"github.com/convo-dev/convo/limit"
 )
 
@@ -112,7 +113,7 @@ var ErrClosed = conversation.Errorf(conversation.Unavailable, "server is shuttin
 // subscription with ErrClosed.
 func (h *Hub) Run(ctx context.Context) {
 	defer close(h.done)
-	backoff := newBackoff(50*time.Millisecond, 5*time.Second)
+	bo := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
 		select {
 		case <-ctx.Done():
@@ -126,7 +127,7 @@ func (h *Hub) Run(ctx context.Context) {
 				if ctx.Err() != nil {
 					break
 				}
-				delay := backoff.next()
+				delay := bo.Next()
 				h.logger.Warn("stream: reading the event log failed; retrying", "err", err, "retry_in", delay)
 				select {
 				case <-ctx.Done():
@@ -134,7 +135,7 @@ func (h *Hub) Run(ctx context.Context) {
 				}
 				continue
 			}
-			backoff.reset()
+			bo.Reset()
 			if !more {
 				break
 			}

@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/convo-dev/convo/internal/backoff"
 )
 
 // LogicalFeed feeds a Hub from logical replication instead of NOTIFY: one
@@ -85,13 +87,13 @@ func (f *LogicalFeed) Check(ctx context.Context) error {
 // the new slot's stream.
 func (f *LogicalFeed) Run(ctx context.Context) {
 	logger := f.logger()
-	b := newBackoff(100*time.Millisecond, 10*time.Second)
+	b := backoff.New(100*time.Millisecond, 10*time.Second)
 	for ctx.Err() == nil {
 		err := f.session(ctx, b)
 		if ctx.Err() != nil {
 			return
 		}
-		delay := b.next()
+		delay := b.Next()
 		logger.Warn("stream: replication connection lost; reconnecting", "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
@@ -116,7 +118,7 @@ func (f *LogicalFeed) statusInterval() time.Duration {
 
 // session runs one replication connection: a new temporary slot, a resync,
 // then the stream until it fails or ctx ends.
-func (f *LogicalFeed) session(ctx context.Context, b *backoff) error {
+func (f *LogicalFeed) session(ctx context.Context, b *backoff.Backoff) error {
 	conn, err := connectReplication(ctx, f.ConnConfig)
 	if err != nil {
 		return err
@@ -138,7 +140,7 @@ func (f *LogicalFeed) session(ctx context.Context, b *backoff) error {
 	f.setSlot(slot)
 	defer f.setSlot("")
 	f.connects.Add(1)
-	b.reset()
+	b.Reset()
 	// The slot streams what commits from start on; the log has the rest.
 	f.Hub.Resync()
 	f.logger().Debug("stream: replication started", "slot", slot, "lsn", start)

@@ -2,98 +2,66 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/convo-dev/convo/pglisten"
 )
 
-// EventsChannel is the channel convo._append_event notifies, with payload
-// '<conversation id>:<seq>' (or '<conversation id>:deleted').
+// EventsChannel is the channel the SQL notifies with '<conversation
+// id>:<seq>' for each event (convo._append_event, convo.append_block) and
+// '<conversation id>:deleted' (convo.delete_conversation); docs/events.md,
+// "Notifications".
 const EventsChannel = "convo_events"
 
-// NotifyFeed feeds a Hub from one dedicated LISTEN connection, opened from
-// ConnConfig (not borrowed from a pool: it is held for the process's life).
+// NotifyFeed feeds a Hub from the notifications of EventsChannel, heard on
+// the process's one LISTEN connection (package pglisten).
 type NotifyFeed struct {
+	// Listener is the process's listener, which its owner runs. Nil: Run
+	// opens and runs one of its own from ConnConfig.
+	Listener   *pglisten.Listener
 	ConnConfig *pgx.ConnConfig
 	Hub        *Hub
 	Logger     *slog.Logger
-	// PingInterval is how long the connection may stay silent before it is
-	// pinged, to notice a half-open socket (default 15 s).
+	// PingInterval applies to a listener of the feed's own (see
+	// pglisten.Options).
 	PingInterval time.Duration
 
-	connects atomic.Int64
+	once sync.Once
+	own  bool
 }
 
-// Connects counts successful (re)connections, for metrics and tests.
-func (f *NotifyFeed) Connects() int64 { return f.connects.Load() }
+// listener returns the feed's listener, making its own when it has none.
+func (f *NotifyFeed) listener() *pglisten.Listener {
+	f.once.Do(func() {
+		if f.Listener == nil {
+			f.own = true
+			f.Listener = pglisten.New(pglisten.Options{ConnConfig: f.ConnConfig, Logger: f.Logger, PingInterval: f.PingInterval})
+		}
+	})
+	return f.Listener
+}
 
-// Run listens until ctx ends, reconnecting with backoff whenever the
-// connection fails. After every connect it has the hub read every followed
-// conversation again, since notifications sent while it was away are lost.
+// Connects counts the listener's successful (re)connections.
+func (f *NotifyFeed) Connects() int64 { return f.listener().Connects() }
+
+// Run feeds the hub until ctx ends. After every (re)connect of the
+// listener the hub reads every followed conversation again, since
+// notifications sent while it was away are lost.
 func (f *NotifyFeed) Run(ctx context.Context) {
-	logger := f.Logger
-	if logger == nil {
-		logger = slog.Default()
+	l := f.listener()
+	l.Listen(EventsChannel, pglisten.Handler{Notify: f.handle, Ready: f.Hub.Resync})
+	if f.own {
+		l.Run(ctx)
+		return
 	}
-	b := newBackoff(100*time.Millisecond, 10*time.Second)
-	for ctx.Err() == nil {
-		err := f.session(ctx, b)
-		if ctx.Err() != nil {
-			return
-		}
-		delay := b.next()
-		logger.Warn("stream: listener connection lost; reconnecting", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-	}
-}
-
-func (f *NotifyFeed) session(ctx context.Context, b *backoff) error {
-	conn, err := pgx.ConnectConfig(ctx, f.ConnConfig)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	// LISTEN is one of the few statements sqlc cannot express.
-	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		return err
-	}
-	f.connects.Add(1)
-	b.reset()
-	f.Hub.Resync()
-
-	interval := f.PingInterval
-	if interval <= 0 {
-		interval = 15 * time.Second
-	}
-	for {
-		waitCtx, cancel := context.WithTimeout(ctx, interval)
-		n, err := conn.WaitForNotification(waitCtx)
-		cancel()
-		switch {
-		case err == nil:
-			f.handle(n.Payload)
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, context.DeadlineExceeded):
-			pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := conn.Ping(pingCtx)
-			cancel()
-			if err != nil {
-				return err
-			}
-		default:
-			return err
-		}
-	}
+	<-ctx.Done()
 }
 
 func (f *NotifyFeed) handle(payload string) {

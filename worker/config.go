@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/pglisten"
 )
 
 // Config configures a Pool of workers. The zero value of every field but
@@ -57,6 +59,10 @@ type Config struct {
 	Tools *Tools
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
+	// Listener is the process's LISTEN connection (package pglisten),
+	// which its owner runs: the workers listen on PromptsChannel through
+	// it. Nil: the pool opens and runs one of its own.
+	Listener *pglisten.Listener
 	// OnPromptDone, when set, is called after each prompt a worker took
 	// has been settled, from that worker's goroutine: for metrics and
 	// tests. It must not block for long.

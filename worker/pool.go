@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -50,10 +52,12 @@ func Run(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 }
 
 // Start starts cfg.Workers workers on db (whose database must be
-// migrated) and returns once they listen for prompts. They run until Stop
-// is called or ctx ends. db should allow about two connections per
+// migrated) and returns. They run until Stop is called or ctx ends, and
+// look for prompts at once and after every (re)connect of the listener,
+// so a prompt queued before they listen is not missed. db should allow about two connections per
 // worker (a write and a heartbeat); the listener uses one more, outside
-// the pool. Start fails for an invalid Config or when it cannot listen.
+// the pool, unless cfg.Listener is shared. Start fails for an invalid
+// Config.
 func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -76,16 +80,14 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		return p, nil
 	}
 
-	l := &listener{
-		connConfig: db.Config().ConnConfig, log: cfg.Logger, pingInterval: 30 * time.Second,
-		onReady: p.wakeAll, onQueued: p.wakeOne, onCancelled: p.cancelPrompt,
+	l := cfg.Listener
+	if l == nil {
+		l = pglisten.New(pglisten.Options{ConnConfig: db.Config().ConnConfig, Logger: cfg.Logger, PingInterval: 30 * time.Second})
+		p.wg.Go(func() { l.Run(runCtx) })
 	}
-	conn, err := l.connect(ctx)
-	if err != nil {
-		cancel(errShutdown)
-		return nil, fmt.Errorf("worker: %w", err)
-	}
-	p.wg.Go(func() { l.run(runCtx, conn) })
+	// A notification only wakes a worker: the workers also poll, and a
+	// heartbeat notices a cancellation sent while the connection was down.
+	l.Listen(PromptsChannel, pglisten.Handler{Notify: p.notified, Ready: p.wakeAll})
 	for i := range cfg.Workers {
 		name := fmt.Sprintf("%s/%d", cfg.Name, i)
 		p.workers.Add(1)
@@ -143,6 +145,23 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// PromptsChannel is the channel the SQL worker API notifies with
+// "queued:<prompt id>" and "cancelled:<prompt id>".
+const PromptsChannel = "convo_prompts"
+
+// notified handles a notification of PromptsChannel.
+func (p *Pool) notified(payload string) {
+	kind, id, _ := strings.Cut(payload, ":")
+	switch kind {
+	case "queued":
+		p.wakeOne()
+	case "cancelled":
+		if promptID, err := uuid.Parse(id); err == nil {
+			p.cancelPrompt(promptID)
+		}
 	}
 }
 

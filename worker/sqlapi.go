@@ -34,7 +34,7 @@ type sqlAPI interface {
 
 var _ sqlAPI = (*dbq.Queries)(nil)
 
-// SQLSTATEs of the SQL worker API (db/schema/00002_worker_api.sql).
+// SQLSTATEs of the SQL worker API: docs/events.md, "Errors (SQLSTATEs)".
 const (
 	sqlstateNotFound     = "CV001"
 	sqlstateIllegalState = "CV002"

@@ -43,7 +43,7 @@ func (m *Main) newFeed(ctx context.Context, connConfig *pgx.ConnConfig) (stream.
 		}
 		feed = lf
 	} else {
-		feed = &stream.NotifyFeed{ConnConfig: connConfig.Copy(), Hub: m.hub, Logger: m.Logger}
+		feed = &stream.NotifyFeed{Listener: m.pgListener, Hub: m.hub, Logger: m.Logger}
 	}
 
 	changed, err := m.store.SetEventNotify(ctx, !logical)

@@ -32,6 +32,7 @@ import (
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/pgembed"
+	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/worker"
@@ -74,7 +75,7 @@ func main() {
 }
 
 // Config is the server's configuration: each field has an environment
-// variable and a flag of the same meaning (CONTRACT §5).
+// variable and a flag of the same meaning (README.md, "Configuration").
 type Config struct {
 	DatabaseURL string // DATABASE_URL, --database-url
 	HTTPAddr    string // CONVO_HTTP_ADDR, --http-addr
@@ -145,15 +146,20 @@ type Main struct {
 	// background runs the hub, its feed and the lease reaper; Close
 	// cancels it first, so open streams end before the server shuts down.
 	stopBackground context.CancelFunc
-	background     sync.WaitGroup
-	server         *http.Server
-	serveErr       chan error
-	admin          *http.Server
-	adminListener  net.Listener
-	adminErr       chan error
+	// pgListener is the process's one LISTEN connection, shared by the
+	// notify feed and the workers; stopListener stops it, after the
+	// workers (they hear cancellations through it while they drain).
+	pgListener    *pglisten.Listener
+	stopListener  context.CancelFunc
+	background    sync.WaitGroup
+	server        *http.Server
+	serveErr      chan error
+	admin         *http.Server
+	adminListener net.Listener
+	adminErr      chan error
 }
 
-// NewMain returns a Main with the defaults of CONTRACT §5.
+// NewMain returns a Main with the defaults of README.md, "Configuration".
 func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
@@ -324,6 +330,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
+	workerConfig.Listener = m.pgListener
 	// The workers outlive ctx (SIGTERM ends it in main): Close drains them.
 	if m.workers, err = worker.Start(context.WithoutCancel(ctx), m.pool, workerConfig); err != nil {
 		return fmt.Errorf("start workers: %w", err)
@@ -363,6 +370,10 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent,
 		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
 	m.metrics.registry.MustRegister(m.hub)
+	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
+	listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopListener = stopListener
+	m.background.Go(func() { m.pgListener.Run(listenCtx) })
 	feed, err := m.newFeed(ctx, connConfig)
 	if err != nil {
 		return err
@@ -424,6 +435,9 @@ func (m *Main) URL() string {
 // stops the embedded PostgreSQL. It is safe to call after a failed Run.
 func (m *Main) Close() error {
 	errs := []error{m.drain()}
+	if m.stopListener != nil {
+		m.stopListener()
+	}
 	m.background.Wait()
 	if m.pool != nil {
 		m.pool.Close()

@@ -5,12 +5,15 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/pglisten"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -85,4 +88,47 @@ func unencryptedHTTP2() *http.Protocols {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
 	return p
+}
+
+// TestOneListener checks that the server holds one LISTEN connection,
+// shared by the stream feed and the in-process workers, and that both
+// still hear their notifications through it: a message sent gets the demo
+// worker's reply (convo_prompts) and a stream sees it (convo_events).
+func TestOneListener(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	m := startMain(t, map[string]string{"DATABASE_URL": dsn, "CONVO_WORKERS": "2", "CONVO_DEMO_TOKENS_PER_SECOND": "2000"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
+	sent, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "one listener"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := client.StreamConversation(ctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: sent.Msg.ConversationId}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for st.Receive() {
+		if st.Msg().GetEvent().GetPromptCompleted() != nil {
+			break
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatalf("stream ended before the reply completed: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var listeners int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = $1 AND datname = current_database()`, pglisten.ApplicationName).Scan(&listeners); err != nil {
+		t.Fatal(err)
+	}
+	if listeners != 1 {
+		t.Errorf("%d LISTEN connections, want 1 shared by the feed and the workers", listeners)
+	}
 }

@@ -268,10 +268,11 @@ func (m *Main) startServer(ctx context.Context, bin, feed string) (*serverProces
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(bin)
+	// One user holds every subscriber: the per-user and per-server limits
+	// (streams, write rate, prompts in flight) are off, as the measured
+	// server has none.
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+m.dsn, "CONVO_HTTP_ADDR="+addr, "CONVO_FEED="+feed,
 		"CONVO_WORKERS=0", "CONVO_COMPACT_AFTER=0", "CONVO_LOG_LEVEL=warn",
-		// Thousands of subscribers as the one local user: the per-user
-		// limits would refuse them, and the bench measures fan-out.
 		"CONVO_MAX_STREAMS_PER_USER=0", "CONVO_MAX_STREAMS=0", "CONVO_WRITE_RATE=0", "CONVO_MAX_ACTIVE_PROMPTS=0")
 	cmd.Env = append(cmd.Env, m.Config.ServerEnv...)
 	cmd.Stderr = os.Stderr

@@ -688,9 +688,10 @@ END;
 $$;
 -- +goose StatementEnd
 
--- complete_prompt completes a running prompt and its message. Blocks still
--- open are ended and tool calls still open are failed first. Events:
--- (blockEnd, toolCallFailed …), promptCompleted, messageUpdated.
+-- complete_prompt completes a running prompt and its message. Tool calls
+-- still open are failed and blocks still open are ended first. Events:
+-- (toolCallFailed …, blockEnd …), promptCompleted, messageUpdated, and
+-- conversationUpdated when the active prompt moves on (docs/events.md).
 -- +goose StatementBegin
 CREATE FUNCTION convo.complete_prompt(prompt_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
