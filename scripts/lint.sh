@@ -11,9 +11,9 @@ echo "== buf lint, and generated protobuf code is current"
 buf=web/node_modules/.bin/buf
 "$buf" lint
 "$buf" generate
-if ! git diff --quiet -- gen web/src/gen || [ -n "$(git ls-files --others --exclude-standard -- gen web/src/gen)" ]; then
+if ! git diff --quiet -- gen clients/typescript/src/gen || [ -n "$(git ls-files --others --exclude-standard -- gen clients/typescript/src/gen)" ]; then
   echo "protobuf code is stale: run 'make generate' and commit the result" >&2
-  git status --short -- gen web/src/gen >&2
+  git status --short -- gen clients/typescript/src/gen >&2
   exit 1
 fi
 

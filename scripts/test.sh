@@ -39,9 +39,19 @@ echo "== npm packages (web)"
 # packages from it); npm install installs the locked versions all the same.
 npm install --prefix web --no-audit --no-fund --loglevel=error
 
+# The npm packages @convo/client and @convo/react (clients/): each has its
+# own dependencies, and @convo/react builds against @convo/client's build.
+echo "== npm packages (clients), built"
+for pkg in clients/typescript clients/react; do
+  npm install --prefix "$pkg" --no-audit --no-fund --loglevel=error
+  npm run build --prefix "$pkg" --silent
+done
+
 ./scripts/lint.sh
 
-echo "== web unit tests (vitest)"
+echo "== unit tests of the client packages and the web app (vitest)"
+npm test --prefix clients/typescript
+npm test --prefix clients/react
 npm test --prefix web
 
 echo "== go test -race"

@@ -1,5 +1,12 @@
 import react from "@vitejs/plugin-react";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+
+// The app is built on the repo's client packages, from their sources
+// (clients/typescript is @convo/client, clients/react is @convo/react):
+// one fold, one follower, no build step in between. Their dependencies
+// (protobuf, Connect, React) resolve to this app's copies, never twice.
+const clients = (p: string) => fileURLToPath(new URL(`../clients/${p}`, import.meta.url));
 
 // Vitest 5 reports failures with Map.groupBy, which Node 20 lacks.
 if (typeof (Map as { groupBy?: unknown }).groupBy !== "function") {
@@ -21,6 +28,14 @@ const api = process.env.CONVO_API ?? "http://127.0.0.1:8080";
 
 export default defineConfig({
   plugins: [react()],
+  resolve: {
+    alias: [
+      { find: /^@convo\/client\/testing$/, replacement: clients("typescript/src/testing/fakeServer.ts") },
+      { find: /^@convo\/client$/, replacement: clients("typescript/src/index.ts") },
+      { find: /^@convo\/react$/, replacement: clients("react/src/index.ts") },
+    ],
+    dedupe: ["@bufbuild/protobuf", "@connectrpc/connect", "@connectrpc/connect-web", "react", "react-dom"],
+  },
   server: {
     proxy: {
       "/convo.v1.ConversationService": { target: api, changeOrigin: false },

@@ -9,10 +9,10 @@ import {
   ConversationService,
   StreamConversationResponseSchema,
   type StreamConversationResponse,
-} from "../src/gen/convo/v1/conversation_service_pb";
-import { ConversationSchema, Rating } from "../src/gen/convo/v1/types_pb";
-import type { Event } from "../src/gen/convo/v1/events_pb";
-import { FakeServer } from "../src/state/testing/fakeServer";
+} from "@convo/client";
+import { ConversationSchema, Rating } from "@convo/client";
+import type { Event } from "@convo/client";
+import { FakeServer } from "@convo/client/testing";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -7,6 +7,7 @@
 
 import { rmSync } from "node:fs";
 import { buildAISDKFixture } from "./aisdk-fixture/build";
+import { buildClientApp } from "./client-app/build";
 import { launch, prepare } from "./server";
 
 export default async function globalSetup(): Promise<() => Promise<void>> {
@@ -14,9 +15,12 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
   const prepared = await prepare();
   // The useChat page of aisdk.spec.ts.
   const fixture = await buildAISDKFixture();
+  // docs/client.md's example, installed from the packages' tarballs.
+  const clientApp = buildClientApp();
   const cleanup = () => {
     prepared();
     rmSync(fixture, { recursive: true, force: true });
+    rmSync(clientApp, { recursive: true, force: true });
   };
   console.log(`[e2e] built web/dist and the server in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   if (process.env.CONVO_E2E_BASE_URL) {

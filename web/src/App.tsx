@@ -5,7 +5,7 @@ import { ConversationView } from "./components/ConversationView";
 import { HomeView } from "./components/HomeView";
 import { Sidebar } from "./components/Sidebar";
 import { TokenScreen } from "./components/TokenScreen";
-import { useConversationList } from "./hooks/useConversationList";
+import { ConvoProvider, useConversationList } from "@convo/react";
 import { useRoute } from "./router";
 
 export function App() {
@@ -49,6 +49,7 @@ function Shell({ signedIn }: { signedIn: boolean }) {
 
   const currentId = route.name === "conversation" ? route.id : undefined;
   return (
+    <ConvoProvider client={client}>
     <div className={`app${drawer ? " drawer-open" : ""}`}>
       <div id="sidebar" className="sidebar-slot">
         <Sidebar client={client} list={list} currentId={currentId} onNavigate={closeDrawer} signedIn={signedIn} />
@@ -67,5 +68,6 @@ function Shell({ signedIn }: { signedIn: boolean }) {
         <HomeView client={client} onChanged={onChanged} header={menu} />
       )}
     </div>
+    </ConvoProvider>
   );
 }

@@ -1,7 +1,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
-import { initialState, reduce, type ConversationState } from "../state/reducer";
-import { FakeServer } from "../state/testing/fakeServer";
+import { initialState, reduce, type ConversationState } from "@convo/client";
+import { FakeServer } from "@convo/client/testing";
 import { stopReplies } from "./stop";
 
 /** following is a client's state after subscribing to srv now. */

@@ -1,7 +1,7 @@
 // Stopping a conversation's replies.
 
 import { Code, ConnectError } from "@connectrpc/connect";
-import { activePromptIds, type ConversationState } from "../state/reducer";
+import { activePromptIds, type ConversationState } from "@convo/client";
 import { errorMessage, type ConvoClient } from "./client";
 
 /**

@@ -1,5 +1,5 @@
-import { Preference } from "../gen/convo/v1/conversation_service_pb";
-import type { BlockState, MessageState } from "../state/types";
+import { Preference } from "@convo/client";
+import type { BlockState, MessageState } from "@convo/client";
 import { isEmptyReply, MessageView, type MessageActions } from "./MessageView";
 
 export interface ComparisonSide {

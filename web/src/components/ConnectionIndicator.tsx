@@ -1,10 +1,12 @@
-import type { ConnectionStatus } from "../api/stream";
+import type { ConnectionStatus } from "@convo/client";
 
 const labels: Record<ConnectionStatus, string> = {
   connecting: "Connecting",
   live: "Live",
   reconnecting: "Reconnecting",
   offline: "Offline",
+  unauthenticated: "Signed out",
+  notFound: "Not found",
 };
 
 /** ConnectionIndicator says whether the conversation's stream is live, reconnecting, or offline. */

@@ -2,11 +2,11 @@ import { create } from "@bufbuild/protobuf";
 import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import { errorMessage, type ConvoClient } from "../api/client";
 import { stopReplies } from "../api/stop";
-import { Preference, SendMessageRequestSchema } from "../gen/convo/v1/conversation_service_pb";
-import type { Event } from "../gen/convo/v1/events_pb";
-import { useConversation } from "../hooks/useConversation";
-import { activePromptIds, messageBlocks, type ConversationState } from "../state/reducer";
-import type { MessageState } from "../state/types";
+import { Preference, SendMessageRequestSchema } from "@convo/client";
+import type { Event } from "@convo/client";
+import { useConversation } from "@convo/react";
+import { activePromptIds, messageBlocks, type ConversationState } from "@convo/client";
+import type { MessageState } from "@convo/client";
 import { modelLabel } from "../util/format";
 import { ComparisonView, type ComparisonSide } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
@@ -45,7 +45,7 @@ export function ConversationView({
     },
     [onChanged],
   );
-  const { state, status, notFound, store } = useConversation(client, conversationId, onEvent);
+  const { state, status, notFound, store } = useConversation(conversationId, { client, onEvent });
   const [error, setError] = useState<string | null>(null);
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [votes, setVotes] = useState<Record<string, Preference>>({});

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent, type ReactNode } from "react";
-import { Rating } from "../gen/convo/v1/types_pb";
-import type { MessageState } from "../state/types";
+import { Rating } from "@convo/client";
+import type { MessageState } from "@convo/client";
 
 /** The API's limit on a feedback comment (SubmitFeedbackRequest.comment). */
 export const maxCommentLength = 2000;

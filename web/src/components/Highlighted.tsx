@@ -1,4 +1,4 @@
-import type { Highlight } from "../gen/convo/v1/conversation_service_pb";
+import type { Highlight } from "@convo/client";
 import { highlightSegments, plainSnippet } from "../util/highlight";
 
 /**

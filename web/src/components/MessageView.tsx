@@ -1,6 +1,6 @@
 import { memo } from "react";
-import type { Rating } from "../gen/convo/v1/types_pb";
-import type { BlockState, MessageState } from "../state/types";
+import type { Rating } from "@convo/client";
+import type { BlockState, MessageState } from "@convo/client";
 import { absoluteTime } from "../util/format";
 import { BlockView } from "./blocks/BlockView";
 import { FeedbackButtons } from "./FeedbackButtons";

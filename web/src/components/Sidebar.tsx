@@ -1,10 +1,10 @@
 import { useEffect, useRef, useState, type KeyboardEvent, type MouseEvent } from "react";
 import { auth } from "../api/auth";
 import { errorMessage, type ConvoClient } from "../api/client";
-import type { SearchResult } from "../gen/convo/v1/conversation_service_pb";
-import type { ConversationList } from "../hooks/useConversationList";
+import type { SearchResult } from "@convo/client";
+import type { ConversationList } from "@convo/react";
 import { conversationPath, navigate } from "../router";
-import type { ConversationInfo } from "../state/types";
+import type { ConversationInfo } from "@convo/client";
 import { relativeTime } from "../util/format";
 import { Highlighted } from "./Highlighted";
 import { Spinner } from "./Spinner";

@@ -1,9 +1,9 @@
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { useEffect, useRef, useState } from "react";
 import { errorMessage, type ConvoClient } from "../api/client";
-import type { Event } from "../gen/convo/v1/events_pb";
-import type { Trace } from "../gen/convo/v1/conversation_service_pb";
-import { valueToJson } from "../state/types";
+import type { Event } from "@convo/client";
+import type { Trace } from "@convo/client";
+import { valueToJson } from "@convo/client";
 import { durationMs, formatDuration, stringifyJson } from "../util/format";
 import { Spinner } from "./Spinner";
 

@@ -4,7 +4,7 @@
 
 import { renderToStaticMarkup } from "react-dom/server";
 import { describe, expect, it } from "vitest";
-import type { BlockState, MessageState } from "../state/types";
+import type { BlockState, MessageState } from "@convo/client";
 import { ToolResultBlock } from "./blocks/ToolResultBlock";
 import { ComparisonView, type ComparisonSide } from "./ComparisonView";
 import { Highlighted } from "./Highlighted";

@@ -1,5 +1,5 @@
 import { memo } from "react";
-import type { BlockState } from "../../state/types";
+import type { BlockState } from "@convo/client";
 import { GenericBlock } from "./GenericBlock";
 import { ReasoningBlock } from "./ReasoningBlock";
 import { StructuredBlock } from "./StructuredBlock";

@@ -1,4 +1,4 @@
-import type { BlockState } from "../../state/types";
+import type { BlockState } from "@convo/client";
 import { blockAttrs } from "./attrs";
 
 /** GenericBlock shows a block of a type this app does not know: its type and its text. */

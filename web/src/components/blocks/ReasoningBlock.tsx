@@ -1,5 +1,5 @@
 import { useState } from "react";
-import type { BlockState } from "../../state/types";
+import type { BlockState } from "@convo/client";
 import { blockAttrs } from "./attrs";
 import { Spinner } from "../Spinner";
 

@@ -1,4 +1,4 @@
-import type { BlockState } from "../../state/types";
+import type { BlockState } from "@convo/client";
 import { blockAttrs } from "./attrs";
 import { Markdown } from "../Markdown";
 

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react";
-import type { BlockState, ToolCallState } from "../../state/types";
+import type { BlockState, ToolCallState } from "@convo/client";
 import { blockAttrs } from "./attrs";
 import { formatDuration, stringifyJson } from "../../util/format";
 import { Spinner } from "../Spinner";

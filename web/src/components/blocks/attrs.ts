@@ -1,4 +1,4 @@
-import type { BlockState } from "../../state/types";
+import type { BlockState } from "@convo/client";
 
 /** blockAttrs are the data attributes every block element carries (for styling, tests and debugging). */
 export function blockAttrs(b: BlockState) {

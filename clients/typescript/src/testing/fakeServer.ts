@@ -1,4 +1,4 @@
-// A test-only model of the server side of StreamConversation (CONTRACT §3):
+// A test-only model of the server side of StreamConversation (docs/streaming.md, docs/events.md):
 // it records every event a sequence of worker calls produces, the whole state
 // after each seq (what GetConversation answers), and can answer a subscribe
 // at any seq with its snapshot and replayed events. The reducer's tests feed
@@ -7,7 +7,7 @@
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { fromJson } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
-import { EventSchema, type Event } from "../../gen/convo/v1/events_pb";
+import { EventSchema, type Event } from "../gen/convo/v1/events_pb.js";
 import {
   BlockSchema,
   ConversationSchema,
@@ -17,8 +17,8 @@ import {
   type Block,
   type Conversation,
   type Message,
-} from "../../gen/convo/v1/types_pb";
-import type { SnapshotLike } from "../reducer";
+} from "../gen/convo/v1/types_pb.js";
+import type { SnapshotLike } from "../fold.js";
 
 interface FToolCall {
   id: string;

@@ -3,10 +3,9 @@
 // changes and on conversationUpdated events of the open conversation). No
 // stream per conversation: a browser has only ~6 connections per origin.
 
+import { conversationInfo, errorMessage, type ConversationInfo, type ConvoClient } from "@convo/client";
 import { useCallback, useEffect, useRef, useState } from "react";
-import type { ConvoClient } from "../api/client";
-import { errorMessage } from "../api/client";
-import { conversationInfo, type ConversationInfo } from "../state/types";
+import { useClient } from "./provider.js";
 
 const REFRESH_MS = 10_000;
 const PAGE_SIZE = 50;
@@ -22,7 +21,12 @@ export interface ConversationList {
   patch: (id: string, change: Partial<ConversationInfo> | null) => void;
 }
 
-export function useConversationList(client: ConvoClient): ConversationList {
+/**
+ * useConversationList lists the user's conversations, newest first, from
+ * the ConvoProvider's client (or the one given).
+ */
+export function useConversationList(given?: ConvoClient): ConversationList {
+  const client = useClient(given, "useConversationList");
   const [items, setItems] = useState<ConversationInfo[]>([]);
   const [loaded, setLoaded] = useState(false);
   const [error, setError] = useState<string | null>(null);
@@ -62,7 +66,7 @@ export function useConversationList(client: ConvoClient): ConversationList {
   useEffect(() => {
     void load();
     const iv = setInterval(() => {
-      if (document.visibilityState === "visible") void load();
+      if (typeof document === "undefined" || document.visibilityState === "visible") void load();
     }, REFRESH_MS);
     const onFocus = () => void load();
     window.addEventListener("focus", onFocus);

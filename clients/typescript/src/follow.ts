@@ -3,13 +3,18 @@
 // and falling back to a fresh snapshot when resuming does not work.
 
 import { Code, ConnectError } from "@connectrpc/connect";
-import type { Event } from "../gen/convo/v1/events_pb";
-import type { Action } from "../state/reducer";
-import { auth } from "./auth";
-import type { ConvoClient } from "./client";
+import type { Event } from "./gen/convo/v1/events_pb.js";
+import { hasGap, initialState, reduce, type Action, type ConversationState } from "./fold.js";
+import type { ConvoClient } from "./client.js";
 
-/** connecting: first attempt; live: the stream is open; reconnecting: after a drop; offline: no network or server. */
-export type ConnectionStatus = "connecting" | "live" | "reconnecting" | "offline";
+/**
+ * connecting: first attempt; live: the stream is open; reconnecting: after
+ * a drop; offline: no network or server (retries go on); unauthenticated:
+ * the server refused the credentials (no retry: get a new token, follow
+ * again); notFound: the conversation does not exist or is not the user's
+ * (no retry).
+ */
+export type ConnectionStatus = "connecting" | "live" | "reconnecting" | "offline" | "unauthenticated" | "notFound";
 
 export interface FollowOptions {
   client: ConvoClient;
@@ -18,12 +23,16 @@ export interface FollowOptions {
   getSeq: () => bigint | null;
   /** True while applied events wait for a missing earlier one. */
   hasGap: () => boolean;
+  /** True when the state contradicted an event and needs a fresh snapshot. */
+  needsSnapshot?: () => boolean;
   dispatch: (a: Action) => void;
   onStatus: (s: ConnectionStatus) => void;
   /** Called once per received event, after it was dispatched. */
   onEvent?: (ev: Event) => void;
   /** The stream stopped for good: the conversation is gone. */
   onNotFound?: () => void;
+  /** The stream stopped for good: the server refused the credentials. */
+  onUnauthenticated?: () => void;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
 }
@@ -41,8 +50,16 @@ export function backoffDelay(n: number, initialMs: number, maxMs: number, random
   return Math.round(base * (0.5 + random() * 0.5));
 }
 
-/** followConversation streams a conversation until the returned stop function is called. */
-export function followConversation(o: FollowOptions): () => void {
+/**
+ * follow streams a conversation into o.dispatch until the returned stop
+ * function is called: one StreamConversation at a time, reconnected with
+ * backoff and jitter after a drop, resumed with afterSeq = the last applied
+ * seq, and started over from a snapshot when resuming fails or the state
+ * needs one. It stops by itself on NotFound and Unauthenticated. In a
+ * browser it also reconnects at once when the network comes back or the
+ * tab is shown again.
+ */
+export function follow(o: FollowOptions): () => void {
   const initial = o.initialBackoffMs ?? 500;
   const max = o.maxBackoffMs ?? 10_000;
   const stopped = new AbortController();
@@ -68,10 +85,13 @@ export function followConversation(o: FollowOptions): () => void {
   const onVisible = () => {
     if (document.visibilityState === "visible") nudge();
   };
-  window.addEventListener("online", nudge);
-  window.addEventListener("offline", onOffline);
-  window.addEventListener("focus", nudge);
-  document.addEventListener("visibilitychange", onVisible);
+  const browser = typeof window !== "undefined" && typeof document !== "undefined";
+  if (browser) {
+    window.addEventListener("online", nudge);
+    window.addEventListener("offline", onOffline);
+    window.addEventListener("focus", nudge);
+    document.addEventListener("visibilitychange", onVisible);
+  }
 
   const sleep = (ms: number) =>
     new Promise<void>((resolve) => {
@@ -129,6 +149,12 @@ export function followConversation(o: FollowOptions): () => void {
           } else if (res.kind.case === "event") {
             o.dispatch({ type: "event", event: res.kind.value });
             o.onEvent?.(res.kind.value);
+            if (o.needsSnapshot?.()) {
+              // The state contradicts the stream: rebuild it.
+              freshSnapshot = true;
+              gap = true;
+              break;
+            }
             if (o.hasGap()) {
               // One stream delivers in order: a gap means something was
               // lost. Resume from the last applied seq.
@@ -141,10 +167,12 @@ export function followConversation(o: FollowOptions): () => void {
         if (stopped.signal.aborted) break;
         const e = ConnectError.from(err);
         if (e.code === Code.Unauthenticated) {
-          auth.unauthenticated();
+          setStatus("unauthenticated");
+          o.onUnauthenticated?.();
           break;
         }
         if (e.code === Code.NotFound) {
+          setStatus("notFound");
           o.onNotFound?.();
           break;
         }
@@ -173,9 +201,96 @@ export function followConversation(o: FollowOptions): () => void {
 
   return () => {
     stopped.abort();
-    window.removeEventListener("online", nudge);
-    window.removeEventListener("offline", onOffline);
-    window.removeEventListener("focus", nudge);
-    document.removeEventListener("visibilitychange", onVisible);
+    if (browser) {
+      window.removeEventListener("online", nudge);
+      window.removeEventListener("offline", onOffline);
+      window.removeEventListener("focus", nudge);
+      document.removeEventListener("visibilitychange", onVisible);
+    }
   };
+}
+
+/** A folded state of a followed conversation, with the connection's status. */
+export interface FollowUpdate {
+  state: ConversationState;
+  status: ConnectionStatus;
+}
+
+export interface FollowConversationOptions {
+  /** Aborting it ends the iteration and closes the stream (the server releases its subscription). */
+  signal?: AbortSignal;
+  /** Resume after this seq (a state the caller already holds) instead of starting from a snapshot. */
+  afterSeq?: bigint;
+  /** The state to resume from, when afterSeq is given (default: empty, which a resume then fills with events). */
+  initial?: ConversationState;
+  initialBackoffMs?: number;
+  maxBackoffMs?: number;
+}
+
+/**
+ * followConversation follows conversation id and yields its folded state
+ * after every change, and on every change of the connection's status.
+ * States that pile up while the consumer is busy are skipped: the consumer
+ * always gets the latest. It reconnects by itself (see follow) and ends
+ * when opts.signal aborts, or after a final update with status
+ * "unauthenticated" or "notFound".
+ */
+export async function* followConversation(
+  client: ConvoClient,
+  id: string,
+  opts: FollowConversationOptions = {},
+): AsyncGenerator<FollowUpdate, void, undefined> {
+  let state = opts.initial ?? initialState(id);
+  if (opts.afterSeq !== undefined) state = { ...state, seq: opts.afterSeq };
+  let status: ConnectionStatus = "connecting";
+  let dirty = true;
+  let ended = false;
+  let wake: (() => void) | null = null;
+  const changed = () => {
+    dirty = true;
+    wake?.();
+  };
+  const stop = follow({
+    client,
+    conversationId: id,
+    getSeq: () => state.seq,
+    hasGap: () => hasGap(state),
+    needsSnapshot: () => state.desync,
+    dispatch: (a) => {
+      const next = reduce(state, a);
+      if (next !== state) {
+        state = next;
+        changed();
+      }
+    },
+    onStatus: (s) => {
+      status = s;
+      if (s === "unauthenticated" || s === "notFound") ended = true;
+      changed();
+    },
+    initialBackoffMs: opts.initialBackoffMs,
+    maxBackoffMs: opts.maxBackoffMs,
+  });
+  const abort = () => {
+    ended = true;
+    wake?.();
+  };
+  opts.signal?.addEventListener("abort", abort);
+  try {
+    while (!opts.signal?.aborted) {
+      if (dirty) {
+        dirty = false;
+        yield { state, status };
+        continue;
+      }
+      if (ended) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+      wake = null;
+    }
+  } finally {
+    stop();
+    opts.signal?.removeEventListener("abort", abort);
+  }
 }

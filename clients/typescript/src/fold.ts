@@ -1,5 +1,5 @@
 // The client state model of one conversation: a pure reducer over the
-// StreamConversation protocol (CONTRACT §3).
+// StreamConversation protocol (docs/streaming.md, docs/events.md).
 //
 // - A snapshot REPLACES the state and sets seq to the snapshot's seq.
 // - Replayed events (replay = true) are synthesised by the server for blocks
@@ -16,11 +16,19 @@
 //   holds only the completed ones, so a replayed or live blockStart may
 //   belong before blocks the client already has.
 //
+// - Bad input never throws out of the fold. An event of a kind this client
+//   does not know (a newer server) is skipped and counted in
+//   unknownEvents; its seq still counts as applied. An event that
+//   contradicts the state (a delta, end or tool call event for a block the
+//   client never saw start) sets `desync`: the state is no longer
+//   trustworthy, and a follower (followConversation) starts over from a
+//   fresh snapshot.
+//
 // Applying a snapshot, its replay and then the live events yields the same
 // messages and blocks as GetConversation at the same seq.
 
-import type { Event } from "../gen/convo/v1/events_pb";
-import type { Block, Message } from "../gen/convo/v1/types_pb";
+import type { Event } from "./gen/convo/v1/events_pb.js";
+import type { Block, Message } from "./gen/convo/v1/types_pb.js";
 import {
   blockState,
   conversationInfo,
@@ -30,7 +38,7 @@ import {
   type ConversationInfo,
   type FeedbackInfo,
   type MessageState,
-} from "./types";
+} from "./state.js";
 
 export interface ConversationState {
   conversationId: string;
@@ -47,6 +55,10 @@ export interface ConversationState {
   replayOpen: boolean;
   /** Live events that arrived ahead of their turn, ascending by seq. */
   pending: readonly Event[];
+  /** Events of kinds this client does not know, skipped (forward compatibility). */
+  unknownEvents: number;
+  /** An event contradicted the state: it must be rebuilt from a fresh snapshot. */
+  desync: boolean;
 }
 
 /** The snapshot part of a StreamConversation response or a GetConversation response. */
@@ -74,10 +86,24 @@ export function initialState(conversationId: string): ConversationState {
     seq: null,
     replayOpen: false,
     pending: [],
+    unknownEvents: 0,
+    desync: false,
   };
 }
 
+/**
+ * reduce applies one action. It never throws: an action it cannot apply
+ * leaves the state marked `desync` (see above).
+ */
 export function reduce(state: ConversationState, action: Action): ConversationState {
+  try {
+    return apply(state, action);
+  } catch {
+    return state.desync ? state : { ...state, desync: true };
+  }
+}
+
+function apply(state: ConversationState, action: Action): ConversationState {
   switch (action.type) {
     case "reset":
       return initialState(action.conversationId);
@@ -124,6 +150,8 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
     seq: snap.seq,
     replayOpen: true,
     pending: [],
+    unknownEvents: state.unknownEvents,
+    desync: false,
   };
 }
 
@@ -241,27 +269,27 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
     }
     case "blockDelta": {
       const b = state.blocks[k.value.blockId];
-      if (!b) return state;
+      if (!b) return contradiction(state);
       // A replayed delta holds all the text so far.
       const content = replay ? k.value.content : b.content + k.value.content;
       return setBlock(state, { ...b, content });
     }
     case "blockEnd": {
       const b = state.blocks[k.value.blockId];
-      if (!b) return state;
+      if (!b) return contradiction(state);
       return setBlock(state, { ...b, status: "completed", metadata: k.value.metadata ?? b.metadata });
     }
     case "toolCallStarted": {
       const tc = k.value.toolCall;
       if (!tc) return state;
       const b = state.blocks[tc.blockId];
-      if (!b) return state;
+      if (!b) return contradiction(state);
       return setBlock(state, { ...b, toolCall: toolCallState(tc, k.value.input) });
     }
     case "toolCallProgress": {
       const b = state.blocks[k.value.blockId];
       const tc = b?.toolCall;
-      if (!b || !tc || tc.id !== k.value.toolCallId) return state;
+      if (!b || !tc || tc.id !== k.value.toolCallId) return contradiction(state);
       // A replayed progress event holds all the output so far.
       const output = replay ? k.value.output : tc.output + k.value.output;
       const status = tc.status === "started" ? "running" : tc.status;
@@ -272,7 +300,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       const tc = k.value.toolCall;
       if (!tc) return state;
       const b = state.blocks[tc.blockId];
-      if (!b) return state;
+      if (!b) return contradiction(state);
       const prev = b.toolCall;
       const next = toolCallState(tc);
       if (next.input === undefined) next.input = prev?.input;
@@ -297,9 +325,15 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
         errors: {},
       };
     }
-    case undefined:
-      return state;
+    default:
+      // A kind this client does not know (undefined for protobuf-es).
+      return { ...state, unknownEvents: state.unknownEvents + 1 };
   }
+}
+
+/** contradiction marks the state as needing a fresh snapshot. */
+function contradiction(state: ConversationState): ConversationState {
+  return state.desync ? state : { ...state, desync: true };
 }
 
 /** idsByPosition lists a message's block ids in position order (ties keep their order). */

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
-import { EventSchema, type Event } from "../gen/convo/v1/events_pb";
-import { BlockSchema, MessageSchema, Rating } from "../gen/convo/v1/types_pb";
+import { EventSchema, type Event } from "./gen/convo/v1/events_pb.js";
+import { BlockSchema, MessageSchema, Rating } from "./gen/convo/v1/types_pb.js";
 import {
   activePromptIds,
   hasGap,
@@ -10,8 +10,8 @@ import {
   reduce,
   type ConversationState,
   type SnapshotLike,
-} from "./reducer";
-import { FakeServer } from "./testing/fakeServer";
+} from "./fold.js";
+import { FakeServer } from "./testing/fakeServer.js";
 
 const apply = (s: ConversationState, events: Event[]) =>
   events.reduce((st, event) => reduce(st, { type: "event", event }), s);
@@ -513,5 +513,48 @@ describe("prompt lifecycle", () => {
     const next = reduce(s, { type: "feedback", messageId: id, feedback: { rating: Rating.DOWN, comment: "" } });
     expect(next.messages[id].feedback?.rating).toBe(Rating.DOWN);
     expect(next.messages[id].blockIds).toBe(s.messages[id].blockIds);
+  });
+});
+
+describe("bad input", () => {
+  it("skips and counts events of unknown kinds, and their seq still counts", () => {
+    const srv = new FakeServer("c1");
+    script(srv);
+    const s = fromSnapshot(srv.getConversation(srv.seq));
+    const unknown = create(EventSchema, { seq: srv.seq + 1n }); // no kind: what a newer server's kind decodes to
+    const next = reduce(s, { type: "event", event: unknown });
+    expect(next.unknownEvents).toBe(1);
+    expect(next.seq).toBe(srv.seq + 1n);
+    expect(view({ ...next, seq: s.seq })).toEqual(view(s));
+    expect(next.desync).toBe(false);
+  });
+
+  it("marks the state desync when an event contradicts it (a delta for a block it never saw start)", () => {
+    const srv = new FakeServer("c1");
+    script(srv);
+    const s = fromSnapshot(srv.getConversation(srv.seq));
+    const delta = create(EventSchema, {
+      seq: srv.seq + 1n,
+      kind: { case: "blockDelta", value: { promptId: "p", messageId: "m", blockId: "never-started", content: "x" } },
+    });
+    const next = reduce(s, { type: "event", event: delta });
+    expect(next.desync).toBe(true);
+    // A fresh snapshot clears it.
+    expect(fromSnapshot(srv.getConversation(srv.seq), next).desync).toBe(false);
+  });
+
+  it("never throws, whatever the event holds", () => {
+    const srv = new FakeServer("c1");
+    script(srv);
+    const s = fromSnapshot(srv.getConversation(srv.seq));
+    const broken = [
+      { seq: srv.seq + 1n, kind: { case: "blockStart", value: null } },
+      { seq: srv.seq + 1n, kind: { case: "messageCreated", value: { message: { blocks: null } } } },
+      { seq: undefined, kind: undefined },
+      null,
+    ] as unknown as Event[];
+    for (const event of broken) {
+      expect(() => reduce(s, { type: "event", event })).not.toThrow();
+    }
   });
 });

@@ -2,7 +2,7 @@
 // stream reads the last applied seq synchronously, and publishes it to React
 // at most once per frame however fast deltas arrive.
 
-import { hasGap, initialState, reduce, type Action, type ConversationState } from "./reducer";
+import { hasGap, initialState, reduce, type Action, type ConversationState } from "@convo/client";
 
 export class ConversationStore {
   private state: ConversationState;
@@ -19,6 +19,7 @@ export class ConversationStore {
   current = (): ConversationState => this.state;
   seq = (): bigint | null => this.state.seq;
   hasGap = (): boolean => hasGap(this.state);
+  needsSnapshot = (): boolean => this.state.desync;
 
   dispatch = (a: Action): void => {
     const next = reduce(this.state, a);

@@ -6,14 +6,14 @@
 
 import { toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ValueSchema, timestampMs, type Timestamp, type Value } from "@bufbuild/protobuf/wkt";
-import { Rating } from "../gen/convo/v1/types_pb";
+import { Rating } from "./gen/convo/v1/types_pb.js";
 import type {
   Block,
   Conversation,
   Feedback,
   Message,
   ToolCall,
-} from "../gen/convo/v1/types_pb";
+} from "./gen/convo/v1/types_pb.js";
 
 export interface ConversationInfo {
   id: string;

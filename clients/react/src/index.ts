@@ -1,0 +1,9 @@
+// @convo/react: React hooks over @convo/client. ConvoProvider holds the
+// client; useConversation follows one conversation (one stream, at most
+// one render per animation frame); useConversationList lists the user's
+// conversations without holding a stream. docs/client.md is the guide.
+
+export * from "./provider.js";
+export * from "./store.js";
+export * from "./useConversation.js";
+export * from "./useConversationList.js";

@@ -1,0 +1,98 @@
+// One open conversation: its store, its single stream, and its connection
+// status, with the calls that act on it.
+
+import {
+  activePromptIds,
+  cancelReply,
+  errorMessage,
+  follow,
+  sendMessage,
+  type ConnectionStatus,
+  type ConversationState,
+  type ConvoClient,
+  type Event,
+  type SendMessageResponse,
+  type SendOptions,
+} from "@convo/client";
+import { useCallback, useEffect, useState, useSyncExternalStore } from "react";
+import { useClient } from "./provider.js";
+import { ConversationStore } from "./store.js";
+
+export interface UseConversation {
+  /** The folded state, published at most once per animation frame. */
+  state: ConversationState;
+  status: ConnectionStatus;
+  /** The last failed call's message (send or cancel), or null. */
+  error: string | null;
+  /** True once the conversation turned out not to exist (or not to be the user's). */
+  notFound: boolean;
+  /** send appends the user's text to this conversation and queues the reply. */
+  send: (text: string, o?: Omit<SendOptions, "conversationId">) => Promise<SendMessageResponse | null>;
+  /** cancel stops every reply of this conversation still queued or running. */
+  cancel: () => Promise<void>;
+  /** The store behind state (for optimistic changes: store.dispatch). */
+  store: ConversationStore;
+}
+
+export interface UseConversationOptions {
+  /** Called once per event received, outside React's render. */
+  onEvent?: (ev: Event) => void;
+  /** A client other than the ConvoProvider's. */
+  client?: ConvoClient;
+}
+
+/**
+ * useConversation follows conversation id: one StreamConversation,
+ * reconnected and resumed by itself (see followConversation), folded into
+ * a state that re-renders the component at most once per animation frame,
+ * however fast deltas arrive.
+ */
+export function useConversation(id: string, o: UseConversationOptions = {}): UseConversation {
+  const client = useClient(o.client, "useConversation");
+  const [store] = useState(() => new ConversationStore(id));
+  const [status, setStatus] = useState<ConnectionStatus>("connecting");
+  const [notFound, setNotFound] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const state = useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot);
+
+  // The latest onEvent without restarting the stream when it changes.
+  const [handler] = useState(() => ({ current: o.onEvent }));
+  handler.current = o.onEvent;
+
+  useEffect(() => {
+    return follow({
+      client,
+      conversationId: id,
+      getSeq: store.seq,
+      hasGap: store.hasGap,
+      needsSnapshot: store.needsSnapshot,
+      dispatch: store.dispatch,
+      onStatus: setStatus,
+      onEvent: (ev) => handler.current?.(ev),
+      onNotFound: () => setNotFound(true),
+    });
+  }, [client, id, store, handler]);
+
+  const send = useCallback(
+    async (text: string, so: Omit<SendOptions, "conversationId"> = {}) => {
+      try {
+        const res = await sendMessage(client, text, { ...so, conversationId: id });
+        setError(null);
+        return res;
+      } catch (err) {
+        setError(errorMessage(err));
+        return null;
+      }
+    },
+    [client, id],
+  );
+
+  const cancel = useCallback(async () => {
+    const ids = activePromptIds(store.current());
+    const results = await Promise.allSettled(ids.map((p) => cancelReply(client, p)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    setError(failed ? errorMessage(failed.reason) : null);
+  }, [client, store]);
+
+  return { state, status, error, notFound, send, cancel, store };
+}

@@ -1,0 +1,116 @@
+// The Connect client of ConversationService, and helpers for the calls an
+// app makes, so that it never builds request messages by hand.
+
+import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { ConversationService, Preference, type SendMessageResponse } from "./gen/convo/v1/conversation_service_pb.js";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Rating, type ModelConfigSchema } from "./gen/convo/v1/types_pb.js";
+
+/** ConvoClient is the generated connect-es client of ConversationService. */
+export type ConvoClient = Client<typeof ConversationService>;
+
+export interface ConvoOptions {
+  /** Where convo answers, e.g. "https://api.example.com" (another origin needs CONVO_CORS_ORIGINS there). */
+  baseUrl: string;
+  /** Returns the bearer token for each call (null or "": none, as in single-user mode). */
+  getToken?: () => string | null | undefined | Promise<string | null | undefined>;
+  /** Called when the server refuses the credentials (Unauthenticated). */
+  onUnauthenticated?: () => void;
+  /** Replaces the HTTP transport (tests, a mock). */
+  transport?: Transport;
+}
+
+/** createConvoClient returns the generated client, with the token added to every call. */
+export function createConvoClient(o: ConvoOptions): ConvoClient {
+  const withAuth: Interceptor = (next) => async (req) => {
+    const token = await o.getToken?.();
+    if (token) req.header.set("Authorization", `Bearer ${token}`);
+    try {
+      return await next(req);
+    } catch (err) {
+      if (ConnectError.from(err).code === Code.Unauthenticated) o.onUnauthenticated?.();
+      throw err;
+    }
+  };
+  const transport = o.transport ?? createConnectTransport({ baseUrl: o.baseUrl, interceptors: [withAuth] });
+  return createClient(ConversationService, transport);
+}
+
+/** A model to ask for: a provider and a model name, or the worker's default when omitted. */
+export interface ModelChoice {
+  provider?: string;
+  model?: string;
+  temperature?: number;
+  maxTokens?: number;
+  systemPrompt?: string;
+}
+
+function modelConfig(m: ModelChoice | undefined): MessageInitShape<typeof ModelConfigSchema> | undefined {
+  if (!m) return undefined;
+  return {
+    provider: m.provider ?? "",
+    model: m.model ?? "",
+    temperature: m.temperature,
+    maxTokens: m.maxTokens,
+    systemPrompt: m.systemPrompt ?? "",
+  };
+}
+
+export interface SendOptions {
+  /** The conversation to append to; omitted: a new one. */
+  conversationId?: string;
+  model?: ModelChoice;
+  /** Makes it an A/B comparison: a second reply from this model. */
+  compareModel?: ModelChoice;
+  signal?: AbortSignal;
+}
+
+/** sendMessage appends the user's text and queues its reply (two for an A/B comparison). */
+export function sendMessage(client: ConvoClient, text: string, o: SendOptions = {}): Promise<SendMessageResponse> {
+  return client.sendMessage(
+    {
+      conversationId: o.conversationId ?? "",
+      text,
+      model: modelConfig(o.model),
+      compareModel: modelConfig(o.compareModel),
+    },
+    { signal: o.signal },
+  );
+}
+
+/** cancelReply stops a queued or running reply; its partial text stays. It reports whether this call cancelled it. */
+export async function cancelReply(client: ConvoClient, promptId: string): Promise<boolean> {
+  const res = await client.cancelPrompt({ promptId });
+  return res.cancelled;
+}
+
+/** rateReply records thumbs up or down, and an optional comment, on an assistant message. */
+export async function rateReply(client: ConvoClient, messageId: string, rating: "up" | "down", comment = ""): Promise<void> {
+  await client.submitFeedback({ messageId, rating: rating === "up" ? Rating.UP : Rating.DOWN, comment });
+}
+
+/** voteComparison records which side of an A/B comparison the user prefers. */
+export async function voteComparison(client: ConvoClient, comparisonId: string, preference: "a" | "b" | "tie"): Promise<void> {
+  const p = { a: Preference.A, b: Preference.B, tie: Preference.TIE }[preference];
+  await client.voteComparison({ comparisonId, preference: p });
+}
+
+/** errorMessage is a short, human-readable description of a failed call. */
+export function errorMessage(err: unknown): string {
+  const e = ConnectError.from(err);
+  switch (e.code) {
+    case Code.Unavailable:
+      return "The server is unavailable. Try again in a moment.";
+    case Code.Unauthenticated:
+      return "Your session has expired. Sign in again.";
+    case Code.NotFound:
+      return "Not found: it may have been deleted.";
+    case Code.ResourceExhausted:
+      return e.rawMessage || "Too many requests. Try again in a moment.";
+    case Code.Canceled:
+      return "Cancelled.";
+    default:
+      return e.rawMessage || "Something went wrong.";
+  }
+}
