@@ -1,11 +1,14 @@
 package connectapi_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -101,5 +104,36 @@ func TestStreamCoalescesFlushes(t *testing.T) {
 	}
 	if flushes.Load() == before {
 		t.Error("the live event arrived without a flush")
+	}
+}
+
+// TestStreamSendsHeadersAtOnce checks that a stream resumed with nothing to
+// send yet still answers with its headers at once, so that a client knows
+// the stream is open (and shows it live) before the next event.
+func TestStreamSendsHeadersAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	sent := b.send(t, b.client, "", "headers")
+	conv, err := b.client.GetConversation(context.Background(), connect.NewRequest(&convov1.GetConversationRequest{ConversationId: sent.ConversationId}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf(`{"conversationId":%q,"afterSeq":"%d"}`, sent.ConversationId, conv.Msg.Seq)
+	frame := append([]byte{0, 0, 0, 0, byte(len(body))}, body...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.url+convov1connect.ConversationServiceStreamConversationProcedure, bytes.NewReader(frame))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("Connect-Protocol-Version", "1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no response headers for an idle resumed stream: %v", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/connect+json" {
+		t.Errorf("status %d, Content-Type %q", res.StatusCode, res.Header.Get("Content-Type"))
 	}
 }

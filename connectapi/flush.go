@@ -55,6 +55,17 @@ func (w *coalescingWriter) release() {
 	}
 }
 
+// flushNow sends what was written, and the response's headers if nothing
+// was written yet: a client learns that its stream is open before the first
+// event, which a resumed stream may wait long for. nil does nothing.
+func (w *coalescingWriter) flushNow() {
+	if w == nil {
+		return
+	}
+	w.owed = false
+	w.flusher.Flush()
+}
+
 type coalescingKey struct{}
 
 // coalescingFrom returns the stream's coalescingWriter, or nil when the

@@ -40,6 +40,9 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 		return err
 	}
 	defer sub.Close()
+	// The start, and the headers even when a resumed stream has nothing to
+	// send yet: the client knows the stream is open.
+	flush.flushNow()
 	for {
 		item, ready, err := sub.TryNext(ctx)
 		if err == nil && !ready {

@@ -6,6 +6,7 @@ import {
   cancelReply,
   errorMessage,
   follow,
+  followShared,
   sendMessage,
   type ConnectionStatus,
   type ConversationState,
@@ -39,12 +40,19 @@ export interface UseConversationOptions {
   onEvent?: (ev: Event) => void;
   /** A client other than the ConvoProvider's. */
   client?: ConvoClient;
+  /**
+   * share (default true): the tabs of this origin that follow the same
+   * conversation share one stream (followShared), so that many tabs fit in
+   * a browser's six connections per host over HTTP/1.1.
+   */
+  share?: boolean;
 }
 
 /**
  * useConversation follows conversation id: one StreamConversation,
- * reconnected and resumed by itself (see followConversation), folded into
- * a state that re-renders the component at most once per animation frame,
+ * reconnected and resumed by itself (see followConversation) and shared by
+ * the tabs of the origin that follow the same conversation, folded into a
+ * state that re-renders the component at most once per animation frame,
  * however fast deltas arrive.
  */
 export function useConversation(id: string, o: UseConversationOptions = {}): UseConversation {
@@ -59,8 +67,9 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
   const [handler] = useState(() => ({ current: o.onEvent }));
   handler.current = o.onEvent;
 
+  const share = o.share ?? true;
   useEffect(() => {
-    return follow({
+    const opts = {
       client,
       conversationId: id,
       getSeq: store.seq,
@@ -68,10 +77,11 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
       needsSnapshot: store.needsSnapshot,
       dispatch: store.dispatch,
       onStatus: setStatus,
-      onEvent: (ev) => handler.current?.(ev),
+      onEvent: (ev: Event) => handler.current?.(ev),
       onNotFound: () => setNotFound(true),
-    });
-  }, [client, id, store, handler]);
+    };
+    return share ? followShared({ ...opts, getState: store.current }) : follow(opts);
+  }, [client, id, store, handler, share]);
 
   const send = useCallback(
     async (text: string, so: Omit<SendOptions, "conversationId"> = {}) => {

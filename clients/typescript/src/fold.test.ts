@@ -558,3 +558,14 @@ describe("bad input", () => {
     }
   });
 });
+
+describe("replace", () => {
+  it("takes another follower's whole state for the same conversation only", () => {
+    const srv = new FakeServer("c1");
+    script(srv);
+    const other = fromSnapshot(srv.getConversation(srv.seq));
+    const mine = initialState("c1");
+    expect(reduce(mine, { type: "replace", state: other })).toBe(other);
+    expect(reduce(initialState("c2"), { type: "replace", state: other })).toEqual(initialState("c2"));
+  });
+});

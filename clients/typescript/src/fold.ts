@@ -73,7 +73,9 @@ export type Action =
   | { type: "event"; event: Event }
   /** A local, optimistic change of a message's feedback (the server's messageUpdated confirms it). */
   | { type: "feedback"; messageId: string; feedback: FeedbackInfo | undefined }
-  | { type: "reset"; conversationId: string };
+  | { type: "reset"; conversationId: string }
+  /** The whole state of another follower of the same conversation (another tab's: followShared). */
+  | { type: "replace"; state: ConversationState };
 
 export function initialState(conversationId: string): ConversationState {
   return {
@@ -107,6 +109,8 @@ function apply(state: ConversationState, action: Action): ConversationState {
   switch (action.type) {
     case "reset":
       return initialState(action.conversationId);
+    case "replace":
+      return action.state.conversationId === state.conversationId ? action.state : state;
     case "snapshot":
       return applySnapshot(state, action.snapshot);
     case "event":

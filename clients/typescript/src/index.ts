@@ -8,6 +8,7 @@ export { create, fromJson, toJson } from "@bufbuild/protobuf";
 export * from "./client.js";
 export * from "./fold.js";
 export * from "./follow.js";
+export * from "./shared.js";
 export * from "./state.js";
 export * from "./gen/convo/v1/conversation_service_pb.js";
 export * from "./gen/convo/v1/events_pb.js";
