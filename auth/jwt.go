@@ -1,21 +1,22 @@
 // Package auth verifies the bearer tokens that name a request's user: JWTs
-// signed HS256 with a shared secret (CONVO_AUTH_SECRET) or RS256 with a key
-// from an identity provider's JWKS (CONVO_AUTH_JWKS_URL). The token's sub
-// claim is the user id.
+// signed HS256 with a shared secret (CONVO_AUTH_SECRET), or RS256, ES256 or
+// EdDSA with a key from an identity provider's JWKS (CONVO_AUTH_JWKS_URL).
+// The token's sub claim is the user id. Parsing and signature checks are
+// github.com/golang-jwt/jwt/v5's; the JWKS is fetched, cached by kid and
+// refreshed by github.com/MicahParks/keyfunc/v3.
 package auth
 
 import (
 	"context"
-	"crypto"
-	"crypto/hmac"
-	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/time/rate"
 )
 
 // Verifier checks a token and returns its subject (the user id).
@@ -24,8 +25,9 @@ type Verifier interface {
 }
 
 // ErrInvalidToken is returned (wrapped, with the reason) for every token
-// that must be refused: malformed, badly signed, wrong algorithm, expired,
-// not yet valid, or without a subject.
+// that must be refused: malformed, badly signed, signed with an algorithm
+// or a key not accepted, expired, not yet valid, without an exp, of another
+// issuer or audience, or without a usable subject.
 var ErrInvalidToken = errors.New("invalid token")
 
 func invalid(format string, args ...any) error {
@@ -35,112 +37,118 @@ func invalid(format string, args ...any) error {
 // leeway tolerates clock skew between the token's issuer and this server.
 const leeway = 30 * time.Second
 
-type header struct {
-	Alg string `json:"alg"`
-	Kid string `json:"kid"`
+// maxSubject bounds the user id a token may carry.
+const maxSubject = 200
+
+// Option adds a check to a verifier.
+type Option func(*settings)
+
+type settings struct {
+	issuer, audience string
+	now              func() time.Time
 }
 
-type claims struct {
-	Sub string   `json:"sub"`
-	Exp *float64 `json:"exp"`
-	Nbf *float64 `json:"nbf"`
+// jwksRefetch bounds how often tokens naming a kid the JWKS lacks may make
+// it be fetched again.
+const jwksRefetch = 30 * time.Second
+
+// WithIssuer requires the iss claim to be issuer (CONVO_AUTH_ISSUER).
+func WithIssuer(issuer string) Option { return func(s *settings) { s.issuer = issuer } }
+
+// WithAudience requires the aud claim to hold audience (CONVO_AUTH_AUDIENCE).
+func WithAudience(audience string) Option { return func(s *settings) { s.audience = audience } }
+
+// withClock replaces time.Now (tests).
+func withClock(now func() time.Time) Option { return func(s *settings) { s.now = now } }
+
+// verifier checks tokens of the given algorithms with keys from key.
+type verifier struct {
+	parser *jwt.Parser
+	key    jwt.Keyfunc
+	// noKeys, when set, reports that no key could be had at all (the
+	// JWKS is unreachable): the token is not to blame.
+	noKeys func(ctx context.Context) bool
 }
 
-// parsed is a JWT split into its parts, with the signature checked by the
-// caller.
-type parsed struct {
-	header       header
-	claims       claims
-	signingInput []byte
-	signature    []byte
+func newVerifier(methods []string, key jwt.Keyfunc, opts []Option) (*verifier, *settings) {
+	s := &settings{now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	parserOpts := []jwt.ParserOption{
+		jwt.WithValidMethods(methods),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(func() time.Time { return s.now() }),
+	}
+	if s.issuer != "" {
+		parserOpts = append(parserOpts, jwt.WithIssuer(s.issuer))
+	}
+	if s.audience != "" {
+		parserOpts = append(parserOpts, jwt.WithAudience(s.audience))
+	}
+	return &verifier{parser: jwt.NewParser(parserOpts...), key: key}, s
 }
 
-func parse(token string) (parsed, error) {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return parsed{}, invalid("not a JWT (want three dot-separated parts)")
+// Verify implements Verifier.
+func (v *verifier) Verify(ctx context.Context, token string) (string, error) {
+	var claims jwt.RegisteredClaims
+	if _, err := v.parser.ParseWithClaims(token, &claims, v.key); err != nil {
+		if v.noKeys != nil && errors.Is(err, jwt.ErrTokenUnverifiable) && v.noKeys(ctx) {
+			return "", fmt.Errorf("no signing key available from the JWKS: %w", err)
+		}
+		return "", invalid("%v", err)
 	}
-	var p parsed
-	if err := decodeSegment(parts[0], &p.header); err != nil {
-		return parsed{}, invalid("header: %v", err)
-	}
-	if err := decodeSegment(parts[1], &p.claims); err != nil {
-		return parsed{}, invalid("claims: %v", err)
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil {
-		return parsed{}, invalid("signature is not base64url")
-	}
-	p.signingInput = []byte(parts[0] + "." + parts[1])
-	p.signature = sig
-	return p, nil
+	return subject(claims.Subject)
 }
 
-func decodeSegment(seg string, v any) error {
-	b, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return errors.New("not base64url")
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return errors.New("not a JSON object")
-	}
-	return nil
-}
-
-// checkClaims validates the time claims and returns the subject. exp is
-// required: a token that never expires is refused.
-func (c claims) check(now time.Time) (string, error) {
-	if c.Exp == nil {
-		return "", invalid("exp claim is required")
-	}
-	if now.After(time.Unix(int64(*c.Exp), 0).Add(leeway)) {
-		return "", invalid("token expired")
-	}
-	if c.Nbf != nil && now.Add(leeway).Before(time.Unix(int64(*c.Nbf), 0)) {
-		return "", invalid("token not valid yet")
-	}
-	if c.Sub == "" {
+// subject checks the user id a valid token names.
+func subject(sub string) (string, error) {
+	switch {
+	case sub == "":
 		return "", invalid("sub claim is required")
+	case len(sub) > maxSubject:
+		return "", invalid("sub claim is longer than %d bytes", maxSubject)
+	case strings.IndexFunc(sub, unicode.IsControl) >= 0:
+		return "", invalid("sub claim holds a control character")
 	}
-	if len(c.Sub) > 200 {
-		return "", invalid("sub claim is too long")
-	}
-	return c.Sub, nil
+	return sub, nil
 }
 
-// HS256 verifies tokens signed with HMAC-SHA256 and a shared secret.
-type HS256 struct {
-	secret []byte
-	now    func() time.Time
+// NewHS256 returns a verifier of tokens signed HMAC-SHA256 with secret.
+// Only HS256 is accepted: "none", RS256 and every other algorithm are
+// refused, so a token cannot choose how it is checked.
+func NewHS256(secret string, opts ...Option) Verifier {
+	key := []byte(secret)
+	v, _ := newVerifier([]string{"HS256"}, func(*jwt.Token) (any, error) { return key, nil }, opts)
+	return v
 }
 
-// NewHS256 returns a verifier for tokens signed with secret.
-func NewHS256(secret string) *HS256 { return &HS256{secret: []byte(secret), now: time.Now} }
+// jwksMethods are the algorithms accepted from a JWKS: RSA, ECDSA and
+// Ed25519 signatures, never HMAC (a public key is not a secret).
+var jwksMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
 
-// Verify implements Verifier. Only alg HS256 is accepted: "none", RS256
-// and everything else are refused, so a token cannot choose how it is
-// checked.
-func (v *HS256) Verify(_ context.Context, token string) (string, error) {
-	p, err := parse(token)
+// NewJWKS returns a verifier of tokens signed with a key of the JWK Set at
+// url, with an algorithm in jwksMethods. The set is fetched at once (a
+// failure is only logged: it is fetched again when a token needs it),
+// refreshed every hour until ctx ends, and fetched again when a token names
+// a kid the set lacks, at most once per 30 s however many such tokens come.
+// A token refused because no key could be fetched at all yields an error
+// that is not ErrInvalidToken (the server answers Unavailable).
+func NewJWKS(ctx context.Context, url string, opts ...Option) (Verifier, error) {
+	kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{url}, keyfunc.Override{
+		RefreshUnknownKID: rate.NewLimiter(rate.Every(jwksRefetch), 1),
+		// A token whose kid is unknown while the limit holds is refused at
+		// once rather than kept waiting for the next allowed fetch.
+		RateLimitWaitMax: time.Millisecond,
+	})
 	if err != nil {
-		return "", err
+		return nil, fmt.Errorf("JWKS %s: %w", url, err)
 	}
-	if p.header.Alg != "HS256" {
-		return "", invalid("algorithm %q is not accepted (want HS256)", p.header.Alg)
+	v, _ := newVerifier(jwksMethods, kf.KeyfuncCtx(ctx), opts)
+	v.noKeys = func(ctx context.Context) bool {
+		keys, err := kf.Storage().KeyReadAll(ctx)
+		return err != nil || len(keys) == 0
 	}
-	mac := hmac.New(sha256.New, v.secret)
-	mac.Write(p.signingInput)
-	if !hmac.Equal(mac.Sum(nil), p.signature) {
-		return "", invalid("bad signature")
-	}
-	return p.claims.check(v.now())
-}
-
-// verifyRS256 checks an RS256 signature with key.
-func verifyRS256(p parsed, key *rsa.PublicKey) error {
-	sum := sha256.Sum256(p.signingInput)
-	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], p.signature); err != nil {
-		return invalid("bad signature")
-	}
-	return nil
+	return v, nil
 }

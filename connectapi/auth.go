@@ -28,9 +28,9 @@ func (a Authenticator) Authenticate(ctx context.Context, h http.Header) (string,
 	if a.Verifier == nil {
 		return LocalUser, nil
 	}
-	value := h.Get("Authorization")
-	token, ok := strings.CutPrefix(value, "Bearer ")
-	if !ok || token == "" {
+	// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is Bearer.
+	scheme, token, _ := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
+	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 		return "", conversation.Errorf(conversation.Unauthenticated, "missing bearer token (Authorization: Bearer <JWT>)")
 	}
 	user, err := a.Verifier.Verify(ctx, strings.TrimSpace(token))

@@ -146,6 +146,8 @@ func TestAuthentication(t *testing.T) {
 		"AlgNone":           none,
 		"WrongAlgorithm":    hs256(t, testSecret, map[string]any{"alg": "HS512"}, claims(hour)),
 		"RS256WithHSSecret": hs256(t, testSecret, map[string]any{"alg": "RS256"}, claims(hour)),
+		// A correctly signed token whose subject PostgreSQL could not store.
+		"NULInSubject": hs256(t, testSecret, hsHeader, map[string]any{"sub": "al\x00ice", "exp": time.Now().Add(hour).Unix()}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -165,6 +167,16 @@ func TestAuthentication(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("SchemeInAnyCase", func(t *testing.T) {
+		t.Parallel()
+		for _, scheme := range []string{"bearer", "BEARER", "BeArEr"} {
+			req := connect.NewRequest(&convov1.ListConversationsRequest{})
+			req.Header().Set("Authorization", scheme+" "+tokenFor(t, "alice"))
+			if _, err := tb.client.ListConversations(ctx, req); err != nil {
+				t.Errorf("Authorization: %s …: %v", scheme, err)
+			}
+		}
+	})
 }
 
 func TestAuthenticationJWKS(t *testing.T) {
@@ -182,7 +194,7 @@ func TestAuthenticationJWKS(t *testing.T) {
 		}}})
 	}))
 	t.Cleanup(jwks.Close)
-	tb := setup(t, setupOptions{verifier: auth.NewJWKS(jwks.URL, jwks.Client())})
+	tb := setup(t, setupOptions{verifier: mustJWKS(t, jwks.URL)})
 
 	rs256 := func(kid string, signer *rsa.PrivateKey) string {
 		h, _ := json.Marshal(map[string]any{"alg": "RS256", "kid": kid})
@@ -332,4 +344,13 @@ func TestRequestTooLarge(t *testing.T) {
 	}
 	// The server is still fine.
 	tb.send(t, tb.client, "", "still here")
+}
+
+func mustJWKS(t *testing.T, url string) auth.Verifier {
+	t.Helper()
+	v, err := auth.NewJWKS(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -83,8 +83,12 @@ type Config struct {
 	EmbedPort   int    // CONVO_EMBED_PORT, --embed-port: the embedded PostgreSQL's port
 	LogLevel    string // CONVO_LOG_LEVEL, --log-level
 	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
-	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: RS256 keys of an identity provider
-	Feed        string // CONVO_FEED, --feed: what feeds the stream hub, notify or logical (feed.go)
+	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: the keys (RSA, ECDSA, Ed25519) of an identity provider
+	// AuthIssuer and AuthAudience, when set, must match the tokens' iss
+	// and aud claims (CONVO_AUTH_ISSUER, CONVO_AUTH_AUDIENCE).
+	AuthIssuer   string
+	AuthAudience string
+	Feed         string // CONVO_FEED, --feed: what feeds the stream hub, notify or logical (feed.go)
 	// CORSOrigins are the origins whose pages may call every route
 	// (CONVO_CORS_ORIGINS, --cors-origins; cors.go); empty: same origin
 	// only.
@@ -138,6 +142,9 @@ type Main struct {
 	workers  *worker.Pool
 	listener net.Listener
 	metrics  *serverMetrics
+	// auth authenticates requests; stopAuth ends its JWKS refreshes.
+	auth     connectapi.Authenticator
+	stopAuth context.CancelFunc
 	// cors is the policy of Config.CORSOrigins; nil without one.
 	cors *cors.Cors
 	// draining is set once Close begins: /healthz answers 503.
@@ -185,6 +192,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fromEnv(&c.LogLevel, "CONVO_LOG_LEVEL")
 	fromEnv(&c.AuthSecret, "CONVO_AUTH_SECRET")
 	fromEnv(&c.AuthJWKSURL, "CONVO_AUTH_JWKS_URL")
+	fromEnv(&c.AuthIssuer, "CONVO_AUTH_ISSUER")
+	fromEnv(&c.AuthAudience, "CONVO_AUTH_AUDIENCE")
 	fromEnv(&c.Feed, "CONVO_FEED")
 	if err := c.Workers.FromEnv(getenv); err != nil {
 		return err
@@ -230,7 +239,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL (CONVO_EMBED_PORT); a free one is used when it is taken")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
-	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed RS256 by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
+	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed (RS256, ES256, EdDSA, …) by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
+	fs.StringVar(&c.AuthIssuer, "auth-issuer", c.AuthIssuer, "require the tokens' iss claim to be this (CONVO_AUTH_ISSUER); empty: not checked")
+	fs.StringVar(&c.AuthAudience, "auth-audience", c.AuthAudience, "require the tokens' aud claim to hold this (CONVO_AUTH_AUDIENCE); empty: not checked")
 	fs.StringVar(&c.Feed, "feed", c.Feed, "what feeds streams (CONVO_FEED): notify (LISTEN/NOTIFY) or logical (logical replication; needs wal_level=logical)")
 	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
 	fs.BoolVar(&c.MigrateOnly, "migrate", false, "apply the database migrations to DATABASE_URL and exit")
@@ -343,6 +354,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
 	}
+	authCtx, stopAuth := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopAuth = stopAuth
+	if m.auth, err = m.newAuthenticator(authCtx); err != nil {
+		return err
+	}
 	m.server = newHTTPServer(m.routes(), m.Logger)
 	m.serveErr = make(chan error, 1)
 	go func() { m.serveErr <- m.server.Serve(m.listener) }()
@@ -389,15 +405,31 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	return nil
 }
 
-// authenticator builds request authentication from the configuration.
-func (m *Main) authenticator() connectapi.Authenticator {
+// authenticator returns the request authentication of the configuration,
+// made once (its JWKS is refreshed until Close).
+func (m *Main) authenticator() connectapi.Authenticator { return m.auth }
+
+// newAuthenticator builds request authentication from the configuration;
+// ctx bounds the JWKS's refreshes.
+func (m *Main) newAuthenticator(ctx context.Context) (connectapi.Authenticator, error) {
+	var opts []auth.Option
+	if m.Config.AuthIssuer != "" {
+		opts = append(opts, auth.WithIssuer(m.Config.AuthIssuer))
+	}
+	if m.Config.AuthAudience != "" {
+		opts = append(opts, auth.WithAudience(m.Config.AuthAudience))
+	}
 	switch {
 	case m.Config.AuthSecret != "":
-		return connectapi.Authenticator{Verifier: auth.NewHS256(m.Config.AuthSecret)}
+		return connectapi.Authenticator{Verifier: auth.NewHS256(m.Config.AuthSecret, opts...)}, nil
 	case m.Config.AuthJWKSURL != "":
-		return connectapi.Authenticator{Verifier: auth.NewJWKS(m.Config.AuthJWKSURL, nil)}
+		v, err := auth.NewJWKS(ctx, m.Config.AuthJWKSURL, opts...)
+		if err != nil {
+			return connectapi.Authenticator{}, fmt.Errorf("CONVO_AUTH_JWKS_URL: %w", err)
+		}
+		return connectapi.Authenticator{Verifier: v}, nil
 	}
-	return connectapi.Authenticator{}
+	return connectapi.Authenticator{}, nil
 }
 
 // startEmbedded starts (or reuses the data of) the private PostgreSQL and
@@ -435,6 +467,9 @@ func (m *Main) URL() string {
 // stops the embedded PostgreSQL. It is safe to call after a failed Run.
 func (m *Main) Close() error {
 	errs := []error{m.drain()}
+	if m.stopAuth != nil {
+		m.stopAuth()
+	}
 	if m.stopListener != nil {
 		m.stopListener()
 	}
