@@ -2,9 +2,11 @@
 // installed on the machine: the "embedded default" of cmd/api when no
 // DATABASE_URL is given, and the test server of internal/pgtest.
 //
-// The server listens on 127.0.0.1 only, trusts every local connection as
-// the superuser postgres, and keeps its data in a directory that survives
-// restarts of the program. It runs as a child process of the Go program
+// The server listens on 127.0.0.1 only and keeps its data in a directory
+// that survives restarts of the program. TCP connections need the password
+// of the superuser postgres, generated when the directory is made and kept
+// in it (PasswordFileName, mode 0600); DSN carries it. The Unix socket, in
+// a directory only the server user can enter, is trusted. It runs as a child process of the Go program
 // and, on Linux, never outlives it: if the program dies without calling
 // Stop, the kernel signals the server to shut down.
 //
@@ -44,6 +46,10 @@ type Cluster struct {
 	logical  bool
 	fast     bool
 	deathSig syscall.Signal
+	// password is the superuser's; unprotected is set for a data
+	// directory made without one, which Start then protects.
+	password    string
+	unprotected bool
 
 	port atomic.Int32 // stays the same across Restart
 
@@ -123,15 +129,23 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.removeSocketDir()
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	logger.Info("postgres started", "dsn", c.DSN("postgres"), "pid", c.srv.cmd.Process.Pid,
+	if c.unprotected {
+		if err := c.protect(ctx); err != nil {
+			c.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the protect error says more
+			return nil, fmt.Errorf("start postgres: %w", err)
+		}
+		c.unprotected = false
+	}
+	logger.Info("postgres started", "dsn", dsn(c.Port(), "postgres", ""), "password_file", filepath.Join(c.dataDir, PasswordFileName), "pid", c.srv.cmd.Process.Pid,
 		"data_dir", c.dataDir, "log", logPath)
 	return c, nil
 }
 
 // DSN returns a URL connecting to database as the superuser postgres over
-// TCP, for example postgres://postgres@127.0.0.1:5433/convo?sslmode=disable.
+// TCP with its password, for example
+// postgres://postgres:…@127.0.0.1:5433/convo?sslmode=disable.
 // It stays valid across Restart.
-func (c *Cluster) DSN(database string) string { return dsn(c.Port(), database) }
+func (c *Cluster) DSN(database string) string { return dsn(c.Port(), database, c.password) }
 
 // Port returns the TCP port the server listens on (127.0.0.1 only).
 func (c *Cluster) Port() int { return int(c.port.Load()) }
@@ -343,7 +357,7 @@ func (c *Cluster) waitReady(ctx context.Context, srv *server, port int) error {
 		ctx, cancel = context.WithTimeout(ctx, startTimeout)
 		defer cancel()
 	}
-	cfg, err := pgx.ParseConfig(dsn(port, "postgres"))
+	cfg, err := pgx.ParseConfig(dsn(port, "postgres", c.password))
 	if err != nil {
 		return err
 	}
@@ -386,6 +400,11 @@ func (c *Cluster) flushWAL(ctx context.Context) {
 	}
 }
 
-func dsn(port int, database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", port, url.PathEscape(database))
+func dsn(port int, database, password string) string {
+	u := url.URL{Scheme: "postgres", User: url.UserPassword("postgres", password), Host: fmt.Sprintf("127.0.0.1:%d", port),
+		Path: "/" + database, RawQuery: "sslmode=disable"}
+	if password == "" {
+		u.User = url.User("postgres")
+	}
+	return u.String()
 }

@@ -117,7 +117,7 @@ func TestCluster(t *testing.T) {
 				t.Errorf("%s = %q, want %q", setting, got, want)
 			}
 		}
-		if !strings.HasPrefix(c.DSN("app"), "postgres://postgres@127.0.0.1:"+strconv.Itoa(c.Port())+"/app?") {
+		if !strings.HasPrefix(c.DSN("app"), "postgres://postgres:"+c.password+"@127.0.0.1:"+strconv.Itoa(c.Port())+"/app?") {
 			t.Errorf("DSN = %q", c.DSN("app"))
 		}
 		if fi, err := os.Stat(c.LogFile()); err != nil || fi.Size() == 0 {

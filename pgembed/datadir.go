@@ -33,8 +33,25 @@ func initialised(dir string) bool {
 // directory, initdb writes into it directly.)
 func (c *Cluster) prepareDataDir(ctx context.Context) error {
 	if initialised(c.dataDir) {
+		pw, err := readPassword(c.dataDir)
+		if err != nil {
+			return err
+		}
+		if pw == "" {
+			// Made before pgembed used passwords: Start protects it.
+			if pw, err = newPassword(); err != nil {
+				return err
+			}
+			c.unprotected = true
+		}
+		c.password = pw
 		return nil
 	}
+	pw, err := newPassword()
+	if err != nil {
+		return err
+	}
+	c.password = pw
 	entries, err := os.ReadDir(c.dataDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -63,6 +80,10 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 		os.RemoveAll(tmp)
 		return err
 	}
+	if err := c.writePassword(tmp, c.password); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
 	err = os.Rename(tmp, c.dataDir)
 	if err == nil {
 		c.logger.Info("postgres data directory initialised", "data_dir", c.dataDir)
@@ -84,18 +105,27 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 	if err := c.initdb(ctx, c.dataDir); err != nil {
 		return err
 	}
+	if err := c.writePassword(c.dataDir, c.password); err != nil {
+		return err
+	}
 	c.logger.Info("postgres data directory initialised", "data_dir", c.dataDir)
 	return nil
 }
 
-// initdb creates a cluster in dir with a trusted superuser named postgres
-// and UTF-8 encoding. It asks for the C.UTF-8 locale and falls back to C
-// where that locale does not exist.
+// initdb creates a cluster in dir with a superuser named postgres whose
+// password is c.password (needed over TCP; the socket is trusted) and
+// UTF-8 encoding. It asks for the C.UTF-8 locale and falls back to C where
+// that locale does not exist.
 func (c *Cluster) initdb(ctx context.Context, dir string) error {
+	pwfile, remove, err := c.pwfile(c.password)
+	if err != nil {
+		return err
+	}
+	defer remove()
 	var out []byte
-	var err error
 	for _, locale := range []string{"C.UTF-8", "C"} {
-		args := []string{"-D", dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=" + locale}
+		args := []string{"-D", dir, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256",
+			"--pwfile=" + pwfile, "-E", "UTF8", "--locale=" + locale}
 		if c.fast {
 			args = append(args, "--no-sync")
 		}
