@@ -1,27 +1,13 @@
 import react from "@vitejs/plugin-react";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import "../clients/node20";
 
 // The app is built on the repo's client packages, from their sources
 // (clients/typescript is @convo/client, clients/react is @convo/react):
 // one fold, one follower, no build step in between. Their dependencies
 // (protobuf, Connect, React) resolve to this app's copies, never twice.
 const clients = (p: string) => fileURLToPath(new URL(`../clients/${p}`, import.meta.url));
-
-// Vitest 5 reports failures with Map.groupBy, which Node 20 lacks.
-if (typeof (Map as { groupBy?: unknown }).groupBy !== "function") {
-  (Map as unknown as { groupBy: unknown }).groupBy = <K, V>(items: Iterable<V>, key: (v: V, i: number) => K) => {
-    const out = new Map<K, V[]>();
-    let i = 0;
-    for (const v of items) {
-      const k = key(v, i++);
-      const list = out.get(k);
-      if (list) list.push(v);
-      else out.set(k, [v]);
-    }
-    return out;
-  };
-}
 
 // The API server a development build talks to (`go run ./cmd/api`).
 const api = process.env.CONVO_API ?? "http://127.0.0.1:8080";

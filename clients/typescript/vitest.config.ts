@@ -1,19 +1,5 @@
 import { defineConfig } from "vitest/config";
-
-// Vitest 5 reports failures with Map.groupBy, which Node 20 lacks.
-if (typeof (Map as { groupBy?: unknown }).groupBy !== "function") {
-  (Map as unknown as { groupBy: unknown }).groupBy = <K, V>(items: Iterable<V>, key: (v: V, i: number) => K) => {
-    const out = new Map<K, V[]>();
-    let i = 0;
-    for (const v of items) {
-      const k = key(v, i++);
-      const list = out.get(k);
-      if (list) list.push(v);
-      else out.set(k, [v]);
-    }
-    return out;
-  };
-}
+import "../node20";
 
 export default defineConfig({
   test: { include: ["src/**/*.test.ts"], environment: "node" },
