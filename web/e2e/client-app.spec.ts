@@ -10,23 +10,12 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { clientAppEnv } from "./client-app/build";
-import { expect, shot, test, type ApiMessage } from "./helpers";
+import { apiAt, expect, shot, test, type ApiMessage } from "./helpers";
 import { launch, type Launched } from "./server";
 
 let app: http.Server;
 let origin = "";
 let convo: Launched;
-
-/** call calls the Connect API of the server at base with JSON. */
-async function call<T>(base: string, method: string, body: unknown): Promise<T> {
-  const res = await fetch(`${base}/convo.v1.ConversationService/${method}`, {
-    method: "POST",
-    headers: { "Content-Type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  if (!res.ok) throw new Error(`${method}: ${res.status} ${await res.text()}`);
-  return (await res.json()) as T;
-}
 
 test.beforeAll(async () => {
   const dist = process.env[clientAppEnv];
@@ -84,7 +73,7 @@ test("the installed packages stream a reply across origins; a reload and a dropp
 
   await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 120_000 });
   await shot(page, "client-app");
-  const conv = await call<{ messages?: ApiMessage[] }>(convo.api, "GetConversation", { conversationId: id });
+  const conv = await apiAt<{ messages?: ApiMessage[] }>(convo.api, "GetConversation", { conversationId: id });
   const server = conv.messages?.filter((m) => m.role === "assistant").at(-1);
   expect(server?.status).toBe("completed");
   expect(await shown()).toEqual(server?.blocks?.map((b) => b.content ?? ""));
@@ -125,7 +114,7 @@ test.describe("an origin convo does not allow", () => {
   test("is refused by the browser, and convo changes nothing", async ({ page }) => {
     const other = process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL ?? "";
     const count = async () =>
-      (await call<{ conversations?: unknown[] }>(other, "ListConversations", { pageSize: 100 })).conversations?.length ?? 0;
+      (await apiAt<{ conversations?: unknown[] }>(other, "ListConversations", { pageSize: 100 })).conversations?.length ?? 0;
     const cors: string[] = [];
     page.on("console", (m) => {
       if (/CORS policy/.test(m.text())) cors.push(m.text());

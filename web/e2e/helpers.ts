@@ -31,7 +31,11 @@ export { expect };
 
 /** api calls the Connect API with JSON, as a worker or another client would. */
 export async function api<T = Record<string, unknown>>(method: string, body: unknown): Promise<T> {
-  const base = process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL;
+  return apiAt<T>(process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL ?? "", method, body);
+}
+
+/** apiAt calls the Connect API of the server at base with JSON. */
+export async function apiAt<T = Record<string, unknown>>(base: string, method: string, body: unknown): Promise<T> {
   const res = await fetch(`${base}/convo.v1.ConversationService/${method}`, {
     method: "POST",
     headers: { "Content-Type": "application/json" },
