@@ -57,7 +57,8 @@ npm test --prefix web
 echo "== go test -race"
 go test -race -count=1 -timeout 20m -skip '^TestFaultSoak$' ./...
 
-# The fault soak on its own (it loads both cores), with its figures shown;
+# The fault soak on its own (it loads both cores), both feeds one after
+# the other, with its figures shown;
 # docs/operations.md says how to run it longer.
 echo "== fault soak (cmd/api TestFaultSoak)"
 go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |

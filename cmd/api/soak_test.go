@@ -58,11 +58,9 @@ func TestFaultSoak(t *testing.T) {
 		}
 		subscribers = n
 	}
-	// CONVO_SOAK_FEEDS (default notify): the feeds to soak, one after the
-	// other (each loads both cores). The logical feed is not in the
-	// default: once in four 20 s runs, half its subscribers stopped short
-	// of the last seq (docs/operations.md).
-	feeds := []string{feedNotify}
+	// CONVO_SOAK_FEEDS (default both): the feeds to soak, one after the
+	// other (each loads both cores).
+	feeds := []string{feedNotify, feedLogical}
 	if v := os.Getenv("CONVO_SOAK_FEEDS"); v != "" {
 		feeds = strings.Split(v, ",")
 	}
@@ -118,10 +116,9 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 	}
 
 	run, stopRun := context.WithCancel(ctx)
-	writing, stopWriting := context.WithCancel(run)
 	var writers, readers sync.WaitGroup
 	for w := range 3 {
-		writers.Go(func() { s.write(writing, w) })
+		writers.Go(func() { s.write(run, w) })
 	}
 	subs := make([]*soakSubscriber, subscribers)
 	for i := range subs {
@@ -133,7 +130,9 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 		})
 	}
 	faults := s.inject(run, duration)
-	stopWriting()
+	// Writers stop between calls, never in one: a call cancelled on the
+	// client may still commit, after the last seq is read below.
+	s.stop.Store(true)
 	writers.Wait()
 
 	// Let every subscriber catch up with its conversation's last seq.
@@ -222,6 +221,7 @@ type soak struct {
 	pool          *pgxpool.Pool
 	conversations []string
 	deltas        atomic.Int64
+	stop          atomic.Bool // writers stop at their next call
 
 	mu      sync.Mutex
 	servers []*serverProcess
@@ -254,9 +254,9 @@ func (s *soak) call(ctx context.Context, sql string, args ...any) (string, error
 	}
 }
 
-// write streams replies into random conversations until ctx ends.
+// write streams replies into random conversations until s.stop is set.
 func (s *soak) write(ctx context.Context, w int) {
-	for n := 0; ctx.Err() == nil; n++ {
+	for n := 0; !s.stop.Load(); n++ {
 		conv := s.conversations[rand.IntN(len(s.conversations))]
 		prompt, err := s.call(ctx, `SELECT (convo.send_message('local', $1::uuid, 'again', '[{}]')).prompt_ids[1]::text`, conv)
 		if err != nil {
@@ -270,6 +270,9 @@ func (s *soak) write(ctx context.Context, w int) {
 			return
 		}
 		for i := range 20 + rand.IntN(40) {
+			if s.stop.Load() {
+				return
+			}
 			if _, err := s.call(ctx, `SELECT convo.append_block($1::uuid, $2, $3)::text`, block, fmt.Sprintf("w%d.%d.%d ", w, n, i), i+1); err != nil {
 				return
 			}
