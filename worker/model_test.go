@@ -151,29 +151,3 @@ assistant:Sorry.
 		t.Errorf("history:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
-
-func TestCheckSchema(t *testing.T) {
-	t.Parallel()
-	schema := json.RawMessage(`{"type":"object","properties":{
-		"unit":{"type":"string","enum":["c","f"]},
-		"days":{"type":"integer","minimum":1,"maximum":14},
-		"tags":{"type":"array","items":{"type":"string","maxLength":3}}},
-		"required":["unit"],"additionalProperties":false}`)
-	if err := checkSchema(schema, json.RawMessage(`{"unit":"c","days":3,"tags":["a"]}`)); err != nil {
-		t.Errorf("valid: %v", err)
-	}
-	for doc, want := range map[string]string{
-		`[]`:                           "$: want object, got array",
-		`{}`:                           `$: missing required property "unit"`,
-		`{"unit":"k"}`:                 `$.unit: want one of "c", "f"`,
-		`{"unit":"c","days":1.5}`:      "$.days: want integer, got number",
-		`{"unit":"c","days":20}`:       "$.days: 20 is above the maximum 14",
-		`{"unit":"c","tags":[1]}`:      "$.tags[0]: want string, got integer",
-		`{"unit":"c","tags":["ab4x"]}`: "$.tags[0]: longer than 3 characters",
-		`{"unit":"c","extra":true}`:    `$: unknown property "extra"`,
-	} {
-		if err := checkSchema(schema, json.RawMessage(doc)); err == nil || err.Error() != want {
-			t.Errorf("%s: %v, want %q", doc, err, want)
-		}
-	}
-}

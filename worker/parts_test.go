@@ -129,7 +129,7 @@ func TestParts(t *testing.T) {
 			t.Fatalf("outcome %s: %v", r.Outcome, r.Err)
 		}
 		call := m.Blocks[0].ToolCall
-		if call.Status != conversation.ToolCallFailed || !strings.Contains(call.Error, `missing required property "expression"`) {
+		if call.Status != conversation.ToolCallFailed || !strings.Contains(call.Error, "$: missing property 'expression'") {
 			t.Errorf("call %s %q", call.Status, call.Error)
 		}
 	})
