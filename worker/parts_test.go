@@ -1,4 +1,4 @@
-package worker
+package worker_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+
+	. "github.com/convo-dev/convo/worker"
 )
 
 // TestParts drives the translation of typed parts into blocks with

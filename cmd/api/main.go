@@ -37,6 +37,7 @@ import (
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/builtin"
 )
 
 func main() {
@@ -338,7 +339,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
 		return err
 	}
-	workerConfig, err := m.Config.Workers.Config(m.Logger)
+	workerConfig, err := builtin.Config(m.Config.Workers, m.Logger)
 	if err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}

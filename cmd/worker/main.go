@@ -23,6 +23,7 @@ import (
 	"github.com/convo-dev/convo/maintenance"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/builtin"
 )
 
 func main() {
@@ -141,7 +142,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = slog.Default()
 	}
-	cfg, err := m.Config.Worker.Config(m.Logger)
+	cfg, err := builtin.Config(m.Config.Worker, m.Logger)
 	if err != nil {
 		return err
 	}
