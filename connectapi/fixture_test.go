@@ -26,6 +26,7 @@ import (
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -35,7 +36,7 @@ const testSecret = "test-secret-of-at-least-32-bytes!!"
 type testBundle struct {
 	pool   *pgxpool.Pool
 	store  *postgres.Store
-	hub    *stream.Hub
+	hub    *wire.Hub
 	feed   stream.Feed
 	q      *dbq.Queries
 	url    string
@@ -49,8 +50,8 @@ type setupOptions struct {
 	queueSize int
 	// feed is feedNotify (the default) or feedLogical.
 	feed string
-	// decode is the hub's Decode (default connectapi.DecodeEvent).
-	decode func(conversation.Event) (any, error)
+	// decode is the hub's Decode (default wire.DecodeEvent).
+	decode func(conversation.Event) (*wire.Response, error)
 }
 
 // The feeds the stream tests run under.
@@ -80,9 +81,9 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
 	if o.decode == nil {
-		o.decode = connectapi.DecodeEvent
+		o.decode = wire.DecodeEvent
 	}
-	hub := stream.NewHub(stream.HubOptions{Log: store, Decode: o.decode, QueueSize: o.queueSize})
+	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize})
 	feed := newFeed(t, o.feed, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -90,7 +91,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	wg.Go(func() { feed.Run(ctx) })
 
 	path, handler := connectapi.NewHandler(connectapi.Options{
-		Store: store, Hub: hub, Auth: connectapi.Authenticator{Verifier: o.verifier},
+		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier},
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)
@@ -124,7 +125,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 
 // newFeed returns the feed of hub. With the logical feed, the database's
 // events stop notifying, as a server with CONVO_FEED=logical has it.
-func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Store, hub *stream.Hub) stream.Feed {
+func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Store, hub stream.Sink) stream.Feed {
 	t.Helper()
 	config := pool.Config().ConnConfig.Copy()
 	switch name {

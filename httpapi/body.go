@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/convo-dev/convo/wire"
 )
 
 // jsonBody wraps a state-changing route: its request must be a JSON body
@@ -37,14 +39,14 @@ func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				s.writeError(w, r, invalid("body", "is larger than %d bytes", limit))
+				s.writeError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
 				return
 			}
-			s.writeError(w, r, invalid("body", "could not be read: %v", err))
+			s.writeError(w, r, wire.Invalid("body", "could not be read: %v", err))
 			return
 		}
 		if !utf8.Valid(body) {
-			s.writeError(w, r, invalid("body", "is not valid UTF-8"))
+			s.writeError(w, r, wire.Invalid("body", "is not valid UTF-8"))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

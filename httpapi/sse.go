@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // sseStream writes Server-Sent Events, flushing after each one.
@@ -75,7 +75,7 @@ func (s *sseStream) flush() error {
 // comment whenever the stream has been silent for s.keepAlive. It returns
 // the subscription's errors, ctx's, and the write's when the client is
 // gone.
-func (s *server) next(ctx context.Context, sub *stream.Subscription, out *sseStream) (*stream.Item, error) {
+func (s *server) next(ctx context.Context, sub *wire.Subscription, out *sseStream) (*wire.Item, error) {
 	for {
 		wait, cancel := context.WithTimeout(ctx, s.keepAlive)
 		item, err := sub.Next(wait)

@@ -27,7 +27,6 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/convo-dev/convo/auth"
-	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
@@ -35,6 +34,7 @@ import (
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 	"github.com/convo-dev/convo/worker"
 )
 
@@ -138,12 +138,12 @@ type Main struct {
 	cluster  *pgembed.Cluster
 	pool     *pgxpool.Pool
 	store    *postgres.Store
-	hub      *stream.Hub
+	hub      *wire.Hub
 	workers  *worker.Pool
 	listener net.Listener
 	metrics  *serverMetrics
 	// auth authenticates requests; stopAuth ends its JWKS refreshes.
-	auth     connectapi.Authenticator
+	auth     auth.Authenticator
 	stopAuth context.CancelFunc
 	// cors is the policy of Config.CORSOrigins; nil without one.
 	cors *cors.Cors
@@ -383,7 +383,7 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 // it, the reaper of expired prompt leases and the compactor
 // (maintenance.go).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
-	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent,
+	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, Logger: m.Logger,
 		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
 	m.metrics.registry.MustRegister(m.hub)
 	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
@@ -407,11 +407,11 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 
 // authenticator returns the request authentication of the configuration,
 // made once (its JWKS is refreshed until Close).
-func (m *Main) authenticator() connectapi.Authenticator { return m.auth }
+func (m *Main) authenticator() auth.Authenticator { return m.auth }
 
 // newAuthenticator builds request authentication from the configuration;
 // ctx bounds the JWKS's refreshes.
-func (m *Main) newAuthenticator(ctx context.Context) (connectapi.Authenticator, error) {
+func (m *Main) newAuthenticator(ctx context.Context) (auth.Authenticator, error) {
 	var opts []auth.Option
 	if m.Config.AuthIssuer != "" {
 		opts = append(opts, auth.WithIssuer(m.Config.AuthIssuer))
@@ -421,15 +421,15 @@ func (m *Main) newAuthenticator(ctx context.Context) (connectapi.Authenticator, 
 	}
 	switch {
 	case m.Config.AuthSecret != "":
-		return connectapi.Authenticator{Verifier: auth.NewHS256(m.Config.AuthSecret, opts...)}, nil
+		return auth.Authenticator{Verifier: auth.NewHS256(m.Config.AuthSecret, opts...)}, nil
 	case m.Config.AuthJWKSURL != "":
 		v, err := auth.NewJWKS(ctx, m.Config.AuthJWKSURL, opts...)
 		if err != nil {
-			return connectapi.Authenticator{}, fmt.Errorf("CONVO_AUTH_JWKS_URL: %w", err)
+			return auth.Authenticator{}, fmt.Errorf("CONVO_AUTH_JWKS_URL: %w", err)
 		}
-		return connectapi.Authenticator{Verifier: v}, nil
+		return auth.Authenticator{Verifier: v}, nil
 	}
-	return connectapi.Authenticator{}, nil
+	return auth.Authenticator{}, nil
 }
 
 // startEmbedded starts (or reuses the data of) the private PostgreSQL and
