@@ -5,9 +5,11 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/wire"
 )
 
 // authInterceptor authenticates every RPC and puts the user in its
@@ -56,4 +58,18 @@ func user(ctx context.Context) (string, error) {
 		return "", conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context")
 	}
 	return u, nil
+}
+
+// userAndID returns the authenticated user and the required UUID field of
+// the request: how most calls start.
+func userAndID(ctx context.Context, field, value string) (string, uuid.UUID, error) {
+	owner, err := user(ctx)
+	if err != nil {
+		return "", uuid.Nil, err
+	}
+	id, err := wire.RequireID(field, value)
+	if err != nil {
+		return "", uuid.Nil, err
+	}
+	return owner, id, nil
 }

@@ -11,11 +11,7 @@ import (
 )
 
 func (s *service) VoteComparison(ctx context.Context, req *connect.Request[convov1.VoteComparisonRequest]) (*connect.Response[convov1.VoteComparisonResponse], error) {
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("comparisonId", req.Msg.GetComparisonId())
+	owner, id, err := userAndID(ctx, "comparisonId", req.Msg.GetComparisonId())
 	if err != nil {
 		return nil, err
 	}
@@ -50,11 +46,7 @@ func (s *service) ListComparisons(ctx context.Context, req *connect.Request[conv
 	if err != nil {
 		return nil, err
 	}
-	limit, err := wire.PageSize("pageSize", req.Msg.GetPageSize(), wire.MaxPageSize)
-	if err != nil {
-		return nil, err
-	}
-	after, err := wire.DecodePageToken("pageToken", req.Msg.GetPageToken())
+	limit, after, err := wire.Page(req.Msg.GetPageSize(), req.Msg.GetPageToken())
 	if err != nil {
 		return nil, err
 	}

@@ -15,11 +15,7 @@ func (s *service) ListConversations(ctx context.Context, req *connect.Request[co
 	if err != nil {
 		return nil, err
 	}
-	limit, err := wire.PageSize("pageSize", req.Msg.GetPageSize(), wire.MaxPageSize)
-	if err != nil {
-		return nil, err
-	}
-	after, err := wire.DecodePageToken("pageToken", req.Msg.GetPageToken())
+	limit, after, err := wire.Page(req.Msg.GetPageSize(), req.Msg.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +52,7 @@ func (s *service) CreateConversation(ctx context.Context, req *connect.Request[c
 }
 
 func (s *service) RenameConversation(ctx context.Context, req *connect.Request[convov1.RenameConversationRequest]) (*connect.Response[convov1.RenameConversationResponse], error) {
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("conversationId", req.Msg.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
@@ -75,11 +67,7 @@ func (s *service) RenameConversation(ctx context.Context, req *connect.Request[c
 }
 
 func (s *service) DeleteConversation(ctx context.Context, req *connect.Request[convov1.DeleteConversationRequest]) (*connect.Response[convov1.DeleteConversationResponse], error) {
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("conversationId", req.Msg.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +78,7 @@ func (s *service) DeleteConversation(ctx context.Context, req *connect.Request[c
 }
 
 func (s *service) ClearConversation(ctx context.Context, req *connect.Request[convov1.ClearConversationRequest]) (*connect.Response[convov1.ClearConversationResponse], error) {
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("conversationId", req.Msg.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}

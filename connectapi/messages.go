@@ -58,11 +58,7 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 }
 
 func (s *service) GetConversation(ctx context.Context, req *connect.Request[convov1.GetConversationRequest]) (*connect.Response[convov1.GetConversationResponse], error) {
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("conversationId", req.Msg.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
@@ -80,11 +76,7 @@ func (s *service) GetConversation(ctx context.Context, req *connect.Request[conv
 }
 
 func (s *service) CancelPrompt(ctx context.Context, req *connect.Request[convov1.CancelPromptRequest]) (*connect.Response[convov1.CancelPromptResponse], error) {
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("promptId", req.Msg.GetPromptId())
+	owner, id, err := userAndID(ctx, "promptId", req.Msg.GetPromptId())
 	if err != nil {
 		return nil, err
 	}
@@ -96,11 +88,7 @@ func (s *service) CancelPrompt(ctx context.Context, req *connect.Request[convov1
 }
 
 func (s *service) SubmitFeedback(ctx context.Context, req *connect.Request[convov1.SubmitFeedbackRequest]) (*connect.Response[convov1.SubmitFeedbackResponse], error) {
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("messageId", req.Msg.GetMessageId())
+	owner, id, err := userAndID(ctx, "messageId", req.Msg.GetMessageId())
 	if err != nil {
 		return nil, err
 	}

@@ -57,11 +57,7 @@ func (s *service) startStream(ctx context.Context, req *convov1.StreamConversati
 	if s.hub == nil {
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server does not stream"))
 	}
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := wire.RequireID("conversationId", req.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.GetConversationId())
 	if err != nil {
 		return nil, err
 	}

@@ -51,18 +51,8 @@ func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
 // depend on the request: a client that goes away can follow the
 // conversation (GET /v1/conversations/{id}/agui) to see the rest.
 func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	in, err := decodeRunInput(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.writes.Allow(owner); err != nil {
-		s.writeError(w, r, err)
+	owner, in, ok := writeRequest(s, w, r, decodeRunInput)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
@@ -139,7 +129,7 @@ func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Su
 	for _, ev := range replay {
 		events = append(events, tr.apply(ev)...)
 	}
-	if err := writeAGUI(out, events); err != nil {
+	if err := out.jsonEvents(events); err != nil {
 		return
 	}
 	for !tr.done {
@@ -150,30 +140,16 @@ func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Su
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				_ = writeAGUI(out, tr.interrupt(interruption(err)))
+				_ = out.jsonEvents(tr.interrupt(interruption(err)))
 			}
 			s.streamEnded(r, err, sub.Cursor())
 			return
 		}
 		ev := item.Payload.GetEvent()
-		if err := writeAGUI(out, tr.apply(ev)); err != nil {
+		if err := out.jsonEvents(tr.apply(ev)); err != nil {
 			return
 		}
 	}
-}
-
-// writeAGUI writes AG-UI events, one per SSE event.
-func writeAGUI(out *sseStream, events []any) error {
-	for _, ev := range events {
-		data, err := json.Marshal(ev)
-		if err != nil {
-			return err
-		}
-		if err := out.event("", "", data); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // interruption is the RUN_ERROR code and message for a stream that ended

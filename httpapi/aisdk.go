@@ -37,21 +37,12 @@ const (
 // not depend on the request: a client that goes away resumes with GET
 // /v1/ai-sdk/chat/{id}/stream.
 func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	req, err := decodeChatRequest(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.writes.Allow(owner); err != nil {
-		s.writeError(w, r, err)
+	owner, req, ok := writeRequest(s, w, r, decodeChatRequest)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
+	var err error
 	if req.trigger == triggerSubmit {
 		_, err = s.store.EnsureConversation(ctx, owner, req.id)
 	} else {
@@ -232,7 +223,7 @@ func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire
 	if err != nil {
 		return
 	}
-	if err := writeChunks(out, reply.flush()); err != nil {
+	if err := out.jsonEvents(reply.flush()); err != nil {
 		return
 	}
 	for !reply.done {
@@ -247,32 +238,18 @@ func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire
 				return
 			}
 			if errors.Is(err, stream.ErrDeleted) {
-				_ = writeChunks(out, []any{&uiErrorChunk{Type: uiError, ErrorText: "the conversation was deleted"}})
+				_ = out.jsonEvents([]any{&uiErrorChunk{Type: uiError, ErrorText: "the conversation was deleted"}})
 				_ = out.event("", "", []byte(uiStreamDone))
 				return
 			}
 			panic(http.ErrAbortHandler)
 		}
 		reply.apply(item.Payload.GetEvent())
-		if err := writeChunks(out, reply.flush()); err != nil {
+		if err := out.jsonEvents(reply.flush()); err != nil {
 			return
 		}
 	}
 	_ = out.event("", "", []byte(uiStreamDone))
-}
-
-// writeChunks writes UI message chunks, one per SSE event.
-func writeChunks(out *sseStream, chunks []any) error {
-	for _, c := range chunks {
-		data, err := json.Marshal(c)
-		if err != nil {
-			return err
-		}
-		if err := out.event("", "", data); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // chatRequest is DefaultChatTransport's request body. Other fields (what

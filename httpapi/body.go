@@ -70,3 +70,26 @@ func unsupportedMediaType(w http.ResponseWriter, got string) {
 	_ = json.NewEncoder(w).Encode(errorBody{Code: "invalid_argument",
 		Message: "Content-Type: want application/json (UTF-8), got " + got})
 }
+
+// writeRequest starts a request that writes: it authenticates it, reads
+// its body with decode, and takes one of the user's write tokens, in that
+// order (a request refused for its input costs no token). It answers the
+// error itself and reports false when any step fails.
+func writeRequest[T any](s *server, w http.ResponseWriter, r *http.Request, decode func(http.ResponseWriter, *http.Request) (T, error)) (string, T, bool) {
+	var zero T
+	owner, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return "", zero, false
+	}
+	in, err := decode(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return "", zero, false
+	}
+	if err := s.writes.Allow(owner); err != nil {
+		s.writeError(w, r, err)
+		return "", zero, false
+	}
+	return owner, in, true
+}

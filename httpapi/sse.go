@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
@@ -55,6 +56,21 @@ func (s *sseStream) event(id, name string, data []byte) error {
 }
 
 // comment writes a comment line, which every client ignores.
+// jsonEvents writes each value as the JSON data of one unnamed SSE event,
+// as AG-UI and the AI SDK's stream protocol have it.
+func (s *sseStream) jsonEvents(values []any) error {
+	for _, v := range values {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := s.event("", "", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *sseStream) comment(text string) error {
 	s.buf.WriteString(": ")
 	s.buf.WriteString(text)

@@ -92,6 +92,21 @@ func PageSize(field string, size int32, limit int) (int, error) {
 	return int(size), nil
 }
 
+// Page checks a list request's pageSize and pageToken fields: the page's
+// size (0 asks for DefaultPageSize) and where it starts (nil: the first
+// page).
+func Page(pageSize int32, pageToken string) (int, *conversation.PageCursor, error) {
+	limit, err := PageSize("pageSize", pageSize, MaxPageSize)
+	if err != nil {
+		return 0, nil, err
+	}
+	after, err := DecodePageToken("pageToken", pageToken)
+	if err != nil {
+		return 0, nil, err
+	}
+	return limit, after, nil
+}
+
 // EncodePageToken makes the page token after c. Page tokens are opaque to
 // clients: base64url of the last row's time (Unix microseconds) and id.
 func EncodePageToken(c conversation.PageCursor) string {
