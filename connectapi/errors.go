@@ -65,9 +65,19 @@ func (i errorInterceptor) toConnect(ctx context.Context, procedure string, err e
 	if errors.As(err, &ce) {
 		return ce
 	}
+	return toConnectError(ctx, i.logger, procedure, err)
+}
+
+// toConnectError classifies err (wire.Classify), logs it when the failure
+// is the server's, and returns it as a *connect.Error.
+func toConnectError(ctx context.Context, logger *slog.Logger, procedure string, err error) *connect.Error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
 	f := wire.Classify(err)
 	if f.Log {
-		i.logger.ErrorContext(ctx, "request failed", "procedure", procedure, "code", f.Code, "err", err)
+		logger.ErrorContext(ctx, "request failed", "procedure", procedure, "code", f.Code, "err", err)
 	}
 	code, ok := codes[f.Code]
 	if !ok {

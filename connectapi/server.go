@@ -37,6 +37,10 @@ type Options struct {
 	// Writes, when set, rate-limits each user's write RPCs (see
 	// writeProcedures); refusals are ResourceExhausted with Retry-After.
 	Writes *limit.Writes
+	// Parking, when set, parks idle StreamConversation streams of the
+	// Connect protocol over HTTP/1.1 (park.go); nil: every stream keeps
+	// its handler.
+	Parking *Parking
 }
 
 // NewHandler returns the path prefix and handler of ConversationService.
@@ -45,11 +49,14 @@ func NewHandler(opts Options) (string, http.Handler) {
 		opts.Logger = slog.Default()
 	}
 	shared := newSharedEncodings()
-	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now}
+	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now, parking: opts.Parking}
+	if opts.Parking != nil {
+		opts.Parking.shared = shared
+	}
 	interceptors := append(slices.Clip(opts.Interceptors),
 		errorInterceptor{logger: opts.Logger}, authInterceptor{auth: opts.Auth}, writeLimiter{writes: opts.Writes})
 	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
-	return path, withCoalescing(handler)
+	return path, withCoalescing(handler, opts.Parking != nil)
 }
 
 // handlerOptions are the handler's Connect options: connect's defaults but
@@ -71,9 +78,10 @@ type service struct {
 	hub   *wire.Hub
 	// shared holds the encodings of the hub's messages, which every
 	// subscriber of a conversation sends.
-	shared *sharedEncodings
-	logger *slog.Logger
-	now    func() time.Time
+	shared  *sharedEncodings
+	logger  *slog.Logger
+	now     func() time.Time
+	parking *Parking
 }
 
 var _ convov1connect.ConversationServiceHandler = (*service)(nil)

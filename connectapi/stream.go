@@ -26,12 +26,15 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 	if err != nil {
 		return err
 	}
-	defer sub.Close()
 	// The start, and the headers even when a resumed stream has nothing to
 	// send yet: the client knows the stream is open.
 	flush.flushNow()
 	for {
 		item, ready, err := sub.TryNext(ctx)
+		if err == nil && !ready && s.parking.park(ctx, flush, req, sub) {
+			// Idle: the stream goes on without this goroutine (park.go).
+			return nil
+		}
 		if err == nil && !ready {
 			// Nothing more is ready: send what was written, then wait.
 			flush.release()
@@ -41,9 +44,11 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 		if err != nil {
 			// A by-design end (fell behind, shutting down, compacted) is
 			// an Unavailable that says where to resume (wire.Classify).
+			sub.Close()
 			return err
 		}
 		if err := s.sendEvent(item, out); err != nil {
+			sub.Close()
 			return err
 		}
 	}

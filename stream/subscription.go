@@ -68,6 +68,9 @@ type Subscription[T any] struct {
 	signal chan struct{}
 	endCh  chan struct{}
 	ended  *conversation.Error // set under hub.mu before endCh closes
+	// notify, when set (SetNotify), is called under hub.mu after every
+	// offer and at the end.
+	notify func()
 
 	// cursor is the seq of the last event Next returned (or the
 	// snapshot's seq); pending are events to return before reading ch.
@@ -254,6 +257,36 @@ func (s *Subscription[T]) take() (*Item[T], bool) {
 // keptQueueCap is the largest drained queue array a subscription keeps.
 const keptQueueCap = 8
 
+// SetNotify has fn called whenever an event is queued for the subscription
+// and when it ends, instead of a reader waiting in Next: a stream that
+// holds no goroutine while idle is woken so (see connectapi's parked
+// streams). fn runs under the hub's lock: it must not block or call back
+// into the hub. It is called once at once when events already wait or the
+// subscription has ended, so that none is missed.
+func (s *Subscription[T]) SetNotify(fn func()) {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.notify = fn
+	s.qmu.Lock()
+	waiting := s.head < len(s.queue)
+	s.qmu.Unlock()
+	if waiting || s.ended != nil {
+		fn()
+	}
+}
+
+// Ended returns the error the subscription ended with (as Next returns
+// it), or nil while it goes on. Events queued before the end may still
+// wait: TryNext returns them first.
+func (s *Subscription[T]) Ended() error {
+	select {
+	case <-s.endCh:
+		return s.endError()
+	default:
+		return nil
+	}
+}
+
 // Cursor is the seq of the last event Next returned (or of the snapshot).
 func (s *Subscription[T]) Cursor() int64 { return s.cursor }
 
@@ -286,6 +319,9 @@ func (s *Subscription[T]) offerLocked(item *Item[T]) bool {
 	case s.signal <- struct{}{}:
 	default: // a wake-up is already pending
 	}
+	if s.notify != nil {
+		s.notify()
+	}
 	return true
 }
 
@@ -297,6 +333,9 @@ func (s *Subscription[T]) endLocked(err *conversation.Error) {
 	}
 	s.ended = err
 	close(s.endCh)
+	if s.notify != nil {
+		s.notify()
+	}
 	if t := s.hub.topics[s.conversationID]; t != nil {
 		delete(t.subs, s)
 		if len(t.subs) == 0 {

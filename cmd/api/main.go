@@ -27,6 +27,7 @@ import (
 	"github.com/rs/cors"
 
 	"github.com/convo-dev/convo/auth"
+	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
@@ -107,6 +108,10 @@ type Config struct {
 	// (CONVO_PUBLIC_METRICS, --public-metrics); off by default, since the
 	// public address may face the internet.
 	PublicMetrics bool
+	// ParkStreams parks idle StreamConversation streams of the Connect
+	// protocol over HTTP/1.1: they hold no goroutine and no buffers while
+	// idle (CONVO_PARK_STREAMS, --park-streams; on by default).
+	ParkStreams bool
 	// AllowedHosts are the host names the server answers to besides
 	// loopback names (CONVO_ALLOWED_HOSTS, --allowed-hosts; see
 	// guard.go). In single-user mode every other Host is refused; with
@@ -153,6 +158,8 @@ type Main struct {
 	// background runs the hub, its feed and the lease reaper; Close
 	// cancels it first, so open streams end before the server shuts down.
 	stopBackground context.CancelFunc
+	// parking runs the parked streams (Config.ParkStreams); nil when off.
+	parking *connectapi.Parking
 	// pgListener is the process's one LISTEN connection, shared by the
 	// notify feed and the workers; stopListener stops it, after the
 	// workers (they hear cancellations through it while they drain).
@@ -170,7 +177,7 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
-			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second,
+			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
 		},
 		Stdout: os.Stdout,
@@ -202,12 +209,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
-	if v := getenv("CONVO_PUBLIC_METRICS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("CONVO_PUBLIC_METRICS: %q is not true or false", v)
+	for name, dst := range map[string]*bool{"CONVO_PUBLIC_METRICS": &c.PublicMetrics, "CONVO_PARK_STREAMS": &c.ParkStreams} {
+		if v := getenv(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not true or false", name, v)
+			}
+			*dst = b
 		}
-		c.PublicMetrics = b
 	}
 	corsOrigins := getenv("CONVO_CORS_ORIGINS")
 	allowedHosts := getenv("CONVO_ALLOWED_HOSTS")
@@ -247,6 +256,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.BoolVar(&c.MigrateOnly, "migrate", false, "apply the database migrations to DATABASE_URL and exit")
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this (private) address (CONVO_ADMIN_ADDR); empty: no admin address")
 	fs.BoolVar(&c.PublicMetrics, "public-metrics", c.PublicMetrics, "serve /metrics on --http-addr too (CONVO_PUBLIC_METRICS); off by default")
+	fs.BoolVar(&c.ParkStreams, "park-streams", c.ParkStreams, "idle HTTP/1.1 Connect streams hold no goroutine or buffers (CONVO_PARK_STREAMS)")
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
 	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
