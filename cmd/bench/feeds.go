@@ -29,7 +29,7 @@ func startFeed(ctx context.Context, name string, cfg *pgx.ConnConfig, hub stream
 }
 
 // setNotify turns the event log's NOTIFY on or off for the database
-// (convo.set_event_notify, db/schema/00004_logical_feed.sql): off while the
+// (convo.set_event_notify, db/functions/events.sql): off while the
 // logical feed is measured, as a deployment with that feed runs. Open
 // sessions keep their value, so both pools start afresh.
 func (m *Main) setNotify(ctx context.Context, on bool) error {
