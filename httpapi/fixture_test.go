@@ -29,6 +29,7 @@ import (
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 	"github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/builtin"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -92,7 +93,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 			ws.DemoTokensPerSecond = o.demoPace
 		}
 		ws.PollInterval = 200 * time.Millisecond
-		cfg, err := ws.Config(slog.New(slog.DiscardHandler))
+		cfg, err := builtin.Config(ws, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/builtin"
 )
 
 var (
@@ -103,7 +104,7 @@ func runWalkthrough(t *testing.T, walkthrough []byte, env map[string]string, lef
 	if err := settings.FromEnv(func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := settings.Config(slog.New(slog.DiscardHandler))
+	cfg, err := builtin.Config(settings, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,10 +52,10 @@ type Config struct {
 	ToolTimeout time.Duration
 	// CallTimeout bounds each SQL call. Default 15 s.
 	CallTimeout time.Duration
-	// Models are the providers prompts may ask for. Default: the demo
-	// model only, at its default pace.
+	// Models are the providers prompts may ask for (required; package
+	// worker/builtin registers the demo and OpenAI-compatible ones).
 	Models *Models
-	// Tools are the tools models may call. Default: DemoTools.
+	// Tools are the tools models may call. Default: none.
 	Tools *Tools
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
@@ -116,14 +116,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.CallTimeout = 15 * time.Second
 	}
 	if c.Models == nil {
-		c.Models = NewModels("demo")
-		c.Models.Register("demo", NewDemoModel(DemoOptions{}), "")
+		return c, errors.New("no models: Config.Models must register at least the default provider (package worker/builtin registers the built-in ones)")
 	}
 	if _, ok := c.Models.byName[c.Models.defaultName]; !ok {
 		return c, fmt.Errorf("the default model provider %q is not registered", c.Models.defaultName)
 	}
 	if c.Tools == nil {
-		c.Tools = DemoTools()
+		c.Tools = &Tools{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

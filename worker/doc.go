@@ -14,8 +14,14 @@
 // MessageChunk, ReasoningChunk, StructuredChunk, ToolCallStart,
 // ToolCallArgs), separate from the persisted blocks; the runtime
 // translates it and coalesces deltas so that a fast model does not cost
-// one commit per token. The built-in demo model needs no network; the
-// OpenAI-compatible client talks to OpenAI, Ollama, vLLM or llama.cpp.
+// one commit per token. Tools are Go functions whose arguments are
+// validated against their JSON schema (draft 2020-12) before they run.
+//
+// The runtime imports no model: a Config is given its Models. The
+// built-in ones live in their own packages, by what they depend on:
+// worker/demo (the demo model and its tools, no network), the
+// OpenAI-compatible model, and worker/builtin, which chooses them from
+// Settings for cmd/api and cmd/worker.
 //
 // docs/workers.md describes the runtime; Start, Run and Settings are the
 // entry points for cmd/api and cmd/worker.

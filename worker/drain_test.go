@@ -1,4 +1,4 @@
-package worker
+package worker_test
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	. "github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/demo"
 )
 
 // TestDrainFinishesReplies drains a pool in the middle of a reply: the
@@ -16,7 +19,7 @@ func TestDrainFinishesReplies(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	models := NewModels("demo")
-	models.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: 200}), "")
+	models.Register("demo", demo.NewModel(demo.Options{TokensPerSecond: 200}), "")
 	p, res := tb.start(t, Config{Models: models, Name: "draining"})
 	s := tb.send(t, uuid.Nil, "Hello", `{}`)
 	eventually(t, 20*time.Second, "the prompt to start", func() bool {
@@ -47,7 +50,7 @@ func TestDrainFinishesReplies(t *testing.T) {
 // blockingStart holds PromptStart until released, so a test can stop a
 // pool between a claim and the start.
 type blockingStart struct {
-	sqlAPI
+	SQLAPI
 	entered chan struct{}
 	release chan struct{}
 }
@@ -65,17 +68,17 @@ func TestStopReleasesUnstartedPrompt(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	block := &blockingStart{entered: make(chan struct{}), release: make(chan struct{})}
-	p, _ := tb.start(t, Config{Name: "leaving", LeaseSeconds: 30, wrapAPI: func(inner sqlAPI) sqlAPI {
-		block.sqlAPI = inner
+	p, _ := tb.start(t, WithWrapAPI(Config{Name: "leaving", LeaseSeconds: 30}, func(inner SQLAPI) SQLAPI {
+		block.SQLAPI = inner
 		return block
-	}})
+	}))
 	s := tb.send(t, uuid.Nil, "Hello", `{}`)
 	select {
 	case <-block.entered:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the prompt was not claimed")
 	}
-	p.cancel(errShutdown)
+	p.Cancel(ErrShutdown)
 	close(block.release)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package worker
+package worker_test
 
 import (
 	"context"
@@ -18,6 +18,9 @@ import (
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
+
+	. "github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/demo"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -93,7 +96,10 @@ func (tb *testBundle) start(t testing.TB, cfg Config) (*Pool, *results) {
 	}
 	if cfg.Models == nil {
 		cfg.Models = NewModels("demo")
-		cfg.Models.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: -1}), "")
+		cfg.Models.Register("demo", demo.NewModel(demo.Options{TokensPerSecond: -1}), "")
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = demo.Tools()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
@@ -259,21 +265,21 @@ func toolRounds(req Request) int {
 func modelsWith(m Model) *Models {
 	ms := NewModels("test")
 	ms.Register("test", m, "test-model")
-	ms.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: -1}), "")
+	ms.Register("demo", demo.NewModel(demo.Options{TokensPerSecond: -1}), "")
 	return ms
 }
 
 // countingAPI counts and timestamps the worker's SQL calls.
 type countingAPI struct {
-	sqlAPI
+	SQLAPI
 	mu     sync.Mutex
 	calls  map[string]int
 	writes []time.Time // every call that writes a reply
 }
 
-func newCountingAPI() (*countingAPI, func(sqlAPI) sqlAPI) {
+func newCountingAPI() (*countingAPI, func(SQLAPI) SQLAPI) {
 	c := &countingAPI{calls: map[string]int{}}
-	return c, func(inner sqlAPI) sqlAPI { c.sqlAPI = inner; return c }
+	return c, func(inner SQLAPI) SQLAPI { c.SQLAPI = inner; return c }
 }
 
 func (c *countingAPI) note(name string, write bool) {
@@ -309,65 +315,65 @@ func (c *countingAPI) lastWrite() time.Time {
 
 func (c *countingAPI) PromptClaim(ctx context.Context, arg dbq.PromptClaimParams) ([]dbq.PromptClaimRow, error) {
 	c.note("PromptClaim", false)
-	return c.sqlAPI.PromptClaim(ctx, arg)
+	return c.SQLAPI.PromptClaim(ctx, arg)
 }
 
 func (c *countingAPI) PromptStart(ctx context.Context, id uuid.UUID) error {
 	c.note("PromptStart", true)
-	return c.sqlAPI.PromptStart(ctx, id)
+	return c.SQLAPI.PromptStart(ctx, id)
 }
 
 func (c *countingAPI) PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error) {
 	c.note("PromptHeartbeat", false)
-	return c.sqlAPI.PromptHeartbeat(ctx, arg)
+	return c.SQLAPI.PromptHeartbeat(ctx, arg)
 }
 
 func (c *countingAPI) PromptComplete(ctx context.Context, id uuid.UUID) error {
 	c.note("PromptComplete", true)
-	return c.sqlAPI.PromptComplete(ctx, id)
+	return c.SQLAPI.PromptComplete(ctx, id)
 }
 
 func (c *countingAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) error {
 	c.note("PromptFail", true)
-	return c.sqlAPI.PromptFail(ctx, arg)
+	return c.SQLAPI.PromptFail(ctx, arg)
 }
 
 func (c *countingAPI) BlockStart(ctx context.Context, arg dbq.BlockStartParams) (uuid.UUID, error) {
 	c.note("BlockStart", true)
-	return c.sqlAPI.BlockStart(ctx, arg)
+	return c.SQLAPI.BlockStart(ctx, arg)
 }
 
 func (c *countingAPI) BlockAppend(ctx context.Context, arg dbq.BlockAppendParams) error {
 	c.note("BlockAppend", true)
-	return c.sqlAPI.BlockAppend(ctx, arg)
+	return c.SQLAPI.BlockAppend(ctx, arg)
 }
 
 func (c *countingAPI) BlockEnd(ctx context.Context, arg dbq.BlockEndParams) error {
 	c.note("BlockEnd", true)
-	return c.sqlAPI.BlockEnd(ctx, arg)
+	return c.SQLAPI.BlockEnd(ctx, arg)
 }
 
 func (c *countingAPI) ToolCallStart(ctx context.Context, arg dbq.ToolCallStartParams) (uuid.UUID, error) {
 	c.note("ToolCallStart", true)
-	return c.sqlAPI.ToolCallStart(ctx, arg)
+	return c.SQLAPI.ToolCallStart(ctx, arg)
 }
 
 func (c *countingAPI) ToolCallProgress(ctx context.Context, arg dbq.ToolCallProgressParams) error {
 	c.note("ToolCallProgress", true)
-	return c.sqlAPI.ToolCallProgress(ctx, arg)
+	return c.SQLAPI.ToolCallProgress(ctx, arg)
 }
 
 func (c *countingAPI) ToolCallComplete(ctx context.Context, arg dbq.ToolCallCompleteParams) error {
 	c.note("ToolCallComplete", true)
-	return c.sqlAPI.ToolCallComplete(ctx, arg)
+	return c.SQLAPI.ToolCallComplete(ctx, arg)
 }
 
 func (c *countingAPI) ToolCallFail(ctx context.Context, arg dbq.ToolCallFailParams) error {
 	c.note("ToolCallFail", true)
-	return c.sqlAPI.ToolCallFail(ctx, arg)
+	return c.SQLAPI.ToolCallFail(ctx, arg)
 }
 
 func (c *countingAPI) WorkerContextList(ctx context.Context, id uuid.UUID) ([]dbq.WorkerContextListRow, error) {
 	c.note("WorkerContextList", false)
-	return c.sqlAPI.WorkerContextList(ctx, id)
+	return c.SQLAPI.WorkerContextList(ctx, id)
 }

@@ -190,6 +190,16 @@ func (ms *Models) Register(name string, m Model, defaultModel string) {
 // Default is the name of the default provider.
 func (ms *Models) Default() string { return ms.defaultName }
 
+// SetDefault makes the registered provider name the default. It fails for
+// a provider that is not registered, naming the ones that are.
+func (ms *Models) SetDefault(name string) error {
+	if _, ok := ms.byName[name]; !ok {
+		return fmt.Errorf("%q is not configured (have %v)", name, ms.Names())
+	}
+	ms.defaultName = name
+	return nil
+}
+
 // Names lists the registered providers, sorted.
 func (ms *Models) Names() []string {
 	names := make([]string, 0, len(ms.byName))

@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"context"
 	"encoding/json"
+	"iter"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +35,10 @@ func TestParseModelConfig(t *testing.T) {
 
 func TestModelsResolve(t *testing.T) {
 	t.Parallel()
+	silent := ModelFunc(func(context.Context, Request) iter.Seq2[Event, error] { return func(func(Event, error) bool) {} })
 	ms := NewModels("demo")
-	ms.Register("demo", NewDemoModel(DemoOptions{}), "")
-	ms.Register("openai", NewDemoModel(DemoOptions{}), "gpt-default")
+	ms.Register("demo", silent, "")
+	ms.Register("openai", silent, "gpt-default")
 	for _, tc := range []struct{ in, provider, model string }{
 		{`{}`, "demo", ""},
 		{`{"model":"demo"}`, "demo", ""},
@@ -53,57 +56,24 @@ func TestModelsResolve(t *testing.T) {
 	if _, _, err := ms.Resolve(ModelConfig{Provider: "x"}); err == nil || !strings.Contains(err.Error(), "demo, openai") {
 		t.Errorf("unknown provider: %v", err)
 	}
-}
-
-func TestSettings(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{
-		"CONVO_WORKERS": "3", "CONVO_WORKER_LEASE_SECONDS": "12", "CONVO_BATCH_INTERVAL": "5ms",
-		"CONVO_DEMO_TOKENS_PER_SECOND": "1000", "CONVO_OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
-		"CONVO_OPENAI_MODEL": "llama3.2",
+	if err := ms.SetDefault("x"); err == nil || ms.Default() != "demo" {
+		t.Errorf("SetDefault of an unknown provider: %v, default %s", err, ms.Default())
 	}
-	s := DefaultSettings()
-	if err := s.FromEnv(func(k string) string { return env[k] }); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := s.Config(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Workers != 3 || cfg.LeaseSeconds != 12 || cfg.BatchInterval != 5*time.Millisecond ||
-		cfg.Models.Default() != "openai" || cfg.Models.defaultModel["openai"] != "llama3.2" {
-		t.Errorf("config %+v, default %s", cfg, cfg.Models.Default())
-	}
-	// Without OpenAI, the demo is the default; asking for openai fails.
-	s = DefaultSettings()
-	if cfg, err := s.Config(nil); err != nil || cfg.Models.Default() != "demo" || len(cfg.Models.Names()) != 1 {
-		t.Errorf("demo only: %v %v", cfg.Models.Names(), err)
-	}
-	s.DefaultProvider = "openai"
-	if _, err := s.Config(nil); err == nil {
-		t.Error("default provider openai without a base url: no error")
-	}
-	for name, value := range map[string]string{"CONVO_WORKERS": "many", "CONVO_BATCH_INTERVAL": "20", "CONVO_DEMO_TOKENS_PER_SECOND": "fast"} {
-		s := DefaultSettings()
-		if err := s.FromEnv(func(k string) string {
-			if k == name {
-				return value
-			}
-			return ""
-		}); err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s=%s: %v", name, value, err)
-		}
+	if err := ms.SetDefault("openai"); err != nil || ms.Default() != "openai" {
+		t.Errorf("SetDefault: %v, default %s", err, ms.Default())
 	}
 }
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
-	c, err := Config{}.withDefaults()
+	models := NewModels("m")
+	models.Register("m", ModelFunc(func(context.Context, Request) iter.Seq2[Event, error] { return func(func(Event, error) bool) {} }), "")
+	c, err := Config{Models: models}.withDefaults()
 	if err != nil || c.LeaseSeconds != 30 || c.HeartbeatInterval != 10*time.Second || c.BatchInterval != 20*time.Millisecond ||
-		c.Models.Default() != "demo" || c.Tools == nil || c.Name == "" {
+		c.Tools == nil || len(c.Tools.Specs()) != 0 || c.Name == "" {
 		t.Errorf("%+v %v", c, err)
 	}
-	for _, bad := range []Config{{Workers: -1}, {LeaseSeconds: 4000}, {LeaseSeconds: 3, HeartbeatInterval: 3 * time.Second}, {Models: NewModels("none")}} {
+	for _, bad := range []Config{{}, {Workers: -1, Models: models}, {LeaseSeconds: 4000, Models: models}, {LeaseSeconds: 3, HeartbeatInterval: 3 * time.Second, Models: models}, {Models: NewModels("none")}} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}
@@ -149,31 +119,5 @@ assistant:Sorry.
 `
 	if b.String() != want {
 		t.Errorf("history:\n%s\nwant:\n%s", b.String(), want)
-	}
-}
-
-func TestCheckSchema(t *testing.T) {
-	t.Parallel()
-	schema := json.RawMessage(`{"type":"object","properties":{
-		"unit":{"type":"string","enum":["c","f"]},
-		"days":{"type":"integer","minimum":1,"maximum":14},
-		"tags":{"type":"array","items":{"type":"string","maxLength":3}}},
-		"required":["unit"],"additionalProperties":false}`)
-	if err := checkSchema(schema, json.RawMessage(`{"unit":"c","days":3,"tags":["a"]}`)); err != nil {
-		t.Errorf("valid: %v", err)
-	}
-	for doc, want := range map[string]string{
-		`[]`:                           "$: want object, got array",
-		`{}`:                           `$: missing required property "unit"`,
-		`{"unit":"k"}`:                 `$.unit: want one of "c", "f"`,
-		`{"unit":"c","days":1.5}`:      "$.days: want integer, got number",
-		`{"unit":"c","days":20}`:       "$.days: 20 is above the maximum 14",
-		`{"unit":"c","tags":[1]}`:      "$.tags[0]: want string, got integer",
-		`{"unit":"c","tags":["ab4x"]}`: "$.tags[0]: longer than 3 characters",
-		`{"unit":"c","extra":true}`:    `$: unknown property "extra"`,
-	} {
-		if err := checkSchema(schema, json.RawMessage(doc)); err == nil || err.Error() != want {
-			t.Errorf("%s: %v, want %q", doc, err, want)
-		}
 	}
 }

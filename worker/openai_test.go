@@ -1,9 +1,8 @@
-package worker
+package worker_test
 
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+
+	. "github.com/convo-dev/convo/worker"
 )
 
 // fakeOpenAI is a local chat-completions server (httptest, loopback only)
@@ -396,24 +397,4 @@ func requestRoles(req chatRequest) string {
 		roles = append(roles, m.Role)
 	}
 	return strings.Join(roles, ",")
-}
-
-func TestSSEReader(t *testing.T) {
-	t.Parallel()
-	in := ": comment\n\ndata: one\n\nevent: message\ndata: two\ndata: lines\nid: 3\n\r\ndata:three\r\n\r\ndata: cut"
-	r := newSSEReader(strings.NewReader(in))
-	var got []string
-	for {
-		d, err := r.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, d)
-	}
-	if want := []string{"one", "two\nlines", "three", "cut"}; !slices.Equal(got, want) {
-		t.Errorf("events %q, want %q", got, want)
-	}
 }

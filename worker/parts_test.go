@@ -1,4 +1,4 @@
-package worker
+package worker_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+
+	. "github.com/convo-dev/convo/worker"
 )
 
 // TestParts drives the translation of typed parts into blocks with
@@ -129,7 +131,7 @@ func TestParts(t *testing.T) {
 			t.Fatalf("outcome %s: %v", r.Outcome, r.Err)
 		}
 		call := m.Blocks[0].ToolCall
-		if call.Status != conversation.ToolCallFailed || !strings.Contains(call.Error, `missing required property "expression"`) {
+		if call.Status != conversation.ToolCallFailed || !strings.Contains(call.Error, "$: missing property 'expression'") {
 			t.Errorf("call %s %q", call.Status, call.Error)
 		}
 	})

@@ -1,4 +1,4 @@
-package worker
+package worker_test
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+
+	. "github.com/convo-dev/convo/worker"
 )
 
 // buildWorker builds cmd/worker into the test's temporary directory.

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -94,14 +96,20 @@ func TestAppendRetryAfterLostReply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tb := setup(t)
-			res, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{
+			dsn := pgtest.DSN(t)
+			db, err := pgxpool.New(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			store := postgres.New(db)
+			res, err := store.SendMessage(ctx, conversation.SendMessageParams{
 				OwnerID: "local", Text: "hi", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			q := tb.store.Queries()
+			q := store.Queries()
 			prompt := res.PromptIDs[0]
 			if err := q.PromptStart(ctx, prompt); err != nil {
 				t.Fatal(err)
@@ -113,7 +121,7 @@ func TestAppendRetryAfterLostReply(t *testing.T) {
 
 			// The writer talks to PostgreSQL through the proxy, on one
 			// connection, so the armed cut hits the append.
-			cfg, err := pgxpool.ParseConfig(tb.dsn)
+			cfg, err := pgxpool.ParseConfig(dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -149,7 +157,7 @@ func TestAppendRetryAfterLostReply(t *testing.T) {
 				t.Fatal("the proxy cut nothing")
 			}
 
-			st, err := tb.store.State(ctx, "local", res.ConversationID)
+			st, err := store.State(ctx, "local", res.ConversationID)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,9 @@
-package worker
+package worker_test
 
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+
+	. "github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/demo"
 )
 
 // TestDemoModel runs SendMessage → demo model → promptCompleted and reads
@@ -82,8 +86,8 @@ func TestDemoModel(t *testing.T) {
 		if meta["tool"] != "calculator" || meta["toolCallId"] != toolUse.ToolCall.ID.String() || meta["durationMs"] == nil {
 			t.Errorf("tool_result metadata %s", result.Metadata)
 		}
-		if !strings.Contains(text.Content, `6 \* 7 = 42`) || len(demoTokenRE.FindAllString(text.Content, -1)) < 200 {
-			t.Errorf("answer (%d tokens): %q", len(demoTokenRE.FindAllString(text.Content, -1)), text.Content)
+		if !strings.Contains(text.Content, `6 \* 7 = 42`) || len(demoTokens.FindAllString(text.Content, -1)) < 200 {
+			t.Errorf("answer (%d tokens): %q", len(demoTokens.FindAllString(text.Content, -1)), text.Content)
 		}
 		// Every streamed block's deltas add up to its content.
 		for _, b := range m.Blocks {
@@ -137,7 +141,7 @@ func TestDemoModel(t *testing.T) {
 			t.Fatalf("outcome %s: %v", r.Outcome, r.Err)
 		}
 		m := tb.message(t, s)
-		if len(m.Blocks) != 1 || m.Blocks[0].Type != "reasoning" || len(demoTokenRE.FindAllString(m.Blocks[0].Content, -1)) != 5 {
+		if len(m.Blocks) != 1 || m.Blocks[0].Type != "reasoning" || len(demoTokens.FindAllString(m.Blocks[0].Content, -1)) != 5 {
 			t.Errorf("blocks %+v", m.Blocks)
 		}
 	})
@@ -153,8 +157,8 @@ func TestCancel(t *testing.T) {
 		tb := setup(t)
 		api, wrap := newCountingAPI()
 		models := NewModels("demo")
-		models.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: 200}), "")
-		_, res := tb.start(t, Config{Models: models, wrapAPI: wrap})
+		models.Register("demo", demo.NewModel(demo.Options{TokensPerSecond: 200}), "")
+		_, res := tb.start(t, WithWrapAPI(Config{Models: models}, wrap))
 		s := tb.send(t, uuid.Nil, "What is 12 * 12?", `{}`)
 
 		// Wait until the answer streams.
@@ -209,7 +213,7 @@ func TestCancel(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
 		models := NewModels("demo")
-		models.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: 100}), "")
+		models.Register("demo", demo.NewModel(demo.Options{TokensPerSecond: 100}), "")
 		_, res := tb.start(t, Config{Models: models, LeaseSeconds: 5, HeartbeatInterval: 50 * time.Millisecond})
 		s := tb.send(t, uuid.Nil, "Hello there", `{}`)
 		eventually(t, 20*time.Second, "the prompt to start", func() bool {
@@ -238,7 +242,7 @@ func TestCancel(t *testing.T) {
 			t.Fatal(err)
 		}
 		api, wrap := newCountingAPI()
-		_, res := tb.start(t, Config{wrapAPI: wrap})
+		_, res := tb.start(t, WithWrapAPI(Config{}, wrap))
 		other := tb.send(t, uuid.Nil, "but this one", `{}`)
 		if r := res.wait(t, other.promptID, 20*time.Second); r.Outcome != OutcomeCompleted {
 			t.Fatalf("outcome %s: %v", r.Outcome, r.Err)
@@ -255,7 +259,7 @@ func TestShutdown(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	models := NewModels("demo")
-	models.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: 50}), "")
+	models.Register("demo", demo.NewModel(demo.Options{TokensPerSecond: 50}), "")
 	p, res := tb.start(t, Config{Models: models, Name: "stopping"})
 	s := tb.send(t, uuid.Nil, "Hello", `{}`)
 	eventually(t, 20*time.Second, "the prompt to start", func() bool {
@@ -303,3 +307,7 @@ func TestWorkersInOneProcess(t *testing.T) {
 		}
 	}
 }
+
+// demoTokens splits text as the demo model does: at most six letters or
+// digits, or one other character, each with the spaces before it.
+var demoTokens = regexp.MustCompile(`\s*[\p{L}\p{N}_]{1,6}|\s*[^\s\p{L}\p{N}_]|\s+`)

@@ -8,9 +8,10 @@ import (
 	"time"
 )
 
-// Settings are the worker runtime's knobs as plain values, read from the
-// environment (FromEnv) and flags (RegisterFlags) the same way by cmd/api
-// and cmd/worker, then turned into a Config.
+// Settings are the worker runtime's knobs, and those of the built-in
+// models, as plain values, read from the environment (FromEnv) and flags
+// (RegisterFlags) the same way by cmd/api and cmd/worker, then turned into
+// a Config by package worker/builtin.
 type Settings struct {
 	Workers             int           // CONVO_WORKERS, --workers: default 1; 0 runs none
 	Name                string        // CONVO_WORKER_NAME, --worker-name: default host-pid-random
@@ -105,36 +106,15 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.OpenAIModel, "openai-model", s.OpenAIModel, "model of openai prompts that name none (CONVO_OPENAI_MODEL)")
 }
 
-// Config builds the Config the settings describe: the demo model always,
-// the OpenAI-compatible client when a base URL or an API key is set, and
-// the demo tools.
-func (s Settings) Config(logger *slog.Logger) (Config, error) {
-	models := NewModels("demo")
-	models.Register("demo", NewDemoModel(DemoOptions{TokensPerSecond: s.DemoTokensPerSecond}), "")
-	base := s.OpenAIBaseURL
-	if base == "" && s.OpenAIAPIKey != "" {
-		base = "https://api.openai.com/v1"
-	}
-	if base != "" {
-		m, err := NewOpenAIModel(OpenAIOptions{BaseURL: base, APIKey: s.OpenAIAPIKey, Model: s.OpenAIModel})
-		if err != nil {
-			return Config{}, fmt.Errorf("CONVO_OPENAI_BASE_URL: %w", err)
-		}
-		models.Register("openai", m, s.OpenAIModel)
-		models.defaultName = "openai"
-	}
-	if s.DefaultProvider != "" {
-		if _, ok := models.byName[s.DefaultProvider]; !ok {
-			return Config{}, fmt.Errorf("CONVO_DEFAULT_PROVIDER: %q is not configured (have %v)", s.DefaultProvider, models.Names())
-		}
-		models.defaultName = s.DefaultProvider
-	}
+// RuntimeConfig turns the settings of the runtime into a Config. Models
+// and Tools are left empty: builtin.Config (package worker/builtin) fills
+// them from the settings of the built-in models (demo, openai).
+func (s Settings) RuntimeConfig(logger *slog.Logger) (Config, error) {
 	if s.Workers < 0 {
 		return Config{}, fmt.Errorf("CONVO_WORKERS: want 0 or more, got %d", s.Workers)
 	}
 	return Config{
 		Workers: s.Workers, Name: s.Name, LeaseSeconds: s.LeaseSeconds, PollInterval: s.PollInterval,
-		BatchInterval: s.BatchInterval, MaxToolRounds: s.MaxToolRounds,
-		Models: models, Tools: DemoTools(), Logger: logger,
+		BatchInterval: s.BatchInterval, MaxToolRounds: s.MaxToolRounds, Logger: logger,
 	}, nil
 }

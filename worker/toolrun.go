@@ -71,11 +71,11 @@ func (r *run) writeResult(meta map[string]any, text string) (string, error) {
 // callTool checks the arguments and runs the tool in its own goroutine,
 // bounded by the tool timeout.
 func (r *run) callTool(c *pendingCall) (string, error) {
-	tool, ok := r.p.cfg.Tools.Lookup(c.name)
+	tool, ok := r.p.cfg.Tools.lookup(c.name)
 	if !ok {
 		return "", fmt.Errorf("there is no tool called %q", c.name)
 	}
-	if err := checkSchema(tool.Parameters, c.input); err != nil {
+	if err := validateArgs(tool.schema, c.input); err != nil {
 		return "", fmt.Errorf("invalid arguments: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.p.cfg.ToolTimeout)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"regexp"
 	"sort"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Tool is a Go function a model can call.
@@ -17,9 +19,10 @@ type Tool struct {
 	Name string
 	// Description tells the model what the tool does and when to use it.
 	Description string
-	// Parameters is the JSON schema of the arguments object. The runtime
-	// checks arguments against it before Run (type, properties, required,
-	// enum, items, additionalProperties, minimum, maximum).
+	// Parameters is the JSON schema (draft 2020-12 unless its $schema
+	// names another) of the arguments object. The runtime validates the
+	// arguments against it before Run, with every keyword of the draft;
+	// $ref may point into the schema ($defs) but not outside it.
 	Parameters json.RawMessage
 	// Run performs the call. Text written to progress is streamed as the
 	// tool call's output while it runs; the returned string is its result,
@@ -52,14 +55,20 @@ var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // Tools is a registry of tools by name. The zero value is an empty
 // registry.
 type Tools struct {
-	byName map[string]Tool
+	byName map[string]registeredTool
+}
+
+// registeredTool is a tool with its compiled parameters schema.
+type registeredTool struct {
+	Tool
+	schema *jsonschema.Schema
 }
 
 // NewTools returns a registry holding tools. It fails for an invalid name,
-// a duplicate name, a missing Run, or parameters that are not a JSON
-// schema of an object.
+// a duplicate name, a missing Run, or parameters that are not a valid JSON
+// schema of an object (the error says what is wrong and where).
 func NewTools(tools ...Tool) (*Tools, error) {
-	ts := &Tools{byName: map[string]Tool{}}
+	ts := &Tools{byName: map[string]registeredTool{}}
 	for _, t := range tools {
 		if err := ts.Add(t); err != nil {
 			return nil, err
@@ -79,27 +88,29 @@ func (ts *Tools) Add(t Tool) error {
 	if len(t.Parameters) == 0 {
 		t.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
 	}
-	var schema map[string]any
-	if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-		return fmt.Errorf("tool %s: parameters are not a JSON schema object: %w", t.Name, err)
-	}
-	if typ, _ := schema["type"].(string); typ != "object" {
-		return fmt.Errorf(`tool %s: parameters must be a schema of "type": "object"`, t.Name)
+	schema, err := compileSchema(t.Name, t.Parameters)
+	if err != nil {
+		return err
 	}
 	if ts.byName == nil {
-		ts.byName = map[string]Tool{}
+		ts.byName = map[string]registeredTool{}
 	}
 	if _, dup := ts.byName[t.Name]; dup {
 		return fmt.Errorf("tool %s is registered twice", t.Name)
 	}
-	ts.byName[t.Name] = t
+	ts.byName[t.Name] = registeredTool{Tool: t, schema: schema}
 	return nil
 }
 
 // Lookup returns the tool called name.
 func (ts *Tools) Lookup(name string) (Tool, bool) {
+	t, ok := ts.lookup(name)
+	return t.Tool, ok
+}
+
+func (ts *Tools) lookup(name string) (registeredTool, bool) {
 	if ts == nil {
-		return Tool{}, false
+		return registeredTool{}, false
 	}
 	t, ok := ts.byName[name]
 	return t, ok

@@ -1,4 +1,4 @@
-package worker
+package worker_test
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+
+	. "github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/demo"
 )
 
 // TestTools runs tools the model calls through the runtime.
@@ -112,7 +115,7 @@ func TestTools(t *testing.T) {
 
 	t.Run("ToolErrorFailsTheCallAndTellsTheModel", func(t *testing.T) {
 		t.Parallel()
-		use, result, told := callTool(t, DemoTools(), Config{}, "calculator", `{"expression": "1/0"}`)
+		use, result, told := callTool(t, demo.Tools(), Config{}, "calculator", `{"expression": "1/0"}`)
 		if use.ToolCall.Status != conversation.ToolCallFailed || !strings.Contains(use.ToolCall.Error, "division by zero") {
 			t.Errorf("call %s %q", use.ToolCall.Status, use.ToolCall.Error)
 		}
@@ -178,12 +181,12 @@ func TestToolRegistry(t *testing.T) {
 		"SchemaIsNotJSON":  {Name: "x", Run: ok, Parameters: json.RawMessage(`{`)},
 		"DuplicateOfDemo?": {Name: "calculator", Run: ok},
 	} {
-		_, err := NewTools(CalculatorTool(), tool)
+		_, err := NewTools(demo.CalculatorTool(), tool)
 		if err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	ts := DemoTools()
+	ts := demo.Tools()
 	specs := ts.Specs()
 	if len(specs) != 2 || specs[0].Name != "calculator" || specs[1].Name != "text_stats" {
 		t.Errorf("specs %+v", specs)

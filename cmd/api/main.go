@@ -31,12 +31,14 @@ import (
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/maintenance"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 	"github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/builtin"
 )
 
 func main() {
@@ -343,11 +345,11 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
 	}
-	m.metrics.registry.MustRegister(queueCollector{m.store})
+	m.metrics.registry.MustRegister(maintenance.QueueCollector{Store: m.store})
 	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
 		return err
 	}
-	workerConfig, err := m.Config.Workers.Config(m.Logger)
+	workerConfig, err := builtin.Config(m.Config.Workers, m.Logger)
 	if err != nil {
 		return fmt.Errorf("workers: %w", err)
 	}
@@ -390,8 +392,8 @@ func (m *Main) Run(ctx context.Context) error {
 const noWorkersMessage = "no workers: prompts wait for an outside worker, for example `go run ./cmd/worker`"
 
 // startBackground starts the stream hub, the feed (CONVO_FEED) that feeds
-// it, the reaper of expired prompt leases and the compactor
-// (maintenance.go).
+// it, and the reaper of expired prompt leases and the compactor (package
+// maintenance).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
 	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, Logger: m.Logger,
 		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
@@ -408,10 +410,9 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	m.stopBackground = cancel
 	m.background.Go(func() { m.hub.Run(bg) })
 	m.background.Go(func() { feed.Run(bg) })
-	m.background.Go(func() { m.reapLeases(bg, 5*time.Second) })
-	if m.Config.CompactAfter > 0 {
-		m.background.Go(func() { m.compactEvents(bg, compactEvery(m.Config.CompactAfter)) })
-	}
+	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger})
+	m.metrics.registry.MustRegister(loops)
+	m.background.Go(func() { loops.Run(bg) })
 	return nil
 }
 

@@ -1,6 +1,9 @@
 // Command worker runs convo workers without the API server, against the
 // PostgreSQL in DATABASE_URL, so that workers scale independently of it.
 // It only calls the SQL worker API, like a worker in any other language.
+// It also runs the maintenance loops (package maintenance: the lease
+// reaper and the compactor), as the API server does, so that a deployment
+// of workers alone still fails the prompts of dead workers.
 package main
 
 import (
@@ -17,7 +20,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/convo-dev/convo/maintenance"
+	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/builtin"
 )
 
 func main() {
@@ -50,7 +56,11 @@ func main() {
 type Config struct {
 	DatabaseURL string // DATABASE_URL, --database-url (required)
 	LogLevel    string // CONVO_LOG_LEVEL, --log-level
-	Worker      worker.Settings
+	// CompactAfter is how long after a prompt finishes its delta events
+	// are merged (CONVO_COMPACT_AFTER, --compact-after, as in cmd/api);
+	// 0 turns compaction off.
+	CompactAfter time.Duration
+	Worker       worker.Settings
 }
 
 // Main is the whole command: ParseFlags, then Run, then Close. Tests drive
@@ -62,11 +72,15 @@ type Main struct {
 
 	db      *pgxpool.Pool
 	workers *worker.Pool
+	// reapEvery is how often the lease reaper runs; 0: its default.
+	reapEvery       time.Duration
+	stopMaintenance context.CancelFunc
+	maintenanceDone chan struct{}
 }
 
 // NewMain returns a Main with the default settings.
 func NewMain() *Main {
-	return &Main{Config: Config{LogLevel: "info", Worker: worker.DefaultSettings()}}
+	return &Main{Config: Config{LogLevel: "info", CompactAfter: time.Hour, Worker: worker.DefaultSettings()}}
 }
 
 // ParseFlags reads configuration from the environment (through getenv) and
@@ -79,6 +93,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if v := getenv("CONVO_LOG_LEVEL"); v != "" {
 		c.LogLevel = v
 	}
+	if v := getenv("CONVO_COMPACT_AFTER"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("CONVO_COMPACT_AFTER: %q is not a duration such as 1h, 30m or 5s", v)
+		}
+		c.CompactAfter = d
+	}
 	if err := c.Worker.FromEnv(getenv); err != nil {
 		return err
 	}
@@ -90,12 +111,16 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to work on (DATABASE_URL), migrated by the API server")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
+	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
 	c.Worker.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.CompactAfter < 0 {
+		return fmt.Errorf("--compact-after %v: want a duration of 0 or more", c.CompactAfter)
 	}
 	if c.DatabaseURL == "" {
 		return errors.New("DATABASE_URL (or --database-url) is required: the database the API server uses (`make run` prints it)")
@@ -110,13 +135,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	return nil
 }
 
-// Run connects to the database and starts the workers. It returns once
-// they listen for prompts; Close stops them.
+// Run connects to the database and starts the workers and the maintenance
+// loops. It returns once the workers listen for prompts; Close stops
+// everything.
 func (m *Main) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = slog.Default()
 	}
-	cfg, err := m.Config.Worker.Config(m.Logger)
+	cfg, err := builtin.Config(m.Config.Worker, m.Logger)
 	if err != nil {
 		return err
 	}
@@ -132,13 +158,27 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.workers, err = worker.Start(ctx, m.db, cfg); err != nil {
 		return err
 	}
+	loops := maintenance.New(maintenance.Options{
+		Store: postgres.New(m.db), ReapEvery: m.reapEvery, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
+	})
+	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopMaintenance, m.maintenanceDone = stop, make(chan struct{})
+	go func() {
+		defer close(m.maintenanceDone)
+		loops.Run(loopCtx)
+	}()
 	return nil
 }
 
-// Close stops the workers (failing the prompts they were running) and
-// closes the pool. It is safe to call after a failed Run.
+// Close stops the maintenance loops and the workers (failing the prompts
+// they were running) and closes the pool. It is safe to call after a failed Run.
 func (m *Main) Close() error {
 	var errs []error
+	if m.stopMaintenance != nil {
+		m.stopMaintenance()
+		<-m.maintenanceDone
+		m.stopMaintenance = nil
+	}
 	if m.workers != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -20,13 +20,14 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestParseFlags(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"DATABASE_URL": "postgres://x/db", "CONVO_WORKERS": "4", "CONVO_OPENAI_API_KEY": "sk-1"}
+	env := map[string]string{"DATABASE_URL": "postgres://x/db", "CONVO_WORKERS": "4", "CONVO_OPENAI_API_KEY": "sk-1", "CONVO_COMPACT_AFTER": "10m"}
 	m := NewMain()
 	if err := m.ParseFlags([]string{"--workers", "2", "--lease-seconds", "9", "--openai-model", "gpt-x"}, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
 	w := m.Config.Worker
-	if m.Config.DatabaseURL != "postgres://x/db" || w.Workers != 2 || w.LeaseSeconds != 9 || w.OpenAIAPIKey != "sk-1" || w.OpenAIModel != "gpt-x" {
+	if m.Config.DatabaseURL != "postgres://x/db" || w.Workers != 2 || w.LeaseSeconds != 9 || w.OpenAIAPIKey != "sk-1" || w.OpenAIModel != "gpt-x" ||
+		m.Config.CompactAfter != 10*time.Minute {
 		t.Errorf("config %+v", m.Config)
 	}
 
@@ -39,6 +40,87 @@ func TestParseFlags(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "CONVO_BATCH_INTERVAL") {
 		t.Errorf("bad duration: %v", err)
+	}
+	for _, tc := range []struct {
+		env  string
+		args []string
+	}{{env: "-1s"}, {env: "later"}, {args: []string{"--compact-after", "-5m"}}} {
+		err = NewMain().ParseFlags(append([]string{"--database-url", "postgres://x/db"}, tc.args...), func(k string) string {
+			return map[string]string{"CONVO_COMPACT_AFTER": tc.env}[k]
+		})
+		if err == nil || !strings.Contains(err.Error(), "compact") && !strings.Contains(err.Error(), "COMPACT") {
+			t.Errorf("compact after %q %v: %v", tc.env, tc.args, err)
+		}
+	}
+}
+
+// TestWorkerOnlyProcessExpiresDeadLease runs cmd/worker with no workers
+// at all, beside a prompt whose worker died mid-reply: the process's lease
+// reaper alone fails it, with no API server running.
+func TestWorkerOnlyProcessExpiresDeadLease(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	store := postgres.New(db)
+	res, err := store.SendMessage(ctx, conversation.SendMessageParams{
+		OwnerID: "local", Text: "hello?", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	promptID := res.PromptIDs[0]
+	// A worker claims the prompt for one second, starts it, and dies.
+	if _, err := db.Exec(ctx, `SELECT prompt_id FROM convo.claim_prompt('dead-worker', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `SELECT convo.start_prompt($1)`, promptID); err != nil {
+		t.Fatal(err)
+	}
+
+	m := NewMain()
+	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	m.reapEvery = 50 * time.Millisecond
+	if err := m.ParseFlags([]string{"--database-url", dsn, "--workers", "0"}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(ctx); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var status string
+		var errText *string
+		if err := db.QueryRow(ctx, `SELECT status, error FROM convo.prompts WHERE id = $1`, promptID).Scan(&status, &errText); err != nil {
+			t.Fatal(err)
+		}
+		if status != "running" {
+			if status != "failed" || errText == nil || !strings.Contains(*errText, "lease expired: worker dead-worker stopped heartbeating") {
+				t.Fatalf("prompt %s, error %v; want failed for its expired lease", status, errText)
+			}
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the worker process did not fail the prompt whose lease expired within 20s")
+		case <-tick.C:
+		}
+	}
+	st, err := store.State(ctx, "local", res.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Messages[1].Status; got != conversation.MessageFailed {
+		t.Errorf("assistant message %s, want failed", got)
 	}
 }
 

@@ -1,4 +1,4 @@
-package worker
+package demo
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/convo-dev/convo/worker"
 )
 
-// DemoTools returns the tools the demo model calls: calculator and
+// Tools returns the tools the demo model calls: calculator and
 // text_stats. Both compute their results; neither needs the network.
-func DemoTools() *Tools {
-	ts, err := NewTools(CalculatorTool(), TextStatsTool())
+func Tools() *worker.Tools {
+	ts, err := worker.NewTools(CalculatorTool(), TextStatsTool())
 	if err != nil {
 		panic(err) // the demo tools are valid by construction
 	}
@@ -21,11 +23,11 @@ func DemoTools() *Tools {
 }
 
 // CalculatorTool evaluates an arithmetic expression.
-func CalculatorTool() Tool {
+func CalculatorTool() worker.Tool {
 	type args struct {
 		Expression string `json:"expression"`
 	}
-	return NewTool("calculator",
+	return worker.NewTool("calculator",
 		"Evaluates an arithmetic expression: + - * / % ^, parentheses, sqrt, abs, round, ln, log10, sin, cos, tan, pi, e.",
 		json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string","minLength":1,"description":"the expression, for example (3 + 4) * 2"}},"required":["expression"],"additionalProperties":false}`),
 		func(ctx context.Context, in args, progress io.Writer) (string, error) {
@@ -39,11 +41,11 @@ func CalculatorTool() Tool {
 }
 
 // TextStatsTool counts the words, sentences and characters of a text.
-func TextStatsTool() Tool {
+func TextStatsTool() worker.Tool {
 	type args struct {
 		Text string `json:"text"`
 	}
-	return NewTool("text_stats",
+	return worker.NewTool("text_stats",
 		"Counts the words, sentences and characters of a text and finds its longest and most frequent words.",
 		json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"the text to analyse"}},"required":["text"],"additionalProperties":false}`),
 		func(ctx context.Context, in args, progress io.Writer) (string, error) {

@@ -1,4 +1,4 @@
-package worker
+package demo
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
+
+	"github.com/convo-dev/convo/worker"
 )
 
 // demoReply is what the demo model wrote for one user message, both
@@ -20,23 +22,23 @@ type demoReply struct {
 // runDemo runs the demo model on text with cfg, as the runtime does: the
 // first round calls a tool, whose result (computed here) the second round
 // answers from.
-func runDemo(t *testing.T, cfg ModelConfig, text string) demoReply {
+func runDemo(t *testing.T, cfg worker.ModelConfig, text string) demoReply {
 	t.Helper()
-	model := NewDemoModel(DemoOptions{TokensPerSecond: -1})
-	tools := []ToolSpec{{Name: "calculator"}, {Name: "text_stats"}}
+	model := NewModel(Options{TokensPerSecond: -1})
+	tools := []worker.ToolSpec{{Name: "calculator"}, {Name: "text_stats"}}
 	var r demoReply
-	user := Message{Role: RoleUser, Text: text}
-	for ev, err := range model.Stream(context.Background(), Request{Config: cfg, Messages: []Message{user}, Tools: tools}) {
+	user := worker.Message{Role: worker.RoleUser, Text: text}
+	for ev, err := range model.Stream(context.Background(), worker.Request{Config: cfg, Messages: []worker.Message{user}, Tools: tools}) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p, ok := ev.(Part); ok {
+		if p, ok := ev.(worker.Part); ok {
 			switch c := p.Chunk.(type) {
-			case ReasoningChunk:
+			case worker.ReasoningChunk:
 				r.reasoning += string(c)
-			case ToolCallStart:
+			case worker.ToolCallStart:
 				r.tool += c.Name
-			case ToolCallArgs:
+			case worker.ToolCallArgs:
 				r.args += string(c)
 			}
 		}
@@ -59,14 +61,14 @@ func runDemo(t *testing.T, cfg ModelConfig, text string) demoReply {
 	default:
 		t.Fatalf("the demo model called no known tool: %q", r.tool)
 	}
-	call := ToolCall{ID: "call_1", Name: r.tool, Arguments: r.args}
-	msgs := []Message{user, {Role: RoleAssistant, ToolCalls: []ToolCall{call}}, {Role: RoleTool, Text: result, ToolCallID: "call_1", ToolName: r.tool}}
-	for ev, err := range model.Stream(context.Background(), Request{Config: cfg, Messages: msgs, Tools: tools}) {
+	call := worker.ToolCall{ID: "call_1", Name: r.tool, Arguments: r.args}
+	msgs := []worker.Message{user, {Role: worker.RoleAssistant, ToolCalls: []worker.ToolCall{call}}, {Role: worker.RoleTool, Text: result, ToolCallID: "call_1", ToolName: r.tool}}
+	for ev, err := range model.Stream(context.Background(), worker.Request{Config: cfg, Messages: msgs, Tools: tools}) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p, ok := ev.(Part); ok {
-			if c, ok := p.Chunk.(MessageChunk); ok {
+		if p, ok := ev.(worker.Part); ok {
+			if c, ok := p.Chunk.(worker.MessageChunk); ok {
 				r.answer += string(c)
 			}
 		}
@@ -84,7 +86,7 @@ func runDemo(t *testing.T, cfg ModelConfig, text string) demoReply {
 func TestDemoVoice(t *testing.T) {
 	t.Parallel()
 	temp := func(v float64) *float64 { return &v }
-	configs := []ModelConfig{
+	configs := []worker.ModelConfig{
 		{},
 		{Model: "small"},
 		{Model: "large"},
@@ -107,7 +109,7 @@ func TestDemoVoice(t *testing.T) {
 		}
 	}
 	// The answer says which configuration wrote it.
-	r := runDemo(t, ModelConfig{Model: "large", Temperature: temp(0.7)}, "What is 6 times 7?")
+	r := runDemo(t, worker.ModelConfig{Model: "large", Temperature: temp(0.7)}, "What is 6 times 7?")
 	if !strings.Contains(r.answer, "**large** at temperature 0.7") {
 		t.Errorf("the answer does not name its model and temperature:\n%s", r.answer)
 	}
@@ -125,7 +127,7 @@ func TestDemoEscapesUserText(t *testing.T) {
 		{"Is snake_case_name or *bold* or `code` a [link](x) | pipe <b>tag</b>?", "<em>Is snake_case_name or *bold* or `code` a [link](x) | pipe &lt;b&gt;tag&lt;/b&gt;?</em>"},
 		{"# not a heading, __not bold__ ~~not struck~~", "<em># not a heading, __not bold__ ~~not struck~~</em>"},
 	} {
-		r := runDemo(t, ModelConfig{}, tc.text)
+		r := runDemo(t, worker.ModelConfig{}, tc.text)
 		var html bytes.Buffer
 		if err := md.Convert([]byte(r.answer), &html); err != nil {
 			t.Fatal(err)
@@ -133,5 +135,41 @@ func TestDemoEscapesUserText(t *testing.T) {
 		if !strings.Contains(html.String(), tc.want) {
 			t.Errorf("%q: the answer does not render the text as typed (%s); markdown:\n%s\nHTML:\n%s", tc.text, tc.want, r.answer, html.String())
 		}
+	}
+}
+
+// TestDemoWithoutTools runs the demo model with no tools to call: it
+// reasons, then answers in the same round, in an item of its own (an
+// item is never written after its flush).
+func TestDemoWithoutTools(t *testing.T) {
+	t.Parallel()
+	model := NewModel(Options{TokensPerSecond: -1})
+	flushed := map[int]bool{}
+	var answer string
+	var finish worker.FinishReason
+	req := worker.Request{Messages: []worker.Message{{Role: worker.RoleUser, Text: "What is 6 times 7?"}}}
+	for ev, err := range model.Stream(context.Background(), req) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch ev := ev.(type) {
+		case worker.Part:
+			if flushed[ev.Index] {
+				t.Fatalf("part for item %d after its flush", ev.Index)
+			}
+			if c, ok := ev.Chunk.(worker.MessageChunk); ok {
+				answer += string(c)
+			}
+			if _, ok := ev.Chunk.(worker.ToolCallStart); ok {
+				t.Fatal("called a tool it was not given")
+			}
+		case worker.Flush:
+			flushed[ev.Index] = true
+		case worker.Finish:
+			finish = ev.Reason
+		}
+	}
+	if finish != worker.FinishStop || !strings.Contains(answer, "You wrote 5 words") || len(flushed) != 2 {
+		t.Errorf("finish %q, %d items, answer:\n%s", finish, len(flushed), answer)
 	}
 }

@@ -1,4 +1,4 @@
-package worker
+package demo
 
 import (
 	"context"
@@ -12,16 +12,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/convo-dev/convo/worker"
 )
 
-// DemoOptions configure the demo model.
-type DemoOptions struct {
+// Options configure the demo model.
+type Options struct {
 	// TokensPerSecond is the pace of its output. Default 40; negative: as
 	// fast as it can.
 	TokensPerSecond float64
 }
 
-// NewDemoModel returns the built-in demo model, which needs no network.
+// NewModel returns the built-in demo model, which needs no network.
 // For each user message it reasons briefly (a reasoning block), calls a
 // tool (calculator when the message holds arithmetic, text_stats
 // otherwise), and answers in a few hundred tokens of markdown built from
@@ -32,7 +34,7 @@ type DemoOptions struct {
 // way. The user's text is escaped in its markdown. With a responseFormat
 // in its configuration it answers with a structured (JSON) block instead.
 // It honours maxTokens (finishing with "length").
-func NewDemoModel(opts DemoOptions) Model {
+func NewModel(opts Options) worker.Model {
 	if opts.TokensPerSecond == 0 {
 		opts.TokensPerSecond = 40
 	}
@@ -44,34 +46,34 @@ type demoModel struct {
 }
 
 // Stream implements Model.
-func (d *demoModel) Stream(ctx context.Context, req Request) iter.Seq2[Event, error] {
-	return func(yield func(Event, error) bool) {
+func (d *demoModel) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker.Event, error] {
+	return func(yield func(worker.Event, error) bool) {
 		e := &demoEmitter{ctx: ctx, yield: yield, tps: d.tps, start: time.Now(), maxTokens: -1}
 		if req.Config.MaxTokens != nil {
 			e.maxTokens = int(*req.Config.MaxTokens)
 		}
 		var ok bool
-		if last := lastMessage(req); last.Role == RoleTool {
+		if last := lastMessage(req); last.Role == worker.RoleTool {
 			ok = d.answer(e, req)
 		} else {
 			ok = d.plan(e, req)
 		}
 		if ok {
-			yield(Finish{Reason: e.finishReason()}, nil)
+			yield(worker.Finish{Reason: e.finishReason()}, nil)
 		}
 	}
 }
 
-func lastMessage(req Request) Message {
+func lastMessage(req worker.Request) worker.Message {
 	if len(req.Messages) == 0 {
-		return Message{}
+		return worker.Message{}
 	}
 	return req.Messages[len(req.Messages)-1]
 }
 
 // plan reasons about the user's message and calls a tool (or, without
 // tools, answers at once).
-func (d *demoModel) plan(e *demoEmitter, req Request) bool {
+func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	text := req.LastUserText()
 	expr := findExpression(text)
 	stats := textStats(text)
@@ -98,66 +100,66 @@ func (d *demoModel) plan(e *demoEmitter, req Request) bool {
 	default:
 		r.WriteString("There is no arithmetic in it, so I will measure the text with text_stats and describe what I find. ")
 	}
-	if turns := countRole(req, RoleUser); turns > 1 {
+	if turns := countRole(req, worker.RoleUser); turns > 1 {
 		fmt.Fprintf(&r, "This is message %d of our conversation, so I can refer back to earlier turns. ", turns)
 	}
 	r.WriteString(newDemoVoice(req.Config).choose(0,
 		"Then I will answer in markdown.",
 		"After that I will write the answer in markdown.",
 		"Then a short markdown answer, with the result up front."))
-	if !e.stream(0, r.String(), func(s string) Chunk { return ReasoningChunk(s) }) {
+	if !e.stream(0, r.String(), func(s string) worker.Chunk { return worker.ReasoningChunk(s) }) {
 		return false
 	}
 	sum := sha256.Sum256([]byte(r.String()))
-	if !e.emit(Flush{Index: 0, Metadata: map[string]any{"signature": "demo-" + hex.EncodeToString(sum[:8])}}) {
+	if !e.emit(worker.Flush{Index: 0, Metadata: map[string]any{"signature": "demo-" + hex.EncodeToString(sum[:8])}}) {
 		return false
 	}
 	if e.cut {
 		return true
 	}
 	if !available {
-		return d.reply(e, req, "", "", "", false)
+		return d.reply(e, req, 1, "", "", "", false) // item 0 was the reasoning
 	}
 
 	argJSON, _ := json.Marshal(args)
-	callID := fmt.Sprintf("call_demo_%d", countRole(req, RoleUser))
-	if !e.emit(Part{Index: 1, Chunk: ToolCallStart{ID: callID}}) || !e.emit(Part{Index: 1, Chunk: ToolCallStart{Name: tool}}) {
+	callID := fmt.Sprintf("call_demo_%d", countRole(req, worker.RoleUser))
+	if !e.emit(worker.Part{Index: 1, Chunk: worker.ToolCallStart{ID: callID}}) || !e.emit(worker.Part{Index: 1, Chunk: worker.ToolCallStart{Name: tool}}) {
 		return false
 	}
 	// The arguments arrive in pieces, as they do from real providers.
-	if !e.stream(1, string(argJSON), func(s string) Chunk { return ToolCallArgs(s) }) {
+	if !e.stream(1, string(argJSON), func(s string) worker.Chunk { return worker.ToolCallArgs(s) }) {
 		return false
 	}
-	if !e.emit(Flush{Index: 1}) {
+	if !e.emit(worker.Flush{Index: 1}) {
 		return false
 	}
-	e.reason = FinishToolCalls
+	e.reason = worker.FinishToolCalls
 	return true
 }
 
 // answer writes the reply once the tool's result is in.
-func (d *demoModel) answer(e *demoEmitter, req Request) bool {
-	var call ToolCall
+func (d *demoModel) answer(e *demoEmitter, req worker.Request) bool {
+	var call worker.ToolCall
 	var result string
 	isError := false
 	// The tool messages after the last assistant message are this turn's.
 	for i := len(req.Messages) - 1; i >= 0; i-- {
 		m := req.Messages[i]
-		if m.Role == RoleTool && result == "" {
+		if m.Role == worker.RoleTool && result == "" {
 			result = m.Text
 			isError = strings.HasPrefix(m.Text, "error: ")
 		}
-		if m.Role == RoleAssistant && len(m.ToolCalls) > 0 {
+		if m.Role == worker.RoleAssistant && len(m.ToolCalls) > 0 {
 			call = m.ToolCalls[0]
 			break
 		}
 	}
-	return d.reply(e, req, call.Name, call.Arguments, result, isError)
+	return d.reply(e, req, 0, call.Name, call.Arguments, result, isError)
 }
 
 // reply streams the final answer: markdown text, or JSON when the
 // configuration asks for structured output.
-func (d *demoModel) reply(e *demoEmitter, req Request, tool, args, result string, isError bool) bool {
+func (d *demoModel) reply(e *demoEmitter, req worker.Request, index int, tool, args, result string, isError bool) bool {
 	text := req.LastUserText()
 	if len(req.Config.ResponseFormat) > 0 {
 		out := map[string]any{"question": text, "tool": tool, "result": result, "isError": isError, "stats": textStats(text)}
@@ -166,16 +168,16 @@ func (d *demoModel) reply(e *demoEmitter, req Request, tool, args, result string
 			delete(out, "result")
 		}
 		b, _ := json.Marshal(out)
-		if !e.stream(0, string(b), func(s string) Chunk { return StructuredChunk(s) }) {
+		if !e.stream(index, string(b), func(s string) worker.Chunk { return worker.StructuredChunk(s) }) {
 			return false
 		}
-		return e.emit(Flush{Index: 0})
+		return e.emit(worker.Flush{Index: index})
 	}
-	md := demoAnswer(newDemoVoice(req.Config), text, tool, args, result, isError, countRole(req, RoleUser))
-	if !e.stream(0, md, func(s string) Chunk { return MessageChunk(s) }) {
+	md := demoAnswer(newDemoVoice(req.Config), text, tool, args, result, isError, countRole(req, worker.RoleUser))
+	if !e.stream(index, md, func(s string) worker.Chunk { return worker.MessageChunk(s) }) {
 		return false
 	}
-	return e.emit(Flush{Index: 0})
+	return e.emit(worker.Flush{Index: index})
 }
 
 // demoVoice is how one model configuration makes the demo model write:
@@ -188,7 +190,7 @@ type demoVoice struct {
 	signature string
 }
 
-func newDemoVoice(c ModelConfig) demoVoice {
+func newDemoVoice(c worker.ModelConfig) demoVoice {
 	temp := "default"
 	if c.Temperature != nil {
 		temp = strconv.FormatFloat(*c.Temperature, 'g', -1, 64)
@@ -312,7 +314,7 @@ func demoAnswer(voice demoVoice, text, tool, args, result string, isError bool, 
 	return b.String()
 }
 
-func countRole(req Request, role Role) int {
+func countRole(req worker.Request, role worker.Role) int {
 	n := 0
 	for _, m := range req.Messages {
 		if m.Role == role {
@@ -339,28 +341,28 @@ func orDash(s string) string {
 // demoEmitter paces a round's events and counts its tokens.
 type demoEmitter struct {
 	ctx       context.Context
-	yield     func(Event, error) bool
+	yield     func(worker.Event, error) bool
 	tps       float64
 	start     time.Time
 	tokens    int
 	maxTokens int // < 0: no limit
 	cut       bool
-	reason    FinishReason
+	reason    worker.FinishReason
 	stopped   bool
 }
 
-func (e *demoEmitter) finishReason() FinishReason {
+func (e *demoEmitter) finishReason() worker.FinishReason {
 	switch {
 	case e.cut:
-		return FinishLength
+		return worker.FinishLength
 	case e.reason != "":
 		return e.reason
 	}
-	return FinishStop
+	return worker.FinishStop
 }
 
 // emit yields ev; false when the stream must stop.
-func (e *demoEmitter) emit(ev Event) bool {
+func (e *demoEmitter) emit(ev worker.Event) bool {
 	if e.stopped || e.ctx.Err() != nil {
 		e.stopped = true
 		return false
@@ -379,7 +381,7 @@ var demoTokenRE = regexp.MustCompile(`\s*[\p{L}\p{N}_]{1,6}|\s*[^\s\p{L}\p{N}_]|
 
 // stream emits text at index as chunks of one token each, paced; it stops
 // early (setting cut) at the token limit.
-func (e *demoEmitter) stream(index int, text string, chunk func(string) Chunk) bool {
+func (e *demoEmitter) stream(index int, text string, chunk func(string) worker.Chunk) bool {
 	for _, tok := range demoTokenRE.FindAllString(text, -1) {
 		if e.cut {
 			return true
@@ -392,7 +394,7 @@ func (e *demoEmitter) stream(index int, text string, chunk func(string) Chunk) b
 			return false
 		}
 		e.tokens++
-		if !e.emit(Part{Index: index, Chunk: chunk(tok)}) {
+		if !e.emit(worker.Part{Index: index, Chunk: chunk(tok)}) {
 			return false
 		}
 	}
