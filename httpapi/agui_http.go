@@ -133,11 +133,7 @@ func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Su
 		return
 	}
 	for !tr.done {
-		item, err := s.next(ctx, sub, out)
-		if err == nil && item.Err != nil {
-			s.logger.ErrorContext(ctx, "agui stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
-			err = item.Err
-		}
+		item, err := s.next(ctx, r, sub, out)
 		if err != nil {
 			if ctx.Err() == nil {
 				_ = out.jsonEvents(tr.interrupt(interruption(err)))

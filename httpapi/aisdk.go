@@ -227,11 +227,7 @@ func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire
 		return
 	}
 	for !reply.done {
-		item, err := s.next(ctx, sub, out)
-		if err == nil && item.Err != nil {
-			s.logger.ErrorContext(ctx, "ai-sdk stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
-			err = item.Err
-		}
+		item, err := s.next(ctx, r, sub, out)
 		if err != nil {
 			s.streamEnded(r, err, sub.Cursor())
 			if ctx.Err() != nil {

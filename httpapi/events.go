@@ -69,13 +69,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for {
-		item, err := s.next(ctx, sub, out)
+		item, err := s.next(ctx, r, sub, out)
 		if err != nil {
 			s.streamEnded(r, err, sub.Cursor())
-			return
-		}
-		if item.Err != nil {
-			s.logger.ErrorContext(ctx, "events stream: undecodable event", "conversation_id", id, "seq", item.Event.Seq, "err", item.Err)
 			return
 		}
 		ev := item.Payload.GetEvent()

@@ -89,14 +89,19 @@ func (s *sseStream) flush() error {
 
 // next waits for the subscription's next event, writing a keep-alive
 // comment whenever the stream has been silent for s.keepAlive. It returns
-// the subscription's errors, ctx's, and the write's when the client is
-// gone.
-func (s *server) next(ctx context.Context, sub *wire.Subscription, out *sseStream) (*wire.Item, error) {
+// the subscription's errors, ctx's, the write's when the client is gone,
+// and the decoding error of an event the hub could not decode (logged
+// here, once for every protocol).
+func (s *server) next(ctx context.Context, r *http.Request, sub *wire.Subscription, out *sseStream) (*wire.Item, error) {
 	for {
 		wait, cancel := context.WithTimeout(ctx, s.keepAlive)
 		item, err := sub.Next(wait)
 		idle := err != nil && wait.Err() != nil && ctx.Err() == nil
 		cancel()
+		if err == nil && item.Err != nil {
+			s.logger.ErrorContext(ctx, "stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
+			return nil, item.Err
+		}
 		if !idle {
 			return item, err
 		}
