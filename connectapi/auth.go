@@ -2,61 +2,32 @@ package connectapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strings"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/wire"
 )
 
-// LocalUser is the user every request acts for in single-user mode.
-const LocalUser = "local"
-
-// Authenticator names the user of a request from its headers.
-type Authenticator struct {
-	// Verifier checks bearer tokens; nil is single-user mode, where every
-	// request is LocalUser.
-	Verifier auth.Verifier
+// authInterceptor authenticates every RPC and puts the user in its
+// context. Its refusals are domain errors, which the error interceptor
+// (errors.go) maps.
+type authInterceptor struct {
+	auth auth.Authenticator
 }
 
-// Authenticate returns the user id the request's Authorization header
-// proves, or a conversation.Unauthenticated error.
-func (a Authenticator) Authenticate(ctx context.Context, h http.Header) (string, error) {
-	if a.Verifier == nil {
-		return LocalUser, nil
-	}
-	// The scheme is case-insensitive (RFC 9110 §11.1): "bearer" is Bearer.
-	scheme, token, _ := strings.Cut(strings.TrimSpace(h.Get("Authorization")), " ")
-	if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", conversation.Errorf(conversation.Unauthenticated, "missing bearer token (Authorization: Bearer <JWT>)")
-	}
-	user, err := a.Verifier.Verify(ctx, strings.TrimSpace(token))
-	if err != nil {
-		if errors.Is(err, auth.ErrInvalidToken) {
-			return "", conversation.Errorf(conversation.Unauthenticated, "%v", err)
-		}
-		return "", conversation.Errorf(conversation.Unavailable, "cannot verify token right now: %v", err)
-	}
-	return user, nil
-}
-
-// interceptor authenticates every RPC and puts the user in its context.
-type interceptor struct {
-	auth Authenticator
-}
-
-func (i interceptor) authenticate(ctx context.Context, h http.Header) (context.Context, error) {
+func (i authInterceptor) authenticate(ctx context.Context, h http.Header) (context.Context, error) {
 	user, err := i.auth.Authenticate(ctx, h)
 	if err != nil {
-		return nil, connect.NewError(codes[conversation.ErrorCode(err)], errors.New(conversation.ErrorMessage(err)))
+		return nil, err
 	}
 	return conversation.WithUser(ctx, user), nil
 }
 
-func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+func (i authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		ctx, err := i.authenticate(ctx, req.Header())
 		if err != nil {
@@ -66,11 +37,11 @@ func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	}
 }
 
-func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+func (i authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return next
 }
 
-func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+func (i authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		ctx, err := i.authenticate(ctx, conn.RequestHeader())
 		if err != nil {
@@ -84,7 +55,21 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 func user(ctx context.Context) (string, error) {
 	u, ok := conversation.UserFromContext(ctx)
 	if !ok {
-		return "", connect.NewError(connect.CodeUnauthenticated, errNoUser)
+		return "", conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context")
 	}
 	return u, nil
+}
+
+// userAndID returns the authenticated user and the required UUID field of
+// the request: how most calls start.
+func userAndID(ctx context.Context, field, value string) (string, uuid.UUID, error) {
+	owner, err := user(ctx)
+	if err != nil {
+		return "", uuid.Nil, err
+	}
+	id, err := wire.RequireID(field, value)
+	if err != nil {
+		return "", uuid.Nil, err
+	}
+	return owner, id, nil
 }

@@ -83,6 +83,29 @@ func (s *sharedEncodings) lookup(m any) *encodings {
 	return e.(*encodings)
 }
 
+// encoding shares m and returns its encoding in JSON or binary, made once
+// for every stream that sends it.
+func (s *sharedEncodings) encoding(m *convov1.StreamConversationResponse, json bool) ([]byte, error) {
+	s.share(m)
+	e := s.lookup(m)
+	if e == nil {
+		return marshalAs(json, m)
+	}
+	slot := &e.binary
+	if json {
+		slot = &e.json
+	}
+	return slot.get(m, func(m proto.Message) ([]byte, error) { return marshalAs(json, m) })
+}
+
+// marshalAs is connect's default encoding of m: protojson or proto.
+func marshalAs(json bool, m proto.Message) ([]byte, error) {
+	if json {
+		return protojson.MarshalOptions{}.Marshal(m)
+	}
+	return proto.Marshal(m)
+}
+
 // len returns the number of entries, for tests.
 func (s *sharedEncodings) len() int {
 	n := 0
@@ -131,12 +154,7 @@ func (c *codec) Name() string { return c.name }
 // stable-codec interface).
 func (c *codec) IsBinary() bool { return !c.json }
 
-func (c *codec) marshal(m proto.Message) ([]byte, error) {
-	if c.json {
-		return protojson.MarshalOptions{}.Marshal(m)
-	}
-	return proto.Marshal(m)
-}
+func (c *codec) marshal(m proto.Message) ([]byte, error) { return marshalAs(c.json, m) }
 
 // cached returns m's shared encoding, or false when m is not shared.
 func (c *codec) cached(m proto.Message) ([]byte, bool, error) {

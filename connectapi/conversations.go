@@ -7,105 +7,84 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
-	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/wire"
 )
 
 func (s *service) ListConversations(ctx context.Context, req *connect.Request[convov1.ListConversationsRequest]) (*connect.Response[convov1.ListConversationsResponse], error) {
-	const procedure = convov1connect.ConversationServiceListConversationsProcedure
 	owner, err := user(ctx)
 	if err != nil {
 		return nil, err
 	}
-	limit, err := pageSize("pageSize", req.Msg.GetPageSize(), maxPageSize)
-	if err != nil {
-		return nil, err
-	}
-	after, err := decodePageToken("pageToken", req.Msg.GetPageToken())
+	limit, after, err := wire.Page(req.Msg.GetPageSize(), req.Msg.GetPageToken())
 	if err != nil {
 		return nil, err
 	}
 	// One row more than the page tells whether there is a next page.
 	convs, err := s.store.ListConversations(ctx, owner, limit+1, after)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	out := &convov1.ListConversationsResponse{}
 	if len(convs) > limit {
 		convs = convs[:limit]
 		last := convs[limit-1]
-		out.NextPageToken = encodePageToken(conversation.PageCursor{Time: last.LastMessageAt, ID: last.ID})
+		out.NextPageToken = wire.EncodePageToken(conversation.PageCursor{Time: last.LastMessageAt, ID: last.ID})
 	}
 	for _, c := range convs {
-		out.Conversations = append(out.Conversations, conversationToProto(c))
+		out.Conversations = append(out.Conversations, wire.Conversation(c))
 	}
 	return connect.NewResponse(out), nil
 }
 
 func (s *service) CreateConversation(ctx context.Context, req *connect.Request[convov1.CreateConversationRequest]) (*connect.Response[convov1.CreateConversationResponse], error) {
-	const procedure = convov1connect.ConversationServiceCreateConversationProcedure
 	owner, err := user(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkText("title", req.Msg.GetTitle(), false, maxTitle); err != nil {
+	if err := wire.CheckText("title", req.Msg.GetTitle(), false, wire.MaxTitle); err != nil {
 		return nil, err
 	}
 	c, err := s.store.CreateConversation(ctx, owner, req.Msg.GetTitle())
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
-	return connect.NewResponse(&convov1.CreateConversationResponse{Conversation: conversationToProto(c)}), nil
+	return connect.NewResponse(&convov1.CreateConversationResponse{Conversation: wire.Conversation(c)}), nil
 }
 
 func (s *service) RenameConversation(ctx context.Context, req *connect.Request[convov1.RenameConversationRequest]) (*connect.Response[convov1.RenameConversationResponse], error) {
-	const procedure = convov1connect.ConversationServiceRenameConversationProcedure
-	owner, err := user(ctx)
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
-	id, err := requireID("conversationId", req.Msg.GetConversationId())
-	if err != nil {
-		return nil, err
-	}
-	if err := checkText("title", req.Msg.GetTitle(), true, maxTitle); err != nil {
+	if err := wire.CheckText("title", req.Msg.GetTitle(), true, wire.MaxTitle); err != nil {
 		return nil, err
 	}
 	c, err := s.store.RenameConversation(ctx, owner, id, req.Msg.GetTitle())
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
-	return connect.NewResponse(&convov1.RenameConversationResponse{Conversation: conversationToProto(c)}), nil
+	return connect.NewResponse(&convov1.RenameConversationResponse{Conversation: wire.Conversation(c)}), nil
 }
 
 func (s *service) DeleteConversation(ctx context.Context, req *connect.Request[convov1.DeleteConversationRequest]) (*connect.Response[convov1.DeleteConversationResponse], error) {
-	const procedure = convov1connect.ConversationServiceDeleteConversationProcedure
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := requireID("conversationId", req.Msg.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
 	if err := s.store.DeleteConversation(ctx, owner, id); err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	return connect.NewResponse(&convov1.DeleteConversationResponse{}), nil
 }
 
 func (s *service) ClearConversation(ctx context.Context, req *connect.Request[convov1.ClearConversationRequest]) (*connect.Response[convov1.ClearConversationResponse], error) {
-	const procedure = convov1connect.ConversationServiceClearConversationProcedure
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := requireID("conversationId", req.Msg.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
 	c, err := s.store.ClearConversation(ctx, owner, id)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
-	return connect.NewResponse(&convov1.ClearConversationResponse{Conversation: conversationToProto(c)}), nil
+	return connect.NewResponse(&convov1.ClearConversationResponse{Conversation: wire.Conversation(c)}), nil
 }

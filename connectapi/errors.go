@@ -9,7 +9,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/limit"
-	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // codes maps each domain error code to its Connect code: the one place
@@ -22,33 +22,70 @@ var codes = map[conversation.Code]connect.Code{
 	conversation.Unavailable:        connect.CodeUnavailable,
 	conversation.ResourceExhausted:  connect.CodeResourceExhausted,
 	conversation.Internal:           connect.CodeInternal,
+	conversation.Canceled:           connect.CodeCanceled,
+	conversation.DeadlineExceeded:   connect.CodeDeadlineExceeded,
 }
 
-// toConnectError turns err into a *connect.Error. A domain error keeps its
-// message; anything else is logged with its detail and returned as
-// Internal without it. A cancelled context stays Canceled.
-func toConnectError(ctx context.Context, logger *slog.Logger, procedure string, err error) error {
-	if err == nil {
-		return nil
+// errorInterceptor is where every failed call becomes a *connect.Error:
+// handlers and the interceptors inside it return domain errors, which it
+// classifies (wire.Classify), logs when the failure is the server's, and
+// maps. An error that already is a *connect.Error (connect's own) passes
+// as it is. A stream whose client went away ends without an error.
+type errorInterceptor struct {
+	logger *slog.Logger
+}
+
+func (i errorInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		res, err := next(ctx, req)
+		if err != nil {
+			return nil, i.toConnect(ctx, req.Spec().Procedure, err)
+		}
+		return res, nil
 	}
-	var connectErr *connect.Error
-	if errors.As(err, &connectErr) {
-		return connectErr
+}
+
+func (i errorInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		err := next(ctx, conn)
+		if err == nil || ctx.Err() != nil {
+			return nil // nobody reads the end of a stream whose client left
+		}
+		return i.toConnect(ctx, conn.Spec().Procedure, err)
 	}
-	if errors.Is(err, context.Canceled) {
-		return connect.NewError(connect.CodeCanceled, errors.New("request cancelled"))
+}
+
+// toConnect maps err (see errorInterceptor).
+func (i errorInterceptor) toConnect(ctx context.Context, procedure string, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	return toConnectError(ctx, i.logger, procedure, err)
+}
+
+// toConnectError classifies err (wire.Classify), logs it when the failure
+// is the server's, and returns it as a *connect.Error.
+func toConnectError(ctx context.Context, logger *slog.Logger, procedure string, err error) *connect.Error {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
 	}
-	code := conversation.ErrorCode(err)
-	// A draining server refuses streams by design: not worth an error log.
-	if (code == conversation.Internal || code == conversation.Unavailable) && !errors.Is(err, stream.ErrClosed) {
-		logger.ErrorContext(ctx, "request failed", "procedure", procedure, "code", code, "err", err)
+	f := wire.Classify(err)
+	if f.Log {
+		logger.ErrorContext(ctx, "request failed", "procedure", procedure, "code", f.Code, "err", err)
 	}
-	ce := connect.NewError(codes[code], errors.New(conversation.ErrorMessage(err)))
-	if d := conversation.ErrorRetryAfter(err); d > 0 {
-		ce.Meta().Set("Retry-After", limit.RetryAfterHeader(d))
+	code, ok := codes[f.Code]
+	if !ok {
+		code = connect.CodeInternal
+	}
+	ce = connect.NewError(code, errors.New(f.Message))
+	if f.RetryAfter > 0 {
+		ce.Meta().Set("Retry-After", limit.RetryAfterHeader(f.RetryAfter))
 	}
 	return ce
 }

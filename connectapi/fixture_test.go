@@ -26,6 +26,7 @@ import (
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -33,13 +34,15 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const testSecret = "test-secret-of-at-least-32-bytes!!"
 
 type testBundle struct {
-	pool   *pgxpool.Pool
-	store  *postgres.Store
-	hub    *stream.Hub
-	feed   stream.Feed
-	q      *dbq.Queries
-	url    string
-	client convov1connect.ConversationServiceClient
+	pool  *pgxpool.Pool
+	store *postgres.Store
+	hub   *wire.Hub
+	// parking is nil with setupOptions.noParking.
+	parking *connectapi.Parking
+	feed    stream.Feed
+	q       *dbq.Queries
+	url     string
+	client  convov1connect.ConversationServiceClient
 	// stop stops the hub and its feed (the test's cleanup does too).
 	stop func()
 }
@@ -49,8 +52,10 @@ type setupOptions struct {
 	queueSize int
 	// feed is feedNotify (the default) or feedLogical.
 	feed string
-	// decode is the hub's Decode (default connectapi.DecodeEvent).
-	decode func(conversation.Event) (any, error)
+	// noParking keeps every stream on its handler (Options.Parking nil).
+	noParking bool
+	// decode is the hub's Decode (default wire.DecodeEvent).
+	decode func(conversation.Event) (*wire.Response, error)
 }
 
 // The feeds the stream tests run under.
@@ -80,17 +85,21 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
 	if o.decode == nil {
-		o.decode = connectapi.DecodeEvent
+		o.decode = wire.DecodeEvent
 	}
-	hub := stream.NewHub(stream.HubOptions{Log: store, Decode: o.decode, QueueSize: o.queueSize})
+	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize})
 	feed := newFeed(t, o.feed, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { hub.Run(ctx) })
 	wg.Go(func() { feed.Run(ctx) })
 
+	var parking *connectapi.Parking
+	if !o.noParking {
+		parking = connectapi.NewParking(nil)
+	}
 	path, handler := connectapi.NewHandler(connectapi.Options{
-		Store: store, Hub: hub, Auth: connectapi.Authenticator{Verifier: o.verifier},
+		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, Parking: parking,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)
@@ -99,10 +108,18 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
-	// Streams end first (the hub closes them), then the server.
+	// Streams end first (the hub closes them, and parked ones write
+	// their end), then the server.
 	stop := func() {
 		cancel()
 		wg.Wait()
+		if parking != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := parking.Wait(ctx); err != nil {
+				t.Errorf("parked streams did not end: %v", err)
+			}
+		}
 	}
 	t.Cleanup(func() {
 		stop()
@@ -117,14 +134,14 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 		}
 	}
 	return &testBundle{
-		pool: pool, store: store, hub: hub, feed: feed, q: store.Queries(), url: srv.URL, stop: stop,
+		pool: pool, store: store, hub: hub, feed: feed, parking: parking, q: store.Queries(), url: srv.URL, stop: stop,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
 	}
 }
 
 // newFeed returns the feed of hub. With the logical feed, the database's
 // events stop notifying, as a server with CONVO_FEED=logical has it.
-func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Store, hub *stream.Hub) stream.Feed {
+func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Store, hub stream.Sink) stream.Feed {
 	t.Helper()
 	config := pool.Config().ConnConfig.Copy()
 	switch name {

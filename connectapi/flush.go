@@ -22,10 +22,34 @@ type coalescingWriter struct {
 	flusher http.Flusher
 	held    bool
 	owed    bool
+	// parkable: the stream may park (park.go); hijacked: it has, and the
+	// response is no longer the handler's to write.
+	parkable bool
+	hijacked bool
+}
+
+// Write writes to the response, unless the stream parked: what connect
+// writes after the handler returned (the end of the stream) is the parked
+// stream's to write.
+func (w *coalescingWriter) Write(b []byte) (int, error) {
+	if w.hijacked {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// WriteHeader is the response's, unless the stream parked.
+func (w *coalescingWriter) WriteHeader(code int) {
+	if !w.hijacked {
+		w.ResponseWriter.WriteHeader(code)
+	}
 }
 
 // Flush flushes now, or later when held.
 func (w *coalescingWriter) Flush() {
+	if w.hijacked {
+		return
+	}
 	if w.held {
 		w.owed = true
 		return
@@ -59,7 +83,7 @@ func (w *coalescingWriter) release() {
 // was written yet: a client learns that its stream is open before the first
 // event, which a resumed stream may wait long for. nil does nothing.
 func (w *coalescingWriter) flushNow() {
-	if w == nil {
+	if w == nil || w.hijacked {
 		return
 	}
 	w.owed = false
@@ -76,15 +100,20 @@ func coalescingFrom(ctx context.Context) *coalescingWriter {
 }
 
 // withCoalescing gives StreamConversation calls a coalescingWriter (in
-// their context); other calls pass through untouched.
-func withCoalescing(h http.Handler) http.Handler {
+// their context); other calls pass through untouched. With park, a call
+// that may park is answered "Connection: close": a parked stream's
+// connection is not reused.
+func withCoalescing(h http.Handler, park bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := w.(http.Flusher)
 		if !ok || r.URL.Path != convov1connect.ConversationServiceStreamConversationProcedure {
 			h.ServeHTTP(w, r)
 			return
 		}
-		cw := &coalescingWriter{ResponseWriter: w, flusher: f}
+		cw := &coalescingWriter{ResponseWriter: w, flusher: f, parkable: park && parkable(r)}
+		if cw.parkable {
+			w.Header().Set("Connection", "close")
+		}
 		h.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), coalescingKey{}, cw)))
 	})
 }

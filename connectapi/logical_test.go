@@ -10,17 +10,18 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/convo-dev/convo/connectapi"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // logicalFeed returns the bundle's logical feed once it streams.
 func (tb *testBundle) logicalFeed(t testing.TB) *stream.LogicalFeed {
 	t.Helper()
 	feed := tb.feed.(*stream.LogicalFeed)
-	waitFor(t, "the logical feed to connect", func() bool { return feed.Slot() != "" })
+	testwait.For(t, "the logical feed to connect", func() bool { return feed.Slot() != "" })
 	return feed
 }
 
@@ -89,11 +90,11 @@ func TestLogicalFeed(t *testing.T) {
 			t.Fatalf("received %d events after seq %d, the log has %d", len(live), from, len(logged))
 		}
 		for i, e := range logged {
-			want, err := connectapi.DecodeEvent(e)
+			want, err := wire.DecodeEvent(e)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := live[i]; !proto.Equal(got, want.(*convov1.StreamConversationResponse).GetEvent()) {
+			if got := live[i]; !proto.Equal(got, want.GetEvent()) {
 				t.Errorf("event %d:\nstreamed %v\nlogged   %v", e.Seq, got, want)
 			}
 		}
@@ -121,7 +122,7 @@ func TestLogicalFeed(t *testing.T) {
 			tb.appendText(t, block, delta)
 			want.WriteString(delta)
 			if i%150 == 75 {
-				waitFor(t, "the feed to reconnect", func() bool { return feed.Connects() > int64(kills) && feed.Slot() != "" })
+				testwait.For(t, "the feed to reconnect", func() bool { return feed.Connects() > int64(kills) && feed.Slot() != "" })
 				tb.terminateFeed(t, feed)
 				kills++
 			}
@@ -152,7 +153,7 @@ func TestLogicalFeed(t *testing.T) {
 				t.Errorf("subscriber %d received %d deltas, want %d", i, n, deltas)
 			}
 		}
-		waitFor(t, "the last reconnect", func() bool { return feed.Connects() > int64(kills) })
+		testwait.For(t, "the last reconnect", func() bool { return feed.Connects() > int64(kills) })
 	})
 
 	t.Run("ConfirmsWALAndDropsSlot", func(t *testing.T) {
@@ -180,7 +181,7 @@ func TestLogicalFeed(t *testing.T) {
 			t.Fatal(err)
 		}
 		tb.mark(t, sent.ConversationId)
-		waitFor(t, "confirmed_flush_lsn to pass "+before, func() bool {
+		testwait.For(t, "confirmed_flush_lsn to pass "+before, func() bool {
 			var passed bool
 			err := tb.pool.QueryRow(ctx, `SELECT coalesce(confirmed_flush_lsn >= $2::pg_lsn, false)
 				FROM pg_replication_slots WHERE slot_name = $1`, slot, before).Scan(&passed)
@@ -191,7 +192,7 @@ func TestLogicalFeed(t *testing.T) {
 		})
 
 		tb.stop()
-		waitFor(t, "the slot to be dropped", func() bool {
+		testwait.For(t, "the slot to be dropped", func() bool {
 			var n int
 			if err := tb.pool.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&n); err != nil {
 				t.Fatal(err)

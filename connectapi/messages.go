@@ -9,30 +9,29 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
-	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/wire"
 )
 
 func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.SendMessageRequest]) (*connect.Response[convov1.SendMessageResponse], error) {
-	const procedure = convov1connect.ConversationServiceSendMessageProcedure
 	owner, err := user(ctx)
 	if err != nil {
 		return nil, err
 	}
 	m := req.Msg
-	conversationID, err := optionalID("conversationId", m.GetConversationId())
+	conversationID, err := wire.OptionalID("conversationId", m.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckMessageText("text", m.GetText()); err != nil {
+	if err := wire.CheckMessageText("text", m.GetText()); err != nil {
 		return nil, err
 	}
-	configA, err := modelConfigJSON("model", m.GetModel())
+	configA, err := wire.ModelConfigJSON("model", m.GetModel())
 	if err != nil {
 		return nil, err
 	}
 	configs := []json.RawMessage{configA}
 	if m.CompareModel != nil {
-		configB, err := modelConfigJSON("compareModel", m.GetCompareModel())
+		configB, err := wire.ModelConfigJSON("compareModel", m.GetCompareModel())
 		if err != nil {
 			return nil, err
 		}
@@ -42,7 +41,7 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 		OwnerID: owner, ConversationID: conversationID.UUID, Text: m.GetText(), ModelConfigs: configs,
 	})
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	out := &convov1.SendMessageResponse{
 		ConversationId:     res.ConversationID.String(),
@@ -51,7 +50,7 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 		PromptId:           res.PromptIDs[0].String(),
 	}
 	if len(res.PromptIDs) == 2 {
-		out.ComparisonId = idString(res.ComparisonID)
+		out.ComparisonId = wire.NullID(res.ComparisonID)
 		out.CompareAssistantMessageId = res.AssistantMessageIDs[1].String()
 		out.ComparePromptId = res.PromptIDs[1].String()
 	}
@@ -59,52 +58,37 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 }
 
 func (s *service) GetConversation(ctx context.Context, req *connect.Request[convov1.GetConversationRequest]) (*connect.Response[convov1.GetConversationResponse], error) {
-	const procedure = convov1connect.ConversationServiceGetConversationProcedure
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := requireID("conversationId", req.Msg.GetConversationId())
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
 	st, err := s.store.State(ctx, owner, id)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
-	messages, err := messagesToProto(st.Messages)
+	messages, err := wire.Messages(st.Messages)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	return connect.NewResponse(&convov1.GetConversationResponse{
-		Conversation: conversationToProto(st.Conversation), Messages: messages, Seq: st.Seq,
+		Conversation: wire.Conversation(st.Conversation), Messages: messages, Seq: st.Seq,
 	}), nil
 }
 
 func (s *service) CancelPrompt(ctx context.Context, req *connect.Request[convov1.CancelPromptRequest]) (*connect.Response[convov1.CancelPromptResponse], error) {
-	const procedure = convov1connect.ConversationServiceCancelPromptProcedure
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := requireID("promptId", req.Msg.GetPromptId())
+	owner, id, err := userAndID(ctx, "promptId", req.Msg.GetPromptId())
 	if err != nil {
 		return nil, err
 	}
 	cancelled, err := s.store.CancelPrompt(ctx, owner, id)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	return connect.NewResponse(&convov1.CancelPromptResponse{Cancelled: cancelled}), nil
 }
 
 func (s *service) SubmitFeedback(ctx context.Context, req *connect.Request[convov1.SubmitFeedbackRequest]) (*connect.Response[convov1.SubmitFeedbackResponse], error) {
-	const procedure = convov1connect.ConversationServiceSubmitFeedbackProcedure
-	owner, err := user(ctx)
-	if err != nil {
-		return nil, err
-	}
-	id, err := requireID("messageId", req.Msg.GetMessageId())
+	owner, id, err := userAndID(ctx, "messageId", req.Msg.GetMessageId())
 	if err != nil {
 		return nil, err
 	}
@@ -115,24 +99,23 @@ func (s *service) SubmitFeedback(ctx context.Context, req *connect.Request[convo
 	case convov1.Rating_RATING_DOWN:
 		rating = conversation.RatingDown
 	default:
-		return nil, invalidArgument("rating", "must be RATING_UP or RATING_DOWN, got %v", req.Msg.GetRating())
+		return nil, wire.Invalid("rating", "must be RATING_UP or RATING_DOWN, got %v", req.Msg.GetRating())
 	}
-	if err := checkText("comment", req.Msg.GetComment(), false, maxComment); err != nil {
+	if err := wire.CheckText("comment", req.Msg.GetComment(), false, wire.MaxComment); err != nil {
 		return nil, err
 	}
 	msg, err := s.store.SubmitFeedback(ctx, owner, id, rating, req.Msg.GetComment())
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
-	pm, err := messageToProto(msg)
+	pm, err := wire.Message(msg)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	return connect.NewResponse(&convov1.SubmitFeedbackResponse{Message: pm}), nil
 }
 
 func (s *service) GetTrace(ctx context.Context, req *connect.Request[convov1.GetTraceRequest]) (*connect.Response[convov1.GetTraceResponse], error) {
-	const procedure = convov1connect.ConversationServiceGetTraceProcedure
 	owner, err := user(ctx)
 	if err != nil {
 		return nil, err
@@ -140,51 +123,50 @@ func (s *service) GetTrace(ctx context.Context, req *connect.Request[convov1.Get
 	var promptID, messageID uuid.NullUUID
 	switch t := req.Msg.GetTarget().(type) {
 	case *convov1.GetTraceRequest_PromptId:
-		id, err := requireID("promptId", t.PromptId)
+		id, err := wire.RequireID("promptId", t.PromptId)
 		if err != nil {
 			return nil, err
 		}
 		promptID = uuid.NullUUID{UUID: id, Valid: true}
 	case *convov1.GetTraceRequest_MessageId:
-		id, err := requireID("messageId", t.MessageId)
+		id, err := wire.RequireID("messageId", t.MessageId)
 		if err != nil {
 			return nil, err
 		}
 		messageID = uuid.NullUUID{UUID: id, Valid: true}
 	default:
-		return nil, invalidArgument("target", "set promptId or messageId")
+		return nil, wire.Invalid("target", "set promptId or messageId")
 	}
 	tr, err := s.store.Trace(ctx, owner, promptID, messageID)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
-	pt, err := traceToProto(tr, s.now())
+	pt, err := wire.Trace(tr, s.now())
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	return connect.NewResponse(&convov1.GetTraceResponse{Trace: pt}), nil
 }
 
 func (s *service) SearchMessages(ctx context.Context, req *connect.Request[convov1.SearchMessagesRequest]) (*connect.Response[convov1.SearchMessagesResponse], error) {
-	const procedure = convov1connect.ConversationServiceSearchMessagesProcedure
 	owner, err := user(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkText("query", req.Msg.GetQuery(), true, maxSearchQuery); err != nil {
+	if err := wire.CheckText("query", req.Msg.GetQuery(), true, wire.MaxSearchQuery); err != nil {
 		return nil, err
 	}
-	limit, err := pageSize("pageSize", req.Msg.GetPageSize(), maxSearchResults)
+	limit, err := wire.PageSize("pageSize", req.Msg.GetPageSize(), wire.MaxSearchResults)
 	if err != nil {
 		return nil, err
 	}
 	results, err := s.store.Search(ctx, owner, req.Msg.GetQuery(), limit)
 	if err != nil {
-		return nil, s.fail(ctx, procedure, err)
+		return nil, err
 	}
 	out := &convov1.SearchMessagesResponse{}
 	for _, r := range results {
-		out.Results = append(out.Results, searchResultToProto(r))
+		out.Results = append(out.Results, wire.SearchResult(r))
 	}
 	return connect.NewResponse(out), nil
 }

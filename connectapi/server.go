@@ -1,43 +1,46 @@
 // Package connectapi serves convo's Connect API (proto/convo/v1): the
-// ConversationService handlers, authentication, and the mapping of domain
-// errors to Connect codes.
+// ConversationService handlers, authentication, the mapping of domain
+// errors to Connect codes (one interceptor), and the codecs that encode a
+// streamed message once for all its subscribers.
 package connectapi
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"slices"
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/limit"
-	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
-// protoJSON writes model configurations in the same proto3 JSON form the
-// event log uses.
-var protoJSON = protojson.MarshalOptions{}
+// maxRequestBytes bounds every request message; larger ones are refused
+// with ResourceExhausted before they are decoded.
+const maxRequestBytes = 1 << 20
 
 // Options configures the handler.
 type Options struct {
 	Store  conversation.Store
-	Auth   Authenticator
+	Auth   auth.Authenticator
 	Logger *slog.Logger
-	// Hub serves StreamConversation; nil answers it Unimplemented. Its
-	// Decode must be DecodeEvent.
-	Hub *stream.Hub
-	// Interceptors wrap every call, outermost first, before
-	// authentication, so they also see calls it refuses (metrics,
-	// logging).
+	// Hub serves StreamConversation; nil answers it Unimplemented.
+	Hub *wire.Hub
+	// Interceptors wrap every call, outermost first, before the error
+	// mapping and authentication, so they see calls refused and the
+	// Connect codes sent (metrics).
 	Interceptors []connect.Interceptor
 	// Writes, when set, rate-limits each user's write RPCs (see
 	// writeProcedures); refusals are ResourceExhausted with Retry-After.
 	Writes *limit.Writes
+	// Parking, when set, parks idle StreamConversation streams of the
+	// Connect protocol over HTTP/1.1 (park.go); nil: every stream keeps
+	// its handler.
+	Parking *Parking
 }
 
 // NewHandler returns the path prefix and handler of ConversationService.
@@ -46,10 +49,14 @@ func NewHandler(opts Options) (string, http.Handler) {
 		opts.Logger = slog.Default()
 	}
 	shared := newSharedEncodings()
-	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now}
-	interceptors := append(slices.Clip(opts.Interceptors), interceptor{auth: opts.Auth}, writeLimiter{writes: opts.Writes, logger: opts.Logger})
+	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now, parking: opts.Parking}
+	if opts.Parking != nil {
+		opts.Parking.shared = shared
+	}
+	interceptors := append(slices.Clip(opts.Interceptors),
+		errorInterceptor{logger: opts.Logger}, authInterceptor{auth: opts.Auth}, writeLimiter{writes: opts.Writes})
 	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
-	return path, withCoalescing(handler)
+	return path, withCoalescing(handler, opts.Parking != nil)
 }
 
 // handlerOptions are the handler's Connect options: connect's defaults but
@@ -68,17 +75,13 @@ type service struct {
 	convov1connect.UnimplementedConversationServiceHandler
 
 	store conversation.Store
-	hub   *stream.Hub
+	hub   *wire.Hub
 	// shared holds the encodings of the hub's messages, which every
 	// subscriber of a conversation sends.
-	shared *sharedEncodings
-	logger *slog.Logger
-	now    func() time.Time
+	shared  *sharedEncodings
+	logger  *slog.Logger
+	now     func() time.Time
+	parking *Parking
 }
 
 var _ convov1connect.ConversationServiceHandler = (*service)(nil)
-
-// fail converts err for the client (see toConnectError).
-func (s *service) fail(ctx context.Context, procedure string, err error) error {
-	return toConnectError(ctx, s.logger, procedure, err)
-}

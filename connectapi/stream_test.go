@@ -19,8 +19,10 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 const streamTimeout = 20 * time.Second
@@ -267,10 +269,10 @@ func testStreamConversation(t *testing.T, feed string) {
 		for _, s := range subs {
 			s.close()
 		}
-		waitFor(t, "subscriptions freed", func() bool { return tb.hub.Stats() == stream.Stats{} })
+		testwait.For(t, "subscriptions freed", func() bool { return tb.hub.Stats() == stream.Stats{} })
 		// No goroutine is left behind (other tests run in parallel, so
 		// allow for theirs: ours were 20 streams × client + handler).
-		waitFor(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline+10 })
+		testwait.For(t, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= baseline+10 })
 	})
 
 	t.Run("SubscribersShareOneEncodingPerCodec", func(t *testing.T) {
@@ -332,12 +334,14 @@ func testStreamConversation(t *testing.T, feed string) {
 	})
 }
 
-// TestStreamConversationUnexpectedDecodedIsInternal checks that a hub
-// wired with another decoder than DecodeEvent ends streams with Internal
-// instead of crashing the server.
-func TestStreamConversationUnexpectedDecodedIsInternal(t *testing.T) {
+// TestStreamConversationUndecodableEventIsInternal checks that an event
+// the hub cannot decode ends the streams with Internal instead of
+// crashing the server or skipping it.
+func TestStreamConversationUndecodableEventIsInternal(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, setupOptions{decode: func(e conversation.Event) (any, error) { return e, nil }})
+	tb := setup(t, setupOptions{decode: func(e conversation.Event) (*wire.Response, error) {
+		return nil, fmt.Errorf("event %d: cannot decode", e.Seq)
+	}})
 	sent := tb.send(t, tb.client, "", "hi")
 	sub := subscribe(t, tb.client, &convov1.StreamConversationRequest{ConversationId: sent.ConversationId})
 	tb.mark(t, sent.ConversationId)
@@ -347,20 +351,6 @@ func TestStreamConversationUnexpectedDecodedIsInternal(t *testing.T) {
 		t.Fatal("stream still open after an event it cannot send")
 	}
 	requireCode(t, sub.err, connect.CodeInternal)
-}
-
-// waitFor polls cond until it holds, failing after a while.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(streamTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 // TestStreamFoldsToState is the stream's invariant as a property: for

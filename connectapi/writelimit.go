@@ -2,7 +2,6 @@ package connectapi
 
 import (
 	"context"
-	"log/slog"
 
 	"connectrpc.com/connect"
 
@@ -27,7 +26,6 @@ var writeProcedures = map[string]bool{
 // with a Retry-After header in seconds, and the RPC does not run.
 type writeLimiter struct {
 	writes *limit.Writes
-	logger *slog.Logger
 }
 
 func (l writeLimiter) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
@@ -38,7 +36,7 @@ func (l writeLimiter) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 				return nil, err
 			}
 			if err := l.writes.Allow(owner); err != nil {
-				return nil, toConnectError(ctx, l.logger, req.Spec().Procedure, err)
+				return nil, err
 			}
 		}
 		return next(ctx, req)

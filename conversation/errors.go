@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Code classifies an Error. The Connect layer maps each code to one Connect
-// code in a single table.
+// Code classifies an Error. Each protocol maps every code to its own (a
+// Connect code, an HTTP status) in a single table; wire.Classify is where
+// any error gets its code.
 type Code string
 
 const (
@@ -27,7 +28,18 @@ const (
 	ResourceExhausted Code = "resource_exhausted"
 	// Internal: anything else; its detail is logged, never shown to callers.
 	Internal Code = "internal"
+	// Canceled: the caller cancelled the request (its context ended).
+	Canceled Code = "canceled"
+	// DeadlineExceeded: the request's deadline passed before it finished.
+	DeadlineExceeded Code = "deadline_exceeded"
 )
+
+// Codes lists every Code, for the protocols' mapping tables to check that
+// they are complete.
+var Codes = []Code{
+	Invalid, NotFound, FailedPrecondition, Unauthenticated, Unavailable,
+	ResourceExhausted, Internal, Canceled, DeadlineExceeded,
+}
 
 // Error is a domain error: a Code and a message safe to show to the caller.
 type Error struct {
@@ -36,9 +48,45 @@ type Error struct {
 	// RetryAfter, when positive, is how long the caller should wait before
 	// retrying (a rate limit's refill time).
 	RetryAfter time.Duration
+	// Resumable marks an error that ends a stream by design (the
+	// subscriber fell behind, the server is shutting down, events were
+	// compacted): the client opens the stream again, resuming after
+	// AfterSeq. It is not a failure worth logging.
+	Resumable bool
+	// AfterSeq is where to resume: the seq of the last event the ended
+	// stream delivered. Set by ResumeAfter.
+	AfterSeq int64
+
+	// base is the error ResumeAfter made this one from, so that errors.Is
+	// still matches it.
+	base *Error
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap returns the error ResumeAfter made e from, or nil.
+func (e *Error) Unwrap() error {
+	if e.base == nil {
+		return nil
+	}
+	return e.base
+}
+
+// ResumeAfter returns e, a Resumable error, for a stream whose last
+// delivered event is seq: its message tells the client where to resume,
+// and errors.Is(result, e) holds.
+func (e *Error) ResumeAfter(seq int64) *Error {
+	return &Error{
+		Code: e.Code, Message: fmt.Sprintf("%s; resume with afterSeq=%d", e.Message, seq),
+		RetryAfter: e.RetryAfter, Resumable: true, AfterSeq: seq, base: e,
+	}
+}
+
+// StreamEnd returns a Resumable error of code Unavailable: the kind that
+// ends a stream by design, to be resumed.
+func StreamEnd(message string) *Error {
+	return &Error{Code: Unavailable, Message: message, Resumable: true}
+}
 
 // Errorf returns an *Error with code and a formatted message.
 func Errorf(code Code, format string, args ...any) *Error {
@@ -65,6 +113,16 @@ func ErrorRetryAfter(err error) time.Duration {
 		return e.RetryAfter
 	}
 	return 0
+}
+
+// ErrorResume reports whether err ends a stream that the client should
+// resume, and after which seq.
+func ErrorResume(err error) (afterSeq int64, ok bool) {
+	var e *Error
+	if errors.As(err, &e) && e.Resumable {
+		return e.AfterSeq, true
+	}
+	return 0, false
 }
 
 // ErrorMessage returns the caller-safe message of err's first *Error, or a

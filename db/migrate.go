@@ -1,6 +1,8 @@
-// Package db holds convo's PostgreSQL schema (numbered goose migrations in
-// schema/) and applies it. The queries in queries/ are compiled by sqlc into
-// package postgres/dbq.
+// Package db holds convo's PostgreSQL schema and applies it: the tables
+// and their history in numbered goose migrations (schema/), and the current
+// definition of every SQL function (functions/), applied after the
+// migrations. The queries in queries/ are compiled by sqlc into package
+// postgres/dbq. README.md in this directory says where to change what.
 package db
 
 import (
@@ -20,9 +22,25 @@ import (
 //go:embed schema/*.sql
 var schemaFS embed.FS
 
-// Migrate brings the database at dsn up to the newest schema version. It is
-// safe to call from several processes at once: goose serialises them with a
-// session advisory lock.
+//go:embed functions/*.sql
+var functionsFS embed.FS
+
+// FunctionFiles are the files of functions/ in the order Migrate applies
+// them: a function of LANGUAGE sql must come after the functions it calls.
+var FunctionFiles = []string{
+	"json.sql", "events.sql", "worker_api.sql", "client_api.sql", "compaction.sql", "invariants.sql",
+}
+
+// functionsLock is the advisory lock key that serialises the application
+// of functions/ by servers starting at once (two concurrent CREATE OR
+// REPLACE of one function fail with "tuple concurrently updated").
+const functionsLock = 0x636f6e766f66 // "convof"
+
+// Migrate brings the database at dsn up to the newest schema version, then
+// applies the current definition of every function (functions/, CREATE OR
+// REPLACE, in one transaction). It is safe to call from several processes
+// at once: goose serialises them with a session advisory lock, the
+// functions with a transaction advisory lock.
 func Migrate(ctx context.Context, dsn string) error {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
@@ -54,5 +72,35 @@ func migrateDB(ctx context.Context, sqlDB *sql.DB) error {
 	for _, r := range results {
 		slog.Debug("migration applied", "version", r.Source.Version, "duration", r.Duration)
 	}
+	return applyFunctions(ctx, sqlDB)
+}
+
+// applyFunctions applies functions/ in one transaction.
+func applyFunctions(ctx context.Context, sqlDB *sql.DB) error {
+	tx, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate: functions: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", functionsLock); err != nil {
+		return fmt.Errorf("migrate: functions: lock: %w", err)
+	}
+	for _, name := range FunctionFiles {
+		text, err := fs.ReadFile(functionsFS, "functions/"+name)
+		if err != nil {
+			return fmt.Errorf("migrate: functions: %w", err)
+		}
+		// No arguments: the simple protocol, which runs a file of many
+		// statements in one call.
+		if _, err := tx.ExecContext(ctx, string(text)); err != nil {
+			return fmt.Errorf("migrate: functions/%s: %w", name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate: functions: %w", err)
+	}
 	return nil
 }
+
+// Functions returns the text of functions/name.
+func Functions(name string) ([]byte, error) { return fs.ReadFile(functionsFS, "functions/"+name) }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,10 +12,10 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // maxRunInputBytes bounds a RunAgentInput (it carries the client's copy of
@@ -26,28 +27,17 @@ const maxRunInputBytes = 4 << 20
 // active when the stream starts is a run at once; an idle conversation's
 // stream waits (with keep-alive comments) for the next prompt.
 func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
+	owner, id, err := s.caller(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	id, err := conversationID(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	ctx := r.Context()
-	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, snap, replay, err := s.openAGUI(r.Context(), owner, id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	defer sub.Close()
-	snap, replay, err := streamStart(sub)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	s.streamAGUI(w, r, sub, newTranslator(id.String(), snap, "", ""), replay)
 }
 
@@ -61,18 +51,8 @@ func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
 // depend on the request: a client that goes away can follow the
 // conversation (GET /v1/conversations/{id}/agui) to see the rest.
 func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	in, err := decodeRunInput(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.writes.Allow(owner); err != nil {
-		s.writeError(w, r, err)
+	owner, in, ok := writeRequest(s, w, r, decodeRunInput)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
@@ -91,20 +71,15 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 
 	// Subscribe before the message is sent, so that no event of its run
 	// can be missed.
-	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, snap, replay, err := s.openAGUI(ctx, owner, id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	defer sub.Close()
-	snap, replay, err := streamStart(sub)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	st, _ := sub.Snapshot()
-	if in.userMessageID != "" && slices.ContainsFunc(st.Messages, func(m conversation.Message) bool {
-		return m.ID.String() == in.userMessageID
+	// User messages are complete, so the snapshot holds all of them.
+	if in.userMessageID != "" && slices.ContainsFunc(snap.GetMessages(), func(m *convov1.Message) bool {
+		return m.GetId() == in.userMessageID
 	}) {
 		s.writeError(w, r, conversation.Errorf(conversation.FailedPrecondition,
 			"messages: the last user message (%s) is already in the conversation; append a new user message to run again", in.userMessageID))
@@ -125,29 +100,27 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	s.streamAGUI(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
 }
 
-// streamStart returns how a subscription opened without a resume point
-// starts: its snapshot, then the replayed events of the blocks still
-// streaming in it.
-func streamStart(sub *stream.Subscription) (*convov1.Snapshot, []*convov1.Event, error) {
-	st, _ := sub.Snapshot()
-	first, err := connectapi.StreamStart(st)
+// openAGUI opens a subscription of the conversation for an AG-UI stream
+// and returns how it starts: its snapshot, then the replayed events of the
+// blocks still streaming in it.
+func (s *server) openAGUI(ctx context.Context, owner string, id uuid.UUID) (*wire.Subscription, *convov1.Snapshot, []*convov1.Event, error) {
+	sub, first, err := wire.Open(ctx, s.hub, stream.OpenParams{OwnerID: owner, ConversationID: id})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var replay []*convov1.Event
 	for _, m := range first[1:] {
 		replay = append(replay, m.GetEvent())
 	}
-	return first[0].GetSnapshot(), replay, nil
+	return sub, first[0].GetSnapshot(), replay, nil
 }
 
 // streamAGUI answers with the translator's AG-UI events as SSE (each event
 // one "data:" line of JSON, as AG-UI's HTTP binding has it), starting with
 // the replay of the snapshot's streaming blocks, until the stream is done
 // or cut off.
-func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *stream.Subscription, tr *translator, replay []*convov1.Event) {
+func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr *translator, replay []*convov1.Event) {
 	ctx := r.Context()
-	sub.ReleaseSnapshot() // the translator holds what it needs of it
 	out, err := startSSE(w, s.retry)
 	if err != nil {
 		return
@@ -156,41 +129,23 @@ func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *stream.
 	for _, ev := range replay {
 		events = append(events, tr.apply(ev)...)
 	}
-	if err := writeAGUI(out, events); err != nil {
+	if err := out.jsonEvents(events); err != nil {
 		return
 	}
 	for !tr.done {
-		item, err := s.next(ctx, sub, out)
-		if err == nil && item.Err != nil {
-			s.logger.ErrorContext(ctx, "agui stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
-			err = item.Err
-		}
+		item, err := s.next(ctx, r, sub, out)
 		if err != nil {
 			if ctx.Err() == nil {
-				_ = writeAGUI(out, tr.interrupt(interruption(err)))
+				_ = out.jsonEvents(tr.interrupt(interruption(err)))
 			}
 			s.streamEnded(r, err, sub.Cursor())
 			return
 		}
-		ev := item.Decoded.(*convov1.StreamConversationResponse).GetEvent()
-		if err := writeAGUI(out, tr.apply(ev)); err != nil {
+		ev := item.Payload.GetEvent()
+		if err := out.jsonEvents(tr.apply(ev)); err != nil {
 			return
 		}
 	}
-}
-
-// writeAGUI writes AG-UI events, one per SSE event.
-func writeAGUI(out *sseStream, events []any) error {
-	for _, ev := range events {
-		data, err := json.Marshal(ev)
-		if err != nil {
-			return err
-		}
-		if err := out.event("", "", data); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // interruption is the RUN_ERROR code and message for a stream that ended
@@ -243,19 +198,19 @@ func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
 	if err := json.NewDecoder(body).Decode(&in); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, invalid("body", "is larger than %d bytes", maxRunInputBytes)
+			return nil, wire.Invalid("body", "is larger than %d bytes", maxRunInputBytes)
 		}
-		return nil, invalid("body", "is not a RunAgentInput JSON object: %v", err)
+		return nil, wire.Invalid("body", "is not a RunAgentInput JSON object: %v", err)
 	}
 	if in.ThreadID != "" {
-		id, err := parseUUID("threadId", in.ThreadID)
+		id, err := wire.RequireID("threadId", in.ThreadID)
 		if err != nil {
 			return nil, err
 		}
 		in.threadID = id
 	}
 	if len(in.RunID) > 200 {
-		return nil, invalid("runId", "is %d bytes long; the limit is 200", len(in.RunID))
+		return nil, wire.Invalid("runId", "is %d bytes long; the limit is 200", len(in.RunID))
 	}
 	i, text, err := lastUserMessage(in.Messages)
 	if err != nil {
@@ -281,9 +236,9 @@ func lastUserMessage(messages []inputMessage) (int, string, error) {
 		if err != nil {
 			return i, "", err
 		}
-		return i, text, fromConnect(connectapi.CheckMessageText(field, text))
+		return i, text, wire.CheckMessageText(field, text)
 	}
-	return -1, "", invalid("messages", "has no user message")
+	return -1, "", wire.Invalid("messages", "has no user message")
 }
 
 // messageText is a user message's text: its content string, or its text
@@ -294,18 +249,18 @@ func messageText(field string, content json.RawMessage) (string, error) {
 	if len(content) == 0 || content[0] != '[' {
 		var text string
 		if err := json.Unmarshal(content, &text); err != nil {
-			return "", invalid(field, "must be a string or a list of parts")
+			return "", wire.Invalid(field, "must be a string or a list of parts")
 		}
 		return text, nil
 	}
 	var parts []inputPart
 	if err := json.Unmarshal(content, &parts); err != nil {
-		return "", invalid(field, "must be a string or a list of parts")
+		return "", wire.Invalid(field, "must be a string or a list of parts")
 	}
 	var text bytes.Buffer
 	for j, p := range parts {
 		if p.Type != "text" {
-			return "", invalid(fmt.Sprintf("%s[%d]", field, j), "convo takes text only, got a %q part", p.Type)
+			return "", wire.Invalid(fmt.Sprintf("%s[%d]", field, j), "convo takes text only, got a %q part", p.Type)
 		}
 		text.WriteString(p.Text)
 	}
@@ -326,8 +281,8 @@ func modelConfig(props json.RawMessage) (json.RawMessage, error) {
 	}
 	cfg := &convov1.ModelConfig{}
 	if err := protojson.Unmarshal(raw, cfg); err != nil {
-		return nil, invalid("forwardedProps.model", "is not a model configuration: %v", err)
+		return nil, wire.Invalid("forwardedProps.model", "is not a model configuration: %v", err)
 	}
-	b, err := connectapi.ModelConfigJSON("forwardedProps.model", cfg)
-	return b, fromConnect(err)
+	b, err := wire.ModelConfigJSON("forwardedProps.model", cfg)
+	return b, err
 }

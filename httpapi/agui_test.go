@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
 )
 
 // script builds a conversation's events, numbered and timed like the log.
@@ -26,42 +27,9 @@ func (s *script) at(seq int64) int64 {
 	return s.t0.Add(time.Duration(seq) * time.Millisecond).UnixMilli()
 }
 
-func (s *script) ev(kind any) *convov1.Event {
+func (s *script) ev(kind proto.Message) *convov1.Event {
 	s.seq++
-	e := &convov1.Event{Seq: s.seq, CreatedAt: timestamppb.New(s.t0.Add(time.Duration(s.seq) * time.Millisecond))}
-	switch k := kind.(type) {
-	case *convov1.MessageCreated:
-		e.Kind = &convov1.Event_MessageCreated{MessageCreated: k}
-	case *convov1.MessageUpdated:
-		e.Kind = &convov1.Event_MessageUpdated{MessageUpdated: k}
-	case *convov1.PromptQueued:
-		e.Kind = &convov1.Event_PromptQueued{PromptQueued: k}
-	case *convov1.PromptStarted:
-		e.Kind = &convov1.Event_PromptStarted{PromptStarted: k}
-	case *convov1.PromptCompleted:
-		e.Kind = &convov1.Event_PromptCompleted{PromptCompleted: k}
-	case *convov1.PromptFailed:
-		e.Kind = &convov1.Event_PromptFailed{PromptFailed: k}
-	case *convov1.PromptCancelled:
-		e.Kind = &convov1.Event_PromptCancelled{PromptCancelled: k}
-	case *convov1.BlockStart:
-		e.Kind = &convov1.Event_BlockStart{BlockStart: k}
-	case *convov1.BlockDelta:
-		e.Kind = &convov1.Event_BlockDelta{BlockDelta: k}
-	case *convov1.BlockEnd:
-		e.Kind = &convov1.Event_BlockEnd{BlockEnd: k}
-	case *convov1.ToolCallStarted:
-		e.Kind = &convov1.Event_ToolCallStarted{ToolCallStarted: k}
-	case *convov1.ToolCallProgress:
-		e.Kind = &convov1.Event_ToolCallProgress{ToolCallProgress: k}
-	case *convov1.ToolCallCompleted:
-		e.Kind = &convov1.Event_ToolCallCompleted{ToolCallCompleted: k}
-	case *convov1.ToolCallFailed:
-		e.Kind = &convov1.Event_ToolCallFailed{ToolCallFailed: k}
-	default:
-		panic(fmt.Sprintf("script: %T", kind))
-	}
-	return e
+	return wire.NewEvent(s.seq, s.t0.Add(time.Duration(s.seq)*time.Millisecond), kind)
 }
 
 func (s *script) user(id, text string) *convov1.Event {

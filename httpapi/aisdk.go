@@ -10,10 +10,10 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // maxChatRequestBytes bounds a useChat request (DefaultChatTransport
@@ -37,21 +37,12 @@ const (
 // not depend on the request: a client that goes away resumes with GET
 // /v1/ai-sdk/chat/{id}/stream.
 func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	req, err := decodeChatRequest(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.writes.Allow(owner); err != nil {
-		s.writeError(w, r, err)
+	owner, req, ok := writeRequest(s, w, r, decodeChatRequest)
+	if !ok {
 		return
 	}
 	ctx := r.Context()
+	var err error
 	if req.trigger == triggerSubmit {
 		_, err = s.store.EnsureConversation(ctx, owner, req.id)
 	} else {
@@ -63,7 +54,7 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	}
 	// Subscribe before the prompt is queued, so that no event of its reply
 	// can be missed.
-	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
+	sub, err := s.hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -99,18 +90,13 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 // holds so far, from the database, then the rest live), so that the
 // client's message is whole.
 func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := conversationID(r)
+	owner, id, err := s.caller(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, err := s.hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id})
 	noReply := func() {
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)
@@ -158,12 +144,7 @@ func runningReply(st conversation.State) *conversation.Message {
 // aisdkMessages serves GET /v1/ai-sdk/chat/{id}/messages: the conversation
 // as UIMessage[] (see uiMessages), for useChat's initial messages.
 func (s *server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := conversationID(r)
+	owner, id, err := s.caller(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -194,12 +175,7 @@ const maxStops = 16
 // stay), for useChat's stop(). Stopping a chat with no reply running
 // cancels nothing and succeeds.
 func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := conversationID(r)
+	owner, id, err := s.caller(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -240,54 +216,36 @@ func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 // ("data: [DONE]"). A stream cut off before (the server shutting down,
 // the client reading too slowly) is aborted, not ended, so that the
 // client sees a dropped connection and resumes.
-func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *stream.Subscription, reply *uiReply) {
+func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, reply *uiReply) {
 	ctx := r.Context()
 	w.Header().Set(uiStreamHeader, uiStreamVersion)
 	out, err := startSSE(w, s.retry)
 	if err != nil {
 		return
 	}
-	if err := writeChunks(out, reply.flush()); err != nil {
+	if err := out.jsonEvents(reply.flush()); err != nil {
 		return
 	}
 	for !reply.done {
-		item, err := s.next(ctx, sub, out)
-		if err == nil && item.Err != nil {
-			s.logger.ErrorContext(ctx, "ai-sdk stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
-			err = item.Err
-		}
+		item, err := s.next(ctx, r, sub, out)
 		if err != nil {
 			s.streamEnded(r, err, sub.Cursor())
 			if ctx.Err() != nil {
 				return
 			}
 			if errors.Is(err, stream.ErrDeleted) {
-				_ = writeChunks(out, []any{&uiErrorChunk{Type: uiError, ErrorText: "the conversation was deleted"}})
+				_ = out.jsonEvents([]any{&uiErrorChunk{Type: uiError, ErrorText: "the conversation was deleted"}})
 				_ = out.event("", "", []byte(uiStreamDone))
 				return
 			}
 			panic(http.ErrAbortHandler)
 		}
-		reply.apply(item.Decoded.(*convov1.StreamConversationResponse).GetEvent())
-		if err := writeChunks(out, reply.flush()); err != nil {
+		reply.apply(item.Payload.GetEvent())
+		if err := out.jsonEvents(reply.flush()); err != nil {
 			return
 		}
 	}
 	_ = out.event("", "", []byte(uiStreamDone))
-}
-
-// writeChunks writes UI message chunks, one per SSE event.
-func writeChunks(out *sseStream, chunks []any) error {
-	for _, c := range chunks {
-		data, err := json.Marshal(c)
-		if err != nil {
-			return err
-		}
-		if err := out.event("", "", data); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // chatRequest is DefaultChatTransport's request body. Other fields (what
@@ -329,33 +287,33 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, invalid("body", "is larger than %d bytes", maxChatRequestBytes)
+			return nil, wire.Invalid("body", "is larger than %d bytes", maxChatRequestBytes)
 		}
-		return nil, invalid("body", "is not a useChat request (a JSON object with id, messages and trigger): %v", err)
+		return nil, wire.Invalid("body", "is not a useChat request (a JSON object with id, messages and trigger): %v", err)
 	}
 	if req.ID == nil {
-		return nil, invalid("id", "is required (the chat id, a conversation id)")
+		return nil, wire.Invalid("id", "is required (the chat id, a conversation id)")
 	}
-	id, err := parseUUID("id", *req.ID)
+	id, err := wire.RequireID("id", *req.ID)
 	if err != nil {
 		return nil, err
 	}
 	req.id = id
 	if req.Trigger == nil {
-		return nil, invalid("trigger", "is required (%s or %s)", triggerSubmit, triggerRegenerate)
+		return nil, wire.Invalid("trigger", "is required (%s or %s)", triggerSubmit, triggerRegenerate)
 	}
 	req.trigger = *req.Trigger
 	switch req.trigger {
 	case triggerSubmit:
 		if req.MessageID != "" {
-			return nil, invalid("messageId", "convo cannot edit a sent message; send a new one (submit-message without messageId)")
+			return nil, wire.Invalid("messageId", "convo cannot edit a sent message; send a new one (submit-message without messageId)")
 		}
 		if req.text, err = lastUserText(req.Messages); err != nil {
 			return nil, err
 		}
 	case triggerRegenerate:
 		if req.MessageID != "" {
-			m, err := parseUUID("messageId", req.MessageID)
+			m, err := wire.RequireID("messageId", req.MessageID)
 			if err != nil {
 				return nil, err
 			}
@@ -366,7 +324,7 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 		if len(t) > 64 {
 			t = t[:64] + "…"
 		}
-		return nil, invalid("trigger", "%q is not a trigger convo knows; want %s or %s", t, triggerSubmit, triggerRegenerate)
+		return nil, wire.Invalid("trigger", "%q is not a trigger convo knows; want %s or %s", t, triggerSubmit, triggerRegenerate)
 	}
 	if req.model, err = chatModel(req.Model, req.trigger); err != nil {
 		return nil, err
@@ -379,32 +337,32 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 // messages are text.
 func lastUserText(messages []chatMessage) (string, error) {
 	if len(messages) == 0 {
-		return "", invalid("messages", "is required: the chat's messages, the last one the user's")
+		return "", wire.Invalid("messages", "is required: the chat's messages, the last one the user's")
 	}
 	i := len(messages) - 1
 	m := messages[i]
 	if m.Role != "user" {
-		return "", invalid(fmt.Sprintf("messages[%d].role", i), "the last message must be the user's, got %q", m.Role)
+		return "", wire.Invalid(fmt.Sprintf("messages[%d].role", i), "the last message must be the user's, got %q", m.Role)
 	}
 	var text bytes.Buffer
 	for j, raw := range m.Parts {
 		field := fmt.Sprintf("messages[%d].parts[%d]", i, j)
 		var p chatPart
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return "", invalid(field, "is not a message part: %v", err)
+			return "", wire.Invalid(field, "is not a message part: %v", err)
 		}
 		if p.Type != "text" {
-			return "", invalid(field, "convo takes text only, got a %q part", p.Type)
+			return "", wire.Invalid(field, "convo takes text only, got a %q part", p.Type)
 		}
 		if p.Text == nil {
-			return "", invalid(field+".text", "is required")
+			return "", wire.Invalid(field+".text", "is required")
 		}
 		text.WriteString(*p.Text)
 	}
 	if text.Len() == 0 {
-		return "", invalid(fmt.Sprintf("messages[%d].parts", i), "has no text: the user's message must have a text part")
+		return "", wire.Invalid(fmt.Sprintf("messages[%d].parts", i), "has no text: the user's message must have a text part")
 	}
-	return text.String(), fromConnect(connectapi.CheckMessageText(fmt.Sprintf("messages[%d].parts", i), text.String()))
+	return text.String(), wire.CheckMessageText(fmt.Sprintf("messages[%d].parts", i), text.String())
 }
 
 // chatModel checks the request's model configuration as SendMessage
@@ -419,8 +377,8 @@ func chatModel(raw json.RawMessage, trigger string) (json.RawMessage, error) {
 	}
 	cfg := &convov1.ModelConfig{}
 	if err := protojson.Unmarshal(raw, cfg); err != nil {
-		return nil, invalid("model", "is not a model configuration: %v", err)
+		return nil, wire.Invalid("model", "is not a model configuration: %v", err)
 	}
-	b, err := connectapi.ModelConfigJSON("model", cfg)
-	return b, fromConnect(err)
+	b, err := wire.ModelConfigJSON("model", cfg)
+	return b, err
 }

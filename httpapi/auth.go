@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/wire"
 )
 
 // authenticate returns the user the request acts for: from its
@@ -23,20 +25,17 @@ func (s *server) authenticate(r *http.Request) (string, error) {
 
 // conversationID parses the {id} path parameter.
 func conversationID(r *http.Request) (uuid.UUID, error) {
-	return parseUUID("conversationId", r.PathValue("id"))
+	return wire.RequireID("conversationId", r.PathValue("id"))
 }
 
-// parseUUID parses a required UUID in its canonical 36-character form.
-func parseUUID(field, value string) (uuid.UUID, error) {
-	if value == "" {
-		return uuid.Nil, invalid(field, "is required")
+// caller authenticates the request and parses its {id} path parameter: the
+// start of every route under /v1/conversations/{id}/ and /v1/ai-sdk/chat/{id}/.
+func (s *server) caller(r *http.Request) (owner string, id uuid.UUID, err error) {
+	if owner, err = s.authenticate(r); err != nil {
+		return "", uuid.Nil, err
 	}
-	id, err := uuid.Parse(value)
-	if err != nil || len(value) != 36 {
-		if len(value) > 64 {
-			value = value[:64] + "…"
-		}
-		return uuid.Nil, invalid(field, "%q is not a UUID", value)
+	if id, err = conversationID(r); err != nil {
+		return "", uuid.Nil, err
 	}
-	return id, nil
+	return owner, id, nil
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/convo-dev/convo/wire"
 )
 
 // jsonBody wraps a state-changing route: its request must be a JSON body
@@ -37,14 +39,14 @@ func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				s.writeError(w, r, invalid("body", "is larger than %d bytes", limit))
+				s.writeError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
 				return
 			}
-			s.writeError(w, r, invalid("body", "could not be read: %v", err))
+			s.writeError(w, r, wire.Invalid("body", "could not be read: %v", err))
 			return
 		}
 		if !utf8.Valid(body) {
-			s.writeError(w, r, invalid("body", "is not valid UTF-8"))
+			s.writeError(w, r, wire.Invalid("body", "is not valid UTF-8"))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -67,4 +69,27 @@ func unsupportedMediaType(w http.ResponseWriter, got string) {
 	w.WriteHeader(http.StatusUnsupportedMediaType)
 	_ = json.NewEncoder(w).Encode(errorBody{Code: "invalid_argument",
 		Message: "Content-Type: want application/json (UTF-8), got " + got})
+}
+
+// writeRequest starts a request that writes: it authenticates it, reads
+// its body with decode, and takes one of the user's write tokens, in that
+// order (a request refused for its input costs no token). It answers the
+// error itself and reports false when any step fails.
+func writeRequest[T any](s *server, w http.ResponseWriter, r *http.Request, decode func(http.ResponseWriter, *http.Request) (T, error)) (string, T, bool) {
+	var zero T
+	owner, err := s.authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return "", zero, false
+	}
+	in, err := decode(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return "", zero, false
+	}
+	if err := s.writes.Allow(owner); err != nil {
+		s.writeError(w, r, err)
+		return "", zero, false
+	}
+	return owner, in, true
 }

@@ -1,16 +1,12 @@
 package httpapi
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-
-	"connectrpc.com/connect"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/limit"
-	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // statuses maps each domain error code to its HTTP status and the code
@@ -27,6 +23,9 @@ var statuses = map[conversation.Code]struct {
 	conversation.Unavailable:        {http.StatusServiceUnavailable, "unavailable"},
 	conversation.ResourceExhausted:  {http.StatusTooManyRequests, "resource_exhausted"},
 	conversation.Internal:           {http.StatusInternalServerError, "internal"},
+	// Nobody reads these two: the client left, or its deadline passed.
+	conversation.Canceled:         {499, "canceled"},
+	conversation.DeadlineExceeded: {http.StatusGatewayTimeout, "deadline_exceeded"},
 }
 
 // errorBody is the JSON of every error response.
@@ -35,34 +34,19 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// invalid returns an Invalid error whose message names field.
-func invalid(field, format string, args ...any) error {
-	return conversation.Errorf(conversation.Invalid, "%s: "+format, append([]any{field}, args...)...)
-}
-
-// fromConnect turns the InvalidArgument errors of connectapi's validators
-// into domain errors.
-func fromConnect(err error) error {
-	var ce *connect.Error
-	if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument {
-		return conversation.Errorf(conversation.Invalid, "%s", ce.Message())
-	}
-	return err
-}
-
-// writeError answers with err as a JSON error. A domain error keeps its
-// message; anything else is logged with its detail and answered as
-// internal without it.
+// writeError answers with err as a JSON error: the one place where this
+// package maps and logs failed requests (wire.Classify). A domain error
+// keeps its message; anything else is logged with its detail and answered
+// as internal without it.
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := conversation.ErrorCode(err)
-	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+	if r.Context().Err() != nil {
 		return // the client went away: nobody reads the answer
 	}
-	// A draining server refuses streams by design: not worth an error log.
-	if (code == conversation.Internal || code == conversation.Unavailable) && !errors.Is(err, stream.ErrClosed) {
-		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	f := wire.Classify(err)
+	if f.Log {
+		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", f.Code, "err", err)
 	}
-	st, ok := statuses[code]
+	st, ok := statuses[f.Code]
 	if !ok {
 		st = statuses[conversation.Internal]
 	}
@@ -72,9 +56,23 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if st.status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="convo"`)
 	}
-	if d := conversation.ErrorRetryAfter(err); d > 0 {
-		h.Set("Retry-After", limit.RetryAfterHeader(d))
+	if f.RetryAfter > 0 {
+		h.Set("Retry-After", limit.RetryAfterHeader(f.RetryAfter))
 	}
 	w.WriteHeader(st.status)
-	_ = json.NewEncoder(w).Encode(errorBody{Code: st.name, Message: conversation.ErrorMessage(err)})
+	_ = json.NewEncoder(w).Encode(errorBody{Code: st.name, Message: f.Message})
+}
+
+// streamEnded logs why a stream ended, unless the client went away or the
+// end is by design (wire.Failure.Resumable, or the conversation was
+// deleted), after which the client reconnects and resumes.
+func (s *server) streamEnded(r *http.Request, err error, cursor int64) {
+	if r.Context().Err() != nil {
+		return
+	}
+	if f := wire.Classify(err); f.Resumable || f.Code == conversation.NotFound {
+		s.logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", r.URL.Path, "cursor", cursor, "reason", err)
+		return
+	}
+	s.logger.WarnContext(r.Context(), "stream failed", "path", r.URL.Path, "cursor", cursor, "err", err)
 }

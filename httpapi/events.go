@@ -1,16 +1,15 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/convo-dev/convo/connectapi"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // protoJSON is the JSON the Connect API uses: proto3 JSON names, zero
@@ -30,12 +29,7 @@ const snapshotEvent = "snapshot"
 // subscriber falls behind or the server shuts down; EventSource then
 // reconnects with the last id it received.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := conversationID(r)
+	owner, id, err := s.caller(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -46,20 +40,12 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	sub, err := s.hub.Open(ctx, s.store, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after})
+	sub, first, err := wire.Open(ctx, s.hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	defer sub.Close()
-	var first []*convov1.StreamConversationResponse
-	if st, ok := sub.Snapshot(); ok {
-		if first, err = connectapi.StreamStart(st); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		sub.ReleaseSnapshot()
-	}
 
 	out, err := startSSE(w, s.retry)
 	if err != nil {
@@ -83,16 +69,12 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for {
-		item, err := s.next(ctx, sub, out)
+		item, err := s.next(ctx, r, sub, out)
 		if err != nil {
 			s.streamEnded(r, err, sub.Cursor())
 			return
 		}
-		if item.Err != nil {
-			s.logger.ErrorContext(ctx, "events stream: undecodable event", "conversation_id", id, "seq", item.Event.Seq, "err", item.Err)
-			return
-		}
-		ev := item.Decoded.(*convov1.StreamConversationResponse).GetEvent()
+		ev := item.Payload.GetEvent()
 		if err := s.writeProto(out, strconv.FormatInt(ev.Seq, 10), eventName(ev), ev); err != nil {
 			return
 		}
@@ -105,20 +87,6 @@ func (s *server) writeProto(out *sseStream, id, name string, m proto.Message) er
 		return err
 	}
 	return out.event(id, name, data)
-}
-
-// streamEnded logs why a stream ended, unless the client went away or the
-// end is the ordinary kind (fell behind, shutting down, deleted), after
-// which the client reconnects and resumes.
-func (s *server) streamEnded(r *http.Request, err error, cursor int64) {
-	switch {
-	case r.Context().Err() != nil:
-	case errors.Is(err, stream.ErrFellBehind), errors.Is(err, stream.ErrClosed), errors.Is(err, stream.ErrDeleted),
-		errors.Is(err, stream.ErrEventsCompacted):
-		s.logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", r.URL.Path, "cursor", cursor, "reason", err)
-	default:
-		s.logger.WarnContext(r.Context(), "stream failed", "path", r.URL.Path, "cursor", cursor, "err", err)
-	}
 }
 
 // eventName is the JSON name of the event's kind: "blockDelta", …
@@ -146,7 +114,7 @@ func resumePoint(r *http.Request) (*int64, error) {
 		if len(value) > 32 {
 			value = value[:32] + "…"
 		}
-		return nil, invalid(field, "%q is not a seq (a whole number, 0 or more)", value)
+		return nil, wire.Invalid(field, "%q is not a seq (a whole number, 0 or more)", value)
 	}
 	return &n, nil
 }

@@ -20,13 +20,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/auth"
-	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 	"github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/builtin"
 )
@@ -63,7 +64,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
-	hub := stream.NewHub(stream.HubOptions{Log: store, Decode: connectapi.DecodeEvent})
+	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store})
 	feed := &stream.NotifyFeed{ConnConfig: pool.Config().ConnConfig.Copy(), Hub: hub}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -73,7 +74,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 		o.keepAlive = time.Minute
 	}
 	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{
-		Store: store, Hub: hub, Auth: connectapi.Authenticator{Verifier: o.verifier}, KeepAlive: o.keepAlive,
+		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, KeepAlive: o.keepAlive,
 	}))
 	var stopOnce sync.Once
 	stop := func() { stopOnce.Do(func() { cancel(); wg.Wait() }) }
@@ -84,7 +85,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	})
 	// Events missed before LISTEN are read again once it connects, but a
 	// deletion's notification is not: tests that delete need the feed up.
-	waitFor(t, "the listener to connect", func() bool { return feed.Connects() > 0 })
+	testwait.For(t, "the listener to connect", func() bool { return feed.Connects() > 0 })
 	if o.workers {
 		ws := worker.DefaultSettings()
 		ws.DemoTokensPerSecond = -1
@@ -109,20 +110,6 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 		})
 	}
 	return &testBundle{pool: pool, store: store, q: store.Queries(), url: srv.URL, stopHub: stop}
-}
-
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 func setupAuth(t testing.TB) *testBundle {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
 )
 
 // historyContentType says which vocabulary a history entry's events use:
@@ -46,12 +46,7 @@ type historyEntry struct {
 // history serves GET /v1/conversations/{id}/history: the conversation as
 // history entries, one per message, as it stands at one seq.
 func (s *server) history(w http.ResponseWriter, r *http.Request) {
-	owner, err := s.authenticate(r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	id, err := conversationID(r)
+	owner, id, err := s.caller(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -84,12 +79,12 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 			if !e.PromptID.Valid || !wanted[e.PromptID.UUID] || !replyEvent(e.Kind) {
 				continue
 			}
-			decoded, err := connectapi.DecodeEvent(e)
+			decoded, err := wire.DecodeEvent(e)
 			if err != nil {
 				s.writeError(w, r, err)
 				return
 			}
-			events[e.PromptID.UUID] = append(events[e.PromptID.UUID], decoded.(*convov1.StreamConversationResponse).GetEvent())
+			events[e.PromptID.UUID] = append(events[e.PromptID.UUID], decoded.GetEvent())
 		}
 		if len(page) < historyPage {
 			break

@@ -5,18 +5,18 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/limit"
-	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // Options configures the handler.
 type Options struct {
 	Store conversation.Store
-	// Hub serves the streams; its Decode must be connectapi.DecodeEvent.
-	Hub  *stream.Hub
-	Auth connectapi.Authenticator
+	// Hub serves the streams.
+	Hub  *wire.Hub
+	Auth auth.Authenticator
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 	// KeepAlive is how long a stream may stay silent before a comment line
@@ -60,8 +60,8 @@ func NewHandler(opts Options) http.Handler {
 
 type server struct {
 	store     conversation.Store
-	hub       *stream.Hub
-	auth      connectapi.Authenticator
+	hub       *wire.Hub
+	auth      auth.Authenticator
 	logger    *slog.Logger
 	keepAlive time.Duration
 	retry     time.Duration

@@ -3,11 +3,12 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // sseStream writes Server-Sent Events, flushing after each one.
@@ -55,6 +56,21 @@ func (s *sseStream) event(id, name string, data []byte) error {
 }
 
 // comment writes a comment line, which every client ignores.
+// jsonEvents writes each value as the JSON data of one unnamed SSE event,
+// as AG-UI and the AI SDK's stream protocol have it.
+func (s *sseStream) jsonEvents(values []any) error {
+	for _, v := range values {
+		data, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := s.event("", "", data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *sseStream) comment(text string) error {
 	s.buf.WriteString(": ")
 	s.buf.WriteString(text)
@@ -73,14 +89,19 @@ func (s *sseStream) flush() error {
 
 // next waits for the subscription's next event, writing a keep-alive
 // comment whenever the stream has been silent for s.keepAlive. It returns
-// the subscription's errors, ctx's, and the write's when the client is
-// gone.
-func (s *server) next(ctx context.Context, sub *stream.Subscription, out *sseStream) (*stream.Item, error) {
+// the subscription's errors, ctx's, the write's when the client is gone,
+// and the decoding error of an event the hub could not decode (logged
+// here, once for every protocol).
+func (s *server) next(ctx context.Context, r *http.Request, sub *wire.Subscription, out *sseStream) (*wire.Item, error) {
 	for {
 		wait, cancel := context.WithTimeout(ctx, s.keepAlive)
 		item, err := sub.Next(wait)
 		idle := err != nil && wait.Err() != nil && ctx.Err() == nil
 		cancel()
+		if err == nil && item.Err != nil {
+			s.logger.ErrorContext(ctx, "stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
+			return nil, item.Err
+		}
 		if !idle {
 			return item, err
 		}

@@ -72,9 +72,47 @@ func (m *RPC) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.St
 		// across the call is kept small (see connectapi's
 		// StreamConversation), the rest is in calls that return.
 		start := m.streamOpened(conn)
-		err := next(ctx, conn)
-		m.streamEnded(ctx, conn, start, err)
+		d := &detachable{}
+		err := next(context.WithValue(ctx, detachKey{}, d), conn)
+		if d.detached {
+			// The stream goes on without its handler: its end is recorded
+			// when the function Detach returned is called.
+			// Only the procedure is kept: not connect's stream state.
+			procedure := conn.Spec().Procedure
+			d.end = func(ctx context.Context, err error) { m.streamEnded(ctx, procedure, start, err) }
+			close(d.ready)
+			return err
+		}
+		m.streamEnded(ctx, conn.Spec().Procedure, start, err)
 		return err
+	}
+}
+
+type detachKey struct{}
+
+// detachable lets a handler return before its stream ends.
+type detachable struct {
+	detached bool
+	ready    chan struct{} // closed once end is set
+	end      func(ctx context.Context, err error)
+}
+
+// Detach tells the RPC metrics that the stream of ctx's handler goes on
+// after the handler returns (a parked stream, written without its
+// goroutine). The stream then stays open in the metrics until the
+// returned function is called, once, with how the stream ended (nil: the
+// client left). Without RPC metrics in ctx it returns a function that does
+// nothing. It must be called from the handler, before it returns.
+func Detach(ctx context.Context) func(ctx context.Context, err error) {
+	d, ok := ctx.Value(detachKey{}).(*detachable)
+	if !ok {
+		return func(context.Context, error) {}
+	}
+	d.detached = true
+	d.ready = make(chan struct{})
+	return func(ctx context.Context, err error) {
+		<-d.ready
+		d.end(ctx, err)
 	}
 }
 
@@ -85,8 +123,7 @@ func (m *RPC) streamOpened(conn connect.StreamingHandlerConn) time.Time {
 }
 
 //go:noinline
-func (m *RPC) streamEnded(ctx context.Context, conn connect.StreamingHandlerConn, start time.Time, err error) {
-	procedure := conn.Spec().Procedure
+func (m *RPC) streamEnded(ctx context.Context, procedure string, start time.Time, err error) {
 	m.openStreams.WithLabelValues(procedure).Dec()
 	m.streamDuration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
 	m.calls.WithLabelValues(procedure, code(ctx, err)).Inc()

@@ -12,14 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/conversation"
-)
-
-// SQLSTATEs raised by the SQL functions: docs/events.md, "Errors (SQLSTATEs)".
-const (
-	sqlstateNotFound        = "CV001"
-	sqlstateIllegalState    = "CV002"
-	sqlstateInvalidArgument = "CV003"
-	sqlstateQuotaExceeded   = "CV004"
+	"github.com/convo-dev/convo/db/sqlstate"
 )
 
 // translate turns a database error into a conversation.Error where the
@@ -38,13 +31,13 @@ func translate(err error, doing string) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == sqlstateNotFound:
+		case pgErr.Code == sqlstate.NotFound:
 			return conversation.Errorf(conversation.NotFound, "%s", pgErr.Message)
-		case pgErr.Code == sqlstateIllegalState:
+		case pgErr.Code == sqlstate.IllegalState:
 			return conversation.Errorf(conversation.FailedPrecondition, "%s", pgErr.Message)
-		case pgErr.Code == sqlstateInvalidArgument:
+		case pgErr.Code == sqlstate.InvalidArgument:
 			return conversation.Errorf(conversation.Invalid, "%s", pgErr.Message)
-		case pgErr.Code == sqlstateQuotaExceeded:
+		case pgErr.Code == sqlstate.QuotaExceeded:
 			return conversation.Errorf(conversation.ResourceExhausted, "%s", pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting up

@@ -48,7 +48,7 @@ func eventsFromRows(rows []dbq.ConvoEvent) []conversation.Event {
 	return events
 }
 
-// ExistingConversations implements stream.EventLog: which of ids exist.
+// ExistingConversations implements stream.Store: which of ids exist.
 func (s *Store) ExistingConversations(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
 	existing, err := s.q.ConversationIDsExisting(ctx, ids)
 	if err != nil {

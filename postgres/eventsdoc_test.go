@@ -34,11 +34,10 @@ import (
 //     (conversation, message, prompt, toolCall) that holds it;
 //   - the table's prompt_id, block_id and tool_call_id cells say what the
 //     SQL writes (yes: always set, no: never, some: both seen);
-//   - every function the table names exists, and the doc names the
-//     migration that holds each function's definition in force (the last
-//     one that creates or replaces it);
-//   - each function whose definition in force calls pg_notify is a sender
-//     of that channel in the doc's table of notifications.
+//   - every function the table names exists, and the doc names the file
+//     of db/functions that defines it;
+//   - each function that notifies (calls pg_notify, or a helper that does)
+//     is a sender of that channel in the doc's table of notifications.
 func TestEventsDoc(t *testing.T) {
 	t.Parallel()
 	doc := readDocSections(t, "../docs/events.md")
@@ -133,11 +132,11 @@ func TestEventsDoc(t *testing.T) {
 	}
 
 	// The functions the table names, and the files that define them.
-	inForce := functionsInForce(t, "../db/schema")
+	inForce := functionsInForce(t, "../db/functions")
 	for kind, row := range rows {
 		for _, fn := range backticked(row["written by"]) {
 			if inForce[fn].file == "" {
-				t.Errorf("docs/events.md: %s is written by convo.%s, which no migration defines", kind, fn)
+				t.Errorf("docs/events.md: %s is written by convo.%s, which db/functions does not define", kind, fn)
 			}
 		}
 	}
@@ -146,9 +145,9 @@ func TestEventsDoc(t *testing.T) {
 		t.Error("docs/events.md has no table of functions and their files")
 	}
 	for cell, row := range files {
-		file := regexp.MustCompile(`\(\.\./db/schema/([\w.]+)\)`).FindStringSubmatch(row["file"])
+		file := regexp.MustCompile(`\(\.\./db/functions/([\w.]+)\)`).FindStringSubmatch(row["file"])
 		if file == nil {
-			t.Errorf("docs/events.md: the file of %s is not a link to db/schema: %s", cell, row["file"])
+			t.Errorf("docs/events.md: the file of %s is not a link to db/functions: %s", cell, row["file"])
 			continue
 		}
 		for _, fn := range backticked(cell) {
@@ -171,16 +170,36 @@ func TestEventsDoc(t *testing.T) {
 	if len(senders) == 0 {
 		t.Error("docs/events.md has no table of notifications under \"## Notifications\"")
 	}
+	// The helpers that call pg_notify, and the channel each notifies.
+	helpers := map[string]string{}
 	for fn, def := range inForce {
-		for _, m := range notifyRE.FindAllStringSubmatch(def.body, -1) {
-			if !slices.Contains(senders[m[1]], fn) {
-				t.Errorf("convo.%s (%s) notifies %s; docs/events.md's table of notifications does not say so", fn, def.file, m[1])
+		if m := notifyRE.FindStringSubmatch(def.body); m != nil {
+			helpers[fn] = m[1]
+		}
+	}
+	if len(helpers) == 0 {
+		t.Error("no function of db/functions calls pg_notify")
+	}
+	for fn, def := range inForce {
+		if _, ok := helpers[fn]; ok {
+			continue
+		}
+		for _, m := range helperCallRE.FindAllStringSubmatch(def.body, -1) {
+			channel, ok := helpers[m[1]]
+			if ok && !slices.Contains(senders[channel], fn) {
+				t.Errorf("convo.%s (%s) notifies %s; docs/events.md's table of notifications does not say so", fn, def.file, channel)
 			}
+		}
+		if notifyRE.MatchString(def.body) {
+			t.Errorf("convo.%s (%s) calls pg_notify itself: the payloads are written once, by the helpers of events.sql", fn, def.file)
 		}
 	}
 }
 
-var notifyRE = regexp.MustCompile(`pg_notify\('(\w+)'`)
+var (
+	notifyRE     = regexp.MustCompile(`pg_notify\('(\w+)'`)
+	helperCallRE = regexp.MustCompile(`convo\.(\w+)\(`)
+)
 
 // driveEveryEventKind writes, through the SQL API, a conversation whose
 // log holds every event kind, each from every writer that gives its row
@@ -368,17 +387,17 @@ func backticked(cell string) []string {
 
 var createFunctionRE = regexp.MustCompile(`CREATE (?:OR REPLACE )?FUNCTION convo\.(\w+)\(`)
 
-// definition is a function's definition in force: the migration whose Up
-// section defines it last, and that definition's text.
+// definition is a function's definition: the file of db/functions that
+// holds it, and its text.
 type definition struct{ file, body string }
 
-// functionsInForce returns the definition in force of each function of
-// the schema convo.
+// functionsInForce returns the definition of each function of the schema
+// convo in dir (db/functions), failing for one defined twice.
 func functionsInForce(t *testing.T, dir string) map[string]definition {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.sql"))
 	if err != nil || len(paths) == 0 {
-		t.Fatalf("no migrations in %s: %v", dir, err)
+		t.Fatalf("no SQL files in %s: %v", dir, err)
 	}
 	slices.Sort(paths)
 	inForce := map[string]definition{}
@@ -387,10 +406,13 @@ func functionsInForce(t *testing.T, dir string) map[string]definition {
 		if err != nil {
 			t.Fatal(err)
 		}
-		up, _, _ := strings.Cut(string(src), "-- +goose Down")
-		for _, m := range createFunctionRE.FindAllStringSubmatchIndex(up, -1) {
-			body, _, _ := strings.Cut(up[m[0]:], "$$;")
-			inForce[up[m[2]:m[3]]] = definition{file: filepath.Base(p), body: body}
+		for _, m := range createFunctionRE.FindAllStringSubmatchIndex(string(src), -1) {
+			name := string(src[m[2]:m[3]])
+			if prev, ok := inForce[name]; ok {
+				t.Errorf("convo.%s is defined twice in %s: in %s and %s", name, dir, prev.file, filepath.Base(p))
+			}
+			body, _, _ := strings.Cut(string(src[m[0]:]), "$$;")
+			inForce[name] = definition{file: filepath.Base(p), body: body}
 		}
 	}
 	return inForce

@@ -76,7 +76,7 @@ func TestResumeIntoCompactedRange(t *testing.T) {
 		{first - 1, true},  // just before them: the merged event, then a gap
 		{last - 1, false},  // after them
 	} {
-		sub, err := tb.hub.Open(ctx, tb.store, stream.OpenParams{OwnerID: "local", ConversationID: conv, AfterSeq: &tc.after})
+		sub, err := tb.hub.Open(ctx, stream.OpenParams{OwnerID: "local", ConversationID: conv, AfterSeq: &tc.after})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,10 +99,10 @@ func TestSubscriberBehindCompaction(t *testing.T) {
 	// The hub reads the log only when told to, so the test decides what
 	// it has read when the compaction happens.
 	tb := setupWithoutFeed(t)
-	ctx, pool, store, hub := context.Background(), tb.pool, tb.store, tb.hub
+	ctx, pool, hub := context.Background(), tb.pool, tb.hub
 
 	conv, block := tb.reply(t)
-	sub, err := hub.Open(ctx, store, stream.OpenParams{OwnerID: "local", ConversationID: conv})
+	sub, err := hub.Open(ctx, stream.OpenParams{OwnerID: "local", ConversationID: conv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestSubscriberBehindCompaction(t *testing.T) {
 	}
 
 	after := sub.Cursor()
-	resumed, err := hub.Open(ctx, store, stream.OpenParams{OwnerID: "local", ConversationID: conv, AfterSeq: &after})
+	resumed, err := hub.Open(ctx, stream.OpenParams{OwnerID: "local", ConversationID: conv, AfterSeq: &after})
 	if err != nil {
 		t.Fatal(err)
 	}

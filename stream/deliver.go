@@ -16,7 +16,7 @@ import (
 // one the hub has not seen, the conversation is marked to be read from the
 // log instead, which fills the gap. Events of conversations nobody follows
 // here are dropped. Deliver never blocks on subscribers.
-func (h *Hub) Deliver(events []conversation.Event) {
+func (h *Hub[T]) Deliver(events []conversation.Event) {
 	// Decode only what some subscriber may need, outside the lock (the WAL
 	// carries every conversation of the database; most are followed
 	// elsewhere or not at all).

@@ -11,10 +11,10 @@ import (
 func TestDeliver(t *testing.T) {
 	t.Parallel()
 	decoded := 0
-	h := NewHub(HubOptions{Decode: func(e conversation.Event) (any, error) { decoded++; return e.Seq, nil }})
+	h := NewHub(HubOptions[int64]{Decode: func(e conversation.Event) (int64, error) { decoded++; return e.Seq, nil }})
 	followed, unstarted, other := uuid.New(), uuid.New(), uuid.New()
-	subscribe := func(id uuid.UUID) *Subscription {
-		s := &Subscription{hub: h, conversationID: id, signal: make(chan struct{}, 1), endCh: make(chan struct{})}
+	subscribe := func(id uuid.UUID) *Subscription[int64] {
+		s := &Subscription[int64]{hub: h, conversationID: id, signal: make(chan struct{}, 1), endCh: make(chan struct{})}
 		if err := h.register(s); err != nil {
 			t.Fatal(err)
 		}
@@ -32,10 +32,10 @@ func TestDeliver(t *testing.T) {
 		}
 		return out
 	}
-	queued := func(s *Subscription) []int64 {
+	queued := func(s *Subscription[int64]) []int64 {
 		var seqs []int64
 		for item, ok := s.take(); ok; item, ok = s.take() {
-			seqs = append(seqs, item.Decoded.(int64))
+			seqs = append(seqs, item.Payload)
 		}
 		return seqs
 	}

@@ -13,30 +13,38 @@ import (
 	"github.com/convo-dev/convo/limit"
 )
 
-// EventLog is what the hub reads: the store's event log.
-type EventLog interface {
+// Store is what the hub reads: the conversations and their event log.
+type Store interface {
+	// State is a conversation as of its last seq (a subscription's
+	// snapshot); Conversation its row (LastSeq).
+	State(ctx context.Context, ownerID string, id uuid.UUID) (conversation.State, error)
+	Conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error)
+	// EventsAfter and EventsAfterMany read the log after a seq, in seq
+	// order, at most limit events per conversation.
+	EventsAfter(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]conversation.Event, error)
 	EventsAfterMany(ctx context.Context, cursors []conversation.Cursor, limit int) ([]conversation.Event, error)
 	// ExistingConversations returns which of ids exist.
 	ExistingConversations(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 }
 
 // Item is one event as the hub delivers it: shared, read-only, by every
-// subscriber of its conversation.
-type Item struct {
+// subscriber of its conversation. T is the hub's payload type.
+type Item[T any] struct {
 	Event conversation.Event
-	// Decoded is what Options.Decode made of the event, once for all
-	// subscribers (for example the Connect message to send).
-	Decoded any
+	// Payload is what HubOptions.Decode made of the event, once for all
+	// subscribers (for example the wire message to send).
+	Payload T
 	// Err is Decode's error, if any.
 	Err error
 }
 
-// HubOptions configures a Hub.
-type HubOptions struct {
-	Log    EventLog
+// HubOptions configures a Hub whose payload is T.
+type HubOptions[T any] struct {
+	Store  Store
 	Logger *slog.Logger
-	// Decode, when set, runs once per event before fan-out.
-	Decode func(conversation.Event) (any, error)
+	// Decode runs once per event before fan-out and makes its payload;
+	// nil leaves the payload zero.
+	Decode func(conversation.Event) (T, error)
 	// QueueSize is each subscriber's queue length (default 512 events).
 	QueueSize int
 	// ReadBatch bounds the events read per conversation per query; a
@@ -52,17 +60,18 @@ type HubOptions struct {
 	Streams *limit.Streams
 }
 
-// Hub fans out conversations' events to subscribers. Its zero value is not
+// Hub fans out conversations' events to subscribers, each event decoded
+// once into a payload of type T for all of them. Its zero value is not
 // usable; call NewHub, then Run.
-type Hub struct {
-	opts   HubOptions
+type Hub[T any] struct {
+	opts   HubOptions[T]
 	logger *slog.Logger
 
 	mu     sync.Mutex
-	topics map[uuid.UUID]*topic
+	topics map[uuid.UUID]*topic[T]
 	// dirty holds the conversations to read at the next wake-up.
 	dirty  map[uuid.UUID]struct{}
-	closed error
+	closed *conversation.Error
 	// recheck asks the next read to look for deleted conversations: a
 	// deletion is only a notification, lost when the feed was away.
 	recheck bool
@@ -74,16 +83,16 @@ type Hub struct {
 }
 
 // topic is one followed conversation.
-type topic struct {
+type topic[T any] struct {
 	id uuid.UUID
 	// delivered is the last seq fanned out; -1 until a subscriber has
 	// told where it starts.
 	delivered int64
-	subs      map[*Subscription]struct{}
+	subs      map[*Subscription[T]]struct{}
 }
 
-// NewHub returns a hub reading from opts.Log.
-func NewHub(opts HubOptions) *Hub {
+// NewHub returns a hub reading from opts.Store.
+func NewHub[T any](opts HubOptions[T]) *Hub[T] {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -93,9 +102,9 @@ func NewHub(opts HubOptions) *Hub {
 	if opts.ReadBatch <= 0 {
 		opts.ReadBatch = min(500, max(1, opts.QueueSize/4))
 	}
-	return &Hub{
+	return &Hub[T]{
 		opts: opts, logger: opts.Logger,
-		topics: make(map[uuid.UUID]*topic),
+		topics: make(map[uuid.UUID]*topic[T]),
 		dirty:  make(map[uuid.UUID]struct{}),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
@@ -104,14 +113,19 @@ func NewHub(opts HubOptions) *Hub {
 	}
 }
 
-// ErrClosed ends subscriptions when the hub stops, and refuses new ones
-// once it drains (the server is shutting down): the client should
-// reconnect, to another server, and resume. Its code is Unavailable.
-var ErrClosed = conversation.Errorf(conversation.Unavailable, "server is shutting down; reconnect and resume")
+// Sink is what a Feed drives: a Hub of any payload.
+type Sink interface {
+	Hint(id uuid.UUID, seq int64)
+	Deleted(id uuid.UUID)
+	Resync()
+	Deliver(events []conversation.Event)
+}
+
+var _ Sink = (*Hub[any])(nil)
 
 // Run reads and fans out events until ctx ends, then ends every
 // subscription with ErrClosed.
-func (h *Hub) Run(ctx context.Context) {
+func (h *Hub[T]) Run(ctx context.Context) {
 	defer close(h.done)
 	bo := backoff.New(50*time.Millisecond, 5*time.Second)
 	for {
@@ -146,7 +160,7 @@ func (h *Hub) Run(ctx context.Context) {
 // Drain refuses new subscriptions with ErrClosed; the open ones go on
 // until Run ends. A server that is shutting down drains its hub first, so
 // that clients go to another server while this one still delivers.
-func (h *Hub) Drain() {
+func (h *Hub[T]) Drain() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed == nil {
@@ -155,11 +169,11 @@ func (h *Hub) Drain() {
 }
 
 // Done is closed when Run has returned.
-func (h *Hub) Done() <-chan struct{} { return h.done }
+func (h *Hub[T]) Done() <-chan struct{} { return h.done }
 
 // Hint tells the hub that the conversation has an event with seq (0:
 // unknown). It never blocks.
-func (h *Hub) Hint(id uuid.UUID, seq int64) {
+func (h *Hub[T]) Hint(id uuid.UUID, seq int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, ok := h.topics[id]
@@ -171,7 +185,7 @@ func (h *Hub) Hint(id uuid.UUID, seq int64) {
 
 // Deleted ends every subscription of a deleted conversation with
 // ErrDeleted.
-func (h *Hub) Deleted(id uuid.UUID) {
+func (h *Hub[T]) Deleted(id uuid.UUID) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t, ok := h.topics[id]; ok {
@@ -186,7 +200,7 @@ func (h *Hub) Deleted(id uuid.UUID) {
 // Resync marks every followed conversation to be read again: a feed calls
 // it after each (re)connect, since notifications sent while it was away
 // are lost.
-func (h *Hub) Resync() {
+func (h *Hub[T]) Resync() {
 	h.metrics.resyncs.Inc()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -203,7 +217,7 @@ type Stats struct{ Topics, Subscribers int }
 
 // Stats returns the current number of followed conversations and
 // subscriptions.
-func (h *Hub) Stats() Stats {
+func (h *Hub[T]) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	st := Stats{Topics: len(h.topics)}
@@ -215,7 +229,7 @@ func (h *Hub) Stats() Stats {
 
 // markDirtyLocked schedules a read of the conversation's log and wakes the
 // reader. The caller holds h.mu.
-func (h *Hub) markDirtyLocked(id uuid.UUID) {
+func (h *Hub[T]) markDirtyLocked(id uuid.UUID) {
 	h.dirty[id] = struct{}{}
 	select {
 	case h.wake <- struct{}{}:
@@ -226,7 +240,7 @@ func (h *Hub) markDirtyLocked(id uuid.UUID) {
 // readOnce reads every dirty topic after its delivered seq in one query and
 // fans the events out. It reports whether a topic hit the batch limit and
 // must be read again.
-func (h *Hub) readOnce(ctx context.Context) (bool, error) {
+func (h *Hub[T]) readOnce(ctx context.Context) (bool, error) {
 	h.mu.Lock()
 	var cursors []conversation.Cursor
 	for id := range h.dirty {
@@ -257,7 +271,7 @@ func (h *Hub) readOnce(ctx context.Context) (bool, error) {
 	}
 
 	h.metrics.reads.Inc()
-	events, err := h.opts.Log.EventsAfterMany(ctx, cursors, h.opts.ReadBatch)
+	events, err := h.opts.Store.EventsAfterMany(ctx, cursors, h.opts.ReadBatch)
 	if err != nil {
 		h.mu.Lock()
 		for _, c := range cursors {
@@ -271,12 +285,12 @@ func (h *Hub) readOnce(ctx context.Context) (bool, error) {
 
 // endDeleted ends the subscriptions of the conversations among cursors
 // that no longer exist.
-func (h *Hub) endDeleted(ctx context.Context, cursors []conversation.Cursor) error {
+func (h *Hub[T]) endDeleted(ctx context.Context, cursors []conversation.Cursor) error {
 	ids := make([]uuid.UUID, len(cursors))
 	for i, c := range cursors {
 		ids[i] = c.ConversationID
 	}
-	existing, err := h.opts.Log.ExistingConversations(ctx, ids)
+	existing, err := h.opts.Store.ExistingConversations(ctx, ids)
 	if err != nil {
 		return err
 	}
@@ -294,7 +308,7 @@ func (h *Hub) endDeleted(ctx context.Context, cursors []conversation.Cursor) err
 
 // publish decodes events (grouped by conversation, in seq order) and fans
 // them out. It reports whether some conversation may have more to read.
-func (h *Hub) publish(events []conversation.Event) bool {
+func (h *Hub[T]) publish(events []conversation.Event) bool {
 	items := h.items(events)
 	perConversation := make(map[uuid.UUID]int)
 	now := time.Now()
@@ -326,17 +340,17 @@ func (h *Hub) publish(events []conversation.Event) bool {
 }
 
 // fanOutLocked queues item to every subscriber of t. The caller holds h.mu.
-func (h *Hub) fanOutLocked(t *topic, item *Item, now time.Time) {
+func (h *Hub[T]) fanOutLocked(t *topic[T], item *Item[T], now time.Time) {
 	n := 0
 	for s := range t.subs {
 		if s.offerLocked(item) {
 			n++
 		}
 	}
-	h.metrics.fannedOut(item, n, now)
+	h.metrics.fannedOut(item.Event, n, now)
 }
 
-func (h *Hub) shutdown(err error) {
+func (h *Hub[T]) shutdown(err *conversation.Error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = err
@@ -349,7 +363,7 @@ func (h *Hub) shutdown(err error) {
 }
 
 // register adds a subscription, creating its topic.
-func (h *Hub) register(s *Subscription) error {
+func (h *Hub[T]) register(s *Subscription[T]) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed != nil {
@@ -357,7 +371,7 @@ func (h *Hub) register(s *Subscription) error {
 	}
 	t, ok := h.topics[s.conversationID]
 	if !ok {
-		t = &topic{id: s.conversationID, delivered: -1, subs: make(map[*Subscription]struct{})}
+		t = &topic[T]{id: s.conversationID, delivered: -1, subs: make(map[*Subscription[T]]struct{})}
 		h.topics[s.conversationID] = t
 	}
 	t.subs[s] = struct{}{}
@@ -366,7 +380,7 @@ func (h *Hub) register(s *Subscription) error {
 
 // start tells the hub that s has everything up to seq; a topic that did
 // not know where to start reads from there.
-func (h *Hub) start(s *Subscription, seq int64) {
+func (h *Hub[T]) start(s *Subscription[T], seq int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, ok := h.topics[s.conversationID]
@@ -382,7 +396,7 @@ func (h *Hub) start(s *Subscription, seq int64) {
 }
 
 // unregister removes a subscription, and its topic when it was the last.
-func (h *Hub) unregister(s *Subscription) {
+func (h *Hub[T]) unregister(s *Subscription[T]) {
 	s.release()
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
@@ -27,7 +28,7 @@ type testBundle struct {
 	pool  *pgxpool.Pool
 	store *postgres.Store
 	q     *dbq.Queries
-	hub   *stream.Hub
+	hub   *stream.Hub[struct{}]
 	feed  *stream.NotifyFeed
 }
 
@@ -40,7 +41,7 @@ func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
 		t.Fatal(err)
 	}
 	store := postgres.New(pool)
-	hub := stream.NewHub(stream.HubOptions{Log: store, QueueSize: o.queueSize})
+	hub := stream.NewHub(stream.HubOptions[struct{}]{Store: store, QueueSize: o.queueSize})
 	cfg := pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = listenerApp
 	feed := &stream.NotifyFeed{ConnConfig: cfg, Hub: hub, PingInterval: time.Second}
@@ -53,7 +54,7 @@ func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
 		wg.Wait()
 		pool.Close()
 	})
-	waitFor(t, "the listener to connect", func() bool { return feed.Connects() > 0 })
+	testwait.For(t, "the listener to connect", func() bool { return feed.Connects() > 0 })
 	return &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub, feed: feed}
 }
 
@@ -68,7 +69,7 @@ func setupWithoutFeed(t testing.TB) *testBundle {
 		t.Fatal(err)
 	}
 	store := postgres.New(pool)
-	hub := stream.NewHub(stream.HubOptions{Log: store})
+	hub := stream.NewHub(stream.HubOptions[struct{}]{Store: store})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { hub.Run(ctx) })
@@ -108,7 +109,7 @@ type follower struct {
 	seqs  []int64
 	text  string
 	err   error
-	sub   *stream.Subscription
+	sub   *stream.Subscription[struct{}]
 	done  chan struct{}
 	last  int64
 	reach chan struct{}
@@ -117,7 +118,7 @@ type follower struct {
 func (tb *testBundle) follow(t testing.TB, conversationID uuid.UUID, afterSeq *int64) *follower {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	sub, err := tb.hub.Open(ctx, tb.store, stream.OpenParams{OwnerID: "local", ConversationID: conversationID, AfterSeq: afterSeq})
+	sub, err := tb.hub.Open(ctx, stream.OpenParams{OwnerID: "local", ConversationID: conversationID, AfterSeq: afterSeq})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -202,19 +203,6 @@ func (tb *testBundle) lastSeq(t testing.TB, id uuid.UUID) int64 {
 	return c.LastSeq
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func TestThousandSubscribers(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, hubOptions{})
@@ -293,7 +281,7 @@ func TestListenerTerminated(t *testing.T) {
 		}
 		if i%100 == 50 {
 			// Kill it once it is back from the previous kill.
-			waitFor(t, "the listener to reconnect", func() bool { return tb.feed.Connects() > int64(kills) })
+			testwait.For(t, "the listener to reconnect", func() bool { return tb.feed.Connects() > int64(kills) })
 			var n int
 			if err := tb.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 				WHERE application_name = $1 AND datname = current_database()`, listenerApp).Scan(&n); err != nil {
@@ -329,7 +317,7 @@ func TestSlowSubscriberIsCutOff(t *testing.T) {
 	conv, block := tb.reply(t)
 	ctx := context.Background()
 	fast := tb.follow(t, conv, nil)
-	slow, err := tb.hub.Open(ctx, tb.store, stream.OpenParams{OwnerID: "local", ConversationID: conv})
+	slow, err := tb.hub.Open(ctx, stream.OpenParams{OwnerID: "local", ConversationID: conv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,8 +345,13 @@ func TestSlowSubscriberIsCutOff(t *testing.T) {
 	if got == 0 || got > 64 {
 		t.Fatalf("slow subscriber got %d events before the cut, want 1..64", got)
 	}
-	// It resumes after its last event and gets the rest.
+	// The error says where to resume: after its last event.
 	after := slow.Cursor()
+	_, endErr := slow.Next(ctx)
+	if at, ok := conversation.ErrorResume(endErr); !ok || at != after || conversation.ErrorCode(endErr) != conversation.Unavailable {
+		t.Fatalf("end error %v: resume (%d, %v), code %s; want resume after %d, unavailable", endErr, at, ok, conversation.ErrorCode(endErr), after)
+	}
+	// It resumes there and gets the rest.
 	resumed := tb.follow(t, conv, &after)
 	resumed.waitSeq(t, end, 30*time.Second)
 	resumed.checkContiguous(t, after+1, end)

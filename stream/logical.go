@@ -37,7 +37,7 @@ type LogicalFeed struct {
 	// ConnConfig is the database to follow; the feed opens its own
 	// replication connection from it.
 	ConnConfig *pgx.ConnConfig
-	Hub        *Hub
+	Hub        Sink
 	Logger     *slog.Logger
 	// StatusInterval is how often the feed confirms the WAL position it has
 	// processed and, when the server has been silent that long, asks it to

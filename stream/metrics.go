@@ -3,6 +3,8 @@ package stream
 import (
 	"time"
 
+	"github.com/convo-dev/convo/conversation"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -59,7 +61,7 @@ func (m *hubMetrics) collectors() []prometheus.Collector {
 }
 
 // Describe implements prometheus.Collector.
-func (h *Hub) Describe(ch chan<- *prometheus.Desc) {
+func (h *Hub[T]) Describe(ch chan<- *prometheus.Desc) {
 	ch <- subscriptionsDesc
 	ch <- conversationsDesc
 	for _, c := range h.metrics.collectors() {
@@ -68,7 +70,7 @@ func (h *Hub) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (h *Hub) Collect(ch chan<- prometheus.Metric) {
+func (h *Hub[T]) Collect(ch chan<- prometheus.Metric) {
 	st := h.Stats()
 	ch <- prometheus.MustNewConstMetric(subscriptionsDesc, prometheus.GaugeValue, float64(st.Subscribers))
 	ch <- prometheus.MustNewConstMetric(conversationsDesc, prometheus.GaugeValue, float64(st.Topics))
@@ -78,11 +80,11 @@ func (h *Hub) Collect(ch chan<- prometheus.Metric) {
 }
 
 // fannedOut records an event queued to n subscribers.
-func (m *hubMetrics) fannedOut(item *Item, n int, now time.Time) {
+func (m *hubMetrics) fannedOut(e conversation.Event, n int, now time.Time) {
 	if n == 0 {
 		return
 	}
 	m.published.Inc()
 	m.delivered.Add(float64(n))
-	m.lag.Observe(now.Sub(item.Event.CreatedAt).Seconds())
+	m.lag.Observe(now.Sub(e.CreatedAt).Seconds())
 }

@@ -27,7 +27,7 @@ type NotifyFeed struct {
 	// opens and runs one of its own from ConnConfig.
 	Listener   *pglisten.Listener
 	ConnConfig *pgx.ConnConfig
-	Hub        *Hub
+	Hub        Sink
 	Logger     *slog.Logger
 	// PingInterval applies to a listener of the feed's own (see
 	// pglisten.Options).

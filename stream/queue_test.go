@@ -16,18 +16,18 @@ import (
 // over everything queued before it.
 func TestSubscriptionQueue(t *testing.T) {
 	t.Parallel()
-	setup := func(t *testing.T, queueSize int) (*Hub, *Subscription, func(seq int64) bool) {
+	setup := func(t *testing.T, queueSize int) (*Hub[struct{}], *Subscription[struct{}], func(seq int64) bool) {
 		t.Helper()
-		h := NewHub(HubOptions{QueueSize: queueSize})
+		h := NewHub(HubOptions[struct{}]{QueueSize: queueSize})
 		id := uuid.New()
-		s := &Subscription{hub: h, conversationID: id, signal: make(chan struct{}, 1), endCh: make(chan struct{})}
+		s := &Subscription[struct{}]{hub: h, conversationID: id, signal: make(chan struct{}, 1), endCh: make(chan struct{})}
 		if err := h.register(s); err != nil {
 			t.Fatal(err)
 		}
 		offer := func(seq int64) bool {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			return s.offerLocked(&Item{Event: conversation.Event{ConversationID: id, Seq: seq}})
+			return s.offerLocked(&Item[struct{}]{Event: conversation.Event{ConversationID: id, Seq: seq}})
 		}
 		return h, s, offer
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -48,7 +49,7 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 	end := tb.lastSeq(t, conv)
 	// The restart really cut the listener: it has connected again.
-	waitFor(t, "the listener to reconnect", func() bool { return tb.feed.Connects() >= 2 })
+	testwait.For(t, "the listener to reconnect", func() bool { return tb.feed.Connects() >= 2 })
 	for i, f := range followers {
 		f.waitSeq(t, end, 60*time.Second)
 		f.checkContiguous(t, start+1, end)

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -11,29 +10,34 @@ import (
 	"github.com/convo-dev/convo/conversation"
 )
 
-// Source is what Open reads: the store.
-type Source interface {
-	State(ctx context.Context, ownerID string, id uuid.UUID) (conversation.State, error)
-	Conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error)
-	EventsAfter(ctx context.Context, id uuid.UUID, afterSeq int64, limit int) ([]conversation.Event, error)
-}
-
 // MaxResume is the most events a resume (afterSeq) replays; further behind,
 // the subscription starts from a snapshot instead, which is smaller.
 const MaxResume = 10_000
 
-// ErrFellBehind ends a subscription whose queue overflowed because its
-// client read too slowly. Every event before the error was delivered in
-// order; the client resumes after the last one it applied.
-var ErrFellBehind = errors.New("subscriber fell behind the conversation's events")
+// The errors that end a subscription. Every one is a *conversation.Error:
+// the Resumable ones (Unavailable) come back from Next as ResumeAfter
+// copies that carry the seq to resume after, and match with errors.Is.
+var (
+	// ErrFellBehind ends a subscription whose queue overflowed because its
+	// client read too slowly. Every event before the error was delivered in
+	// order; the client resumes after the last one it applied.
+	ErrFellBehind = conversation.StreamEnd("subscriber fell behind the conversation's events")
 
-// ErrEventsCompacted ends a subscription whose next events were merged by
-// compaction (convo.compact_prompt) before it read them; only a subscriber
-// far behind can meet it. Resuming from its last seq gives a snapshot.
-var ErrEventsCompacted = errors.New("the events after this point were compacted")
+	// ErrEventsCompacted ends a subscription whose next events were merged
+	// by compaction (convo.compact_prompt) before it read them; only a
+	// subscriber far behind can meet it. Resuming from its last seq gives
+	// a snapshot.
+	ErrEventsCompacted = conversation.StreamEnd("the events after this point were compacted")
 
-// ErrDeleted ends the subscriptions of a deleted conversation.
-var ErrDeleted = conversation.Errorf(conversation.NotFound, "the conversation was deleted")
+	// ErrClosed ends subscriptions when the hub stops, and refuses new ones
+	// once it drains (the server is shutting down): the client reconnects,
+	// to another server, and resumes.
+	ErrClosed = conversation.StreamEnd("server is shutting down; reconnect and resume")
+
+	// ErrDeleted ends the subscriptions of a deleted conversation; there
+	// is nothing to resume.
+	ErrDeleted = conversation.Errorf(conversation.NotFound, "the conversation was deleted")
+)
 
 // OpenParams names what to follow.
 type OpenParams struct {
@@ -46,9 +50,8 @@ type OpenParams struct {
 
 // Subscription follows one conversation for one client. It is not safe for
 // concurrent use; Close it when done.
-type Subscription struct {
-	hub            *Hub
-	source         Source
+type Subscription[T any] struct {
+	hub            *Hub[T]
 	conversationID uuid.UUID
 	// release gives back the subscription's place under HubOptions.Streams.
 	release func()
@@ -58,18 +61,21 @@ type Subscription struct {
 	// subscription holds no queue storage. qmu guards queue and head: the
 	// hub offers under hub.mu, Next takes without it.
 	qmu   sync.Mutex
-	queue []*Item
+	queue []*Item[T]
 	head  int
 	// signal wakes a waiting Next after an offer (capacity 1: one wake-up
 	// covers any number of offers).
 	signal chan struct{}
 	endCh  chan struct{}
-	ended  error // set under hub.mu before endCh closes
+	ended  *conversation.Error // set under hub.mu before endCh closes
+	// notify, when set (SetNotify), is called under hub.mu after every
+	// offer and at the end.
+	notify func()
 
 	// cursor is the seq of the last event Next returned (or the
 	// snapshot's seq); pending are events to return before reading ch.
 	cursor   int64
-	pending  []*Item
+	pending  []*Item[T]
 	snapshot *conversation.State
 }
 
@@ -79,13 +85,13 @@ type Subscription struct {
 // be missed; Next drops what the snapshot already holds. It returns the
 // store's errors (NotFound for an unknown or foreign conversation), and
 // ResourceExhausted past a bound of HubOptions.Streams.
-func (h *Hub) Open(ctx context.Context, src Source, p OpenParams) (*Subscription, error) {
+func (h *Hub[T]) Open(ctx context.Context, p OpenParams) (*Subscription[T], error) {
 	release, err := h.opts.Streams.Acquire(p.OwnerID)
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscription{
-		hub: h, source: src, conversationID: p.ConversationID, release: release,
+	s := &Subscription[T]{
+		hub: h, conversationID: p.ConversationID, release: release,
 		signal: make(chan struct{}, 1), endCh: make(chan struct{}),
 	}
 	if err := h.register(s); err != nil {
@@ -99,15 +105,15 @@ func (h *Hub) Open(ctx context.Context, src Source, p OpenParams) (*Subscription
 	return s, nil
 }
 
-func (s *Subscription) begin(ctx context.Context, p OpenParams) error {
+func (s *Subscription[T]) begin(ctx context.Context, p OpenParams) error {
 	if p.AfterSeq != nil {
-		conv, err := s.source.Conversation(ctx, p.OwnerID, p.ConversationID)
+		conv, err := s.hub.opts.Store.Conversation(ctx, p.OwnerID, p.ConversationID)
 		if err != nil {
 			return err
 		}
 		after := *p.AfterSeq
 		if behind := conv.LastSeq - after; after >= 0 && behind >= 0 && behind <= MaxResume {
-			events, err := s.source.EventsAfter(ctx, p.ConversationID, after, int(behind))
+			events, err := s.hub.opts.Store.EventsAfter(ctx, p.ConversationID, after, int(behind))
 			if err != nil {
 				return err
 			}
@@ -119,7 +125,7 @@ func (s *Subscription) begin(ctx context.Context, p OpenParams) error {
 			}
 		}
 	}
-	st, err := s.source.State(ctx, p.OwnerID, p.ConversationID)
+	st, err := s.hub.opts.Store.State(ctx, p.OwnerID, p.ConversationID)
 	if err != nil {
 		return err
 	}
@@ -144,7 +150,7 @@ func held(events []conversation.Event, after, last int64) bool {
 
 // Snapshot returns the state the subscription started from, or false when
 // it resumed after a seq instead.
-func (s *Subscription) Snapshot() (conversation.State, bool) {
+func (s *Subscription[T]) Snapshot() (conversation.State, bool) {
 	if s.snapshot == nil {
 		return conversation.State{}, false
 	}
@@ -154,13 +160,14 @@ func (s *Subscription) Snapshot() (conversation.State, bool) {
 // ReleaseSnapshot forgets the snapshot once the stream has sent it, so that
 // a long-lived stream does not hold a copy of its conversation; Snapshot
 // then reports false.
-func (s *Subscription) ReleaseSnapshot() { s.snapshot = nil }
+func (s *Subscription[T]) ReleaseSnapshot() { s.snapshot = nil }
 
 // Next returns the conversation's next event after the snapshot (or the
 // resume point), waiting for it to be committed. Events come exactly once,
-// in seq order. It returns ErrFellBehind, ErrDeleted or ErrClosed when the
-// subscription ends (after every event queued before), and ctx's error.
-func (s *Subscription) Next(ctx context.Context) (*Item, error) {
+// in seq order. When the subscription ends (after every event queued
+// before) it returns ErrDeleted, or a ResumeAfter copy of ErrFellBehind,
+// ErrEventsCompacted or ErrClosed; and ctx's error.
+func (s *Subscription[T]) Next(ctx context.Context) (*Item[T], error) {
 	for {
 		item, ok, err := s.TryNext(ctx)
 		if err != nil || ok {
@@ -173,7 +180,7 @@ func (s *Subscription) Next(ctx context.Context) (*Item, error) {
 			if item, ok, err := s.TryNext(ctx); err != nil || ok {
 				return item, err
 			}
-			return nil, s.ended
+			return nil, s.endError()
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -184,7 +191,7 @@ func (s *Subscription) Next(ctx context.Context) (*Item, error) {
 // ready yet (or the subscription ended with nothing left; Next then says
 // why). A stream uses it to write every event that is ready before it
 // flushes once.
-func (s *Subscription) TryNext(ctx context.Context) (*Item, bool, error) {
+func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
 	for {
 		if len(s.pending) > 0 {
 			item := s.pending[0]
@@ -206,7 +213,7 @@ func (s *Subscription) TryNext(ctx context.Context) (*Item, bool, error) {
 		case seq > s.cursor+1:
 			// A gap: this subscription started behind the hub. Read the
 			// missing events from the log, then go on in order.
-			fill, err := s.source.EventsAfter(ctx, s.conversationID, s.cursor, int(seq-s.cursor-1))
+			fill, err := s.hub.opts.Store.EventsAfter(ctx, s.conversationID, s.cursor, int(seq-s.cursor-1))
 			if err != nil {
 				return nil, false, fmt.Errorf("read events %d to %d: %w", s.cursor+1, seq-1, err)
 			}
@@ -214,7 +221,7 @@ func (s *Subscription) TryNext(ctx context.Context) (*Item, bool, error) {
 				s.hub.mu.Lock()
 				s.endLocked(ErrEventsCompacted)
 				s.hub.mu.Unlock()
-				return nil, false, ErrEventsCompacted
+				return nil, false, s.endError()
 			}
 			s.pending = append(s.hub.items(fill), item)
 			continue
@@ -227,7 +234,7 @@ func (s *Subscription) TryNext(ctx context.Context) (*Item, bool, error) {
 // take removes the oldest queued item. A drained queue gives its storage
 // back unless it is small, so a subscriber that was sent a burst does not
 // keep the burst's array while idle.
-func (s *Subscription) take() (*Item, bool) {
+func (s *Subscription[T]) take() (*Item[T], bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
 	if s.head == len(s.queue) {
@@ -250,15 +257,45 @@ func (s *Subscription) take() (*Item, bool) {
 // keptQueueCap is the largest drained queue array a subscription keeps.
 const keptQueueCap = 8
 
+// SetNotify has fn called whenever an event is queued for the subscription
+// and when it ends, instead of a reader waiting in Next: a stream that
+// holds no goroutine while idle is woken so (see connectapi's parked
+// streams). fn runs under the hub's lock: it must not block or call back
+// into the hub. It is called once at once when events already wait or the
+// subscription has ended, so that none is missed.
+func (s *Subscription[T]) SetNotify(fn func()) {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	s.notify = fn
+	s.qmu.Lock()
+	waiting := s.head < len(s.queue)
+	s.qmu.Unlock()
+	if waiting || s.ended != nil {
+		fn()
+	}
+}
+
+// Ended returns the error the subscription ended with (as Next returns
+// it), or nil while it goes on. Events queued before the end may still
+// wait: TryNext returns them first.
+func (s *Subscription[T]) Ended() error {
+	select {
+	case <-s.endCh:
+		return s.endError()
+	default:
+		return nil
+	}
+}
+
 // Cursor is the seq of the last event Next returned (or of the snapshot).
-func (s *Subscription) Cursor() int64 { return s.cursor }
+func (s *Subscription[T]) Cursor() int64 { return s.cursor }
 
 // Close unregisters the subscription; its memory is freed at once.
-func (s *Subscription) Close() { s.hub.unregister(s) }
+func (s *Subscription[T]) Close() { s.hub.unregister(s) }
 
 // offerLocked queues item without blocking and reports whether it did; a
 // full queue cuts the subscription off. The caller holds hub.mu.
-func (s *Subscription) offerLocked(item *Item) bool {
+func (s *Subscription[T]) offerLocked(item *Item[T]) bool {
 	if s.ended != nil {
 		return false
 	}
@@ -282,17 +319,23 @@ func (s *Subscription) offerLocked(item *Item) bool {
 	case s.signal <- struct{}{}:
 	default: // a wake-up is already pending
 	}
+	if s.notify != nil {
+		s.notify()
+	}
 	return true
 }
 
 // endLocked ends the subscription with err and removes it from its topic.
 // The caller holds hub.mu.
-func (s *Subscription) endLocked(err error) {
+func (s *Subscription[T]) endLocked(err *conversation.Error) {
 	if s.ended != nil {
 		return
 	}
 	s.ended = err
 	close(s.endCh)
+	if s.notify != nil {
+		s.notify()
+	}
 	if t := s.hub.topics[s.conversationID]; t != nil {
 		delete(t.subs, s)
 		if len(t.subs) == 0 {
@@ -302,13 +345,22 @@ func (s *Subscription) endLocked(err error) {
 	}
 }
 
+// endError is the error Next returns once the subscription has ended:
+// a resumable end carries the seq to resume after.
+func (s *Subscription[T]) endError() error {
+	if s.ended.Resumable {
+		return s.ended.ResumeAfter(s.cursor)
+	}
+	return s.ended
+}
+
 // items wraps events for delivery, decoding each.
-func (h *Hub) items(events []conversation.Event) []*Item {
-	out := make([]*Item, len(events))
+func (h *Hub[T]) items(events []conversation.Event) []*Item[T] {
+	out := make([]*Item[T], len(events))
 	for i, e := range events {
-		item := &Item{Event: e}
+		item := &Item[T]{Event: e}
 		if h.opts.Decode != nil {
-			item.Decoded, item.Err = h.opts.Decode(e)
+			item.Payload, item.Err = h.opts.Decode(e)
 		}
 		out[i] = item
 	}

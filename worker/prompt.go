@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -321,7 +322,7 @@ func (r *run) settle(err error) (Outcome, error) {
 	}
 	// The worker API refuses a write to a prompt that is not running, or
 	// to an object it does not know: is the prompt still ours?
-	if st := sqlState(err); st == sqlstateIllegalState || st == sqlstateNotFound {
+	if st := sqlstate.Of(err); st == sqlstate.IllegalState || st == sqlstate.NotFound {
 		if keep, hbErr := r.beat(); hbErr == nil && !keep {
 			return r.whyNotOurs(err)
 		}
@@ -330,7 +331,7 @@ func (r *run) settle(err error) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()
 	if ferr := r.p.api.PromptFail(ctx, dbq.PromptFailParams{PromptID: r.claim.PromptID, Error: msg}); ferr != nil {
-		if st := sqlState(ferr); st == sqlstateIllegalState {
+		if st := sqlstate.Of(ferr); st == sqlstate.IllegalState {
 			// Cancelled or ended meanwhile: nothing more to write.
 			return OutcomeStopped, err
 		}

@@ -34,21 +34,6 @@ type sqlAPI interface {
 
 var _ sqlAPI = (*dbq.Queries)(nil)
 
-// SQLSTATEs of the SQL worker API: docs/events.md, "Errors (SQLSTATEs)".
-const (
-	sqlstateNotFound     = "CV001"
-	sqlstateIllegalState = "CV002"
-)
-
-// sqlState returns the SQLSTATE of a PostgreSQL error, or "".
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
-
 // sqlMessage returns the message of a PostgreSQL error without the
 // "ERROR: … (SQLSTATE …)" decoration, or err's text.
 func sqlMessage(err error) string {

@@ -26,6 +26,7 @@ import (
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/testwait"
 )
 
 // repoRoot is the repository, seen from this package's directory.
@@ -378,7 +379,7 @@ func TestDocsAPIExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "the first demo reply", func() bool {
+	testwait.Until(t, ctx, "the first demo reply", func() bool {
 		got, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: sent.Msg.ConversationId}))
 		return err == nil && got.Msg.Conversation.GetActivePromptId() == ""
 	})

@@ -53,6 +53,15 @@ func (m *Main) drain() error {
 		// Ends open streams (ErrClosed: clients reconnect and resume).
 		m.stopBackground()
 	}
+	if m.parking != nil {
+		// Parked streams write their end (the hub has ended them) and
+		// close; the HTTP server does not know their connections.
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		if err := m.parking.Wait(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("end parked streams: %w", err))
+		}
+		cancel()
+	}
 	if m.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 		defer cancel()

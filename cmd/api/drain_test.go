@@ -17,6 +17,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testwait"
 )
 
 // follower is a client as the web app is one: it folds a conversation's
@@ -142,12 +143,12 @@ func TestDrainMovesClients(t *testing.T) {
 		t.Fatalf("the follower stopped before streaming: %v", err)
 	}
 	// Mid-reply: some text has streamed.
-	waitFor(t, ctx, "the reply to stream", func() bool { return promptStatus(t, ctx, dsn, sent.Msg.PromptId) == "running" })
+	testwait.Until(t, ctx, "the reply to stream", func() bool { return promptStatus(t, ctx, dsn, sent.Msg.PromptId) == "running" })
 
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ctx, "A to report draining", func() bool { return healthStatus(a.url) == http.StatusServiceUnavailable })
+	testwait.Until(t, ctx, "A to report draining", func() bool { return healthStatus(a.url) == http.StatusServiceUnavailable })
 	// A refuses new streams with a retryable Unavailable meanwhile.
 	refused, err := clientA.StreamConversation(ctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: sent.Msg.ConversationId}))
 	if err == nil {
@@ -198,7 +199,7 @@ func TestDrainMovesClients(t *testing.T) {
 	if w := promptWorker(t, ctx, dsn, sent.Msg.PromptId); !strings.HasPrefix(w, "server-a/") {
 		t.Errorf("the first prompt was run by %q, want A's worker", w)
 	}
-	waitFor(t, ctx, "the second reply", func() bool { return promptStatus(t, ctx, dsn, second.Msg.PromptId) == "completed" })
+	testwait.Until(t, ctx, "the second reply", func() bool { return promptStatus(t, ctx, dsn, second.Msg.PromptId) == "completed" })
 	if w := promptWorker(t, ctx, dsn, second.Msg.PromptId); !strings.HasPrefix(w, "server-b/") {
 		t.Errorf("the prompt sent while A drained was run by %q, want B's worker", w)
 	}
@@ -234,15 +235,4 @@ func queryString(t *testing.T, ctx context.Context, dsn, sql string, args ...any
 		t.Fatal(err)
 	}
 	return s
-}
-
-func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s", what)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -39,9 +39,12 @@ func (m *Main) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", m.healthz)
 	// One write limiter for both APIs: a user's writes count together.
 	writes := m.Config.Limits.writes()
+	if m.Config.ParkStreams && m.parking == nil {
+		m.parking = connectapi.NewParking(m.Logger)
+	}
 	path, api := connectapi.NewHandler(connectapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
-		Interceptors: []connect.Interceptor{m.metrics.rpc}, Writes: writes,
+		Interceptors: []connect.Interceptor{m.metrics.rpc}, Writes: writes, Parking: m.parking,
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {

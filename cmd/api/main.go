@@ -36,6 +36,7 @@ import (
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 	"github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/builtin"
 )
@@ -109,6 +110,10 @@ type Config struct {
 	// (CONVO_PUBLIC_METRICS, --public-metrics); off by default, since the
 	// public address may face the internet.
 	PublicMetrics bool
+	// ParkStreams parks idle StreamConversation streams of the Connect
+	// protocol over HTTP/1.1: they hold no goroutine and no buffers while
+	// idle (CONVO_PARK_STREAMS, --park-streams; on by default).
+	ParkStreams bool
 	// AllowedHosts are the host names the server answers to besides
 	// loopback names (CONVO_ALLOWED_HOSTS, --allowed-hosts; see
 	// guard.go). In single-user mode every other Host is refused; with
@@ -140,12 +145,12 @@ type Main struct {
 	cluster  *pgembed.Cluster
 	pool     *pgxpool.Pool
 	store    *postgres.Store
-	hub      *stream.Hub
+	hub      *wire.Hub
 	workers  *worker.Pool
 	listener net.Listener
 	metrics  *serverMetrics
 	// auth authenticates requests; stopAuth ends its JWKS refreshes.
-	auth     connectapi.Authenticator
+	auth     auth.Authenticator
 	stopAuth context.CancelFunc
 	// cors is the policy of Config.CORSOrigins; nil without one.
 	cors *cors.Cors
@@ -155,6 +160,8 @@ type Main struct {
 	// background runs the hub, its feed and the lease reaper; Close
 	// cancels it first, so open streams end before the server shuts down.
 	stopBackground context.CancelFunc
+	// parking runs the parked streams (Config.ParkStreams); nil when off.
+	parking *connectapi.Parking
 	// pgListener is the process's one LISTEN connection, shared by the
 	// notify feed and the workers; stopListener stops it, after the
 	// workers (they hear cancellations through it while they drain).
@@ -172,7 +179,7 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
-			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second,
+			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
 		},
 		Stdout: os.Stdout,
@@ -204,12 +211,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
-	if v := getenv("CONVO_PUBLIC_METRICS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("CONVO_PUBLIC_METRICS: %q is not true or false", v)
+	for name, dst := range map[string]*bool{"CONVO_PUBLIC_METRICS": &c.PublicMetrics, "CONVO_PARK_STREAMS": &c.ParkStreams} {
+		if v := getenv(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not true or false", name, v)
+			}
+			*dst = b
 		}
-		c.PublicMetrics = b
 	}
 	corsOrigins := getenv("CONVO_CORS_ORIGINS")
 	allowedHosts := getenv("CONVO_ALLOWED_HOSTS")
@@ -249,6 +258,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.BoolVar(&c.MigrateOnly, "migrate", false, "apply the database migrations to DATABASE_URL and exit")
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this (private) address (CONVO_ADMIN_ADDR); empty: no admin address")
 	fs.BoolVar(&c.PublicMetrics, "public-metrics", c.PublicMetrics, "serve /metrics on --http-addr too (CONVO_PUBLIC_METRICS); off by default")
+	fs.BoolVar(&c.ParkStreams, "park-streams", c.ParkStreams, "idle HTTP/1.1 Connect streams hold no goroutine or buffers (CONVO_PARK_STREAMS)")
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
 	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
@@ -385,7 +395,7 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 // it, and the reaper of expired prompt leases and the compactor (package
 // maintenance).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
-	m.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent,
+	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, Logger: m.Logger,
 		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
 	m.metrics.registry.MustRegister(m.hub)
 	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
@@ -408,11 +418,11 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 
 // authenticator returns the request authentication of the configuration,
 // made once (its JWKS is refreshed until Close).
-func (m *Main) authenticator() connectapi.Authenticator { return m.auth }
+func (m *Main) authenticator() auth.Authenticator { return m.auth }
 
 // newAuthenticator builds request authentication from the configuration;
 // ctx bounds the JWKS's refreshes.
-func (m *Main) newAuthenticator(ctx context.Context) (connectapi.Authenticator, error) {
+func (m *Main) newAuthenticator(ctx context.Context) (auth.Authenticator, error) {
 	var opts []auth.Option
 	if m.Config.AuthIssuer != "" {
 		opts = append(opts, auth.WithIssuer(m.Config.AuthIssuer))
@@ -422,15 +432,15 @@ func (m *Main) newAuthenticator(ctx context.Context) (connectapi.Authenticator, 
 	}
 	switch {
 	case m.Config.AuthSecret != "":
-		return connectapi.Authenticator{Verifier: auth.NewHS256(m.Config.AuthSecret, opts...)}, nil
+		return auth.Authenticator{Verifier: auth.NewHS256(m.Config.AuthSecret, opts...)}, nil
 	case m.Config.AuthJWKSURL != "":
 		v, err := auth.NewJWKS(ctx, m.Config.AuthJWKSURL, opts...)
 		if err != nil {
-			return connectapi.Authenticator{}, fmt.Errorf("CONVO_AUTH_JWKS_URL: %w", err)
+			return auth.Authenticator{}, fmt.Errorf("CONVO_AUTH_JWKS_URL: %w", err)
 		}
-		return connectapi.Authenticator{Verifier: v}, nil
+		return auth.Authenticator{Verifier: v}, nil
 	}
-	return connectapi.Authenticator{}, nil
+	return auth.Authenticator{}, nil
 }
 
 // startEmbedded starts (or reuses the data of) the private PostgreSQL and

@@ -15,7 +15,7 @@ var knownFeeds = []string{"notify", "logical"}
 // startFeed returns the Run of the named feed, fed from cfg (a connection
 // of its own) into hub. The logical feed is checked first, so a server
 // without wal_level=logical fails here instead of retrying forever.
-func startFeed(ctx context.Context, name string, cfg *pgx.ConnConfig, hub *stream.Hub, logger *slog.Logger) (func(context.Context), error) {
+func startFeed(ctx context.Context, name string, cfg *pgx.ConnConfig, hub stream.Sink, logger *slog.Logger) (func(context.Context), error) {
 	cfg.RuntimeParams["application_name"] = "convo-bench-" + name
 	if name == "logical" {
 		f := &stream.LogicalFeed{ConnConfig: cfg, Hub: hub, Logger: logger}
@@ -29,7 +29,7 @@ func startFeed(ctx context.Context, name string, cfg *pgx.ConnConfig, hub *strea
 }
 
 // setNotify turns the event log's NOTIFY on or off for the database
-// (convo.set_event_notify, db/schema/00004_logical_feed.sql): off while the
+// (convo.set_event_notify, db/functions/events.sql): off while the
 // logical feed is measured, as a deployment with that feed runs. Open
 // sessions keep their value, so both pools start afresh.
 func (m *Main) setNotify(ctx context.Context, on bool) error {

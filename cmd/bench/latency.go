@@ -84,7 +84,7 @@ func (m *Main) latencyScenario(ctx context.Context, sys *system, via string, int
 	switch {
 	case via == "hub":
 		subs = newLocalGroup(ctx, n, total, func(ctx context.Context, i int, r *receiver, ready func(error)) {
-			hubSubscriber(ctx, sys.hub, m.store, replies[convOf(i)].conversationID, r, ready)
+			hubSubscriber(ctx, sys.hub, replies[convOf(i)].conversationID, r, ready)
 		})
 	case cfg.ClientProcess:
 		if subs, err = m.startClients(ctx, sys.url, via, total, ids); err != nil {
@@ -100,7 +100,7 @@ func (m *Main) latencyScenario(ctx context.Context, sys *system, via string, int
 	groups := []group{subs}
 	if isConnect(via) {
 		probe = newLocalGroup(ctx, conversations, total, func(ctx context.Context, i int, r *receiver, ready func(error)) {
-			hubSubscriber(ctx, sys.hub, m.store, replies[i].conversationID, r, ready)
+			hubSubscriber(ctx, sys.hub, replies[i].conversationID, r, ready)
 		})
 		groups = append(groups, probe)
 	}

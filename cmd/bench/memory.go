@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // MemoryResult is the memory an idle subscriber holds, after GC.
@@ -128,7 +129,7 @@ func (m *Main) memoryHub(ctx context.Context, sys *system, ids []uuid.UUID) erro
 	for _, id := range ids {
 		wg.Go(func() {
 			sem <- struct{}{}
-			sub, err := sys.hub.Open(subCtx, m.store, stream.OpenParams{OwnerID: benchOwner, ConversationID: id})
+			sub, err := sys.hub.Open(subCtx, stream.OpenParams{OwnerID: benchOwner, ConversationID: id})
 			<-sem
 			opened <- err
 			if err != nil {
@@ -156,7 +157,7 @@ func (m *Main) memoryHub(ctx context.Context, sys *system, ids []uuid.UUID) erro
 }
 
 // awaitSubscribers waits until the hub has want subscribers.
-func awaitSubscribers(ctx context.Context, hub *stream.Hub, want int, limit time.Duration) error {
+func awaitSubscribers(ctx context.Context, hub *wire.Hub, want int, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for hub.Stats().Subscribers != want {
 		if time.Now().After(deadline) {

@@ -12,6 +12,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // openConcurrency bounds the subscriptions being opened at once (each
@@ -166,8 +167,8 @@ func connectSubscriber(ctx context.Context, client convov1connect.ConversationSe
 
 // hubSubscriber follows conversation id through Hub.Open and Next, the
 // layer under the Connect handler.
-func hubSubscriber(ctx context.Context, hub *stream.Hub, src stream.Source, id uuid.UUID, r *receiver, ready func(error)) {
-	sub, err := hub.Open(ctx, src, stream.OpenParams{OwnerID: benchOwner, ConversationID: id})
+func hubSubscriber(ctx context.Context, hub *wire.Hub, id uuid.UUID, r *receiver, ready func(error)) {
+	sub, err := hub.Open(ctx, stream.OpenParams{OwnerID: benchOwner, ConversationID: id})
 	if err != nil {
 		ready(err)
 		return
@@ -179,7 +180,7 @@ func hubSubscriber(ctx context.Context, hub *stream.Hub, src stream.Source, id u
 		if err != nil {
 			return
 		}
-		if d := item.Decoded.(*convov1.StreamConversationResponse).GetEvent().GetBlockDelta(); d != nil {
+		if d := item.Payload.GetEvent().GetBlockDelta(); d != nil {
 			if idx, ok := deltaIndex(d.GetContent()); ok {
 				r.got(idx)
 			}

@@ -12,9 +12,11 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // benchOwner owns every conversation the bench creates; the bench's
@@ -29,7 +31,7 @@ const benchToken = "bench"
 // by one feed, and the Connect handler on an HTTP server that speaks h2c.
 type system struct {
 	feed   string
-	hub    *stream.Hub
+	hub    *wire.Hub
 	url    string
 	server *http.Server
 
@@ -42,7 +44,7 @@ func (m *Main) startSystem(ctx context.Context, feed string) (*system, error) {
 	s := &system{feed: feed, serveErr: make(chan error, 1)}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
-	s.hub = stream.NewHub(stream.HubOptions{Log: m.store, Logger: m.Logger, Decode: connectapi.DecodeEvent})
+	s.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, Logger: m.Logger})
 	run, err := startFeed(ctx, feed, m.pool.Config().ConnConfig.Copy(), s.hub, m.Logger)
 	if err != nil {
 		cancel()
@@ -53,7 +55,7 @@ func (m *Main) startSystem(ctx context.Context, feed string) (*system, error) {
 
 	path, handler := connectapi.NewHandler(connectapi.Options{
 		Store: m.store, Hub: s.hub, Logger: m.Logger,
-		Auth: connectapi.Authenticator{Verifier: benchVerifier{}},
+		Auth: auth.Authenticator{Verifier: benchVerifier{}},
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)

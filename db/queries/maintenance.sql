@@ -1,6 +1,6 @@
 -- name: EventsCompact :one
 -- Compacts the delta events of up to max_prompts prompts that finished more
--- than older_than_seconds ago (db/schema/00006_compaction.sql).
+-- than older_than_seconds ago (db/functions/compaction.sql).
 SELECT c.prompts::int AS prompts, c.events_removed::bigint AS events_removed
   FROM convo.compact_events(make_interval(secs => @older_than_seconds::double precision),
                             @max_prompts::int) c;

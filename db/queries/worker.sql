@@ -1,5 +1,5 @@
 -- The SQL worker API, as the Go worker runtime calls it. Each query is one
--- call of a convo.* function (db/schema/00002_worker_api.sql).
+-- call of a convo.* function (db/functions/worker_api.sql).
 
 -- name: PromptClaim :many
 -- At most one row: the claimed prompt.

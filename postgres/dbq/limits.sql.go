@@ -14,7 +14,7 @@ UPDATE convo.limits SET max_active_prompts = $1::int
 `
 
 // Sets the per-owner cap on queued and running prompts that
-// convo.send_message enforces (0: no cap); see db/schema/00010_prompt_limits.sql.
+// convo.send_message enforces (0: no cap); see convo._check_prompt_quota in db/functions/invariants.sql.
 func (q *Queries) LimitsSetMaxActivePrompts(ctx context.Context, maxActivePrompts int32) error {
 	_, err := q.db.Exec(ctx, limitsSetMaxActivePrompts, maxActivePrompts)
 	return err

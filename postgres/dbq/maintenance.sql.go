@@ -26,7 +26,7 @@ type EventsCompactRow struct {
 }
 
 // Compacts the delta events of up to max_prompts prompts that finished more
-// than older_than_seconds ago (db/schema/00006_compaction.sql).
+// than older_than_seconds ago (db/functions/compaction.sql).
 func (q *Queries) EventsCompact(ctx context.Context, arg EventsCompactParams) (EventsCompactRow, error) {
 	row := q.db.QueryRow(ctx, eventsCompact, arg.OlderThanSeconds, arg.MaxPrompts)
 	var i EventsCompactRow

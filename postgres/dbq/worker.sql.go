@@ -81,7 +81,7 @@ type PromptClaimRow struct {
 }
 
 // The SQL worker API, as the Go worker runtime calls it. Each query is one
-// call of a convo.* function (db/schema/00002_worker_api.sql).
+// call of a convo.* function (db/functions/worker_api.sql).
 // At most one row: the claimed prompt.
 func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]PromptClaimRow, error) {
 	rows, err := q.db.Query(ctx, promptClaim, arg.Worker, arg.LeaseSeconds)

@@ -1,4 +1,4 @@
-package connectapi
+package wire
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -34,32 +35,36 @@ func tsPtr(t *time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(*t)
 }
 
-func idString(id uuid.NullUUID) string {
+// NullID is id as a string, or "" when it is null.
+func NullID(id uuid.NullUUID) string {
 	if !id.Valid {
 		return ""
 	}
 	return id.UUID.String()
 }
 
-func conversationToProto(c conversation.Conversation) *convov1.Conversation {
+// Conversation is c in its wire form.
+func Conversation(c conversation.Conversation) *convov1.Conversation {
 	return &convov1.Conversation{
-		Id: c.ID.String(), Title: c.Title, ActivePromptId: idString(c.ActivePromptID),
+		Id: c.ID.String(), Title: c.Title, ActivePromptId: NullID(c.ActivePromptID),
 		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt), LastMessageAt: ts(c.LastMessageAt),
 	}
 }
 
-func messageToProto(m conversation.Message) (*convov1.Message, error) {
+// Message is m in its wire form, with its blocks. It fails only for a
+// block whose JSON payload does not decode.
+func Message(m conversation.Message) (*convov1.Message, error) {
 	out := &convov1.Message{
 		Id: m.ID.String(), ConversationId: m.ConversationID.String(), Role: string(m.Role),
-		Status: string(m.Status), PromptId: idString(m.PromptID),
+		Status: string(m.Status), PromptId: NullID(m.PromptID),
 		CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt),
-		ComparisonId: idString(m.ComparisonID), ComparisonSlot: m.ComparisonSlot,
+		ComparisonId: NullID(m.ComparisonID), ComparisonSlot: m.ComparisonSlot,
 	}
 	if f := m.Feedback; f != nil {
-		out.Feedback = &convov1.Feedback{Rating: ratingToProto(f.Rating), Comment: f.Comment, CreatedAt: ts(f.CreatedAt)}
+		out.Feedback = &convov1.Feedback{Rating: Rating(f.Rating), Comment: f.Comment, CreatedAt: ts(f.CreatedAt)}
 	}
 	for _, b := range m.Blocks {
-		pb, err := blockToProto(b)
+		pb, err := Block(b)
 		if err != nil {
 			return nil, err
 		}
@@ -68,10 +73,11 @@ func messageToProto(m conversation.Message) (*convov1.Message, error) {
 	return out, nil
 }
 
-func messagesToProto(ms []conversation.Message) ([]*convov1.Message, error) {
+// Messages is ms in their wire form (see Message).
+func Messages(ms []conversation.Message) ([]*convov1.Message, error) {
 	out := make([]*convov1.Message, len(ms))
 	for i, m := range ms {
-		pm, err := messageToProto(m)
+		pm, err := Message(m)
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +86,8 @@ func messagesToProto(ms []conversation.Message) ([]*convov1.Message, error) {
 	return out, nil
 }
 
-func blockToProto(b conversation.Block) (*convov1.Block, error) {
+// Block is b in its wire form.
+func Block(b conversation.Block) (*convov1.Block, error) {
 	out := &convov1.Block{
 		Id: b.ID.String(), BlockType: b.Type, Content: b.Content, Status: string(b.Status), Position: int32(b.Position),
 	}
@@ -89,14 +96,15 @@ func blockToProto(b conversation.Block) (*convov1.Block, error) {
 		return nil, fmt.Errorf("block %s metadata: %w", b.ID, err)
 	}
 	if tc := b.ToolCall; tc != nil {
-		if out.ToolCall, err = toolCallToProto(*tc); err != nil {
+		if out.ToolCall, err = ToolCall(*tc); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-func toolCallToProto(tc conversation.ToolCall) (*convov1.ToolCall, error) {
+// ToolCall is tc in its wire form.
+func ToolCall(tc conversation.ToolCall) (*convov1.ToolCall, error) {
 	input := &structpb.Value{}
 	if err := payloadJSON.Unmarshal(tc.Input, input); err != nil {
 		return nil, fmt.Errorf("tool call %s input: %w", tc.ID, err)
@@ -119,7 +127,8 @@ func jsonStruct(raw json.RawMessage) (*structpb.Struct, error) {
 	return s, nil
 }
 
-func promptToProto(p conversation.Prompt) (*convov1.Prompt, error) {
+// Prompt is p in its wire form.
+func Prompt(p conversation.Prompt) (*convov1.Prompt, error) {
 	cfg, err := jsonStruct(p.ModelConfig)
 	if err != nil {
 		return nil, fmt.Errorf("prompt %s model config: %w", p.ID, err)
@@ -131,73 +140,47 @@ func promptToProto(p conversation.Prompt) (*convov1.Prompt, error) {
 	}, nil
 }
 
-// eventToProto decodes an event's payload (proto3 JSON of the message for
-// its kind) into the Event oneof.
-func eventToProto(e conversation.Event) (*convov1.Event, error) {
-	out := &convov1.Event{Seq: e.Seq, CreatedAt: ts(e.CreatedAt), Replay: e.Replay}
-	var body proto.Message
-	switch e.Kind {
-	case conversation.EventMessageCreated:
-		m := &convov1.MessageCreated{}
-		out.Kind, body = &convov1.Event_MessageCreated{MessageCreated: m}, m
-	case conversation.EventMessageUpdated:
-		m := &convov1.MessageUpdated{}
-		out.Kind, body = &convov1.Event_MessageUpdated{MessageUpdated: m}, m
-	case conversation.EventPromptQueued:
-		m := &convov1.PromptQueued{}
-		out.Kind, body = &convov1.Event_PromptQueued{PromptQueued: m}, m
-	case conversation.EventPromptStarted:
-		m := &convov1.PromptStarted{}
-		out.Kind, body = &convov1.Event_PromptStarted{PromptStarted: m}, m
-	case conversation.EventPromptCompleted:
-		m := &convov1.PromptCompleted{}
-		out.Kind, body = &convov1.Event_PromptCompleted{PromptCompleted: m}, m
-	case conversation.EventPromptFailed:
-		m := &convov1.PromptFailed{}
-		out.Kind, body = &convov1.Event_PromptFailed{PromptFailed: m}, m
-	case conversation.EventPromptCancelled:
-		m := &convov1.PromptCancelled{}
-		out.Kind, body = &convov1.Event_PromptCancelled{PromptCancelled: m}, m
-	case conversation.EventBlockStart:
-		m := &convov1.BlockStart{}
-		out.Kind, body = &convov1.Event_BlockStart{BlockStart: m}, m
-	case conversation.EventBlockDelta:
-		m := &convov1.BlockDelta{}
-		out.Kind, body = &convov1.Event_BlockDelta{BlockDelta: m}, m
-	case conversation.EventBlockEnd:
-		m := &convov1.BlockEnd{}
-		out.Kind, body = &convov1.Event_BlockEnd{BlockEnd: m}, m
-	case conversation.EventToolCallStarted:
-		m := &convov1.ToolCallStarted{}
-		out.Kind, body = &convov1.Event_ToolCallStarted{ToolCallStarted: m}, m
-	case conversation.EventToolCallProgress:
-		m := &convov1.ToolCallProgress{}
-		out.Kind, body = &convov1.Event_ToolCallProgress{ToolCallProgress: m}, m
-	case conversation.EventToolCallCompleted:
-		m := &convov1.ToolCallCompleted{}
-		out.Kind, body = &convov1.Event_ToolCallCompleted{ToolCallCompleted: m}, m
-	case conversation.EventToolCallFailed:
-		m := &convov1.ToolCallFailed{}
-		out.Kind, body = &convov1.Event_ToolCallFailed{ToolCallFailed: m}, m
-	case conversation.EventConversationUpdated:
-		m := &convov1.ConversationUpdated{}
-		out.Kind, body = &convov1.Event_ConversationUpdated{ConversationUpdated: m}, m
-	case conversation.EventHistoryCleared:
-		m := &convov1.HistoryCleared{}
-		out.Kind, body = &convov1.Event_HistoryCleared{HistoryCleared: m}, m
-	default:
+// eventKinds is the Event oneof: its fields' JSON names are the event
+// kinds of the log (conversation.EventKind), and their messages the
+// payloads.
+var eventKinds = (&convov1.Event{}).ProtoReflect().Descriptor().Oneofs().ByName("kind")
+
+// Event decodes a logged event: its payload (proto3 JSON of the message for
+// its kind) into the Event oneof field named by its kind. An unknown kind
+// or a payload that does not decode is an error.
+func Event(e conversation.Event) (*convov1.Event, error) {
+	fd := eventKinds.Fields().ByJSONName(string(e.Kind))
+	if fd == nil {
 		return nil, fmt.Errorf("event %d: unknown kind %q", e.Seq, e.Kind)
 	}
+	out := &convov1.Event{Seq: e.Seq, CreatedAt: ts(e.CreatedAt), Replay: e.Replay}
+	body := out.ProtoReflect().Mutable(fd).Message().Interface()
 	if err := payloadJSON.Unmarshal(e.Payload, body); err != nil {
 		return nil, fmt.Errorf("event %d (%s): decode payload: %w", e.Seq, e.Kind, err)
 	}
 	return out, nil
 }
 
-func eventsToProto(events []conversation.Event) ([]*convov1.Event, error) {
+// NewEvent returns the event of seq whose kind is the message kind (a
+// *convov1.BlockDelta, …). kind must be one of the Event oneof's messages.
+func NewEvent(seq int64, at time.Time, kind proto.Message) *convov1.Event {
+	e := &convov1.Event{Seq: seq, CreatedAt: ts(at)}
+	name := kind.ProtoReflect().Descriptor().FullName()
+	fields := eventKinds.Fields()
+	for i := range fields.Len() {
+		if fd := fields.Get(i); fd.Message().FullName() == name {
+			e.ProtoReflect().Set(fd, protoreflect.ValueOfMessage(kind.ProtoReflect()))
+			return e
+		}
+	}
+	panic(fmt.Sprintf("wire.NewEvent: %s is not an event kind", name))
+}
+
+// Events is events in their wire form (see Event).
+func Events(events []conversation.Event) ([]*convov1.Event, error) {
 	out := make([]*convov1.Event, len(events))
 	for i, e := range events {
-		pe, err := eventToProto(e)
+		pe, err := Event(e)
 		if err != nil {
 			return nil, err
 		}
@@ -206,12 +189,13 @@ func eventsToProto(events []conversation.Event) ([]*convov1.Event, error) {
 	return out, nil
 }
 
-func traceToProto(tr conversation.Trace, now time.Time) (*convov1.Trace, error) {
-	prompt, err := promptToProto(tr.Prompt)
+// Trace is tr in its wire form; a running prompt's duration runs to now.
+func Trace(tr conversation.Trace, now time.Time) (*convov1.Trace, error) {
+	prompt, err := Prompt(tr.Prompt)
 	if err != nil {
 		return nil, err
 	}
-	events, err := eventsToProto(tr.Events)
+	events, err := Events(tr.Events)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +211,8 @@ func traceToProto(tr conversation.Trace, now time.Time) (*convov1.Trace, error) 
 	return out, nil
 }
 
-func ratingToProto(r conversation.Rating) convov1.Rating {
+// Rating is r in its wire form.
+func Rating(r conversation.Rating) convov1.Rating {
 	switch r {
 	case conversation.RatingUp:
 		return convov1.Rating_RATING_UP
@@ -237,7 +222,8 @@ func ratingToProto(r conversation.Rating) convov1.Rating {
 	return convov1.Rating_RATING_UNSPECIFIED
 }
 
-func preferenceToProto(p conversation.Preference) convov1.Preference {
+// Preference is p in its wire form.
+func Preference(p conversation.Preference) convov1.Preference {
 	switch p {
 	case conversation.PreferA:
 		return convov1.Preference_PREFERENCE_A
@@ -249,7 +235,8 @@ func preferenceToProto(p conversation.Preference) convov1.Preference {
 	return convov1.Preference_PREFERENCE_UNSPECIFIED
 }
 
-func comparisonToProto(c conversation.Comparison) (*convov1.Comparison, error) {
+// Comparison is c in its wire form.
+func Comparison(c conversation.Comparison) (*convov1.Comparison, error) {
 	side := func(s conversation.ComparisonSide) (*convov1.ComparisonSide, error) {
 		cfg := &convov1.ModelConfig{}
 		if err := payloadJSON.Unmarshal(s.ModelConfig, cfg); err != nil {
@@ -269,11 +256,12 @@ func comparisonToProto(c conversation.Comparison) (*convov1.Comparison, error) {
 	}
 	return &convov1.Comparison{
 		Id: c.ID.String(), ConversationId: c.ConversationID.String(), UserMessageId: c.UserMessageID.String(),
-		A: a, B: b, Preference: preferenceToProto(c.Preference), VotedAt: tsPtr(c.VotedAt), CreatedAt: ts(c.CreatedAt),
+		A: a, B: b, Preference: Preference(c.Preference), VotedAt: tsPtr(c.VotedAt), CreatedAt: ts(c.CreatedAt),
 	}, nil
 }
 
-func searchResultToProto(r conversation.SearchResult) *convov1.SearchResult {
+// SearchResult is r in its wire form.
+func SearchResult(r conversation.SearchResult) *convov1.SearchResult {
 	out := &convov1.SearchResult{
 		ConversationId: r.ConversationID.String(), ConversationTitle: r.ConversationTitle,
 		MessageId: r.MessageID.String(), Role: string(r.Role), Snippet: r.Snippet,

@@ -1,0 +1,66 @@
+package conversation
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Conversation is a thread owned by one user.
+type Conversation struct {
+	ID             uuid.UUID
+	OwnerID        string
+	Title          string
+	ActivePromptID uuid.NullUUID
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	LastMessageAt  time.Time
+	// LastSeq is the seq of the conversation's newest event.
+	LastSeq int64
+}
+
+// PageCursor is a position in a list ordered by (time, id) descending: the
+// next page starts strictly after it.
+type PageCursor struct {
+	Time time.Time
+	ID   uuid.UUID
+}
+
+// State is a conversation as it stood at event Seq: every message with every
+// block, finished or still streaming (with its content up to Seq).
+type State struct {
+	Conversation Conversation
+	Messages     []Message
+	Seq          int64
+}
+
+// Streaming returns the blocks of s still streaming at s.Seq, in order.
+func (s State) Streaming() []Block {
+	var out []Block
+	for _, m := range s.Messages {
+		for _, b := range m.Blocks {
+			if b.Status == BlockStreaming {
+				out = append(out, b)
+			}
+		}
+	}
+	return out
+}
+
+// Completed returns a copy of s without the blocks still streaming: the
+// snapshot a new subscriber starts from.
+func (s State) Completed() State {
+	out := s
+	out.Messages = make([]Message, len(s.Messages))
+	for i, m := range s.Messages {
+		blocks := make([]Block, 0, len(m.Blocks))
+		for _, b := range m.Blocks {
+			if b.Status == BlockCompleted {
+				blocks = append(blocks, b)
+			}
+		}
+		m.Blocks = blocks
+		out.Messages[i] = m
+	}
+	return out
+}

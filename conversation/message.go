@@ -1,0 +1,61 @@
+package conversation
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Role is who wrote a message.
+type Role string
+
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleSystem    Role = "system"
+)
+
+// MessageStatus is where a message is in its life.
+type MessageStatus string
+
+const (
+	MessagePending    MessageStatus = "pending"
+	MessageProcessing MessageStatus = "processing"
+	MessageCompleted  MessageStatus = "completed"
+	MessageFailed     MessageStatus = "failed"
+	MessageCancelled  MessageStatus = "cancelled"
+)
+
+// Message is one turn of a conversation, with its blocks in order.
+type Message struct {
+	ID             uuid.UUID
+	ConversationID uuid.UUID
+	Role           Role
+	Status         MessageStatus
+	// PromptID is the prompt that fills an assistant message.
+	PromptID  uuid.NullUUID
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Blocks    []Block
+	// Feedback is the owner's rating of an assistant message, if any.
+	Feedback *Feedback
+	// ComparisonID and ComparisonSlot ("a" or "b") are set on the two
+	// replies of an A/B comparison.
+	ComparisonID   uuid.NullUUID
+	ComparisonSlot string
+}
+
+// Rating is a thumbs up or down.
+type Rating string
+
+const (
+	RatingUp   Rating = "up"
+	RatingDown Rating = "down"
+)
+
+// Feedback is the owner's rating of an assistant message.
+type Feedback struct {
+	Rating    Rating
+	Comment   string
+	CreatedAt time.Time
+}

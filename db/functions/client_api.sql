@@ -1,0 +1,382 @@
+-- The client API: what the server calls for its users' requests.
+--
+-- The current definition of each function; db.Migrate applies this file
+-- after the migrations (CREATE OR REPLACE), so a change to a function is
+-- an edit here. See db/README.md.
+
+-- _owned_conversation locks the owner's conversation and returns it,
+-- raising CV001 when it does not exist or belongs to someone else (the two
+-- are indistinguishable on purpose, so ids cannot be probed).
+CREATE OR REPLACE FUNCTION convo._owned_conversation(p_owner_id text, p_conversation_id uuid, p_action text)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    SELECT * INTO v_conv FROM convo.conversations c
+     WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+    RETURN v_conv;
+END;
+$$;
+
+-- _check_title raises CV003 unless the title is 1 to 200 characters (or
+-- empty, when allowed).
+CREATE OR REPLACE FUNCTION convo._check_title(p_title text, p_allow_empty boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_title IS NULL OR (NOT p_allow_empty AND p_title !~ '\S') THEN
+        RAISE EXCEPTION 'title must not be empty' USING ERRCODE = 'CV003';
+    END IF;
+    IF length(p_title) > 200 THEN
+        RAISE EXCEPTION 'title must be at most 200 characters, got %', length(p_title) USING ERRCODE = 'CV003';
+    END IF;
+END;
+$$;
+
+-- create_conversation creates an empty conversation for the owner. It has
+-- no events yet: its log starts with the first change.
+CREATE OR REPLACE FUNCTION convo.create_conversation(p_owner_id text, p_title text) RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    PERFORM convo._check_title(p_title, true);
+    INSERT INTO convo.conversations (owner_id, title) VALUES (p_owner_id, btrim(p_title))
+    RETURNING * INTO v_conv;
+    RETURN v_conv;
+END;
+$$;
+
+-- rename_conversation sets the title. Event: conversationUpdated.
+CREATE OR REPLACE FUNCTION convo.rename_conversation(p_owner_id text, p_conversation_id uuid, p_title text)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    PERFORM convo._check_title(p_title, false);
+    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'rename_conversation');
+    UPDATE convo.conversations SET title = btrim(p_title), updated_at = now()
+     WHERE id = p_conversation_id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+    SELECT * INTO v_conv FROM convo.conversations WHERE id = p_conversation_id;
+    RETURN v_conv;
+END;
+$$;
+
+-- clear_conversation removes every message (with its prompts, blocks, tool
+-- calls and comparisons) and keeps the conversation and its event log.
+-- Prompts still queued or running are cancelled first, so their workers
+-- stop. Events: (the cancellations' events), historyCleared.
+CREATE OR REPLACE FUNCTION convo.clear_conversation(p_owner_id text, p_conversation_id uuid)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv   convo.conversations;
+    v_prompt uuid;
+BEGIN
+    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'clear_conversation');
+    FOR v_prompt IN
+        SELECT p.id FROM convo.prompts p
+         WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
+         ORDER BY p.created_at
+    LOOP
+        PERFORM convo._finish_prompt(v_prompt, 'cancelled', NULL);
+        PERFORM convo._notify_prompt('cancelled', v_prompt);
+    END LOOP;
+    DELETE FROM convo.messages WHERE conversation_id = p_conversation_id;
+    UPDATE convo.conversations SET active_prompt_id = NULL, updated_at = now()
+     WHERE id = p_conversation_id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'historyCleared',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+    SELECT * INTO v_conv FROM convo.conversations WHERE id = p_conversation_id;
+    RETURN v_conv;
+END;
+$$;
+
+-- delete_conversation deletes the conversation and everything in it,
+-- cancelling its running prompts' workers, and notifies "convo_events" with
+-- '<conversation id>:deleted' so that subscribers are ended.
+CREATE OR REPLACE FUNCTION convo.delete_conversation(p_owner_id text, p_conversation_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt uuid;
+BEGIN
+    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'delete_conversation');
+    FOR v_prompt IN
+        SELECT p.id FROM convo.prompts p
+         WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
+    LOOP
+        PERFORM convo._notify_prompt('cancelled', v_prompt);
+    END LOOP;
+    DELETE FROM convo.conversations WHERE id = p_conversation_id;
+    PERFORM convo._notify_deleted(p_conversation_id);
+END;
+$$;
+
+-- send_message appends a user message (completed at once, one text block)
+-- to the owner's conversation, creating the conversation when
+-- p_conversation_id is NULL, and queues one prompt with its pending
+-- assistant message for each model configuration in p_model_configs (a JSON
+-- array of one object, or two for an A/B comparison, whose messages are
+-- slots "a" and "b"). A conversation without a title takes the first line
+-- of its first message. Events: messageCreated (user), then per prompt
+-- messageCreated (assistant) and promptQueued, then conversationUpdated.
+-- Notifies "convo_prompts" with 'queued:<prompt id>' per prompt.
+--
+-- It raises CV004, changing nothing, when the owner's queued and running
+-- prompts plus the new ones would exceed convo.limits.max_active_prompts
+-- (see _check_prompt_quota).
+CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb)
+RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
+               comparison_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv       convo.conversations;
+    v_user       convo.messages;
+    v_assistant  convo.messages;
+    v_prompt     convo.prompts;
+    v_block      convo.blocks;
+    v_config     jsonb;
+    v_slot       integer := 0;
+    v_comparison uuid;
+    v_messages   uuid[] := '{}';
+    v_prompts    uuid[] := '{}';
+BEGIN
+    IF p_text IS NULL OR p_text !~ '\S' THEN
+        RAISE EXCEPTION 'send_message: text must not be empty or only whitespace' USING ERRCODE = 'CV003';
+    END IF;
+    IF jsonb_typeof(p_model_configs) IS DISTINCT FROM 'array'
+       OR jsonb_array_length(p_model_configs) NOT BETWEEN 1 AND 2
+       OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_model_configs) c WHERE jsonb_typeof(c.value) <> 'object') THEN
+        RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
+    END IF;
+
+    -- The quota, before anything is written or locked.
+    PERFORM convo._check_prompt_quota(p_owner_id, jsonb_array_length(p_model_configs), 'send_message');
+
+    IF p_conversation_id IS NULL THEN
+        INSERT INTO convo.conversations (owner_id) VALUES (p_owner_id) RETURNING * INTO v_conv;
+    ELSE
+        v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'send_message');
+    END IF;
+
+    INSERT INTO convo.messages (conversation_id, position, role, status)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed')
+    RETURNING * INTO v_user;
+    INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
+    VALUES (v_conv.id, v_user.id, 0, 'text', 'completed', p_text, now())
+    RETURNING * INTO v_block;
+    PERFORM convo._append_event(v_conv.id, 'messageCreated', jsonb_build_object('message',
+        convo._message_json(v_user) || jsonb_build_object('blocks', jsonb_build_array(jsonb_build_object(
+            'id', v_block.id, 'blockType', v_block.block_type, 'content', v_block.content,
+            'metadata', v_block.metadata, 'status', v_block.status, 'position', v_block.position)))));
+
+    -- Create every prompt (and the comparison) first, then announce them,
+    -- so each message's first event already carries its comparison.
+    FOR v_config IN SELECT c.value FROM jsonb_array_elements(p_model_configs) c LOOP
+        v_slot := v_slot + 1;
+        INSERT INTO convo.messages (conversation_id, position, role, status, comparison_slot)
+        VALUES (v_conv.id, v_user.position + v_slot, 'assistant', 'pending',
+                CASE WHEN jsonb_array_length(p_model_configs) = 2 THEN chr(ascii('a') + v_slot - 1) END)
+        RETURNING * INTO v_assistant;
+        INSERT INTO convo.prompts (conversation_id, message_id, model_config)
+        VALUES (v_conv.id, v_assistant.id, v_config)
+        RETURNING * INTO v_prompt;
+        v_messages := v_messages || v_assistant.id;
+        v_prompts := v_prompts || v_prompt.id;
+    END LOOP;
+    IF v_slot = 2 THEN
+        INSERT INTO convo.comparisons (conversation_id, user_message_id, prompt_a, prompt_b)
+        VALUES (v_conv.id, v_user.id, v_prompts[1], v_prompts[2])
+        RETURNING id INTO v_comparison;
+        UPDATE convo.messages m SET comparison_id = v_comparison WHERE m.id = ANY (v_messages);
+    END IF;
+    FOR i IN 1 .. v_slot LOOP
+        SELECT * INTO v_assistant FROM convo.messages m WHERE m.id = v_messages[i];
+        SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = v_prompts[i];
+        PERFORM convo._append_event(v_conv.id, 'messageCreated',
+            jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
+        PERFORM convo._append_event(v_conv.id, 'promptQueued',
+            jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
+        PERFORM convo._notify_prompt('queued', v_prompt.id);
+    END LOOP;
+
+    UPDATE convo.conversations c
+       SET title = CASE WHEN c.title = '' THEN left(btrim(split_part(regexp_replace(p_text, '^\s+', ''), E'\n', 1)), 80)
+                        ELSE c.title END,
+           active_prompt_id = v_prompts[1],
+           last_message_at = now(),
+           updated_at = now()
+     WHERE c.id = v_conv.id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+
+    RETURN QUERY SELECT v_conv.id, v_user.id, v_messages, v_prompts, v_comparison;
+END;
+$$;
+
+-- regenerate_reply (00009_regenerate_reply.sql) queues a prompt too: it
+-- raises CV004, changing nothing, past the owner's cap.
+CREATE OR REPLACE FUNCTION convo.regenerate_reply(p_owner_id text, p_conversation_id uuid, p_message_id uuid,
+                                       p_model_config jsonb)
+RETURNS TABLE (message_id uuid, prompt_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv      convo.conversations;
+    v_old       convo.messages;
+    v_old_model jsonb;
+    v_assistant convo.messages;
+    v_prompt    convo.prompts;
+BEGIN
+    IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
+        RAISE EXCEPTION 'regenerate_reply: model_config must be a JSON object' USING ERRCODE = 'CV003';
+    END IF;
+    -- The quota, before the conversation is locked (see _check_prompt_quota).
+    PERFORM convo._check_prompt_quota(p_owner_id, 1, 'regenerate_reply');
+    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'regenerate_reply');
+
+    SELECT * INTO v_old FROM convo.messages m
+     WHERE m.conversation_id = v_conv.id AND m.role = 'assistant'
+       AND (p_message_id IS NULL OR m.id = p_message_id)
+     ORDER BY m.position DESC LIMIT 1;
+    IF NOT FOUND THEN
+        IF p_message_id IS NULL THEN
+            RAISE EXCEPTION 'regenerate_reply: conversation % has no reply to regenerate', v_conv.id USING ERRCODE = 'CV002';
+        END IF;
+        RAISE EXCEPTION 'regenerate_reply: message % is not a reply in conversation %', p_message_id, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    IF EXISTS (SELECT 1 FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.position > v_old.position
+                  AND (m.role = 'user' OR (m.role = 'assistant' AND m.comparison_id IS NULL))) THEN
+        RAISE EXCEPTION 'regenerate_reply: message % is not the latest reply; only the latest can be regenerated', v_old.id
+            USING ERRCODE = 'CV002';
+    END IF;
+    IF v_old.comparison_id IS NOT NULL THEN
+        RAISE EXCEPTION 'regenerate_reply: message % is part of an A/B comparison', v_old.id USING ERRCODE = 'CV002';
+    END IF;
+    IF EXISTS (SELECT 1 FROM convo.prompts p WHERE p.conversation_id = v_conv.id AND p.status IN ('queued', 'running')) THEN
+        RAISE EXCEPTION 'regenerate_reply: a reply of conversation % is still being written; stop it first', v_conv.id
+            USING ERRCODE = 'CV002';
+    END IF;
+    SELECT p.model_config INTO v_old_model FROM convo.prompts p WHERE p.message_id = v_old.id;
+
+    INSERT INTO convo.messages (conversation_id, position, role, status)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'assistant', 'pending')
+    RETURNING * INTO v_assistant;
+    INSERT INTO convo.prompts (conversation_id, message_id, model_config)
+    VALUES (v_conv.id, v_assistant.id, coalesce(p_model_config, v_old_model, '{}'))
+    RETURNING * INTO v_prompt;
+    PERFORM convo._append_event(v_conv.id, 'messageCreated',
+        jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
+    PERFORM convo._append_event(v_conv.id, 'promptQueued',
+        jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
+    PERFORM convo._notify_prompt('queued', v_prompt.id);
+
+    UPDATE convo.conversations c
+       SET active_prompt_id = v_prompt.id, last_message_at = now(), updated_at = now()
+     WHERE c.id = v_conv.id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+
+    RETURN QUERY SELECT v_assistant.id, v_prompt.id;
+END;
+$$;
+
+-- cancel_prompt cancels a queued or running prompt and its message; the
+-- partial reply stays, open blocks end and open tool calls fail. Cancelling
+-- a cancelled prompt is harmless and returns false; cancelling a completed
+-- or failed one raises CV002. It notifies "convo_prompts" with
+-- 'cancelled:<prompt id>' so the worker stops at once (heartbeat also
+-- returns false from now on). Events: (…), promptCancelled, messageUpdated.
+CREATE OR REPLACE FUNCTION convo.cancel_prompt(prompt_id uuid) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt convo.prompts;
+BEGIN
+    SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = cancel_prompt.prompt_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'cancel_prompt: prompt % does not exist', cancel_prompt.prompt_id USING ERRCODE = 'CV001';
+    END IF;
+    PERFORM convo._lock_conversation(v_prompt.conversation_id);
+    SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = cancel_prompt.prompt_id;
+    IF v_prompt.status = 'cancelled' THEN
+        RETURN false;
+    END IF;
+    IF v_prompt.status NOT IN ('queued', 'running') THEN
+        RAISE EXCEPTION 'cancel_prompt: prompt % is already %', v_prompt.id, v_prompt.status USING ERRCODE = 'CV002';
+    END IF;
+    PERFORM convo._finish_prompt(v_prompt.id, 'cancelled', NULL);
+    PERFORM convo._notify_prompt('cancelled', v_prompt.id);
+    RETURN true;
+END;
+$$;
+
+-- set_feedback rates an assistant message of the owner ('up' or 'down',
+-- with an optional comment); a second rating replaces the first. Event:
+-- messageUpdated.
+CREATE OR REPLACE FUNCTION convo.set_feedback(p_owner_id text, p_message_id uuid, p_rating text, p_comment text)
+RETURNS convo.messages
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_message convo.messages;
+BEGIN
+    IF p_rating IS NULL OR p_rating NOT IN ('up', 'down') THEN
+        RAISE EXCEPTION 'set_feedback: rating must be up or down' USING ERRCODE = 'CV003';
+    END IF;
+    IF length(coalesce(p_comment, '')) > 2000 THEN
+        RAISE EXCEPTION 'set_feedback: comment must be at most 2000 characters' USING ERRCODE = 'CV003';
+    END IF;
+    SELECT m.* INTO v_message FROM convo.messages m
+      JOIN convo.conversations c ON c.id = m.conversation_id
+     WHERE m.id = p_message_id AND c.owner_id = p_owner_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'set_feedback: message % does not exist', p_message_id USING ERRCODE = 'CV001';
+    END IF;
+    PERFORM convo._lock_conversation(v_message.conversation_id);
+    IF v_message.role <> 'assistant' THEN
+        RAISE EXCEPTION 'set_feedback: message % is a % message; only assistant messages take feedback',
+            p_message_id, v_message.role USING ERRCODE = 'CV002';
+    END IF;
+    UPDATE convo.messages
+       SET feedback_rating = p_rating, feedback_comment = coalesce(p_comment, ''), feedback_at = now(), updated_at = now()
+     WHERE id = p_message_id
+    RETURNING * INTO v_message;
+    PERFORM convo._append_event(v_message.conversation_id, 'messageUpdated',
+        jsonb_build_object('message', convo._message_json(v_message)));
+    RETURN v_message;
+END;
+$$;
+
+-- vote_comparison records the owner's preference ('a', 'b' or 'tie') in a
+-- comparison; a second vote replaces the first. Votes are not conversation
+-- events: they change no message, prompt or block.
+CREATE OR REPLACE FUNCTION convo.vote_comparison(p_owner_id text, p_comparison_id uuid, p_preference text)
+RETURNS convo.comparisons
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_comparison convo.comparisons;
+BEGIN
+    IF p_preference IS NULL OR p_preference NOT IN ('a', 'b', 'tie') THEN
+        RAISE EXCEPTION 'vote_comparison: preference must be a, b or tie' USING ERRCODE = 'CV003';
+    END IF;
+    UPDATE convo.comparisons cmp
+       SET preference = p_preference, voted_at = now()
+      FROM convo.conversations c
+     WHERE cmp.id = p_comparison_id AND c.id = cmp.conversation_id AND c.owner_id = p_owner_id
+    RETURNING cmp.* INTO v_comparison;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'vote_comparison: comparison % does not exist', p_comparison_id USING ERRCODE = 'CV001';
+    END IF;
+    RETURN v_comparison;
+END;
+$$;

@@ -1,0 +1,100 @@
+-- JSON shapes. Event payloads and API responses use the proto3 JSON names of
+-- the Connect API; these functions are the one place that builds them.
+--
+-- The current definition of each function; db.Migrate applies this file
+-- after the migrations (CREATE OR REPLACE), so a change to a function is
+-- an edit here. See db/README.md.
+
+CREATE OR REPLACE FUNCTION convo._ts(t timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
+-- _object drops the top-level keys of o whose value is JSON null, the way
+-- proto3 JSON omits unset fields; nested values (tool inputs, model
+-- configurations, metadata) are left exactly as they are.
+CREATE OR REPLACE FUNCTION convo._object(o jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(jsonb_object_agg(e.key, e.value), '{}')
+      FROM jsonb_each(o) e
+     WHERE jsonb_typeof(e.value) <> 'null'
+$$;
+
+CREATE OR REPLACE FUNCTION convo._conversation_json(c convo.conversations) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT convo._object(jsonb_build_object(
+        'id', c.id,
+        'title', nullif(c.title, ''),
+        'activePromptId', c.active_prompt_id,
+        'createdAt', convo._ts(c.created_at),
+        'updatedAt', convo._ts(c.updated_at),
+        'lastMessageAt', convo._ts(c.last_message_at)))
+$$;
+
+-- The message JSON now carries feedback and the comparison.
+CREATE OR REPLACE FUNCTION convo._message_json(m convo.messages) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT convo._object(jsonb_build_object(
+        'id', m.id,
+        'conversationId', m.conversation_id,
+        'role', m.role,
+        'status', m.status,
+        'promptId', (SELECT p.id FROM convo.prompts p WHERE p.message_id = m.id),
+        'createdAt', convo._ts(m.created_at),
+        'updatedAt', convo._ts(m.updated_at),
+        'feedback', CASE WHEN m.feedback_rating IS NOT NULL THEN convo._object(jsonb_build_object(
+            'rating', 'RATING_' || upper(m.feedback_rating),
+            'comment', nullif(m.feedback_comment, ''),
+            'createdAt', convo._ts(m.feedback_at))) END,
+        'comparisonId', m.comparison_id,
+        'comparisonSlot', m.comparison_slot))
+$$;
+
+CREATE OR REPLACE FUNCTION convo._prompt_json(p convo.prompts) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT convo._object(jsonb_build_object(
+        'id', p.id,
+        'conversationId', p.conversation_id,
+        'messageId', p.message_id,
+        'status', p.status,
+        'modelConfig', p.model_config,
+        'error', p.error,
+        'createdAt', convo._ts(p.created_at),
+        'startedAt', convo._ts(p.started_at),
+        'endedAt', convo._ts(p.ended_at)))
+$$;
+
+CREATE OR REPLACE FUNCTION convo._tool_call_json(t convo.tool_calls) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT convo._object(jsonb_build_object(
+        'id', t.id,
+        'blockId', t.block_id,
+        'name', t.name,
+        'status', t.status,
+        'input', t.input,
+        'output', nullif(t.output, ''),
+        'error', t.error,
+        'startedAt', convo._ts(t.started_at),
+        'endedAt', convo._ts(t.ended_at)))
+$$;
+
+CREATE OR REPLACE FUNCTION convo._block_text(p_block_id uuid) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(string_agg(e.payload->>'content', '' ORDER BY e.seq), '')
+      FROM convo.blocks b
+      JOIN convo.events e
+        ON e.prompt_id = b.prompt_id AND e.seq > coalesce(b.start_seq, 0)
+       AND e.block_id = b.id AND e.kind = 'blockDelta'
+     WHERE b.id = p_block_id
+$$;
+
+CREATE OR REPLACE FUNCTION convo._tool_output(p_tool_call_id uuid) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(string_agg(e.payload->>'output', '' ORDER BY e.seq), '')
+      FROM convo.tool_calls t
+      JOIN convo.blocks b ON b.id = t.block_id
+      JOIN convo.events e
+        ON e.prompt_id = t.prompt_id AND e.seq > coalesce(b.start_seq, 0)
+       AND e.tool_call_id = t.id AND e.kind = 'toolCallProgress'
+     WHERE t.id = p_tool_call_id
+$$;

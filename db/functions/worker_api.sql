@@ -1,0 +1,636 @@
+-- The SQL worker API: what a worker in any language calls to run a prompt
+-- (docs/worker-api.md is the reference).
+--
+-- The current definition of each function; db.Migrate applies this file
+-- after the migrations (CREATE OR REPLACE), so a change to a function is
+-- an edit here. See db/README.md.
+
+-- _set_active_prompt points the conversation at its newest unfinished prompt
+-- and, when that changed, appends conversationUpdated.
+CREATE OR REPLACE FUNCTION convo._refresh_active_prompt(p_conversation_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    UPDATE convo.conversations c
+       SET active_prompt_id = a.id, updated_at = now()
+      FROM (SELECT (SELECT p.id FROM convo.prompts p
+                     WHERE p.conversation_id = p_conversation_id
+                       AND p.status IN ('queued', 'running')
+                     ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS id) a
+     WHERE c.id = p_conversation_id
+       AND c.active_prompt_id IS DISTINCT FROM a.id
+    RETURNING c.* INTO v_conv;
+    IF FOUND THEN
+        PERFORM convo._append_event(p_conversation_id, 'conversationUpdated',
+            jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+    END IF;
+END;
+$$;
+
+-- _check_metadata raises CV003 unless metadata is NULL or a JSON object.
+CREATE OR REPLACE FUNCTION convo._check_metadata(p_metadata jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_metadata IS NOT NULL AND jsonb_typeof(p_metadata) <> 'object' THEN
+        RAISE EXCEPTION 'metadata must be a JSON object, got %', jsonb_typeof(p_metadata)
+            USING ERRCODE = 'CV003';
+    END IF;
+END;
+$$;
+
+-- _running_prompt locks the prompt's conversation and returns the prompt,
+-- raising CV001 when it does not exist and CV002 unless it is running.
+CREATE OR REPLACE FUNCTION convo._running_prompt(p_prompt_id uuid, p_action text) RETURNS convo.prompts
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt convo.prompts;
+BEGIN
+    SELECT * INTO v_prompt FROM convo.prompts WHERE id = p_prompt_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: prompt % does not exist', p_action, p_prompt_id USING ERRCODE = 'CV001';
+    END IF;
+    PERFORM convo._lock_conversation(v_prompt.conversation_id);
+    SELECT * INTO v_prompt FROM convo.prompts WHERE id = p_prompt_id;
+    IF v_prompt.status = 'queued' THEN
+        RAISE EXCEPTION '%: prompt % is queued, not running', p_action, p_prompt_id
+            USING ERRCODE = 'CV002', HINT = 'call convo.start_prompt first';
+    ELSIF v_prompt.status <> 'running' THEN
+        RAISE EXCEPTION '%: prompt % is %, not running', p_action, p_prompt_id, v_prompt.status
+            USING ERRCODE = 'CV002';
+    END IF;
+    RETURN v_prompt;
+END;
+$$;
+
+-- _end_block materialises a streaming block's content and appends blockEnd.
+CREATE OR REPLACE FUNCTION convo._end_block(p_block convo.blocks, p_metadata jsonb, p_validate boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_content text := convo._block_text(p_block.id);
+    v_metadata jsonb := p_block.metadata || coalesce(p_metadata, '{}');
+BEGIN
+    IF p_validate AND p_block.block_type = 'structured' THEN
+        BEGIN
+            PERFORM v_content::jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            RAISE EXCEPTION 'end_block: structured block % does not hold valid JSON: %', p_block.id, SQLERRM
+                USING ERRCODE = 'CV003';
+        END;
+    END IF;
+    UPDATE convo.blocks
+       SET status = 'completed', content = v_content, metadata = v_metadata, ended_at = now()
+     WHERE id = p_block.id;
+    PERFORM convo._append_event(p_block.conversation_id, 'blockEnd',
+        jsonb_build_object('promptId', p_block.prompt_id, 'messageId', p_block.message_id,
+                           'blockId', p_block.id, 'metadata', v_metadata),
+        p_block.prompt_id, p_block.id);
+END;
+$$;
+
+-- _end_tool_call materialises a tool call's output (plus a final chunk) and
+-- appends toolCallCompleted or toolCallFailed.
+CREATE OR REPLACE FUNCTION convo._end_tool_call(p_tool_call_id uuid, p_output text, p_error text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_call convo.tool_calls;
+BEGIN
+    UPDATE convo.tool_calls
+       SET status = CASE WHEN p_error IS NULL THEN 'completed' ELSE 'failed' END,
+           output = convo._tool_output(id) || coalesce(p_output, ''),
+           error = p_error,
+           ended_at = now()
+     WHERE id = p_tool_call_id
+    RETURNING * INTO v_call;
+    IF p_error IS NULL THEN
+        PERFORM convo._append_event(v_call.conversation_id, 'toolCallCompleted',
+            jsonb_build_object('toolCall', convo._tool_call_json(v_call)),
+            v_call.prompt_id, v_call.block_id, v_call.id);
+    ELSE
+        PERFORM convo._append_event(v_call.conversation_id, 'toolCallFailed',
+            jsonb_build_object('toolCall', convo._tool_call_json(v_call), 'error', p_error),
+            v_call.prompt_id, v_call.block_id, v_call.id);
+    END IF;
+END;
+$$;
+
+-- _finish_prompt ends a queued or running prompt: it fails its open tool
+-- calls, ends its open blocks, sets the prompt and its message to the final
+-- status, and moves the conversation's active prompt on. The caller holds
+-- the conversation lock.
+CREATE OR REPLACE FUNCTION convo._finish_prompt(p_prompt_id uuid, p_status text, p_error text) RETURNS convo.prompts
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt  convo.prompts;
+    v_message convo.messages;
+    v_block   convo.blocks;
+    v_call_id uuid;
+    v_kind    text;
+BEGIN
+    FOR v_call_id IN
+        SELECT t.id FROM convo.tool_calls t
+         WHERE t.prompt_id = p_prompt_id AND t.status IN ('started', 'running')
+         ORDER BY t.started_at, t.id
+    LOOP
+        PERFORM convo._end_tool_call(v_call_id, NULL, 'prompt ' || p_status || ' before the tool call finished');
+    END LOOP;
+    FOR v_block IN
+        SELECT * FROM convo.blocks b
+         WHERE b.prompt_id = p_prompt_id AND b.status = 'streaming'
+         ORDER BY b.position
+    LOOP
+        PERFORM convo._end_block(v_block, NULL, false);
+    END LOOP;
+
+    UPDATE convo.prompts
+       SET status = p_status, error = p_error, ended_at = now(), lease_expires_at = NULL
+     WHERE id = p_prompt_id
+    RETURNING * INTO v_prompt;
+    v_kind := CASE p_status WHEN 'completed' THEN 'promptCompleted'
+                            WHEN 'failed' THEN 'promptFailed'
+                            ELSE 'promptCancelled' END;
+    PERFORM convo._append_event(v_prompt.conversation_id, v_kind,
+        convo._object(jsonb_build_object('prompt', convo._prompt_json(v_prompt), 'error', p_error)),
+        v_prompt.id);
+
+    UPDATE convo.messages SET status = p_status, updated_at = now()
+     WHERE id = v_prompt.message_id
+    RETURNING * INTO v_message;
+    PERFORM convo._append_event(v_prompt.conversation_id, 'messageUpdated',
+        jsonb_build_object('message', convo._message_json(v_message)), v_prompt.id);
+
+    PERFORM convo._refresh_active_prompt(v_prompt.conversation_id);
+    RETURN v_prompt;
+END;
+$$;
+
+-- expire_leases fails every running prompt whose lease expired: its worker
+-- stopped heartbeating, and since part of its reply may already have been
+-- streamed to readers, running it again would show that text twice. A
+-- claimed prompt that was never started simply becomes claimable again (see
+-- claim_prompt). Returns how many prompts it failed. claim_prompt calls it,
+-- and so does the server periodically.
+CREATE OR REPLACE FUNCTION convo.expire_leases() RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_candidate convo.prompts;
+    v_count integer := 0;
+BEGIN
+    FOR v_candidate IN
+        SELECT * FROM convo.prompts
+         WHERE status = 'running' AND lease_expires_at < now()
+         ORDER BY lease_expires_at
+         LIMIT 100
+    LOOP
+        PERFORM convo._lock_conversation(v_candidate.conversation_id);
+        -- Recheck under the lock: the worker may have finished or heartbeated.
+        PERFORM 1 FROM convo.prompts
+         WHERE id = v_candidate.id AND status = 'running' AND lease_expires_at < now();
+        IF FOUND THEN
+            PERFORM convo._finish_prompt(v_candidate.id, 'failed',
+                format('lease expired: worker %s stopped heartbeating', v_candidate.worker));
+            v_count := v_count + 1;
+        END IF;
+    END LOOP;
+    RETURN v_count;
+END;
+$$;
+
+-- claim_prompt hands a claimable prompt to worker for lease_seconds: a
+-- queued prompt nobody holds, or one whose holder's lease expired before it
+-- started it. Owners are served round-robin: it takes the oldest claimable
+-- prompt of the owner whose last claim is the oldest (an owner never served
+-- comes first, the oldest prompt breaking ties), skipping prompts other
+-- workers hold locked. It returns no row when the queue is empty. Its cost
+-- grows with the number of claimable prompts, which the per-owner cap
+-- bounds.
+CREATE OR REPLACE FUNCTION convo.claim_prompt(worker text, lease_seconds integer)
+RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id    uuid;
+    v_owner text;
+BEGIN
+    IF worker IS NULL OR worker = '' THEN
+        RAISE EXCEPTION 'claim_prompt: worker must be a non-empty name' USING ERRCODE = 'CV003';
+    END IF;
+    IF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 3600 THEN
+        RAISE EXCEPTION 'claim_prompt: lease_seconds must be between 1 and 3600, got %', lease_seconds
+            USING ERRCODE = 'CV003';
+    END IF;
+    PERFORM convo.expire_leases();
+    SELECT q.id, q.owner_id INTO v_id, v_owner
+      FROM convo.prompts q
+      LEFT JOIN convo.owner_claims o ON o.owner_id = q.owner_id
+     WHERE q.status = 'queued'
+       AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now())
+     ORDER BY o.last_claimed_at NULLS FIRST, q.created_at, q.id
+     LIMIT 1
+       FOR UPDATE OF q SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    -- clock_timestamp, not now(): two claims in one transaction must
+    -- still order their owners.
+    INSERT INTO convo.owner_claims AS o (owner_id, last_claimed_at) VALUES (v_owner, clock_timestamp())
+        ON CONFLICT (owner_id) DO UPDATE SET last_claimed_at = excluded.last_claimed_at;
+    RETURN QUERY
+    UPDATE convo.prompts p
+       SET worker = claim_prompt.worker,
+           lease_seconds = claim_prompt.lease_seconds,
+           lease_expires_at = now() + make_interval(secs => claim_prompt.lease_seconds),
+           attempts = p.attempts + 1
+     WHERE p.id = v_id
+    RETURNING p.id, p.conversation_id, p.message_id, p.model_config, p.attempts;
+END;
+$$;
+
+-- heartbeat extends worker's lease on a prompt it holds. It returns false
+-- when the worker should stop: the prompt was cancelled, failed (for example
+-- by lease expiry), completed, or is now held by another worker.
+CREATE OR REPLACE FUNCTION convo.heartbeat(prompt_id uuid, worker text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE convo.prompts p
+       SET lease_expires_at = now() + make_interval(secs => coalesce(p.lease_seconds, 30))
+     WHERE p.id = heartbeat.prompt_id
+       AND p.worker = heartbeat.worker
+       AND p.status IN ('queued', 'running');
+    IF FOUND THEN
+        RETURN true;
+    END IF;
+    PERFORM 1 FROM convo.prompts p WHERE p.id = heartbeat.prompt_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'heartbeat: prompt % does not exist', heartbeat.prompt_id USING ERRCODE = 'CV001';
+    END IF;
+    RETURN false;
+END;
+$$;
+
+-- start_prompt moves a queued prompt to running and its message to
+-- processing. Events: promptStarted, messageUpdated.
+CREATE OR REPLACE FUNCTION convo.start_prompt(prompt_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt  convo.prompts;
+    v_message convo.messages;
+BEGIN
+    SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = start_prompt.prompt_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'start_prompt: prompt % does not exist', start_prompt.prompt_id USING ERRCODE = 'CV001';
+    END IF;
+    PERFORM convo._lock_conversation(v_prompt.conversation_id);
+    UPDATE convo.prompts p
+       SET status = 'running', started_at = now(),
+           lease_expires_at = now() + make_interval(secs => coalesce(p.lease_seconds, 30))
+     WHERE p.id = start_prompt.prompt_id AND p.status = 'queued'
+    RETURNING * INTO v_prompt;
+    IF NOT FOUND THEN
+        SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = start_prompt.prompt_id;
+        RAISE EXCEPTION 'start_prompt: prompt % is %, not queued', v_prompt.id, v_prompt.status
+            USING ERRCODE = 'CV002';
+    END IF;
+    PERFORM convo._append_event(v_prompt.conversation_id, 'promptStarted',
+        jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
+    UPDATE convo.messages SET status = 'processing', updated_at = now()
+     WHERE id = v_prompt.message_id
+    RETURNING * INTO v_message;
+    PERFORM convo._append_event(v_prompt.conversation_id, 'messageUpdated',
+        jsonb_build_object('message', convo._message_json(v_message)), v_prompt.id);
+END;
+$$;
+
+-- release_prompt hands a prompt that worker claimed but never started back
+-- to the queue at once, instead of when its lease expires: a worker that
+-- is shutting down calls it for the prompts it holds. It returns false,
+-- changing nothing, when the prompt is not a queued prompt held by worker
+-- (a running prompt cannot be handed over: readers have seen its partial
+-- reply; a worker fails it instead). Notifies "convo_prompts" with
+-- 'queued:<prompt id>', so an idle worker takes it.
+CREATE OR REPLACE FUNCTION convo.release_prompt(prompt_id uuid, worker text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE convo.prompts p
+       SET worker = NULL, lease_seconds = NULL, lease_expires_at = NULL
+     WHERE p.id = release_prompt.prompt_id
+       AND p.worker = release_prompt.worker
+       AND p.status = 'queued';
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM convo._notify_prompt('queued', release_prompt.prompt_id);
+    RETURN true;
+END;
+$$;
+
+-- start_block (00002) again, now recording start_seq: the conversation is
+-- locked (by _running_prompt), so blockStart takes its last_seq + 1.
+CREATE OR REPLACE FUNCTION convo.start_block(prompt_id uuid, block_type text, metadata jsonb DEFAULT '{}')
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt convo.prompts;
+    v_block  convo.blocks;
+BEGIN
+    IF block_type IS NULL OR block_type !~ '^[a-z][a-z0-9_]{0,63}$' THEN
+        RAISE EXCEPTION 'start_block: block_type % is not a lower_snake name of at most 64 characters', block_type
+            USING ERRCODE = 'CV003';
+    END IF;
+    PERFORM convo._check_metadata(metadata);
+    v_prompt := convo._running_prompt(start_block.prompt_id, 'start_block');
+    INSERT INTO convo.blocks (conversation_id, message_id, prompt_id, position, block_type, status, metadata, start_seq)
+    VALUES (v_prompt.conversation_id, v_prompt.message_id, v_prompt.id,
+            (SELECT coalesce(max(b.position) + 1, 0) FROM convo.blocks b WHERE b.message_id = v_prompt.message_id),
+            start_block.block_type, 'streaming', coalesce(start_block.metadata, '{}'),
+            (SELECT c.last_seq + 1 FROM convo.conversations c WHERE c.id = v_prompt.conversation_id))
+    RETURNING * INTO v_block;
+    PERFORM convo._append_event(v_prompt.conversation_id, 'blockStart',
+        jsonb_build_object('promptId', v_prompt.id, 'messageId', v_prompt.message_id,
+                           'blockId', v_block.id, 'blockType', v_block.block_type,
+                           'metadata', v_block.metadata, 'position', v_block.position),
+        v_prompt.id, v_block.id);
+    RETURN v_block.id;
+END;
+$$;
+
+-- _streaming_block locks the block's conversation and returns the block,
+-- raising unless it exists, is streaming and its prompt is running.
+CREATE OR REPLACE FUNCTION convo._streaming_block(p_block_id uuid, p_action text) RETURNS convo.blocks
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_block convo.blocks;
+BEGIN
+    SELECT * INTO v_block FROM convo.blocks WHERE id = p_block_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: block % does not exist', p_action, p_block_id USING ERRCODE = 'CV001';
+    END IF;
+    IF v_block.prompt_id IS NULL THEN
+        RAISE EXCEPTION '%: block % belongs to a user message and cannot be written', p_action, p_block_id
+            USING ERRCODE = 'CV002';
+    END IF;
+    PERFORM convo._running_prompt(v_block.prompt_id, p_action);
+    SELECT * INTO v_block FROM convo.blocks WHERE id = p_block_id;
+    IF v_block.status <> 'streaming' THEN
+        RAISE EXCEPTION '%: block % has ended', p_action, p_block_id USING ERRCODE = 'CV002';
+    END IF;
+    RETURN v_block;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION convo.append_block(block_id uuid, delta text, delta_seq integer DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conversation_id uuid;
+    v_prompt_id       uuid;
+    v_message_id      uuid;
+    v_seq             bigint;
+    v_cached_block_id uuid;
+    v_cached_count    integer;
+    v_block_status    text;
+    v_prompt_status   text;
+    v_count           integer;
+BEGIN
+    -- The block's immutable columns need no lock.
+    SELECT b.conversation_id, b.prompt_id, b.message_id
+      INTO v_conversation_id, v_prompt_id, v_message_id
+      FROM convo.blocks b
+     WHERE b.id = append_block.block_id;
+
+    -- The common path: the conversation's latest delta went to this block,
+    -- so it is still streaming and its prompt running (the triggers above
+    -- clear delta_block_id otherwise), and delta_count is its count. The
+    -- update takes the conversation's lock and re-evaluates its condition
+    -- on the row as the previous holder committed it.
+    IF delta <> '' THEN
+        UPDATE convo.conversations c
+           SET last_seq = c.last_seq + 1, delta_count = c.delta_count + 1
+         WHERE c.id = v_conversation_id
+           AND c.delta_block_id = append_block.block_id
+           AND (append_block.delta_seq IS NULL OR append_block.delta_seq = c.delta_count + 1)
+        RETURNING c.last_seq INTO v_seq;
+    END IF;
+
+    IF v_seq IS NULL THEN
+        -- The full path: everything is checked under the lock.
+        IF v_conversation_id IS NULL THEN
+            RAISE EXCEPTION 'append_block: block % does not exist', append_block.block_id USING ERRCODE = 'CV001';
+        END IF;
+        IF v_prompt_id IS NULL THEN
+            RAISE EXCEPTION 'append_block: block % belongs to a user message and cannot be written', append_block.block_id
+                USING ERRCODE = 'CV002';
+        END IF;
+        SELECT c.delta_block_id, c.delta_count INTO v_cached_block_id, v_cached_count
+          FROM convo.conversations c
+         WHERE c.id = v_conversation_id
+           FOR NO KEY UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'conversation % does not exist', v_conversation_id USING ERRCODE = 'CV001';
+        END IF;
+        SELECT b.status, b.delta_count, p.status INTO v_block_status, v_count, v_prompt_status
+          FROM convo.blocks b
+          JOIN convo.prompts p ON p.id = b.prompt_id
+         WHERE b.id = append_block.block_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'append_block: block % does not exist', append_block.block_id USING ERRCODE = 'CV001';
+        END IF;
+        IF v_prompt_status = 'queued' THEN
+            RAISE EXCEPTION 'append_block: prompt % is queued, not running', v_prompt_id
+                USING ERRCODE = 'CV002', HINT = 'call convo.start_prompt first';
+        ELSIF v_prompt_status <> 'running' THEN
+            RAISE EXCEPTION 'append_block: prompt % is %, not running', v_prompt_id, v_prompt_status
+                USING ERRCODE = 'CV002';
+        END IF;
+        IF v_block_status <> 'streaming' THEN
+            RAISE EXCEPTION 'append_block: block % has ended', append_block.block_id USING ERRCODE = 'CV002';
+        END IF;
+        IF v_cached_block_id = append_block.block_id THEN
+            v_count := v_cached_count;
+        END IF;
+        IF delta_seq IS NOT NULL THEN
+            IF delta_seq <= v_count THEN
+                RETURN; -- a retry of an append that was applied
+            END IF;
+            IF delta_seq <> v_count + 1 THEN
+                RAISE EXCEPTION 'append_block: delta_seq % skips ahead: block % has % deltas, the next is %',
+                    delta_seq, append_block.block_id, v_count, v_count + 1
+                    USING ERRCODE = 'CV002';
+            END IF;
+        END IF;
+        -- This block becomes the conversation's delta_block_id; the block that
+        -- had it keeps its count in its own row.
+        IF v_cached_block_id IS DISTINCT FROM append_block.block_id AND v_cached_block_id IS NOT NULL THEN
+            UPDATE convo.blocks b SET delta_count = v_cached_count WHERE b.id = v_cached_block_id;
+        END IF;
+        UPDATE convo.conversations c
+           SET delta_block_id = append_block.block_id,
+               delta_count = v_count + 1,
+               last_seq = c.last_seq + CASE WHEN delta <> '' THEN 1 ELSE 0 END
+         WHERE c.id = v_conversation_id
+        RETURNING c.last_seq INTO v_seq;
+        IF delta IS NULL OR delta = '' THEN
+            RETURN; -- counted, but no event
+        END IF;
+    END IF;
+
+    INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
+    VALUES (v_conversation_id, v_seq, 'blockDelta', v_prompt_id, append_block.block_id,
+            jsonb_build_object('promptId', v_prompt_id, 'messageId', v_message_id,
+                               'blockId', append_block.block_id, 'content', delta));
+    IF current_setting('convo.notify_events', true) IS DISTINCT FROM 'off' THEN
+        PERFORM convo._notify_event(v_conversation_id, v_seq);
+    END IF;
+END;
+$$;
+
+-- end_block ends a streaming block, merging metadata (a JSON object) into
+-- the block's. A structured block must then hold valid JSON (CV003
+-- otherwise). Event: blockEnd.
+CREATE OR REPLACE FUNCTION convo.end_block(block_id uuid, metadata jsonb DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM convo._check_metadata(metadata);
+    PERFORM convo._end_block(convo._streaming_block(end_block.block_id, 'end_block'), end_block.metadata, true);
+END;
+$$;
+
+-- start_tool_call records a call of the tool name with input on a tool_use
+-- block (streaming or ended) of a running prompt, and returns its id. One
+-- block holds at most one tool call. Event: toolCallStarted.
+CREATE OR REPLACE FUNCTION convo.start_tool_call(block_id uuid, name text, input jsonb) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_block convo.blocks;
+    v_call  convo.tool_calls;
+BEGIN
+    IF name IS NULL OR name = '' THEN
+        RAISE EXCEPTION 'start_tool_call: name must not be empty' USING ERRCODE = 'CV003';
+    END IF;
+    IF input IS NULL THEN
+        RAISE EXCEPTION 'start_tool_call: input must be JSON, not NULL' USING ERRCODE = 'CV003';
+    END IF;
+    SELECT * INTO v_block FROM convo.blocks b WHERE b.id = start_tool_call.block_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'start_tool_call: block % does not exist', start_tool_call.block_id USING ERRCODE = 'CV001';
+    END IF;
+    IF v_block.prompt_id IS NULL THEN
+        RAISE EXCEPTION 'start_tool_call: block % belongs to a user message', v_block.id USING ERRCODE = 'CV002';
+    END IF;
+    PERFORM convo._running_prompt(v_block.prompt_id, 'start_tool_call');
+    IF v_block.block_type <> 'tool_use' THEN
+        RAISE EXCEPTION 'start_tool_call: block % is a % block, not tool_use', v_block.id, v_block.block_type
+            USING ERRCODE = 'CV002';
+    END IF;
+    IF EXISTS (SELECT 1 FROM convo.tool_calls t WHERE t.block_id = v_block.id) THEN
+        RAISE EXCEPTION 'start_tool_call: block % already has a tool call', v_block.id USING ERRCODE = 'CV002';
+    END IF;
+    INSERT INTO convo.tool_calls (conversation_id, block_id, prompt_id, name, input, status)
+    VALUES (v_block.conversation_id, v_block.id, v_block.prompt_id, start_tool_call.name, start_tool_call.input, 'started')
+    RETURNING * INTO v_call;
+    PERFORM convo._append_event(v_block.conversation_id, 'toolCallStarted',
+        jsonb_build_object('toolCall', convo._tool_call_json(v_call), 'input', v_call.input),
+        v_call.prompt_id, v_call.block_id, v_call.id);
+    RETURN v_call.id;
+END;
+$$;
+
+-- _open_tool_call locks the call's conversation and returns the call,
+-- raising unless it exists, is started or running, and its prompt runs.
+CREATE OR REPLACE FUNCTION convo._open_tool_call(p_tool_call_id uuid, p_action text) RETURNS convo.tool_calls
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_call convo.tool_calls;
+BEGIN
+    SELECT * INTO v_call FROM convo.tool_calls WHERE id = p_tool_call_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: tool call % does not exist', p_action, p_tool_call_id USING ERRCODE = 'CV001';
+    END IF;
+    PERFORM convo._running_prompt(v_call.prompt_id, p_action);
+    SELECT * INTO v_call FROM convo.tool_calls WHERE id = p_tool_call_id;
+    IF v_call.status NOT IN ('started', 'running') THEN
+        RAISE EXCEPTION '%: tool call % has already %', p_action, p_tool_call_id, v_call.status
+            USING ERRCODE = 'CV002';
+    END IF;
+    RETURN v_call;
+END;
+$$;
+
+-- tool_call_progress appends output to a started or running tool call and
+-- marks it running. Like append_block, its cost does not grow with the
+-- output so far; empty output is a no-op. Event: toolCallProgress.
+CREATE OR REPLACE FUNCTION convo.tool_call_progress(tool_call_id uuid, output text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_call convo.tool_calls;
+BEGIN
+    v_call := convo._open_tool_call(tool_call_progress.tool_call_id, 'tool_call_progress');
+    IF output IS NULL OR output = '' THEN
+        RETURN;
+    END IF;
+    IF v_call.status = 'started' THEN
+        UPDATE convo.tool_calls t SET status = 'running' WHERE t.id = v_call.id;
+    END IF;
+    PERFORM convo._append_event(v_call.conversation_id, 'toolCallProgress',
+        jsonb_build_object('toolCallId', v_call.id, 'blockId', v_call.block_id, 'output', output),
+        v_call.prompt_id, v_call.block_id, v_call.id);
+END;
+$$;
+
+-- complete_tool_call completes a tool call; output, when given, is appended
+-- to what progress wrote. Event: toolCallCompleted, whose toolCall holds
+-- the whole output.
+CREATE OR REPLACE FUNCTION convo.complete_tool_call(tool_call_id uuid, output text DEFAULT NULL) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM convo._open_tool_call(complete_tool_call.tool_call_id, 'complete_tool_call');
+    PERFORM convo._end_tool_call(complete_tool_call.tool_call_id, complete_tool_call.output, NULL);
+END;
+$$;
+
+-- fail_tool_call fails a tool call with a non-empty error. Event:
+-- toolCallFailed.
+CREATE OR REPLACE FUNCTION convo.fail_tool_call(tool_call_id uuid, error text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF error IS NULL OR error = '' THEN
+        RAISE EXCEPTION 'fail_tool_call: error must not be empty' USING ERRCODE = 'CV003';
+    END IF;
+    PERFORM convo._open_tool_call(fail_tool_call.tool_call_id, 'fail_tool_call');
+    PERFORM convo._end_tool_call(fail_tool_call.tool_call_id, NULL, fail_tool_call.error);
+END;
+$$;
+
+-- complete_prompt completes a running prompt and its message. Tool calls
+-- still open are failed and blocks still open are ended first. Events:
+-- (toolCallFailed …, blockEnd …), promptCompleted, messageUpdated, and
+-- conversationUpdated when the active prompt moves on (docs/events.md).
+CREATE OR REPLACE FUNCTION convo.complete_prompt(prompt_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM convo._running_prompt(complete_prompt.prompt_id, 'complete_prompt');
+    PERFORM convo._finish_prompt(complete_prompt.prompt_id, 'completed', NULL);
+END;
+$$;
+
+-- fail_prompt fails a queued or running prompt and its message with a
+-- non-empty error; open blocks and tool calls end as in complete_prompt.
+-- Events: (…), promptFailed, messageUpdated.
+CREATE OR REPLACE FUNCTION convo.fail_prompt(prompt_id uuid, error text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt convo.prompts;
+BEGIN
+    IF error IS NULL OR error = '' THEN
+        RAISE EXCEPTION 'fail_prompt: error must not be empty' USING ERRCODE = 'CV003';
+    END IF;
+    SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = fail_prompt.prompt_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'fail_prompt: prompt % does not exist', fail_prompt.prompt_id USING ERRCODE = 'CV001';
+    END IF;
+    PERFORM convo._lock_conversation(v_prompt.conversation_id);
+    SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = fail_prompt.prompt_id;
+    IF v_prompt.status NOT IN ('queued', 'running') THEN
+        RAISE EXCEPTION 'fail_prompt: prompt % is already %', v_prompt.id, v_prompt.status USING ERRCODE = 'CV002';
+    END IF;
+    PERFORM convo._finish_prompt(v_prompt.id, 'failed', fail_prompt.error);
+END;
+$$;

@@ -1,0 +1,38 @@
+// Package sqlstate is the one table, in Go, of the SQLSTATEs convo's SQL
+// functions raise (db/functions; docs/events.md, "Errors (SQLSTATEs)"),
+// and the reading of a PostgreSQL error's SQLSTATE.
+package sqlstate
+
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// The SQLSTATEs of class CV, raised by the SQL functions. An illegal call
+// raises one of them and changes nothing.
+const (
+	// NotFound: an unknown prompt, block, tool call or conversation (or
+	// one the caller does not own).
+	NotFound = "CV001"
+	// IllegalState: the object is not in a state that allows the change (a
+	// write to an ended block, to a prompt that is not running, …).
+	IllegalState = "CV002"
+	// InvalidArgument: a malformed argument (a block type, metadata that
+	// is not a JSON object, an empty name, …).
+	InvalidArgument = "CV003"
+	// QuotaExceeded: the user has too many prompts queued or running.
+	QuotaExceeded = "CV004"
+)
+
+// All lists every SQLSTATE above.
+var All = []string{NotFound, IllegalState, InvalidArgument, QuotaExceeded}
+
+// Of returns the SQLSTATE of a PostgreSQL error in err's chain, or "".
+func Of(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}

@@ -1,0 +1,17 @@
+// Package wire is convo's wire form, shared by every protocol adapter: the
+// Connect API (package connectapi) and the HTTP protocols, SSE, AG-UI, the
+// AI SDK and the history export (package httpapi).
+//
+// It holds what the adapters would otherwise each write again:
+//   - the conversion of domain values to the convo.v1 protobuf messages
+//     (convert.go);
+//   - the hub whose payload is the StreamConversation message of each event,
+//     decoded once for every subscriber, and how a stream starts: a snapshot,
+//     then the replay of the blocks still streaming (stream.go);
+//   - the checks of request fields and their limits, whose errors are
+//     conversation.Invalid naming the field (validate.go);
+//   - the classification of errors that each adapter maps to its own codes
+//     and logs in one place (errors.go).
+//
+// It imports neither connect nor net/http.
+package wire
