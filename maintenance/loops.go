@@ -104,14 +104,7 @@ func (l *Loops) counters() []prometheus.Counter {
 // reapLeases fails running prompts whose worker stopped heartbeating, so a
 // crashed worker's reply ends even when no other worker claims anything.
 func (l *Loops) reapLeases(ctx context.Context) {
-	t := time.NewTicker(l.opts.ReapEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, l.opts.ReapEvery, func() {
 		n, err := l.opts.Store.ExpireLeases(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
@@ -120,21 +113,14 @@ func (l *Loops) reapLeases(ctx context.Context) {
 			l.leasesExpired.Add(float64(n))
 			l.opts.Logger.Info("failed prompts whose lease expired", "count", n)
 		}
-	}
+	})
 }
 
 // compactEvents merges the delta events of prompts that finished more than
 // CompactAfter ago (convo.compact_events), so the event log does not keep
 // one row per token forever. A full batch is followed at once by the next.
 func (l *Loops) compactEvents(ctx context.Context) {
-	t := time.NewTicker(CompactEvery(l.opts.CompactAfter))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, CompactEvery(l.opts.CompactAfter), func() {
 		for ctx.Err() == nil {
 			res, err := l.opts.Store.CompactEvents(ctx, l.opts.CompactAfter, CompactBatch)
 			if err != nil {
@@ -151,6 +137,21 @@ func (l *Loops) compactEvents(ctx context.Context) {
 			if res.Prompts < CompactBatch {
 				break
 			}
+		}
+	})
+}
+
+// every calls fn every interval until ctx ends; the first call is one
+// interval after the start.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
 		}
 	}
 }

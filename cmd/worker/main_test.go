@@ -61,18 +61,8 @@ func TestWorkerOnlyProcessExpiresDeadLease(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	ctx := context.Background()
-	db, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	store := postgres.New(db)
-	res, err := store.SendMessage(ctx, conversation.SendMessageParams{
-		OwnerID: "local", Text: "hello?", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, store := openStore(t, dsn)
+	res := send(t, store, "hello?")
 	promptID := res.PromptIDs[0]
 	// A worker claims the prompt for one second, starts it, and dies.
 	if _, err := db.Exec(ctx, `SELECT prompt_id FROM convo.claim_prompt('dead-worker', 1)`); err != nil {
@@ -83,37 +73,20 @@ func TestWorkerOnlyProcessExpiresDeadLease(t *testing.T) {
 	}
 
 	m := NewMain()
-	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	m.reapEvery = 50 * time.Millisecond
-	if err := m.ParseFlags([]string{"--database-url", dsn, "--workers", "0"}, func(string) string { return "" }); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Run(ctx); err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
+	run(t, m, "--database-url", dsn, "--workers", "0")
 	t.Cleanup(func() { m.Close() })
 
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var status string
-		var errText *string
+	var status string
+	var errText *string
+	waitFor(t, "the worker process to fail the prompt whose lease expired", func() bool {
 		if err := db.QueryRow(ctx, `SELECT status, error FROM convo.prompts WHERE id = $1`, promptID).Scan(&status, &errText); err != nil {
 			t.Fatal(err)
 		}
-		if status != "running" {
-			if status != "failed" || errText == nil || !strings.Contains(*errText, "lease expired: worker dead-worker stopped heartbeating") {
-				t.Fatalf("prompt %s, error %v; want failed for its expired lease", status, errText)
-			}
-			break
-		}
-		select {
-		case <-deadline:
-			t.Fatal("the worker process did not fail the prompt whose lease expired within 20s")
-		case <-tick.C:
-		}
+		return status != "running"
+	})
+	if status != "failed" || errText == nil || !strings.Contains(*errText, "lease expired: worker dead-worker stopped heartbeating") {
+		t.Fatalf("prompt %s, error %v; want failed for its expired lease", status, errText)
 	}
 	st, err := store.State(ctx, "local", res.ConversationID)
 	if err != nil {
@@ -130,15 +103,7 @@ func TestRun(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	m := NewMain()
-	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := m.ParseFlags([]string{"--database-url", dsn, "--demo-tokens-per-second", "-1"}, func(string) string { return "" }); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := m.Run(ctx); err != nil {
-		m.Close()
-		t.Fatal(err)
-	}
+	run(t, m, "--database-url", dsn, "--demo-tokens-per-second", "-1")
 	closed := false
 	t.Cleanup(func() {
 		if !closed {
@@ -146,36 +111,69 @@ func TestRun(t *testing.T) {
 		}
 	})
 
-	db, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	store := postgres.New(db)
-	res, err := store.SendMessage(ctx, conversation.SendMessageParams{
-		OwnerID: "local", Text: "What is 3 * 3?", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Wait for the reply, reading the database on every tick.
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for done := false; !done; {
-		select {
-		case <-deadline:
-			t.Fatal("the reply did not complete within 20s")
-		case <-tick.C:
-			st, err := store.State(ctx, "local", res.ConversationID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done = st.Messages[1].Status == conversation.MessageCompleted
+	_, store := openStore(t, dsn)
+	res := send(t, store, "What is 3 * 3?")
+	waitFor(t, "the reply to complete", func() bool {
+		st, err := store.State(context.Background(), "local", res.ConversationID)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		return st.Messages[1].Status == conversation.MessageCompleted
+	})
 	if err := m.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 	closed = true
+}
+
+// run parses args into m, quiet, and runs it; the caller closes it.
+func run(t *testing.T, m *Main, args ...string) {
+	t.Helper()
+	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := m.ParseFlags(args, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Run(context.Background()); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+}
+
+// openStore connects to the test's database, closed when the test ends.
+func openStore(t *testing.T, dsn string) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	db, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db, postgres.New(db)
+}
+
+// send sends text as the user "local", queueing one prompt.
+func send(t *testing.T, store *postgres.Store, text string) conversation.SendMessageResult {
+	t.Helper()
+	res, err := store.SendMessage(context.Background(), conversation.SendMessageParams{
+		OwnerID: "local", Text: text, ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// waitFor reads cond every 20 ms until it holds, failing the test after
+// 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out after 20s waiting for %s", what)
+		case <-tick.C:
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/demo"
+	"github.com/convo-dev/convo/worker/openai"
 )
 
 // Config builds the Config the settings describe. The default provider is
@@ -29,7 +30,7 @@ func Config(s worker.Settings, logger *slog.Logger) (worker.Config, error) {
 		base = "https://api.openai.com/v1"
 	}
 	if base != "" {
-		m, err := worker.NewOpenAIModel(worker.OpenAIOptions{BaseURL: base, APIKey: s.OpenAIAPIKey, Model: s.OpenAIModel})
+		m, err := openai.NewModel(openai.Options{BaseURL: base, APIKey: s.OpenAIAPIKey, Model: s.OpenAIModel})
 		if err != nil {
 			return worker.Config{}, fmt.Errorf("CONVO_OPENAI_BASE_URL: %w", err)
 		}

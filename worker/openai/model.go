@@ -1,0 +1,265 @@
+// Package openai is a worker.Model for OpenAI-compatible chat-completions
+// servers (OpenAI, Ollama, vLLM, llama.cpp's server and others), on the
+// official Go SDK, github.com/openai/openai-go. It streams the prompt's
+// context and tools to POST {BaseURL}/chat/completions and maps the
+// streamed content, reasoning and tool-call deltas to worker Parts.
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/convo-dev/convo/worker"
+)
+
+// Options configure an OpenAI-compatible chat-completions model.
+type Options struct {
+	// BaseURL is the API root that /chat/completions is under, for
+	// example https://api.openai.com/v1 or http://127.0.0.1:11434/v1.
+	BaseURL string
+	// APIKey is sent as a bearer token when set.
+	APIKey string
+	// Model is the model of a prompt whose configuration names none.
+	Model string
+	// ResponseTimeout bounds the wait for the response's headers.
+	// Default 60 s.
+	ResponseTimeout time.Duration
+	// IdleTimeout bounds the silence between two events of the stream.
+	// Default 120 s.
+	IdleTimeout time.Duration
+	// HTTPClient defaults to a client without an overall timeout (a reply
+	// may stream for minutes; the two timeouts above bound the waits).
+	HTTPClient *http.Client
+}
+
+// NewModel returns a Model that streams chat completions from an
+// OpenAI-compatible server. It sends the prompt's context (system prompt,
+// earlier messages with their tool calls and results) and the tools, and
+// maps streamed content, reasoning content and tool-call deltas to Parts.
+// HTTP errors, rate limits, timeouts and errors sent mid-stream fail the
+// prompt with a message that names the server and the cause; nothing is
+// retried (the prompt's error says what happened, and a retry belongs to
+// whoever sends the prompt again). It fails for a base URL that is not
+// http(s)://host/….
+//
+// The SDK is given every setting explicitly: the OPENAI_* environment
+// variables it reads by default (base URL, key, organization, project,
+// headers) are not used, so a key meant for OpenAI never reaches another
+// server.
+func NewModel(opts Options) (worker.Model, error) {
+	u, err := url.Parse(opts.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai base url %q: want http(s)://host/…", opts.BaseURL)
+	}
+	if opts.ResponseTimeout <= 0 {
+		opts.ResponseTimeout = 60 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 120 * time.Second
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = &http.Client{}
+	}
+	reqOpts := []option.RequestOption{
+		option.WithBaseURL(strings.TrimRight(opts.BaseURL, "/") + "/"),
+		option.WithHTTPClient(opts.HTTPClient),
+		// The SDK retries 429s, 5xx and broken connections twice by
+		// default, waiting up to a minute: the prompt would hold its lease
+		// silently meanwhile, and a reply half streamed before a broken
+		// connection would be asked again from the start.
+		option.WithMaxRetries(0),
+	}
+	if opts.APIKey != "" {
+		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
+	}
+	// The service alone, not sdk.NewClient: the client reads OPENAI_*
+	// from the environment.
+	return &model{opts: opts, chat: sdk.NewChatCompletionService(reqOpts...)}, nil
+}
+
+type model struct {
+	opts Options
+	chat sdk.ChatCompletionService
+}
+
+// providerError is a failure of the provider, worded for the prompt's
+// error.
+type providerError struct{ msg string }
+
+func (e *providerError) Error() string { return e.msg }
+
+func (m *model) errorf(format string, args ...any) error {
+	return &providerError{msg: fmt.Sprintf("openai-compatible server %s: ", m.opts.BaseURL) + fmt.Sprintf(format, args...)}
+}
+
+// Stream implements worker.Model.
+func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker.Event, error] {
+	return func(yield func(worker.Event, error) bool) {
+		params, extra, err := m.params(req)
+		if err != nil {
+			yield(nil, m.errorf("%v", err))
+			return
+		}
+		rctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		// One watchdog: first for the response headers, then for every
+		// gap in the stream.
+		watchdog := time.AfterFunc(m.opts.ResponseTimeout, func() {
+			cancel(m.errorf("no response within %s", m.opts.ResponseTimeout))
+		})
+		defer watchdog.Stop()
+
+		var resp *http.Response
+		stream := m.chat.NewStreaming(rctx, params, append(extra, option.WithResponseInto(&resp))...)
+		defer stream.Close()
+		// failed words the error that ended the stream: ours (a timeout),
+		// the server's, or the connection's.
+		failed := func(err error) error {
+			if cause := context.Cause(rctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return cause
+			}
+			var se *ssestream.StreamError
+			switch {
+			case errors.As(err, &se):
+				return m.errorf("the stream failed: %s", streamErrorMessage(se.Event.Data))
+			case resp != nil && resp.StatusCode >= 300:
+				return m.httpError(resp)
+			case isNetworkError(err):
+				return m.errorf("request failed: %v", unwrapURLError(err))
+			}
+			return m.errorf("the stream sent something that is not JSON: %v", err)
+		}
+		if err := stream.Err(); err != nil {
+			if ctx.Err() == nil {
+				yield(nil, failed(err))
+			}
+			return
+		}
+		watchdog.Stop()
+		stall := time.AfterFunc(m.opts.IdleTimeout, func() {
+			cancel(m.errorf("the stream stalled: no data for %s", m.opts.IdleTimeout))
+		})
+		defer stall.Stop()
+
+		mp := &mapper{structured: len(req.Config.ResponseFormat) > 0, tools: map[int64]int{}}
+		for stream.Next() {
+			stall.Reset(m.opts.IdleTimeout)
+			events, done := mp.chunk(stream.Current())
+			for _, ev := range events {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+			if done {
+				return
+			}
+		}
+		if ctx.Err() != nil {
+			return // the prompt stopped; nobody is listening
+		}
+		if err := stream.Err(); err != nil {
+			yield(nil, failed(err))
+			return
+		}
+		// The stream ended ([DONE] or the end of the body) before a
+		// finish_reason.
+		yield(nil, m.errorf("the stream ended before the answer finished"))
+	}
+}
+
+// isNetworkError tells a failed connection from a body that did not
+// decode.
+func isNetworkError(err error) bool {
+	var ue *url.Error
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// unwrapURLError drops the "Post "<url>": " prefix, the error already
+// names the server.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// errorBody is the "error" object of an error response or chunk.
+type errorBody struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+}
+
+func (e *errorBody) message() string {
+	msg := e.Message
+	if msg == "" {
+		msg = "unknown error"
+	}
+	if e.Type != "" {
+		msg += " (" + e.Type + ")"
+	}
+	return msg
+}
+
+// errorDetail words the "error" of a body: an object with a message
+// (OpenAI), a string (Ollama), or else the body itself, cut at 500 bytes.
+func errorDetail(b []byte) string {
+	detail := strings.TrimSpace(string(b))
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(b, &body) == nil && len(body.Error) > 0 {
+		var e errorBody
+		var s string
+		if json.Unmarshal(body.Error, &e) == nil && e.Message != "" {
+			detail = e.message()
+		} else if json.Unmarshal(body.Error, &s) == nil && s != "" {
+			detail = s
+		}
+	}
+	if len(detail) > 500 {
+		detail = detail[:500] + "…"
+	}
+	return detail
+}
+
+// streamErrorMessage words an error event sent mid-stream.
+func streamErrorMessage(data []byte) string {
+	return errorDetail(bytes.TrimSpace(data))
+}
+
+// httpError words a non-2xx response. The SDK keeps the body readable
+// for this.
+func (m *model) httpError(resp *http.Response) error {
+	var b []byte
+	if resp.Body != nil {
+		b, _ = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	}
+	detail := errorDetail(b)
+	status := resp.Status
+	if status == "" {
+		status = fmt.Sprint(resp.StatusCode)
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		retry := ""
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			retry = fmt.Sprintf(" (retry after %s s)", ra)
+		}
+		return m.errorf("rate limited (HTTP %s)%s: %s", status, retry, detail)
+	}
+	return m.errorf("HTTP %s: %s", status, detail)
+}
