@@ -124,9 +124,10 @@ func (m *RPC) streamOpened(conn connect.StreamingHandlerConn) time.Time {
 
 //go:noinline
 func (m *RPC) streamEnded(ctx context.Context, procedure string, start time.Time, err error) {
-	m.openStreams.WithLabelValues(procedure).Dec()
 	m.streamDuration.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
 	m.calls.WithLabelValues(procedure, code(ctx, err)).Inc()
+	// Last: a scrape that sees the stream closed sees its call counted.
+	m.openStreams.WithLabelValues(procedure).Dec()
 }
 
 // code is the outcome label of a call: "ok", "canceled" when the client
