@@ -3,7 +3,18 @@ import { createRoot } from "react-dom/client";
 import { takeTokenFromUrl } from "./api/auth";
 import { useTransport } from "./api/client";
 import { App } from "./App";
-import "./styles.css";
+// The styles by area, in cascade order.
+import "./styles/base.css";
+import "./styles/controls.css";
+import "./styles/layout.css";
+import "./styles/connection.css";
+import "./styles/messages.css";
+import "./styles/blocks.css";
+import "./styles/comparisons.css";
+import "./styles/composer.css";
+import "./styles/dialogs.css";
+import "./styles/token-screen.css";
+import "./styles/narrow.css";
 
 async function start() {
   // `vite --mode mock` talks to an in-page mock instead of a server; a

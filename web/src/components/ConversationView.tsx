@@ -1,16 +1,16 @@
 import { create } from "@bufbuild/protobuf";
-import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type ReactNode } from "react";
+import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import { errorMessage, type ConvoClient } from "../api/client";
 import { stopReplies } from "../api/stop";
-import { Preference, SendMessageRequestSchema } from "@convo/client";
-import type { Event } from "@convo/client";
+import { SendMessageRequestSchema, activePromptIds, messageBlocks, type ConversationState } from "@convo/client";
+import type { Event, MessageState, Preference } from "@convo/client";
 import { useConversation } from "@convo/react";
-import { activePromptIds, messageBlocks, type ConversationState } from "@convo/client";
-import type { MessageState } from "@convo/client";
-import { modelLabel } from "../util/format";
-import { ComparisonView, type ComparisonSide } from "./ComparisonView";
+import { useComparisonVotes } from "../hooks/useComparisonVotes";
+import { useStickToBottom } from "../hooks/useStickToBottom";
+import { groupMessages } from "../state/groupMessages";
+import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
-import { ConnectionIndicator } from "./ConnectionIndicator";
+import { ConversationHeader } from "./ConversationHeader";
 import { MessageView, type MessageActions } from "./MessageView";
 import { TraceDialog } from "./TraceDialog";
 
@@ -48,73 +48,32 @@ export function ConversationView({
   const { state, status, notFound, store } = useConversation(conversationId, { client, onEvent });
   const [error, setError] = useState<string | null>(null);
   const [traceFor, setTraceFor] = useState<string | null>(null);
-  const [votes, setVotes] = useState<Record<string, Preference>>({});
-  // The model each A/B reply was asked of, by message id.
-  const [models, setModels] = useState<Record<string, string>>({});
-  const [confirmClear, setConfirmClear] = useState(false);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
+  const { votes, models, vote } = useComparisonVotes(client, conversationId, state, setError);
+  const scroll = useStickToBottom<HTMLDivElement>(state, Boolean(focusMessageId));
 
   const title = state.conversation?.title || "New conversation";
   useEffect(() => {
     document.title = `${title} · convo`;
   }, [title]);
 
-  // Stick to the bottom while the reader is there.
-  const listRef = useRef<HTMLDivElement>(null);
-  const stick = useRef(true);
-  const onScroll = () => {
-    const el = listRef.current;
-    if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
-  };
-  useLayoutEffect(() => {
-    const el = listRef.current;
-    if (el && stick.current && !focusMessageId) el.scrollTop = el.scrollHeight;
-  }, [state, focusMessageId]);
-
   // Scroll to the message a search result pointed at, once it is there.
   const scrolledTo = useRef<string | undefined>(undefined);
   useEffect(() => {
     if (!focusMessageId || scrolledTo.current === focusMessageId || !state.messages[focusMessageId]) return;
     scrolledTo.current = focusMessageId;
-    stick.current = false;
+    scroll.release();
     document.getElementById(`m-${focusMessageId}`)?.scrollIntoView({ block: "center" });
     setHighlighted(focusMessageId);
     const t = setTimeout(() => setHighlighted(undefined), 2500);
     return () => clearTimeout(t);
-  }, [focusMessageId, state.messages]);
+  }, [focusMessageId, state.messages, scroll]); // scroll is the same on every render
 
-  // The votes of this conversation's comparisons, loaded when there are some.
-  const comparisonKey = useMemo(() => comparisonIds(state).join(","), [state]);
-  useEffect(() => {
-    if (!comparisonKey) return;
-    let cancelled = false;
-    client
-      .listComparisons({ conversationId, pageSize: 100 })
-      .then((res) => {
-        if (cancelled) return;
-        const v: Record<string, Preference> = {};
-        const m: Record<string, string> = {};
-        for (const c of res.comparisons) {
-          if (c.preference !== Preference.UNSPECIFIED) v[c.id] = c.preference;
-          for (const side of [c.a, c.b]) if (side) m[side.messageId] = modelLabel(side.modelConfig);
-        }
-        setVotes((prev) => ({ ...v, ...prev }));
-        setModels((prev) => ({ ...prev, ...m }));
-      })
-      .catch(() => {
-        /* votes are a nicety: the buttons still work */
-      });
-    return () => {
-      cancelled = true;
-    };
-  }, [client, conversationId, comparisonKey]);
-
-  const active = activePromptIds(state);
-  const running = active.length > 0;
+  const running = activePromptIds(state).length > 0;
 
   const send = async (o: SendOptions) => {
     setError(null);
-    stick.current = true;
+    scroll.stick();
     try {
       await client.sendMessage(sendRequest(conversationId, o));
       onChanged();
@@ -146,17 +105,7 @@ export function ConversationView({
     [client, store],
   );
 
-  const vote = (comparisonId: string, preference: Preference) => {
-    const before = votes[comparisonId];
-    setVotes((v) => ({ ...v, [comparisonId]: preference }));
-    client.voteComparison({ comparisonId, preference }).catch((err) => {
-      setVotes((v) => ({ ...v, [comparisonId]: before }));
-      setError(errorMessage(err));
-    });
-  };
-
   const clear = async () => {
-    setConfirmClear(false);
     try {
       await client.clearConversation({ conversationId });
       onChanged();
@@ -184,34 +133,10 @@ export function ConversationView({
 
   return (
     <main className="main" aria-busy={state.seq === null}>
-      <header className="main-head">
+      <ConversationHeader title={title} status={status} empty={state.messageIds.length === 0} onClear={() => void clear()}>
         {header}
-        <h1 className="title" title={title}>
-          {title}
-        </h1>
-        <ConnectionIndicator status={status} />
-        {confirmClear ? (
-          <span className="confirm" role="group" aria-label="Confirm clearing the history">
-            <span className="small">Clear all messages?</span>
-            <button type="button" className="danger small" onClick={() => void clear()}>
-              Clear
-            </button>
-            <button type="button" className="ghost small" onClick={() => setConfirmClear(false)}>
-              Cancel
-            </button>
-          </span>
-        ) : (
-          <button
-            type="button"
-            className="ghost small"
-            onClick={() => setConfirmClear(true)}
-            disabled={state.messageIds.length === 0}
-          >
-            Clear history
-          </button>
-        )}
-      </header>
-      <div className="messages" ref={listRef} onScroll={onScroll}>
+      </ConversationHeader>
+      <div className="messages" ref={scroll.ref} onScroll={scroll.onScroll}>
         <div className="messages-inner">
           {state.seq === null ? <p className="muted center">Loading…</p> : null}
           {state.seq !== null && state.messageIds.length === 0 ? (
@@ -234,15 +159,7 @@ export function ConversationView({
   );
 }
 
-function comparisonIds(state: ConversationState): string[] {
-  const ids = new Set<string>();
-  for (const id of state.messageIds) {
-    const c = state.messages[id].comparisonId;
-    if (c) ids.add(c);
-  }
-  return [...ids].sort();
-}
-
+/** renderMessages renders groupMessages' items: messages, and comparisons side by side. */
 function renderMessages(
   state: ConversationState,
   actions: MessageActions,
@@ -251,41 +168,31 @@ function renderMessages(
   highlighted: string | undefined,
   models: Record<string, string>,
 ): ReactNode[] {
-  const out: ReactNode[] = [];
-  const shown = new Set<string>();
-  for (const id of state.messageIds) {
-    const m = state.messages[id];
-    if (m.comparisonId) {
-      if (shown.has(m.comparisonId)) continue;
-      shown.add(m.comparisonId);
-      const sides: ComparisonSide[] = state.messageIds
-        .map((x) => state.messages[x])
-        .filter((x) => x.comparisonId === m.comparisonId)
-        .sort((a, b) => a.comparisonSlot.localeCompare(b.comparisonSlot))
-        .map((x) => ({ message: x, blocks: messageBlocks(state, x.id), error: state.errors[x.id], model: models[x.id] }));
-      out.push(
-        <ComparisonView
-          key={`cmp-${m.comparisonId}`}
-          comparisonId={m.comparisonId}
-          sides={sides}
-          vote={votes[m.comparisonId]}
-          onVote={onVote}
-          actions={actions}
-          highlightedId={highlighted}
-        />,
-      );
-      continue;
-    }
-    out.push(
-      <MessageView
-        key={m.id}
-        message={m}
-        blocks={messageBlocks(state, m.id)}
-        error={state.errors[m.id]}
+  return groupMessages(state).map((item) =>
+    item.kind === "comparison" ? (
+      <ComparisonView
+        key={`cmp-${item.comparisonId}`}
+        comparisonId={item.comparisonId}
+        sides={item.sides.map((x) => ({
+          message: x,
+          blocks: messageBlocks(state, x.id),
+          error: state.errors[x.id],
+          model: models[x.id],
+        }))}
+        vote={votes[item.comparisonId]}
+        onVote={onVote}
         actions={actions}
-        highlighted={highlighted === m.id}
-      />,
-    );
-  }
-  return out;
+        highlightedId={highlighted}
+      />
+    ) : (
+      <MessageView
+        key={item.message.id}
+        message={item.message}
+        blocks={messageBlocks(state, item.message.id)}
+        error={state.errors[item.message.id]}
+        actions={actions}
+        highlighted={highlighted === item.message.id}
+      />
+    ),
+  );
 }
