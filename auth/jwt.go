@@ -52,6 +52,10 @@ type settings struct {
 // it be fetched again.
 const jwksRefetch = 30 * time.Second
 
+// jwksRefetchTimeout bounds a refetch for an unknown kid, the wait for it
+// included.
+const jwksRefetchTimeout = 5 * time.Second
+
 // WithIssuer requires the iss claim to be issuer (CONVO_AUTH_ISSUER).
 func WithIssuer(issuer string) Option { return func(s *settings) { s.issuer = issuer } }
 
@@ -138,9 +142,13 @@ var jwksMethods = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
 func NewJWKS(ctx context.Context, url string, opts ...Option) (Verifier, error) {
 	kf, err := keyfunc.NewDefaultOverrideCtx(ctx, []string{url}, keyfunc.Override{
 		RefreshUnknownKID: rate.NewLimiter(rate.Every(jwksRefetch), 1),
-		// A token whose kid is unknown while the limit holds is refused at
-		// once rather than kept waiting for the next allowed fetch.
-		RateLimitWaitMax: time.Millisecond,
+		// jwkset bounds both the wait for the limiter and the refetch
+		// itself with this: it must leave time for the HTTP request (a
+		// millisecond failed every refetch from a real provider). A token
+		// whose kid is unknown while the next allowed fetch is further
+		// away than this is still refused at once: the limiter's Wait
+		// gives up without waiting when its deadline comes first.
+		RateLimitWaitMax: jwksRefetchTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("JWKS %s: %w", url, err)

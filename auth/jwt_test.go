@@ -100,12 +100,15 @@ type jwksServer struct {
 	mu      sync.Mutex
 	keys    []map[string]any
 	fetches atomic.Int64
+	// delay is how long each answer takes (nanoseconds).
+	delay atomic.Int64
 }
 
 func newJWKSServer(t *testing.T) *jwksServer {
 	s := &jwksServer{}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		s.fetches.Add(1)
+		time.Sleep(time.Duration(s.delay.Load()))
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
@@ -171,14 +174,17 @@ func TestJWKS(t *testing.T) {
 	expectInvalid(t, v, "NoExp", sign(t, jwt.SigningMethodRS256, rsaKey, "rsa", with(valid("carol"), "exp", nil)), "exp")
 
 	// Rotation: the provider publishes a new key; a token signed with it
-	// is accepted at once (one refetch).
+	// is accepted at once (one refetch), even from a provider that takes
+	// its time to answer, as real ones do.
 	rotated, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	srv.add(ecJWK("ec-2", rotated))
+	srv.delay.Store(int64(200 * time.Millisecond))
 	if sub, err := v.Verify(ctx, sign(t, jwt.SigningMethodES256, rotated, "ec-2", valid("dave"))); err != nil || sub != "dave" {
 		t.Fatalf("token signed with a rotated-in key: %q, %v", sub, err)
 	}
 
 	// A flood of unknown kids: refused, at most one fetch per 30 s.
+	srv.delay.Store(0)
 	before := srv.fetches.Load()
 	for i := range 50 {
 		kid := "unknown-" + string(rune('a'+i%26)) + time.Now().Format("150405.000000000")
