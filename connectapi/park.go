@@ -37,10 +37,11 @@ import (
 // last chunk), and its connection is closed: the response says
 // "Connection: close" from the start, so no client reuses it.
 
-// parkWriteTimeout bounds one write to a parked stream's client: a client
-// that does not read for this long is cut off (its queue would overflow
-// first unless the conversation is quiet).
-const parkWriteTimeout = 30 * time.Second
+// DefaultParkWriteTimeout bounds one write to a parked stream's client: a
+// client that does not read for this long is cut off (its queue overflows
+// first unless the conversation is quiet, but the stream can only say so
+// once the write returns).
+const DefaultParkWriteTimeout = 30 * time.Second
 
 // maxChunk bounds what one write of a parked stream holds in memory.
 const maxChunk = 64 << 10
@@ -48,6 +49,10 @@ const maxChunk = 64 << 10
 // Parking runs the parked StreamConversation streams of a handler
 // (Options.Parking). Its zero value is not usable; call NewParking.
 type Parking struct {
+	// WriteTimeout bounds one write to a client (default
+	// DefaultParkWriteTimeout); set it before the handler serves.
+	WriteTimeout time.Duration
+
 	logger *slog.Logger
 	shared *sharedEncodings // set by NewHandler
 
@@ -61,7 +66,7 @@ func NewParking(logger *slog.Logger) *Parking {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Parking{logger: logger, streams: make(map[*parkedStream]struct{})}
+	return &Parking{WriteTimeout: DefaultParkWriteTimeout, logger: logger, streams: make(map[*parkedStream]struct{})}
 }
 
 // Len returns the number of parked streams open now.
@@ -297,7 +302,7 @@ func (s *parkedStream) writeChunk(data []byte, last bool) error {
 	if last {
 		bufs = append(bufs, lastChunk)
 	}
-	if err := s.conn.SetWriteDeadline(time.Now().Add(parkWriteTimeout)); err != nil {
+	if err := s.conn.SetWriteDeadline(time.Now().Add(s.parking.WriteTimeout)); err != nil {
 		return err
 	}
 	_, err := bufs.WriteTo(s.conn)

@@ -2,11 +2,15 @@ package connectapi_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
@@ -68,4 +72,49 @@ func TestParkedStreamEnds(t *testing.T) {
 			t.Errorf("%d parked streams still open after the server stopped", tb.parking.Len())
 		}
 	})
+}
+
+// TestParkedSlowReader checks that a parked stream whose client stops
+// reading never slows the others: its writes block on a full socket, its
+// queue overflows while the others get every event, and it ends once its
+// write times out, releasing its subscription.
+func TestParkedSlowReader(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOptions{queueSize: 16})
+	tb.parking.WriteTimeout = 2 * time.Second
+	sent, promptID := tb.running(t)
+	block := tb.startBlock(t, promptID, "text")
+
+	// The slow client: a raw HTTP/1.1 connection that reads the response's
+	// first bytes and then nothing.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(tb.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body, _ := protojson.Marshal(&convov1.StreamConversationRequest{ConversationId: sent.ConversationId})
+	envelope := append([]byte{0, 0, 0, 0, byte(len(body))}, body...)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: test\r\nContent-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nContent-Length: %d\r\n\r\n",
+		convov1connect.ConversationServiceStreamConversationProcedure, len(envelope))
+	conn.Write(envelope)
+	if _, err := conn.Read(make([]byte, 512)); err != nil {
+		t.Fatal(err)
+	}
+
+	fast := subscribe(t, http1JSON(tb.url), &convov1.StreamConversationRequest{ConversationId: sent.ConversationId})
+	testwait.For(t, "both streams to park", func() bool { return tb.parking.Len() == 2 })
+
+	// Far more than the socket buffers hold: the slow stream's writer
+	// blocks, and its queue of 16 overflows. The fast reader gets each
+	// event before the next is written, so it never falls behind itself.
+	delta := strings.Repeat("x", 32<<10)
+	seq := tb.state(t, sent.ConversationId).Seq
+	for range 600 {
+		tb.appendText(t, block, delta) // one blockDelta event
+		seq++
+		fast.waitSeq(t, seq, streamTimeout)
+	}
+	testwait.For(t, "the slow stream to end", func() bool { return tb.parking.Len() == 1 })
+	fast.close()
+	testwait.For(t, "every subscription to be released", func() bool { return tb.hub.Stats() == stream.Stats{} })
 }
