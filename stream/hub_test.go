@@ -322,13 +322,20 @@ func TestSlowSubscriberIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer slow.Close()
+	// The fast one gets each event before the next is written, so that it
+	// never falls behind itself on a loaded machine; the slow one's queue
+	// grows by one each time.
+	end := tb.lastSeq(t, conv)
 	for i := range 300 {
 		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("%d ", i)}); err != nil {
 			t.Fatal(err)
 		}
+		end++
+		fast.waitSeq(t, end, 30*time.Second)
 	}
-	end := tb.lastSeq(t, conv)
-	fast.waitSeq(t, end, 30*time.Second)
+	if last := tb.lastSeq(t, conv); last != end {
+		t.Fatalf("the log ends at seq %d, want %d (one event per append)", last, end)
+	}
 
 	// The slow one gets what was queued before the cut, then the error.
 	var got int
