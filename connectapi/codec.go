@@ -55,14 +55,19 @@ func newSharedEncodings() *sharedEncodings { return &sharedEncodings{} }
 
 // share marks m as shared: it must not change from now on (the hub's
 // messages never do). The codecs then encode it at most once each.
-func (s *sharedEncodings) share(m *convov1.StreamConversationResponse) {
+func (s *sharedEncodings) share(m *convov1.StreamConversationResponse) { s.entry(m) }
+
+// entry returns m's entry, making it when m was not shared yet.
+func (s *sharedEncodings) entry(m *convov1.StreamConversationResponse) *encodings {
 	key := weak.Make(m)
-	if _, ok := s.entries.Load(key); ok {
-		return
+	if e, ok := s.entries.Load(key); ok {
+		return e.(*encodings)
 	}
-	if _, loaded := s.entries.LoadOrStore(key, new(encodings)); !loaded {
+	e, loaded := s.entries.LoadOrStore(key, new(encodings))
+	if !loaded {
 		runtime.AddCleanup(m, s.forget, key)
 	}
+	return e.(*encodings)
 }
 
 // forget drops the entry of a message that has become unreachable.
@@ -86,11 +91,7 @@ func (s *sharedEncodings) lookup(m any) *encodings {
 // encoding shares m and returns its encoding in JSON or binary, made once
 // for every stream that sends it.
 func (s *sharedEncodings) encoding(m *convov1.StreamConversationResponse, json bool) ([]byte, error) {
-	s.share(m)
-	e := s.lookup(m)
-	if e == nil {
-		return marshalAs(json, m)
-	}
+	e := s.entry(m)
 	slot := &e.binary
 	if json {
 		slot = &e.json
