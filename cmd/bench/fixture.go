@@ -20,8 +20,15 @@ type reply struct {
 	blockID        uuid.UUID
 }
 
-// newReply sends a user message, starts its prompt (as a worker would after
-// claiming it) and starts a text block.
+// benchLease is the lease the bench claims its prompts with, the longest
+// claim_prompt grants (an hour): its writers never heartbeat, and a
+// server's lease reaper would fail a prompt of the default 30 s lease in
+// the middle of a measurement.
+const benchLease = 3600
+
+// newReply sends a user message, claims and starts its prompt (as a worker
+// does) and starts a text block. Replies are made one at a time: the claim
+// takes the oldest queued prompt, which must be the one just sent.
 func (m *Main) newReply(ctx context.Context) (reply, error) { return m.newReplyFor(ctx, benchOwner) }
 
 // newReplyFor is newReply in a conversation of owner.
@@ -33,6 +40,13 @@ func (m *Main) newReplyFor(ctx context.Context, owner string) (reply, error) {
 		return reply{}, err
 	}
 	q := dbq.New(m.writers)
+	claimed, err := q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "bench", LeaseSeconds: benchLease})
+	if err != nil {
+		return reply{}, fmt.Errorf("claim prompt: %w", err)
+	}
+	if len(claimed) != 1 || claimed[0].PromptID != res.PromptIDs[0] {
+		return reply{}, fmt.Errorf("claim prompt: claimed %v, not the prompt just sent (%s): another prompt is queued", claimed, res.PromptIDs[0])
+	}
 	if err := q.PromptStart(ctx, res.PromptIDs[0]); err != nil {
 		return reply{}, fmt.Errorf("start prompt: %w", err)
 	}
