@@ -12,11 +12,13 @@ import (
 )
 
 // StreamConversation sends the stream's start, then every event as it
-// commits. An open stream is parked in the loop below, on the stack of
-// the connection's goroutine: its frames are kept small (the start, the
-// checks and the error paths are calls that return) so that, idle, the
-// whole stack fits in a quarter of 16 KiB and the garbage collector
-// shrinks it to 8 KiB. docs/performance.md has the measurement.
+// commits. A stream of the Connect protocol over HTTP/1.1 parks at its
+// first idle moment and returns (park.go). Any other stream (HTTP/2, gRPC,
+// gRPC-Web, or parking off) waits in the loop below, on the stack of the
+// connection's goroutine: its frames are kept small (the start, the checks
+// and the error paths are calls that return) so that, idle, the whole
+// stack fits in a quarter of 16 KiB and the garbage collector shrinks it
+// to 8 KiB. docs/performance.md has the measurement.
 func (s *service) StreamConversation(ctx context.Context, req *connect.Request[convov1.StreamConversationRequest], out *connect.ServerStream[convov1.StreamConversationResponse]) error {
 	// Every message that is ready is written before one flush (flush.go).
 	flush := coalescingFrom(ctx)

@@ -260,7 +260,8 @@ const keptQueueCap = 8
 // SetNotify has fn called whenever an event is queued for the subscription
 // and when it ends, instead of a reader waiting in Next: a stream that
 // holds no goroutine while idle is woken so (see connectapi's parked
-// streams). fn runs under the hub's lock: it must not block or call back
+// streams). From then on the subscription is read with TryNext and Ended,
+// never Next, which is no longer woken by an offer. fn runs under the hub's lock: it must not block or call back
 // into the hub. It is called once at once when events already wait or the
 // subscription has ended, so that none is missed.
 func (s *Subscription[T]) SetNotify(fn func()) {
@@ -315,12 +316,13 @@ func (s *Subscription[T]) offerLocked(item *Item[T]) bool {
 	}
 	s.queue = append(s.queue, item)
 	s.qmu.Unlock()
+	if s.notify != nil {
+		s.notify()
+		return true
+	}
 	select {
 	case s.signal <- struct{}{}:
 	default: // a wake-up is already pending
-	}
-	if s.notify != nil {
-		s.notify()
 	}
 	return true
 }
