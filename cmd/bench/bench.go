@@ -87,6 +87,10 @@ type Config struct {
 	// PeerResults names a file of the peer's own JSON lines (the push
 	// server measured in the same shape) to print ratios against.
 	PeerResults string
+	// PeerPaced measures each size a second time with the writers held to
+	// the peer's write rate at that size (from PeerResults), so that the
+	// latencies compare at equal load.
+	PeerPaced bool
 	// ServerEnv is added to the environment of the cmd/api processes that
 	// the peer measurement starts (for example raised stream limits).
 	ServerEnv []string
@@ -207,6 +211,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.PeerDuration, "peer-duration", c.PeerDuration, "peer measurement: how long the writers write at each subscriber count")
 	fs.IntVar(&c.PeerIdle, "peer-idle", c.PeerIdle, "peer measurement: idle subscribers whose server memory is read (0: skip)")
 	fs.StringVar(&c.PeerResults, "peer-results", c.PeerResults, "peer measurement: a file of the peer's JSON lines to print ratios against")
+	fs.BoolVar(&c.PeerPaced, "peer-paced", c.PeerPaced, "peer measurement: measure each size again with the writers held to the peer's write rate (needs --peer-results)")
 	fs.Func("server-env", "peer measurement: NAME=value added to the cmd/api processes' environment (repeatable)", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return fmt.Errorf("%q: want NAME=value", v)
@@ -235,6 +240,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if c.PeerChannels < 1 || c.PeerWriters < 1 || c.PeerDuration <= 0 || c.PeerIdle < 0 {
 		return errors.New("--peer-channels, --peer-writers and --peer-duration must be positive, --peer-idle not negative")
+	}
+	if c.PeerPaced && c.PeerResults == "" {
+		return errors.New("--peer-paced needs --peer-results: the peer's write rates")
 	}
 	if c.Deltas < 1 || c.Interval <= 0 || c.ConversationInterval <= 0 || c.StreamsPerConn < 1 || c.Duration <= 0 || c.Rounds < 1 || c.Timeout <= 0 {
 		return errors.New("--deltas, --interval, --conversation-interval, --streams-per-conn, --duration, --rounds and --timeout must be positive")

@@ -128,7 +128,7 @@ func TestSummarize(t *testing.T) {
 // TestPeerRun runs the peer measurement with tiny sizes on both feeds:
 // every delta reaches every subscriber of its conversation in seq order,
 // the idle measurement reads the server's memory, and the ratios against
-// a peer's results are printed.
+// a peer's results are printed; the paced runs hold the peer's write rate.
 func TestPeerRun(t *testing.T) {
 	t.Parallel()
 	peerFile := filepath.Join(t.TempDir(), "peer.jsonl")
@@ -146,7 +146,7 @@ func TestPeerRun(t *testing.T) {
 	err := m.ParseFlags([]string{
 		"--database-url", pgtest.DSN(t), "--run", "peer",
 		"--peer-subscribers", "3", "--peer-channels", "2", "--peer-writers", "2",
-		"--peer-duration", "300ms", "--peer-idle", "5", "--peer-results", peerFile,
+		"--peer-duration", "500ms", "--peer-idle", "5", "--peer-results", peerFile, "--peer-paced",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -160,9 +160,10 @@ func TestPeerRun(t *testing.T) {
 	}
 	t.Log(out.String())
 	feeds := len(m.Config.Feeds)
-	if len(m.Results.Peer) != 2*feeds {
-		t.Fatalf("%d peer results, want %d", len(m.Results.Peer), 2*feeds)
+	if len(m.Results.Peer) != 3*feeds { // as fast as they can, paced, idle
+		t.Fatalf("%d peer results, want %d", len(m.Results.Peer), 3*feeds)
 	}
+	paced := 0
 	for _, r := range m.Results.Peer {
 		if peerSize(r) == -1 {
 			if r.Subs != 5 || r.RSSAfter <= 0 {
@@ -173,8 +174,18 @@ func TestPeerRun(t *testing.T) {
 		if r.Expected == 0 || r.Deliveries != r.Expected || r.Gaps != 0 || r.WritesPerS <= 0 {
 			t.Errorf("%s %s: %d of %d deliveries, %d gaps, %.0f writes/s", r.Feed, r.Mode, r.Deliveries, r.Expected, r.Gaps, r.WritesPerS)
 		}
+		if r.PacedTo > 0 {
+			paced++
+			// 100 writes/s over 500 ms: writes 0…49, due every 10 ms.
+			if r.PacedTo != 100 || r.Writes > 50 || r.Writes < 25 {
+				t.Errorf("%s %s: paced to %.0f/s, %d writes, want 100/s and at most 50", r.Feed, r.Mode, r.PacedTo, r.Writes)
+			}
+		}
 	}
-	for _, want := range []string{"convo against the peer", "| notify | 3 |", "| logical | 3 |", "KB per subscriber"} {
+	if paced != feeds {
+		t.Errorf("%d paced results, want one per feed", paced)
+	}
+	for _, want := range []string{"convo against the peer", "| notify | 3 | as fast as they can |", "| logical | 3 | at the peer's rate |", "KB per subscriber"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}

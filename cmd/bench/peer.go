@@ -59,6 +59,9 @@ type PeerResult struct {
 	Reordered  int64   `json:"reordered"`
 	Gaps       int64   `json:"gaps"`
 	DrainS     float64 `json:"drain_s,omitempty"`
+	// PacedTo is the write rate the writers were held to (the peer's at
+	// the same size), or 0 when they wrote as fast as they could.
+	PacedTo float64 `json:"paced_to,omitempty"`
 	// The idle measurement's fields.
 	Subs      int     `json:"subs,omitempty"`
 	RSSBefore int64   `json:"rss_before_kb,omitempty"`
@@ -78,15 +81,28 @@ func (m *Main) runPeer(ctx context.Context, feed string) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range m.Config.PeerSubscribers {
-		res, err := m.peerLoad(ctx, srv, n)
-		if err != nil {
+	var peer map[int]PeerResult
+	if m.Config.PeerPaced {
+		if peer, err = readPeerResults(m.Config.PeerResults); err != nil {
 			srv.stop()
-			return fmt.Errorf("%d subscribers: %w", n, err)
+			return err
 		}
-		res.Feed = feed
-		m.Results.Peer = append(m.Results.Peer, res)
-		m.printPeer(res)
+	}
+	for _, n := range m.Config.PeerSubscribers {
+		rates := []float64{0} // as fast as the writers can
+		if p, ok := peer[n]; ok && p.WritesPerS > 0 {
+			rates = append(rates, p.WritesPerS)
+		}
+		for _, rate := range rates {
+			res, err := m.peerLoad(ctx, srv, n, rate)
+			if err != nil {
+				srv.stop()
+				return fmt.Errorf("%d subscribers: %w", n, err)
+			}
+			res.Feed = feed
+			m.Results.Peer = append(m.Results.Peer, res)
+			m.printPeer(res)
+		}
 	}
 	srv.stop()
 	if m.Config.PeerIdle == 0 {
@@ -114,8 +130,9 @@ func (m *Main) printPeer(r PeerResult) {
 }
 
 // peerLoad measures n subscribers over PeerChannels conversations under
-// PeerWriters writers for PeerDuration.
-func (m *Main) peerLoad(ctx context.Context, srv *serverProcess, n int) (PeerResult, error) {
+// PeerWriters writers for PeerDuration: as fast as they can when rate is
+// 0, else paced to rate writes per second between them.
+func (m *Main) peerLoad(ctx context.Context, srv *serverProcess, n int, rate float64) (PeerResult, error) {
 	c := m.Config
 	replies := make([]reply, c.PeerChannels)
 	for i := range replies {
@@ -142,10 +159,14 @@ func (m *Main) peerLoad(ctx context.Context, srv *serverProcess, n int) (PeerRes
 	var wg sync.WaitGroup
 	var writeErr error
 	var errOnce sync.Once
-	end := time.Now().Add(c.PeerDuration)
-	for w := range c.PeerWriters {
+	sched := newWriteSchedule(time.Now(), c.PeerDuration, rate)
+	for range c.PeerWriters {
 		wg.Go(func() {
-			for i := w; time.Now().Before(end) && ctx.Err() == nil; i += c.PeerWriters {
+			for ctx.Err() == nil {
+				i, ok := sched.next()
+				if !ok {
+					return
+				}
 				ch := i % len(replies)
 				if _, err := m.writers.Exec(ctx, peerDeltaSQL, replies[ch].blockID); err != nil {
 					errOnce.Do(func() { writeErr = err })
@@ -177,11 +198,44 @@ func (m *Main) peerLoad(ctx context.Context, srv *serverProcess, n int) (PeerRes
 		return PeerResult{}, fmt.Errorf("client process said %q", line)
 	}
 	res.Mode = fmt.Sprintf("convo subs=%d channels=%d", n, len(replies))
+	if rate > 0 {
+		res.Mode += fmt.Sprintf(" paced=%.0f", rate)
+		res.PacedTo = rate
+	}
 	res.Writes = writes.Load()
 	res.WritesPerS = float64(res.Writes) / c.PeerDuration.Seconds()
 	res.Expected = expected
 	res.DrainS = round2(time.Since(drainStart).Seconds())
 	return res, clients.wait()
+}
+
+// writeSchedule hands the peer measurement's writers their write indexes
+// until the end of the measurement: each at once when rate is 0, else
+// write i at start + i/rate, so that the writers together hold rate writes
+// per second (one that falls behind writes at once and catches up).
+type writeSchedule struct {
+	start, end time.Time
+	rate       float64
+	issued     atomic.Int64
+}
+
+func newWriteSchedule(start time.Time, d time.Duration, rate float64) *writeSchedule {
+	return &writeSchedule{start: start, end: start.Add(d), rate: rate}
+}
+
+// next returns the next write's index once it is due, and false when the
+// measurement is over.
+func (s *writeSchedule) next() (int, bool) {
+	i := s.issued.Add(1) - 1
+	due := time.Now()
+	if s.rate > 0 {
+		due = s.start.Add(time.Duration(float64(i) / s.rate * float64(time.Second)))
+	}
+	if !due.Before(s.end) {
+		return 0, false
+	}
+	time.Sleep(time.Until(due))
+	return int(i), true
 }
 
 // peerIdle opens n streams on one conversation and reads how much the
@@ -430,15 +484,15 @@ func (m *Main) peerReply(ctx context.Context) (reply, error) {
 	return r, nil
 }
 
-// printPeerRatios prints convo's peer results next to the peer's own
-// (Config.PeerResults), with the ratios the targets are stated in.
-func (m *Main) printPeerRatios() error {
-	f, err := os.Open(m.Config.PeerResults)
+// readPeerResults reads a file of the peer's JSON lines (other lines are
+// its log) into its results by subscriber count, the idle one under -1.
+func readPeerResults(path string) (map[int]PeerResult, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("peer results: %w", err)
+		return nil, fmt.Errorf("peer results: %w", err)
 	}
 	defer f.Close()
-	peer := map[int]PeerResult{} // by subscriber count; -1: idle
+	peer := map[int]PeerResult{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var r PeerResult
@@ -448,14 +502,24 @@ func (m *Main) printPeerRatios() error {
 		peer[peerSize(r)] = r
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("peer results: %w", err)
+		return nil, fmt.Errorf("peer results: %w", err)
 	}
 	if len(peer) == 0 {
-		return fmt.Errorf("peer results: no JSON lines with a mode in %s", m.Config.PeerResults)
+		return nil, fmt.Errorf("peer results: no JSON lines with a mode in %s", path)
+	}
+	return peer, nil
+}
+
+// printPeerRatios prints convo's peer results next to the peer's own
+// (Config.PeerResults), with the ratios the targets are stated in.
+func (m *Main) printPeerRatios() error {
+	peer, err := readPeerResults(m.Config.PeerResults)
+	if err != nil {
+		return err
 	}
 	w := m.Stdout
 	fmt.Fprintf(w, "\n### convo against the peer (ratio convo / peer)\n\n")
-	fmt.Fprintf(w, "| feed | subscribers | writes/s convo / peer | ratio (target ≥ 1) | p50 ms convo / peer | ratio (≤ 1) | p99 ms convo / peer | ratio (≤ 1) |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| feed | subscribers | writers | writes/s convo / peer | ratio (target ≥ 1) | p50 ms convo / peer | ratio (≤ 1) | p99 ms convo / peer | ratio (≤ 1) |\n|---|---|---|---|---|---|---|---|---|\n")
 	ratio := func(a, b float64) string {
 		if b == 0 {
 			return "–"
@@ -468,7 +532,11 @@ func (m *Main) printPeerRatios() error {
 		if !ok || n < 0 {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %d | %.0f / %.0f | %s | %.1f / %.1f | %s | %.1f / %.1f | %s |\n", r.Feed, n,
+		writers := "as fast as they can"
+		if r.PacedTo > 0 {
+			writers = "at the peer's rate"
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %.0f / %.0f | %s | %.1f / %.1f | %s | %.1f / %.1f | %s |\n", r.Feed, n, writers,
 			r.WritesPerS, p.WritesPerS, ratio(r.WritesPerS, p.WritesPerS),
 			r.P50, p.P50, ratio(r.P50, p.P50), r.P99, p.P99, ratio(r.P99, p.P99))
 	}
