@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/runtime/protoiface"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
 )
 
 // compressMinBytes is the smallest message the handler compresses. A
@@ -91,12 +92,19 @@ func (s *sharedEncodings) lookup(m any) *encodings {
 // encoding shares m and returns its encoding in JSON or binary, made once
 // for every stream that sends it.
 func (s *sharedEncodings) encoding(m *convov1.StreamConversationResponse, json bool) ([]byte, error) {
-	e := s.entry(m)
-	slot := &e.binary
-	if json {
-		slot = &e.json
-	}
-	return slot.get(m, func(m proto.Message) ([]byte, error) { return marshalAs(json, m) })
+	return s.entry(m).get(m, json)
+}
+
+// shareItem shares the message of an item the hub delivers and returns its
+// entry. The item keeps the entry, so that the subscribers after the first
+// find it without a lookup.
+func (s *sharedEncodings) shareItem(item *wire.Item) *encodings {
+	return item.Memo(func() any { return s.entry(item.Payload) }).(*encodings)
+}
+
+// itemEncoding is encoding for the message of an item the hub delivers.
+func (s *sharedEncodings) itemEncoding(item *wire.Item, json bool) ([]byte, error) {
+	return s.shareItem(item).get(item.Payload, json)
 }
 
 // marshalAs is connect's default encoding of m: protojson or proto.
@@ -117,6 +125,15 @@ func (s *sharedEncodings) len() int {
 // encodings are one shared message's encodings, each made on first use.
 type encodings struct {
 	binary, json encoding
+}
+
+// get returns m's encoding in JSON or binary.
+func (e *encodings) get(m proto.Message, json bool) ([]byte, error) {
+	slot := &e.binary
+	if json {
+		slot = &e.json
+	}
+	return slot.get(m, func(m proto.Message) ([]byte, error) { return marshalAs(json, m) })
 }
 
 type encoding struct {

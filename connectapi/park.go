@@ -38,7 +38,8 @@ import (
 // "Connection: close" from the start, so no client reuses it.
 
 // DefaultParkWriteTimeout bounds one write to a parked stream's client: a
-// client that does not read for this long is cut off (its queue overflows
+// client that does not read for this long (for between half of it and all
+// of it: see extendDeadline) is cut off (its queue overflows
 // first unless the conversation is quiet, but the stream can only say so
 // once the write returns).
 const DefaultParkWriteTimeout = 30 * time.Second
@@ -166,6 +167,9 @@ type parkedStream struct {
 	writing bool
 	again   bool
 
+	// deadline is the connection's write deadline (see extendDeadline).
+	deadline time.Time
+
 	closed atomic.Bool
 	once   sync.Once
 }
@@ -209,7 +213,7 @@ var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &
 func (s *parkedStream) writeReady() bool {
 	bp := chunkPool.Get().(*[]byte)
 	defer chunkPool.Put(bp)
-	buf := (*bp)[:0]
+	buf := (*bp)[:chunkHeaderRoom]
 	defer func() { *bp = buf[:0] }()
 	for {
 		// An end seen before TryNext finds nothing is final: nothing is
@@ -220,21 +224,21 @@ func (s *parkedStream) writeReady() bool {
 			err = item.Err
 		}
 		if err == nil && ready {
-			data, err := s.parking.shared.encoding(item.Payload, s.json)
+			data, err := s.parking.shared.itemEncoding(item, s.json)
 			if err == nil {
 				buf = appendEnvelope(buf, 0, data)
-				if len(buf) < maxChunk {
+				if len(buf)-chunkHeaderRoom < maxChunk {
 					continue
 				}
 				if err = s.writeChunk(buf, false); err == nil {
-					buf = buf[:0]
+					buf = buf[:chunkHeaderRoom]
 					continue
 				}
 			}
 		}
 		if err == nil && ended == nil {
 			// Nothing more now: send what was taken, and wait for a wake-up.
-			if len(buf) > 0 && s.writeChunk(buf, false) != nil {
+			if len(buf) > chunkHeaderRoom && s.writeChunk(buf, false) != nil {
 				s.finish(nil)
 				return true
 			}
@@ -248,8 +252,8 @@ func (s *parkedStream) writeReady() bool {
 	}
 }
 
-// endStream writes what buf holds, the end-of-stream message for err and
-// the last chunk, and returns how the stream ended for the metrics (nil
+// endStream writes what buf holds (a chunk being built), the
+// end-of-stream message for err and the last chunk, and returns how the stream ended for the metrics (nil
 // when the client had gone).
 func (s *parkedStream) endStream(buf []byte, err error) error {
 	if s.closed.Load() || s.ctx.Err() != nil {
@@ -289,24 +293,43 @@ func appendEnvelope(buf []byte, flags byte, data []byte) []byte {
 	return append(buf, data...)
 }
 
-var (
-	crlf      = []byte("\r\n")
-	lastChunk = []byte("0\r\n\r\n")
-)
+// chunkHeaderRoom is the room a chunk's buffer keeps at its front for the
+// chunk's size line (up to 8 hex digits and CRLF), so that the whole chunk
+// goes out in one plain write.
+const chunkHeaderRoom = 10
 
-// writeChunk writes data as one HTTP/1.1 chunk (followed by the last chunk
-// when last) in one write.
-func (s *parkedStream) writeChunk(data []byte, last bool) error {
-	size := strconv.AppendUint(make([]byte, 0, 10), uint64(len(data)), 16)
-	bufs := net.Buffers{append(size, crlf...), data, crlf}
+// writeChunk writes buf, chunkHeaderRoom bytes of room and the chunk's
+// data, as one HTTP/1.1 chunk (followed by the last chunk when last) in one
+// write. buf must hold data: an empty chunk would end the body.
+func (s *parkedStream) writeChunk(buf []byte, last bool) error {
+	var line [chunkHeaderRoom]byte
+	size := append(strconv.AppendUint(line[:0], uint64(len(buf)-chunkHeaderRoom), 16), '\r', '\n')
+	start := chunkHeaderRoom - len(size)
+	copy(buf[start:], size)
+	buf = append(buf, '\r', '\n')
 	if last {
-		bufs = append(bufs, lastChunk)
+		buf = append(buf, "0\r\n\r\n"...)
 	}
-	if err := s.conn.SetWriteDeadline(time.Now().Add(s.parking.WriteTimeout)); err != nil {
+	if err := s.extendDeadline(); err != nil {
 		return err
 	}
-	_, err := bufs.WriteTo(s.conn)
+	_, err := s.conn.Write(buf[start:])
 	return err
+}
+
+// extendDeadline moves the connection's write deadline WriteTimeout ahead
+// when less than half of it is left: moving it is a timer update, which a
+// stream that keeps writing then pays once per half WriteTimeout, not once
+// per write. A client that stops reading is so cut off after between half
+// of WriteTimeout and all of it. Only the stream's one writer calls it.
+func (s *parkedStream) extendDeadline() error {
+	now := time.Now()
+	timeout := s.parking.WriteTimeout
+	if s.deadline.Sub(now) >= timeout/2 {
+		return nil
+	}
+	s.deadline = now.Add(timeout)
+	return s.conn.SetWriteDeadline(s.deadline)
 }
 
 // watch blocks in a read of the connection: the client sends nothing more

@@ -93,6 +93,6 @@ func (s *service) sendEvent(item *wire.Item, out *connect.ServerStream[convov1.S
 	}
 	// The hub hands this message to every subscriber of the conversation:
 	// encode it once for all of them.
-	s.shared.share(item.Payload)
+	s.shared.shareItem(item)
 	return out.Send(item.Payload)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,6 +37,25 @@ type Item[T any] struct {
 	Payload T
 	// Err is Decode's error, if any.
 	Err error
+
+	memo atomic.Value // see Memo
+}
+
+// Memo returns what makeMemo derives from the item, made once and then
+// shared by every subscriber: an adapter's encoding of the payload, say,
+// found once per event rather than once per delivery. (Callers racing to
+// be first may each make one; all get the one stored first.) An item holds
+// one memo, so every caller must pass an equivalent makeMemo returning one
+// concrete type.
+func (it *Item[T]) Memo(makeMemo func() any) any {
+	if v := it.memo.Load(); v != nil {
+		return v
+	}
+	v := makeMemo()
+	if it.memo.CompareAndSwap(nil, v) {
+		return v
+	}
+	return it.memo.Load()
 }
 
 // HubOptions configures a Hub whose payload is T.

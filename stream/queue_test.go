@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -121,4 +123,31 @@ func TestSubscriptionQueue(t *testing.T) {
 			t.Fatalf("Next after the queued events = %v, want ErrFellBehind", err)
 		}
 	})
+}
+
+// TestItemMemo checks that concurrent first callers of an item's Memo all
+// get one memo, and that a later caller gets it without making another.
+func TestItemMemo(t *testing.T) {
+	var item Item[int]
+	var made atomic.Int32
+	var wg sync.WaitGroup
+	got := make([]any, 8)
+	for i := range got {
+		wg.Go(func() {
+			got[i] = item.Memo(func() any { made.Add(1); return new(int) })
+		})
+	}
+	wg.Wait()
+	for i := range got {
+		if got[i] != got[0] {
+			t.Fatalf("caller %d got %p, caller 0 %p: want one memo", i, got[i], got[0])
+		}
+	}
+	before := made.Load()
+	if again := item.Memo(func() any { made.Add(1); return new(int) }); again != got[0] {
+		t.Errorf("a later call got %p, want %p", again, got[0])
+	}
+	if made.Load() != before {
+		t.Error("a later call made a memo")
+	}
 }

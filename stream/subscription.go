@@ -261,9 +261,10 @@ const keptQueueCap = 8
 // and when it ends, instead of a reader waiting in Next: a stream that
 // holds no goroutine while idle is woken so (see connectapi's parked
 // streams). From then on the subscription is read with TryNext and Ended,
-// never Next, which is no longer woken by an offer. fn runs under the hub's lock: it must not block or call back
-// into the hub. It is called once at once when events already wait or the
-// subscription has ended, so that none is missed.
+// never Next, which is no longer woken by an offer. fn runs under the
+// hub's lock: it must not block or call back into the hub. It is called
+// once at once when events already wait or the subscription has ended, so
+// that none is missed.
 func (s *Subscription[T]) SetNotify(fn func()) {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
