@@ -253,8 +253,8 @@ func (s *parkedStream) writeReady() bool {
 }
 
 // endStream writes what buf holds (a chunk being built), the
-// end-of-stream message for err and the last chunk, and returns how the stream ended for the metrics (nil
-// when the client had gone).
+// end-of-stream message for err and the last chunk, and returns how the
+// stream ended for the metrics (nil when the client had gone).
 func (s *parkedStream) endStream(buf []byte, err error) error {
 	if s.closed.Load() || s.ctx.Err() != nil {
 		return nil
