@@ -8,6 +8,7 @@ import {
   expect,
   getConversation,
   lastReply,
+  offlineConsoleErrors,
   recordLastReply,
   recorded,
   send,
@@ -287,23 +288,27 @@ test("on a phone-sized screen the sidebar is a drawer", async ({ page }) => {
   await expect(page.getByRole("button", { name: "Show conversations" })).toHaveAttribute("aria-expanded", "false");
 });
 
-test("the stream reconnects after the network drops and resumes where it was", async ({ page, context }) => {
-  await page.goto("/");
-  await send(page, "Describe the water cycle in a few paragraphs.");
-  await page.waitForURL(/\/c\//);
-  const id = conversationIdOf(page);
-  const reply = lastReply(page);
-  await expect.poll(() => textLength(reply)).toBeGreaterThan(10);
+test.describe("offline", () => {
+  test.use({ allowedConsoleErrors: offlineConsoleErrors });
 
-  await context.setOffline(true);
-  await expect(page.getByRole("status", { name: /Connection: (Reconnecting|Offline)/ })).toBeVisible();
-  await shot(page, "offline");
-  await page.waitForTimeout(1500);
-  await context.setOffline(false);
-  await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible({ timeout: 30_000 });
+  test("the stream reconnects after the network drops and resumes where it was", async ({ page, context }) => {
+    await page.goto("/");
+    await send(page, "Describe the water cycle in a few paragraphs.");
+    await page.waitForURL(/\/c\//);
+    const id = conversationIdOf(page);
+    const reply = lastReply(page);
+    await expect.poll(() => textLength(reply)).toBeGreaterThan(10);
 
-  await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
-  expect(await blockLengths(page)).toEqual(await serverBlockLengths(id));
+    await context.setOffline(true);
+    await expect(page.getByRole("status", { name: /Connection: (Reconnecting|Offline)/ })).toBeVisible();
+    await shot(page, "offline");
+    await page.waitForTimeout(1500);
+    await context.setOffline(false);
+    await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible({ timeout: 30_000 });
+
+    await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
+    expect(await blockLengths(page)).toEqual(await serverBlockLengths(id));
+  });
 });
 
 test("the sidebar renames, clears and deletes a conversation", async ({ page }) => {

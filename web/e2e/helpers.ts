@@ -29,6 +29,14 @@ export const test = base.extend<{ consoleErrors: string[]; allowedConsoleErrors:
 
 export { expect };
 
+/**
+ * offlineConsoleErrors is what Chromium logs for a request made while a
+ * test holds the context offline (the conversation list's refresh, a
+ * retry racing the offline event): the browser's own log of the failure
+ * the test causes, not an error of the app.
+ */
+export const offlineConsoleErrors = [/Failed to load resource: net::ERR_INTERNET_DISCONNECTED/];
+
 /** api calls the Connect API with JSON, as a worker or another client would. */
 export async function api<T = Record<string, unknown>>(method: string, body: unknown): Promise<T> {
   return apiAt<T>(process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL ?? "", method, body);
