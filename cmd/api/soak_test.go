@@ -329,9 +329,15 @@ type soakSubscriber struct {
 	conversation string
 	sse          bool
 
-	mu                                        sync.Mutex
-	seq                                       int64
-	started                                   bool
+	mu      sync.Mutex
+	seq     int64
+	started bool
+	// replayOpen is true from a snapshot with a reply in progress until the
+	// first live event: the replay of its streaming blocks may have been
+	// cut short, so a drop then starts again from a snapshot, not after seq
+	// (as the TypeScript client's resumeSeq does).
+	replayOpen bool
+
 	blocks                                    map[string]*strings.Builder
 	events, resumes, snapshots, gaps, repeats int64
 }
@@ -370,7 +376,7 @@ func (f *soakSubscriber) followConnect(ctx context.Context, slow bool) {
 	client := convov1connect.NewConversationServiceClient(http.DefaultClient, f.s.serverURL(), connect.WithProtoJSON())
 	req := &convov1.StreamConversationRequest{ConversationId: f.conversation}
 	f.mu.Lock()
-	if f.started {
+	if f.started && !f.replayOpen {
 		req.AfterSeq = &f.seq
 	}
 	f.mu.Unlock()
@@ -397,7 +403,7 @@ func (f *soakSubscriber) followSSE(ctx context.Context, slow bool) {
 		return
 	}
 	f.mu.Lock()
-	if f.started {
+	if f.started && !f.replayOpen {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(f.seq, 10))
 	}
 	f.mu.Unlock()
@@ -449,8 +455,12 @@ func (f *soakSubscriber) snapshot(snap *convov1.Snapshot) {
 	f.snapshots++
 	f.started = true
 	f.seq = snap.Seq
+	f.replayOpen = false
 	f.blocks = map[string]*strings.Builder{}
 	for _, m := range snap.Messages {
+		if m.Status == "processing" {
+			f.replayOpen = true
+		}
 		for _, b := range m.Blocks {
 			f.blocks[b.Id] = &strings.Builder{}
 			f.blocks[b.Id].WriteString(b.Content)
@@ -471,6 +481,7 @@ func (f *soakSubscriber) apply(ev *convov1.Event) {
 			f.gaps++
 		}
 		f.seq = ev.Seq
+		f.replayOpen = false
 	}
 	switch k := ev.Kind.(type) {
 	case *convov1.Event_MessageCreated:

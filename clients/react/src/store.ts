@@ -2,7 +2,7 @@
 // stream reads the last applied seq synchronously, and publishes it to React
 // at most once per frame however fast deltas arrive.
 
-import { hasGap, initialState, reduce, type Action, type ConversationState } from "@convo/client";
+import { hasGap, initialState, reduce, resumeSeq, type Action, type ConversationState } from "@convo/client";
 
 export class ConversationStore {
   private state: ConversationState;
@@ -17,7 +17,8 @@ export class ConversationStore {
 
   /** current is the latest state, including changes not yet published. */
   current = (): ConversationState => this.state;
-  seq = (): bigint | null => this.state.seq;
+  /** seq is where a dropped stream resumes (resumeSeq), or null for a fresh snapshot. */
+  seq = (): bigint | null => resumeSeq(this.state);
   hasGap = (): boolean => hasGap(this.state);
   needsSnapshot = (): boolean => this.state.desync;
 

@@ -8,6 +8,7 @@ import {
   initialState,
   messageBlocks,
   reduce,
+  resumeSeq,
   type ConversationState,
   type SnapshotLike,
 } from "./fold.js";
@@ -349,6 +350,28 @@ describe("reconnecting", () => {
     s = apply(s, srv.log.slice(Number(lastSeq) - 2));
     expect(s.blocks[b].content).toBe("1 2 3 ");
     expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("resumes after a snapshot's seq only once its replay is known to be whole", () => {
+    const srv = new FakeServer();
+    const { textBlock } = script(srv, { finish: false });
+    const { snapshot, replay } = srv.subscribe(srv.seq);
+    expect(replay.length).toBeGreaterThan(1);
+    // A reply streams: until a live event, the replay may be cut short.
+    let s = fromSnapshot(snapshot);
+    expect(resumeSeq(s)).toBeNull();
+    s = apply(s, replay.slice(0, 1));
+    expect(resumeSeq(s)).toBeNull();
+    s = apply(s, replay);
+    expect(resumeSeq(s)).toBeNull();
+    srv.append(textBlock, " More.");
+    s = apply(s, srv.eventsAfter(s.seq!));
+    expect(resumeSeq(s)).toBe(srv.seq);
+
+    // Nothing streams: the snapshot alone is whole.
+    const quiet = new FakeServer();
+    script(quiet);
+    expect(resumeSeq(fromSnapshot(quiet.subscribe(quiet.seq).snapshot))).toBe(quiet.seq);
   });
 
   it("falls back to a fresh snapshot that replaces the state", () => {

@@ -159,6 +159,20 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
   };
 }
 
+/**
+ * resumeSeq is the seq a dropped stream may resume after (afterSeq), or
+ * null when it must start again from a snapshot. A snapshot is followed by
+ * the replay of the blocks still streaming, and nothing marks the replay's
+ * end: a stream cut in the middle of it, resumed after the snapshot's seq,
+ * would leave those blocks missing or without their beginning. So while a
+ * reply was in progress at the snapshot (an assistant message
+ * "processing") and no live event has come since, it is null.
+ */
+export function resumeSeq(state: ConversationState): bigint | null {
+  if (state.replayOpen && Object.values(state.messages).some((m) => m.status === "processing")) return null;
+  return state.seq;
+}
+
 function receiveEvent(state: ConversationState, ev: Event): ConversationState {
   if (state.seq === null) return state; // nothing to apply events to yet
   if (ev.replay) {

@@ -133,6 +133,33 @@ describe("followConversation", () => {
     ctl.abort();
   });
 
+  it("a stream cut between a snapshot and its replay starts over from a snapshot: no block loses its beginning", async () => {
+    const srv = new FakeServer("c1");
+    const { t } = replyScript(srv);
+    srv.append(t, "one ");
+    const at = srv.seq;
+    srv.append(t, "two.");
+    const { client, requests } = clientWith([
+      async function* () {
+        // The snapshot, then the cut: the replay of the streaming block never comes.
+        yield snapshotMsg(srv, at)[0];
+        throw new ConnectError("connection reset", Code.Unavailable);
+      },
+      async function* (req, signal) {
+        const from = req.afterSeq ?? srv.seq;
+        if (req.afterSeq === undefined) yield* snapshotMsg(srv, from);
+        for (const e of srv.eventsAfter(from)) yield eventMsg(e);
+        await waitAbort(signal);
+      },
+    ]);
+    const ctl = new AbortController();
+    const it = followConversation(client, "c1", { signal: ctl.signal, initialBackoffMs: 1, maxBackoffMs: 2 });
+    const u = await until(it, (u) => textOf(u, t) === "one two.");
+    expect(requests[1].afterSeq).toBeUndefined(); // not afterSeq = the snapshot's seq
+    expect(textOf(u, t)).toBe("one two.");
+    ctl.abort();
+  });
+
   it("starts over from a snapshot when an event contradicts the state", async () => {
     const srv = new FakeServer("c1");
     const { t } = replyScript(srv);

@@ -4,7 +4,7 @@
 
 import { Code, ConnectError } from "@connectrpc/connect";
 import type { Event } from "./gen/convo/v1/events_pb.js";
-import { hasGap, initialState, reduce, type Action, type ConversationState } from "./fold.js";
+import { hasGap, initialState, reduce, resumeSeq, type Action, type ConversationState } from "./fold.js";
 import type { ConvoClient } from "./client.js";
 
 /**
@@ -19,7 +19,7 @@ export type ConnectionStatus = "connecting" | "live" | "reconnecting" | "offline
 export interface FollowOptions {
   client: ConvoClient;
   conversationId: string;
-  /** The last applied seq (null: none yet, ask for a snapshot). */
+  /** Where a dropped stream resumes: the last applied seq, or null for a snapshot (none yet, or a snapshot's replay may be incomplete: resumeSeq). */
   getSeq: () => bigint | null;
   /** True while applied events wait for a missing earlier one. */
   hasGap: () => boolean;
@@ -253,7 +253,7 @@ export async function* followConversation(
   const stop = follow({
     client,
     conversationId: id,
-    getSeq: () => state.seq,
+    getSeq: () => resumeSeq(state),
     hasGap: () => hasGap(state),
     needsSnapshot: () => state.desync,
     dispatch: (a) => {
