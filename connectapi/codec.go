@@ -89,12 +89,6 @@ func (s *sharedEncodings) lookup(m any) *encodings {
 	return e.(*encodings)
 }
 
-// encoding shares m and returns its encoding in JSON or binary, made once
-// for every stream that sends it.
-func (s *sharedEncodings) encoding(m *convov1.StreamConversationResponse, json bool) ([]byte, error) {
-	return s.entry(m).get(m, json)
-}
-
 // shareItem shares the message of an item the hub delivers and returns its
 // entry. The item keeps the entry, so that the subscribers after the first
 // find it without a lookup.
@@ -102,7 +96,8 @@ func (s *sharedEncodings) shareItem(item *wire.Item) *encodings {
 	return item.Memo(func() any { return s.entry(item.Payload) }).(*encodings)
 }
 
-// itemEncoding is encoding for the message of an item the hub delivers.
+// itemEncoding returns the encoding in JSON or binary of the message of an
+// item the hub delivers, made once for every stream that sends it.
 func (s *sharedEncodings) itemEncoding(item *wire.Item, json bool) ([]byte, error) {
 	return s.shareItem(item).get(item.Payload, json)
 }

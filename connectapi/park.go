@@ -224,16 +224,24 @@ func (s *parkedStream) writeReady() bool {
 			err = item.Err
 		}
 		if err == nil && ready {
-			data, err := s.parking.shared.itemEncoding(item, s.json)
+			// An event that cannot be encoded ends the stream with the
+			// error (below): skipping it would be a gap the client cannot
+			// see.
+			var data []byte
+			data, err = s.parking.shared.itemEncoding(item, s.json)
 			if err == nil {
 				buf = appendEnvelope(buf, 0, data)
 				if len(buf)-chunkHeaderRoom < maxChunk {
 					continue
 				}
-				if err = s.writeChunk(buf, false); err == nil {
-					buf = buf[:chunkHeaderRoom]
-					continue
+				if s.writeChunk(buf, false) != nil {
+					// The client left or stopped reading, perhaps in the
+					// middle of the chunk: nothing more can be written.
+					s.finish(nil)
+					return true
 				}
+				buf = buf[:chunkHeaderRoom]
+				continue
 			}
 		}
 		if err == nil && ended == nil {
