@@ -18,6 +18,7 @@ import {
   textLength,
   uniqueWord,
 } from "./helpers";
+import { launch, type Launched } from "./server";
 
 test("a reply streams in: reasoning, the tool panel, then text; the trace lists its events", async ({ page }) => {
   await page.goto("/");
@@ -248,27 +249,44 @@ test("an A/B comparison shows two replies side by side and records the vote", as
   await shot(page, "ab");
 });
 
-test("stop in an A/B comparison stops both replies", async ({ page }) => {
-  await page.goto("/");
-  await page.getByRole("checkbox", { name: /compare two replies/ }).check();
-  await send(page, "Write two long paragraphs about lighthouses.");
-  await page.waitForURL(/\/c\//);
-  const id = conversationIdOf(page);
-  const sides = page.getByRole("region", { name: "A/B comparison" }).locator("article.message-assistant");
-  await expect(sides).toHaveCount(2);
-  for (const side of await sides.all()) await expect.poll(() => textLength(side)).toBeGreaterThan(10);
+test.describe("with a slow model", () => {
+  // Stop must reach both replies while both still run. At the shared
+  // server's pace a whole demo reply takes about ten seconds, and on a
+  // loaded machine one side could finish before the other had shown its
+  // first words. At 8 tokens a second a reply takes about fifty.
+  let convo: Launched;
+  test.beforeAll(async () => {
+    convo = await launch("slow", { CONVO_DEMO_TOKENS_PER_SECOND: "8" });
+  });
+  test.afterAll(async () => {
+    await convo?.stop();
+  });
 
-  await page.getByRole("button", { name: "Stop the reply" }).click();
-  for (const side of await sides.all()) {
-    await expect(side).toHaveAttribute("data-status", "cancelled");
-    await expect(side.getByText("Stopped.")).toBeVisible();
-  }
-  await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
-  await expect(page.getByRole("alert")).toHaveCount(0);
-  const conv = await getConversation(id);
-  expect(conv.messages?.filter((m) => m.role === "assistant").map((m) => m.status)).toEqual(["cancelled", "cancelled"]);
-  expect(await blockLengths(page)).toEqual(await serverBlockLengths(id));
-  await shot(page, "ab-stopped");
+  test("stop in an A/B comparison stops both replies", async ({ page }) => {
+    await page.goto(`${convo.base}/`);
+    await page.getByRole("checkbox", { name: /compare two replies/ }).check();
+    await send(page, "Write two long paragraphs about lighthouses.");
+    await page.waitForURL(/\/c\//);
+    const id = conversationIdOf(page);
+    const sides = page.getByRole("region", { name: "A/B comparison" }).locator("article.message-assistant");
+    await expect(sides).toHaveCount(2);
+    for (const side of await sides.all()) {
+      await expect.poll(() => textLength(side), { timeout: 60_000 }).toBeGreaterThan(10);
+      await expect(side).toHaveAttribute("data-status", "processing");
+    }
+
+    await page.getByRole("button", { name: "Stop the reply" }).click();
+    for (const side of await sides.all()) {
+      await expect(side).toHaveAttribute("data-status", "cancelled");
+      await expect(side.getByText("Stopped.")).toBeVisible();
+    }
+    await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
+    await expect(page.getByRole("alert")).toHaveCount(0);
+    const conv = await getConversation(id, convo.api);
+    expect(conv.messages?.filter((m) => m.role === "assistant").map((m) => m.status)).toEqual(["cancelled", "cancelled"]);
+    expect(await blockLengths(page)).toEqual(await serverBlockLengths(id, convo.api));
+    await shot(page, "ab-stopped");
+  });
 });
 
 test("on a phone-sized screen the sidebar is a drawer", async ({ page }) => {

@@ -37,9 +37,14 @@ export { expect };
  */
 export const offlineConsoleErrors = [/Failed to load resource: net::ERR_INTERNET_DISCONNECTED/];
 
+/** sharedAPI is where the Connect API of the server every test shares answers (set by global-setup). */
+function sharedAPI(): string {
+  return process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL ?? "";
+}
+
 /** api calls the Connect API with JSON, as a worker or another client would. */
 export async function api<T = Record<string, unknown>>(method: string, body: unknown): Promise<T> {
-  return apiAt<T>(process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL ?? "", method, body);
+  return apiAt<T>(sharedAPI(), method, body);
 }
 
 /** apiAt calls the Connect API of the server at base with JSON. */
@@ -67,8 +72,9 @@ export interface ApiMessage {
   feedback?: { rating?: string; comment?: string };
 }
 
-export async function getConversation(conversationId: string) {
-  return api<{ messages?: ApiMessage[]; seq?: string }>("GetConversation", { conversationId });
+/** getConversation reads a conversation from the shared server, or from the server whose API is at base. */
+export async function getConversation(conversationId: string, base = sharedAPI()) {
+  return apiAt<{ messages?: ApiMessage[]; seq?: string }>(base, "GetConversation", { conversationId });
 }
 
 export function conversationIdOf(page: Page): string {
@@ -103,9 +109,9 @@ export async function blockLengths(page: Page): Promise<string[]> {
     .evaluateAll((els) => els.map((e) => `${e.getAttribute("data-block-type")}:${e.getAttribute("data-length")}`));
 }
 
-/** serverBlockLengths is the same list from GetConversation. */
-export async function serverBlockLengths(conversationId: string): Promise<string[]> {
-  const conv = await getConversation(conversationId);
+/** serverBlockLengths is the same list from GetConversation (of the shared server, or of the one at base). */
+export async function serverBlockLengths(conversationId: string, base = sharedAPI()): Promise<string[]> {
+  const conv = await getConversation(conversationId, base);
   return (conv.messages ?? []).flatMap((m) =>
     (m.blocks ?? []).map((b) => `${b.blockType}:${(b.content ?? "").length}`),
   );
