@@ -199,8 +199,16 @@ type subscriber struct {
 
 func subscribe(t testing.TB, client convov1connect.ConversationServiceClient, req *convov1.StreamConversationRequest) *subscriber {
 	t.Helper()
+	return subscribeFrom(t, client, req, folded{})
+}
+
+// subscribeFrom subscribes with start as the client's state before the
+// first message: for a resumed stream (req.AfterSeq), the fold of the
+// events up to AfterSeq, which its first event must follow.
+func subscribeFrom(t testing.TB, client convov1connect.ConversationServiceClient, req *convov1.StreamConversationRequest, start folded) *subscriber {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &subscriber{changed: make(chan struct{}, 1), done: make(chan struct{}), cancel: cancel}
+	s := &subscriber{state: start, changed: make(chan struct{}, 1), done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(s.done)
 		// The call returns once the server sends its first message, so it

@@ -389,13 +389,9 @@ func testStreamFoldsToState(t *testing.T, feed string) {
 						from := subs[0].waitSeq(t, 0, streamTimeout).seq
 						after := from + int64(rng.IntN(int(tb.state(t, w.conversation).Seq-from)+1))
 						req.AfterSeq = &after
-						sub := subscribe(t, tb.client, req)
 						// A resumed subscriber starts from a fold of the
 						// events up to after, taken from another one.
-						sub.mu.Lock()
-						sub.state = foldUpTo(t, subs[0], after)
-						sub.mu.Unlock()
-						subs = append(subs, sub)
+						subs = append(subs, subscribeFrom(t, tb.client, req, foldUpTo(t, subs[0], after)))
 						continue
 					}
 					subs = append(subs, subscribe(t, tb.client, req))

@@ -32,10 +32,10 @@ type pending struct {
 
 // writer performs every SQL write of one prompt, one call at a time and in
 // order, each call its own transaction. Streamed text (block deltas, tool
-// progress) is coalesced: per target at most one write every interval, or
-// sooner once maxBytes are waiting; the first text after a quiet spell is
-// written at once, so a slow model is not delayed. The written text is
-// exactly the concatenation of what was streamed.
+// progress) is coalesced: per target, a write at least interval after the
+// previous one ended, or sooner once maxBytes are waiting; the first text
+// after a quiet spell is written at once, so a slow model is not delayed.
+// The written text is exactly the concatenation of what was streamed.
 //
 // Once the prompt's context ends (cancelled, lease lost, shutting down) or
 // a write fails, the writer writes nothing more: every method returns the
@@ -144,8 +144,11 @@ func (w *writer) flushLocked(t target, p *pending) error {
 	}
 	text := p.buf.String()
 	p.buf.Reset()
-	p.lastWrite = time.Now()
 	w.deltas++
+	// The interval counts from the end of the write, so that text gathers
+	// while PostgreSQL is slow instead of each chunk after a slow write
+	// being written on its own.
+	defer func() { p.lastWrite = time.Now() }()
 	if t.toolCall {
 		return w.call("write tool call output", func(ctx context.Context) error {
 			return w.api.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: t.id, Output: text})

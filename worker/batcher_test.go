@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/postgres/dbq"
 
 	. "github.com/convo-dev/convo/worker"
 )
@@ -122,7 +123,11 @@ func TestBatching(t *testing.T) {
 				}
 			},
 			Part{Index: 0, Chunk: MessageChunk("end")}, Finish{Reason: FinishStop})
-		_, res := tb.start(t, Config{Models: modelsWith(scripted(steps)), BatchInterval: 50 * time.Millisecond})
+		// The first append takes longer than the interval, as it may
+		// when PostgreSQL is busy: the interval counts from the end of
+		// that write, so the burst after it is still one write.
+		slow := func(inner SQLAPI) SQLAPI { return &slowFirstAppend{SQLAPI: inner, delay: 150 * time.Millisecond} }
+		_, res := tb.start(t, WithWrapAPI(Config{Models: modelsWith(scripted(steps)), BatchInterval: 100 * time.Millisecond}, slow))
 		s := tb.send(t, uuid.Nil, "go", `{}`)
 		// The model is waiting: the burst must still reach the log.
 		eventually(t, 5*time.Second, "the burst to be written", func() bool {
@@ -139,6 +144,19 @@ func TestBatching(t *testing.T) {
 			t.Errorf("outcome %s, %d deltas (want the first token, the rest of the burst, the end)", r.Outcome, r.Deltas)
 		}
 	})
+}
+
+// slowFirstAppend makes the first append_block of a prompt take delay
+// longer.
+type slowFirstAppend struct {
+	SQLAPI
+	delay time.Duration
+	once  sync.Once
+}
+
+func (s *slowFirstAppend) BlockAppend(ctx context.Context, arg dbq.BlockAppendParams) error {
+	s.once.Do(func() { time.Sleep(s.delay) })
+	return s.SQLAPI.BlockAppend(ctx, arg)
 }
 
 // BenchmarkReplyCommits streams one reply of 2,000 tokens, from a model
