@@ -1,7 +1,7 @@
 import react from "@vitejs/plugin-react";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
-import "../clients/node20";
+import "../clients/node20.mts";
 
 // The app is built on the repo's client packages, from their sources
 // (clients/typescript is @convo/client, clients/react is @convo/react):

@@ -1,5 +1,5 @@
 import { defineConfig } from "vitest/config";
-import "../node20";
+import "../node20.mts";
 
 export default defineConfig({
   test: { include: ["src/**/*.test.ts"], environment: "node" },
