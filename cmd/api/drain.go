@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 )
@@ -80,10 +79,7 @@ func (m *Main) drain() error {
 		// Last: metrics stay scrapeable while the server drains.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		if err := m.admin.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stop admin server: %w", err))
-		}
-		if err := <-m.adminErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := m.admin.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
 		m.admin = nil
@@ -93,22 +89,8 @@ func (m *Main) drain() error {
 
 // adminAddr is the admin address's host:port, or "" without one.
 func (m *Main) adminAddr() string {
-	if m.adminListener == nil {
+	if m.admin == nil {
 		return ""
 	}
-	return m.adminListener.Addr().String()
-}
-
-// serveAdmin serves adminRoutes on Config.AdminAddr.
-func (m *Main) serveAdmin() error {
-	l, err := net.Listen("tcp", m.Config.AdminAddr)
-	if err != nil {
-		return fmt.Errorf("listen on the admin address %s: %w", m.Config.AdminAddr, err)
-	}
-	m.adminListener = l
-	m.admin = newHTTPServer(m.adminRoutes(), m.Logger)
-	m.adminErr = make(chan error, 1)
-	go func() { m.adminErr <- m.admin.Serve(l) }()
-	m.Logger.Info("admin address serves /metrics and /debug/pprof/", "url", "http://"+l.Addr().String())
-	return nil
+	return m.admin.Addr()
 }

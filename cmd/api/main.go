@@ -32,6 +32,7 @@ import (
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/maintenance"
+	"github.com/convo-dev/convo/metrics"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
@@ -165,14 +166,12 @@ type Main struct {
 	// pgListener is the process's one LISTEN connection, shared by the
 	// notify feed and the workers; stopListener stops it, after the
 	// workers (they hear cancellations through it while they drain).
-	pgListener    *pglisten.Listener
-	stopListener  context.CancelFunc
-	background    sync.WaitGroup
-	server        *http.Server
-	serveErr      chan error
-	admin         *http.Server
-	adminListener net.Listener
-	adminErr      chan error
+	pgListener   *pglisten.Listener
+	stopListener context.CancelFunc
+	background   sync.WaitGroup
+	server       *http.Server
+	serveErr     chan error
+	admin        *metrics.Admin
 }
 
 // NewMain returns a Main with the defaults of README.md, "Configuration".
@@ -375,7 +374,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.serveErr = make(chan error, 1)
 	go func() { m.serveErr <- m.server.Serve(m.listener) }()
 	if m.Config.AdminAddr != "" {
-		if err := m.serveAdmin(); err != nil {
+		if m.admin, err = metrics.ServeAdmin(m.Config.AdminAddr, m.metrics.registry, m.Logger); err != nil {
 			return err
 		}
 	}

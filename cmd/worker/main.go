@@ -3,7 +3,9 @@
 // It only calls the SQL worker API, like a worker in any other language.
 // It also runs the maintenance loops (package maintenance: the lease
 // reaper and the compactor), as the API server does, so that a deployment
-// of workers alone still fails the prompts of dead workers.
+// of workers alone still fails the prompts of dead workers. With an admin
+// address it serves its metrics (the workers', the queue's and the
+// loops') and the Go profiler there.
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/maintenance"
+	"github.com/convo-dev/convo/metrics"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/builtin"
@@ -60,7 +63,10 @@ type Config struct {
 	// are merged (CONVO_COMPACT_AFTER, --compact-after, as in cmd/api);
 	// 0 turns compaction off.
 	CompactAfter time.Duration
-	Worker       worker.Settings
+	// AdminAddr, when set, serves /metrics and /debug/pprof/ there
+	// (CONVO_ADMIN_ADDR, --admin-addr), as cmd/api does.
+	AdminAddr string
+	Worker    worker.Settings
 }
 
 // Main is the whole command: ParseFlags, then Run, then Close. Tests drive
@@ -72,6 +78,7 @@ type Main struct {
 
 	db      *pgxpool.Pool
 	workers *worker.Pool
+	admin   *metrics.Admin
 	// reapEvery is how often the lease reaper runs; 0: its default.
 	reapEvery       time.Duration
 	stopMaintenance context.CancelFunc
@@ -93,6 +100,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if v := getenv("CONVO_LOG_LEVEL"); v != "" {
 		c.LogLevel = v
 	}
+	if v := getenv("CONVO_ADMIN_ADDR"); v != "" {
+		c.AdminAddr = v
+	}
 	if v := getenv("CONVO_COMPACT_AFTER"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
@@ -111,6 +121,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to work on (DATABASE_URL), migrated by the API server")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
+	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this (private) address (CONVO_ADMIN_ADDR); empty: none")
 	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
 	c.Worker.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -158,8 +169,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.workers, err = worker.Start(ctx, m.db, cfg); err != nil {
 		return err
 	}
+	store := postgres.New(m.db)
 	loops := maintenance.New(maintenance.Options{
-		Store: postgres.New(m.db), ReapEvery: m.reapEvery, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
+		Store: store, ReapEvery: m.reapEvery, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
 	})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopMaintenance, m.maintenanceDone = stop, make(chan struct{})
@@ -167,11 +179,20 @@ func (m *Main) Run(ctx context.Context) error {
 		defer close(m.maintenanceDone)
 		loops.Run(loopCtx)
 	}()
+	if m.Config.AdminAddr != "" {
+		reg := metrics.NewRegistry()
+		reg.MustRegister(m.workers, loops, maintenance.QueueCollector{Store: store})
+		if m.admin, err = metrics.ServeAdmin(m.Config.AdminAddr, reg, m.Logger); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 // Close stops the maintenance loops and the workers (failing the prompts
-// they were running) and closes the pool. It is safe to call after a failed Run.
+// they were running), closes the pool, and then stops the admin server
+// (metrics stay scrapeable until the workers are done). It is safe to
+// call after a failed Run.
 func (m *Main) Close() error {
 	var errs []error
 	if m.stopMaintenance != nil {
@@ -190,6 +211,14 @@ func (m *Main) Close() error {
 	if m.db != nil {
 		m.db.Close()
 		m.db = nil
+	}
+	if m.admin != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := m.admin.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		m.admin = nil
 	}
 	return errors.Join(errs...)
 }

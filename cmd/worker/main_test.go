@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -97,13 +101,14 @@ func TestWorkerOnlyProcessExpiresDeadLease(t *testing.T) {
 	}
 }
 
-// TestRun drives the production wiring: the worker answers a message and
-// stops cleanly.
+// TestRun drives the production wiring: the worker answers a message,
+// its admin address serves the worker's, the queue's and the loops'
+// metrics and the profiler, and it stops cleanly.
 func TestRun(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	m := NewMain()
-	run(t, m, "--database-url", dsn, "--demo-tokens-per-second", "-1")
+	run(t, m, "--database-url", dsn, "--demo-tokens-per-second", "-1", "--admin-addr", "127.0.0.1:0")
 	closed := false
 	t.Cleanup(func() {
 		if !closed {
@@ -120,10 +125,81 @@ func TestRun(t *testing.T) {
 		}
 		return st.Messages[1].Status == conversation.MessageCompleted
 	})
+
+	admin := "http://" + m.admin.Addr()
+	var got map[string]*dto.MetricFamily
+	// The pool counts a prompt once the worker has settled it, just after
+	// the message completes.
+	waitFor(t, "the completed prompt in /metrics", func() bool {
+		got = scrape(t, admin+"/metrics")
+		return counter(got, "convo_worker_prompts_total", "outcome", "completed") == 1
+	})
+	if n := counter(got, "convo_worker_claims_total"); n != 1 {
+		t.Errorf("convo_worker_claims_total = %v, want 1", n)
+	}
+	for _, name := range []string{"convo_prompts_queued", "convo_prompt_leases_expired_total", "convo_compaction_prompts_total", "go_goroutines"} {
+		if got[name] == nil {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	resp, err := http.Get(admin + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("pprof on the admin address: %s", resp.Status)
+	}
+
 	if err := m.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 	closed = true
+	if resp, err := http.Get(admin + "/metrics"); err == nil {
+		resp.Body.Close()
+		t.Errorf("the admin address still answers after Close: %s", resp.Status)
+	}
+}
+
+// scrape reads and parses the metrics at url.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	return families
+}
+
+// counter is the value of the counter name with the label pair (name,
+// value), if given; 0 when absent.
+func counter(families map[string]*dto.MetricFamily, name string, label ...string) float64 {
+	f := families[name]
+	if f == nil {
+		return 0
+	}
+	for _, m := range f.GetMetric() {
+		if len(label) == 2 {
+			match := false
+			for _, l := range m.GetLabel() {
+				match = match || l.GetName() == label[0] && l.GetValue() == label[1]
+			}
+			if !match {
+				continue
+			}
+		}
+		return m.GetCounter().GetValue()
+	}
+	return 0
 }
 
 // run parses args into m, quiet, and runs it; the caller closes it.
