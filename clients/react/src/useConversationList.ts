@@ -1,10 +1,12 @@
 // The sidebar's list of conversations: ListConversations, refreshed on an
-// interval, when the window gets focus, and on request (after the app's own
-// changes and on conversationUpdated events of the open conversation). No
+// interval and when the window gets focus (neither while offline), when the
+// browser comes back online, and on request (after the app's own changes
+// and on conversationUpdated events of the open conversation). No
 // stream per conversation: a browser has only ~6 connections per origin.
 
 import { conversationInfo, errorMessage, type ConversationInfo, type ConvoClient } from "@convo/client";
 import { useCallback, useEffect, useRef, useState } from "react";
+import { autoRefresh } from "./autoRefresh.js";
 import { useClient } from "./provider.js";
 
 const REFRESH_MS = 10_000;
@@ -65,15 +67,10 @@ export function useConversationList(given?: ConvoClient): ConversationList {
 
   useEffect(() => {
     void load();
-    const iv = setInterval(() => {
-      if (typeof document === "undefined" || document.visibilityState === "visible") void load();
-    }, REFRESH_MS);
-    const onFocus = () => void load();
-    window.addEventListener("focus", onFocus);
+    const stop = autoRefresh(() => void load(), REFRESH_MS);
     return () => {
-      clearInterval(iv);
+      stop();
       clearTimeout(timer.current);
-      window.removeEventListener("focus", onFocus);
     };
   }, [load]);
 
