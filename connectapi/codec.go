@@ -54,10 +54,6 @@ type sharedEncodings struct {
 
 func newSharedEncodings() *sharedEncodings { return &sharedEncodings{} }
 
-// share marks m as shared: it must not change from now on (the hub's
-// messages never do). The codecs then encode it at most once each.
-func (s *sharedEncodings) share(m *convov1.StreamConversationResponse) { s.entry(m) }
-
 // entry returns m's entry, making it when m was not shared yet.
 func (s *sharedEncodings) entry(m *convov1.StreamConversationResponse) *encodings {
 	key := weak.Make(m)

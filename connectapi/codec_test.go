@@ -92,6 +92,10 @@ var streamContentTypes = []string{
 	"application/grpc-web+proto", "application/grpc-web+json",
 }
 
+// share marks m as shared, as shareItem does for the hub's messages: it
+// must not change from now on, and the codecs encode it at most once each.
+func (s *sharedEncodings) share(m *convov1.StreamConversationResponse) { s.entry(m) }
+
 // streamBody serves a StreamConversation handler with opts that sends
 // every message in msgs, three times over (sharing them first when share
 // is set, as the real handler shares the hub's), and returns the raw

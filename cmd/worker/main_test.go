@@ -17,6 +17,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres"
 )
 
@@ -83,7 +84,7 @@ func TestWorkerOnlyProcessExpiresDeadLease(t *testing.T) {
 
 	var status string
 	var errText *string
-	waitFor(t, "the worker process to fail the prompt whose lease expired", func() bool {
+	testwait.For(t, "the worker process to fail the prompt whose lease expired", func() bool {
 		if err := db.QueryRow(ctx, `SELECT status, error FROM convo.prompts WHERE id = $1`, promptID).Scan(&status, &errText); err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +119,7 @@ func TestRun(t *testing.T) {
 
 	_, store := openStore(t, dsn)
 	res := send(t, store, "What is 3 * 3?")
-	waitFor(t, "the reply to complete", func() bool {
+	testwait.For(t, "the reply to complete", func() bool {
 		st, err := store.State(context.Background(), "local", res.ConversationID)
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +131,7 @@ func TestRun(t *testing.T) {
 	var got map[string]*dto.MetricFamily
 	// The pool counts a prompt once the worker has settled it, just after
 	// the message completes.
-	waitFor(t, "the completed prompt in /metrics", func() bool {
+	testwait.For(t, "the completed prompt in /metrics", func() bool {
 		got = scrape(t, admin+"/metrics")
 		return counter(got, "convo_worker_prompts_total", "outcome", "completed") == 1
 	})
@@ -236,20 +237,4 @@ func send(t *testing.T, store *postgres.Store, text string) conversation.SendMes
 		t.Fatal(err)
 	}
 	return res
-}
-
-// waitFor reads cond every 20 ms until it holds, failing the test after
-// 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out after 20s waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
