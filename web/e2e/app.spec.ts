@@ -81,31 +81,6 @@ test("reloading mid-reply continues it with no text duplicated or missing", asyn
   expect(await page.locator(".messages-inner").innerText()).toEqual(shown);
 });
 
-test("a second tab shows the same reply as it streams", async ({ page, context }) => {
-  // Opened ahead, recording what it shows, so that a slow machine cannot
-  // turn "joined mid-reply" into "arrived after the end" unnoticed.
-  const second = await context.newPage();
-  await recordLastReply(second);
-  await page.goto("/");
-  await send(page, "Count the letters in: the quick brown fox jumps over the lazy dog");
-  await page.waitForURL(/\/c\//);
-  // Join while the reply runs: its tool call is there, its text about to stream.
-  await expect(lastReply(page).locator('[data-block-type="tool_use"]')).toBeVisible();
-
-  await second.goto(page.url());
-  await expect(second.getByRole("status", { name: "Connection: Live" })).toBeVisible();
-  for (const p of [page, second]) {
-    await expect(lastReply(p)).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
-  }
-  // The second tab joined mid-reply and followed it live: it showed the
-  // reply running, with its text growing.
-  const running = (await recorded(second)).filter((r) => r.status === "processing" && r.textLength > 0);
-  expect(running.length, "text lengths the second tab showed while the reply ran").toBeGreaterThan(1);
-  expect(await blockLengths(second)).toEqual(await blockLengths(page));
-  expect(await second.locator(".messages-inner").innerText()).toEqual(await page.locator(".messages-inner").innerText());
-  await shot(second, "second-tab");
-});
-
 test("stop ends a running reply and keeps what it wrote", async ({ page }) => {
   await page.goto("/");
   await send(page, "Write a detailed essay on the history of PostgreSQL.");
@@ -250,16 +225,46 @@ test("an A/B comparison shows two replies side by side and records the vote", as
 });
 
 test.describe("with a slow model", () => {
-  // Stop must reach both replies while both still run. At the shared
-  // server's pace a whole demo reply takes about ten seconds, and on a
-  // loaded machine one side could finish before the other had shown its
-  // first words. At 8 tokens a second a reply takes about fifty.
+  // These tests need a reply still running when they act: a tab must join
+  // it mid-stream, Stop must reach both replies of a comparison. At the
+  // shared server's pace a whole demo reply takes about ten seconds, and on
+  // a loaded machine it could end before the test acts. At 8 tokens a
+  // second a long reply takes about fifty. The tests run one after the
+  // other in one worker, which starts the slow server once.
+  test.describe.configure({ mode: "default" });
   let convo: Launched;
   test.beforeAll(async () => {
     convo = await launch("slow", { CONVO_DEMO_TOKENS_PER_SECOND: "8" });
   });
   test.afterAll(async () => {
     await convo?.stop();
+  });
+
+  test("a second tab shows the same reply as it streams", async ({ page, context }) => {
+    // The whole reply, about a minute at this pace, runs in the test.
+    test.slow();
+    // Opened ahead, recording what it shows, so that a slow machine cannot
+    // turn "joined mid-reply" into "arrived after the end" unnoticed.
+    const second = await context.newPage();
+    await recordLastReply(second);
+    await page.goto(`${convo.base}/`);
+    await send(page, "Count the letters in: the quick brown fox jumps over the lazy dog");
+    await page.waitForURL(/\/c\//);
+    // Join while the reply runs: its tool call is there, its text about to stream.
+    await expect(lastReply(page).locator('[data-block-type="tool_use"]')).toBeVisible();
+
+    await second.goto(page.url());
+    await expect(second.getByRole("status", { name: "Connection: Live" })).toBeVisible();
+    for (const p of [page, second]) {
+      await expect(lastReply(p)).toHaveAttribute("data-status", "completed", { timeout: 150_000 });
+    }
+    // The second tab joined mid-reply and followed it live: it showed the
+    // reply running, with its text growing.
+    const running = (await recorded(second)).filter((r) => r.status === "processing" && r.textLength > 0);
+    expect(running.length, "text lengths the second tab showed while the reply ran").toBeGreaterThan(1);
+    expect(await blockLengths(second)).toEqual(await blockLengths(page));
+    expect(await second.locator(".messages-inner").innerText()).toEqual(await page.locator(".messages-inner").innerText());
+    await shot(second, "second-tab");
   });
 
   test("stop in an A/B comparison stops both replies", async ({ page }) => {
