@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -48,7 +49,8 @@ const maxSchemaErrors = 5
 
 // validateArgs checks a call's arguments against the tool's compiled
 // schema. The error names the JSON path of each bad value (at most
-// maxSchemaErrors), for example `$.unit: value must be one of 'c', 'f'`.
+// maxSchemaErrors, sorted), for example `$.unit: value must be one of
+// 'c', 'f'`.
 func validateArgs(s *jsonschema.Schema, args json.RawMessage) error {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {
@@ -76,6 +78,9 @@ func validateArgs(s *jsonschema.Schema, args json.RawMessage) error {
 		}
 	}
 	walk(ve)
+	// The validator visits an object's properties in map order: sorted,
+	// the same arguments always get the same error.
+	slices.Sort(msgs)
 	if len(msgs) > maxSchemaErrors {
 		msgs = append(msgs[:maxSchemaErrors], fmt.Sprintf("and %d more", len(msgs)-maxSchemaErrors))
 	}
