@@ -459,12 +459,16 @@ func TestSharedEncodingsForgetUnreachable(t *testing.T) {
 	t.Parallel()
 	shared := newSharedEncodings()
 	c := &codec{name: "proto", shared: shared}
-	for i := range 100 {
+	// Held until counted: a collection that other tests cause may come at
+	// any time, and would forget a message that nothing holds any more.
+	live := make([]*convov1.StreamConversationResponse, 100)
+	for i := range live {
 		m := eventResponse(&convov1.Event{Seq: int64(i), Kind: &convov1.Event_BlockDelta{BlockDelta: &convov1.BlockDelta{Content: strings.Repeat("x", 1000)}}})
 		shared.share(m)
 		if _, err := c.Marshal(m); err != nil {
 			t.Fatal(err)
 		}
+		live[i] = m
 	}
 	// An unshared message is not remembered.
 	if _, err := c.Marshal(eventResponse(&convov1.Event{Seq: 1})); err != nil {
@@ -473,6 +477,7 @@ func TestSharedEncodingsForgetUnreachable(t *testing.T) {
 	if n := shared.len(); n != 100 {
 		t.Fatalf("%d entries, want 100", n)
 	}
+	runtime.KeepAlive(live)
 	deadline := time.Now().Add(20 * time.Second)
 	for shared.len() > 0 {
 		if time.Now().After(deadline) {
