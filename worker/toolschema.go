@@ -62,7 +62,6 @@ func validateArgs(s *jsonschema.Schema, args json.RawMessage) error {
 		return err
 	}
 	var msgs []string
-	seen := map[string]bool{}
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -71,16 +70,14 @@ func validateArgs(s *jsonschema.Schema, args json.RawMessage) error {
 			}
 			return
 		}
-		m := jsonPath(v, e.InstanceLocation) + ": " + e.ErrorKind.LocalizedString(schemaPrinter)
-		if !seen[m] {
-			seen[m] = true
-			msgs = append(msgs, m)
-		}
+		msgs = append(msgs, jsonPath(v, e.InstanceLocation)+": "+e.ErrorKind.LocalizedString(schemaPrinter))
 	}
 	walk(ve)
 	// The validator visits an object's properties in map order: sorted,
-	// the same arguments always get the same error.
+	// the same arguments always get the same error. Two branches of a
+	// schema can report one violation twice: it is listed once.
 	slices.Sort(msgs)
+	msgs = slices.Compact(msgs)
 	if len(msgs) > maxSchemaErrors {
 		msgs = append(msgs[:maxSchemaErrors], fmt.Sprintf("and %d more", len(msgs)-maxSchemaErrors))
 	}

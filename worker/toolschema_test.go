@@ -68,6 +68,17 @@ func TestValidateArgs(t *testing.T) {
 		})
 	})
 
+	t.Run("AViolationTwoBranchesFindIsListedOnce", func(t *testing.T) {
+		t.Parallel()
+		validate := compile(t, `{"type":"object","allOf":[
+			{"properties":{"n":{"type":"integer"}}},
+			{"properties":{"n":{"type":"integer","minimum":1}}}]}`)
+		check(t, validate, []string{`{"n":2}`}, map[string]string{
+			`{"n":"x"}`: "$.n: got string, want integer",
+			`{"n":0}`:   "$.n: minimum: got 0, want 1",
+		})
+	})
+
 	t.Run("RefToDefs", func(t *testing.T) {
 		t.Parallel()
 		validate := compile(t, `{"type":"object","$defs":{"point":{"type":"object",
