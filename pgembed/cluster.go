@@ -15,6 +15,7 @@
 package pgembed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,15 +38,17 @@ import (
 // Cluster is a running private PostgreSQL server. Its methods are safe for
 // concurrent use.
 type Cluster struct {
-	bin      binaries
-	as       *runAs
-	logger   *slog.Logger
-	dataDir  string
-	sockDir  string
-	ownSock  bool // sockDir is a temporary directory to remove at Stop
-	logical  bool
-	fast     bool
-	deathSig syscall.Signal
+	bin     binaries
+	as      *runAs
+	logger  *slog.Logger
+	dataDir string
+	sockDir string
+	ownSock bool // sockDir is a temporary directory to remove at Stop
+	logical bool
+	fast    bool
+	// maxConnections is the server's max_connections.
+	maxConnections int
+	deathSig       syscall.Signal
 	// password is the superuser's; unprotected is set for a data
 	// directory made without one, which Start then protects.
 	password    string
@@ -95,12 +98,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, fmt.Errorf("start postgres: data directory: %w", err)
 	}
 	c := &Cluster{
-		bin:     bin,
-		as:      as,
-		logger:  logger,
-		dataDir: dataDir,
-		logical: opts.Logical,
-		fast:    opts.Fast,
+		bin:            bin,
+		as:             as,
+		logger:         logger,
+		dataDir:        dataDir,
+		logical:        opts.Logical,
+		maxConnections: cmp.Or(opts.MaxConnections, DefaultMaxConnections),
+		fast:           opts.Fast,
 		// A disposable cluster may die abruptly; a durable one shuts down
 		// cleanly (fast shutdown checkpoints) so the next start needs no
 		// crash recovery.
@@ -296,7 +300,7 @@ func (c *Cluster) run(ctx context.Context, port int) error {
 		"-p", strconv.Itoa(port),
 		"-k", c.sockDir,
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections=200",
+		"-c", "max_connections=" + strconv.Itoa(c.maxConnections),
 	}
 	if c.logical {
 		args = append(args,

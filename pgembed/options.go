@@ -31,6 +31,10 @@ type Options struct {
 	// Cluster.DSN.
 	Port int
 
+	// MaxConnections is the cluster's max_connections. 0:
+	// DefaultMaxConnections.
+	MaxConnections int
+
 	// Logical sets wal_level=logical with room for 20 replication slots and
 	// 20 WAL senders.
 	Logical bool
@@ -65,3 +69,7 @@ func DefaultDataDir() (string, error) {
 	}
 	return filepath.Join(cache, "convo", "pgdata"), nil
 }
+
+// DefaultMaxConnections is the max_connections of a cluster whose Options
+// do not set it.
+const DefaultMaxConnections = 200

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
 	"iter"
 	"strings"
@@ -60,7 +61,7 @@ func TestBatching(t *testing.T) {
 
 	// reply streams tokens with batchInterval; it returns the block's
 	// text as its deltas tell it, the number of deltas, and the number of
-	// writes (each its own transaction, so one commit).
+	// batches (each its own transaction, so one commit).
 	reply := func(t *testing.T, batchInterval time.Duration) (string, int, int) {
 		tb := setup(t)
 		api, wrap := newCountingAPI()
@@ -75,8 +76,8 @@ func TestBatching(t *testing.T) {
 		if m.Blocks[0].Content != text {
 			t.Errorf("content differs from the deltas")
 		}
-		if deltas != r.Deltas || deltas != api.count("BlockAppend") {
-			t.Errorf("deltas: %d in the log, %d reported, %d calls", deltas, r.Deltas, api.count("BlockAppend"))
+		if deltas != r.Deltas || deltas != api.count("append") {
+			t.Errorf("deltas: %d in the log, %d reported, %d calls", deltas, r.Deltas, api.count("append"))
 		}
 		return text, deltas, api.writeCount()
 	}
@@ -123,9 +124,9 @@ func TestBatching(t *testing.T) {
 				}
 			},
 			Part{Index: 0, Chunk: MessageChunk("end")}, Finish{Reason: FinishStop})
-		// The first append takes longer than the interval, as it may
-		// when PostgreSQL is busy: the interval counts from the end of
-		// that write, so the burst after it is still one write.
+		// The first batch with an append takes longer than the interval,
+		// as it may when PostgreSQL is busy: the interval counts from the
+		// end of that write, so the burst after it is still one write.
 		slow := func(inner SQLAPI) SQLAPI { return &slowFirstAppend{SQLAPI: inner, delay: 150 * time.Millisecond} }
 		_, res := tb.start(t, WithWrapAPI(Config{Models: modelsWith(scripted(steps)), BatchInterval: 100 * time.Millisecond}, slow))
 		s := tb.send(t, uuid.Nil, "go", `{}`)
@@ -146,7 +147,7 @@ func TestBatching(t *testing.T) {
 	})
 }
 
-// slowFirstAppend makes the first append_block of a prompt take delay
+// slowFirstAppend makes the first batch holding an append take delay
 // longer.
 type slowFirstAppend struct {
 	SQLAPI
@@ -154,16 +155,17 @@ type slowFirstAppend struct {
 	once  sync.Once
 }
 
-func (s *slowFirstAppend) BlockAppend(ctx context.Context, arg dbq.BlockAppendParams) error {
-	s.once.Do(func() { time.Sleep(s.delay) })
-	return s.SQLAPI.BlockAppend(ctx, arg)
+func (s *slowFirstAppend) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+	if bytes.Contains(arg.Ops, []byte(`"op":"append"`)) {
+		s.once.Do(func() { time.Sleep(s.delay) })
+	}
+	return s.SQLAPI.BatchWrite(ctx, arg)
 }
 
 // BenchmarkReplyCommits streams one reply of 2,000 tokens, from a model
 // as fast as it can be and from one at 2,000 tokens a second, with and
-// without batching, and reports the append_block calls and the commits
-// per reply (every write of the worker API is its own transaction; claims
-// and heartbeats are left out).
+// without batching, and reports the appends and the commits (batches) per
+// reply (claims are left out).
 //
 //	go test -run '^$' -bench ReplyCommits -benchtime 5x ./worker/
 func BenchmarkReplyCommits(b *testing.B) {
@@ -182,12 +184,12 @@ func BenchmarkReplyCommits(b *testing.B) {
 				_, res := tb.start(b, WithWrapAPI(Config{Models: modelsWith(pacedModel(tokens, pace.perToken)), BatchInterval: batch.interval}, wrap))
 				appends, commits := 0, 0
 				for b.Loop() {
-					before, beforeAppends := api.writeCount(), api.count("BlockAppend")
+					before, beforeAppends := api.writeCount(), api.count("append")
 					s := tb.send(b, uuid.Nil, "go", `{}`)
 					if r := res.wait(b, s.promptID, time.Minute); r.Outcome != OutcomeCompleted {
 						b.Fatalf("outcome %s: %v", r.Outcome, r.Err)
 					}
-					appends += api.count("BlockAppend") - beforeAppends
+					appends += api.count("append") - beforeAppends
 					commits += api.writeCount() - before
 				}
 				b.ReportMetric(float64(appends)/float64(b.N), "appends/reply")

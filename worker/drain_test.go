@@ -1,13 +1,15 @@
 package worker_test
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/convo-dev/convo/postgres/dbq"
 	. "github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/demo"
 )
@@ -47,18 +49,21 @@ func TestDrainFinishesReplies(t *testing.T) {
 	}
 }
 
-// blockingStart holds PromptStart until released, so a test can stop a
-// pool between a claim and the start.
+// blockingStart holds the batch that starts a prompt until released, then
+// fails it, so a test can stop a pool between a claim and the start.
 type blockingStart struct {
 	SQLAPI
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (b *blockingStart) PromptStart(ctx context.Context, id uuid.UUID) error {
+func (b *blockingStart) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+	if !bytes.Contains(arg.Ops, []byte(`"op":"start_prompt"`)) {
+		return b.SQLAPI.BatchWrite(ctx, arg)
+	}
 	close(b.entered)
 	<-b.release
-	return errors.New("start abandoned by the test")
+	return nil, &pgconn.PgError{Code: "CV003", Message: "start abandoned by the test"}
 }
 
 // TestStopReleasesUnstartedPrompt stops a pool that has claimed a prompt
@@ -93,7 +98,7 @@ func TestStopReleasesUnstartedPrompt(t *testing.T) {
 		t.Errorf("after Stop the prompt is still held by %s; want it released", holder)
 	}
 	_, res := tb.start(t, Config{Name: "taking-over"})
-	if r := res.wait(t, s.promptID, 10*time.Second); r.Outcome != OutcomeCompleted || r.Worker != "taking-over/0" {
-		t.Errorf("the released prompt: %s by %s (%v); want completed by taking-over/0", r.Outcome, r.Worker, r.Err)
+	if r := res.wait(t, s.promptID, 10*time.Second); r.Outcome != OutcomeCompleted || r.Worker != "taking-over" {
+		t.Errorf("the released prompt: %s by %s (%v); want completed by taking-over", r.Outcome, r.Worker, r.Err)
 	}
 }

@@ -269,12 +269,13 @@ func modelsWith(m Model) *Models {
 	return ms
 }
 
-// countingAPI counts and timestamps the worker's SQL calls.
+// countingAPI counts and timestamps the worker's SQL calls, and the ops
+// of its batches by kind ("append", "start_prompt", …).
 type countingAPI struct {
 	SQLAPI
 	mu     sync.Mutex
 	calls  map[string]int
-	writes []time.Time // every call that writes a reply
+	writes []time.Time // every call that writes a reply (one transaction each)
 }
 
 func newCountingAPI() (*countingAPI, func(SQLAPI) SQLAPI) {
@@ -313,14 +314,22 @@ func (c *countingAPI) lastWrite() time.Time {
 	return c.writes[len(c.writes)-1]
 }
 
-func (c *countingAPI) PromptClaim(ctx context.Context, arg dbq.PromptClaimParams) ([]dbq.PromptClaimRow, error) {
-	c.note("PromptClaim", false)
-	return c.SQLAPI.PromptClaim(ctx, arg)
+func (c *countingAPI) PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error) {
+	c.note("PromptClaimMany", false)
+	return c.SQLAPI.PromptClaimMany(ctx, arg)
 }
 
-func (c *countingAPI) PromptStart(ctx context.Context, id uuid.UUID) error {
-	c.note("PromptStart", true)
-	return c.SQLAPI.PromptStart(ctx, id)
+func (c *countingAPI) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+	var ops []struct{ Op string }
+	if err := json.Unmarshal(arg.Ops, &ops); err != nil {
+		panic(err)
+	}
+	rows, err := c.SQLAPI.BatchWrite(ctx, arg)
+	c.note("BatchWrite", true)
+	for _, o := range ops {
+		c.note(o.Op, false)
+	}
+	return rows, err
 }
 
 func (c *countingAPI) PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error) {
@@ -328,49 +337,10 @@ func (c *countingAPI) PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbe
 	return c.SQLAPI.PromptHeartbeat(ctx, arg)
 }
 
-func (c *countingAPI) PromptComplete(ctx context.Context, id uuid.UUID) error {
-	c.note("PromptComplete", true)
-	return c.SQLAPI.PromptComplete(ctx, id)
-}
-
 func (c *countingAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) error {
+	err := c.SQLAPI.PromptFail(ctx, arg)
 	c.note("PromptFail", true)
-	return c.SQLAPI.PromptFail(ctx, arg)
-}
-
-func (c *countingAPI) BlockStart(ctx context.Context, arg dbq.BlockStartParams) (uuid.UUID, error) {
-	c.note("BlockStart", true)
-	return c.SQLAPI.BlockStart(ctx, arg)
-}
-
-func (c *countingAPI) BlockAppend(ctx context.Context, arg dbq.BlockAppendParams) error {
-	c.note("BlockAppend", true)
-	return c.SQLAPI.BlockAppend(ctx, arg)
-}
-
-func (c *countingAPI) BlockEnd(ctx context.Context, arg dbq.BlockEndParams) error {
-	c.note("BlockEnd", true)
-	return c.SQLAPI.BlockEnd(ctx, arg)
-}
-
-func (c *countingAPI) ToolCallStart(ctx context.Context, arg dbq.ToolCallStartParams) (uuid.UUID, error) {
-	c.note("ToolCallStart", true)
-	return c.SQLAPI.ToolCallStart(ctx, arg)
-}
-
-func (c *countingAPI) ToolCallProgress(ctx context.Context, arg dbq.ToolCallProgressParams) error {
-	c.note("ToolCallProgress", true)
-	return c.SQLAPI.ToolCallProgress(ctx, arg)
-}
-
-func (c *countingAPI) ToolCallComplete(ctx context.Context, arg dbq.ToolCallCompleteParams) error {
-	c.note("ToolCallComplete", true)
-	return c.SQLAPI.ToolCallComplete(ctx, arg)
-}
-
-func (c *countingAPI) ToolCallFail(ctx context.Context, arg dbq.ToolCallFailParams) error {
-	c.note("ToolCallFail", true)
-	return c.SQLAPI.ToolCallFail(ctx, arg)
+	return err
 }
 
 func (c *countingAPI) WorkerContextList(ctx context.Context, id uuid.UUID) ([]dbq.WorkerContextListRow, error) {

@@ -12,6 +12,10 @@ type poolMetrics struct {
 	claims   prometheus.Counter
 	outcomes *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// The committer's batches (convo.write_batch calls).
+	batches       *prometheus.CounterVec
+	batchOps      prometheus.Histogram
+	batchDuration prometheus.Histogram
 }
 
 var inFlightDesc = prometheus.NewDesc("convo_worker_prompts_in_flight",
@@ -32,6 +36,20 @@ func newPoolMetrics() poolMetrics {
 			Help:    "From claim to settlement of a prompt, by outcome.",
 			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600},
 		}, []string{"outcome"}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convo_worker_batches_total",
+			Help: "Batches of writes (convo.write_batch calls, one transaction each) this process wrote, by result: ok or error (every reply in it failed).",
+		}, []string{"result"}),
+		batchOps: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "convo_worker_batch_ops",
+			Help:    "Ops (worker API calls) per batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
+		}),
+		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "convo_worker_batch_duration_seconds",
+			Help:    "How long one batch took to write, retries included.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+		}),
 	}
 }
 
@@ -41,6 +59,9 @@ func (p *Pool) Describe(ch chan<- *prometheus.Desc) {
 	p.metrics.claims.Describe(ch)
 	p.metrics.outcomes.Describe(ch)
 	p.metrics.duration.Describe(ch)
+	p.metrics.batches.Describe(ch)
+	p.metrics.batchOps.Describe(ch)
+	p.metrics.batchDuration.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -52,9 +73,22 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 	p.metrics.claims.Collect(ch)
 	p.metrics.outcomes.Collect(ch)
 	p.metrics.duration.Collect(ch)
+	p.metrics.batches.Collect(ch)
+	p.metrics.batchOps.Collect(ch)
+	p.metrics.batchDuration.Collect(ch)
 }
 
 func (m *poolMetrics) settled(outcome Outcome, took time.Duration) {
 	m.outcomes.WithLabelValues(string(outcome)).Inc()
 	m.duration.WithLabelValues(string(outcome)).Observe(took.Seconds())
+}
+
+func (m *poolMetrics) batchWritten(ops int, took time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.batches.WithLabelValues(result).Inc()
+	m.batchOps.Observe(float64(ops))
+	m.batchDuration.Observe(took.Seconds())
 }

@@ -15,24 +15,34 @@ import (
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
-// Pool is a set of workers in one process, sharing one LISTEN connection
-// and a pgxpool. Start one with Start; stop it with Stop.
+// Pool runs up to Config.Workers prompts at once in one process. One
+// claim loop takes prompts (several per call), one committer writes every
+// reply's output in shared transactions, and one LISTEN connection hears
+// new prompts and cancellations; the number of prompts in flight does not
+// change how many connections it uses. Start one with Start; stop it with
+// Stop.
 type Pool struct {
-	cfg Config
-	api sqlAPI
+	cfg       Config
+	api       sqlAPI
+	committer *committer
 	// cancel stops everything: the prompts in flight and the listener.
 	cancel context.CancelCauseFunc
-	// stopClaims stops the workers' claim loops only (Drain).
+	// stopClaims stops the claim loop only (Drain).
 	stopClaims context.CancelFunc
-	// workers tracks the claim loops (and the prompts they run); wg
-	// tracks them and the listener.
+	// stopCommitter stops the committer, once no prompt runs.
+	stopCommitter context.CancelFunc
+	// workers tracks the claim loop and the prompts it started; wg
+	// tracks them, the committer and the listener.
 	workers sync.WaitGroup
 	wg      sync.WaitGroup
-	// wake holds one token per "queued" notification not yet acted on.
+	// wake holds a token when a "queued" notification, or a prompt's
+	// end, has not been acted on.
 	wake chan struct{}
 
 	mu      sync.Mutex
 	running map[uuid.UUID]context.CancelCauseFunc
+	// starting counts prompts claimed whose goroutine has not registered.
+	starting int
 
 	metrics poolMetrics
 }
@@ -54,10 +64,13 @@ func Run(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 // Start starts cfg.Workers workers on db (whose database must be
 // migrated) and returns. They run until Stop is called or ctx ends, and
 // look for prompts at once and after every (re)connect of the listener,
-// so a prompt queued before they listen is not missed. db should allow about two connections per
-// worker (a write and a heartbeat); the listener uses one more, outside
-// the pool, unless cfg.Listener is shared. Start fails for an invalid
-// Config.
+// so a prompt queued before they listen is not missed. The pool uses a
+// few of db's connections whatever cfg.Workers is: the committer holds
+// one while it writes a batch, the claim loop one while it claims, and
+// each prompt one for a moment when it starts (to read its conversation)
+// and when it ends badly; 4 is plenty, and a busy db makes them wait, not
+// fail. The listener uses one more, outside db, unless cfg.Listener is
+// shared. Start fails for an invalid Config.
 func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -65,37 +78,38 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	}
 	p := &Pool{
 		cfg: cfg, api: dbq.New(db),
-		wake:    make(chan struct{}, max(cfg.Workers, 1)),
+		wake:    make(chan struct{}, 1),
 		running: map[uuid.UUID]context.CancelCauseFunc{},
 		metrics: newPoolMetrics(),
 	}
 	if cfg.wrapAPI != nil {
 		p.api = cfg.wrapAPI(p.api)
 	}
+	p.committer = newCommitter(p.api, cfg.Name, &p.cfg, &p.metrics)
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	claimCtx, stopClaims := context.WithCancel(runCtx)
-	p.cancel, p.stopClaims = cancel, stopClaims
+	commitCtx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
+	p.cancel, p.stopClaims, p.stopCommitter = cancel, stopClaims, stopCommitter
 	if cfg.Workers == 0 {
 		cancel(errShutdown)
+		stopCommitter()
 		return p, nil
 	}
+	p.wg.Go(func() { p.committer.run(commitCtx) })
 
 	l := cfg.Listener
 	if l == nil {
 		l = pglisten.New(pglisten.Options{ConnConfig: db.Config().ConnConfig, Logger: cfg.Logger, PingInterval: 30 * time.Second})
 		p.wg.Go(func() { l.Run(runCtx) })
 	}
-	// A notification only wakes a worker: the workers also poll, and a
-	// heartbeat notices a cancellation sent while the connection was down.
-	l.Listen(PromptsChannel, pglisten.Handler{Notify: p.notified, Ready: p.wakeAll})
-	for i := range cfg.Workers {
-		name := fmt.Sprintf("%s/%d", cfg.Name, i)
-		p.workers.Add(1)
-		p.wg.Go(func() {
-			defer p.workers.Done()
-			p.work(claimCtx, runCtx, name)
-		})
-	}
+	// A notification only wakes the claim loop: it also polls, and every
+	// batch checks that each prompt is still ours.
+	l.Listen(PromptsChannel, pglisten.Handler{Notify: p.notified, Ready: p.wakeUp})
+	p.workers.Add(1)
+	p.wg.Go(func() {
+		defer p.workers.Done()
+		p.claimLoop(claimCtx, runCtx)
+	})
 	// A parent context that ends stops the pool too.
 	context.AfterFunc(ctx, func() { cancel(errShutdown) })
 	cfg.Logger.Info("workers started", "workers", cfg.Workers, "name", cfg.Name,
@@ -110,6 +124,12 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 // once.
 func (p *Pool) Stop(ctx context.Context) error {
 	p.cancel(errShutdown)
+	// The committer writes what the prompts queued until the last one
+	// has settled.
+	go func() {
+		p.workers.Wait()
+		p.stopCommitter()
+	}()
 	if !waitCtx(ctx, &p.wg) {
 		return fmt.Errorf("stop workers: %w", ctx.Err())
 	}
@@ -157,7 +177,7 @@ func (p *Pool) notified(payload string) {
 	kind, id, _ := strings.Cut(payload, ":")
 	switch kind {
 	case "queued":
-		p.wakeOne()
+		p.wakeUp()
 	case "cancelled":
 		if promptID, err := uuid.Parse(id); err == nil {
 			p.cancelPrompt(promptID)
@@ -165,16 +185,11 @@ func (p *Pool) notified(payload string) {
 	}
 }
 
-func (p *Pool) wakeOne() {
+// wakeUp makes the claim loop look for prompts.
+func (p *Pool) wakeUp() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
-	}
-}
-
-func (p *Pool) wakeAll() {
-	for range cap(p.wake) {
-		p.wakeOne()
 	}
 }
 
@@ -188,27 +203,38 @@ func (p *Pool) cancelPrompt(promptID uuid.UUID) {
 	}
 }
 
-// work is one worker: it claims prompts until claimCtx ends and runs each
-// until it settles or runCtx ends, and waits for a notification or the
-// poll interval when the queue is empty.
-func (p *Pool) work(claimCtx, runCtx context.Context, name string) {
-	log := p.cfg.Logger.With("worker", name)
+// claimBatch bounds the prompts one claim takes.
+const claimBatch = 100
+
+// claimLoop claims prompts while fewer than cfg.Workers run, until
+// claimCtx ends, and runs each in its own goroutine until it settles or
+// runCtx ends. With the queue empty, or every slot taken, it waits for a
+// notification, a prompt's end or the poll interval.
+func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 	for claimCtx.Err() == nil {
-		// Run prompts until the queue is empty.
-		for claimCtx.Err() == nil {
-			claimed, err := p.claim(claimCtx, name)
-			if err != nil {
-				if claimCtx.Err() == nil {
-					log.Warn("claim a prompt", "err", err)
-				}
-				break
+		p.mu.Lock()
+		free := p.cfg.Workers - len(p.running) - p.starting
+		p.mu.Unlock()
+		if free > 0 {
+			claimed, err := p.claim(claimCtx, min(free, claimBatch))
+			if err != nil && claimCtx.Err() == nil {
+				p.cfg.Logger.Warn("claim prompts", "err", err)
 			}
-			if claimed == nil {
-				break
+			for _, c := range claimed {
+				p.mu.Lock()
+				p.starting++
+				p.mu.Unlock()
+				p.workers.Add(1)
+				go func() {
+					defer p.workers.Done()
+					p.handle(runCtx, c)
+				}()
 			}
-			p.handle(runCtx, name, *claimed)
+			if err == nil && len(claimed) == min(free, claimBatch) {
+				continue // perhaps more are queued
+			}
 		}
-		// Jitter, so the workers of many processes do not poll in step.
+		// Jitter, so the pools of many processes do not poll in step.
 		poll := p.cfg.PollInterval/2 + rand.N(p.cfg.PollInterval)
 		select {
 		case <-claimCtx.Done():
@@ -218,27 +244,36 @@ func (p *Pool) work(claimCtx, runCtx context.Context, name string) {
 	}
 }
 
-// claim claims the oldest claimable prompt, or returns nil.
-func (p *Pool) claim(ctx context.Context, name string) (*dbq.PromptClaimRow, error) {
+// claim claims up to n claimable prompts, oldest first per owner.
+func (p *Pool) claim(ctx context.Context, n int) ([]dbq.PromptClaimRow, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	rows, err := p.api.PromptClaim(cctx, dbq.PromptClaimParams{Worker: name, LeaseSeconds: int32(p.cfg.LeaseSeconds)})
-	if err != nil || len(rows) == 0 {
+	rows, err := p.api.PromptClaimMany(cctx, dbq.PromptClaimManyParams{
+		Worker: p.cfg.Name, LeaseSeconds: int32(p.cfg.LeaseSeconds), MaxPrompts: int32(n),
+	})
+	if err != nil {
 		return nil, err
 	}
-	p.metrics.claims.Inc()
-	return &rows[0], nil
+	claimed := make([]dbq.PromptClaimRow, len(rows))
+	for i, r := range rows {
+		claimed[i] = dbq.PromptClaimRow(r)
+	}
+	p.metrics.claims.Add(float64(len(rows)))
+	return claimed, nil
 }
 
 // register routes cancellations of promptID to cancel.
 func (p *Pool) register(promptID uuid.UUID, cancel context.CancelCauseFunc) {
 	p.mu.Lock()
+	p.starting--
 	p.running[promptID] = cancel
 	p.mu.Unlock()
 }
 
+// unregister forgets promptID, and wakes the claim loop: a slot is free.
 func (p *Pool) unregister(promptID uuid.UUID) {
 	p.mu.Lock()
 	delete(p.running, promptID)
 	p.mu.Unlock()
+	p.wakeUp()
 }

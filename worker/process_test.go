@@ -186,7 +186,7 @@ func TestProcesses(t *testing.T) {
 			return st == "failed"
 		})
 		after := time.Since(killed)
-		if errText != "lease expired: worker doomed/0 stopped heartbeating" {
+		if errText != "lease expired: worker doomed stopped heartbeating" {
 			t.Errorf("error %q", errText)
 		}
 		if after > 4*time.Second {

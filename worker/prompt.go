@@ -12,7 +12,7 @@ import (
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
-// run is one prompt in the hands of one worker.
+// run is one prompt in the hands of the pool.
 type run struct {
 	p      *Pool
 	worker string
@@ -22,36 +22,35 @@ type run struct {
 	cancel context.CancelCauseFunc
 	w      *writer
 	rounds int
-	// started is set once start_prompt succeeded: before that, a worker
-	// that stops leaves the prompt queued, for another claim once the
-	// lease runs out.
-	started bool
 }
 
 // handle runs a claimed prompt to its end and settles it: completed,
 // failed with a clear error, or left alone when it is no longer ours.
-func (p *Pool) handle(ctx context.Context, worker string, claim dbq.PromptClaimRow) {
+func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow) {
 	started := time.Now()
 	pctx, cancel := context.WithCancelCause(ctx)
 	r := &run{
-		p: p, worker: worker, claim: claim, ctx: pctx, cancel: cancel,
-		log: p.cfg.Logger.With("worker", worker, "prompt_id", claim.PromptID, "conversation_id", claim.ConversationID),
+		p: p, worker: p.cfg.Name, claim: claim, ctx: pctx, cancel: cancel,
+		log: p.cfg.Logger.With("worker", p.cfg.Name, "prompt_id", claim.PromptID, "conversation_id", claim.ConversationID),
 	}
 	p.register(claim.PromptID, cancel)
 	defer p.unregister(claim.PromptID)
-	r.w = newWriter(pctx, cancel, p.api, claim.PromptID, &p.cfg)
+	w, err := newWriter(pctx, cancel, p.committer, claim.PromptID)
+	if err != nil {
+		// The pool is stopping: the prompt was claimed but not started.
+		cancel(errShutdown)
+		r.release()
+		return
+	}
+	r.w = w
 
-	hbDone := make(chan struct{})
-	go r.heartbeat(hbDone)
-
-	err := r.execute()
+	err = r.execute()
 	outcome, err := r.settle(err)
 	cancel(errSettled)
-	<-hbDone
 	r.w.close()
 
 	res := Result{
-		PromptID: claim.PromptID, Worker: worker, Outcome: outcome, Err: err,
+		PromptID: claim.PromptID, Worker: r.worker, Outcome: outcome, Err: err,
 		Rounds: r.rounds, Deltas: r.w.deltaCount(), Duration: time.Since(started),
 	}
 	p.metrics.settled(outcome, res.Duration)
@@ -77,12 +76,12 @@ func (r *run) execute() (err error) {
 			err = fmt.Errorf("the worker crashed: %v", v)
 		}
 	}()
-	if err := r.call("start prompt", func(ctx context.Context) error {
-		return r.p.api.PromptStart(ctx, r.claim.PromptID)
-	}); err != nil {
+	// start_prompt goes in the next batch while the conversation is read;
+	// the model runs once it is written, so a prompt cancelled meanwhile
+	// never reaches the model.
+	if err := r.w.start(); err != nil {
 		return err
 	}
-	r.started = true
 
 	cfg, err := ParseModelConfig(r.claim.ModelConfig)
 	if err != nil {
@@ -102,6 +101,9 @@ func (r *run) execute() (err error) {
 	}); err != nil {
 		return err
 	}
+	if err := r.w.sync(); err != nil {
+		return err
+	}
 	var messages []Message
 	if cfg.SystemPrompt != "" {
 		messages = append(messages, Message{Role: RoleSystem, Text: cfg.SystemPrompt})
@@ -114,8 +116,8 @@ func (r *run) execute() (err error) {
 	return r.w.completePrompt()
 }
 
-// call runs one SQL call outside the writer (before any block exists),
-// unless the prompt must stop.
+// call runs one SQL call outside the writer (a read), unless the prompt
+// must stop.
 func (r *run) call(what string, fn func(ctx context.Context) error) error {
 	if r.ctx.Err() != nil {
 		return context.Cause(r.ctx)
@@ -233,31 +235,8 @@ func (r *run) stream(model Model, req Request, tr *translator) error {
 	}
 }
 
-// heartbeat extends the lease until the prompt is settled, and stops the
-// prompt when the worker API says it is no longer ours.
-func (r *run) heartbeat(done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(r.p.cfg.HeartbeatInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-t.C:
-		}
-		keep, err := r.beat()
-		if err != nil {
-			r.log.Warn("heartbeat", "err", err)
-			continue
-		}
-		if !keep {
-			r.cancel(errLost)
-			return
-		}
-	}
-}
-
-// beat is one heartbeat: true while the prompt is still ours.
+// beat is one heartbeat outside the batches, when settling: true while
+// the prompt is still ours.
 func (r *run) beat() (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()
@@ -300,12 +279,16 @@ func (r *run) settle(err error) (Outcome, error) {
 	if err == nil {
 		return OutcomeCompleted, nil
 	}
+	if errors.Is(context.Cause(r.ctx), errShutdown) {
+		// Wait for a batch in flight: it may be starting the prompt.
+		_ = r.w.sync()
+	}
 	switch cause := context.Cause(r.ctx); {
 	case errors.Is(cause, errCancelled):
 		return OutcomeCancelled, cause
 	case errors.Is(cause, errLost):
 		return OutcomeStopped, cause
-	case errors.Is(cause, errShutdown) && !r.started:
+	case errors.Is(cause, errShutdown) && !r.w.isStarted():
 		r.release()
 		return OutcomeStopped, cause
 	case errors.Is(cause, errShutdown):

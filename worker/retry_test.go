@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -77,101 +78,101 @@ func (p *cuttingProxy) serve() {
 	}
 }
 
-// TestAppendRetryAfterLostReply cuts the connection between an
-// append_block's commit and its reply. The writer retries with the same
-// delta_seq, and the delta is applied once.
-func TestAppendRetryAfterLostReply(t *testing.T) {
+// TestBatchRetryAfterLostReply cuts the connection between a batch's
+// commit and its reply. The committer sends the same batch again, which
+// write_batch recognises by its number: the text is written once.
+func TestBatchRetryAfterLostReply(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	db, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	store := postgres.New(db)
+	res, err := store.SendMessage(ctx, conversation.SendMessageParams{
+		OwnerID: "local", Text: "hi", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := store.Queries().PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w", LeaseSeconds: 30, MaxPrompts: 1}); err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v %v", rows, err)
+	}
 
-	for _, tc := range []struct {
-		name     string
-		deltaSeq bool
-		want     string
-	}{
-		{"WithDeltaSeqAppliedOnce", true, "hello world"},
-		// The control: a plain retry of the same cut duplicates the text,
-		// which shows the cut really fell after the commit.
-		{"PlainRetryDuplicates", false, "hello world world"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dsn := pgtest.DSN(t)
-			db, err := pgxpool.New(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			store := postgres.New(db)
-			res, err := store.SendMessage(ctx, conversation.SendMessageParams{
-				OwnerID: "local", Text: "hi", ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := store.Queries()
-			prompt := res.PromptIDs[0]
-			if err := q.PromptStart(ctx, prompt); err != nil {
-				t.Fatal(err)
-			}
-			block, err := q.BlockStart(ctx, dbq.BlockStartParams{PromptID: prompt, BlockType: "text", Metadata: []byte("{}")})
-			if err != nil {
-				t.Fatal(err)
-			}
+	// The committer talks to PostgreSQL through the proxy, on one
+	// connection, so the armed cut hits the batch.
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newCuttingProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.ln.Addr().(*net.TCPAddr).Port)
+	cfg.MaxConns = 1
+	viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viaProxy.Close()
 
-			// The writer talks to PostgreSQL through the proxy, on one
-			// connection, so the armed cut hits the append.
-			cfg, err := pgxpool.ParseConfig(dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := newCuttingProxy(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-			cfg.ConnConfig.Host, cfg.ConnConfig.Port = "127.0.0.1", uint16(proxy.ln.Addr().(*net.TCPAddr).Port)
-			cfg.MaxConns = 1
-			viaProxy, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer viaProxy.Close()
+	calls := &countingBatches{sqlAPI: dbq.New(viaProxy)}
+	m := newPoolMetrics()
+	c := newCommitter(calls, "w", &Config{CallTimeout: 10 * time.Second, LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second,
+		BatchBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}, &m)
+	stop, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w, err := newWriter(stop, cancel, c, res.PromptIDs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	// The first batch prepares the statement on the connection, so the
+	// next one is a single round trip: execute and commit, then the reply
+	// that the proxy drops.
+	_ = w.start()
+	block, _ := w.startBlock("text", nil)
+	_ = w.appendText(target{id: block}, "hello")
+	c.flush(ctx)
+	proxy.armed.Store(true)
+	_ = w.appendText(target{id: block}, " world")
+	c.flush(ctx)
+	if err := w.sync(); err != nil {
+		t.Fatalf("after the cut: %v", err)
+	}
+	if proxy.cuts.Load() != 1 || calls.n.Load() != 3 {
+		t.Fatalf("%d cuts, %d calls: want the second batch cut once and sent again", proxy.cuts.Load(), calls.n.Load())
+	}
 
-			var api sqlAPI = dbq.New(viaProxy)
-			if !tc.deltaSeq {
-				api = withoutDeltaSeq{dbq.New(viaProxy)}
-			}
-			stop, cancel := context.WithCancelCause(ctx)
-			defer cancel(nil)
-			w := newWriter(stop, cancel, api, prompt, &Config{CallTimeout: 10 * time.Second, BatchInterval: -1, BatchBytes: 1 << 20})
-			defer w.close()
-			into := target{id: block}
-			// The first append prepares the statement on the connection,
-			// so the next one is a single round trip: execute and commit,
-			// then the reply that the proxy drops.
-			if err := w.appendText(into, "hello"); err != nil {
-				t.Fatal(err)
-			}
-			proxy.armed.Store(true)
-			if err := w.appendText(into, " world"); err != nil {
-				t.Fatalf("append after the cut: %v", err)
-			}
-			if proxy.cuts.Load() != 1 {
-				t.Fatal("the proxy cut nothing")
-			}
-
-			st, err := store.State(ctx, "local", res.ConversationID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := st.Messages[1].Blocks[0].Content; got != tc.want {
-				t.Errorf("block text = %q, want %q", got, tc.want)
-			}
-		})
+	st, err := store.State(ctx, "local", res.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Messages[1].Blocks[0].Content; got != "hello world" {
+		t.Errorf("block text = %q, want %q", got, "hello world")
+	}
+	events, err := store.EventsAfter(ctx, res.ConversationID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := 0
+	for _, e := range events {
+		if e.Kind == conversation.EventBlockDelta {
+			deltas++
+		}
+	}
+	if deltas != 2 {
+		t.Errorf("%d delta events, want 2", deltas)
 	}
 }
 
-// withoutDeltaSeq strips delta_seq from appends: an old-style worker.
-type withoutDeltaSeq struct{ *dbq.Queries }
+// countingBatches counts write_batch calls.
+type countingBatches struct {
+	sqlAPI
+	n atomic.Int32
+}
 
-func (a withoutDeltaSeq) BlockAppend(ctx context.Context, arg dbq.BlockAppendParams) error {
-	arg.DeltaSeq = nil
-	return a.Queries.BlockAppend(ctx, arg)
+func (c *countingBatches) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+	c.n.Add(1)
+	return c.sqlAPI.BatchWrite(ctx, arg)
 }

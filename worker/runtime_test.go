@@ -247,7 +247,7 @@ func TestCancel(t *testing.T) {
 		if r := res.wait(t, other.promptID, 20*time.Second); r.Outcome != OutcomeCompleted {
 			t.Fatalf("outcome %s: %v", r.Outcome, r.Err)
 		}
-		if n := api.count("PromptStart"); n != 1 {
+		if n := api.count("start_prompt"); n != 1 {
 			t.Errorf("%d starts, want 1", n)
 		}
 	})
@@ -273,7 +273,7 @@ func TestShutdown(t *testing.T) {
 	}
 	r := res.wait(t, s.promptID, time.Second)
 	st, errText := tb.prompt(t, s.promptID)
-	if r.Outcome != OutcomeFailed || st != "failed" || !strings.Contains(errText, "worker stopping/0 stopped before the reply finished") {
+	if r.Outcome != OutcomeFailed || st != "failed" || !strings.Contains(errText, "worker stopping stopped before the reply finished") {
 		t.Errorf("outcome %s, status %s, error %q", r.Outcome, st, errText)
 	}
 }

@@ -14,6 +14,7 @@ import (
 // a Config by package worker/builtin.
 type Settings struct {
 	Workers             int           // CONVO_WORKERS, --workers: default 1; 0 runs none
+	DBConns             int           // CONVO_WORKER_DB_CONNS, --worker-db-conns: default 4; the workers' connections, whatever Workers is
 	Name                string        // CONVO_WORKER_NAME, --worker-name: default host-pid-random
 	LeaseSeconds        int           // CONVO_WORKER_LEASE_SECONDS, --lease-seconds: default 30
 	PollInterval        time.Duration // CONVO_WORKER_POLL_INTERVAL, --poll-interval: default 10s
@@ -31,7 +32,7 @@ type Settings struct {
 // DefaultSettings returns the defaults listed on Settings.
 func DefaultSettings() Settings {
 	return Settings{
-		Workers: 1, LeaseSeconds: 30, PollInterval: 10 * time.Second, BatchInterval: 20 * time.Millisecond,
+		Workers: 1, DBConns: 4, LeaseSeconds: 30, PollInterval: 10 * time.Second, BatchInterval: 20 * time.Millisecond,
 		MaxToolRounds: 8, DemoTokensPerSecond: 40, OpenAIModel: "gpt-4o-mini",
 	}
 }
@@ -72,6 +73,7 @@ func (s *Settings) FromEnv(getenv func(string) string) error {
 	str(&s.OpenAIModel, "CONVO_OPENAI_MODEL")
 	for _, err := range []error{
 		num(&s.Workers, "CONVO_WORKERS"),
+		num(&s.DBConns, "CONVO_WORKER_DB_CONNS"),
 		num(&s.LeaseSeconds, "CONVO_WORKER_LEASE_SECONDS"),
 		num(&s.MaxToolRounds, "CONVO_MAX_TOOL_ROUNDS"),
 		dur(&s.PollInterval, "CONVO_WORKER_POLL_INTERVAL"),
@@ -95,6 +97,7 @@ func (s *Settings) FromEnv(getenv func(string) string) error {
 // with the current values as defaults.
 func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Workers, "workers", s.Workers, "how many prompts to run at once (CONVO_WORKERS); 0 runs none")
+	fs.IntVar(&s.DBConns, "worker-db-conns", s.DBConns, "connections the workers use, however many prompts run (CONVO_WORKER_DB_CONNS); at least 2")
 	fs.StringVar(&s.Name, "worker-name", s.Name, "name of this process's workers (CONVO_WORKER_NAME); default host-pid-random")
 	fs.IntVar(&s.LeaseSeconds, "lease-seconds", s.LeaseSeconds, "lease of a claimed prompt, renewed by heartbeats (CONVO_WORKER_LEASE_SECONDS)")
 	fs.DurationVar(&s.PollInterval, "poll-interval", s.PollInterval, "how often idle workers poll besides LISTEN (CONVO_WORKER_POLL_INTERVAL)")
@@ -112,6 +115,9 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 func (s Settings) RuntimeConfig(logger *slog.Logger) (Config, error) {
 	if s.Workers < 0 {
 		return Config{}, fmt.Errorf("CONVO_WORKERS: want 0 or more, got %d", s.Workers)
+	}
+	if s.DBConns < 2 {
+		return Config{}, fmt.Errorf("CONVO_WORKER_DB_CONNS: want 2 or more (the batches and the claims each need one), got %d", s.DBConns)
 	}
 	return Config{
 		Workers: s.Workers, Name: s.Name, LeaseSeconds: s.LeaseSeconds, PollInterval: s.PollInterval,

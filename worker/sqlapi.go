@@ -11,24 +11,17 @@ import (
 )
 
 // sqlAPI is all the runtime asks of PostgreSQL: the SQL worker API
-// (db/queries/worker.sql, one convo.* function per call, each its own
-// transaction) and the context query (db/queries/worker_context.sql).
+// (db/queries/worker.sql): claims, the batches of every reply's writes
+// (convo.write_batch), and the few single calls made when a prompt ends
+// badly; and the context query (db/queries/worker_context.sql).
 // *dbq.Queries on a pool implements it; tests wrap it to watch the calls.
 type sqlAPI interface {
-	PromptClaim(ctx context.Context, arg dbq.PromptClaimParams) ([]dbq.PromptClaimRow, error)
-	PromptStart(ctx context.Context, promptID uuid.UUID) error
+	PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error)
+	BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error)
 	PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error)
-	PromptComplete(ctx context.Context, promptID uuid.UUID) error
 	PromptFail(ctx context.Context, arg dbq.PromptFailParams) error
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)
 	PromptStatus(ctx context.Context, promptID uuid.UUID) (string, error)
-	BlockStart(ctx context.Context, arg dbq.BlockStartParams) (uuid.UUID, error)
-	BlockAppend(ctx context.Context, arg dbq.BlockAppendParams) error
-	BlockEnd(ctx context.Context, arg dbq.BlockEndParams) error
-	ToolCallStart(ctx context.Context, arg dbq.ToolCallStartParams) (uuid.UUID, error)
-	ToolCallProgress(ctx context.Context, arg dbq.ToolCallProgressParams) error
-	ToolCallComplete(ctx context.Context, arg dbq.ToolCallCompleteParams) error
-	ToolCallFail(ctx context.Context, arg dbq.ToolCallFailParams) error
 	WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]dbq.WorkerContextListRow, error)
 }
 
@@ -42,4 +35,11 @@ func sqlMessage(err error) string {
 		return pgErr.Message
 	}
 	return err.Error()
+}
+
+// connectionLost reports whether err came from the connection rather than
+// from PostgreSQL's answer.
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

@@ -2,82 +2,204 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
-// recordingAPI records appends without a database.
+// recordingAPI records the batches a committer writes, without a
+// database, and refuses what refuse says.
 type recordingAPI struct {
 	sqlAPI
 	mu      sync.Mutex
-	appends []string
-	ended   []uuid.UUID
+	batches [][]wireOp
+	numbers []int64
+	refuse  func(ops []wireOp) []dbq.BatchWriteRow
 }
 
-func (a *recordingAPI) BlockAppend(_ context.Context, arg dbq.BlockAppendParams) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.appends = append(a.appends, arg.Delta)
-	return nil
-}
-
-func (a *recordingAPI) BlockEnd(_ context.Context, arg dbq.BlockEndParams) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.ended = append(a.ended, arg.BlockID)
-	return nil
-}
-
-func TestWriterThresholds(t *testing.T) {
-	t.Parallel()
-	newTestWriter := func(interval time.Duration, maxBytes int) (*writer, *recordingAPI, context.CancelCauseFunc) {
-		api := &recordingAPI{}
-		ctx, cancel := context.WithCancelCause(context.Background())
-		w := newWriter(ctx, cancel, api, uuid.New(), &Config{CallTimeout: time.Second, BatchInterval: interval, BatchBytes: maxBytes})
-		t.Cleanup(func() { cancel(nil); w.close() })
-		return w, api, cancel
+func (a *recordingAPI) BatchWrite(_ context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+	var ops []wireOp
+	if err := json.Unmarshal(arg.Ops, &ops); err != nil {
+		return nil, err
 	}
-	block := target{id: uuid.New()}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.batches = append(a.batches, ops)
+	a.numbers = append(a.numbers, arg.Batch)
+	if a.refuse != nil {
+		return a.refuse(ops), nil
+	}
+	return nil, nil
+}
 
-	t.Run("SizeThreshold", func(t *testing.T) {
+// summary is each batch as "op:text" strings.
+func (a *recordingAPI) summary() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out [][]string
+	for _, b := range a.batches {
+		var ops []string
+		for _, o := range b {
+			s := o.Op
+			if o.Text != nil {
+				s += fmt.Sprintf(":%s#%d", *o.Text, o.Seq)
+			}
+			ops = append(ops, s)
+		}
+		out = append(out, ops)
+	}
+	return fmt.Sprint(out)
+}
+
+// TestWriter drives writers and a committer by hand (flush writes one
+// batch), so each batch's content is known.
+func TestWriter(t *testing.T) {
+	t.Parallel()
+	type bundle struct {
+		api    *recordingAPI
+		c      *committer
+		w      *writer
+		cancel context.CancelCauseFunc
+		failed chan error
+	}
+	setup := func(t *testing.T, interval time.Duration) *bundle {
+		api := &recordingAPI{}
+		cfg := &Config{Name: "w", CallTimeout: time.Second, BatchInterval: interval, BatchBytes: 1 << 20,
+			LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)}
+		m := newPoolMetrics()
+		c := newCommitter(api, "w", cfg, &m)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		failed := make(chan error, 1)
+		w, err := newWriter(ctx, func(err error) {
+			select {
+			case failed <- err:
+			default:
+			}
+			cancel(err)
+		}, c, uuid.New())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(nil); w.close() })
+		return &bundle{api: api, c: c, w: w, cancel: cancel, failed: failed}
+	}
+	ctx := context.Background()
+
+	t.Run("CoalescesTextPerTargetInOrder", func(t *testing.T) {
 		t.Parallel()
-		w, api, _ := newTestWriter(time.Hour, 10)
-		for i := range 25 {
-			if err := w.appendText(block, fmt.Sprint(i%10)); err != nil {
+		b := setup(t, time.Hour)
+		a, _ := b.w.startBlock("text", nil)
+		for _, s := range []string{"he", "ll", "o"} {
+			if err := b.w.appendText(target{id: a}, s); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := w.endBlock(block.id, nil); err != nil {
-			t.Fatal(err)
+		b.c.flush(ctx)
+		// Text to two blocks, interleaved, keeps its order: three appends.
+		bb, _ := b.w.startBlock("reasoning", nil)
+		_ = b.w.appendText(target{id: a}, "x")
+		_ = b.w.appendText(target{id: bb}, "y")
+		_ = b.w.appendText(target{id: a}, "z")
+		_ = b.w.endBlock(a, nil)
+		b.c.flush(ctx)
+		want := "[[start_block append:hello#1] [start_block append:x#2 append:y#1 append:z#3 end_block]]"
+		if got := b.api.summary(); got != want {
+			t.Errorf("batches\n got %s\nwant %s", got, want)
 		}
-		// The first digit goes at once (nothing written for an hour), then
-		// every ten bytes, then the rest at the end.
-		want := []string{"0", "1234567890", "1234567890", "1234"}
-		if fmt.Sprint(api.appends) != fmt.Sprint(want) || len(api.ended) != 1 {
-			t.Errorf("appends %q, ended %v", api.appends, api.ended)
+		if err := b.w.sync(); err != nil || b.w.deltaCount() != 4 {
+			t.Errorf("sync: %v; %d deltas, want 4", err, b.w.deltaCount())
+		}
+	})
+
+	t.Run("WithoutCoalescingEveryChunkIsAnAppend", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, -1)
+		a, _ := b.w.startBlock("text", nil)
+		_ = b.w.appendText(target{id: a}, "a")
+		_ = b.w.appendText(target{id: a}, "b")
+		b.c.flush(ctx)
+		if got, want := b.api.summary(), "[[start_block append:a#1 append:b#2]]"; got != want {
+			t.Errorf("batches %s, want %s", got, want)
+		}
+	})
+
+	t.Run("RefusalFailsTheReplyFromThatOp", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, time.Hour)
+		b.api.refuse = func(ops []wireOp) []dbq.BatchWriteRow {
+			return []dbq.BatchWriteRow{{PromptID: ops[0].Prompt, OpIndex: 2, Code: sqlstate.IllegalState,
+				Message: "write_batch: prompt is cancelled, not running"}}
+		}
+		a, _ := b.w.startBlock("text", nil)
+		_ = b.w.appendText(target{id: a}, "kept")
+		_ = b.w.endBlock(a, nil)
+		b.c.flush(ctx)
+		err := b.w.sync()
+		if sqlstate.Of(err) != sqlstate.IllegalState {
+			t.Fatalf("sync: %v, want the refusal", err)
+		}
+		select {
+		case ferr := <-b.failed:
+			if !errors.Is(ferr, err) {
+				t.Errorf("failed with %v, want %v", ferr, err)
+			}
+		default:
+			t.Error("the prompt was not stopped")
+		}
+		if b.w.deltaCount() != 1 {
+			t.Errorf("%d deltas counted, want the one applied before the refusal", b.w.deltaCount())
+		}
+		if err := b.w.appendText(target{id: a}, "more"); err == nil {
+			t.Error("a write after the refusal was accepted")
 		}
 	})
 
 	t.Run("NoWritesAfterStop", func(t *testing.T) {
 		t.Parallel()
-		w, api, cancel := newTestWriter(time.Hour, 1000)
-		_ = w.appendText(block, "a")
-		_ = w.appendText(block, "b") // waits for the interval
-		cancel(errCancelled)
-		if err := w.endBlock(block.id, nil); err != errCancelled {
+		b := setup(t, time.Hour)
+		a, _ := b.w.startBlock("text", nil)
+		_ = b.w.appendText(target{id: a}, "a")
+		b.cancel(errCancelled)
+		b.c.flush(ctx)
+		if err := b.w.endBlock(a, nil); err != errCancelled {
 			t.Errorf("end after stop: %v", err)
 		}
-		if err := w.appendText(block, "c"); err != errCancelled {
-			t.Errorf("append after stop: %v", err)
+		if err := b.w.sync(); err != errCancelled {
+			t.Errorf("sync after stop: %v", err)
 		}
-		if fmt.Sprint(api.appends) != "[a]" || len(api.ended) != 0 {
-			t.Errorf("appends %q, ended %v", api.appends, api.ended)
+		if got := b.api.summary(); got != "[]" {
+			t.Errorf("batches after stop: %s", got)
+		}
+	})
+
+	t.Run("HeartbeatWhenDueAndBatchNumbersGrow", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, time.Hour)
+		b.w.lastBeat = time.Now().Add(-time.Minute)
+		if !b.c.heartbeatsDue() {
+			t.Fatal("no heartbeat due after a minute")
+		}
+		b.c.flush(ctx)
+		a, _ := b.w.startBlock("text", nil)
+		b.c.flush(ctx)
+		_ = a
+		if got, want := b.api.summary(), "[[heartbeat] [start_block]]"; got != want {
+			t.Errorf("batches %s, want %s", got, want)
+		}
+		if b.c.heartbeatsDue() {
+			t.Error("a heartbeat is due right after one")
+		}
+		if n := b.api.numbers; len(n) != 2 || n[1] != n[0]+1 {
+			t.Errorf("batch numbers %v", n)
 		}
 	})
 }

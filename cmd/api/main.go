@@ -127,6 +127,11 @@ type Config struct {
 	// the replies in flight at SIGTERM (CONVO_DRAIN_TIMEOUT,
 	// --drain-timeout); those still running then are failed.
 	DrainTimeout time.Duration
+	// DBMaxConns bounds the API's pool of connections: RPCs, snapshots,
+	// the hub's reads and maintenance (CONVO_DB_MAX_CONNS,
+	// --db-max-conns). The workers have their own pool
+	// (CONVO_WORKER_DB_CONNS); see connectionUses.
+	DBMaxConns int
 	// Workers configures the in-process workers (CONVO_WORKERS and the
 	// model settings; see package worker).
 	Workers worker.Settings
@@ -143,13 +148,15 @@ type Main struct {
 	// Stdout receives the human-readable start banner.
 	Stdout io.Writer
 
-	cluster  *pgembed.Cluster
-	pool     *pgxpool.Pool
-	store    *postgres.Store
-	hub      *wire.Hub
-	workers  *worker.Pool
-	listener net.Listener
-	metrics  *serverMetrics
+	cluster *pgembed.Cluster
+	pool    *pgxpool.Pool
+	store   *postgres.Store
+	hub     *wire.Hub
+	workers *worker.Pool
+	// workerPool is the in-process workers' pool (CONVO_WORKER_DB_CONNS).
+	workerPool *pgxpool.Pool
+	listener   net.Listener
+	metrics    *serverMetrics
 	// auth authenticates requests; stopAuth ends its JWKS refreshes.
 	auth     auth.Authenticator
 	stopAuth context.CancelFunc
@@ -179,7 +186,8 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
-			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
+			DBMaxConns: 16,
+			Workers:    worker.DefaultSettings(), Limits: DefaultLimits(),
 		},
 		Stdout: os.Stdout,
 	}
@@ -232,6 +240,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			*dst = d
 		}
 	}
+	if v := getenv("CONVO_DB_MAX_CONNS"); v != "" {
+		if _, err := fmt.Sscan(v, &c.DBMaxConns); err != nil {
+			return fmt.Errorf("CONVO_DB_MAX_CONNS: %q is not a whole number", v)
+		}
+	}
 	if v := getenv("CONVO_EMBED_PORT"); v != "" {
 		if _, err := fmt.Sscan(v, &c.EmbedPort); err != nil {
 			return fmt.Errorf("CONVO_EMBED_PORT: %q is not a port number", v)
@@ -247,6 +260,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (CONVO_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
 	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL (CONVO_EMBED_PORT); a free one is used when it is taken")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connections the API's pool may open (CONVO_DB_MAX_CONNS); the workers' are --worker-db-conns")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
 	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed (RS256, ES256, EdDSA, …) by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
@@ -284,6 +298,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		if d < 0 {
 			return fmt.Errorf("%s %v: want a duration of 0 or more", name, d)
 		}
+	}
+	if c.DBMaxConns < 2 {
+		return fmt.Errorf("--db-max-conns %d: want 2 or more", c.DBMaxConns)
 	}
 	if c.MigrateOnly && c.DatabaseURL == "" {
 		return errors.New("--migrate needs DATABASE_URL (or --database-url): the database to migrate")
@@ -334,13 +351,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
-	// Each in-process worker holds up to two connections (writes and
-	// heartbeats); the API needs its own besides.
-	poolConfig.MaxConns = max(poolConfig.MaxConns, int32(2*m.Config.Workers.Workers+8))
+	poolConfig.MaxConns = int32(m.Config.DBMaxConns)
 	if m.pool, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
 		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
 	}
 	m.store = postgres.New(m.pool)
+	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {
+		return err
+	}
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
 	}
@@ -353,8 +371,19 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("workers: %w", err)
 	}
 	workerConfig.Listener = m.pgListener
+	// The workers write through a pool of their own, so that the API's
+	// load never holds up a reply's writes, nor the workers' the API.
+	workerDB := m.pool // unused without workers
+	if m.Config.Workers.Workers > 0 {
+		workerPoolConfig := poolConfig.Copy()
+		workerPoolConfig.MaxConns = int32(m.Config.Workers.DBConns)
+		if m.workerPool, err = pgxpool.NewWithConfig(ctx, workerPoolConfig); err != nil {
+			return fmt.Errorf("connect to %s: %w", redact(dsn), err)
+		}
+		workerDB = m.workerPool
+	}
 	// The workers outlive ctx (SIGTERM ends it in main): Close drains them.
-	if m.workers, err = worker.Start(context.WithoutCancel(ctx), m.pool, workerConfig); err != nil {
+	if m.workers, err = worker.Start(context.WithoutCancel(ctx), workerDB, workerConfig); err != nil {
 		return fmt.Errorf("start workers: %w", err)
 	}
 	m.metrics.registry.MustRegister(m.workers)
@@ -442,6 +471,17 @@ func (m *Main) newAuthenticator(ctx context.Context) (auth.Authenticator, error)
 	return auth.Authenticator{}, nil
 }
 
+// connectionUses lists the connections this server opens to PostgreSQL,
+// each bounded by its setting. The replication connection of the logical
+// feed is a WAL sender, which max_wal_senders bounds instead.
+func (m *Main) connectionUses() []postgres.ConnectionUse {
+	uses := []postgres.ConnectionUse{{What: "API pool", Conns: m.Config.DBMaxConns, Setting: "CONVO_DB_MAX_CONNS"}}
+	if m.Config.Workers.Workers > 0 {
+		uses = append(uses, postgres.ConnectionUse{What: "worker pool", Conns: m.Config.Workers.DBConns, Setting: "CONVO_WORKER_DB_CONNS"})
+	}
+	return append(uses, postgres.ConnectionUse{What: "listener", Conns: 1})
+}
+
 // startEmbedded starts (or reuses the data of) the private PostgreSQL and
 // returns the connection string of its convo database.
 func (m *Main) startEmbedded(ctx context.Context) (string, error) {
@@ -450,6 +490,9 @@ func (m *Main) startEmbedded(ctx context.Context) (string, error) {
 		Port:    m.Config.EmbedPort,
 		Logical: true,
 		Logger:  m.Logger,
+		// Room for this server's pools, and as much again for outside
+		// workers and psql.
+		MaxConnections: max(pgembed.DefaultMaxConnections, 2*postgres.TotalConnections(m.connectionUses())+10),
 	})
 	if err != nil {
 		return "", fmt.Errorf("no DATABASE_URL, and the embedded PostgreSQL did not start: %w", err)
@@ -484,6 +527,10 @@ func (m *Main) Close() error {
 		m.stopListener()
 	}
 	m.background.Wait()
+	if m.workerPool != nil {
+		m.workerPool.Close()
+		m.workerPool = nil
+	}
 	if m.pool != nil {
 		m.pool.Close()
 		m.pool = nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -30,7 +33,8 @@ import (
 	"github.com/convo-dev/convo/pglisten"
 )
 
-// The fault soak: writers stream replies through the SQL worker API into a
+// The fault soak: writers stream replies through the SQL worker API (two
+// of them several replies per transaction, with convo.write_batch) into a
 // few conversations while subscribers follow them over Connect and SSE
 // (joining at random moments, dropping and resuming, some reading slowly)
 // from two servers, and a driver injects faults at random: the LISTEN
@@ -117,8 +121,15 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 
 	run, stopRun := context.WithCancel(ctx)
 	var writers, readers sync.WaitGroup
+	// Two writers write as the worker runtime does, several replies per
+	// transaction (convo.write_batch); one calls the single functions, as
+	// a simple worker would.
 	for w := range 3 {
-		writers.Go(func() { s.write(run, w) })
+		if w < 2 {
+			writers.Go(func() { s.writeBatches(run, w) })
+		} else {
+			writers.Go(func() { s.write(run, w) })
+		}
 	}
 	subs := make([]*soakSubscriber, subscribers)
 	for i := range subs {
@@ -258,8 +269,12 @@ func (s *soak) call(ctx context.Context, sql string, args ...any) (string, error
 func (s *soak) write(ctx context.Context, w int) {
 	for n := 0; !s.stop.Load(); n++ {
 		conv := s.conversations[rand.IntN(len(s.conversations))]
-		prompt, err := s.call(ctx, `SELECT (convo.send_message('local', $1::uuid, 'again', '[{}]')).prompt_ids[1]::text`, conv)
-		if err != nil {
+		if _, err := s.call(ctx, `SELECT (convo.send_message('local', $1::uuid, 'again', '[{}]')).prompt_ids[1]::text`, conv); err != nil {
+			return
+		}
+		// Claimed, as every writer does: any writer may get any prompt.
+		prompt, err := s.call(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 60)`, fmt.Sprintf("soak-writer-%d", w))
+		if err != nil || prompt == "" {
 			return
 		}
 		if _, err := s.call(ctx, `SELECT convo.start_prompt($1::uuid)::text`, prompt); err != nil {
@@ -281,6 +296,64 @@ func (s *soak) write(ctx context.Context, w int) {
 		if _, err := s.call(ctx, `SELECT convo.complete_prompt($1::uuid)::text`, prompt); err != nil {
 			return
 		}
+	}
+}
+
+// soakReply is a reply a batch writer has in flight.
+type soakReply struct {
+	prompt, block string
+	appends       int
+}
+
+// writeBatches streams three replies at a time into random conversations
+// through convo.write_batch, one call per round for all of them, until
+// s.stop is set. A call that fails (PostgreSQL restarting) is sent again
+// with the same number, which write_batch applies once.
+func (s *soak) writeBatches(ctx context.Context, w int) {
+	worker := fmt.Sprintf("soak-batcher-%d", w)
+	var replies []*soakReply
+	for batch := int64(1); !s.stop.Load(); batch++ {
+		var ops []map[string]any
+		for len(replies) < 3 {
+			conv := s.conversations[rand.IntN(len(s.conversations))]
+			if _, err := s.call(ctx, `SELECT (convo.send_message('local', $1::uuid, 'again', '[{}]')).prompt_ids[1]::text`, conv); err != nil {
+				return
+			}
+			prompt, err := s.call(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 60)`, worker)
+			if err != nil || prompt == "" {
+				return
+			}
+			r := &soakReply{prompt: prompt, block: uuid.NewString()}
+			replies = append(replies, r)
+			ops = append(ops, map[string]any{"op": "start_prompt", "prompt": prompt},
+				map[string]any{"op": "start_block", "prompt": prompt, "block": r.block, "type": "text"})
+		}
+		var done []*soakReply
+		for _, r := range replies {
+			r.appends++
+			ops = append(ops, map[string]any{"op": "append", "prompt": r.prompt, "block": r.block, "seq": r.appends,
+				"text": fmt.Sprintf("b%d.%d.%d ", w, batch, r.appends)})
+			if r.appends >= 20+rand.IntN(40) {
+				ops = append(ops, map[string]any{"op": "complete_prompt", "prompt": r.prompt})
+				done = append(done, r)
+			}
+		}
+		encoded, err := json.Marshal(ops)
+		if err != nil {
+			s.t.Error(err)
+			return
+		}
+		refused, err := s.call(ctx, `SELECT count(*)::text FROM convo.write_batch($1, $2, $3::jsonb)`, worker, batch, encoded)
+		if err != nil {
+			return
+		}
+		if refused != "0" {
+			s.t.Errorf("write_batch refused %s replies of batch %d of %s", refused, batch, worker)
+			return
+		}
+		s.deltas.Add(int64(len(replies)))
+		replies = slices.DeleteFunc(replies, func(r *soakReply) bool { return slices.Contains(done, r) })
+		sleep(ctx, 5*time.Millisecond)
 	}
 }
 

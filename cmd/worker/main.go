@@ -161,15 +161,21 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
-	// A write and a heartbeat per worker, and room for the context reads.
-	poolConfig.MaxConns = int32(max(4, 2*cfg.Workers+2))
+	// However many prompts run at once (see worker.Start).
+	poolConfig.MaxConns = int32(m.Config.Worker.DBConns)
 	if m.db, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
 		return fmt.Errorf("connect to the database: %w", err)
+	}
+	store := postgres.New(m.db)
+	if err := store.CheckConnections(ctx, []postgres.ConnectionUse{
+		{What: "worker pool", Conns: m.Config.Worker.DBConns, Setting: "CONVO_WORKER_DB_CONNS"},
+		{What: "listener", Conns: 1},
+	}); err != nil {
+		return err
 	}
 	if m.workers, err = worker.Start(ctx, m.db, cfg); err != nil {
 		return err
 	}
-	store := postgres.New(m.db)
 	loops := maintenance.New(maintenance.Options{
 		Store: store, ReapEvery: m.reapEvery, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
 	})

@@ -323,25 +323,27 @@ BEGIN
 END;
 $$;
 
--- start_block (00002) again, now recording start_seq: the conversation is
--- locked (by _running_prompt), so blockStart takes its last_seq + 1.
-CREATE OR REPLACE FUNCTION convo.start_block(prompt_id uuid, block_type text, metadata jsonb DEFAULT '{}')
+-- _start_block is start_block with the block's id chosen by the caller
+-- (write_batch takes it from the worker, which needs no answer to go on).
+-- It records start_seq: the conversation is locked (by _running_prompt),
+-- so blockStart takes its last_seq + 1.
+CREATE OR REPLACE FUNCTION convo._start_block(p_prompt_id uuid, p_block_id uuid, p_block_type text, p_metadata jsonb)
 RETURNS uuid
 LANGUAGE plpgsql AS $$
 DECLARE
     v_prompt convo.prompts;
     v_block  convo.blocks;
 BEGIN
-    IF block_type IS NULL OR block_type !~ '^[a-z][a-z0-9_]{0,63}$' THEN
-        RAISE EXCEPTION 'start_block: block_type % is not a lower_snake name of at most 64 characters', block_type
+    IF p_block_type IS NULL OR p_block_type !~ '^[a-z][a-z0-9_]{0,63}$' THEN
+        RAISE EXCEPTION 'start_block: block_type % is not a lower_snake name of at most 64 characters', p_block_type
             USING ERRCODE = 'CV003';
     END IF;
-    PERFORM convo._check_metadata(metadata);
-    v_prompt := convo._running_prompt(start_block.prompt_id, 'start_block');
-    INSERT INTO convo.blocks (conversation_id, message_id, prompt_id, position, block_type, status, metadata, start_seq)
-    VALUES (v_prompt.conversation_id, v_prompt.message_id, v_prompt.id,
+    PERFORM convo._check_metadata(p_metadata);
+    v_prompt := convo._running_prompt(p_prompt_id, 'start_block');
+    INSERT INTO convo.blocks (id, conversation_id, message_id, prompt_id, position, block_type, status, metadata, start_seq)
+    VALUES (p_block_id, v_prompt.conversation_id, v_prompt.message_id, v_prompt.id,
             (SELECT coalesce(max(b.position) + 1, 0) FROM convo.blocks b WHERE b.message_id = v_prompt.message_id),
-            start_block.block_type, 'streaming', coalesce(start_block.metadata, '{}'),
+            p_block_type, 'streaming', coalesce(p_metadata, '{}'),
             (SELECT c.last_seq + 1 FROM convo.conversations c WHERE c.id = v_prompt.conversation_id))
     RETURNING * INTO v_block;
     PERFORM convo._append_event(v_prompt.conversation_id, 'blockStart',
@@ -351,6 +353,14 @@ BEGIN
         v_prompt.id, v_block.id);
     RETURN v_block.id;
 END;
+$$;
+
+-- start_block opens a streaming block of a running prompt and returns its
+-- id. Event: blockStart.
+CREATE OR REPLACE FUNCTION convo.start_block(prompt_id uuid, block_type text, metadata jsonb DEFAULT '{}')
+RETURNS uuid
+LANGUAGE sql AS $$
+    SELECT convo._start_block(start_block.prompt_id, gen_random_uuid(), start_block.block_type, start_block.metadata)
 $$;
 
 -- _streaming_block locks the block's conversation and returns the block,
@@ -493,24 +503,24 @@ BEGIN
 END;
 $$;
 
--- start_tool_call records a call of the tool name with input on a tool_use
--- block (streaming or ended) of a running prompt, and returns its id. One
--- block holds at most one tool call. Event: toolCallStarted.
-CREATE OR REPLACE FUNCTION convo.start_tool_call(block_id uuid, name text, input jsonb) RETURNS uuid
+-- _start_tool_call is start_tool_call with the call's id chosen by the
+-- caller (write_batch).
+CREATE OR REPLACE FUNCTION convo._start_tool_call(p_block_id uuid, p_tool_call_id uuid, p_name text, p_input jsonb)
+RETURNS uuid
 LANGUAGE plpgsql AS $$
 DECLARE
     v_block convo.blocks;
     v_call  convo.tool_calls;
 BEGIN
-    IF name IS NULL OR name = '' THEN
+    IF p_name IS NULL OR p_name = '' THEN
         RAISE EXCEPTION 'start_tool_call: name must not be empty' USING ERRCODE = 'CV003';
     END IF;
-    IF input IS NULL THEN
+    IF p_input IS NULL THEN
         RAISE EXCEPTION 'start_tool_call: input must be JSON, not NULL' USING ERRCODE = 'CV003';
     END IF;
-    SELECT * INTO v_block FROM convo.blocks b WHERE b.id = start_tool_call.block_id;
+    SELECT * INTO v_block FROM convo.blocks b WHERE b.id = p_block_id;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'start_tool_call: block % does not exist', start_tool_call.block_id USING ERRCODE = 'CV001';
+        RAISE EXCEPTION 'start_tool_call: block % does not exist', p_block_id USING ERRCODE = 'CV001';
     END IF;
     IF v_block.prompt_id IS NULL THEN
         RAISE EXCEPTION 'start_tool_call: block % belongs to a user message', v_block.id USING ERRCODE = 'CV002';
@@ -523,14 +533,22 @@ BEGIN
     IF EXISTS (SELECT 1 FROM convo.tool_calls t WHERE t.block_id = v_block.id) THEN
         RAISE EXCEPTION 'start_tool_call: block % already has a tool call', v_block.id USING ERRCODE = 'CV002';
     END IF;
-    INSERT INTO convo.tool_calls (conversation_id, block_id, prompt_id, name, input, status)
-    VALUES (v_block.conversation_id, v_block.id, v_block.prompt_id, start_tool_call.name, start_tool_call.input, 'started')
+    INSERT INTO convo.tool_calls (id, conversation_id, block_id, prompt_id, name, input, status)
+    VALUES (p_tool_call_id, v_block.conversation_id, v_block.id, v_block.prompt_id, p_name, p_input, 'started')
     RETURNING * INTO v_call;
     PERFORM convo._append_event(v_block.conversation_id, 'toolCallStarted',
         jsonb_build_object('toolCall', convo._tool_call_json(v_call), 'input', v_call.input),
         v_call.prompt_id, v_call.block_id, v_call.id);
     RETURN v_call.id;
 END;
+$$;
+
+-- start_tool_call records a call of the tool name with input on a tool_use
+-- block (streaming or ended) of a running prompt, and returns its id. One
+-- block holds at most one tool call. Event: toolCallStarted.
+CREATE OR REPLACE FUNCTION convo.start_tool_call(block_id uuid, name text, input jsonb) RETURNS uuid
+LANGUAGE sql AS $$
+    SELECT convo._start_tool_call(start_tool_call.block_id, gen_random_uuid(), start_tool_call.name, start_tool_call.input)
 $$;
 
 -- _open_tool_call locks the call's conversation and returns the call,

@@ -49,3 +49,16 @@ SELECT convo.complete_tool_call(@tool_call_id::uuid, sqlc.narg(output)::text);
 
 -- name: ToolCallFail :exec
 SELECT convo.fail_tool_call(@tool_call_id::uuid, @error::text);
+
+-- name: PromptClaimMany :many
+-- Up to max_prompts claimed prompts, in the order claimed.
+SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
+       c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
+       c.attempts::int AS attempts
+  FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int) c;
+
+-- name: BatchWrite :many
+-- One row per refused prompt; see convo.write_batch (db/functions/batch.sql).
+SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
+       b.code::text AS code, b.message::text AS message
+  FROM convo.write_batch(@worker::text, @batch::bigint, @ops::jsonb) b;

@@ -118,3 +118,10 @@ type ConvoToolCall struct {
 	StartedAt      time.Time
 	EndedAt        *time.Time
 }
+
+type ConvoWorkerBatch struct {
+	Worker    string
+	Batch     int64
+	Refused   json.RawMessage
+	WrittenAt time.Time
+}

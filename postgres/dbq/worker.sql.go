@@ -12,6 +12,51 @@ import (
 	"github.com/google/uuid"
 )
 
+const batchWrite = `-- name: BatchWrite :many
+SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
+       b.code::text AS code, b.message::text AS message
+  FROM convo.write_batch($1::text, $2::bigint, $3::jsonb) b
+`
+
+type BatchWriteParams struct {
+	Worker string
+	Batch  int64
+	Ops    json.RawMessage
+}
+
+type BatchWriteRow struct {
+	PromptID uuid.UUID
+	OpIndex  int32
+	Code     string
+	Message  string
+}
+
+// One row per refused prompt; see convo.write_batch (db/functions/batch.sql).
+func (q *Queries) BatchWrite(ctx context.Context, arg BatchWriteParams) ([]BatchWriteRow, error) {
+	rows, err := q.db.Query(ctx, batchWrite, arg.Worker, arg.Batch, arg.Ops)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []BatchWriteRow
+	for rows.Next() {
+		var i BatchWriteRow
+		if err := rows.Scan(
+			&i.PromptID,
+			&i.OpIndex,
+			&i.Code,
+			&i.Message,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const blockAppend = `-- name: BlockAppend :exec
 SELECT convo.append_block($1::uuid, $2::text, $3::int)
 `
@@ -92,6 +137,54 @@ func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]Pro
 	var items []PromptClaimRow
 	for rows.Next() {
 		var i PromptClaimRow
+		if err := rows.Scan(
+			&i.PromptID,
+			&i.ConversationID,
+			&i.MessageID,
+			&i.ModelConfig,
+			&i.Attempts,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const promptClaimMany = `-- name: PromptClaimMany :many
+SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
+       c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
+       c.attempts::int AS attempts
+  FROM convo.claim_prompts($1::text, $2::int, $3::int) c
+`
+
+type PromptClaimManyParams struct {
+	Worker       string
+	LeaseSeconds int32
+	MaxPrompts   int32
+}
+
+type PromptClaimManyRow struct {
+	PromptID       uuid.UUID
+	ConversationID uuid.UUID
+	MessageID      uuid.UUID
+	ModelConfig    json.RawMessage
+	Attempts       int32
+}
+
+// Up to max_prompts claimed prompts, in the order claimed.
+func (q *Queries) PromptClaimMany(ctx context.Context, arg PromptClaimManyParams) ([]PromptClaimManyRow, error) {
+	rows, err := q.db.Query(ctx, promptClaimMany, arg.Worker, arg.LeaseSeconds, arg.MaxPrompts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PromptClaimManyRow
+	for rows.Next() {
+		var i PromptClaimManyRow
 		if err := rows.Scan(
 			&i.PromptID,
 			&i.ConversationID,

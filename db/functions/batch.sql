@@ -1,0 +1,305 @@
+-- The batch form of the SQL worker API: one call writes the pending output
+-- of many replies in one transaction (docs/worker-api.md, "Many replies in
+-- one transaction").
+--
+-- The current definition of each function; db.Migrate applies this file
+-- after the migrations (CREATE OR REPLACE), so a change to a function is
+-- an edit here. See db/README.md.
+
+-- claim_prompts claims up to max_prompts prompts for worker at once, as
+-- that many calls of claim_prompt in one transaction would (owners served
+-- round-robin), and returns them in the order claimed.
+CREATE OR REPLACE FUNCTION convo.claim_prompts(worker text, lease_seconds integer, max_prompts integer)
+RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_claimed record;
+BEGIN
+    IF max_prompts IS NULL OR max_prompts < 1 OR max_prompts > 1000 THEN
+        RAISE EXCEPTION 'claim_prompts: max_prompts must be between 1 and 1000, got %', max_prompts
+            USING ERRCODE = 'CV003';
+    END IF;
+    FOR i IN 1..max_prompts LOOP
+        SELECT * INTO v_claimed FROM convo.claim_prompt(claim_prompts.worker, claim_prompts.lease_seconds);
+        EXIT WHEN v_claimed.prompt_id IS NULL;
+        prompt_id := v_claimed.prompt_id;
+        conversation_id := v_claimed.conversation_id;
+        message_id := v_claimed.message_id;
+        model_config := v_claimed.model_config;
+        attempts := v_claimed.attempts;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+
+-- _batch_owner raises CV001 unless the block (or tool call) exists and
+-- belongs to the prompt an op of write_batch names: a batch writes only
+-- into the replies it says it writes.
+CREATE OR REPLACE FUNCTION convo._batch_owner(p_prompt_id uuid, p_block_id uuid, p_tool_call_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_block_id IS NOT NULL THEN
+        PERFORM 1 FROM convo.blocks b WHERE b.id = p_block_id AND b.prompt_id = p_prompt_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'write_batch: block % does not exist in prompt %', p_block_id, p_prompt_id
+                USING ERRCODE = 'CV001';
+        END IF;
+    END IF;
+    IF p_tool_call_id IS NOT NULL THEN
+        PERFORM 1 FROM convo.tool_calls t WHERE t.id = p_tool_call_id AND t.prompt_id = p_prompt_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'write_batch: tool call % does not exist in prompt %', p_tool_call_id, p_prompt_id
+                USING ERRCODE = 'CV001';
+        END IF;
+    END IF;
+END;
+$$;
+
+-- _batch_uuid reads the uuid field of an op, raising CV003 when it is
+-- missing or malformed.
+CREATE OR REPLACE FUNCTION convo._batch_uuid(p_op jsonb, p_field text) RETURNS uuid
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_text text := p_op->>p_field;
+BEGIN
+    IF v_text IS NULL OR v_text !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' THEN
+        RAISE EXCEPTION 'write_batch: op "%" needs "%" (a uuid), got %', p_op->>'op', p_field, coalesce((p_op->p_field)::text, 'nothing')
+            USING ERRCODE = 'CV003';
+    END IF;
+    RETURN v_text::uuid;
+END;
+$$;
+
+-- _batch_apply applies one op of write_batch: the worker API function of
+-- its kind, with the same checks and events. The caller holds the locks of
+-- every conversation of the batch.
+CREATE OR REPLACE FUNCTION convo._batch_apply(p_worker text, p_prompt_id uuid, p_op jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_kind     text := p_op->>'op';
+    v_block_id uuid;
+    v_call_id  uuid;
+    v_seq      integer;
+BEGIN
+    CASE v_kind
+    WHEN 'append' THEN
+        v_block_id := convo._batch_uuid(p_op, 'block');
+        IF jsonb_typeof(p_op->'seq') IS DISTINCT FROM 'number' THEN
+            RAISE EXCEPTION 'write_batch: op "append" needs "seq", the number of this append to its block (1, 2, 3, …)'
+                USING ERRCODE = 'CV003';
+        END IF;
+        v_seq := (p_op->>'seq')::integer;
+        PERFORM convo._batch_owner(p_prompt_id, v_block_id, NULL);
+        PERFORM convo.append_block(v_block_id, coalesce(p_op->>'text', ''), v_seq);
+    WHEN 'start_prompt' THEN
+        PERFORM convo.start_prompt(p_prompt_id);
+    WHEN 'heartbeat' THEN
+        PERFORM convo.heartbeat(p_prompt_id, p_worker);
+    WHEN 'start_block' THEN
+        PERFORM convo._start_block(p_prompt_id, convo._batch_uuid(p_op, 'block'), p_op->>'type',
+                                   coalesce(p_op->'metadata', '{}'));
+    WHEN 'end_block' THEN
+        v_block_id := convo._batch_uuid(p_op, 'block');
+        PERFORM convo._batch_owner(p_prompt_id, v_block_id, NULL);
+        PERFORM convo.end_block(v_block_id, p_op->'metadata');
+    WHEN 'start_tool_call' THEN
+        v_block_id := convo._batch_uuid(p_op, 'block');
+        PERFORM convo._batch_owner(p_prompt_id, v_block_id, NULL);
+        PERFORM convo._start_tool_call(v_block_id, convo._batch_uuid(p_op, 'toolCall'), p_op->>'name', p_op->'input');
+    WHEN 'tool_progress' THEN
+        v_call_id := convo._batch_uuid(p_op, 'toolCall');
+        PERFORM convo._batch_owner(p_prompt_id, NULL, v_call_id);
+        PERFORM convo.tool_call_progress(v_call_id, coalesce(p_op->>'text', ''));
+    WHEN 'complete_tool_call' THEN
+        v_call_id := convo._batch_uuid(p_op, 'toolCall');
+        PERFORM convo._batch_owner(p_prompt_id, NULL, v_call_id);
+        PERFORM convo.complete_tool_call(v_call_id, p_op->>'output');
+    WHEN 'fail_tool_call' THEN
+        v_call_id := convo._batch_uuid(p_op, 'toolCall');
+        PERFORM convo._batch_owner(p_prompt_id, NULL, v_call_id);
+        PERFORM convo.fail_tool_call(v_call_id, p_op->>'error');
+    WHEN 'complete_prompt' THEN
+        PERFORM convo.complete_prompt(p_prompt_id);
+    WHEN 'fail_prompt' THEN
+        PERFORM convo.fail_prompt(p_prompt_id, p_op->>'error');
+    END CASE;
+END;
+$$;
+
+-- write_batch applies ops, the pending output of any number of replies
+-- (prompts) that worker holds, in one transaction: each op is one call of
+-- the worker API (see docs/worker-api.md for the op kinds and their
+-- fields), applied in the order given, so each reply's events keep their
+-- order and every conversation's seqs stay gap-free.
+--
+-- A reply whose write is refused never fails the others: when an op
+-- raises (its prompt was cancelled or deleted, is no longer worker's,
+-- writes to an ended block, …), the ops of that prompt from that one on are
+-- left out and the rest of the batch is applied again without them. The
+-- result has one row per refused prompt: the index (0-based) in ops of the
+-- first op not applied (every earlier op of that prompt was applied) and
+-- the error's SQLSTATE and message. No row: everything was applied.
+--
+-- batch numbers worker's calls and must grow from call to call. A call
+-- with the number of the last batch applied for worker applies nothing and
+-- answers as that batch did: a worker that lost the answer (its connection
+-- broke around the commit) sends the same batch again. A smaller number
+-- raises CV002. Malformed input (no worker, ops not an array of objects
+-- each naming its "prompt" and a known "op") raises CV003 and changes
+-- nothing.
+--
+-- Each conversation written gets one notification for the whole batch
+-- (convo_events '<conversation id>:<last seq>') instead of one per event.
+CREATE OR REPLACE FUNCTION convo.write_batch(worker text, batch bigint, ops jsonb)
+RETURNS TABLE (prompt_id uuid, op_index integer, code text, message text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_kinds    constant text[] := ARRAY['start_prompt', 'heartbeat', 'start_block', 'append', 'end_block',
+                                        'start_tool_call', 'tool_progress', 'complete_tool_call',
+                                        'fail_tool_call', 'complete_prompt', 'fail_prompt'];
+    v_mark     convo.worker_batches;
+    v_notify   text := current_setting('convo.notify_events', true);
+    v_uuid     constant text := '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$';
+    -- the batch's prompts, and the index of each one's first op
+    v_prompts  uuid[];
+    v_firsts   integer[];
+    v_n        integer;
+    -- refused: prompt id -> {"index", "code", "message"}
+    v_refused  jsonb := '{}';
+    v_prompt   convo.prompts;
+    v_id       uuid;
+    v_op       jsonb;
+    v_index    integer;
+    v_limit    integer;
+BEGIN
+    IF worker IS NULL OR worker = '' THEN
+        RAISE EXCEPTION 'write_batch: worker must be a non-empty name' USING ERRCODE = 'CV003';
+    END IF;
+    IF batch IS NULL THEN
+        RAISE EXCEPTION 'write_batch: batch must be a number that grows with each call of the worker'
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF ops IS NULL OR jsonb_typeof(ops) <> 'array' THEN
+        RAISE EXCEPTION 'write_batch: ops must be a JSON array of ops, got %', coalesce(jsonb_typeof(ops), 'NULL')
+            USING ERRCODE = 'CV003';
+    END IF;
+
+    -- Exactly once: the worker's batches are applied one at a time, in
+    -- the order of their numbers.
+    INSERT INTO convo.worker_batches AS w (worker, batch) VALUES (write_batch.worker, -1)
+        ON CONFLICT ON CONSTRAINT worker_batches_pkey DO NOTHING;
+    IF FOUND THEN
+        -- A new worker: forget the marks of workers silent for a day (a
+        -- worker sends a batch again within seconds).
+        DELETE FROM convo.worker_batches w WHERE w.written_at < now() - interval '1 day';
+    END IF;
+    SELECT * INTO v_mark FROM convo.worker_batches w WHERE w.worker = write_batch.worker FOR UPDATE;
+    IF v_mark.batch = write_batch.batch THEN
+        RETURN QUERY
+        SELECT (r->>'prompt')::uuid, (r->>'index')::integer, r->>'code', r->>'message'
+          FROM jsonb_array_elements(v_mark.refused) r;
+        RETURN;
+    ELSIF v_mark.batch > write_batch.batch THEN
+        RAISE EXCEPTION 'write_batch: batch % of worker % comes after batch %, which was applied already',
+            v_mark.batch, write_batch.worker, write_batch.batch USING ERRCODE = 'CV002',
+            HINT = 'number each call of a worker higher than the one before';
+    END IF;
+
+    -- The shape of every op.
+    SELECT x.o, (x.i - 1)::integer INTO v_op, v_index
+      FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i)
+     WHERE jsonb_typeof(x.o) <> 'object'
+        OR NOT coalesce(x.o->>'op' = ANY (v_kinds), false)
+        OR NOT coalesce(x.o->>'prompt' ~* v_uuid, false)
+     ORDER BY x.i
+     LIMIT 1;
+    IF FOUND THEN
+        IF jsonb_typeof(v_op) <> 'object' THEN
+            RAISE EXCEPTION 'write_batch: ops[%] must be a JSON object, got %', v_index, jsonb_typeof(v_op)
+                USING ERRCODE = 'CV003';
+        ELSIF NOT coalesce(v_op->>'op' = ANY (v_kinds), false) THEN
+            RAISE EXCEPTION 'write_batch: ops[%].op must be one of %, got %', v_index,
+                array_to_string(v_kinds, ', '), coalesce((v_op->'op')::text, 'nothing') USING ERRCODE = 'CV003';
+        END IF;
+        RAISE EXCEPTION 'write_batch: ops[%].prompt must be a uuid, got %', v_index,
+            coalesce((v_op->'prompt')::text, 'nothing') USING ERRCODE = 'CV003';
+    END IF;
+    -- The batch's prompts, each with the index of its first op.
+    SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id) INTO v_prompts, v_firsts
+      FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first
+              FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i)
+             GROUP BY 1) f;
+
+    -- Lock the batch's conversations in one order, so that two batches
+    -- writing to the same conversations (the two replies of an A/B
+    -- comparison held by two processes) never deadlock.
+    PERFORM 1 FROM convo.conversations c
+     WHERE c.id IN (SELECT p.conversation_id FROM convo.prompts p WHERE p.id = ANY (v_prompts))
+     ORDER BY c.id
+       FOR NO KEY UPDATE OF c;
+
+    -- Refuse up front the prompts that are gone, finished or not worker's:
+    -- the usual refusals (a cancel, a deleted conversation, a lost lease)
+    -- cost no second pass.
+    FOR v_n IN 1..coalesce(array_length(v_prompts, 1), 0) LOOP
+        v_id := v_prompts[v_n];
+        v_index := v_firsts[v_n];
+        SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = v_id;
+        IF NOT FOUND THEN
+            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
+                'code', 'CV001', 'message', format('write_batch: prompt %s does not exist', v_id)));
+        ELSIF v_prompt.status NOT IN ('queued', 'running') THEN
+            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
+                'code', 'CV002', 'message', format('write_batch: prompt %s is %s, not running', v_id, v_prompt.status)));
+        ELSIF v_prompt.worker IS DISTINCT FROM write_batch.worker THEN
+            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
+                'code', 'CV002', 'message', format('write_batch: prompt %s is held by %s, not by %s', v_id,
+                    coalesce(v_prompt.worker, 'no worker'), write_batch.worker)));
+        END IF;
+    END LOOP;
+
+    -- Apply. An op that raises rolls back this attempt (one subtransaction,
+    -- so the transaction never holds more than one), its prompt is refused
+    -- from that op on, and the batch is applied again without those ops.
+    -- Each pass refuses one more op, so the loop ends. Errors that are not
+    -- about an op (a deadlock, a shutdown, an out-of-memory) abort the
+    -- whole call.
+    PERFORM set_config('convo.notify_events', 'off', true);
+    LOOP
+        BEGIN
+            FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
+                v_id := (v_op->>'prompt')::uuid;
+                IF v_refused <> '{}' THEN
+                    v_limit := (v_refused->v_id::text->>'index')::integer;
+                    CONTINUE WHEN v_limit IS NOT NULL AND v_index >= v_limit;
+                END IF;
+                PERFORM convo._batch_apply(write_batch.worker, v_id, v_op);
+            END LOOP;
+            EXIT;
+        EXCEPTION WHEN OTHERS THEN
+            IF left(SQLSTATE, 2) IN ('40', '53', '57', '58', 'XX') THEN
+                RAISE;
+            END IF;
+            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
+                'code', SQLSTATE, 'message', SQLERRM));
+        END;
+    END LOOP;
+    PERFORM set_config('convo.notify_events', coalesce(v_notify, ''), true);
+
+    IF v_notify IS DISTINCT FROM 'off' THEN
+        PERFORM convo._notify_event(c.id, c.last_seq)
+           FROM convo.conversations c
+          WHERE c.id IN (SELECT p.conversation_id FROM convo.prompts p WHERE p.id = ANY (v_prompts));
+    END IF;
+
+    UPDATE convo.worker_batches w
+       SET batch = write_batch.batch, written_at = now(),
+           refused = (SELECT coalesce(jsonb_agg(r.value || jsonb_build_object('prompt', r.key) ORDER BY (r.value->>'index')::integer), '[]')
+                        FROM jsonb_each(v_refused) r)
+     WHERE w.worker = write_batch.worker
+    RETURNING w.refused INTO v_mark.refused;
+    RETURN QUERY
+    SELECT (r->>'prompt')::uuid, (r->>'index')::integer, r->>'code', r->>'message'
+      FROM jsonb_array_elements(v_mark.refused) r;
+END;
+$$;

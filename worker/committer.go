@@ -1,0 +1,289 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// committer writes the output of every reply a Pool runs, all replies
+// together: one call of convo.write_batch (one transaction, one
+// notification per conversation) per tick, on one connection at a time,
+// whatever the number of replies. It is the group commit of the worker
+// runtime.
+//
+// Pacing: a batch starts as soon as something is waiting if the previous
+// one ended at least BatchInterval ago and the committer has been busy at
+// most half the time since; otherwise the ops wait, and the next batch
+// carries more of them (more text per delta). A reply's first text, a
+// start, an end and anything a reply waits for (writer.sync) skip the
+// interval: they go in the next batch at once.
+//
+// Each writer's ops are applied in the order it queued them. A batch is
+// retried as it was (same number, same ops) when the connection fails or
+// PostgreSQL asks for a retry; write_batch applies a batch once whatever
+// the number of tries. A reply whose ops write_batch refuses (cancelled,
+// deleted, no longer this worker's, an illegal write) fails alone.
+type committer struct {
+	api    sqlAPI
+	worker string
+	cfg    *Config
+	log    *slog.Logger
+	m      *poolMetrics
+
+	mu      sync.Mutex
+	writers map[*writer]struct{} // every open writer, for heartbeats
+	dirty   map[*writer]struct{} // writers with queued ops
+	urgent  bool
+	stopped bool
+	kick    chan struct{}
+
+	// batch is the number of the next batch; it starts from the clock so
+	// that it grows across restarts of a worker keeping its name.
+	batch int64
+}
+
+func newCommitter(api sqlAPI, worker string, cfg *Config, m *poolMetrics) *committer {
+	return &committer{
+		api: api, worker: worker, cfg: cfg, log: cfg.Logger, m: m,
+		writers: map[*writer]struct{}{}, dirty: map[*writer]struct{}{},
+		kick:  make(chan struct{}, 1),
+		batch: time.Now().UnixMicro(),
+	}
+}
+
+// register adds w; it fails once the committer has stopped.
+func (c *committer) register(w *writer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errShutdown
+	}
+	c.writers[w] = struct{}{}
+	return nil
+}
+
+func (c *committer) unregister(w *writer) {
+	c.mu.Lock()
+	delete(c.writers, w)
+	delete(c.dirty, w)
+	c.mu.Unlock()
+}
+
+// queued tells the committer that w has ops to write; urgent ones skip
+// the interval.
+func (c *committer) queued(w *writer, urgent bool) {
+	c.mu.Lock()
+	c.dirty[w] = struct{}{}
+	c.urgent = c.urgent || urgent
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run writes batches until ctx ends; then it settles every writer's
+// queued ops with errShutdown. A batch in flight is finished first.
+func (c *committer) run(ctx context.Context) {
+	defer c.shutdown()
+	heartbeats := time.NewTicker(max(c.cfg.HeartbeatInterval/4, 10*time.Millisecond))
+	defer heartbeats.Stop()
+	pace := time.NewTimer(time.Hour)
+	defer pace.Stop()
+	var lastEnd time.Time
+	var lastTook time.Duration
+	for {
+		c.mu.Lock()
+		pending, urgent := len(c.dirty) > 0, c.urgent
+		c.mu.Unlock()
+		if !pending {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.kick:
+			case <-heartbeats.C:
+				if c.heartbeatsDue() {
+					c.flush(ctx)
+				}
+			}
+			continue
+		}
+		// Busy at most half the time: a batch that took long is followed
+		// by a pause as long, in which ops gather.
+		gap := max(c.cfg.BatchInterval, lastTook)
+		if c.cfg.BatchInterval < 0 {
+			gap = 0
+		}
+		if wait := time.Until(lastEnd.Add(gap)); !urgent && wait > 0 {
+			pace.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.kick:
+				continue // perhaps urgent now
+			case <-pace.C:
+			}
+		}
+		start := time.Now()
+		c.flush(ctx)
+		lastEnd = time.Now()
+		lastTook = lastEnd.Sub(start)
+	}
+}
+
+// heartbeatsDue reports whether some writer's lease needs extending.
+func (c *committer) heartbeatsDue() bool {
+	due := time.Now().Add(-c.cfg.HeartbeatInterval)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for w := range c.writers {
+		if w.beatDue(due) {
+			return true
+		}
+	}
+	return false
+}
+
+// batchPart is what one writer put in a batch: its ops from first on.
+type batchPart struct {
+	w     *writer
+	first int
+	ops   []*op
+}
+
+// flush writes one batch: every writer's queued ops and the heartbeats
+// due.
+func (c *committer) flush(ctx context.Context) {
+	c.mu.Lock()
+	c.urgent = false
+	clear(c.dirty)
+	writers := make([]*writer, 0, len(c.writers))
+	for w := range c.writers {
+		writers = append(writers, w)
+	}
+	c.mu.Unlock()
+
+	now := time.Now()
+	due := now.Add(-c.cfg.HeartbeatInterval)
+	var parts []batchPart
+	var wire []wireOp
+	for _, w := range writers {
+		ops := w.take(due, now)
+		if len(ops) == 0 {
+			continue
+		}
+		parts = append(parts, batchPart{w: w, first: len(wire), ops: ops})
+		for _, o := range ops {
+			wire = append(wire, o.wire(w.promptID))
+		}
+	}
+	if len(wire) == 0 {
+		return
+	}
+	encoded, err := json.Marshal(wire)
+	if err != nil {
+		c.settle(parts, nil, &writeError{what: "encode the batch", err: err})
+		return
+	}
+	start := time.Now()
+	refused, err := c.write(ctx, encoded)
+	c.m.batchWritten(len(wire), time.Since(start), err)
+	c.settle(parts, refused, err)
+}
+
+// write calls write_batch, retrying the same batch while the failure is
+// the connection's or PostgreSQL asks for a retry, for at most a lease.
+func (c *committer) write(ctx context.Context, ops []byte) ([]dbq.BatchWriteRow, error) {
+	c.batch++
+	arg := dbq.BatchWriteParams{Worker: c.worker, Batch: c.batch, Ops: ops}
+	giveUp := time.Now().Add(time.Duration(c.cfg.LeaseSeconds) * time.Second)
+	delay := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		// Not cancelled with ctx: a batch in flight finishes, so that a
+		// shutdown never leaves a reply's state unknown.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
+		rows, err := c.api.BatchWrite(cctx, arg)
+		cancel()
+		if err == nil || !retryable(err) || time.Now().Add(delay).After(giveUp) {
+			if err != nil {
+				err = &writeError{what: "write the batch", err: err}
+			}
+			return rows, err
+		}
+		c.log.Warn("write a batch: retrying", "err", err, "attempt", attempt, "ops_bytes", len(ops), "retry_in", delay)
+		time.Sleep(delay)
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// settle tells each writer of a batch what became of its ops: applied, or
+// refused from one op on (its prompt's row in refused), or all failed
+// with err.
+func (c *committer) settle(parts []batchPart, refused []dbq.BatchWriteRow, err error) {
+	byPrompt := make(map[uuid.UUID]dbq.BatchWriteRow, len(refused))
+	for _, r := range refused {
+		byPrompt[r.PromptID] = r
+	}
+	for _, p := range parts {
+		if err != nil {
+			p.w.settled(p.ops, 0, err)
+			continue
+		}
+		r, ok := byPrompt[p.w.promptID]
+		if !ok {
+			p.w.settled(p.ops, len(p.ops), nil)
+			continue
+		}
+		applied := min(max(int(r.OpIndex)-p.first, 0), len(p.ops))
+		what := "write"
+		if applied < len(p.ops) {
+			what = p.ops[applied].describe()
+		}
+		p.w.settled(p.ops, applied, &writeError{what: what, err: &pgconn.PgError{Code: r.Code, Message: r.Message}})
+	}
+}
+
+// shutdown settles every writer's queued ops with errShutdown and refuses
+// new writers.
+func (c *committer) shutdown() {
+	c.mu.Lock()
+	c.stopped = true
+	writers := slices.Collect(func(yield func(*writer) bool) {
+		for w := range c.writers {
+			if !yield(w) {
+				return
+			}
+		}
+	})
+	c.mu.Unlock()
+	for _, w := range writers {
+		w.abandon(errShutdown)
+	}
+}
+
+// retryable reports whether a failed call of write_batch may be tried
+// again as it was: the connection failed (the batch may or may not have
+// committed; write_batch applies it once), or PostgreSQL refused the
+// transaction for a reason of its own (a deadlock, a serialization
+// failure, a shutdown or restart, too many connections).
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return connectionLost(err) || errors.Is(err, context.DeadlineExceeded)
+	}
+	switch pgErr.Code[:2] {
+	case "40", "08", "57", "53":
+		return pgErr.Code != "57014" // a statement cancelled by its timeout is not retried
+	}
+	return false
+}

@@ -1,0 +1,414 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// target is where streamed text goes: a block's deltas or a tool call's
+// progress output.
+type target struct {
+	toolCall bool
+	id       uuid.UUID
+}
+
+// The kinds of op of convo.write_batch (db/functions/batch.sql).
+const (
+	opStartPrompt      = "start_prompt"
+	opHeartbeat        = "heartbeat"
+	opStartBlock       = "start_block"
+	opAppend           = "append"
+	opEndBlock         = "end_block"
+	opStartToolCall    = "start_tool_call"
+	opToolProgress     = "tool_progress"
+	opCompleteToolCall = "complete_tool_call"
+	opFailToolCall     = "fail_tool_call"
+	opCompletePrompt   = "complete_prompt"
+)
+
+// op is one call of the worker API that a writer queued.
+type op struct {
+	kind     string
+	block    uuid.UUID // start_block, append, end_block, start_tool_call
+	toolCall uuid.UUID // start_tool_call, tool_progress, complete/fail_tool_call
+	text     []byte    // append, tool_progress: coalesced text
+	seq      int32     // append: the block's append number, set when taken
+	// blockType, metadata, name, input, output, errText: the op's other
+	// fields (see wireOp).
+	blockType string
+	metadata  json.RawMessage
+	name      string
+	input     json.RawMessage
+	output    *string
+	errText   string
+}
+
+// wireOp is an op as write_batch reads it.
+type wireOp struct {
+	Op       string          `json:"op"`
+	Prompt   uuid.UUID       `json:"prompt"`
+	Block    *uuid.UUID      `json:"block,omitempty"`
+	ToolCall *uuid.UUID      `json:"toolCall,omitempty"`
+	Text     *string         `json:"text,omitempty"`
+	Seq      int32           `json:"seq,omitempty"`
+	Type     string          `json:"type,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+	Name     string          `json:"name,omitempty"`
+	Input    json.RawMessage `json:"input,omitempty"`
+	Output   *string         `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+}
+
+func (o *op) wire(prompt uuid.UUID) wireOp {
+	w := wireOp{Op: o.kind, Prompt: prompt, Seq: o.seq, Type: o.blockType, Metadata: o.metadata,
+		Name: o.name, Input: o.input, Output: o.output, Error: o.errText}
+	if o.block != uuid.Nil {
+		w.Block = &o.block
+	}
+	if o.toolCall != uuid.Nil {
+		w.ToolCall = &o.toolCall
+	}
+	if o.kind == opAppend || o.kind == opToolProgress {
+		text := string(o.text)
+		w.Text = &text
+	}
+	return w
+}
+
+// describe says what the op was doing, for errors.
+func (o *op) describe() string {
+	switch o.kind {
+	case opStartPrompt:
+		return "start prompt"
+	case opHeartbeat:
+		return "heartbeat"
+	case opStartBlock:
+		return "start " + o.blockType + " block"
+	case opAppend:
+		return "append to block"
+	case opEndBlock:
+		return "end block"
+	case opStartToolCall:
+		return "start tool call"
+	case opToolProgress:
+		return "write tool call output"
+	case opCompleteToolCall:
+		return "complete tool call"
+	case opFailToolCall:
+		return "fail tool call"
+	case opCompletePrompt:
+		return "complete prompt"
+	}
+	return o.kind
+}
+
+// writer queues the SQL writes of one prompt for the pool's committer,
+// which writes them in order, in batches shared with the other prompts.
+// Its methods return at once (ids of new blocks and tool calls are made
+// here); sync waits until what was queued is written. Streamed text (block
+// deltas, tool progress) is coalesced: text for the target of the last
+// queued op joins it, so a batch carries one delta per block however many
+// chunks the model produced since the last one. The written text is
+// exactly the concatenation of what was streamed.
+//
+// Once the prompt's context ends (cancelled, lease lost, shutting down) or
+// a write fails, the writer writes nothing more: what is queued is dropped
+// and every method returns the reason.
+type writer struct {
+	c        *committer
+	promptID uuid.UUID
+	// stop ends when the worker must stop writing for this prompt.
+	stop context.Context
+	// fail stops the prompt when a write fails.
+	fail     func(error)
+	coalesce bool // BatchInterval >= 0
+	maxBytes int
+
+	mu       sync.Mutex
+	err      error // sticky: the first failure
+	queued   []*op
+	bytes    int                 // text bytes queued
+	appends  map[uuid.UUID]int32 // per block: appends taken (delta_seq)
+	enqueued int                 // ops ever queued
+	done     int                 // ops written or dropped
+	changed  chan struct{}       // closed when done or err changes
+	started  bool                // start_prompt was written
+	wrote    bool                // some text was queued
+	lastBeat time.Time           // the lease was last extended (or set)
+	deltas   int                 // append and tool_progress ops written
+}
+
+// newWriter returns a writer for promptID, which was claimed (its lease
+// set) just now.
+func newWriter(stop context.Context, fail func(error), c *committer, promptID uuid.UUID) (*writer, error) {
+	w := &writer{
+		c: c, promptID: promptID, stop: stop, fail: fail,
+		coalesce: c.cfg.BatchInterval >= 0, maxBytes: c.cfg.BatchBytes,
+		appends: map[uuid.UUID]int32{}, changed: make(chan struct{}), lastBeat: time.Now(),
+	}
+	if err := c.register(w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// enqueue queues o, unless the writer has stopped.
+func (w *writer) enqueue(o *op, urgent bool) error {
+	w.mu.Lock()
+	if err := w.checkLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	w.queued = append(w.queued, o)
+	w.enqueued++
+	w.mu.Unlock()
+	w.c.queued(w, urgent)
+	return nil
+}
+
+// checkLocked returns why the writer stopped, if it has. The caller holds
+// w.mu.
+func (w *writer) checkLocked() error {
+	if w.err == nil && w.stop.Err() != nil {
+		w.stopLocked(context.Cause(w.stop))
+	}
+	return w.err
+}
+
+// stopLocked records err and drops what is queued. The caller holds w.mu.
+func (w *writer) stopLocked(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+	w.done += len(w.queued)
+	w.queued, w.bytes = nil, 0
+	w.changedLocked()
+}
+
+func (w *writer) changedLocked() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// start queues start_prompt.
+func (w *writer) start() error {
+	return w.enqueue(&op{kind: opStartPrompt}, true)
+}
+
+// startBlock queues a new block and returns its id.
+func (w *writer) startBlock(blockType string, metadata map[string]any) (uuid.UUID, error) {
+	meta, err := marshalObject(metadata)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	id := uuid.New()
+	return id, w.enqueue(&op{kind: opStartBlock, block: id, blockType: blockType, metadata: meta}, false)
+}
+
+// appendText streams text to t.
+func (w *writer) appendText(t target, text string) error {
+	if text == "" {
+		return nil
+	}
+	w.mu.Lock()
+	if err := w.checkLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	// The first text of the reply goes out at once: a reader waits for it.
+	urgent := !w.wrote
+	w.wrote = true
+	w.bytes += len(text)
+	if w.bytes >= w.maxBytes {
+		urgent = true
+	}
+	if n := len(w.queued); w.coalesce && n > 0 && w.queued[n-1].appendsTo(t) {
+		w.queued[n-1].text = append(w.queued[n-1].text, text...)
+		w.mu.Unlock()
+		if urgent {
+			w.c.queued(w, true)
+		}
+		return nil
+	}
+	o := &op{kind: opAppend, block: t.id, text: []byte(text)}
+	if t.toolCall {
+		o = &op{kind: opToolProgress, toolCall: t.id, text: []byte(text)}
+	}
+	w.queued = append(w.queued, o)
+	w.enqueued++
+	w.mu.Unlock()
+	w.c.queued(w, urgent)
+	return nil
+}
+
+func (o *op) appendsTo(t target) bool {
+	if t.toolCall {
+		return o.kind == opToolProgress && o.toolCall == t.id
+	}
+	return o.kind == opAppend && o.block == t.id
+}
+
+// endBlock queues the end of a block, with metadata.
+func (w *writer) endBlock(blockID uuid.UUID, metadata map[string]any) error {
+	meta, err := marshalObject(metadata)
+	if err != nil {
+		return err
+	}
+	return w.enqueue(&op{kind: opEndBlock, block: blockID, metadata: meta}, false)
+}
+
+// startToolCall queues a call of name with input on a tool_use block and
+// returns its id.
+func (w *writer) startToolCall(blockID uuid.UUID, name string, input []byte) (uuid.UUID, error) {
+	id := uuid.New()
+	return id, w.enqueue(&op{kind: opStartToolCall, block: blockID, toolCall: id, name: name, input: input}, false)
+}
+
+// endToolCall queues the end of a tool call: completed with a final chunk
+// of output, or failed when errText is not empty.
+func (w *writer) endToolCall(callID uuid.UUID, output, errText string) error {
+	if errText != "" {
+		return w.enqueue(&op{kind: opFailToolCall, toolCall: callID, errText: errText}, false)
+	}
+	var out *string
+	if output != "" {
+		out = &output
+	}
+	return w.enqueue(&op{kind: opCompleteToolCall, toolCall: callID, output: out}, false)
+}
+
+// completePrompt queues the completion of the prompt and waits until it
+// is written.
+func (w *writer) completePrompt() error {
+	if err := w.enqueue(&op{kind: opCompletePrompt}, true); err != nil {
+		return err
+	}
+	return w.sync()
+}
+
+// flushAll waits until everything queued is written.
+func (w *writer) flushAll() error { return w.sync() }
+
+// sync waits until every op queued so far is written (or dropped), and
+// returns the writer's error. A stop of the prompt drops what is still
+// queued; ops already in a batch are waited for.
+func (w *writer) sync() error {
+	w.mu.Lock()
+	want := w.enqueued
+	for w.done < want {
+		changed := w.changed
+		w.mu.Unlock()
+		w.c.queued(w, true)
+		select {
+		case <-changed:
+		case <-w.stop.Done():
+			w.mu.Lock()
+			_ = w.checkLocked()
+			w.mu.Unlock()
+			<-changed
+		}
+		w.mu.Lock()
+	}
+	err := w.err
+	w.mu.Unlock()
+	return err
+}
+
+// isStarted reports whether start_prompt was written.
+func (w *writer) isStarted() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.started
+}
+
+// deltaCount is the number of append and tool_progress ops written.
+func (w *writer) deltaCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.deltas
+}
+
+// close drops what is queued and leaves the committer.
+func (w *writer) close() {
+	w.abandon(errSettled)
+	w.c.unregister(w)
+}
+
+// abandon stops the writer with err, dropping what is queued.
+func (w *writer) abandon(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopLocked(err)
+}
+
+// beatDue reports whether the lease was last extended before due.
+func (w *writer) beatDue(due time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err == nil && w.lastBeat.Before(due)
+}
+
+// take hands the committer the queued ops, numbering appends, plus a
+// heartbeat when the lease was last extended before due. A stopped writer
+// gives nothing.
+func (w *writer) take(due, now time.Time) []*op {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.checkLocked() != nil {
+		return nil
+	}
+	ops := w.queued
+	w.queued, w.bytes = nil, 0
+	if w.lastBeat.Before(due) {
+		ops = append(ops, &op{kind: opHeartbeat})
+		w.enqueued++
+	}
+	if len(ops) > 0 {
+		w.lastBeat = now // every write of a running prompt proves the worker alive
+	}
+	for _, o := range ops {
+		if o.kind == opAppend {
+			w.appends[o.block]++
+			o.seq = w.appends[o.block]
+		}
+	}
+	return ops
+}
+
+// settled records the fate of ops the committer took: the first applied
+// were written, the rest were not, for err.
+func (w *writer) settled(ops []*op, applied int, err error) {
+	w.mu.Lock()
+	w.done += len(ops)
+	for _, o := range ops[:applied] {
+		switch o.kind {
+		case opStartPrompt:
+			w.started = true
+		case opAppend, opToolProgress:
+			w.deltas++
+		}
+	}
+	if err != nil {
+		w.stopLocked(err)
+	} else {
+		w.changedLocked()
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.fail(err)
+	}
+}
+
+// writeError is a failed SQL call of the worker API.
+type writeError struct {
+	what string
+	err  error
+}
+
+func (e *writeError) Error() string { return fmt.Sprintf("%s: %s", e.what, sqlMessage(e.err)) }
+func (e *writeError) Unwrap() error { return e.err }
