@@ -41,6 +41,14 @@ func main() {
 		return
 	}
 
+	if url := os.Getenv(chatReadersEnv); url != "" {
+		if err := runChatReaders(context.Background(), url, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "chat reader process:", err)
+			os.Exit(1)
+		}
+		return
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	m := NewMain()

@@ -30,6 +30,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if url := os.Getenv(chatReadersEnv); url != "" {
+		if err := runChatReaders(context.Background(), url, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "chat reader process:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	pgtest.Main(m)
 }
 
