@@ -107,6 +107,10 @@ type Config struct {
 	// measurement (the AI SDK with resumable-stream in the same shape) to
 	// print ratios against.
 	PeerChatResults string
+	// ChatReport names a file of the chat measurement's own JSON lines
+	// (from earlier runs) to print the chat table and ratios of, measuring
+	// nothing.
+	ChatReport string
 
 	// Fast runs the private PostgreSQL without fsync and synchronous_commit
 	// (as the tests do; SynchronousCommit then sets the writers' own); it
@@ -240,6 +244,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Float64Var(&c.ChatTPS, "chat-tps", c.ChatTPS, "chat measurement: the demo model's tokens per second (CONVO_DEMO_TOKENS_PER_SECOND; negative: no pause)")
 	fs.DurationVar(&c.ChatCap, "chat-cap", c.ChatCap, "chat measurement: a reply not completed this long after the messages are sent is unfinished")
 	fs.StringVar(&c.PeerChatResults, "peer-chat-results", c.PeerChatResults, "chat measurement: a file of the peer's JSON lines to print ratios against")
+	fs.StringVar(&c.ChatReport, "chat-report", c.ChatReport, "print the chat table (and ratios, with --peer-chat-results) of a file of the chat measurement's JSON lines, measuring nothing")
 	fs.Func("server-env", "peer and chat measurements: NAME=value added to the cmd/api processes' environment (repeatable; wins over the bench's own)", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return fmt.Errorf("%q: want NAME=value", v)
@@ -330,6 +335,9 @@ func intsFlag(dst *[]int) func(string) error {
 func (m *Main) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = slog.Default()
+	}
+	if m.Config.ChatReport != "" {
+		return m.chatReport()
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.Config.Timeout)
 	defer cancel()

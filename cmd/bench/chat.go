@@ -470,6 +470,31 @@ func (l *logCounter) counts() map[string]int {
 	return maps.Clone(l.by)
 }
 
+// chatReport prints the chat table of the lines in Config.ChatReport, and
+// the ratios against Config.PeerChatResults when set.
+func (m *Main) chatReport() error {
+	b, err := os.ReadFile(m.Config.ChatReport)
+	if err != nil {
+		return fmt.Errorf("chat report: %w", err)
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		var r ChatResult
+		if json.Unmarshal(line, &r) != nil || !strings.HasPrefix(r.Mode, "convo chat ") {
+			continue // a log line, or another measurement's
+		}
+		m.Results.Chat = append(m.Results.Chat, r)
+	}
+	if len(m.Results.Chat) == 0 {
+		return fmt.Errorf("chat report: no chat lines in %s", m.Config.ChatReport)
+	}
+	m.chatAlone = m.Results.Chat[0].AloneS
+	printChat(m.Stdout, m.Results.Chat)
+	if m.Config.PeerChatResults != "" {
+		return m.printChatRatios()
+	}
+	return nil
+}
+
 // peerChatLine is what the chat ratios read of a peer's JSON line.
 type peerChatLine struct {
 	Replies     int     `json:"replies"`
@@ -515,7 +540,7 @@ func (m *Main) printChatRatios() error {
 	fmt.Fprintf(w, "\n### Chat: convo against the peer (ratio convo / peer)\n\n")
 	fmt.Fprintf(w, "Each cell: convo / peer = ratio. Finished: higher is better; every other column: lower is better. ")
 	fmt.Fprintf(w, "The peer's lag starts when its model emits a token, convo's when a worker's batch is inserted (after up to CONVO_BATCH_INTERVAL of batching); ")
-	fmt.Fprintf(w, "the peer's mean reply starts at its POST's response headers, convo's when SendMessage is sent; its replies are its own length (convo's alone: %.2f s).\n\n", m.chatAlone)
+	fmt.Fprintf(w, "the peer's mean reply starts at its POST's response headers, convo's when SendMessage is sent; each side's replies have their own length (convo's one reply alone: the table's \"alone\").\n\n")
 	fmt.Fprintln(w, "| feed | via | replies | peer reader | finished | mean reply s | gap p99 ms | lag p50 ms | lag p99 ms | server CPU s | server RSS MB |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	cell := func(a, b float64) string {
