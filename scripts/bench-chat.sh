@@ -3,7 +3,8 @@
 # N conversations, each with its own reply of the demo model streaming at
 # 40 tokens/s at the same time, each read by one tab (SSE, and Connect
 # StreamConversation over HTTP/1.1, measured separately), on cmd/api with
-# N in-process workers. For each size the peer runs first in the same
+# N in-process workers, on a private PostgreSQL with fsync on (as
+# deployed). For each size the peer runs first in the same
 # shape when CONVO_PEER_CHAT_RUN names its script ("$CONVO_PEER_CHAT_RUN"
 # N 40 400 prints one JSON line), then convo; at the end the table of
 # every size and the ratios convo / peer are printed. Without the
@@ -19,7 +20,7 @@ via="${CHAT_VIA:-sse,connect}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/bench" ./cmd/bench
-args=(--run chat --feeds notify --chat-via "$via" --chat-tps 40 --timeout 2h)
+args=(--run chat --feeds notify --fast=false --chat-via "$via" --chat-tps 40 --timeout 2h)
 for kv in ${CHAT_SERVER_ENV:-}; do
   args+=(--server-env "$kv")
 done
