@@ -107,6 +107,9 @@ func TestParseFlags(t *testing.T) {
 		{"--delta-seq", "sometimes"},
 		{"--delta-seq", ""},
 		{"--deltas", "0"},
+		{"--chat-via", "websocket"},
+		{"--chat-tps", "0"},
+		{"--chat-replies", "0"},
 		{"extra"},
 	} {
 		m := NewMain()
