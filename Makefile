@@ -5,8 +5,9 @@
 #   make lint      gofmt, go vet, generated code is current
 #   make bench     the benchmarks whose figures the docs quote
 #   make bench-peer convo next to a push server in one shape (CONVO_PEER_RUN: its script)
+#   make bench-chat many replies at once, one reader each (CONVO_PEER_CHAT_RUN: the peer's script)
 
-.PHONY: run test generate lint bench bench-peer
+.PHONY: run test generate lint bench bench-peer bench-chat
 
 run:
 	go build -o bin/convo-api ./cmd/api
@@ -28,3 +29,6 @@ bench:
 
 bench-peer:
 	./scripts/bench-peer.sh
+
+bench-chat:
+	./scripts/bench-chat.sh

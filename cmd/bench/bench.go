@@ -92,8 +92,25 @@ type Config struct {
 	// latencies compare at equal load.
 	PeerPaced bool
 	// ServerEnv is added to the environment of the cmd/api processes that
-	// the peer measurement starts (for example raised stream limits).
+	// the peer and chat measurements start (for example raised stream
+	// limits, or pool sizes); it wins over the bench's own settings.
 	ServerEnv []string
+
+	// The chat measurement (chat.go): reply counts (each with as many
+	// workers and readers), how the readers follow their conversations,
+	// the demo model's pace, and the bound on each reply.
+	ChatReplies []int
+	ChatVia     []string
+	ChatTPS     float64
+	ChatCap     time.Duration
+	// PeerChatResults names a file of the peer's JSON lines for the chat
+	// measurement (the AI SDK with resumable-stream in the same shape) to
+	// print ratios against.
+	PeerChatResults string
+	// ChatReport names a file of the chat measurement's own JSON lines
+	// (from earlier runs) to print the chat table and ratios of, measuring
+	// nothing.
+	ChatReport string
 
 	// Fast runs the private PostgreSQL without fsync and synchronous_commit
 	// (as the tests do; SynchronousCommit then sets the writers' own); it
@@ -127,6 +144,12 @@ type Main struct {
 	dsn string // the database every pool and server uses
 	// peerConversations are the peer measurement's (peer.go).
 	peerConversations []uuid.UUID
+	// chatConversationIDs are the chat measurement's (chat.go);
+	// serverBin is cmd/api built once per run, chatAlone the reply time
+	// of one reply alone.
+	chatConversationIDs []uuid.UUID
+	serverBin           string
+	chatAlone           float64
 	// cleanups run at Close, last first.
 	cleanups []func() error
 	tempDir  string           // holds the private PostgreSQL
@@ -170,6 +193,10 @@ func NewMain() *Main {
 			PeerWriters:                4,
 			PeerDuration:               10 * time.Second,
 			PeerIdle:                   10_000,
+			ChatReplies:                []int{100, 1000, 2000},
+			ChatVia:                    chatVias,
+			ChatTPS:                    40,
+			ChatCap:                    300 * time.Second,
 			Fast:                       true,
 			SynchronousCommit:          "on",
 			Timeout:                    15 * time.Minute,
@@ -189,7 +216,7 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to use (a scratch database: it is migrated and written to); empty: start a private one in a temporary directory")
 	fs.Func("feeds", "feeds to compare, comma-separated: "+strings.Join(knownFeeds, ", ")+" (default "+strings.Join(c.Feeds, ",")+")", listFlag(&c.Feeds, knownFeeds))
-	fs.Func("run", "measurements, comma-separated: latency, throughput, memory, peer (default latency,throughput,memory)", listFlag(&c.Parts, knownParts))
+	fs.Func("run", "measurements, comma-separated: latency, throughput, memory, peer, chat (default latency,throughput,memory)", listFlag(&c.Parts, knownParts))
 	fs.Func("subscribers", "fan-out sizes on one conversation, comma-separated (default 1,100,1000)", intsFlag(&c.Subscribers))
 	fs.Func("via", "how fan-out subscribers listen, comma-separated: web (StreamConversation over h2c, JSON, no compression: as connect-web), go (binary, gzip accepted: connect-go's defaults), hub (Hub.Open + Next in process) (default web,hub)", listFlag(&c.Via, viaKinds))
 	fs.IntVar(&c.Conversations, "conversations", c.Conversations, "active conversations in the many-writers scenario (0: skip it)")
@@ -212,7 +239,13 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.IntVar(&c.PeerIdle, "peer-idle", c.PeerIdle, "peer measurement: idle subscribers whose server memory is read (0: skip)")
 	fs.StringVar(&c.PeerResults, "peer-results", c.PeerResults, "peer measurement: a file of the peer's JSON lines to print ratios against")
 	fs.BoolVar(&c.PeerPaced, "peer-paced", c.PeerPaced, "peer measurement: measure each size again with the writers held to the peer's write rate (needs --peer-results)")
-	fs.Func("server-env", "peer measurement: NAME=value added to the cmd/api processes' environment (repeatable)", func(v string) error {
+	fs.Func("chat-replies", "chat measurement: replies at once, comma-separated (default 100,1000,2000)", intsFlag(&c.ChatReplies))
+	fs.Func("chat-via", "chat measurement: how each reader follows its conversation, comma-separated: sse (GET /v1/conversations/{id}/events), connect (StreamConversation, Connect protocol, JSON, HTTP/1.1) (default sse,connect)", listFlag(&c.ChatVia, chatVias))
+	fs.Float64Var(&c.ChatTPS, "chat-tps", c.ChatTPS, "chat measurement: the demo model's tokens per second (CONVO_DEMO_TOKENS_PER_SECOND; negative: no pause)")
+	fs.DurationVar(&c.ChatCap, "chat-cap", c.ChatCap, "chat measurement: a reply not completed this long after the messages are sent is unfinished")
+	fs.StringVar(&c.PeerChatResults, "peer-chat-results", c.PeerChatResults, "chat measurement: a file of the peer's JSON lines to print ratios against")
+	fs.StringVar(&c.ChatReport, "chat-report", c.ChatReport, "print the chat table (and ratios, with --peer-chat-results) of a file of the chat measurement's JSON lines, measuring nothing")
+	fs.Func("server-env", "peer and chat measurements: NAME=value added to the cmd/api processes' environment (repeatable; wins over the bench's own)", func(v string) error {
 		if !strings.Contains(v, "=") {
 			return fmt.Errorf("%q: want NAME=value", v)
 		}
@@ -240,6 +273,9 @@ func (m *Main) ParseFlags(args []string) error {
 	}
 	if c.PeerChannels < 1 || c.PeerWriters < 1 || c.PeerDuration <= 0 || c.PeerIdle < 0 {
 		return errors.New("--peer-channels, --peer-writers and --peer-duration must be positive, --peer-idle not negative")
+	}
+	if len(c.ChatVia) == 0 || len(c.ChatReplies) == 0 || slices.Contains(c.ChatReplies, 0) || c.ChatTPS == 0 || c.ChatCap <= 0 {
+		return errors.New("--chat-via and --chat-replies must name something, --chat-replies counts be positive, --chat-tps not 0 and --chat-cap positive")
 	}
 	if c.PeerPaced && c.PeerResults == "" {
 		return errors.New("--peer-paced needs --peer-results: the peer's write rates")
@@ -300,6 +336,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Logger == nil {
 		m.Logger = slog.Default()
 	}
+	if m.Config.ChatReport != "" {
+		return m.chatReport()
+	}
 	ctx, cancel := context.WithTimeout(ctx, m.Config.Timeout)
 	defer cancel()
 	if m.Config.CPUProfile != "" {
@@ -330,13 +369,18 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.Results.print(m.Stdout, m.Config)
 	if m.Config.PeerResults != "" {
-		return m.printPeerRatios()
+		if err := m.printPeerRatios(); err != nil {
+			return err
+		}
+	}
+	if m.Config.PeerChatResults != "" && len(m.Results.Chat) > 0 {
+		return m.printChatRatios()
 	}
 	return nil
 }
 
 // knownParts are the measurements --run may name.
-var knownParts = []string{"latency", "throughput", "memory", "peer"}
+var knownParts = []string{"latency", "throughput", "memory", "peer", "chat"}
 
 func (m *Main) runFeed(ctx context.Context, feed string) error {
 	if err := m.setNotify(ctx, feed != "logical"); err != nil {
@@ -347,6 +391,14 @@ func (m *Main) runFeed(ctx context.Context, feed string) error {
 			return fmt.Errorf("peer: %w", err)
 		}
 		// The cmd/api processes set NOTIFY as their feed wants it.
+		if err := m.setNotify(ctx, feed != "logical"); err != nil {
+			return err
+		}
+	}
+	if m.wants("chat") {
+		if err := m.runChat(ctx, feed); err != nil {
+			return fmt.Errorf("chat: %w", err)
+		}
 		if err := m.setNotify(ctx, feed != "logical"); err != nil {
 			return err
 		}
@@ -414,6 +466,9 @@ func (m *Main) open(ctx context.Context) error {
 		return fmt.Errorf("database url: %w", err)
 	}
 	cfg.MaxConns = 16
+	// The chat measurement counts the server's backends: the bench's own
+	// are named convo-bench….
+	cfg.ConnConfig.RuntimeParams["application_name"] = "convo-bench"
 	if m.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return err
 	}

@@ -7,6 +7,11 @@
 //	go run ./cmd/bench                 # private PostgreSQL in a temp dir
 //	go run ./cmd/bench --database-url postgres://…/scratch
 //
+// --run peer and --run chat measure cmd/api as its own process: in a push
+// server's measurement shape (peer.go), and under a chat product's load,
+// many replies of the demo model at once with one reader each (chat.go;
+// make bench-chat).
+//
 // It prints Markdown tables on stdout. Everything runs on loopback; every
 // loop is bounded in count and in time (--timeout bounds the whole run).
 package main
@@ -36,6 +41,14 @@ func main() {
 	if url := os.Getenv(peerClientsEnv); url != "" {
 		if err := runPeerClients(context.Background(), url, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "peer client process:", err)
+			os.Exit(1)
+		}
+		return
+	}
+
+	if url := os.Getenv(chatReadersEnv); url != "" {
+		if err := runChatReaders(context.Background(), url, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "chat reader process:", err)
 			os.Exit(1)
 		}
 		return

@@ -30,6 +30,13 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	if url := os.Getenv(chatReadersEnv); url != "" {
+		if err := runChatReaders(context.Background(), url, os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "chat reader process:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	pgtest.Main(m)
 }
 
@@ -100,6 +107,9 @@ func TestParseFlags(t *testing.T) {
 		{"--delta-seq", "sometimes"},
 		{"--delta-seq", ""},
 		{"--deltas", "0"},
+		{"--chat-via", "websocket"},
+		{"--chat-tps", "0"},
+		{"--chat-replies", "0"},
 		{"extra"},
 	} {
 		m := NewMain()
@@ -188,6 +198,88 @@ func TestPeerRun(t *testing.T) {
 	for _, want := range []string{"convo against the peer", "| notify | 3 | as fast as they can |", "| logical | 3 | at the peer's rate |", "KB per subscriber"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// TestChatRun runs the chat measurement with a tiny size at a fast demo
+// pace: every reply finishes, every figure is there and sane, and the
+// ratios against a peer's line are printed.
+func TestChatRun(t *testing.T) {
+	t.Parallel()
+	peerFile := filepath.Join(t.TempDir(), "peer-chat.jsonl")
+	peerLines := `peer: a log line
+{"replies":3,"finished":3,"mean_reply_s":0.5,"gap_p99_ms":30,"lag_p50_ms":0.3,"lag_p99_ms":2,"server_cpu_s":0.2,"server_rss_mb":150,"reader":"post"}
+`
+	if err := os.WriteFile(peerFile, []byte(peerLines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain()
+	var out bytes.Buffer
+	m.Stdout = &out
+	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	err := m.ParseFlags([]string{
+		"--database-url", pgtest.DSN(t), "--run", "chat", "--feeds", "notify",
+		"--chat-replies", "3", "--chat-via", "sse", "--chat-tps", "2000", "--chat-cap", "60s",
+		"--peer-chat-results", peerFile,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := m.Run(t.Context())
+	if err := m.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if runErr != nil {
+		t.Fatalf("run: %v\n%s", runErr, out.String())
+	}
+	t.Log(out.String())
+	if len(m.Results.Chat) != 1 {
+		t.Fatalf("%d chat results, want 1", len(m.Results.Chat))
+	}
+	r := m.Results.Chat[0]
+	if r.Replies != 3 || r.Finished != 3 || len(r.Errors) != 0 {
+		t.Errorf("%d of %d replies finished, errors %v", r.Finished, r.Replies, r.Errors)
+	}
+	if r.Feed != "notify" || r.Via != "sse" || r.TokensPerS != 2000 || r.Start == "" {
+		t.Errorf("labels: %+v", r)
+	}
+	// A reply is reasoning, a tool call and text: many deltas, each at
+	// least a character, none before its send, none after the wall time.
+	if r.Deltas < 3*5 || r.CharsPerDelta < 1 || r.WallS <= 0 || r.MeanReplyS <= 0 || r.MeanReplyS > r.WallS+0.05 || r.AloneS <= 0 {
+		t.Errorf("deltas %d, chars per delta %v, wall %v s, mean reply %v s, alone %v s", r.Deltas, r.CharsPerDelta, r.WallS, r.MeanReplyS, r.AloneS)
+	}
+	if r.GapP50 <= 0 || r.GapP50 > r.GapP99 || r.GapP99 > r.GapMax {
+		t.Errorf("gaps p50 %v, p99 %v, max %v ms", r.GapP50, r.GapP99, r.GapMax)
+	}
+	if r.LagP50 < 0 || r.LagP50 > r.LagP99 || r.LagP99 > 5000 {
+		t.Errorf("lag p50 %v, p99 %v ms", r.LagP50, r.LagP99)
+	}
+	if r.FirstDeltaP50 <= 0 || r.FirstDeltaP50 > r.FirstDeltaP99 || r.FirstDeltaP99 > 1000*r.MeanReplyS {
+		t.Errorf("first delta p50 %v, p99 %v ms", r.FirstDeltaP50, r.FirstDeltaP99)
+	}
+	// The server has its pool, its listener and 3 workers; the hub reads
+	// and the workers' writes commit.
+	if r.Connections < 2 || r.Walsenders != 0 || r.CommitsPerS <= 0 {
+		t.Errorf("connections %d, walsenders %d, commits/s %v", r.Connections, r.Walsenders, r.CommitsPerS)
+	}
+	if r.ServerCPUS < 0 || r.ServerRSSMB <= 0 || r.ServerLog == nil {
+		t.Errorf("server CPU %v s, RSS %v MB, log %v", r.ServerCPUS, r.ServerRSSMB, r.ServerLog)
+	}
+	for _, want := range []string{`{"mode":"convo chat replies=3 via=sse"`, "| notify | sse | 3 | 3 |", "convo against the peer", "| notify | sse | 3 | post | 3 / 3 = 1.00 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestJSONStringLen(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int{
+		`abc"`: 3, `a\"b"`: 3, `\n\t"`: 2, `é€"`: 2, `\u00e9x"`: 2, `\ud83d\ude00"`: 2, `😀"`: 1, `no end`: 6,
+	} {
+		if got := jsonStringLen([]byte(in)); got != want {
+			t.Errorf("jsonStringLen(%q) = %d, want %d", in, got, want)
 		}
 	}
 }

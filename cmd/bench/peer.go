@@ -274,20 +274,24 @@ func (m *Main) peerIdle(ctx context.Context, srv *serverProcess, n int) (PeerRes
 func round2(f float64) float64 { return float64(int64(f*100)) / 100 }
 
 // rssKB reads a process's resident set size (VmRSS) in KiB.
-func rssKB(pid int) (int64, error) {
+func rssKB(pid int) (int64, error) { return procStatusKB(pid, "VmRSS") }
+
+// procStatusKB reads a field in KiB of /proc/PID/status: VmRSS, VmHWM (the
+// peak resident set size).
+func procStatusKB(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) > 0 {
 				return strconv.ParseInt(f[0], 10, 64)
 			}
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // serverProcess is cmd/api running as its own process, as deployed.
@@ -315,6 +319,13 @@ func (m *Main) buildServer(ctx context.Context) (string, error) {
 // startServer runs bin on a free port against the bench's database, with
 // no workers and no compaction, and waits for /healthz.
 func (m *Main) startServer(ctx context.Context, bin, feed string) (*serverProcess, error) {
+	return m.startServerWith(ctx, bin, feed, nil, os.Stderr)
+}
+
+// startServerWith is startServer with env added to the process's
+// environment (before Config.ServerEnv, which wins) and its standard
+// error written to stderr.
+func (m *Main) startServerWith(ctx context.Context, bin, feed string, env []string, stderr io.Writer) (*serverProcess, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -328,8 +339,9 @@ func (m *Main) startServer(ctx context.Context, bin, feed string) (*serverProces
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+m.dsn, "CONVO_HTTP_ADDR="+addr, "CONVO_FEED="+feed,
 		"CONVO_WORKERS=0", "CONVO_COMPACT_AFTER=0", "CONVO_LOG_LEVEL=warn",
 		"CONVO_MAX_STREAMS_PER_USER=0", "CONVO_MAX_STREAMS=0", "CONVO_WRITE_RATE=0", "CONVO_MAX_ACTIVE_PROMPTS=0")
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Env = append(cmd.Env, m.Config.ServerEnv...)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

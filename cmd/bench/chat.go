@@ -1,0 +1,591 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+)
+
+// The chat measurement (--run chat) puts a chat product's load on cmd/api:
+// N conversations, each with its own reply streaming at the same time,
+// each read by one tab. The server is cmd/api as deployed, a process of its
+// own with N in-process workers running the built-in demo model at
+// ChatTPS tokens a second and its limits off. For each size it creates N
+// conversations (CreateConversation), opens one reader on each from a
+// child process (this same binary: SSE or StreamConversation in the
+// Connect protocol with JSON, each on its own HTTP/1.1 connection, as a
+// browser tab), and once every reader has its snapshot the child sends
+// one message into each conversation at once (SendMessage) and follows
+// the replies until their promptCompleted. One reply alone is measured
+// first, once per run, on a server of its own.
+//
+// It prints one JSON line per size and via, with the fields of the peer's
+// own lines (the AI SDK with resumable-stream measured in the same shape)
+// where they mean the same, then a Markdown table, then the ratios
+// against the peer's lines when PeerChatResults names them.
+
+// chatStart says in what order a chat measurement starts its replies.
+const chatStart = "readers subscribe (each to its own new conversation), then every message is sent at once"
+
+// ChatResult is one line of the chat measurement.
+type ChatResult struct {
+	Mode       string  `json:"mode"`
+	Feed       string  `json:"feed"`
+	Via        string  `json:"via"`
+	TokensPerS float64 `json:"tokens_per_s"`
+	chatReadersResult
+	// AloneS is the reply time of one reply alone (the run's first
+	// measurement).
+	AloneS float64 `json:"alone_s"`
+	// CommitsPerS is the server database's xact_commit growth over the
+	// wall time of the replies.
+	CommitsPerS float64 `json:"commits_per_s"`
+	// Connections and Walsenders are the most backends of the server seen
+	// at once in pg_stat_activity (client backends, and walsenders of the
+	// logical feed).
+	Connections int `json:"connections_max"`
+	Walsenders  int `json:"walsenders_max"`
+	// ServerCPUS is the server process's CPU time over the replies;
+	// ServerRSSMB its peak resident set size (VmHWM) since it started.
+	ServerCPUS  float64 `json:"server_cpu_s"`
+	ServerRSSMB float64 `json:"server_rss_mb"`
+	// ServerLog counts the server's log lines (warnings and errors) by
+	// level and message.
+	ServerLog map[string]int `json:"server_log"`
+	Start     string         `json:"start"`
+}
+
+// chatVias are how a chat reader may follow its conversation.
+var chatVias = []string{"sse", "connect"}
+
+// runChat runs the chat measurement for feed: one reply alone (once per
+// run), then each size of ChatReplies through each of ChatVia, each on a
+// fresh server process.
+func (m *Main) runChat(ctx context.Context, feed string) error {
+	c := m.Config
+	if m.serverBin == "" {
+		bin, err := m.buildServer(ctx)
+		if err != nil {
+			return err
+		}
+		m.serverBin = bin
+	}
+	if m.chatAlone == 0 {
+		alone, err := m.chatRun(ctx, feed, 1, c.ChatVia[0])
+		if err != nil {
+			return fmt.Errorf("one reply alone: %w", err)
+		}
+		if alone.Finished != 1 {
+			return fmt.Errorf("one reply alone did not finish: %v", alone.Errors)
+		}
+		m.chatAlone = alone.MeanReplyS
+		m.Logger.Info("one reply alone", "seconds", alone.MeanReplyS, "deltas", alone.Deltas)
+	}
+	for _, n := range c.ChatReplies {
+		for _, via := range c.ChatVia {
+			res, err := m.chatRun(ctx, feed, n, via)
+			if err != nil {
+				return fmt.Errorf("%d replies via %s: %w", n, via, err)
+			}
+			res.AloneS = m.chatAlone
+			m.Results.Chat = append(m.Results.Chat, res)
+			b, _ := json.Marshal(res)
+			fmt.Fprintln(m.Stdout, string(b))
+		}
+	}
+	return nil
+}
+
+// chatRun measures n replies at once, read via via, on a server of its
+// own with n workers.
+func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (ChatResult, error) {
+	c := m.Config
+	res := ChatResult{
+		Mode: fmt.Sprintf("convo chat replies=%d via=%s", n, via), Feed: feed, Via: via,
+		TokensPerS: c.ChatTPS, Start: chatStart,
+	}
+	logs := newLogCounter(os.Stderr)
+	srv, err := m.startServerWith(ctx, m.serverBin, feed, []string{
+		"CONVO_WORKERS=" + strconv.Itoa(n),
+		"CONVO_DEMO_TOKENS_PER_SECOND=" + strconv.FormatFloat(c.ChatTPS, 'f', -1, 64),
+	}, logs)
+	if err != nil {
+		return res, err
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			srv.stop()
+		}
+	}
+	defer stop()
+	ids, err := m.chatConversations(ctx, srv.url, n)
+	if err != nil {
+		return res, err
+	}
+	readers, err := startChatReaders(ctx, srv.url, chatReadersJob{Via: via, IDs: ids, CapMS: c.ChatCap.Milliseconds()})
+	if err != nil {
+		return res, err
+	}
+	defer readers.kill()
+	if err := readers.expectLine("ready", 5*time.Minute); err != nil {
+		return res, err
+	}
+
+	sampler, err := m.startChatSampler(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer sampler.close()
+	pid := srv.cmd.Process.Pid
+	cpu0, _, _ := procTimes(strconv.Itoa(pid))
+	t0 := time.Now()
+	if _, err := fmt.Fprintln(readers.stdin, "go"); err != nil {
+		return res, err
+	}
+	line, err := readers.next(c.ChatCap + 2*time.Minute)
+	if err != nil {
+		return res, err
+	}
+	wall := time.Since(t0)
+	cpu1, _, _ := procTimes(strconv.Itoa(pid))
+	if err := json.Unmarshal([]byte(line), &res.chatReadersResult); err != nil {
+		return res, fmt.Errorf("reader process said %q", line)
+	}
+	if err := readers.wait(); err != nil {
+		return res, fmt.Errorf("reader process: %w", err)
+	}
+	res.ServerCPUS = round1((cpu1 - cpu0) / userHZ)
+	if hwm, err := procStatusKB(pid, "VmHWM"); err == nil {
+		res.ServerRSSMB = round1(float64(hwm) / 1024)
+	}
+	res.Connections, res.Walsenders, err = sampler.finish()
+	if err != nil {
+		return res, err
+	}
+	// A backend reports its commits to pg_stat_database at most once a
+	// second, and only at exit once idle: read the count once the server
+	// and the sampler have left (the drain commits little).
+	stop()
+	commits, err := m.chatCommits(ctx, sampler.commits0)
+	if err != nil {
+		return res, err
+	}
+	res.CommitsPerS = round1(float64(commits-sampler.queries) / wall.Seconds())
+	res.ServerLog = logs.counts()
+	return res, nil
+}
+
+// chatConversations creates n conversations through the server (as the
+// user of a server without auth), which Close deletes.
+func (m *Main) chatConversations(ctx context.Context, url string, n int) ([]string, error) {
+	transport := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer transport.CloseIdleConnections()
+	client := convov1connect.NewConversationServiceClient(&http.Client{Transport: transport}, url)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	next := make(chan int)
+	for range min(n, 8) {
+		wg.Go(func() {
+			for i := range next {
+				r, err := client.CreateConversation(ctx, connect.NewRequest(&convov1.CreateConversationRequest{Title: "chat bench"}))
+				if err != nil {
+					errs[i] = fmt.Errorf("CreateConversation: %w", err)
+					continue
+				}
+				ids[i] = r.Msg.GetConversation().GetId()
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if len(m.chatConversationIDs) == 0 {
+		m.cleanups = append(m.cleanups, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if _, err := m.pool.Exec(ctx, deleteConversationsByIDSQL, m.chatConversationIDs); err != nil {
+				return fmt.Errorf("delete the chat measurement's conversations: %w", err)
+			}
+			return nil
+		})
+	}
+	for _, id := range ids {
+		u, err := uuid.Parse(id)
+		if err != nil {
+			return nil, fmt.Errorf("CreateConversation: id %q: %w", id, err)
+		}
+		m.chatConversationIDs = append(m.chatConversationIDs, u)
+	}
+	return ids, nil
+}
+
+// startChatReaders starts the reader process (this same binary) on job.
+func startChatReaders(ctx context.Context, url string, job chatReadersJob) (*peerClients, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), chatReadersEnv+"="+url)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &peerClients{cmd: cmd, stdin: stdin, lines: make(chan string, 4), done: make(chan error, 1)}
+	go func() {
+		defer close(c.lines)
+		r := bufio.NewScanner(stdout)
+		r.Buffer(nil, 1<<20)
+		for r.Scan() {
+			c.lines <- r.Text()
+		}
+	}()
+	b, _ := json.Marshal(job)
+	if _, err := stdin.Write(append(b, '\n')); err != nil {
+		c.kill()
+		return nil, fmt.Errorf("reader process: %w", err)
+	}
+	return c, nil
+}
+
+// The chat measurement's statements on pg_stat_database and
+// pg_stat_activity. The bench's own connections are named convo-bench…
+// (the sampler's too) and left out.
+const (
+	chatCommitsSQL  = `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`
+	chatBackendsSQL = `SELECT count(*) FILTER (WHERE backend_type = 'client backend'),
+       count(*) FILTER (WHERE backend_type = 'walsender')
+  FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid()
+   AND coalesce(application_name, '') NOT LIKE 'convo-bench%'`
+	// chatOthersSQL counts the backends other than this one and the
+	// bench's pools: the server's, and the sampler until it has left.
+	chatOthersSQL = `SELECT count(*) FROM pg_stat_activity
+ WHERE datname = current_database() AND pid <> pg_backend_pid()
+   AND backend_type IN ('client backend', 'walsender')
+   AND coalesce(application_name, '') NOT IN ('convo-bench', 'convo-bench-writer')`
+)
+
+// chatSampler reads the server's backends every chatSampleEvery on a
+// connection of its own, until finish.
+type chatSampler struct {
+	conn     *pgx.Conn
+	commits0 int64
+	queries  int64 // its transactions, which count in xact_commit
+	stop     context.CancelFunc
+	done     chan error
+	conns    int
+	walsend  int
+}
+
+const chatSampleEvery = 150 * time.Millisecond
+
+func (m *Main) startChatSampler(ctx context.Context) (*chatSampler, error) {
+	cfg, err := pgx.ParseConfig(m.dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = "convo-bench-sampler"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sampler: %w", err)
+	}
+	s := &chatSampler{conn: conn, done: make(chan error, 1)}
+	if err := conn.QueryRow(ctx, chatCommitsSQL).Scan(&s.commits0); err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("read xact_commit: %w", err)
+	}
+	s.queries = 1
+	sctx, cancel := context.WithCancel(ctx)
+	s.stop = cancel
+	go func() {
+		t := time.NewTicker(chatSampleEvery)
+		defer t.Stop()
+		for {
+			var c, w int
+			if err := conn.QueryRow(sctx, chatBackendsSQL).Scan(&c, &w); err != nil {
+				if sctx.Err() != nil {
+					err = nil
+				}
+				s.done <- err
+				return
+			}
+			s.queries++
+			s.conns, s.walsend = max(s.conns, c), max(s.walsend, w)
+			select {
+			case <-sctx.Done():
+				s.done <- nil
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s, nil
+}
+
+// finish stops the sampling, closes the connection and returns the most
+// client backends and walsenders seen.
+func (s *chatSampler) finish() (conns, walsenders int, err error) {
+	s.stop()
+	err = <-s.done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.conn.Close(ctx) //nolint:errcheck // the figures are read
+	if err != nil {
+		return 0, 0, fmt.Errorf("sample pg_stat_activity: %w", err)
+	}
+	return s.conns, s.walsend, nil
+}
+
+// close ends a sampler that finish did not.
+func (s *chatSampler) close() {
+	s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.conn.Close(ctx) //nolint:errcheck // best effort
+}
+
+// chatCommits waits (at most 30 s) until the server's and the sampler's
+// backends have left, then returns the database's commits since from.
+func (m *Main) chatCommits(ctx context.Context, from int64) (int64, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var others int
+		if err := m.pool.QueryRow(ctx, chatOthersSQL).Scan(&others); err != nil {
+			return 0, err
+		}
+		if others == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			m.Logger.Warn("backends still connected; reading xact_commit anyway", "backends", others)
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// A new transaction: the statistics snapshot of the last is gone.
+	var to int64
+	if err := m.pool.QueryRow(ctx, chatCommitsSQL).Scan(&to); err != nil {
+		return 0, fmt.Errorf("read xact_commit: %w", err)
+	}
+	return to - from, nil
+}
+
+// logCounter passes a server's standard error on to w and counts its
+// log lines by level and message (with the error, ids masked).
+type logCounter struct {
+	w   io.Writer
+	mu  sync.Mutex
+	buf []byte
+	by  map[string]int
+}
+
+func newLogCounter(w io.Writer) *logCounter { return &logCounter{w: w, by: map[string]int{}} }
+
+var (
+	logFieldRE = regexp.MustCompile(`(level|msg|err|error)=("(?:[^"\\]|\\.)*"|\S+)`)
+	logIDRE    = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b\d+\b`)
+)
+
+func (l *logCounter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.count(string(l.buf[:i]))
+		l.buf = l.buf[:copy(l.buf, l.buf[i+1:])]
+	}
+	l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *logCounter) count(line string) {
+	f := map[string]string{}
+	for _, m := range logFieldRE.FindAllStringSubmatch(line, -1) {
+		if _, ok := f[m[1]]; !ok {
+			f[m[1]] = strings.Trim(m[2], `"`)
+		}
+	}
+	key := line
+	if msg, ok := f["msg"]; ok {
+		key = f["level"] + " " + msg
+		if e := f["err"] + f["error"]; e != "" {
+			key += ": " + e
+		}
+	}
+	key = logIDRE.ReplaceAllString(key, "N")
+	if len(key) > 160 {
+		key = key[:160] + "…"
+	}
+	l.by[key]++
+}
+
+func (l *logCounter) counts() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.by)
+}
+
+// chatReport prints the chat table of the lines in Config.ChatReport, and
+// the ratios against Config.PeerChatResults when set.
+func (m *Main) chatReport() error {
+	b, err := os.ReadFile(m.Config.ChatReport)
+	if err != nil {
+		return fmt.Errorf("chat report: %w", err)
+	}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		var r ChatResult
+		if json.Unmarshal(line, &r) != nil || !strings.HasPrefix(r.Mode, "convo chat ") {
+			continue // a log line, or another measurement's
+		}
+		m.Results.Chat = append(m.Results.Chat, r)
+	}
+	if len(m.Results.Chat) == 0 {
+		return fmt.Errorf("chat report: no chat lines in %s", m.Config.ChatReport)
+	}
+	m.chatAlone = m.Results.Chat[0].AloneS
+	printChat(m.Stdout, m.Results.Chat)
+	if m.Config.PeerChatResults != "" {
+		return m.printChatRatios()
+	}
+	return nil
+}
+
+// peerChatLine is what the chat ratios read of a peer's JSON line.
+type peerChatLine struct {
+	Replies     int     `json:"replies"`
+	Finished    int     `json:"finished"`
+	MeanReplyS  float64 `json:"mean_reply_s"`
+	GapP99      float64 `json:"gap_p99_ms"`
+	LagP50      float64 `json:"lag_p50_ms"`
+	LagP99      float64 `json:"lag_p99_ms"`
+	ServerCPUS  float64 `json:"server_cpu_s"`
+	ServerRSSMB float64 `json:"server_rss_mb"`
+	Reader      string  `json:"reader"`
+}
+
+// readPeerChatResults reads a file of the peer's JSON lines (other lines
+// are its log) by reply count; a later line of a count wins.
+func readPeerChatResults(path string) (map[int]peerChatLine, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("peer chat results: %w", err)
+	}
+	peer := map[int]peerChatLine{}
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		var p peerChatLine
+		if json.Unmarshal(line, &p) != nil || p.Replies == 0 {
+			continue
+		}
+		peer[p.Replies] = p
+	}
+	if len(peer) == 0 {
+		return nil, fmt.Errorf("peer chat results: no JSON lines with replies in %s", path)
+	}
+	return peer, nil
+}
+
+// printChatRatios prints the chat results against the peer's
+// (Config.PeerChatResults), convo / peer.
+func (m *Main) printChatRatios() error {
+	peer, err := readPeerChatResults(m.Config.PeerChatResults)
+	if err != nil {
+		return err
+	}
+	w := m.Stdout
+	fmt.Fprintf(w, "\n### Chat: convo against the peer (ratio convo / peer)\n\n")
+	fmt.Fprintf(w, "Each cell: convo / peer = ratio. Finished: higher is better; every other column: lower is better. ")
+	fmt.Fprintf(w, "The peer's lag starts when its model emits a token, convo's when a worker's batch is inserted (after up to CONVO_BATCH_INTERVAL of batching); ")
+	fmt.Fprintf(w, "the peer's mean reply starts at its POST's response headers, convo's when SendMessage is sent; each side's replies have their own length (convo's one reply alone: the table's \"alone\").\n\n")
+	fmt.Fprintln(w, "| feed | via | replies | peer reader | finished | mean reply s | gap p99 ms | lag p50 ms | lag p99 ms | server CPU s | server RSS MB |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	cell := func(a, b float64) string {
+		if b == 0 {
+			return fmt.Sprintf("%s / %s = –", num(a), num(b))
+		}
+		return fmt.Sprintf("%s / %s = %.2f", num(a), num(b), a/b)
+	}
+	for _, r := range m.Results.Chat {
+		p, ok := peer[r.Replies]
+		if !ok {
+			continue
+		}
+		reader := p.Reader
+		if reader == "" {
+			reader = "–"
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Feed, r.Via, r.Replies, reader,
+			cell(float64(r.Finished), float64(p.Finished)), cell(r.MeanReplyS, p.MeanReplyS), cell(r.GapP99, p.GapP99),
+			cell(r.LagP50, p.LagP50), cell(r.LagP99, p.LagP99), cell(r.ServerCPUS, p.ServerCPUS), cell(r.ServerRSSMB, p.ServerRSSMB))
+	}
+	return nil
+}
+
+// num prints a figure without needless decimals.
+func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// errorCounts prints counts by message, most frequent first.
+func errorCounts(by map[string]int) string {
+	if len(by) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		if by[a] != by[b] {
+			return by[b] - by[a]
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%d× %s", by[k], strings.ReplaceAll(k, "|", "/"))
+	}
+	return strings.Join(parts, "; ")
+}
