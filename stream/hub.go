@@ -60,8 +60,14 @@ func (it *Item[T]) Memo(makeMemo func() any) any {
 
 // HubOptions configures a Hub whose payload is T.
 type HubOptions[T any] struct {
-	Store  Store
-	Logger *slog.Logger
+	// Store is what subscriptions read: snapshots, resumes, gaps.
+	Store Store
+	// LiveStore, when set, is what the hub's own loop reads the live
+	// events from, on connections the subscriptions' reads never hold:
+	// a burst of subscribers (or of RPCs sharing Store's pool) then never
+	// delays the events of everyone else. Nil: Store.
+	LiveStore Store
+	Logger    *slog.Logger
 	// Decode runs once per event before fan-out and makes its payload;
 	// nil leaves the payload zero.
 	Decode func(conversation.Event) (T, error)
@@ -115,6 +121,9 @@ type topic[T any] struct {
 func NewHub[T any](opts HubOptions[T]) *Hub[T] {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	if opts.LiveStore == nil {
+		opts.LiveStore = opts.Store
 	}
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 512
@@ -291,7 +300,7 @@ func (h *Hub[T]) readOnce(ctx context.Context) (bool, error) {
 	}
 
 	h.metrics.reads.Inc()
-	events, err := h.opts.Store.EventsAfterMany(ctx, cursors, h.opts.ReadBatch)
+	events, err := h.opts.LiveStore.EventsAfterMany(ctx, cursors, h.opts.ReadBatch)
 	if err != nil {
 		h.mu.Lock()
 		for _, c := range cursors {
@@ -310,7 +319,7 @@ func (h *Hub[T]) endDeleted(ctx context.Context, cursors []conversation.Cursor) 
 	for i, c := range cursors {
 		ids[i] = c.ConversationID
 	}
-	existing, err := h.opts.Store.ExistingConversations(ctx, ids)
+	existing, err := h.opts.LiveStore.ExistingConversations(ctx, ids)
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,12 @@ import (
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
-// committer writes the output of every reply a Pool runs, all replies
-// together: one call of convo.write_batch (one transaction, one
-// notification per conversation) per tick, on one connection at a time,
-// whatever the number of replies. It is the group commit of the worker
-// runtime.
+// committer writes the output of the replies a Pool gives it (a Pool has
+// Config.BatchLanes of them, each conversation's replies always in the
+// same one), all replies together: one call of convo.write_batch (one
+// transaction, one notification per conversation) per tick, on one
+// connection at a time, whatever the number of replies. It is the group
+// commit of the worker runtime.
 //
 // Pacing: a batch starts as soon as something is waiting if the previous
 // one ended at least BatchInterval ago and the committer has been busy at
@@ -36,6 +37,7 @@ import (
 type committer struct {
 	api    sqlAPI
 	worker string
+	lane   int32 // write_batch's lane: the pool's committers write at once
 	cfg    *Config
 	log    *slog.Logger
 	m      *poolMetrics
@@ -52,9 +54,9 @@ type committer struct {
 	batch int64
 }
 
-func newCommitter(api sqlAPI, worker string, cfg *Config, m *poolMetrics) *committer {
+func newCommitter(api sqlAPI, worker string, lane int, cfg *Config, m *poolMetrics) *committer {
 	return &committer{
-		api: api, worker: worker, cfg: cfg, log: cfg.Logger, m: m,
+		api: api, worker: worker, lane: int32(lane), cfg: cfg, log: cfg.Logger, m: m,
 		writers: map[*writer]struct{}{}, dirty: map[*writer]struct{}{},
 		kick:  make(chan struct{}, 1),
 		batch: time.Now().UnixMicro(),
@@ -154,6 +156,12 @@ func (c *committer) heartbeatsDue() bool {
 	return false
 }
 
+// batchBudget bounds the cost (see op.cost) of one batch: about 1,500
+// appends' worth, some 50 ms of PostgreSQL's time on two cores. A burst
+// (a thousand replies starting at once) is written in several batches,
+// so that no event waits long in its batch for the commit.
+const batchBudget = 1500
+
 // batchPart is what one writer put in a batch: its ops from first on.
 type batchPart struct {
 	w     *writer
@@ -177,7 +185,21 @@ func (c *committer) flush(ctx context.Context) {
 	due := now.Add(-c.cfg.HeartbeatInterval)
 	var parts []batchPart
 	var wire []wireOp
-	for _, w := range writers {
+	cost := 0
+	for i, w := range writers {
+		if cost >= batchBudget {
+			// The rest go in the next batch, which starts at once: a
+			// batch that takes long holds its first events back as long.
+			c.mu.Lock()
+			for _, rest := range writers[i:] {
+				if rest.hasQueued() {
+					c.dirty[rest] = struct{}{}
+				}
+			}
+			c.urgent = true
+			c.mu.Unlock()
+			break
+		}
 		ops := w.take(due, now)
 		if len(ops) == 0 {
 			continue
@@ -185,6 +207,7 @@ func (c *committer) flush(ctx context.Context) {
 		parts = append(parts, batchPart{w: w, first: len(wire), ops: ops})
 		for _, o := range ops {
 			wire = append(wire, o.wire(w.promptID))
+			cost += o.cost()
 		}
 	}
 	if len(wire) == 0 {
@@ -205,7 +228,7 @@ func (c *committer) flush(ctx context.Context) {
 // the connection's or PostgreSQL asks for a retry, for at most a lease.
 func (c *committer) write(ctx context.Context, ops []byte) ([]dbq.BatchWriteRow, error) {
 	c.batch++
-	arg := dbq.BatchWriteParams{Worker: c.worker, Batch: c.batch, Ops: ops}
+	arg := dbq.BatchWriteParams{Worker: c.worker, Batch: c.batch, Ops: ops, Lane: c.lane}
 	giveUp := time.Now().Add(time.Duration(c.cfg.LeaseSeconds) * time.Second)
 	delay := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {

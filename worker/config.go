@@ -34,13 +34,19 @@ type Config struct {
 	// being woken by a notification: a safety net for missed
 	// notifications. Default 10 s.
 	PollInterval time.Duration
-	// BatchInterval is the shortest time between two writes of streamed
-	// text to one block (or one tool call's output); text arriving sooner
-	// is coalesced. Negative: write every chunk at once. Default 20 ms.
+	// BatchInterval is the shortest time between two batches of one lane
+	// (see BatchLanes): text streamed meanwhile to one block (or one tool
+	// call's output) is coalesced into one delta. Under load the pause
+	// after a batch grows to the time the batch took. Negative: no pause
+	// and no coalescing, every chunk its own delta. Default 20 ms.
 	BatchInterval time.Duration
 	// BatchBytes writes coalesced text at once when this much is waiting.
 	// Default 4096.
 	BatchBytes int
+	// BatchLanes is how many batches the pool writes at once, each on its
+	// own connection, each holding the replies of its share of the
+	// conversations: PostgreSQL writes them on as many cores. Default 2.
+	BatchLanes int
 	// MaxToolRounds bounds how many times one prompt may call tools and
 	// continue the model. Default 8.
 	MaxToolRounds int
@@ -102,6 +108,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BatchBytes <= 0 {
 		c.BatchBytes = 4096
+	}
+	if c.BatchLanes <= 0 {
+		c.BatchLanes = 2
 	}
 	if c.MaxToolRounds <= 0 {
 		c.MaxToolRounds = 8

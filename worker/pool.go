@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -16,15 +17,15 @@ import (
 )
 
 // Pool runs up to Config.Workers prompts at once in one process. One
-// claim loop takes prompts (several per call), one committer writes every
-// reply's output in shared transactions, and one LISTEN connection hears
+// claim loop takes prompts (several per call), Config.BatchLanes
+// committers write every reply's output in shared transactions, and one LISTEN connection hears
 // new prompts and cancellations; the number of prompts in flight does not
 // change how many connections it uses. Start one with Start; stop it with
 // Stop.
 type Pool struct {
-	cfg       Config
-	api       sqlAPI
-	committer *committer
+	cfg        Config
+	api        sqlAPI
+	committers []*committer // one per lane
 	// cancel stops everything: the prompts in flight and the listener.
 	cancel context.CancelCauseFunc
 	// stopClaims stops the claim loop only (Drain).
@@ -85,7 +86,9 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	if cfg.wrapAPI != nil {
 		p.api = cfg.wrapAPI(p.api)
 	}
-	p.committer = newCommitter(p.api, cfg.Name, &p.cfg, &p.metrics)
+	for lane := range cfg.BatchLanes {
+		p.committers = append(p.committers, newCommitter(p.api, cfg.Name, lane, &p.cfg, &p.metrics))
+	}
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	claimCtx, stopClaims := context.WithCancel(runCtx)
 	commitCtx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
@@ -95,7 +98,9 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		stopCommitter()
 		return p, nil
 	}
-	p.wg.Go(func() { p.committer.run(commitCtx) })
+	for _, c := range p.committers {
+		p.wg.Go(func() { c.run(commitCtx) })
+	}
 
 	l := cfg.Listener
 	if l == nil {
@@ -260,6 +265,15 @@ func (p *Pool) claim(ctx context.Context, n int) ([]dbq.PromptClaimRow, error) {
 	}
 	p.metrics.claims.Add(float64(len(rows)))
 	return claimed, nil
+}
+
+// committerFor returns the lane of a conversation's replies: always the
+// same, so that two replies of one conversation (an A/B comparison) are
+// written in one order.
+func (p *Pool) committerFor(conversationID uuid.UUID) *committer {
+	h := fnv.New32a()
+	h.Write(conversationID[:])
+	return p.committers[h.Sum32()%uint32(len(p.committers))]
 }
 
 // register routes cancellations of promptID to cancel.

@@ -35,7 +35,7 @@ func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow) {
 	}
 	p.register(claim.PromptID, cancel)
 	defer p.unregister(claim.PromptID)
-	w, err := newWriter(pctx, cancel, p.committer, claim.PromptID)
+	w, err := newWriter(pctx, cancel, p.committerFor(claim.ConversationID), claim.PromptID)
 	if err != nil {
 		// The pool is stopping: the prompt was claimed but not started.
 		cancel(errShutdown)

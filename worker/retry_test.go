@@ -118,7 +118,7 @@ func TestBatchRetryAfterLostReply(t *testing.T) {
 
 	calls := &countingBatches{sqlAPI: dbq.New(viaProxy)}
 	m := newPoolMetrics()
-	c := newCommitter(calls, "w", &Config{CallTimeout: 10 * time.Second, LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second,
+	c := newCommitter(calls, "w", 0, &Config{CallTimeout: 10 * time.Second, LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second,
 		BatchBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}, &m)
 	stop, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

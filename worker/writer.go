@@ -80,6 +80,21 @@ func (o *op) wire(prompt uuid.UUID) wireOp {
 	return w
 }
 
+// cost is the op's weight in a batch's budget, in appends: starting and
+// ending a prompt write several events and rows, a block or tool call a
+// few.
+func (o *op) cost() int {
+	switch o.kind {
+	case opAppend, opToolProgress, opHeartbeat:
+		return 1
+	case opStartPrompt:
+		return 12
+	case opCompletePrompt:
+		return 20
+	}
+	return 4
+}
+
 // describe says what the op was doing, for errors.
 func (o *op) describe() string {
 	switch o.kind {
@@ -317,6 +332,13 @@ func (w *writer) sync() error {
 	err := w.err
 	w.mu.Unlock()
 	return err
+}
+
+// hasQueued reports whether ops wait to be taken.
+func (w *writer) hasQueued() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queued) > 0
 }
 
 // isStarted reports whether start_prompt was written.

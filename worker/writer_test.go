@@ -76,7 +76,7 @@ func TestWriter(t *testing.T) {
 		cfg := &Config{Name: "w", CallTimeout: time.Second, BatchInterval: interval, BatchBytes: 1 << 20,
 			LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 		m := newPoolMetrics()
-		c := newCommitter(api, "w", cfg, &m)
+		c := newCommitter(api, "w", 0, cfg, &m)
 		ctx, cancel := context.WithCancelCause(context.Background())
 		failed := make(chan error, 1)
 		w, err := newWriter(ctx, func(err error) {

@@ -153,8 +153,10 @@ type Main struct {
 	store   *postgres.Store
 	hub     *wire.Hub
 	workers *worker.Pool
-	// workerPool is the in-process workers' pool (CONVO_WORKER_DB_CONNS).
+	// workerPool is the in-process workers' pool (CONVO_WORKER_DB_CONNS),
+	// hubPool the stream hub's (hubConns).
 	workerPool *pgxpool.Pool
+	hubPool    *pgxpool.Pool
 	listener   net.Listener
 	metrics    *serverMetrics
 	// auth authenticates requests; stopAuth ends its JWKS refreshes.
@@ -359,6 +361,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {
 		return err
 	}
+	// The hub reads live events on connections of its own, so that a
+	// burst of RPCs or of new subscribers holding the API's pool never
+	// holds up the events of the streams already open.
+	hubPoolConfig := poolConfig.Copy()
+	hubPoolConfig.MaxConns = hubConns
+	if m.hubPool, err = pgxpool.NewWithConfig(ctx, hubPoolConfig); err != nil {
+		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
+	}
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
 	}
@@ -423,7 +433,7 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 // it, and the reaper of expired prompt leases and the compactor (package
 // maintenance).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
-	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, Logger: m.Logger,
+	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, LiveStore: postgres.New(m.hubPool), Logger: m.Logger,
 		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
 	m.metrics.registry.MustRegister(m.hub)
 	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
@@ -471,11 +481,19 @@ func (m *Main) newAuthenticator(ctx context.Context) (auth.Authenticator, error)
 	return auth.Authenticator{}, nil
 }
 
+// hubConns is the size of the stream hub's own pool: it reads the event
+// log one query at a time, and a second connection covers the
+// deleted-conversation check after a feed reconnects.
+const hubConns = 2
+
 // connectionUses lists the connections this server opens to PostgreSQL,
 // each bounded by its setting. The replication connection of the logical
 // feed is a WAL sender, which max_wal_senders bounds instead.
 func (m *Main) connectionUses() []postgres.ConnectionUse {
-	uses := []postgres.ConnectionUse{{What: "API pool", Conns: m.Config.DBMaxConns, Setting: "CONVO_DB_MAX_CONNS"}}
+	uses := []postgres.ConnectionUse{
+		{What: "API pool", Conns: m.Config.DBMaxConns, Setting: "CONVO_DB_MAX_CONNS"},
+		{What: "stream hub", Conns: hubConns},
+	}
 	if m.Config.Workers.Workers > 0 {
 		uses = append(uses, postgres.ConnectionUse{What: "worker pool", Conns: m.Config.Workers.DBConns, Setting: "CONVO_WORKER_DB_CONNS"})
 	}
@@ -530,6 +548,10 @@ func (m *Main) Close() error {
 	if m.workerPool != nil {
 		m.workerPool.Close()
 		m.workerPool = nil
+	}
+	if m.hubPool != nil {
+		m.hubPool.Close()
+		m.hubPool = nil
 	}
 	if m.pool != nil {
 		m.pool.Close()

@@ -37,20 +37,23 @@ type chatReadersJob struct {
 // chatReadersResult is what the reader process measured: the reader
 // fields of ChatResult.
 type chatReadersResult struct {
-	Replies       int            `json:"replies"`
-	Finished      int            `json:"finished"`
-	MeanReplyS    float64        `json:"mean_reply_s"`
-	GapP50        float64        `json:"gap_p50_ms"`
-	GapP99        float64        `json:"gap_p99_ms"`
-	GapMax        float64        `json:"gap_max_ms"`
-	LagP50        float64        `json:"lag_p50_ms"`
-	LagP99        float64        `json:"lag_p99_ms"`
-	CharsPerDelta float64        `json:"chars_per_delta"`
-	FirstDeltaP50 float64        `json:"first_delta_p50_ms"`
-	FirstDeltaP99 float64        `json:"first_delta_p99_ms"`
-	Deltas        int64          `json:"deltas"`
-	WallS         float64        `json:"wall_s"`
-	Errors        map[string]int `json:"errors"`
+	Replies       int     `json:"replies"`
+	Finished      int     `json:"finished"`
+	MeanReplyS    float64 `json:"mean_reply_s"`
+	GapP50        float64 `json:"gap_p50_ms"`
+	GapP99        float64 `json:"gap_p99_ms"`
+	GapMax        float64 `json:"gap_max_ms"`
+	LagP50        float64 `json:"lag_p50_ms"`
+	LagP99        float64 `json:"lag_p99_ms"`
+	CharsPerDelta float64 `json:"chars_per_delta"`
+	FirstDeltaP50 float64 `json:"first_delta_p50_ms"`
+	FirstDeltaP99 float64 `json:"first_delta_p99_ms"`
+	// LagP99BySecond is the lag p99 (ms) of the deltas received in each
+	// second of the run, from the first message sent: where the tail is.
+	LagP99BySecond []float64      `json:"lag_p99_by_s"`
+	Deltas         int64          `json:"deltas"`
+	WallS          float64        `json:"wall_s"`
+	Errors         map[string]int `json:"errors"`
 }
 
 // runChatReaders is the reader process of the chat measurement. It reads a
@@ -147,7 +150,8 @@ type chatReader struct {
 	id, via string
 
 	sent, first, done time.Time
-	gaps, lags        []int64 // ns
+	gaps, lags        []int64     // ns
+	lagAt             []time.Time // when each of lags was received
 	lastDelta         time.Time
 	chars, deltas     int64
 
@@ -374,6 +378,7 @@ func (c *chatReader) event(kind string, data []byte, t time.Time) bool {
 		if s, ok := jsonString(data, `"createdAt":"`); ok {
 			if at, err := time.Parse(time.RFC3339Nano, s); err == nil {
 				c.lags = append(c.lags, int64(t.Sub(at)))
+				c.lagAt = append(c.lagAt, t)
 			}
 		}
 		if i := bytes.Index(data, []byte(`"content":"`)); i >= 0 {
@@ -457,6 +462,25 @@ func summarizeChat(readers []*chatReader, wall time.Duration) chatReadersResult 
 	}
 	if res.Deltas > 0 {
 		res.CharsPerDelta = round1(float64(chars) / float64(res.Deltas))
+	}
+	var start time.Time
+	for _, c := range readers {
+		if !c.sent.IsZero() && (start.IsZero() || c.sent.Before(start)) {
+			start = c.sent
+		}
+	}
+	var bySecond [][]int64
+	for _, c := range readers {
+		for i, at := range c.lagAt {
+			sec := max(int(at.Sub(start)/time.Second), 0)
+			for len(bySecond) <= sec {
+				bySecond = append(bySecond, nil)
+			}
+			bySecond[sec] = append(bySecond[sec], c.lags[i])
+		}
+	}
+	for _, sec := range bySecond {
+		res.LagP99BySecond = append(res.LagP99BySecond, msf(summarize(sec).P99))
 	}
 	g, l, f := summarize(gaps), summarize(lags), summarize(firsts)
 	res.GapP50, res.GapP99, res.GapMax = msf(g.P50), msf(g.P99), msf(g.Max)

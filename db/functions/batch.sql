@@ -6,29 +6,74 @@
 -- after the migrations (CREATE OR REPLACE), so a change to a function is
 -- an edit here. See db/README.md.
 
--- claim_prompts claims up to max_prompts prompts for worker at once, as
--- that many calls of claim_prompt in one transaction would (owners served
--- round-robin), and returns them in the order claimed.
+-- claim_prompts claims up to max_prompts prompts for worker at once, in the
+-- order that many calls of claim_prompt would take them (owners served
+-- round-robin: the first queued prompt of every owner, the owner served
+-- least recently first, then the second of every owner, …), skipping
+-- prompts other workers hold locked, and returns them in that order. Its
+-- cost is one pass over the claimable prompts, whatever max_prompts is.
 CREATE OR REPLACE FUNCTION convo.claim_prompts(worker text, lease_seconds integer, max_prompts integer)
 RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_claimed record;
+    v_ids uuid[];
 BEGIN
+    IF worker IS NULL OR worker = '' THEN
+        RAISE EXCEPTION 'claim_prompts: worker must be a non-empty name' USING ERRCODE = 'CV003';
+    END IF;
+    IF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 3600 THEN
+        RAISE EXCEPTION 'claim_prompts: lease_seconds must be between 1 and 3600, got %', lease_seconds
+            USING ERRCODE = 'CV003';
+    END IF;
     IF max_prompts IS NULL OR max_prompts < 1 OR max_prompts > 1000 THEN
         RAISE EXCEPTION 'claim_prompts: max_prompts must be between 1 and 1000, got %', max_prompts
             USING ERRCODE = 'CV003';
     END IF;
-    FOR i IN 1..max_prompts LOOP
-        SELECT * INTO v_claimed FROM convo.claim_prompt(claim_prompts.worker, claim_prompts.lease_seconds);
-        EXIT WHEN v_claimed.prompt_id IS NULL;
-        prompt_id := v_claimed.prompt_id;
-        conversation_id := v_claimed.conversation_id;
-        message_id := v_claimed.message_id;
-        model_config := v_claimed.model_config;
-        attempts := v_claimed.attempts;
-        RETURN NEXT;
-    END LOOP;
+    PERFORM convo.expire_leases();
+    -- The candidates in claim order, then locked in that order; a prompt
+    -- locked by another claim is skipped.
+    WITH queued AS (
+        SELECT q.id, q.owner_id, o.last_claimed_at,
+               row_number() OVER (PARTITION BY q.owner_id ORDER BY q.created_at, q.id) AS turn,
+               min(q.created_at) OVER (PARTITION BY q.owner_id) AS owner_since
+          FROM convo.prompts q
+          LEFT JOIN convo.owner_claims o ON o.owner_id = q.owner_id
+         WHERE q.status = 'queued'
+           AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now())),
+    candidates AS (
+        SELECT q.id, row_number() OVER (ORDER BY q.turn, q.last_claimed_at NULLS FIRST, q.owner_since, q.owner_id) AS place
+          FROM queued q
+         ORDER BY place
+         LIMIT max_prompts * 2),
+    locked AS (
+        SELECT q.id
+          FROM convo.prompts q
+         WHERE q.id IN (SELECT c.id FROM candidates c)
+           AND q.status = 'queued'
+           AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now())
+           FOR UPDATE OF q SKIP LOCKED)
+    SELECT array_agg(c.id ORDER BY c.place) INTO v_ids
+      FROM (SELECT c.id, c.place FROM candidates c JOIN locked l ON l.id = c.id ORDER BY c.place LIMIT max_prompts) c;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    -- Each owner served moves to the back of the round, in claim order
+    -- (clock_timestamp, so that owners served in one call keep their order).
+    INSERT INTO convo.owner_claims AS o (owner_id, last_claimed_at)
+    SELECT p.owner_id, clock_timestamp() + make_interval(secs => max(u.n) / 1e6)
+      FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)
+      JOIN convo.prompts p ON p.id = u.id
+     GROUP BY p.owner_id
+        ON CONFLICT (owner_id) DO UPDATE SET last_claimed_at = excluded.last_claimed_at;
+    RETURN QUERY
+    UPDATE convo.prompts p
+       SET worker = claim_prompts.worker,
+           lease_seconds = claim_prompts.lease_seconds,
+           lease_expires_at = now() + make_interval(secs => claim_prompts.lease_seconds),
+           attempts = p.attempts + 1
+      FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)
+     WHERE p.id = u.id
+    RETURNING p.id, p.conversation_id, p.message_id, p.model_config, p.attempts;
 END;
 $$;
 
@@ -144,13 +189,16 @@ $$;
 -- with the number of the last batch applied for worker applies nothing and
 -- answers as that batch did: a worker that lost the answer (its connection
 -- broke around the commit) sends the same batch again. A smaller number
--- raises CV002. Malformed input (no worker, ops not an array of objects
+-- raises CV002. A worker that writes batches on several connections at
+-- once gives each its own lane (0, 1, …), numbered on its own; batches of
+-- different lanes run at the same time, and a prompt's ops must always go
+-- through one lane (or wait for the answer before using another). Malformed input (no worker, ops not an array of objects
 -- each naming its "prompt" and a known "op") raises CV003 and changes
 -- nothing.
 --
 -- Each conversation written gets one notification for the whole batch
 -- (convo_events '<conversation id>:<last seq>') instead of one per event.
-CREATE OR REPLACE FUNCTION convo.write_batch(worker text, batch bigint, ops jsonb)
+CREATE OR REPLACE FUNCTION convo.write_batch(worker text, batch bigint, ops jsonb, lane integer DEFAULT 0)
 RETURNS TABLE (prompt_id uuid, op_index integer, code text, message text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -163,10 +211,13 @@ DECLARE
     -- the batch's prompts, and the index of each one's first op
     v_prompts  uuid[];
     v_firsts   integer[];
-    v_n        integer;
+    v_counts   integer[];
+    -- v_done[i + 1]: ops[i] was applied by the common op's statement
+    v_done     boolean[];
+    v_status   text;
+    v_holder   text;
     -- refused: prompt id -> {"index", "code", "message"}
     v_refused  jsonb := '{}';
-    v_prompt   convo.prompts;
     v_id       uuid;
     v_op       jsonb;
     v_index    integer;
@@ -174,6 +225,10 @@ DECLARE
 BEGIN
     IF worker IS NULL OR worker = '' THEN
         RAISE EXCEPTION 'write_batch: worker must be a non-empty name' USING ERRCODE = 'CV003';
+    END IF;
+    IF lane IS NULL OR lane < 0 THEN
+        RAISE EXCEPTION 'write_batch: lane must be 0 or more, got %', coalesce(lane::text, 'NULL')
+            USING ERRCODE = 'CV003';
     END IF;
     IF batch IS NULL THEN
         RAISE EXCEPTION 'write_batch: batch must be a number that grows with each call of the worker'
@@ -186,22 +241,24 @@ BEGIN
 
     -- Exactly once: the worker's batches are applied one at a time, in
     -- the order of their numbers.
-    INSERT INTO convo.worker_batches AS w (worker, batch) VALUES (write_batch.worker, -1)
+    INSERT INTO convo.worker_batches AS w (worker, lane, batch) VALUES (write_batch.worker, write_batch.lane, -1)
         ON CONFLICT ON CONSTRAINT worker_batches_pkey DO NOTHING;
     IF FOUND THEN
         -- A new worker: forget the marks of workers silent for a day (a
         -- worker sends a batch again within seconds).
         DELETE FROM convo.worker_batches w WHERE w.written_at < now() - interval '1 day';
     END IF;
-    SELECT * INTO v_mark FROM convo.worker_batches w WHERE w.worker = write_batch.worker FOR UPDATE;
+    SELECT * INTO v_mark FROM convo.worker_batches w
+     WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
+       FOR UPDATE;
     IF v_mark.batch = write_batch.batch THEN
         RETURN QUERY
         SELECT (r->>'prompt')::uuid, (r->>'index')::integer, r->>'code', r->>'message'
           FROM jsonb_array_elements(v_mark.refused) r;
         RETURN;
     ELSIF v_mark.batch > write_batch.batch THEN
-        RAISE EXCEPTION 'write_batch: batch % of worker % comes after batch %, which was applied already',
-            v_mark.batch, write_batch.worker, write_batch.batch USING ERRCODE = 'CV002',
+        RAISE EXCEPTION 'write_batch: batch % of worker % (lane %) is older than batch %, which was applied already',
+            write_batch.batch, write_batch.worker, write_batch.lane, v_mark.batch USING ERRCODE = 'CV002',
             HINT = 'number each call of a worker higher than the one before';
     END IF;
 
@@ -224,9 +281,11 @@ BEGIN
         RAISE EXCEPTION 'write_batch: ops[%].prompt must be a uuid, got %', v_index,
             coalesce((v_op->'prompt')::text, 'nothing') USING ERRCODE = 'CV003';
     END IF;
-    -- The batch's prompts, each with the index of its first op.
-    SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id) INTO v_prompts, v_firsts
-      FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first
+    -- The batch's prompts, each with the index of its first op and its
+    -- number of ops.
+    SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id), array_agg(f.n ORDER BY f.id)
+      INTO v_prompts, v_firsts, v_counts
+      FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first, count(*)::integer AS n
               FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i)
              GROUP BY 1) f;
 
@@ -241,21 +300,63 @@ BEGIN
     -- Refuse up front the prompts that are gone, finished or not worker's:
     -- the usual refusals (a cancel, a deleted conversation, a lost lease)
     -- cost no second pass.
-    FOR v_n IN 1..coalesce(array_length(v_prompts, 1), 0) LOOP
-        v_id := v_prompts[v_n];
-        v_index := v_firsts[v_n];
-        SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = v_id;
-        IF NOT FOUND THEN
-            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
-                'code', 'CV001', 'message', format('write_batch: prompt %s does not exist', v_id)));
-        ELSIF v_prompt.status NOT IN ('queued', 'running') THEN
-            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
-                'code', 'CV002', 'message', format('write_batch: prompt %s is %s, not running', v_id, v_prompt.status)));
-        ELSIF v_prompt.worker IS DISTINCT FROM write_batch.worker THEN
-            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
-                'code', 'CV002', 'message', format('write_batch: prompt %s is held by %s, not by %s', v_id,
-                    coalesce(v_prompt.worker, 'no worker'), write_batch.worker)));
-        END IF;
+    FOR v_id, v_index, v_status, v_holder IN
+        SELECT u.id, u.first, p.status, p.worker
+          FROM unnest(v_prompts, v_firsts) AS u(id, first)
+          LEFT JOIN convo.prompts p ON p.id = u.id
+         WHERE p.id IS NULL OR p.status NOT IN ('queued', 'running') OR p.worker IS DISTINCT FROM write_batch.worker
+    LOOP
+        v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
+            'code', CASE WHEN v_status IS NULL THEN 'CV001' ELSE 'CV002' END,
+            'message', CASE
+                WHEN v_status IS NULL THEN format('write_batch: prompt %s does not exist', v_id)
+                WHEN v_status NOT IN ('queued', 'running') THEN format('write_batch: prompt %s is %s, not running', v_id, v_status)
+                ELSE format('write_batch: prompt %s is held by %s, not by %s', v_id, coalesce(v_holder, 'no worker'), write_batch.worker)
+            END));
+    END LOOP;
+
+    PERFORM set_config('convo.notify_events', 'off', true);
+
+    -- The common op in one statement: mid-reply, most prompts of a batch
+    -- have one op, an append to the block that took their conversation's
+    -- latest delta (conversations.delta_block_id, kept true by triggers:
+    -- the block streams and its prompt runs), with the next delta_seq. It
+    -- is applied here as append_block's common path would apply it; every
+    -- other op goes through the loop below.
+    v_done := array_fill(false, ARRAY[jsonb_array_length(ops)]);
+    FOR v_index IN
+        WITH single AS (
+            SELECT (x.o->>'prompt')::uuid AS prompt_id, (x.o->>'block')::uuid AS block_id,
+                   x.o->>'text' AS delta, (x.o->>'seq')::integer AS delta_seq, (x.i - 1)::integer AS i
+              FROM unnest(v_prompts, v_firsts, v_counts) AS u(id, first, n)
+              JOIN LATERAL (SELECT ops->u.first AS o, u.first + 1 AS i) x ON true
+             WHERE u.n = 1
+               AND x.o->>'op' = 'append'
+               AND coalesce(x.o->>'text', '') <> ''
+               AND coalesce(x.o->>'block' ~* v_uuid, false)
+               AND jsonb_typeof(x.o->'seq') = 'number' AND x.o->>'seq' ~ '^[0-9]{1,9}$'
+               AND NOT v_refused ? u.id::text),
+        target AS (
+            SELECT s.*, b.conversation_id, b.message_id
+              FROM single s
+              JOIN convo.blocks b ON b.id = s.block_id AND b.prompt_id = s.prompt_id),
+        counted AS (
+            UPDATE convo.conversations c
+               SET last_seq = c.last_seq + 1, delta_count = c.delta_count + 1
+              FROM target t
+             WHERE c.id = t.conversation_id
+               AND c.delta_block_id = t.block_id
+               AND t.delta_seq = c.delta_count + 1
+            RETURNING c.id, c.last_seq, t.prompt_id, t.message_id, t.block_id, t.delta, t.i),
+        inserted AS (
+            INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
+            SELECT k.id, k.last_seq, 'blockDelta', k.prompt_id, k.block_id,
+                   jsonb_build_object('promptId', k.prompt_id, 'messageId', k.message_id,
+                                      'blockId', k.block_id, 'content', k.delta)
+              FROM counted k)
+        SELECT k.i FROM counted k
+    LOOP
+        v_done[v_index + 1] := true;
     END LOOP;
 
     -- Apply. An op that raises rolls back this attempt (one subtransaction,
@@ -264,10 +365,10 @@ BEGIN
     -- Each pass refuses one more op, so the loop ends. Errors that are not
     -- about an op (a deadlock, a shutdown, an out-of-memory) abort the
     -- whole call.
-    PERFORM set_config('convo.notify_events', 'off', true);
     LOOP
         BEGIN
             FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
+                CONTINUE WHEN v_done[v_index + 1];
                 v_id := (v_op->>'prompt')::uuid;
                 IF v_refused <> '{}' THEN
                     v_limit := (v_refused->v_id::text->>'index')::integer;
@@ -296,7 +397,7 @@ BEGIN
        SET batch = write_batch.batch, written_at = now(),
            refused = (SELECT coalesce(jsonb_agg(r.value || jsonb_build_object('prompt', r.key) ORDER BY (r.value->>'index')::integer), '[]')
                         FROM jsonb_each(v_refused) r)
-     WHERE w.worker = write_batch.worker
+     WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
     RETURNING w.refused INTO v_mark.refused;
     RETURN QUERY
     SELECT (r->>'prompt')::uuid, (r->>'index')::integer, r->>'code', r->>'message'

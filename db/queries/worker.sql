@@ -61,4 +61,4 @@ SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_i
 -- One row per refused prompt; see convo.write_batch (db/functions/batch.sql).
 SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
        b.code::text AS code, b.message::text AS message
-  FROM convo.write_batch(@worker::text, @batch::bigint, @ops::jsonb) b;
+  FROM convo.write_batch(@worker::text, @batch::bigint, @ops::jsonb, @lane::int) b;

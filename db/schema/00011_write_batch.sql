@@ -6,18 +6,22 @@
 -- one transaction, one notification per conversation, instead of one
 -- transaction per delta per reply.
 --
--- convo.worker_batches remembers, per worker, the number of the last batch
--- write_batch applied and which of its prompts it refused. A worker that
+-- convo.worker_batches remembers, per worker and lane (a worker may write
+-- batches on several connections at once, each its own lane), the number
+-- of the last batch write_batch applied and which of its prompts it
+-- refused. A worker that
 -- lost the answer to a call (the connection broke around the commit) sends
 -- the same batch again: write_batch finds its number here and answers as
--- the first time, applying nothing twice. One row per worker name;
+-- the first time, applying nothing twice. One row per worker and lane;
 -- write_batch deletes the rows of workers silent for a day when a new
 -- worker writes its first batch.
 CREATE TABLE convo.worker_batches (
-    worker     text        PRIMARY KEY CHECK (worker <> ''),
+    worker     text        NOT NULL CHECK (worker <> ''),
+    lane       integer     NOT NULL CHECK (lane >= 0),
     batch      bigint      NOT NULL,
     refused    jsonb       NOT NULL DEFAULT '[]' CHECK (jsonb_typeof(refused) = 'array'),
-    written_at timestamptz NOT NULL DEFAULT now()
+    written_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (worker, lane)
 );
 
 -- start_block and start_tool_call become wrappers of _start_block and

@@ -121,6 +121,7 @@ type ConvoToolCall struct {
 
 type ConvoWorkerBatch struct {
 	Worker    string
+	Lane      int32
 	Batch     int64
 	Refused   json.RawMessage
 	WrittenAt time.Time

@@ -15,13 +15,14 @@ import (
 const batchWrite = `-- name: BatchWrite :many
 SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
        b.code::text AS code, b.message::text AS message
-  FROM convo.write_batch($1::text, $2::bigint, $3::jsonb) b
+  FROM convo.write_batch($1::text, $2::bigint, $3::jsonb, $4::int) b
 `
 
 type BatchWriteParams struct {
 	Worker string
 	Batch  int64
 	Ops    json.RawMessage
+	Lane   int32
 }
 
 type BatchWriteRow struct {
@@ -33,7 +34,12 @@ type BatchWriteRow struct {
 
 // One row per refused prompt; see convo.write_batch (db/functions/batch.sql).
 func (q *Queries) BatchWrite(ctx context.Context, arg BatchWriteParams) ([]BatchWriteRow, error) {
-	rows, err := q.db.Query(ctx, batchWrite, arg.Worker, arg.Batch, arg.Ops)
+	rows, err := q.db.Query(ctx, batchWrite,
+		arg.Worker,
+		arg.Batch,
+		arg.Ops,
+		arg.Lane,
+	)
 	if err != nil {
 		return nil, err
 	}
