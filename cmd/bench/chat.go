@@ -61,6 +61,13 @@ type ChatResult struct {
 	// CommitsPerS is the server database's xact_commit growth over the
 	// wall time of the replies.
 	CommitsPerS float64 `json:"commits_per_s"`
+	// WriteTxPerS is the transactions per second that wrote (transaction
+	// ids handed out over the run: every SendMessage, the workers'
+	// claims and batches, nothing that only read), and WorkerTxPerS the
+	// same without the replies' SendMessages: the worker process's
+	// commits.
+	WriteTxPerS  float64 `json:"write_tx_per_s"`
+	WorkerTxPerS float64 `json:"worker_tx_per_s"`
 	// Connections and Walsenders are the most backends of the server seen
 	// at once in pg_stat_activity (client backends, and walsenders of the
 	// logical feed).
@@ -181,7 +188,8 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (Cha
 	if hwm, err := procStatusKB(pid, "VmHWM"); err == nil {
 		res.ServerRSSMB = round1(float64(hwm) / 1024)
 	}
-	res.Connections, res.Walsenders, err = sampler.finish()
+	var xids int64
+	res.Connections, res.Walsenders, xids, err = sampler.finish()
 	if err != nil {
 		return res, err
 	}
@@ -194,6 +202,8 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (Cha
 		return res, err
 	}
 	res.CommitsPerS = round1(float64(commits-sampler.queries) / wall.Seconds())
+	res.WriteTxPerS = round1(float64(xids) / wall.Seconds())
+	res.WorkerTxPerS = round1(float64(xids-int64(n)) / wall.Seconds())
 	res.ServerLog = logs.counts()
 	return res, nil
 }
@@ -289,7 +299,9 @@ func startChatReaders(ctx context.Context, url string, job chatReadersJob) (*pee
 // pg_stat_activity. The bench's own connections are named convo-bench…
 // (the sampler's too) and left out.
 const (
-	chatCommitsSQL  = `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`
+	chatCommitsSQL = `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`
+	// chatXIDSQL is the next transaction id, read without taking one.
+	chatXIDSQL      = `SELECT txid_snapshot_xmax(txid_current_snapshot())`
 	chatBackendsSQL = `SELECT count(*) FILTER (WHERE backend_type = 'client backend'),
        count(*) FILTER (WHERE backend_type = 'walsender')
   FROM pg_stat_activity
@@ -308,6 +320,7 @@ const (
 type chatSampler struct {
 	conn     *pgx.Conn
 	commits0 int64
+	xid0     int64
 	queries  int64 // its transactions, which count in xact_commit
 	stop     context.CancelFunc
 	done     chan error
@@ -332,7 +345,11 @@ func (m *Main) startChatSampler(ctx context.Context) (*chatSampler, error) {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("read xact_commit: %w", err)
 	}
-	s.queries = 1
+	if err := conn.QueryRow(ctx, chatXIDSQL).Scan(&s.xid0); err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("read the next transaction id: %w", err)
+	}
+	s.queries = 2
 	sctx, cancel := context.WithCancel(ctx)
 	s.stop = cancel
 	go func() {
@@ -361,17 +378,22 @@ func (m *Main) startChatSampler(ctx context.Context) (*chatSampler, error) {
 }
 
 // finish stops the sampling, closes the connection and returns the most
-// client backends and walsenders seen.
-func (s *chatSampler) finish() (conns, walsenders int, err error) {
+// client backends and walsenders seen, and the transaction ids handed out
+// since the sampler started.
+func (s *chatSampler) finish() (conns, walsenders int, xids int64, err error) {
 	s.stop()
 	err = <-s.done
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s.conn.Close(ctx) //nolint:errcheck // the figures are read
+	defer s.conn.Close(ctx) //nolint:errcheck // the figures are read
 	if err != nil {
-		return 0, 0, fmt.Errorf("sample pg_stat_activity: %w", err)
+		return 0, 0, 0, fmt.Errorf("sample pg_stat_activity: %w", err)
 	}
-	return s.conns, s.walsend, nil
+	if err := s.conn.QueryRow(ctx, chatXIDSQL).Scan(&xids); err != nil {
+		return 0, 0, 0, fmt.Errorf("read the next transaction id: %w", err)
+	}
+	s.queries++
+	return s.conns, s.walsend, xids - s.xid0, nil
 }
 
 // close ends a sampler that finish did not.

@@ -260,8 +260,8 @@ func TestChatRun(t *testing.T) {
 	}
 	// The server has its pool, its listener and 3 workers; the hub reads
 	// and the workers' writes commit.
-	if r.Connections < 2 || r.Walsenders != 0 || r.CommitsPerS <= 0 {
-		t.Errorf("connections %d, walsenders %d, commits/s %v", r.Connections, r.Walsenders, r.CommitsPerS)
+	if r.Connections < 2 || r.Walsenders != 0 || r.CommitsPerS <= 0 || r.WorkerTxPerS <= 0 || r.WriteTxPerS <= r.WorkerTxPerS {
+		t.Errorf("connections %d, walsenders %d, commits/s %v, write tx/s %v (workers %v)", r.Connections, r.Walsenders, r.CommitsPerS, r.WriteTxPerS, r.WorkerTxPerS)
 	}
 	if r.ServerCPUS < 0 || r.ServerRSSMB <= 0 || r.ServerLog == nil {
 		t.Errorf("server CPU %v s, RSS %v MB, log %v", r.ServerCPUS, r.ServerRSSMB, r.ServerLog)
