@@ -180,6 +180,13 @@ func (c *committer) flush(ctx context.Context) {
 		writers = append(writers, w)
 	}
 	c.mu.Unlock()
+	// Oldest waiting first: when the budget cuts a batch short, the
+	// replies left out are the ones that queued last.
+	since := make(map[*writer]time.Time, len(writers))
+	for _, w := range writers {
+		since[w] = w.waitingSince()
+	}
+	slices.SortFunc(writers, func(a, b *writer) int { return since[a].Compare(since[b]) })
 
 	now := time.Now()
 	due := now.Add(-c.cfg.HeartbeatInterval)

@@ -154,6 +154,7 @@ type writer struct {
 	changed  chan struct{}       // closed when done or err changes
 	started  bool                // start_prompt was written
 	wrote    bool                // some text was queued
+	since    time.Time           // when the oldest queued op was queued
 	lastBeat time.Time           // the lease was last extended (or set)
 	deltas   int                 // append and tool_progress ops written
 }
@@ -179,11 +180,30 @@ func (w *writer) enqueue(o *op, urgent bool) error {
 		w.mu.Unlock()
 		return err
 	}
-	w.queued = append(w.queued, o)
-	w.enqueued++
+	w.pushLocked(o)
 	w.mu.Unlock()
 	w.c.queued(w, urgent)
 	return nil
+}
+
+// pushLocked queues o. The caller holds w.mu.
+func (w *writer) pushLocked(o *op) {
+	if len(w.queued) == 0 {
+		w.since = time.Now()
+	}
+	w.queued = append(w.queued, o)
+	w.enqueued++
+}
+
+// waitingSince is when the oldest op still queued was queued; a writer
+// with none sorts last.
+func (w *writer) waitingSince() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.queued) == 0 {
+		return time.Now().Add(time.Hour)
+	}
+	return w.since
 }
 
 // checkLocked returns why the writer stopped, if it has. The caller holds
@@ -254,8 +274,7 @@ func (w *writer) appendText(t target, text string) error {
 	if t.toolCall {
 		o = &op{kind: opToolProgress, toolCall: t.id, text: []byte(text)}
 	}
-	w.queued = append(w.queued, o)
-	w.enqueued++
+	w.pushLocked(o)
 	w.mu.Unlock()
 	w.c.queued(w, urgent)
 	return nil

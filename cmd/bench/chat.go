@@ -66,7 +66,10 @@ type ChatResult struct {
 	// claims and batches, nothing that only read), and WorkerTxPerS the
 	// same without the replies' SendMessages: the worker process's
 	// commits.
-	WriteTxPerS  float64 `json:"write_tx_per_s"`
+	WriteTxPerS float64 `json:"write_tx_per_s"`
+	// DBCPUS is the CPU time of the private PostgreSQL over the replies
+	// (0 with --database-url): the part of convo's work done there.
+	DBCPUS       float64 `json:"db_cpu_s"`
 	WorkerTxPerS float64 `json:"worker_tx_per_s"`
 	// Connections and Walsenders are the most backends of the server seen
 	// at once in pg_stat_activity (client backends, and walsenders of the
@@ -168,6 +171,10 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (Cha
 	defer sampler.close()
 	pid := srv.cmd.Process.Pid
 	cpu0, _, _ := procTimes(strconv.Itoa(pid))
+	var db0 float64
+	if m.cluster != nil {
+		db0 = clusterTimes(m.cluster.DataDir())
+	}
 	t0 := time.Now()
 	if _, err := fmt.Fprintln(readers.stdin, "go"); err != nil {
 		return res, err
@@ -178,6 +185,9 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (Cha
 	}
 	wall := time.Since(t0)
 	cpu1, _, _ := procTimes(strconv.Itoa(pid))
+	if m.cluster != nil {
+		res.DBCPUS = round1((clusterTimes(m.cluster.DataDir()) - db0) / userHZ)
+	}
 	if err := json.Unmarshal([]byte(line), &res.chatReadersResult); err != nil {
 		return res, fmt.Errorf("reader process said %q", line)
 	}
@@ -523,9 +533,12 @@ type peerChatLine struct {
 	Finished    int     `json:"finished"`
 	MeanReplyS  float64 `json:"mean_reply_s"`
 	GapP99      float64 `json:"gap_p99_ms"`
+	GapMax      float64 `json:"gap_max_ms"`
 	LagP50      float64 `json:"lag_p50_ms"`
 	LagP99      float64 `json:"lag_p99_ms"`
+	DueLagP99   float64 `json:"due_lag_p99_ms"`
 	ServerCPUS  float64 `json:"server_cpu_s"`
+	RedisCPUS   float64 `json:"redis_cpu_s"`
 	ServerRSSMB float64 `json:"server_rss_mb"`
 	Reader      string  `json:"reader"`
 }
@@ -562,9 +575,11 @@ func (m *Main) printChatRatios() error {
 	fmt.Fprintf(w, "\n### Chat: convo against the peer (ratio convo / peer)\n\n")
 	fmt.Fprintf(w, "Each cell: convo / peer = ratio. Finished: higher is better; every other column: lower is better. ")
 	fmt.Fprintf(w, "The peer's lag starts when its model emits a token, convo's when a worker's batch is inserted (after up to CONVO_BATCH_INTERVAL of batching); ")
-	fmt.Fprintf(w, "the peer's mean reply starts at its POST's response headers, convo's when SendMessage is sent; each side's replies have their own length (convo's one reply alone: the table's \"alone\").\n\n")
-	fmt.Fprintln(w, "| feed | via | replies | peer reader | finished | mean reply s | gap p99 ms | lag p50 ms | lag p99 ms | server CPU s | server RSS MB |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "the peer's due lag (receive time minus when its model's schedule wanted the token) adds its server's lateness, which its lag leaves out. ")
+	fmt.Fprintf(w, "The peer's mean reply starts at its POST's response headers, convo's when SendMessage is sent; each side's replies have their own length (convo's one reply alone: the table's \"alone\"). ")
+	fmt.Fprintf(w, "CPU: convo's server and PostgreSQL; the peer's server and Redis.\n\n")
+	fmt.Fprintln(w, "| feed | via | replies | peer reader | finished | mean reply s | gap p99 ms | gap max ms | lag p50 ms | lag p99 ms | peer due lag p99 ms | CPU s | server RSS MB |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	cell := func(a, b float64) string {
 		if b == 0 {
 			return fmt.Sprintf("%s / %s = –", num(a), num(b))
@@ -580,9 +595,10 @@ func (m *Main) printChatRatios() error {
 		if reader == "" {
 			reader = "–"
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Feed, r.Via, r.Replies, reader,
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Feed, r.Via, r.Replies, reader,
 			cell(float64(r.Finished), float64(p.Finished)), cell(r.MeanReplyS, p.MeanReplyS), cell(r.GapP99, p.GapP99),
-			cell(r.LagP50, p.LagP50), cell(r.LagP99, p.LagP99), cell(r.ServerCPUS, p.ServerCPUS), cell(r.ServerRSSMB, p.ServerRSSMB))
+			cell(r.GapMax, p.GapMax), cell(r.LagP50, p.LagP50), cell(r.LagP99, p.LagP99), num(p.DueLagP99),
+			cell(r.ServerCPUS+r.DBCPUS, p.ServerCPUS+p.RedisCPUS), cell(r.ServerRSSMB, p.ServerRSSMB))
 	}
 	return nil
 }
