@@ -14,6 +14,7 @@ import (
 	"github.com/pressly/goose/v3"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -311,6 +312,76 @@ func TestFairClaim(t *testing.T) {
 			}
 			next[owner]++
 		}
+	})
+
+	t.Run("ClaimManyTakesTheOrderOfSingleClaims", func(t *testing.T) {
+		t.Parallel()
+		// The same queue twice: one claims one prompt at a time, the
+		// other all at once; both serve the owners in the same order,
+		// including an owner served before (carol: last in the round).
+		served := func(many bool) string {
+			tb := setup(t)
+			owners := map[uuid.UUID]string{}
+			var order []uuid.UUID
+			queue(t, tb, "carol", 1, owners, &order)
+			if _, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w0", LeaseSeconds: 30, MaxPrompts: 1}); err != nil {
+				t.Fatal(err)
+			}
+			queue(t, tb, "alice", 3, owners, &order)
+			queue(t, tb, "bob", 2, owners, &order)
+			queue(t, tb, "carol", 2, owners, &order)
+			var got []string
+			if many {
+				claimed, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claimed {
+					got = append(got, owners[c.PromptID])
+				}
+				return strings.Join(got, " ")
+			}
+			for {
+				claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(claimed) == 0 {
+					return strings.Join(got, " ")
+				}
+				got = append(got, owners[claimed[0].PromptID])
+			}
+		}
+		one, many := served(false), served(true)
+		if want := "alice bob carol alice bob carol alice"; one != want || many != want {
+			t.Errorf("claims one by one served %q, at once %q; want %q", one, many, want)
+		}
+	})
+
+	t.Run("ClaimManySkipsLockedAndStopsAtMax", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		owners := map[uuid.UUID]string{}
+		var order []uuid.UUID
+		queue(t, tb, "alice", 2, owners, &order)
+		queue(t, tb, "bob", 2, owners, &order)
+		tx, err := tb.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		held, err := dbq.New(tx).PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 1})
+		if err != nil || len(held) != 1 || held[0].PromptID != order[0] {
+			t.Fatalf("held claim = %+v, %v", held, err)
+		}
+		// (Claiming alice's second prompt would wait for the held claim's
+		// transaction: it records alice's turn.)
+		claimed, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w2", LeaseSeconds: 30, MaxPrompts: 1})
+		if err != nil || len(claimed) != 1 || claimed[0].PromptID != order[2] {
+			t.Fatalf("concurrent claim = %+v, %v; want bob's first prompt only, without waiting", claimed, err)
+		}
+		_, err = tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w2", LeaseSeconds: 30, MaxPrompts: 0})
+		requireSQLState(t, err, sqlstate.InvalidArgument)
 	})
 
 	t.Run("NewcomerIsServedBeforeABacklog", func(t *testing.T) {

@@ -598,7 +598,7 @@ func (m *Main) printChatRatios() error {
 		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Feed, r.Via, r.Replies, reader,
 			cell(float64(r.Finished), float64(p.Finished)), cell(r.MeanReplyS, p.MeanReplyS), cell(r.GapP99, p.GapP99),
 			cell(r.GapMax, p.GapMax), cell(r.LagP50, p.LagP50), cell(r.LagP99, p.LagP99), num(p.DueLagP99),
-			cell(r.ServerCPUS+r.DBCPUS, p.ServerCPUS+p.RedisCPUS), cell(r.ServerRSSMB, p.ServerRSSMB))
+			cell(round1(r.ServerCPUS+r.DBCPUS), round1(p.ServerCPUS+p.RedisCPUS)), cell(r.ServerRSSMB, p.ServerRSSMB))
 	}
 	return nil
 }
