@@ -405,17 +405,20 @@ func (w *writer) take(due, now time.Time) []*op {
 	}
 	ops := w.queued
 	w.queued, w.bytes = nil, 0
+	// Only start_prompt and heartbeat extend the lease: other writes do
+	// not, so a reply that writes all the time still heartbeats.
 	if w.lastBeat.Before(due) {
 		ops = append(ops, &op{kind: opHeartbeat})
 		w.enqueued++
-	}
-	if len(ops) > 0 {
-		w.lastBeat = now // every write of a running prompt proves the worker alive
+		w.lastBeat = now
 	}
 	for _, o := range ops {
-		if o.kind == opAppend {
+		switch o.kind {
+		case opAppend:
 			w.appends[o.block]++
 			o.seq = w.appends[o.block]
+		case opStartPrompt:
+			w.lastBeat = now
 		}
 	}
 	return ops

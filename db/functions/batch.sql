@@ -16,7 +16,9 @@ CREATE OR REPLACE FUNCTION convo.claim_prompts(worker text, lease_seconds intege
 RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_ids uuid[];
+    v_candidates uuid[];
+    v_ids        uuid[];
+    v_id         uuid;
 BEGIN
     IF worker IS NULL OR worker = '' THEN
         RAISE EXCEPTION 'claim_prompts: worker must be a non-empty name' USING ERRCODE = 'CV003';
@@ -30,8 +32,8 @@ BEGIN
             USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo.expire_leases();
-    -- The candidates in claim order, then locked in that order; a prompt
-    -- locked by another claim is skipped.
+    -- The candidates in claim order, then locked one by one in that order;
+    -- a prompt locked by another claim is skipped.
     WITH queued AS (
         SELECT q.id, q.owner_id, o.last_claimed_at,
                row_number() OVER (PARTITION BY q.owner_id ORDER BY q.created_at, q.id) AS turn,
@@ -39,22 +41,23 @@ BEGIN
           FROM convo.prompts q
           LEFT JOIN convo.owner_claims o ON o.owner_id = q.owner_id
          WHERE q.status = 'queued'
-           AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now())),
-    candidates AS (
-        SELECT q.id, row_number() OVER (ORDER BY q.turn, q.last_claimed_at NULLS FIRST, q.owner_since, q.owner_id) AS place
-          FROM queued q
-         ORDER BY place
-         LIMIT max_prompts * 2),
-    locked AS (
-        SELECT q.id
-          FROM convo.prompts q
-         WHERE q.id IN (SELECT c.id FROM candidates c)
+           AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now()))
+    SELECT array_agg(q.id ORDER BY q.turn, q.last_claimed_at NULLS FIRST, q.owner_since, q.owner_id)
+      INTO v_candidates
+      FROM queued q;
+    v_ids := '{}';
+    FOREACH v_id IN ARRAY coalesce(v_candidates, '{}') LOOP
+        EXIT WHEN cardinality(v_ids) >= max_prompts;
+        PERFORM 1 FROM convo.prompts q
+         WHERE q.id = v_id
            AND q.status = 'queued'
            AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now())
-           FOR UPDATE OF q SKIP LOCKED)
-    SELECT array_agg(c.id ORDER BY c.place) INTO v_ids
-      FROM (SELECT c.id, c.place FROM candidates c JOIN locked l ON l.id = c.id ORDER BY c.place LIMIT max_prompts) c;
-    IF v_ids IS NULL THEN
+           FOR UPDATE SKIP LOCKED;
+        IF FOUND THEN
+            v_ids := v_ids || v_id;
+        END IF;
+    END LOOP;
+    IF cardinality(v_ids) = 0 THEN
         RETURN;
     END IF;
     -- Each owner served moves to the back of the round, in claim order
@@ -65,15 +68,17 @@ BEGIN
       JOIN convo.prompts p ON p.id = u.id
      GROUP BY p.owner_id
         ON CONFLICT (owner_id) DO UPDATE SET last_claimed_at = excluded.last_claimed_at;
-    RETURN QUERY
     UPDATE convo.prompts p
        SET worker = claim_prompts.worker,
            lease_seconds = claim_prompts.lease_seconds,
            lease_expires_at = now() + make_interval(secs => claim_prompts.lease_seconds),
            attempts = p.attempts + 1
+     WHERE p.id = ANY (v_ids);
+    RETURN QUERY
+    SELECT p.id, p.conversation_id, p.message_id, p.model_config, p.attempts
       FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)
-     WHERE p.id = u.id
-    RETURNING p.id, p.conversation_id, p.message_id, p.model_config, p.attempts;
+      JOIN convo.prompts p ON p.id = u.id
+     ORDER BY u.n;
 END;
 $$;
 
