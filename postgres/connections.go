@@ -22,8 +22,9 @@ var ErrTooManyConnections = errors.New("connections do not fit in max_connection
 
 // CheckConnections fails, wrapping ErrTooManyConnections, when uses open
 // more connections together than PostgreSQL gives roles that are not
-// superusers (max_connections − superuser_reserved_connections), with a
-// message that lists them and says what to change. A process that passes
+// superusers (max_connections − superuser_reserved_connections −
+// reserved_connections), with a message that lists them and says what to
+// change. A process that passes
 // never makes PostgreSQL answer "too many clients" on its own; servers
 // sharing one database must fit together (docs/deploy.md, "Connections").
 func (s *Store) CheckConnections(ctx context.Context, uses []ConnectionUse) error {
@@ -43,7 +44,7 @@ func (s *Store) CheckConnections(ctx context.Context, uses []ConnectionUse) erro
 	if need <= allowed {
 		return nil
 	}
-	return fmt.Errorf("%w: this process opens up to %d connections (%s) but PostgreSQL allows %d (max_connections %d − superuser_reserved_connections %d): lower %s, or raise max_connections",
+	return fmt.Errorf("%w: this process opens up to %d connections (%s) but PostgreSQL allows %d (max_connections %d − %d reserved): lower %s, or raise max_connections",
 		ErrTooManyConnections, need, strings.Join(parts, ", "), allowed, limits.MaxConnections, limits.SuperuserReserved,
 		strings.Join(settings, " or "))
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,8 +11,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -49,9 +52,12 @@ type committer struct {
 	stopped bool
 	kick    chan struct{}
 
-	// batch is the number of the next batch; it starts from the clock so
-	// that it grows across restarts of a worker keeping its name.
-	batch int64
+	// batch is the number of the last batch; it starts from the clock,
+	// and from the last batch applied for this worker and lane when that
+	// is further (numbered), so that it grows across restarts of a worker
+	// keeping its name.
+	batch    int64
+	numbered bool
 }
 
 func newCommitter(api sqlAPI, worker string, lane int, cfg *Config, m *poolMetrics) *committer {
@@ -220,22 +226,74 @@ func (c *committer) flush(ctx context.Context) {
 	if len(wire) == 0 {
 		return
 	}
-	encoded, err := json.Marshal(wire)
-	if err != nil {
-		c.settle(parts, nil, &writeError{what: "encode the batch", err: err})
+	refused, err := c.writeOps(ctx, wire)
+	var pgErr *pgconn.PgError
+	if err != nil && len(parts) > 1 && errors.As(err, &pgErr) {
+		// PostgreSQL refused the batch as a whole, which no reply's
+		// state explains (write_batch refuses those one by one): write
+		// each reply on its own, so that only the culprit fails.
+		c.log.Warn("write a batch: refused whole; writing its replies one by one", "err", err, "replies", len(parts))
+		for i, p := range parts {
+			end := len(wire)
+			if i+1 < len(parts) {
+				end = parts[i+1].first
+			}
+			refused, err := c.writeOps(ctx, wire[p.first:end])
+			p.first = 0
+			c.settle([]batchPart{p}, refused, err)
+		}
 		return
 	}
-	start := time.Now()
-	refused, err := c.write(ctx, encoded)
-	c.m.batchWritten(len(wire), time.Since(start), err)
 	c.settle(parts, refused, err)
+}
+
+// writeOps encodes ops and writes them as one batch.
+func (c *committer) writeOps(ctx context.Context, ops []wireOp) ([]dbq.BatchWriteRow, error) {
+	encoded, err := json.Marshal(ops)
+	if err != nil {
+		return nil, &writeError{what: "encode the batch", err: err}
+	}
+	start := time.Now()
+	refused, err := c.write(ctx, withoutNUL(encoded))
+	c.m.batchWritten(len(ops), time.Since(start), err)
+	return refused, err
+}
+
+// withoutNUL replaces every escaped NUL (\u0000) of JSON text with
+// U+FFFD: PostgreSQL's text and jsonb cannot hold NUL, and one in a
+// model's text or a tool's output would fail the whole batch. Every
+// backslash of encoded JSON starts an escape, so escapes are read in
+// pairs and a literal backslash followed by "u0000" is left alone.
+func withoutNUL(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u0000`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 == len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if bytes.HasPrefix(b[i+1:], []byte("u0000")) {
+			out = append(out, `\ufffd`...)
+			i += 5
+			continue
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
 }
 
 // write calls write_batch, retrying the same batch while the failure is
 // the connection's or PostgreSQL asks for a retry, for at most a lease.
 func (c *committer) write(ctx context.Context, ops []byte) ([]dbq.BatchWriteRow, error) {
+	if !c.numbered {
+		c.numberFromMark(ctx)
+	}
 	c.batch++
 	arg := dbq.BatchWriteParams{Worker: c.worker, Batch: c.batch, Ops: ops, Lane: c.lane}
+	renumbered := false
 	giveUp := time.Now().Add(time.Duration(c.cfg.LeaseSeconds) * time.Second)
 	delay := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -244,6 +302,16 @@ func (c *committer) write(ctx context.Context, ops []byte) ([]dbq.BatchWriteRow,
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
 		rows, err := c.api.BatchWrite(cctx, arg)
 		cancel()
+		if sqlstate.Of(err) == sqlstate.IllegalState && !renumbered {
+			// Another process numbered this worker's lane further
+			// (the same name, or a clock that went back): go on from
+			// its last batch. Nothing of this batch was applied.
+			renumbered = true
+			c.numberFromMark(ctx)
+			c.batch++
+			arg.Batch = c.batch
+			continue
+		}
 		if err == nil || !retryable(err) || time.Now().Add(delay).After(giveUp) {
 			if err != nil {
 				err = &writeError{what: "write the batch", err: err}
@@ -298,6 +366,20 @@ func (c *committer) shutdown() {
 	c.mu.Unlock()
 	for _, w := range writers {
 		w.abandon(errShutdown)
+	}
+}
+
+// numberFromMark makes the next batch number follow the last one
+// write_batch applied for this worker and lane, if that is further than
+// the clock.
+func (c *committer) numberFromMark(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
+	defer cancel()
+	if mark, err := c.api.BatchMark(cctx, dbq.BatchMarkParams{Worker: c.worker, Lane: c.lane}); err == nil {
+		c.batch = max(c.batch, mark)
+		c.numbered = true
+	} else if errors.Is(err, pgx.ErrNoRows) {
+		c.numbered = true
 	}
 }
 

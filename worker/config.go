@@ -19,9 +19,10 @@ import (
 type Config struct {
 	// Workers is how many prompts this process runs at once; 0 runs none.
 	Workers int
-	// Name identifies this process's workers in claims and in the error of
-	// a prompt whose lease expired; worker i is "<Name>/<i>". It must be
-	// unique among running processes. Default: "<hostname>-<pid>-<random>".
+	// Name identifies this process in claims (every prompt it runs is held
+	// by Name), in its batches and in the error of a prompt whose lease
+	// expired. It must be unique among running processes. Default:
+	// "<hostname>-<pid>-<random>".
 	Name string
 	// LeaseSeconds is how long a claim holds a prompt without a heartbeat
 	// (1 to 3600). A worker that dies mid-reply leaves its prompt running

@@ -30,8 +30,9 @@ type Pool struct {
 	cancel context.CancelCauseFunc
 	// stopClaims stops the claim loop only (Drain).
 	stopClaims context.CancelFunc
-	// stopCommitter stops the committer, once no prompt runs.
+	// stopCommitter stops the committers, once no prompt runs (shutdown).
 	stopCommitter context.CancelFunc
+	stopOnce      sync.Once
 	// workers tracks the claim loop and the prompts it started; wg
 	// tracks them, the committer and the listener.
 	workers sync.WaitGroup
@@ -116,7 +117,7 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		p.claimLoop(claimCtx, runCtx)
 	})
 	// A parent context that ends stops the pool too.
-	context.AfterFunc(ctx, func() { cancel(errShutdown) })
+	context.AfterFunc(ctx, p.shutdown)
 	cfg.Logger.Info("workers started", "workers", cfg.Workers, "name", cfg.Name,
 		"models", cfg.Models.Names(), "default_model", cfg.Models.Default())
 	return p, nil
@@ -128,17 +129,24 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 // ctx to end (then it returns ctx's error). It is safe to call more than
 // once.
 func (p *Pool) Stop(ctx context.Context) error {
-	p.cancel(errShutdown)
-	// The committer writes what the prompts queued until the last one
-	// has settled.
-	go func() {
-		p.workers.Wait()
-		p.stopCommitter()
-	}()
+	p.shutdown()
 	if !waitCtx(ctx, &p.wg) {
 		return fmt.Errorf("stop workers: %w", ctx.Err())
 	}
 	return nil
+}
+
+// shutdown stops the prompts in flight and, once they have settled, the
+// committers, which write what they queued until then. It is safe to call
+// more than once.
+func (p *Pool) shutdown() {
+	p.cancel(errShutdown)
+	p.stopOnce.Do(func() {
+		go func() {
+			p.workers.Wait()
+			p.stopCommitter()
+		}()
+	})
 }
 
 // Drain stops claiming prompts at once and lets the prompts in flight
@@ -221,7 +229,9 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 		free := p.cfg.Workers - len(p.running) - p.starting
 		p.mu.Unlock()
 		if free > 0 {
-			claimed, err := p.claim(claimCtx, min(free, claimBatch))
+			// A claim is not cancelled when claiming stops (Drain): its
+			// prompts would stay held until their lease ran out.
+			claimed, err := p.claim(context.WithoutCancel(claimCtx), min(free, claimBatch))
 			if err != nil && claimCtx.Err() == nil {
 				p.cfg.Logger.Warn("claim prompts", "err", err)
 			}
@@ -235,7 +245,7 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 					p.handle(runCtx, c)
 				}()
 			}
-			if err == nil && len(claimed) == min(free, claimBatch) {
+			if err == nil && len(claimed) > 0 {
 				continue // perhaps more are queued
 			}
 		}

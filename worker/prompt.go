@@ -310,6 +310,13 @@ func (r *run) settle(err error) (Outcome, error) {
 			return r.whyNotOurs(err)
 		}
 	}
+	if !r.w.isStarted() {
+		// Its start was never written (the batch failed): hand it back
+		// to the queue if it is still ours, rather than fail a prompt
+		// that another worker may hold by now.
+		r.release()
+		return OutcomeStopped, err
+	}
 	msg := err.Error()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 type sqlAPI interface {
 	PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error)
 	BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error)
+	BatchMark(ctx context.Context, arg dbq.BatchMarkParams) (int64, error)
 	PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error)
 	PromptFail(ctx context.Context, arg dbq.PromptFailParams) error
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)

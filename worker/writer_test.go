@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -24,6 +26,8 @@ type recordingAPI struct {
 	batches [][]wireOp
 	numbers []int64
 	refuse  func(ops []wireOp) []dbq.BatchWriteRow
+	// fail, when set, fails a whole batch as PostgreSQL would.
+	fail func(ops []wireOp) error
 }
 
 func (a *recordingAPI) BatchWrite(_ context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
@@ -33,12 +37,22 @@ func (a *recordingAPI) BatchWrite(_ context.Context, arg dbq.BatchWriteParams) (
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.fail != nil {
+		if err := a.fail(ops); err != nil {
+			return nil, err
+		}
+	}
 	a.batches = append(a.batches, ops)
 	a.numbers = append(a.numbers, arg.Batch)
 	if a.refuse != nil {
 		return a.refuse(ops), nil
 	}
 	return nil, nil
+}
+
+// BatchMark answers as for a worker that never wrote a batch.
+func (a *recordingAPI) BatchMark(context.Context, dbq.BatchMarkParams) (int64, error) {
+	return 0, pgx.ErrNoRows
 }
 
 // summary is each batch as "op:text" strings.
@@ -163,6 +177,40 @@ func TestWriter(t *testing.T) {
 		}
 	})
 
+	t.Run("BatchRefusedWholeIsWrittenReplyByReply", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, time.Hour)
+		other, err := newWriter(context.Background(), func(error) {}, b.c, uuid.New())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.close()
+		// PostgreSQL refuses any batch holding the poison, whichever
+		// reply it belongs to.
+		b.api.fail = func(ops []wireOp) error {
+			for _, o := range ops {
+				if o.Text != nil && *o.Text == "poison" {
+					return &pgconn.PgError{Code: "22P05", Message: "unsupported Unicode escape sequence"}
+				}
+			}
+			return nil
+		}
+		a, _ := b.w.startBlock("text", nil)
+		_ = b.w.appendText(target{id: a}, "poison")
+		o, _ := other.startBlock("text", nil)
+		_ = other.appendText(target{id: o}, "fine")
+		b.c.flush(ctx)
+		if err := other.sync(); err != nil {
+			t.Errorf("the other reply failed with the poisoned one: %v", err)
+		}
+		if err := b.w.sync(); sqlstate.Of(err) != "22P05" {
+			t.Errorf("the poisoned reply: %v, want its batch's error", err)
+		}
+		if got := b.api.summary(); got != "[[start_block append:fine#1]]" {
+			t.Errorf("batches written %s", got)
+		}
+	})
+
 	t.Run("NoWritesAfterStop", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, time.Hour)
@@ -202,4 +250,28 @@ func TestWriter(t *testing.T) {
 			t.Errorf("batch numbers %v", n)
 		}
 	})
+}
+
+func TestWithoutNUL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		`{"text":"a\u0000b"}`:            `{"text":"a\ufffdb"}`,
+		`{"text":"a\\u0000b"}`:           `{"text":"a\\u0000b"}`, // a backslash, then "u0000"
+		`{"text":"\\\u0000"}`:            `{"text":"\\\ufffd"}`,
+		`{"text":"plain \u00e9"}`:        `{"text":"plain \u00e9"}`,
+		`{"input":{"k":"\u0000\u0000"}}`: `{"input":{"k":"\ufffd\ufffd"}}`,
+	} {
+		if got := string(withoutNUL([]byte(in))); got != want {
+			t.Errorf("withoutNUL(%s) = %s, want %s", in, got, want)
+		}
+	}
+	// Encoded as the committer encodes ops, a NUL becomes U+FFFD.
+	enc, err := json.Marshal(wireOp{Op: opAppend, Text: new("a\x00b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back wireOp
+	if err := json.Unmarshal(withoutNUL(enc), &back); err != nil || *back.Text != "a\uFFFDb" {
+		t.Errorf("round trip: %q, %v", *back.Text, err)
+	}
 }

@@ -105,6 +105,12 @@ BEGIN
 END;
 $$;
 
+-- _uuid_pattern is the pattern of a uuid's text that write_batch accepts.
+CREATE OR REPLACE FUNCTION convo._uuid_pattern() RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$'
+$$;
+
 -- _batch_uuid reads the uuid field of an op, raising CV003 when it is
 -- missing or malformed.
 CREATE OR REPLACE FUNCTION convo._batch_uuid(p_op jsonb, p_field text) RETURNS uuid
@@ -112,7 +118,7 @@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v_text text := p_op->>p_field;
 BEGIN
-    IF v_text IS NULL OR v_text !~* '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$' THEN
+    IF v_text IS NULL OR v_text !~* convo._uuid_pattern() THEN
         RAISE EXCEPTION 'write_batch: op "%" needs "%" (a uuid), got %', p_op->>'op', p_field, coalesce((p_op->p_field)::text, 'nothing')
             USING ERRCODE = 'CV003';
     END IF;
@@ -144,7 +150,10 @@ BEGIN
     WHEN 'start_prompt' THEN
         PERFORM convo.start_prompt(p_prompt_id);
     WHEN 'heartbeat' THEN
-        PERFORM convo.heartbeat(p_prompt_id, p_worker);
+        IF NOT convo.heartbeat(p_prompt_id, p_worker) THEN
+            RAISE EXCEPTION 'write_batch: prompt % is no longer held by worker %', p_prompt_id, p_worker
+                USING ERRCODE = 'CV002';
+        END IF;
     WHEN 'start_block' THEN
         PERFORM convo._start_block(p_prompt_id, convo._batch_uuid(p_op, 'block'), p_op->>'type',
                                    coalesce(p_op->'metadata', '{}'));
@@ -201,8 +210,9 @@ $$;
 -- each naming its "prompt" and a known "op") raises CV003 and changes
 -- nothing.
 --
--- Each conversation written gets one notification for the whole batch
--- (convo_events '<conversation id>:<last seq>') instead of one per event.
+-- Each conversation the batch wrote events to gets one notification for
+-- the whole batch (convo_events '<conversation id>:<last seq>') instead of
+-- one per event.
 CREATE OR REPLACE FUNCTION convo.write_batch(worker text, batch bigint, ops jsonb, lane integer DEFAULT 0)
 RETURNS TABLE (prompt_id uuid, op_index integer, code text, message text)
 LANGUAGE plpgsql AS $$
@@ -212,15 +222,19 @@ DECLARE
                                         'fail_tool_call', 'complete_prompt', 'fail_prompt'];
     v_mark     convo.worker_batches;
     v_notify   text := current_setting('convo.notify_events', true);
-    v_uuid     constant text := '^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$';
+    v_uuid     constant text := convo._uuid_pattern();
     -- the batch's prompts, and the index of each one's first op
     v_prompts  uuid[];
     v_firsts   integer[];
     v_counts   integer[];
-    -- v_done[i + 1]: ops[i] was applied by the common op's statement
+    -- v_done[i + 1]: ops[i] was applied by the one statement for appends
+    -- (below)
     v_done     boolean[];
     v_status   text;
     v_holder   text;
+    -- the batch's conversations and their last seq before it
+    v_convs    uuid[];
+    v_seqs     bigint[];
     -- refused: prompt id -> {"index", "code", "message"}
     v_refused  jsonb := '{}';
     v_id       uuid;
@@ -297,10 +311,19 @@ BEGIN
     -- Lock the batch's conversations in one order, so that two batches
     -- writing to the same conversations (the two replies of an A/B
     -- comparison held by two processes) never deadlock.
-    PERFORM 1 FROM convo.conversations c
-     WHERE c.id IN (SELECT p.conversation_id FROM convo.prompts p WHERE p.id = ANY (v_prompts))
-     ORDER BY c.id
-       FOR NO KEY UPDATE OF c;
+    SELECT array_agg(l.id ORDER BY l.id), array_agg(l.last_seq ORDER BY l.id) INTO v_convs, v_seqs
+      FROM (SELECT c.id, c.last_seq FROM convo.conversations c
+             WHERE c.id IN (SELECT p.conversation_id FROM convo.prompts p WHERE p.id = ANY (v_prompts))
+             ORDER BY c.id
+               FOR NO KEY UPDATE OF c) l;
+    -- And the prompts still queued or running, so that no claim takes
+    -- one of them (a queued prompt whose lease ran out) while the batch
+    -- writes it: claims skip locked prompts. (Finished ones are refused
+    -- below, and compaction, which locks them, is not waited for.)
+    PERFORM 1 FROM convo.prompts p
+     WHERE p.id = ANY (v_prompts) AND p.status IN ('queued', 'running')
+     ORDER BY p.id
+       FOR NO KEY UPDATE OF p;
 
     -- Refuse up front the prompts that are gone, finished or not worker's:
     -- the usual refusals (a cancel, a deleted conversation, a lost lease)
@@ -394,8 +417,9 @@ BEGIN
 
     IF v_notify IS DISTINCT FROM 'off' THEN
         PERFORM convo._notify_event(c.id, c.last_seq)
-           FROM convo.conversations c
-          WHERE c.id IN (SELECT p.conversation_id FROM convo.prompts p WHERE p.id = ANY (v_prompts));
+           FROM unnest(v_convs, v_seqs) AS l(id, last_seq)
+           JOIN convo.conversations c ON c.id = l.id
+          WHERE c.last_seq > l.last_seq;
     END IF;
 
     UPDATE convo.worker_batches w

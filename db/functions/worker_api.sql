@@ -169,7 +169,9 @@ $$;
 -- streamed to readers, running it again would show that text twice. A
 -- claimed prompt that was never started simply becomes claimable again (see
 -- claim_prompt). Returns how many prompts it failed. claim_prompt calls it,
--- and so does the server periodically.
+-- and so does the server periodically. A prompt whose conversation another
+-- transaction holds locked (a worker's batch) waits for a later call, so
+-- that expire_leases never waits for a lock while holding others.
 CREATE OR REPLACE FUNCTION convo.expire_leases() RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -182,7 +184,11 @@ BEGIN
          ORDER BY lease_expires_at
          LIMIT 100
     LOOP
-        PERFORM convo._lock_conversation(v_candidate.conversation_id);
+        -- A conversation locked by someone else (a worker's batch, which
+        -- may hold many, in another order) waits for the next round:
+        -- expire_leases never waits for a lock while it holds others.
+        PERFORM 1 FROM convo.conversations c WHERE c.id = v_candidate.conversation_id FOR NO KEY UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
         -- Recheck under the lock: the worker may have finished or heartbeated.
         PERFORM 1 FROM convo.prompts
          WHERE id = v_candidate.id AND status = 'running' AND lease_expires_at < now();

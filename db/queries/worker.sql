@@ -62,3 +62,9 @@ SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_i
 SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
        b.code::text AS code, b.message::text AS message
   FROM convo.write_batch(@worker::text, @batch::bigint, @ops::jsonb, @lane::int) b;
+
+-- name: BatchMark :one
+-- The number of the last batch write_batch applied for a worker's lane,
+-- so that a worker that starts (or restarts with its name) numbers on
+-- from there.
+SELECT batch FROM convo.worker_batches WHERE worker = @worker::text AND lane = @lane::int;

@@ -11,7 +11,8 @@ import (
 
 const connectionLimits = `-- name: ConnectionLimits :one
 SELECT current_setting('max_connections')::int AS max_connections,
-       current_setting('superuser_reserved_connections')::int AS superuser_reserved
+       (current_setting('superuser_reserved_connections')::int
+        + coalesce(current_setting('reserved_connections', true), '0')::int)::int AS superuser_reserved
 `
 
 type ConnectionLimitsRow struct {
@@ -21,6 +22,8 @@ type ConnectionLimitsRow struct {
 
 // The connections PostgreSQL gives roles that are not superusers, for the
 // check of a server's pools at start (postgres.CheckConnections).
+// reserved_connections (PostgreSQL 16 on) is reserved for roles with
+// pg_use_reserved_connections; it is 0 where it does not exist.
 func (q *Queries) ConnectionLimits(ctx context.Context) (ConnectionLimitsRow, error) {
 	row := q.db.QueryRow(ctx, connectionLimits)
 	var i ConnectionLimitsRow

@@ -12,6 +12,25 @@ import (
 	"github.com/google/uuid"
 )
 
+const batchMark = `-- name: BatchMark :one
+SELECT batch FROM convo.worker_batches WHERE worker = $1::text AND lane = $2::int
+`
+
+type BatchMarkParams struct {
+	Worker string
+	Lane   int32
+}
+
+// The number of the last batch write_batch applied for a worker's lane,
+// so that a worker that starts (or restarts with its name) numbers on
+// from there.
+func (q *Queries) BatchMark(ctx context.Context, arg BatchMarkParams) (int64, error) {
+	row := q.db.QueryRow(ctx, batchMark, arg.Worker, arg.Lane)
+	var batch int64
+	err := row.Scan(&batch)
+	return batch, err
+}
+
 const batchWrite = `-- name: BatchWrite :many
 SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
        b.code::text AS code, b.message::text AS message
