@@ -186,11 +186,12 @@ func (c *committer) flush(ctx context.Context) {
 		writers = append(writers, w)
 	}
 	c.mu.Unlock()
-	// Oldest waiting first: when the budget cuts a batch short, the
-	// replies left out are the ones that queued last.
+	// Oldest waiting first (a heartbeat waits from when it is due): when
+	// the budget cuts a batch short, the replies left out are the ones
+	// that queued last.
 	since := make(map[*writer]time.Time, len(writers))
 	for _, w := range writers {
-		since[w] = w.waitingSince()
+		since[w] = w.waitingSince(c.cfg.HeartbeatInterval)
 	}
 	slices.SortFunc(writers, func(a, b *writer) int { return since[a].Compare(since[b]) })
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -195,13 +196,13 @@ func (w *writer) pushLocked(o *op) {
 	w.enqueued++
 }
 
-// waitingSince is when the oldest op still queued was queued; a writer
-// with none sorts last.
-func (w *writer) waitingSince() time.Time {
+// waitingSince is when the oldest op still queued was queued or, for a
+// writer with none, when its next heartbeat is due.
+func (w *writer) waitingSince(beatEvery time.Duration) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.queued) == 0 {
-		return time.Now().Add(time.Hour)
+		return w.lastBeat.Add(beatEvery)
 	}
 	return w.since
 }
@@ -406,9 +407,11 @@ func (w *writer) take(due, now time.Time) []*op {
 	ops := w.queued
 	w.queued, w.bytes = nil, 0
 	// Only start_prompt and heartbeat extend the lease: other writes do
-	// not, so a reply that writes all the time still heartbeats.
-	if w.lastBeat.Before(due) {
-		ops = append(ops, &op{kind: opHeartbeat})
+	// not, so a reply that writes all the time still heartbeats. The
+	// heartbeat goes first, before an op that may end the prompt (after
+	// complete_prompt it would be refused), and not with a start.
+	if w.lastBeat.Before(due) && !slices.ContainsFunc(ops, func(o *op) bool { return o.kind == opStartPrompt }) {
+		ops = append([]*op{{kind: opHeartbeat}}, ops...)
 		w.enqueued++
 		w.lastBeat = now
 	}

@@ -240,13 +240,20 @@ func TestWriter(t *testing.T) {
 		a, _ := b.w.startBlock("text", nil)
 		b.c.flush(ctx)
 		_ = a
-		if got, want := b.api.summary(), "[[heartbeat] [start_block]]"; got != want {
+		// A heartbeat due goes before the reply's ops: after its end it
+		// would be refused.
+		b.w.lastBeat = time.Now().Add(-time.Minute)
+		if err := b.w.enqueue(&op{kind: opCompletePrompt}, true); err != nil {
+			t.Fatal(err)
+		}
+		b.c.flush(ctx)
+		if got, want := b.api.summary(), "[[heartbeat] [start_block] [heartbeat complete_prompt]]"; got != want {
 			t.Errorf("batches %s, want %s", got, want)
 		}
 		if b.c.heartbeatsDue() {
 			t.Error("a heartbeat is due right after one")
 		}
-		if n := b.api.numbers; len(n) != 2 || n[1] != n[0]+1 {
+		if n := b.api.numbers; len(n) != 3 || n[1] != n[0]+1 || n[2] != n[1]+1 {
 			t.Errorf("batch numbers %v", n)
 		}
 	})
