@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -40,6 +41,7 @@ func translate(err error, doing string) error {
 		case pgErr.Code == sqlstate.QuotaExceeded:
 			return conversation.Errorf(conversation.ResourceExhausted, "%s", pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
+			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources: too many connections, out of memory, disk full
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting up
 			return unavailable(err)
 		}
@@ -51,9 +53,17 @@ func translate(err error, doing string) error {
 	return fmt.Errorf("%s: %w", doing, err)
 }
 
-// unavailable is conversation.Unavailable that keeps its cause for logs.
+// unavailableRetryAfter is how long a client is told to wait when the
+// database is unavailable: a restart or a burst of connections passes in
+// seconds.
+const unavailableRetryAfter = time.Second
+
+// unavailable is conversation.Unavailable, with a Retry-After, that keeps
+// its cause for logs.
 func unavailable(cause error) error {
-	return fmt.Errorf("%w: %w", conversation.Errorf(conversation.Unavailable, "database unavailable"), cause)
+	e := conversation.Errorf(conversation.Unavailable, "database unavailable")
+	e.RetryAfter = unavailableRetryAfter
+	return fmt.Errorf("%w: %w", e, cause)
 }
 
 func isConnectionError(err error) bool {

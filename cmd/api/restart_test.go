@@ -20,13 +20,36 @@ import (
 	"github.com/convo-dev/convo/pgembed"
 )
 
-// TestRepliesSurvivePostgresRestart restarts PostgreSQL (immediate
-// shutdown, durable cluster) while 40 replies stream through the
+// TestRepliesSurvivePostgresFaults restarts PostgreSQL (immediate
+// shutdown, durable cluster), or terminates every backend of the server
+// (pg_terminate_backend: 57P01), while 40 replies stream through the
 // in-process workers' shared batches: every reply completes, and its text
 // is what the same message gets without a fault, no character lost or
 // doubled (a batch whose answer was lost is sent again and applied once).
-func TestRepliesSurvivePostgresRestart(t *testing.T) {
+func TestRepliesSurvivePostgresFaults(t *testing.T) {
 	t.Parallel()
+	t.Run("PostgresRestarted", func(t *testing.T) {
+		t.Parallel()
+		testRepliesSurvive(t, func(ctx context.Context, cluster *pgembed.Cluster, _ *pgxpool.Pool) error {
+			return cluster.Restart(ctx)
+		})
+	})
+	t.Run("BackendsTerminated", func(t *testing.T) {
+		t.Parallel()
+		testRepliesSurvive(t, func(ctx context.Context, _ *pgembed.Cluster, db *pgxpool.Pool) error {
+			var n int
+			err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&n)
+			if err == nil && n < 3 {
+				err = fmt.Errorf("terminated %d backends, want the server's pools and listener", n)
+			}
+			return err
+		})
+	})
+}
+
+// testRepliesSurvive runs 40 replies and fault in the middle of them.
+func testRepliesSurvive(t *testing.T, fault func(ctx context.Context, cluster *pgembed.Cluster, db *pgxpool.Pool) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, err := pgembed.Start(ctx, pgembed.Options{
@@ -103,9 +126,9 @@ func TestRepliesSurvivePostgresRestart(t *testing.T) {
 	})
 	var running int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM convo.prompts WHERE status = 'running'`).Scan(&running); err != nil || running < replies/2 {
-		t.Fatalf("%d replies running before the restart (%v): the test would prove nothing", running, err)
+		t.Fatalf("%d replies running before the fault (%v): the test would prove nothing", running, err)
 	}
-	if err := cluster.Restart(ctx); err != nil {
+	if err := fault(ctx, cluster, db); err != nil {
 		t.Fatal(err)
 	}
 	db.Reset()
@@ -120,11 +143,11 @@ func TestRepliesSurvivePostgresRestart(t *testing.T) {
 	want, _ := answers(again)
 	for i := range replies {
 		if statuses[i] != "completed" {
-			t.Errorf("reply %d across the restart: %s", i, statuses[i])
+			t.Errorf("reply %d across the fault: %s", i, statuses[i])
 			continue
 		}
 		if texts[i] != want[i] {
-			t.Errorf("reply %d across the restart differs from the same reply without it:\n got %q\nwant %q", i, clip(texts[i]), clip(want[i]))
+			t.Errorf("reply %d across the fault differs from the same reply without it:\n got %q\nwant %q", i, clip(texts[i]), clip(want[i]))
 		}
 	}
 }

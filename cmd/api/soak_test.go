@@ -38,8 +38,9 @@ import (
 // few conversations while subscribers follow them over Connect and SSE
 // (joining at random moments, dropping and resuming, some reading slowly)
 // from two servers, and a driver injects faults at random: the LISTEN
-// connections are killed, PostgreSQL restarts, a server is stopped with
-// SIGTERM and a new one started, compaction runs. At the end every
+// connections are killed, every backend is terminated, PostgreSQL
+// restarts, a server is stopped with SIGTERM and a new one started,
+// compaction runs. At the end every
 // subscriber's blocks must equal the conversation's, with no seq skipped or
 // repeated. CONVO_SOAK_DURATION (default 20s), CONVO_SOAK_SUBSCRIBERS
 // (default 200) and CONVO_SOAK_FEEDS size it; docs/operations.md shows a
@@ -363,7 +364,7 @@ func (s *soak) inject(ctx context.Context, duration time.Duration) string {
 	counts := map[string]int{}
 	for time.Now().Before(end) && ctx.Err() == nil {
 		sleep(ctx, time.Second+time.Duration(rand.Int64N(int64(time.Second))))
-		switch rand.IntN(4) {
+		switch rand.IntN(5) {
 		case 0:
 			s.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, pglisten.ApplicationName) //nolint:errcheck // best effort
 			counts["listener killed"]++
@@ -386,6 +387,13 @@ func (s *soak) inject(ctx context.Context, duration time.Duration) string {
 		case 3:
 			s.pool.Exec(ctx, `SELECT convo.compact_events(interval '0 seconds', 1000)`) //nolint:errcheck // best effort
 			counts["compaction"]++
+		case 4:
+			// Every backend of the database (the servers' pools and
+			// listeners, the writers'), as an administrator or a pooler
+			// restart would: 57P01 to whatever each was running.
+			s.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`) //nolint:errcheck // best effort
+			counts["backends terminated"]++
 		}
 	}
 	var parts []string
