@@ -41,7 +41,7 @@ func translate(err error, doing string) error {
 		case pgErr.Code == sqlstate.QuotaExceeded:
 			return conversation.Errorf(conversation.ResourceExhausted, "%s", pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
-			strings.HasPrefix(pgErr.Code, "53"), // insufficient resources: too many connections, out of memory, disk full
+			strings.HasPrefix(pgErr.Code, "53"),                                 // insufficient resources: too many connections, out of memory, disk full
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting up
 			return unavailable(err)
 		}
