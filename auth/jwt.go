@@ -7,7 +7,10 @@
 package auth
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -94,8 +97,56 @@ func newVerifier(methods []string, key jwt.Keyfunc, opts []Option) (*verifier, *
 	return &verifier{parser: jwt.NewParser(parserOpts...), key: key}, s
 }
 
+// maxToken bounds a token's length: far above what an identity provider
+// issues, far below what would cost anything to refuse.
+const maxToken = 8 << 10
+
+// checkStrict refuses what the JWT library lets through: a token longer
+// than maxToken, a "crit" header (RFC 7515 §4.1.11: a recipient that does
+// not understand a listed extension must refuse the token, and convo
+// understands none), and time claims that are not JSON numbers (RFC 7519
+// §4.1.4: NumericDate; the library also takes a numeric string).
+func checkStrict(token string) error {
+	if len(token) > maxToken {
+		return invalid("token is longer than %d bytes", maxToken)
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return nil // the parser says how it is malformed
+	}
+	var header, claims map[string]json.RawMessage
+	if decodeSegment(parts[0], &header) != nil || decodeSegment(parts[1], &claims) != nil {
+		return nil // likewise
+	}
+	if _, ok := header["crit"]; ok {
+		return invalid("crit header: no extension is understood, so the token is refused (RFC 7515)")
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		raw, ok := claims[name]
+		if !ok {
+			continue
+		}
+		if b := bytes.TrimSpace(raw); len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+			return invalid("%s claim must be a number (seconds since 1970), got %s", name, b)
+		}
+	}
+	return nil
+}
+
+// decodeSegment decodes a base64url JSON object of a token.
+func decodeSegment(seg string, v any) error {
+	b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(seg, "="))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
 // Verify implements Verifier.
 func (v *verifier) Verify(ctx context.Context, token string) (string, error) {
+	if err := checkStrict(token); err != nil {
+		return "", err
+	}
 	var claims jwt.RegisteredClaims
 	if _, err := v.parser.ParseWithClaims(token, &claims, v.key); err != nil {
 		if v.noKeys != nil && errors.Is(err, jwt.ErrTokenUnverifiable) && v.noKeys(ctx) {

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,18 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, kid string, claims jw
 	if kid != "" {
 		tok.Header["kid"] = kid
 	}
+	s, err := tok.SignedString(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// signHeader signs claims HS256 with one more header field.
+func signHeader(t *testing.T, key []byte, claims jwt.MapClaims, name string, value any) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	tok.Header[name] = value
 	s, err := tok.SignedString(key)
 	if err != nil {
 		t.Fatal(err)
@@ -88,6 +101,10 @@ func TestHS256(t *testing.T) {
 		"NewlineInSub":  {sign(t, jwt.SigningMethodHS256, []byte(secret), "", with(ok, "sub", "alice\nbob")), "control character"},
 		"LongSubject":   {sign(t, jwt.SigningMethodHS256, []byte(secret), "", with(ok, "sub", strings.Repeat("x", 201))), "longer than 200"},
 		"NotAJWT":       {"not-a-jwt", "malformed"},
+		"ExpAsString":   {sign(t, jwt.SigningMethodHS256, []byte(secret), "", with(ok, "exp", fmt.Sprint(time.Now().Add(time.Hour).Unix()))), "exp claim must be a number"},
+		"NbfAsString":   {sign(t, jwt.SigningMethodHS256, []byte(secret), "", with(ok, "nbf", "0")), "nbf claim must be a number"},
+		"UnknownCrit":   {signHeader(t, []byte(secret), ok, "crit", []string{"exp"}), "crit header"},
+		"TooLong":       {sign(t, jwt.SigningMethodHS256, []byte(secret), "", with(ok, "pad", strings.Repeat("x", 40<<10))), "longer than 8192 bytes"},
 	} {
 		expectInvalid(t, v, name, c.token, c.reason)
 	}
