@@ -47,7 +47,7 @@ type committer struct {
 
 	mu      sync.Mutex
 	writers map[*writer]struct{} // every open writer, for heartbeats
-	dirty   map[*writer]struct{} // writers with queued ops
+	pending bool                 // some writer queued ops since the last flush began
 	urgent  bool
 	stopped bool
 	kick    chan struct{}
@@ -63,9 +63,9 @@ type committer struct {
 func newCommitter(api sqlAPI, worker string, lane int, cfg *Config, m *poolMetrics) *committer {
 	return &committer{
 		api: api, worker: worker, lane: int32(lane), cfg: cfg, log: cfg.Logger, m: m,
-		writers: map[*writer]struct{}{}, dirty: map[*writer]struct{}{},
-		kick:  make(chan struct{}, 1),
-		batch: time.Now().UnixMicro(),
+		writers: map[*writer]struct{}{},
+		kick:    make(chan struct{}, 1),
+		batch:   time.Now().UnixMicro(),
 	}
 }
 
@@ -83,15 +83,14 @@ func (c *committer) register(w *writer) error {
 func (c *committer) unregister(w *writer) {
 	c.mu.Lock()
 	delete(c.writers, w)
-	delete(c.dirty, w)
 	c.mu.Unlock()
 }
 
-// queued tells the committer that w has ops to write; urgent ones skip
-// the interval.
-func (c *committer) queued(w *writer, urgent bool) {
+// queued tells the committer that a writer has ops to write; urgent ones
+// skip the interval.
+func (c *committer) queued(urgent bool) {
 	c.mu.Lock()
-	c.dirty[w] = struct{}{}
+	c.pending = true
 	c.urgent = c.urgent || urgent
 	c.mu.Unlock()
 	select {
@@ -112,7 +111,7 @@ func (c *committer) run(ctx context.Context) {
 	var lastTook time.Duration
 	for {
 		c.mu.Lock()
-		pending, urgent := len(c.dirty) > 0, c.urgent
+		pending, urgent := c.pending, c.urgent
 		c.mu.Unlock()
 		if !pending {
 			select {
@@ -180,7 +179,7 @@ type batchPart struct {
 func (c *committer) flush(ctx context.Context) {
 	c.mu.Lock()
 	c.urgent = false
-	clear(c.dirty)
+	c.pending = false
 	writers := make([]*writer, 0, len(c.writers))
 	for w := range c.writers {
 		writers = append(writers, w)
@@ -204,14 +203,9 @@ func (c *committer) flush(ctx context.Context) {
 		if cost >= batchBudget {
 			// The rest go in the next batch, which starts at once: a
 			// batch that takes long holds its first events back as long.
-			c.mu.Lock()
-			for _, rest := range writers[i:] {
-				if rest.hasQueued() {
-					c.dirty[rest] = struct{}{}
-				}
+			if slices.ContainsFunc(writers[i:], (*writer).hasQueued) {
+				c.queued(true)
 			}
-			c.urgent = true
-			c.mu.Unlock()
 			break
 		}
 		ops := w.take(due, now)

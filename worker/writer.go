@@ -183,7 +183,7 @@ func (w *writer) enqueue(o *op, urgent bool) error {
 	}
 	w.pushLocked(o)
 	w.mu.Unlock()
-	w.c.queued(w, urgent)
+	w.c.queued(urgent)
 	return nil
 }
 
@@ -267,7 +267,7 @@ func (w *writer) appendText(t target, text string) error {
 		w.queued[n-1].text = append(w.queued[n-1].text, text...)
 		w.mu.Unlock()
 		if urgent {
-			w.c.queued(w, true)
+			w.c.queued(true)
 		}
 		return nil
 	}
@@ -277,7 +277,7 @@ func (w *writer) appendText(t target, text string) error {
 	}
 	w.pushLocked(o)
 	w.mu.Unlock()
-	w.c.queued(w, urgent)
+	w.c.queued(urgent)
 	return nil
 }
 
@@ -338,7 +338,7 @@ func (w *writer) sync() error {
 	for w.done < want {
 		changed := w.changed
 		w.mu.Unlock()
-		w.c.queued(w, true)
+		w.c.queued(true)
 		select {
 		case <-changed:
 		case <-w.stop.Done():

@@ -353,9 +353,18 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
-	poolConfig.MaxConns = int32(m.Config.DBMaxConns)
-	if m.pool, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
-		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
+	// openPool opens a pool of at most size connections to dsn.
+	openPool := func(size int) (*pgxpool.Pool, error) {
+		cfg := poolConfig.Copy()
+		cfg.MaxConns = int32(size)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", redact(dsn), err)
+		}
+		return pool, nil
+	}
+	if m.pool, err = openPool(m.Config.DBMaxConns); err != nil {
+		return err
 	}
 	m.store = postgres.New(m.pool)
 	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {
@@ -364,10 +373,8 @@ func (m *Main) Run(ctx context.Context) error {
 	// The hub reads live events on connections of its own, so that a
 	// burst of RPCs or of new subscribers holding the API's pool never
 	// holds up the events of the streams already open.
-	hubPoolConfig := poolConfig.Copy()
-	hubPoolConfig.MaxConns = hubConns
-	if m.hubPool, err = pgxpool.NewWithConfig(ctx, hubPoolConfig); err != nil {
-		return fmt.Errorf("connect to %s: %w", redact(dsn), err)
+	if m.hubPool, err = openPool(hubConns); err != nil {
+		return err
 	}
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
@@ -385,10 +392,8 @@ func (m *Main) Run(ctx context.Context) error {
 	// load never holds up a reply's writes, nor the workers' the API.
 	workerDB := m.pool // unused without workers
 	if m.Config.Workers.Workers > 0 {
-		workerPoolConfig := poolConfig.Copy()
-		workerPoolConfig.MaxConns = int32(m.Config.Workers.DBConns)
-		if m.workerPool, err = pgxpool.NewWithConfig(ctx, workerPoolConfig); err != nil {
-			return fmt.Errorf("connect to %s: %w", redact(dsn), err)
+		if m.workerPool, err = openPool(m.Config.Workers.DBConns); err != nil {
+			return err
 		}
 		workerDB = m.workerPool
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -270,35 +268,12 @@ func (m *Main) chatConversations(ctx context.Context, url string, n int) ([]stri
 
 // startChatReaders starts the reader process (this same binary) on job.
 func startChatReaders(ctx context.Context, url string, job chatReadersJob) (*peerClients, error) {
-	exe, err := os.Executable()
+	c, err := startChild(ctx, chatReadersEnv, url)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), chatReadersEnv+"="+url)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	c := &peerClients{cmd: cmd, stdin: stdin, lines: make(chan string, 4), done: make(chan error, 1)}
-	go func() {
-		defer close(c.lines)
-		r := bufio.NewScanner(stdout)
-		r.Buffer(nil, 1<<20)
-		for r.Scan() {
-			c.lines <- r.Text()
-		}
-	}()
 	b, _ := json.Marshal(job)
-	if _, err := stdin.Write(append(b, '\n')); err != nil {
+	if _, err := c.stdin.Write(append(b, '\n')); err != nil {
 		c.kill()
 		return nil, fmt.Errorf("reader process: %w", err)
 	}

@@ -392,12 +392,31 @@ type peerClients struct {
 }
 
 func startPeerClients(ctx context.Context, url string, ids []string) (*peerClients, error) {
+	c, err := startChild(ctx, peerClientsEnv, url)
+	if err != nil {
+		return nil, err
+	}
+	w := bufio.NewWriter(c.stdin)
+	fmt.Fprintln(w, len(ids))
+	for _, id := range ids {
+		fmt.Fprintln(w, id)
+	}
+	if err := w.Flush(); err != nil {
+		c.kill()
+		return nil, fmt.Errorf("client process: %w", err)
+	}
+	return c, nil
+}
+
+// startChild starts this same binary as a child process in the role that
+// env (set to url) selects, its standard output read line by line.
+func startChild(ctx context.Context, env, url string) (*peerClients, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), peerClientsEnv+"="+url)
+	cmd.Env = append(os.Environ(), env+"="+url)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -414,19 +433,11 @@ func startPeerClients(ctx context.Context, url string, ids []string) (*peerClien
 	go func() {
 		defer close(c.lines)
 		r := bufio.NewScanner(stdout)
+		r.Buffer(nil, 1<<20)
 		for r.Scan() {
 			c.lines <- r.Text()
 		}
 	}()
-	w := bufio.NewWriter(stdin)
-	fmt.Fprintln(w, len(ids))
-	for _, id := range ids {
-		fmt.Fprintln(w, id)
-	}
-	if err := w.Flush(); err != nil {
-		c.kill()
-		return nil, fmt.Errorf("client process: %w", err)
-	}
 	return c, nil
 }
 

@@ -20,13 +20,7 @@ DECLARE
     v_ids        uuid[];
     v_id         uuid;
 BEGIN
-    IF worker IS NULL OR worker = '' THEN
-        RAISE EXCEPTION 'claim_prompts: worker must be a non-empty name' USING ERRCODE = 'CV003';
-    END IF;
-    IF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 3600 THEN
-        RAISE EXCEPTION 'claim_prompts: lease_seconds must be between 1 and 3600, got %', lease_seconds
-            USING ERRCODE = 'CV003';
-    END IF;
+    PERFORM convo._check_claim('claim_prompts', worker, lease_seconds);
     IF max_prompts IS NULL OR max_prompts < 1 OR max_prompts > 1000 THEN
         RAISE EXCEPTION 'claim_prompts: max_prompts must be between 1 and 1000, got %', max_prompts
             USING ERRCODE = 'CV003';

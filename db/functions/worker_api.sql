@@ -202,6 +202,21 @@ BEGIN
 END;
 $$;
 
+-- _check_claim raises CV003 unless worker is a name and lease_seconds is
+-- 1 to 3600: the arguments of claim_prompt and claim_prompts.
+CREATE OR REPLACE FUNCTION convo._check_claim(p_action text, p_worker text, p_lease_seconds integer) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_worker IS NULL OR p_worker = '' THEN
+        RAISE EXCEPTION '%: worker must be a non-empty name', p_action USING ERRCODE = 'CV003';
+    END IF;
+    IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 3600 THEN
+        RAISE EXCEPTION '%: lease_seconds must be between 1 and 3600, got %', p_action, p_lease_seconds
+            USING ERRCODE = 'CV003';
+    END IF;
+END;
+$$;
+
 -- claim_prompt hands a claimable prompt to worker for lease_seconds: a
 -- queued prompt nobody holds, or one whose holder's lease expired before it
 -- started it. Owners are served round-robin: it takes the oldest claimable
@@ -217,13 +232,7 @@ DECLARE
     v_id    uuid;
     v_owner text;
 BEGIN
-    IF worker IS NULL OR worker = '' THEN
-        RAISE EXCEPTION 'claim_prompt: worker must be a non-empty name' USING ERRCODE = 'CV003';
-    END IF;
-    IF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 3600 THEN
-        RAISE EXCEPTION 'claim_prompt: lease_seconds must be between 1 and 3600, got %', lease_seconds
-            USING ERRCODE = 'CV003';
-    END IF;
+    PERFORM convo._check_claim('claim_prompt', worker, lease_seconds);
     PERFORM convo.expire_leases();
     SELECT q.id, q.owner_id INTO v_id, v_owner
       FROM convo.prompts q
