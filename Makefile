@@ -24,7 +24,8 @@ lint:
 	./scripts/lint.sh
 
 bench:
-	go test -run '^$$' -bench . -benchtime 2000x ./postgres/
+	go test -run '^$$' -bench 'AppendBlock|PromptClaim' -benchtime 2000x ./postgres/
+	go test -run '^$$' -bench Search -benchtime 10x ./postgres/
 	go run ./cmd/bench
 
 bench-peer:

@@ -23,6 +23,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
@@ -56,6 +57,10 @@ type setupOptions struct {
 	noParking bool
 	// decode is the hub's Decode (default wire.DecodeEvent).
 	decode func(conversation.Event) (*wire.Response, error)
+	// searchTimeout, when set, is the store's search timeout.
+	searchTimeout time.Duration
+	// searches is Options.Searches (nil: no bound).
+	searches *limit.Searches
 }
 
 // The feeds the stream tests run under.
@@ -84,6 +89,9 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
+	if o.searchTimeout != 0 {
+		store.SetSearchTimeout(o.searchTimeout)
+	}
 	if o.decode == nil {
 		o.decode = wire.DecodeEvent
 	}
@@ -100,6 +108,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	path, handler := connectapi.NewHandler(connectapi.Options{
 		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, Parking: parking,
+		Searches: o.searches,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)

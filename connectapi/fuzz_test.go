@@ -3,6 +3,7 @@ package connectapi_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -35,6 +36,8 @@ func FuzzRequests(f *testing.F) {
 	seed(5, &convov1.SubmitFeedbackRequest{MessageId: sent.AssistantMessageId, Rating: convov1.Rating_RATING_UP})
 	seed(6, &convov1.GetTraceRequest{Target: &convov1.GetTraceRequest_MessageId{MessageId: sent.AssistantMessageId}})
 	seed(7, &convov1.SearchMessagesRequest{Query: `"seed" -x or y`})
+	seed(7, &convov1.SearchMessagesRequest{Query: "seed " + strings.Repeat("-", 33)}) // nested deeper than tsquery's stack
+	seed(7, &convov1.SearchMessagesRequest{Query: "&|<->seed"})
 	seed(8, &convov1.ListComparisonsRequest{ConversationId: sent.ConversationId})
 
 	ctx := context.Background()

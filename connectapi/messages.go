@@ -153,14 +153,21 @@ func (s *service) SearchMessages(ctx context.Context, req *connect.Request[convo
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.CheckText("query", req.Msg.GetQuery(), true, wire.MaxSearchQuery); err != nil {
+	// Every call counts against the limits, a refused query too.
+	release, err := s.searches.Acquire(owner)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	query, err := wire.SearchQuery("query", req.Msg.GetQuery())
+	if err != nil {
 		return nil, err
 	}
 	limit, err := wire.PageSize("pageSize", req.Msg.GetPageSize(), wire.MaxSearchResults)
 	if err != nil {
 		return nil, err
 	}
-	results, err := s.store.Search(ctx, owner, req.Msg.GetQuery(), limit)
+	results, err := s.store.Search(ctx, owner, query, limit)
 	if err != nil {
 		return nil, err
 	}

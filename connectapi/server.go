@@ -37,6 +37,10 @@ type Options struct {
 	// Writes, when set, rate-limits each user's write RPCs (see
 	// writeProcedures); refusals are ResourceExhausted with Retry-After.
 	Writes *limit.Writes
+	// Searches, when set, bounds each user's SearchMessages calls (a
+	// rate, and searches running at once) and the server's; refusals are
+	// ResourceExhausted with Retry-After.
+	Searches *limit.Searches
 	// Parking, when set, parks idle StreamConversation streams of the
 	// Connect protocol over HTTP/1.1 (park.go); nil: every stream keeps
 	// its handler.
@@ -49,7 +53,10 @@ func NewHandler(opts Options) (string, http.Handler) {
 		opts.Logger = slog.Default()
 	}
 	shared := newSharedEncodings()
-	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now, parking: opts.Parking}
+	svc := &service{
+		store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now, parking: opts.Parking,
+		searches: opts.Searches,
+	}
 	if opts.Parking != nil {
 		opts.Parking.shared = shared
 	}
@@ -82,6 +89,8 @@ type service struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	parking *Parking
+	// searches bounds SearchMessages (nil: no bound).
+	searches *limit.Searches
 }
 
 var _ convov1connect.ConversationServiceHandler = (*service)(nil)

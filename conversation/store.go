@@ -125,6 +125,9 @@ type Store interface {
 	// messageID, with every event of it in order.
 	Trace(ctx context.Context, ownerID string, promptID, messageID uuid.NullUUID) (Trace, error)
 	// Search returns at most limit of the owner's messages matching query
-	// (web search syntax), best first.
+	// (web search syntax, as wire.SearchQuery rewrites it), best first. A
+	// query with no word to find (stop words, punctuation) finds nothing;
+	// one that only excludes words is Invalid; a search that runs past
+	// the store's time limit is DeadlineExceeded.
 	Search(ctx context.Context, ownerID, query string, limit int) ([]SearchResult, error)
 }

@@ -135,6 +135,85 @@ func TestWrites(t *testing.T) {
 	})
 }
 
+func TestSearches(t *testing.T) {
+	t.Parallel()
+
+	t.Run("RateThenRefusedWithRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+		s := NewSearches(1, 2, 0) // 1/s, burst 2
+		s.rate.now = func() time.Time { return now }
+		for range 2 {
+			release, err := s.Acquire("alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			release()
+		}
+		_, err := s.Acquire("alice")
+		requireExhausted(t, err, "search rate limit")
+		if d := conversation.ErrorRetryAfter(err); d != time.Second {
+			t.Errorf("retry after %v; want 1s", d)
+		}
+		if _, err := s.Acquire("bob"); err != nil {
+			t.Errorf("bob refused because of alice: %v", err)
+		}
+		now = now.Add(time.Second)
+		if _, err := s.Acquire("alice"); err != nil {
+			t.Errorf("after the refill: %v", err)
+		}
+	})
+
+	t.Run("RunningPerUserAndPerServer", func(t *testing.T) {
+		t.Parallel()
+		s := NewSearches(0, 0, 3) // no rate; 3 at once on the server
+		var releases []func()
+		for range MaxUserSearches {
+			release, err := s.Acquire("alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			releases = append(releases, release)
+		}
+		_, err := s.Acquire("alice")
+		requireExhausted(t, err, "max searches per user")
+		if conversation.ErrorRetryAfter(err) <= 0 {
+			t.Error("no retry after")
+		}
+		bob, err := s.Acquire("bob")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Acquire("carol")
+		requireExhausted(t, err, "max searches per server")
+		// A place given back (twice: only once counts) is free again.
+		bob()
+		bob()
+		if _, err := s.Acquire("carol"); err != nil {
+			t.Errorf("after bob's search ended: %v", err)
+		}
+		_, err = s.Acquire("dave")
+		requireExhausted(t, err, "max searches per server")
+		releases[0]()
+		if _, err := s.Acquire("alice"); err != nil {
+			t.Errorf("after one of alice's searches ended: %v", err)
+		}
+	})
+
+	t.Run("NoLimits", func(t *testing.T) {
+		t.Parallel()
+		s := NewSearches(0, 0, 0)
+		if s != nil {
+			t.Fatal("a limiter without limits")
+		}
+		for range 10 {
+			if _, err := s.Acquire("alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
 func TestRetryAfterHeader(t *testing.T) {
 	t.Parallel()
 	for d, want := range map[time.Duration]string{time.Millisecond: "1", time.Second: "1", 1500 * time.Millisecond: "2", 0: "1"} {

@@ -5,6 +5,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +18,8 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	q    *dbq.Queries
+	// searchTimeout bounds one search (SetSearchTimeout).
+	searchTimeout time.Duration
 }
 
 var _ conversation.Store = (*Store)(nil)
@@ -24,7 +27,7 @@ var _ conversation.Store = (*Store)(nil)
 // New returns a Store on pool. The pool's database must be migrated
 // (db.Migrate).
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: dbq.New(pool)}
+	return &Store{pool: pool, q: dbq.New(pool), searchTimeout: DefaultSearchTimeout}
 }
 
 // Queries exposes the generated queries on the store's pool, for the worker

@@ -45,6 +45,7 @@ func (m *Main) routes() http.Handler {
 	path, api := connectapi.NewHandler(connectapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
 		Interceptors: []connect.Interceptor{m.metrics.rpc}, Writes: writes, Parking: m.parking,
+		Searches: m.Config.Limits.searches(),
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {

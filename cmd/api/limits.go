@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/convo-dev/convo/limit"
 )
@@ -28,18 +29,35 @@ type Limits struct {
 	// --max-active-prompts). The server writes it into the database at
 	// start, where convo.send_message enforces it.
 	MaxActivePrompts int
+	// SearchRate is each user's sustained searches a second
+	// (CONVO_SEARCH_RATE, --search-rate), in bursts of up to SearchBurst
+	// (CONVO_SEARCH_BURST, --search-burst); a rate of its own, not the
+	// write rate (limit.NewSearches says why).
+	SearchRate  float64
+	SearchBurst int
+	// MaxSearches bounds the searches this server runs at once
+	// (CONVO_MAX_SEARCHES, --max-searches); a user runs at most
+	// limit.MaxUserSearches at once.
+	MaxSearches int
+	// SearchTimeout bounds one search in the database
+	// (CONVO_SEARCH_TIMEOUT, --search-timeout): its statement_timeout.
+	SearchTimeout time.Duration
 }
 
 // DefaultLimits are safe for a server on the internet and roomy for one
 // person's use.
 func DefaultLimits() Limits {
-	return Limits{MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 8}
+	return Limits{
+		MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 8,
+		SearchRate: 1, SearchBurst: 10, MaxSearches: 4, SearchTimeout: 3 * time.Second,
+	}
 }
 
 func (l *Limits) fromEnv(getenv func(string) string) error {
 	for name, dst := range map[string]*int{
 		"CONVO_MAX_STREAMS_PER_USER": &l.MaxStreamsPerUser, "CONVO_MAX_STREAMS": &l.MaxStreams,
 		"CONVO_WRITE_BURST": &l.WriteBurst, "CONVO_MAX_ACTIVE_PROMPTS": &l.MaxActivePrompts,
+		"CONVO_SEARCH_BURST": &l.SearchBurst, "CONVO_MAX_SEARCHES": &l.MaxSearches,
 	} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -49,12 +67,21 @@ func (l *Limits) fromEnv(getenv func(string) string) error {
 			*dst = n
 		}
 	}
-	if v := getenv("CONVO_WRITE_RATE"); v != "" {
-		r, err := strconv.ParseFloat(v, 64)
-		if err != nil || r < 0 {
-			return fmt.Errorf("CONVO_WRITE_RATE: %q is not a number of writes a second (0 or more)", v)
+	for name, dst := range map[string]*float64{"CONVO_WRITE_RATE": &l.WriteRate, "CONVO_SEARCH_RATE": &l.SearchRate} {
+		if v := getenv(name); v != "" {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil || r < 0 {
+				return fmt.Errorf("%s: %q is not a number a second (0 or more)", name, v)
+			}
+			*dst = r
 		}
-		l.WriteRate = r
+	}
+	if v := getenv("CONVO_SEARCH_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("CONVO_SEARCH_TIMEOUT: %q is not a duration such as 3s or 500ms", v)
+		}
+		l.SearchTimeout = d
 	}
 	return nil
 }
@@ -64,6 +91,10 @@ func (l *Limits) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxStreams, "max-streams", l.MaxStreams, "most streams this server holds open in all (CONVO_MAX_STREAMS); 0: no limit")
 	fs.Float64Var(&l.WriteRate, "write-rate", l.WriteRate, "writes a second each user may make on average: messages, renames, votes, feedback (CONVO_WRITE_RATE); 0: no limit")
 	fs.IntVar(&l.WriteBurst, "write-burst", l.WriteBurst, "writes each user may make at once before --write-rate applies (CONVO_WRITE_BURST)")
+	fs.Float64Var(&l.SearchRate, "search-rate", l.SearchRate, "searches a second each user may make on average (CONVO_SEARCH_RATE); 0: no limit")
+	fs.IntVar(&l.SearchBurst, "search-burst", l.SearchBurst, "searches each user may make at once before --search-rate applies (CONVO_SEARCH_BURST)")
+	fs.IntVar(&l.MaxSearches, "max-searches", l.MaxSearches, "most searches this server runs at once (CONVO_MAX_SEARCHES); 0: no limit")
+	fs.DurationVar(&l.SearchTimeout, "search-timeout", l.SearchTimeout, "how long one search may run in the database (CONVO_SEARCH_TIMEOUT); 0: no limit")
 	fs.IntVar(&l.MaxActivePrompts, "max-active-prompts", l.MaxActivePrompts, "most prompts one user may have queued or running, across all servers of the database (CONVO_MAX_ACTIVE_PROMPTS); 0: no limit")
 }
 
@@ -71,6 +102,7 @@ func (l *Limits) check() error {
 	for name, n := range map[string]int{
 		"--max-streams-per-user": l.MaxStreamsPerUser, "--max-streams": l.MaxStreams,
 		"--write-burst": l.WriteBurst, "--max-active-prompts": l.MaxActivePrompts,
+		"--search-burst": l.SearchBurst, "--max-searches": l.MaxSearches,
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s %d: want 0 or more", name, n)
@@ -82,8 +114,22 @@ func (l *Limits) check() error {
 	if l.WriteRate > 0 && l.WriteBurst < 1 {
 		return fmt.Errorf("--write-burst %d: want at least 1 while --write-rate is set", l.WriteBurst)
 	}
+	if l.SearchRate < 0 {
+		return fmt.Errorf("--search-rate %v: want 0 or more", l.SearchRate)
+	}
+	if l.SearchRate > 0 && l.SearchBurst < 1 {
+		return fmt.Errorf("--search-burst %d: want at least 1 while --search-rate is set", l.SearchBurst)
+	}
+	if l.SearchTimeout < 0 {
+		return fmt.Errorf("--search-timeout %v: want 0 or more", l.SearchTimeout)
+	}
 	return nil
 }
 
 // writes is the write limiter these limits ask for (nil: none).
 func (l Limits) writes() *limit.Writes { return limit.NewWrites(l.WriteRate, l.WriteBurst) }
+
+// searches is the search limiter these limits ask for (nil: none).
+func (l Limits) searches() *limit.Searches {
+	return limit.NewSearches(l.SearchRate, l.SearchBurst, l.MaxSearches)
+}

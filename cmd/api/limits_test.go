@@ -290,6 +290,41 @@ func TestWriteRateLimit(t *testing.T) {
 	}
 }
 
+// TestSearchRateLimit checks CONVO_SEARCH_RATE and CONVO_SEARCH_BURST:
+// searches have a bucket of their own, so a user who has searched their
+// fill can still write, and one who has written can still search.
+func TestSearchRateLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := startMain(t, map[string]string{
+		"CONVO_AUTH_SECRET": limitsSecret, "CONVO_WORKERS": "0", "CONVO_MAX_ACTIVE_PROMPTS": "0",
+		"CONVO_WRITE_RATE": "0.01", "CONVO_WRITE_BURST": "1", "CONVO_SEARCH_RATE": "0.01", "CONVO_SEARCH_BURST": "2",
+	})
+	alice, bob := clientFor(m, "alice"), clientFor(m, "bob")
+	search := func(c convov1connect.ConversationServiceClient) error {
+		_, err := c.SearchMessages(ctx, connect.NewRequest(&convov1.SearchMessagesRequest{Query: "hello"}))
+		return err
+	}
+	for i := range 2 {
+		if err := search(alice); err != nil {
+			t.Fatalf("search %d of the burst: %v", i, err)
+		}
+	}
+	ce := requireConnectCode(t, search(alice), connect.CodeResourceExhausted, "search rate limit")
+	if s, err := strconv.Atoi(ce.Meta().Get("Retry-After")); err != nil || s < 1 || s > 100 {
+		t.Errorf("Retry-After %q; want 1 to 100 seconds", ce.Meta().Get("Retry-After"))
+	}
+	if _, err := alice.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "hello"})); err != nil {
+		t.Errorf("a write refused after searches: %v", err)
+	}
+	if _, err := bob.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "hello"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := search(bob); err != nil {
+		t.Errorf("a search refused after a write: %v", err)
+	}
+}
+
 // TestActivePromptCap checks CONVO_MAX_ACTIVE_PROMPTS through both APIs.
 func TestActivePromptCap(t *testing.T) {
 	t.Parallel()
@@ -337,14 +372,19 @@ func TestLimitsConfig(t *testing.T) {
 	}
 	l, err = parse([]string{"--max-streams", "9"}, map[string]string{
 		"CONVO_MAX_STREAMS_PER_USER": "3", "CONVO_MAX_STREAMS": "7", "CONVO_WRITE_RATE": "0.5",
-		"CONVO_WRITE_BURST": "5", "CONVO_MAX_ACTIVE_PROMPTS": "0"})
-	want := Limits{MaxStreamsPerUser: 3, MaxStreams: 9, WriteRate: 0.5, WriteBurst: 5, MaxActivePrompts: 0}
+		"CONVO_WRITE_BURST": "5", "CONVO_MAX_ACTIVE_PROMPTS": "0",
+		"CONVO_SEARCH_RATE": "0.25", "CONVO_SEARCH_BURST": "3", "CONVO_MAX_SEARCHES": "0", "CONVO_SEARCH_TIMEOUT": "1500ms"})
+	want := Limits{
+		MaxStreamsPerUser: 3, MaxStreams: 9, WriteRate: 0.5, WriteBurst: 5, MaxActivePrompts: 0,
+		SearchRate: 0.25, SearchBurst: 3, MaxSearches: 0, SearchTimeout: 1500 * time.Millisecond,
+	}
 	if err != nil || l != want {
 		t.Errorf("configured = %+v, %v; want %+v", l, err, want)
 	}
 	for _, bad := range []map[string]string{
 		{"CONVO_MAX_STREAMS": "-1"}, {"CONVO_WRITE_RATE": "fast"}, {"CONVO_MAX_ACTIVE_PROMPTS": "x"},
-		{"CONVO_WRITE_BURST": "0"},
+		{"CONVO_WRITE_BURST": "0"}, {"CONVO_SEARCH_RATE": "-1"}, {"CONVO_SEARCH_BURST": "0"},
+		{"CONVO_MAX_SEARCHES": "-2"}, {"CONVO_SEARCH_TIMEOUT": "3"}, {"CONVO_SEARCH_TIMEOUT": "-1s"},
 	} {
 		if _, err := parse(nil, bad); err == nil {
 			t.Errorf("%v accepted", bad)

@@ -367,6 +367,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.store = postgres.New(m.pool)
+	m.store.SetSearchTimeout(m.Config.Limits.SearchTimeout)
 	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ type ConvoBlock struct {
 	CreatedAt      time.Time
 	EndedAt        *time.Time
 	StartSeq       *int64
+	SearchVector   interface{}
 }
 
 type ConvoComparison struct {

@@ -13,26 +13,39 @@ import (
 )
 
 const messageSearch = `-- name: MessageSearch :many
-SELECT hit.message_id, hit.conversation_id, hit.conversation_title, hit.role, hit.created_at,
-       hit.rank::float8 AS rank,
-       ts_headline('english', hit.content, websearch_to_tsquery('english', $1::text),
+WITH query AS (
+    SELECT websearch_to_tsquery('english', $1::text) AS q
+), match AS (
+    SELECT b.message_id, b.id AS block_id, b.search_vector
+      FROM query, convo.blocks b
+      JOIN convo.conversations c ON c.id = b.conversation_id
+     WHERE c.owner_id = $2::text
+       AND b.block_type = 'text'
+       AND b.search_vector @@ query.q
+     ORDER BY b.created_at DESC, b.id
+     LIMIT 1000
+), hit AS (
+    SELECT DISTINCT ON (match.message_id) match.message_id, match.block_id, ts_rank(match.search_vector, query.q) AS rank
+      FROM match, query
+     ORDER BY match.message_id, rank DESC
+), page AS (
+    SELECT hit.message_id, hit.block_id, hit.rank, m.created_at
+      FROM hit
+      JOIN convo.messages m ON m.id = hit.message_id
+     ORDER BY hit.rank DESC, m.created_at DESC, hit.message_id
+     LIMIT $3::int
+)
+SELECT page.message_id, m.conversation_id, c.title AS conversation_title, m.role, m.created_at,
+       page.rank::float8 AS rank,
+       ts_headline('english', left(b.content, 10000), query.q,
                    'StartSel=' || chr(57344) || ', StopSel=' || chr(57345) ||
                    ', MaxWords=30, MinWords=12, MaxFragments=2')::text AS snippet
-  FROM (
-      SELECT DISTINCT ON (m.id)
-             m.id AS message_id, m.conversation_id, c.title AS conversation_title, m.role, m.created_at,
-             b.content,
-             ts_rank(to_tsvector('english', b.content), websearch_to_tsquery('english', $1::text)) AS rank
-        FROM convo.blocks b
-        JOIN convo.messages m ON m.id = b.message_id
-        JOIN convo.conversations c ON c.id = m.conversation_id
-       WHERE c.owner_id = $2::text
-         AND b.block_type = 'text'
-         AND to_tsvector('english', b.content) @@ websearch_to_tsquery('english', $1::text)
-       ORDER BY m.id, rank DESC
-  ) hit
- ORDER BY hit.rank DESC, hit.created_at DESC, hit.message_id
- LIMIT $3::int
+  FROM page
+  JOIN convo.messages m ON m.id = page.message_id
+  JOIN convo.conversations c ON c.id = m.conversation_id
+  JOIN convo.blocks b ON b.id = page.block_id
+ CROSS JOIN query
+ ORDER BY page.rank DESC, page.created_at DESC, page.message_id
 `
 
 type MessageSearchParams struct {
@@ -52,9 +65,15 @@ type MessageSearchRow struct {
 }
 
 // Full-text search over the owner's text blocks, one row per message (its
-// best-matching block), best match first. The snippet marks matches with
-// U+E000 … U+E001, private-use characters that the Go side turns into
-// highlight ranges, so no markup is ever mixed with message text.
+// best-matching block), best match first. Matching and ranking read the
+// stored blocks.search_vector (00012_search_vector.sql) and never parse
+// text, and the work is bounded whatever the owner holds: ranking reads
+// the vectors of the 1,000 most recent matching blocks at most (a word in
+// every message ranks the newest 1,000), and only the snippets of the page
+// returned are computed from text, each from the block's first 10,000
+// characters. The snippet marks matches with U+E000 … U+E001, private-use
+// characters that the Go side turns into highlight ranges, so no markup
+// is ever mixed with message text.
 func (q *Queries) MessageSearch(ctx context.Context, arg MessageSearchParams) ([]MessageSearchRow, error) {
 	rows, err := q.db.Query(ctx, messageSearch, arg.Query, arg.OwnerID, arg.MaxRows)
 	if err != nil {
@@ -81,4 +100,35 @@ func (q *Queries) MessageSearch(ctx context.Context, arg MessageSearchParams) ([
 		return nil, err
 	}
 	return items, nil
+}
+
+const searchBegin = `-- name: SearchBegin :one
+SELECT set_config('statement_timeout', $1::text, true) AS timeout,
+       numnode(q) > 0 AS has_lexemes,
+       querytree(q) <> 'T' AS indexable
+  FROM websearch_to_tsquery('english', $2::text) q
+`
+
+type SearchBeginParams struct {
+	Timeout string
+	Query   string
+}
+
+type SearchBeginRow struct {
+	Timeout    string
+	HasLexemes bool
+	Indexable  bool
+}
+
+// Starts a search's transaction: sets its statement timeout (such as
+// '3000ms'; '0': none) and says whether the query has any lexeme to look
+// for (a query of stop words and punctuation has none, and finds nothing)
+// and whether it can use the index (querytree is 'T' for a query that only
+// excludes, such as !'word' or 'a' | !'b': it matches nearly every block,
+// and a GIN index answers it by reading all of itself).
+func (q *Queries) SearchBegin(ctx context.Context, arg SearchBeginParams) (SearchBeginRow, error) {
+	row := q.db.QueryRow(ctx, searchBegin, arg.Timeout, arg.Query)
+	var i SearchBeginRow
+	err := row.Scan(&i.Timeout, &i.HasLexemes, &i.Indexable)
+	return i, err
 }
