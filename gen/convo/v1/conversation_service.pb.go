@@ -1871,7 +1871,11 @@ func (x *Trace) GetEvents() []*Event {
 type SearchMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// query is words to find (web search syntax: "quoted phrases", -not, or):
-	// required, at most 500 characters.
+	// required, at most 500 characters and 32 words. A query with only stop
+	// words or punctuation finds nothing; one that only excludes words is
+	// refused (INVALID_ARGUMENT). See docs/api.md, "Searching", for the
+	// rules, the rate and running limits (RESOURCE_EXHAUSTED) and the time
+	// limit (DEADLINE_EXCEEDED).
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// page_size is 1 to 50; 0 means 20.
 	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`

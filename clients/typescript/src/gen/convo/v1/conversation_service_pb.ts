@@ -944,7 +944,11 @@ export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
 export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & {
   /**
    * query is words to find (web search syntax: "quoted phrases", -not, or):
-   * required, at most 500 characters.
+   * required, at most 500 characters and 32 words. A query with only stop
+   * words or punctuation finds nothing; one that only excludes words is
+   * refused (INVALID_ARGUMENT). See docs/api.md, "Searching", for the
+   * rules, the rate and running limits (RESOURCE_EXHAUSTED) and the time
+   * limit (DEADLINE_EXCEEDED).
    *
    * @generated from field: string query = 1;
    */
