@@ -49,7 +49,7 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 8,
-		SearchRate: 1, SearchBurst: 10, MaxSearches: 4, SearchTimeout: 3 * time.Second,
+		SearchRate: 2, SearchBurst: 20, MaxSearches: 4, SearchTimeout: 3 * time.Second,
 	}
 }
 
