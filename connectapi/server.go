@@ -31,12 +31,16 @@ type Options struct {
 	// Hub serves StreamConversation; nil answers it Unimplemented.
 	Hub *wire.Hub
 	// Interceptors wrap every call, outermost first, before the error
-	// mapping and authentication, so they see calls refused and the
-	// Connect codes sent (metrics).
+	// mapping, so they see calls refused and the Connect codes sent
+	// (metrics); calls refused before connect reads them go to Refused.
 	Interceptors []connect.Interceptor
 	// Writes, when set, rate-limits each user's write RPCs (see
 	// writeProcedures); refusals are ResourceExhausted with Retry-After.
 	Writes *limit.Writes
+	// Refused, when set, is told of every call refused before connect
+	// reads it (authentication; see admission), which the interceptors
+	// never see.
+	Refused func(procedure string, err error)
 	// Parking, when set, parks idle StreamConversation streams of the
 	// Connect protocol over HTTP/1.1 (park.go); nil: every stream keeps
 	// its handler.
@@ -54,9 +58,13 @@ func NewHandler(opts Options) (string, http.Handler) {
 		opts.Parking.shared = shared
 	}
 	interceptors := append(slices.Clip(opts.Interceptors),
-		errorInterceptor{logger: opts.Logger}, authInterceptor{auth: opts.Auth}, writeLimiter{writes: opts.Writes})
-	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
-	return path, withCoalescing(handler, opts.Parking != nil)
+		errorInterceptor{logger: opts.Logger}, writeLimiter{writes: opts.Writes})
+	handlerOpts := handlerOptions(interceptors, shared)
+	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOpts...)
+	return path, &admission{
+		auth: opts.Auth, logger: opts.Logger, errors: connect.NewErrorWriter(handlerOpts...), refused: opts.Refused,
+		next: withCoalescing(handler, opts.Parking != nil),
+	}
 }
 
 // handlerOptions are the handler's Connect options: connect's defaults but

@@ -167,6 +167,9 @@ type stopResponse struct {
 	Cancelled []string `json:"cancelled"`
 }
 
+// maxStopBytes bounds the body of a stop request, which has none.
+const maxStopBytes = 1 << 10
+
 // maxStops bounds how many unfinished prompts one stop cancels.
 const maxStops = 16
 

@@ -46,15 +46,17 @@ func NewHandler(opts Options) http.Handler {
 	s := &server{store: opts.Store, hub: opts.Hub, auth: opts.Auth, logger: opts.Logger,
 		keepAlive: opts.KeepAlive, retry: opts.Retry, writes: opts.Writes}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/conversations/{id}/events", s.events)
-	mux.HandleFunc("GET /v1/conversations/{id}/agui", s.aguiFollow)
-	mux.HandleFunc("POST /v1/agui", s.jsonBody(maxRunInputBytes, false, s.aguiRun))
-	mux.HandleFunc("GET /v1/conversations/{id}/history", s.history)
-	mux.HandleFunc("POST /v1/ai-sdk/chat", s.jsonBody(maxChatRequestBytes, false, s.aisdkChat))
-	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
-	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
+	// Every route authenticates first, before any body is read.
+	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.withUser(h)) }
+	route("GET /v1/conversations/{id}/events", s.events)
+	route("GET /v1/conversations/{id}/agui", s.aguiFollow)
+	route("POST /v1/agui", s.jsonBody(maxRunInputBytes, false, s.aguiRun))
+	route("GET /v1/conversations/{id}/history", s.history)
+	route("POST /v1/ai-sdk/chat", s.jsonBody(maxChatRequestBytes, false, s.aisdkChat))
+	route("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
+	route("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
 	// Stopping takes no body; useChat's stop sends none.
-	mux.HandleFunc("POST /v1/ai-sdk/chat/{id}/stop", s.jsonBody(1<<10, true, s.aisdkStop))
+	route("POST /v1/ai-sdk/chat/{id}/stop", s.jsonBody(maxStopBytes, true, s.aisdkStop))
 	return mux
 }
 

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/httpapi"
 	"github.com/convo-dev/convo/metrics"
 	"github.com/convo-dev/convo/web"
@@ -33,7 +34,8 @@ func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
 }
 
 // routes serves every public route, behind the CORS policy when one is
-// configured, and behind the host and cross-site checks (guard.go).
+// configured, behind the host and cross-site checks (guard.go), and with
+// the time a request's body may take bounded (CONVO_BODY_TIMEOUT).
 func (m *Main) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
@@ -44,7 +46,7 @@ func (m *Main) routes() http.Handler {
 	}
 	path, api := connectapi.NewHandler(connectapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
-		Interceptors: []connect.Interceptor{m.metrics.rpc}, Writes: writes, Parking: m.parking,
+		Interceptors: []connect.Interceptor{m.metrics.rpc}, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {
@@ -56,7 +58,7 @@ func (m *Main) routes() http.Handler {
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
-	return m.withGuard(withCORS(m.cors, mux))
+	return guard.BodyDeadline(m.Config.BodyTimeout, m.withGuard(withCORS(m.cors, mux)))
 }
 
 // healthz answers 200 while the database answers a ping, 503 otherwise,

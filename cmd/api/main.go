@@ -127,6 +127,10 @@ type Config struct {
 	// the replies in flight at SIGTERM (CONVO_DRAIN_TIMEOUT,
 	// --drain-timeout); those still running then are failed.
 	DrainTimeout time.Duration
+	// BodyTimeout bounds how long a request's body may take to arrive
+	// (CONVO_BODY_TIMEOUT, --body-timeout): a client that sends it more
+	// slowly is cut off, and nothing is written. 0: no bound.
+	BodyTimeout time.Duration
 	// DBMaxConns bounds the API's pool of connections: RPCs, snapshots,
 	// the hub's reads and maintenance (CONVO_DB_MAX_CONNS,
 	// --db-max-conns). The workers have their own pool
@@ -188,8 +192,8 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
-			DBMaxConns: 16,
-			Workers:    worker.DefaultSettings(), Limits: DefaultLimits(),
+			BodyTimeout: 10 * time.Second, DBMaxConns: 16,
+			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
 		},
 		Stdout: os.Stdout,
 	}
@@ -233,6 +237,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	allowedHosts := getenv("CONVO_ALLOWED_HOSTS")
 	for name, dst := range map[string]*time.Duration{
 		"CONVO_COMPACT_AFTER": &c.CompactAfter, "CONVO_DRAIN_GRACE": &c.DrainGrace, "CONVO_DRAIN_TIMEOUT": &c.DrainTimeout,
+		"CONVO_BODY_TIMEOUT": &c.BodyTimeout,
 	} {
 		if v := getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
@@ -276,6 +281,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.BoolVar(&c.ParkStreams, "park-streams", c.ParkStreams, "idle HTTP/1.1 Connect streams hold no goroutine or buffers (CONVO_PARK_STREAMS)")
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", c.BodyTimeout, "how long a request's body may take to arrive; a slower client is cut off (CONVO_BODY_TIMEOUT); 0: no bound")
 	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
 	fs.StringVar(&allowedHosts, "allowed-hosts", allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
@@ -296,7 +302,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	for name, d := range map[string]time.Duration{"--compact-after": c.CompactAfter, "--drain-grace": c.DrainGrace, "--drain-timeout": c.DrainTimeout} {
+	for name, d := range map[string]time.Duration{
+		"--compact-after": c.CompactAfter, "--drain-grace": c.DrainGrace, "--drain-timeout": c.DrainTimeout, "--body-timeout": c.BodyTimeout,
+	} {
 		if d < 0 {
 			return fmt.Errorf("%s %v: want a duration of 0 or more", name, d)
 		}

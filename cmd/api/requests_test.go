@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+)
+
+// bodyRoute is a route that takes a request body, with a valid body.
+type bodyRoute struct {
+	name, path, body string
+	// limit is the most of a body the route takes.
+	limit int64
+}
+
+// bodyRoutes are the routes whose bodies write: SendMessage over Connect,
+// AG-UI's run and the AI SDK's chat.
+func bodyRoutes() []bodyRoute {
+	return []bodyRoute{
+		{"SendMessage", "/convo.v1.ConversationService/SendMessage", `{"text":"hello"}`, 1<<20 + 64<<10},
+		{"AGUI", "/v1/agui", `{"messages":[{"id":"u1","role":"user","content":"hello"}]}`, 4 << 20},
+		{"AISDK", "/v1/ai-sdk/chat", `{"id":"` + uuid.NewString() + `","trigger":"submit-message",` +
+			`"messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hello"}]}]}`, 8 << 20},
+	}
+}
+
+// dbState is what convo's tables hold: one hash of every table's rows, so
+// that a test can tell that a request changed nothing.
+func dbState(t *testing.T, m *Main) string {
+	t.Helper()
+	var s string
+	err := m.pool.QueryRow(context.Background(), `
+		SELECT string_agg(table_name || '=' || (xpath('/row/h/text()', query_to_xml(format(
+		         'SELECT md5(coalesce(string_agg(t::text, %L ORDER BY t::text), %L)) AS h FROM convo.%I t', '|', '', table_name),
+		         false, true, '')))[1]::text, ' ' ORDER BY table_name)
+		  FROM information_schema.tables WHERE table_schema = 'convo' AND table_type = 'BASE TABLE'`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// requireUnchanged fails when convo's tables no longer hold before.
+func requireUnchanged(t *testing.T, m *Main, before, what string) {
+	t.Helper()
+	if after := dbState(t, m); after != before {
+		t.Errorf("%s changed the database:\nbefore %s\nafter  %s", what, before, after)
+	}
+}
+
+// rawPost opens a connection to the server and sends the headers of a
+// POST of path (JSON, Content-Length n when n >= 0, else chunked), with
+// the Authorization header unless it is empty. The body is the caller's
+// to send.
+func rawPost(t *testing.T, m *Main, path, authorization string, n int64) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", m.listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var h strings.Builder
+	fmt.Fprintf(&h, "POST %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n", path)
+	if authorization != "" {
+		fmt.Fprintf(&h, "Authorization: %s\r\n", authorization)
+	}
+	if n >= 0 {
+		fmt.Fprintf(&h, "Content-Length: %d\r\n", n)
+	} else {
+		h.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	h.WriteString("\r\n")
+	if _, err := io.WriteString(conn, h.String()); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// rawAnswer reads the answer on conn, waiting at most within: the
+// response, or nil when the server closed the connection without one.
+func rawAnswer(t *testing.T, conn net.Conn, within time.Duration) (*http.Response, []byte) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(within))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout():
+		t.Fatalf("no answer within %v: the server is still reading the body", within)
+	case err != nil:
+		return nil, nil // closed without an answer
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, body
+}
+
+// requireClosed waits up to within for the server to close conn.
+func requireClosed(t *testing.T, conn net.Conn, within time.Duration) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(within))
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the connection is still open after %v", within)
+	}
+}
+
+// errorCode is the "code" of a JSON error body (the HTTP routes' and the
+// Connect protocol's).
+func errorCode(body []byte) string {
+	var e struct{ Code, Message string }
+	_ = json.Unmarshal(body, &e)
+	return e.Code
+}
+
+// TestSlowBodiesAreCutOff sends each body route a body of 1000 bytes at
+// one byte a second, with and without a token: the server must cut the
+// client off once CONVO_BODY_TIMEOUT has passed, and write nothing.
+func TestSlowBodiesAreCutOff(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, map[string]string{"CONVO_AUTH_SECRET": limitsSecret, "CONVO_WORKERS": "0", "CONVO_BODY_TIMEOUT": "1s"})
+	before := dbState(t, m)
+	for _, route := range bodyRoutes() {
+		for _, user := range []string{"alice", ""} {
+			name := route.name + map[bool]string{true: "WithToken", false: "WithoutToken"}[user != ""]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				authorization := ""
+				if user != "" {
+					authorization = "Bearer " + limitsToken(user)
+				}
+				conn := rawPost(t, m, route.path, authorization, 1000)
+				body := route.body + strings.Repeat(" ", 1000-len(route.body))
+				go func() {
+					for i := range len(body) {
+						if _, err := io.WriteString(conn, body[i:i+1]); err != nil {
+							return
+						}
+						time.Sleep(time.Second)
+					}
+				}()
+				start := time.Now()
+				resp, raw := rawAnswer(t, conn, 8*time.Second)
+				if resp != nil {
+					want := map[bool]int{true: http.StatusRequestTimeout, false: http.StatusUnauthorized}[user != ""]
+					if route.name == "SendMessage" && user != "" {
+						want = http.StatusGatewayTimeout // Connect's deadline_exceeded
+					}
+					if resp.StatusCode != want {
+						t.Errorf("answered %s %s; want %d", resp.Status, raw, want)
+					}
+				}
+				requireClosed(t, conn, 5*time.Second)
+				t.Logf("cut off after %v (%v)", time.Since(start).Round(100*time.Millisecond), map[bool]string{true: "answered", false: "closed"}[resp != nil])
+			})
+		}
+	}
+	t.Cleanup(func() { requireUnchanged(t, m, before, "slow requests") })
+}
+
+// TestAuthenticationBeforeBody sends each body route the headers of a 5 MB
+// body without a token, and no body: the server must refuse it at once,
+// without waiting for the body. The Connect calls refused so are counted
+// in the RPC metrics as any other.
+func TestAuthenticationBeforeBody(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, map[string]string{"CONVO_AUTH_SECRET": limitsSecret, "CONVO_WORKERS": "0", "CONVO_PUBLIC_METRICS": "true"})
+	for _, route := range bodyRoutes() {
+		for _, authorization := range []string{"", "Bearer not-a-token"} {
+			conn := rawPost(t, m, route.path, authorization, 5<<20)
+			resp, raw := rawAnswer(t, conn, 3*time.Second)
+			if resp == nil || resp.StatusCode != http.StatusUnauthorized || errorCode(raw) != "unauthenticated" {
+				t.Fatalf("%s with %q: answered %v %s; want 401 unauthenticated", route.name, authorization, resp, raw)
+			}
+		}
+	}
+	refused := scrapeMetrics(t, m.URL()).value("convo_rpc_calls_total",
+		"procedure", "/convo.v1.ConversationService/SendMessage", "code", "unauthenticated")
+	if refused != 2 {
+		t.Errorf("convo_rpc_calls_total of SendMessage unauthenticated = %v; want 2", refused)
+	}
+}
+
+// TestBodySizeLimits sends each body route the headers of a 200 MB body
+// and 2 MB of it, once with Content-Length and once chunked: the server
+// must refuse it after reading at most its limit (here: without waiting
+// for more than was sent), and write nothing.
+func TestBodySizeLimits(t *testing.T) {
+	t.Parallel()
+	m := startMain(t, map[string]string{"CONVO_AUTH_SECRET": limitsSecret, "CONVO_WORKERS": "0"})
+	before := dbState(t, m)
+	for _, route := range bodyRoutes() {
+		for _, length := range []int64{200 << 20, -1} {
+			name := route.name + map[bool]string{true: "ContentLength", false: "Chunked"}[length > 0]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				conn := rawPost(t, m, route.path, "Bearer "+limitsToken("alice"), length)
+				// Just over the route's limit (so that a server that reads
+				// at most the limit has what it needs to refuse), then
+				// nothing: a server that wants the whole body waits.
+				sent := min(route.limit+1, 2<<20)
+				if length < 0 {
+					sent = route.limit + 1
+				}
+				go func() {
+					chunk := []byte(strings.Repeat("x", 64<<10))
+					for left := sent; left > 0; left -= int64(len(chunk)) {
+						c := chunk[:min(int64(len(chunk)), left)]
+						var err error
+						if length < 0 {
+							_, err = fmt.Fprintf(conn, "%x\r\n%s\r\n", len(c), c)
+						} else {
+							_, err = conn.Write(c)
+						}
+						if err != nil {
+							return
+						}
+					}
+				}()
+				resp, raw := rawAnswer(t, conn, 10*time.Second)
+				if resp == nil {
+					t.Fatal("closed without an answer")
+				}
+				want, code := http.StatusBadRequest, "invalid_argument"
+				if route.name == "SendMessage" {
+					want, code = http.StatusTooManyRequests, "resource_exhausted" // Connect's code for it
+				}
+				if resp.StatusCode != want || errorCode(raw) != code || !strings.Contains(string(raw), "larger than") {
+					t.Errorf("answered %s %s; want %d %s saying the body is too large", resp.Status, raw, want, code)
+				}
+			})
+		}
+	}
+	t.Cleanup(func() { requireUnchanged(t, m, before, "oversized requests") })
+}
+
+// TestStreamsOutliveBodyTimeout checks that the body's deadline bounds
+// the body only: streams that answer a request (StreamConversation over
+// HTTP/1.1 and gRPC over h2c, AG-UI's and the AI SDK's POSTs, which read
+// a body first) go on long past CONVO_BODY_TIMEOUT.
+func TestStreamsOutliveBodyTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	m := startMain(t, map[string]string{
+		"CONVO_BODY_TIMEOUT": timeout.String(), "CONVO_WORKERS": "2", "CONVO_DEMO_TOKENS_PER_SECOND": "4", "CONVO_LOG_LEVEL": "error",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// alive reports, once, that a stream delivered something more than
+	// three deadlines after it started, or why it did not.
+	alive := make(chan error, 4)
+	watch := func(name string, next func() bool, err func() error) {
+		start := time.Now()
+		go func() {
+			for next() {
+				if time.Since(start) > 3*timeout {
+					alive <- nil
+					return
+				}
+			}
+			alive <- fmt.Errorf("%s ended after %v: %v", name, time.Since(start), err())
+		}()
+	}
+	post := func(name, path, body string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, m.URL()+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %s", name, resp.Status)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		watch(name, sc.Scan, sc.Err)
+	}
+	aguiThread, chat := uuid.NewString(), uuid.NewString()
+	post("AG-UI", "/v1/agui", `{"threadId":"`+aguiThread+`","messages":[{"id":"u1","role":"user","content":"hello"}]}`)
+	post("AI SDK", "/v1/ai-sdk/chat", `{"id":"`+chat+`","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hello"}]}]}`)
+	for name, client := range map[string]convov1connect.ConversationServiceClient{
+		"Connect over HTTP/1.1": convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL()),
+		"gRPC over h2c": convov1connect.NewConversationServiceClient(&http.Client{Transport: &http.Transport{Protocols: unencryptedHTTP2()}},
+			m.URL(), connect.WithGRPC()),
+	} {
+		id := aguiThread
+		if strings.HasPrefix(name, "gRPC") {
+			id = chat
+		}
+		s, err := client.StreamConversation(ctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		watch(name, s.Receive, s.Err)
+	}
+	for range 4 {
+		if err := <-alive; err != nil {
+			t.Error(err)
+		}
+	}
+}
