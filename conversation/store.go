@@ -96,9 +96,15 @@ type Store interface {
 	CreateConversation(ctx context.Context, ownerID, title string) (Conversation, error)
 	// EnsureConversation returns the owner's conversation with id, creating
 	// it empty and untitled when no conversation has that id, so that a
-	// client may choose the id of a new conversation (an AG-UI thread id).
-	// NotFound when the id belongs to another owner.
-	EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, error)
+	// client may choose the id of a new conversation (an AG-UI thread id),
+	// and whether it created it. NotFound when the id belongs to another
+	// owner.
+	EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, bool, error)
+	// DeleteUntouchedConversation deletes the owner's conversation when
+	// nothing was ever written to it (its event log is empty), and
+	// reports whether it did: a request that created a conversation and
+	// was then refused leaves nothing behind.
+	DeleteUntouchedConversation(ctx context.Context, ownerID string, id uuid.UUID) (bool, error)
 	// RenameConversation sets the title (1 to 200 characters).
 	RenameConversation(ctx context.Context, ownerID string, id uuid.UUID, title string) (Conversation, error)
 	// ClearConversation removes every message, cancelling prompts still

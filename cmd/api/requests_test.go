@@ -314,3 +314,100 @@ func TestStreamsOutliveBodyTimeout(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalsChangeNothing makes every body route refuse requests for
+// every reason it has (the cap on prompts in flight, the stream limit,
+// bad input, no token, a host not served) and checks that each refusal
+// leaves convo's tables as they were; in particular AG-UI and the AI SDK
+// create no conversation for a request they then refuse.
+func TestRefusalsChangeNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := startMain(t, map[string]string{
+		"CONVO_AUTH_SECRET": limitsSecret, "CONVO_WORKERS": "0", "CONVO_WRITE_RATE": "0",
+		"CONVO_MAX_ACTIVE_PROMPTS": "1", "CONVO_MAX_STREAMS_PER_USER": "1", "CONVO_ALLOWED_HOSTS": "convo.example",
+	})
+	// busy has a prompt in flight, the cap; streaming holds its one stream.
+	busy := clientFor(m, "busy")
+	sent, err := busy.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streaming := clientFor(m, "streaming")
+	own, err := streaming.CreateConversation(ctx, connect.NewRequest(&convov1.CreateConversationRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamCtx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	stream, err := openStream(t, streamCtx, streaming, own.Msg.Conversation.Id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+
+	agui := func(thread, text string) string {
+		in := map[string]any{"messages": []map[string]any{{"id": uuid.NewString(), "role": "user", "content": text}}}
+		if thread != "" {
+			in["threadId"] = thread
+		}
+		b, _ := json.Marshal(in)
+		return string(b)
+	}
+	chat := func(id, text string) string {
+		b, _ := json.Marshal(map[string]any{"id": id, "trigger": "submit-message", "messages": []map[string]any{
+			{"id": uuid.NewString(), "role": "user", "parts": []map[string]any{{"type": "text", "text": text}}}}})
+		return string(b)
+	}
+	const sendPath = "/convo.v1.ConversationService/SendMessage"
+	for _, c := range []struct {
+		name, user, host, path, body string
+		status                       int
+	}{
+		{"CapSendMessage", "busy", "", sendPath, `{"text":"more"}`, http.StatusTooManyRequests},
+		{"CapAGUINewThread", "busy", "", "/v1/agui", agui(uuid.NewString(), "more"), http.StatusTooManyRequests},
+		{"CapAGUINoThread", "busy", "", "/v1/agui", agui("", "more"), http.StatusTooManyRequests},
+		{"CapAGUIThread", "busy", "", "/v1/agui", agui(sent.Msg.ConversationId, "more"), http.StatusTooManyRequests},
+		{"CapAISDKNewChat", "busy", "", "/v1/ai-sdk/chat", chat(uuid.NewString(), "more"), http.StatusTooManyRequests},
+		{"CapAISDKChat", "busy", "", "/v1/ai-sdk/chat", chat(sent.Msg.ConversationId, "more"), http.StatusTooManyRequests},
+		{"CapAISDKRegenerate", "busy", "", "/v1/ai-sdk/chat",
+			`{"id":"` + sent.Msg.ConversationId + `","trigger":"regenerate-message","messages":[]}`, http.StatusTooManyRequests},
+		{"StreamLimitAGUINewThread", "streaming", "", "/v1/agui", agui(uuid.NewString(), "hello"), http.StatusTooManyRequests},
+		{"StreamLimitAGUINoThread", "streaming", "", "/v1/agui", agui("", "hello"), http.StatusTooManyRequests},
+		{"StreamLimitAISDKNewChat", "streaming", "", "/v1/ai-sdk/chat", chat(uuid.NewString(), "hello"), http.StatusTooManyRequests},
+		{"BadInputSendMessage", "alice", "", sendPath, `{"text":" "}`, http.StatusBadRequest},
+		{"BadInputAGUI", "alice", "", "/v1/agui", agui(uuid.NewString(), " "), http.StatusBadRequest},
+		{"BadInputAISDK", "alice", "", "/v1/ai-sdk/chat", chat(uuid.NewString(), " "), http.StatusBadRequest},
+		{"NoTokenSendMessage", "", "", sendPath, `{"text":"hello"}`, http.StatusUnauthorized},
+		{"NoTokenAGUI", "", "", "/v1/agui", agui(uuid.NewString(), "hello"), http.StatusUnauthorized},
+		{"NoTokenAISDK", "", "", "/v1/ai-sdk/chat", chat(uuid.NewString(), "hello"), http.StatusUnauthorized},
+		{"HostNotServedSendMessage", "alice", "evil.example", sendPath, `{"text":"hello"}`, http.StatusForbidden},
+		{"HostNotServedAGUI", "alice", "evil.example", "/v1/agui", agui(uuid.NewString(), "hello"), http.StatusForbidden},
+		{"HostNotServedAISDK", "alice", "evil.example", "/v1/ai-sdk/chat", chat(uuid.NewString(), "hello"), http.StatusForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := dbState(t, m)
+			req, err := http.NewRequest(http.MethodPost, m.URL()+c.path, strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if c.user != "" {
+				req.Header.Set("Authorization", "Bearer "+limitsToken(c.user))
+			}
+			if c.host != "" {
+				req.Host = c.host
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Fatalf("answered %s %s; want %d", resp.Status, body, c.status)
+			}
+			requireUnchanged(t, m, before, "the refusal")
+		})
+	}
+}
