@@ -18,7 +18,8 @@ import (
 // (Content-Type application/json, UTF-8) of at most limit bytes, or, when
 // emptyOK, no body and no Content-Type at all. A text/plain or form body,
 // which a page of any site may send without a CORS preflight, is refused
-// with 415; invalid UTF-8 with 400, and so is a body over limit, after
+// with 415; invalid UTF-8 and a string with a lone UTF-16 surrogate
+// escape (wire.CheckJSONSurrogates) with 400, and so is a body over limit, after
 // reading at most limit bytes of it (none when its Content-Length says
 // so). A body that does not arrive in time (the server's read deadline)
 // is answered 408. The checked body is handed on in full.
@@ -57,6 +58,11 @@ func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 		}
 		if !utf8.Valid(body) {
 			s.writeError(w, r, wire.Invalid("body", "is not valid UTF-8"))
+			return
+		}
+		// encoding/json would read a lone surrogate as U+FFFD, silently.
+		if err := wire.CheckJSONSurrogates(body); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

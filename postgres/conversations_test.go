@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -72,5 +73,35 @@ func TestDeleteUntouchedConversation(t *testing.T) {
 	}
 	if _, err := tb.store.Conversation(ctx, "alice", used.ID); err != nil {
 		t.Errorf("the conversation written to: %v", err)
+	}
+}
+
+// TestTitleFromFirstMessage checks the title a conversation takes from
+// its first message: its first line with something visible, with its
+// control characters made spaces and trimmed.
+func TestTitleFromFirstMessage(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := context.Background()
+	for text, want := range map[string]string{
+		"What is 6 times 7?\nThanks":              "What is 6 times 7?",
+		"\u200b\u202e\r\n\tHello\tworld \r\nmore": "Hello world",
+		"\x1b[31mred\x1b[0m\a":                    "[31mred [0m",
+		"  \u00a0\u3000spaced\u2003":              "spaced",
+		strings.Repeat("long ", 30):               strings.TrimSpace(strings.Repeat("long ", 16)),
+	} {
+		sent, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{
+			OwnerID: "alice", Text: text, ModelConfigs: []json.RawMessage{json.RawMessage("{}")},
+		})
+		if err != nil {
+			t.Fatalf("%+q: %v", text, err)
+		}
+		c, err := tb.store.Conversation(ctx, "alice", sent.ConversationID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Title != want {
+			t.Errorf("%+q: title %+q; want %+q", text, c.Title, want)
+		}
 	}
 }

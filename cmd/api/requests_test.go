@@ -411,3 +411,86 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestTextMustShowSomething sends messages and titles that show nothing
+// (only zero-width characters, only bidi controls, only whitespace and
+// control characters), titles with control characters, and lone UTF-16
+// surrogates in JSON, over every route that takes them: each is refused
+// 400 / invalid_argument naming the field, and changes nothing.
+func TestTextMustShowSomething(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := startMain(t, map[string]string{"CONVO_WORKERS": "0", "CONVO_WRITE_RATE": "0"})
+	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
+	sent, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "hi"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := sent.Msg.ConversationId
+	const rpc = "/convo.v1.ConversationService/"
+	// The JSON of a string, as written: escapes such as \ud800 stay.
+	agui := func(content string) string {
+		return `{"threadId":"` + uuid.NewString() + `","messages":[{"id":"u1","role":"user","content":"` + content + `"}]}`
+	}
+	chat := func(text string) string {
+		return `{"id":"` + uuid.NewString() + `","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"` + text + `"}]}]}`
+	}
+	texts := map[string]string{
+		"ZeroWidth":     `\u200b\u200c\u200d\u2060\ufeff`,
+		"BidiControls":  `\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069`,
+		"SpaceControls": ` \t\r\n\u001b\u0007\u00a0\u3000`,
+	}
+	type refusal struct{ name, path, body, field string }
+	var cases []refusal
+	for name, text := range texts {
+		cases = append(cases,
+			refusal{"SendMessage" + name, rpc + "SendMessage", `{"conversationId":"` + conv + `","text":"` + text + `"}`, "text"},
+			refusal{"AGUI" + name, "/v1/agui", agui(text), "messages[0].content"},
+			refusal{"AISDK" + name, "/v1/ai-sdk/chat", chat(text), "messages[0].parts"},
+			refusal{"CreateTitle" + name, rpc + "CreateConversation", `{"title":"` + text + `"}`, "title"},
+			refusal{"RenameTitle" + name, rpc + "RenameConversation", `{"conversationId":"` + conv + `","title":"` + text + `"}`, "title"},
+		)
+	}
+	for name, title := range map[string]string{"CRLF": `two\r\nlines`, "Tab": `a\tb`, "Escape": `\u001b[2Jred`, "Bell": `ding\u0007`, "Delete": `x\u007f`, "C1": `x\u0085`} {
+		cases = append(cases,
+			refusal{"CreateTitle" + name, rpc + "CreateConversation", `{"title":"` + title + `"}`, "title"},
+			refusal{"RenameTitle" + name, rpc + "RenameConversation", `{"conversationId":"` + conv + `","title":"` + title + `"}`, "title"},
+		)
+	}
+	for name, s := range map[string]string{"LoneHigh": `a\ud800b`, "LoneLow": `\udc00`, "Reversed": `\ude00\ud83d`} {
+		cases = append(cases,
+			refusal{"SendMessage" + name, rpc + "SendMessage", `{"text":"` + s + `"}`, "text"},
+			refusal{"AGUI" + name, "/v1/agui", agui(s), "messages[0].content"},
+			refusal{"AISDK" + name, "/v1/ai-sdk/chat", chat(s), "messages[0].parts[0].text"},
+			refusal{"CreateTitle" + name, rpc + "CreateConversation", `{"title":"` + s + `"}`, "title"},
+			refusal{"RenameTitle" + name, rpc + "RenameConversation", `{"conversationId":"` + conv + `","title":"` + s + `"}`, "title"},
+		)
+	}
+	before := dbState(t, m)
+	// An accepted AG-UI or AI SDK request streams its reply, which no
+	// worker writes here: the timeout ends it.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := hc.Post(m.URL()+c.path, "application/json", strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireHTTPError(t, resp, http.StatusBadRequest, "invalid_argument", c.field+": ")
+		})
+	}
+	requireUnchanged(t, m, before, "text that shows nothing")
+
+	// A surrogate pair is a character like any other, and a visible
+	// character among invisible ones is enough.
+	for _, body := range []string{`{"text":"\ud83d\ude00"}`, `{"text":"\u200b\u202eok"}`} {
+		resp, err := http.Post(m.URL()+rpc+"SendMessage", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s: %s", body, resp.Status)
+		}
+	}
+}
