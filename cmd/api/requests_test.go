@@ -494,3 +494,39 @@ func TestTextMustShowSomething(t *testing.T) {
 		}
 	}
 }
+
+// TestBodyTimeoutSetting checks CONVO_BODY_TIMEOUT and --body-timeout.
+func TestBodyTimeoutSetting(t *testing.T) {
+	t.Parallel()
+	parse := func(args []string, env map[string]string) (time.Duration, error) {
+		m := NewMain()
+		err := m.ParseFlags(args, func(k string) string { return env[k] })
+		return m.Config.BodyTimeout, err
+	}
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{nil, nil, 10 * time.Second},
+		{nil, map[string]string{"CONVO_BODY_TIMEOUT": "3s"}, 3 * time.Second},
+		{[]string{"--body-timeout", "1m"}, map[string]string{"CONVO_BODY_TIMEOUT": "3s"}, time.Minute},
+		{nil, map[string]string{"CONVO_BODY_TIMEOUT": "0"}, 0},
+	} {
+		if got, err := parse(c.args, c.env); err != nil || got != c.want {
+			t.Errorf("%v %v: %v, %v; want %v", c.args, c.env, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{nil, map[string]string{"CONVO_BODY_TIMEOUT": "soon"}},
+		{nil, map[string]string{"CONVO_BODY_TIMEOUT": "-1s"}},
+		{[]string{"--body-timeout", "-1s"}, nil},
+	} {
+		if _, err := parse(c.args, c.env); err == nil || !strings.Contains(err.Error(), "body-timeout") && !strings.Contains(err.Error(), "CONVO_BODY_TIMEOUT") {
+			t.Errorf("%v %v: %v; want an error naming the setting", c.args, c.env, err)
+		}
+	}
+}
