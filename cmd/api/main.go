@@ -513,6 +513,9 @@ func (m *Main) startEmbedded(ctx context.Context) (string, error) {
 		Port:    m.Config.EmbedPort,
 		Logical: true,
 		Logger:  m.Logger,
+		// A killed or crashed postmaster is started again; the pools,
+		// the listener and the feed reconnect by themselves.
+		Supervise: true,
 		// Room for this server's pools, and as much again for outside
 		// workers and psql.
 		MaxConnections: max(pgembed.DefaultMaxConnections, 2*postgres.TotalConnections(m.connectionUses())+10),
