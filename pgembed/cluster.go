@@ -8,7 +8,8 @@
 // in it (PasswordFileName, mode 0600); DSN carries it. The Unix socket, in
 // a directory only the server user can enter, is trusted. It runs as a child process of the Go program
 // and, on Linux, never outlives it: if the program dies without calling
-// Stop, the kernel signals the server to shut down.
+// Stop, the kernel signals the server to shut down. With Options.Supervise
+// the program starts it again when it dies on its own.
 //
 // As root, PostgreSQL's processes run as the postgres user, which must own
 // the data directory (Start chowns a directory it creates).

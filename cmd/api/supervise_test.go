@@ -21,10 +21,11 @@ import (
 )
 
 // TestEmbeddedPostgresKilled kills the embedded postmaster (kill -9, as
-// the OOM killer or an operator would) under a running server: the server
-// starts it again, /healthz answers 200 within 10 s of the kill, a message
-// sent before is still there, and a new message is answered by the
-// in-process workers and streamed to a subscriber, without restarting
+// the OOM killer would) under a running server, mid-reply: the server
+// starts it again, /healthz answers 200 within 10 s of the kill, what was
+// written before is still there, the reply in flight completes with the
+// text it has without a fault, and a new message is answered by the
+// in-process workers and streamed to a subscriber, all without restarting
 // the server.
 func TestEmbeddedPostgresKilled(t *testing.T) {
 	t.Parallel()
@@ -34,7 +35,7 @@ func TestEmbeddedPostgresKilled(t *testing.T) {
 	m.Stdout = io.Discard
 	m.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	env := map[string]string{"CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_DATA_DIR": dataDir, "CONVO_EMBED_PORT": "0",
-		"CONVO_WORKERS": "2", "CONVO_DEMO_TOKENS_PER_SECOND": "2000", "CONVO_DRAIN_TIMEOUT": "1s"}
+		"CONVO_WORKERS": "2", "CONVO_DEMO_TOKENS_PER_SECOND": "200", "CONVO_DRAIN_TIMEOUT": "1s"}
 	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
@@ -47,27 +48,50 @@ func TestEmbeddedPostgresKilled(t *testing.T) {
 	defer cancel()
 	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
 
-	// replyEnds waits for the reply to promptID to complete.
-	replyEnds := func(conversationID, promptID string) {
+	// reply returns the assistant message of a SendMessage, once cond
+	// holds for it.
+	reply := func(sent *convov1.SendMessageResponse, what string, cond func(*convov1.Message) bool) *convov1.Message {
 		t.Helper()
-		testwait.Until(t, ctx, "the reply to complete", func() bool {
-			got, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: conversationID}))
+		var found *convov1.Message
+		testwait.Until(t, ctx, what, func() bool {
+			got, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: sent.ConversationId}))
 			if err != nil {
 				return false
 			}
 			for _, msg := range got.Msg.Messages {
-				if msg.PromptId == promptID && msg.Role == "assistant" {
-					return msg.Status == "completed"
+				if msg.Id == sent.AssistantMessageId && cond(msg) {
+					found = msg
+					return true
 				}
 			}
 			return false
 		})
+		return found
 	}
-	before, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "What is 6 times 7?"}))
-	if err != nil {
-		t.Fatal(err)
+	completed := func(msg *convov1.Message) bool { return msg.Status == "completed" }
+	text := func(msg *convov1.Message) string {
+		var b strings.Builder
+		for _, block := range msg.Blocks {
+			b.WriteString(block.BlockType + ": " + block.Content + "\n")
+		}
+		return b.String()
 	}
-	replyEnds(before.Msg.ConversationId, before.Msg.PromptId)
+	send := func(conversationID, text string) *convov1.SendMessageResponse {
+		t.Helper()
+		res, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{ConversationId: conversationID, Text: text}))
+		if err != nil {
+			t.Fatalf("SendMessage: %v", err)
+		}
+		return res.Msg
+	}
+
+	// The demo model answers a message the same way every time.
+	before := send("", "What is 6 times 7?")
+	want := text(reply(before, "the reply before the kill to complete", completed))
+	inFlight := send("", "What is 6 times 7?")
+	reply(inFlight, "the second reply to stream", func(msg *convov1.Message) bool {
+		return msg.Status == "processing" && len(msg.Blocks) > 0
+	})
 
 	// Only the postmaster of this test's own data directory is killed.
 	pid := postmasterPID(t, dataDir)
@@ -95,18 +119,18 @@ func TestEmbeddedPostgresKilled(t *testing.T) {
 	testwait.Until(t, healthCtx, "/healthz to answer 200 again within 10 s of the kill", healthy)
 	t.Logf("healthy again %v after the kill", time.Since(killed).Round(time.Millisecond))
 
-	// The message sent before the kill is still there.
-	got, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: before.Msg.ConversationId}))
-	if err != nil {
-		t.Fatal(err)
+	// What was written before the kill is still there, and the reply in
+	// flight went on: no character lost or doubled.
+	if got := text(reply(before, "the reply before the kill", completed)); got != want {
+		t.Errorf("reply written before the kill changed:\n got %q\nwant %q", got, want)
 	}
-	if len(got.Msg.Messages) != 2 || got.Msg.Messages[0].Id != before.Msg.UserMessageId || got.Msg.Messages[1].Status != "completed" {
-		t.Fatalf("conversation after the kill: %v", got.Msg.Messages)
+	if got := text(reply(inFlight, "the reply in flight at the kill to complete", completed)); got != want {
+		t.Errorf("reply in flight at the kill:\n got %q\nwant %q", got, want)
 	}
 
 	// A subscriber sees a new reply stream in: the workers and the stream
 	// hub's LISTEN connection are back too.
-	stream, err := client.StreamConversation(ctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: before.Msg.ConversationId}))
+	stream, err := client.StreamConversation(ctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: before.ConversationId}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,23 +138,24 @@ func TestEmbeddedPostgresKilled(t *testing.T) {
 	if !stream.Receive() || stream.Msg().GetSnapshot() == nil {
 		t.Fatalf("no snapshot first: %v", stream.Err())
 	}
-	after, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{ConversationId: before.Msg.ConversationId, Text: "What is 7 times 8?"}))
-	if err != nil {
-		t.Fatalf("SendMessage after the kill: %v", err)
-	}
-	completed := false
-	for !completed && stream.Receive() {
+	after := send(before.ConversationId, "What is 7 times 8?")
+	done := false
+	for !done && stream.Receive() {
 		e := stream.Msg().GetEvent()
 		if pf := e.GetPromptFailed(); pf != nil {
 			t.Fatalf("prompt failed after the kill: %s", pf.Error)
 		}
-		completed = e.GetPromptCompleted().GetPrompt().GetId() == after.Msg.PromptId
+		done = e.GetPromptCompleted().GetPrompt().GetId() == after.PromptId
 	}
-	if !completed {
+	if !done {
 		t.Fatalf("stream ended before the reply sent after the kill completed: %v", stream.Err())
 	}
 
-	for _, want := range []string{`msg="embedded PostgreSQL exited"`, `msg="restarting embedded PostgreSQL" attempt=1`, `msg="embedded PostgreSQL is back"`} {
+	for _, want := range []string{
+		`level=ERROR msg="embedded PostgreSQL exited" pid=` + strconv.Itoa(pid) + ` status="signal: killed"`,
+		`level=WARN msg="restarting embedded PostgreSQL" attempt=1 backoff=100ms`,
+		`level=INFO msg="embedded PostgreSQL is back"`,
+	} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no %s in the log:\n%s", want, logs)
 		}
