@@ -26,16 +26,25 @@ import (
 // written before is still there, the reply in flight completes with the
 // text it has without a fault, and a new message is answered by the
 // in-process workers and streamed to a subscriber, all without restarting
-// the server.
+// the server. With either feed.
 func TestEmbeddedPostgresKilled(t *testing.T) {
 	t.Parallel()
+	for name, feed := range feedNames {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testPostgresKilled(t, feed)
+		})
+	}
+}
+
+func testPostgresKilled(t *testing.T, feed string) {
 	dataDir := filepath.Join(tempDirFor(t, "postgres"), "pgdata")
 	logs := &syncBuffer{}
 	m := NewMain()
 	m.Stdout = io.Discard
 	m.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	env := map[string]string{"CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_DATA_DIR": dataDir, "CONVO_EMBED_PORT": "0",
-		"CONVO_WORKERS": "2", "CONVO_DEMO_TOKENS_PER_SECOND": "200", "CONVO_DRAIN_TIMEOUT": "1s"}
+		"CONVO_WORKERS": "2", "CONVO_DEMO_TOKENS_PER_SECOND": "200", "CONVO_DRAIN_TIMEOUT": "1s", "CONVO_FEED": feed}
 	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
