@@ -38,18 +38,18 @@ func (c *Cluster) supervise(ctx context.Context, done chan<- struct{}) {
 			return
 		case <-srv.done:
 		}
-		if !c.recover(ctx, srv) {
+		if !c.restartDead(ctx, srv) {
 			return
 		}
 	}
 }
 
-// recover starts the server again after dead exited, with a growing
+// restartDead starts the server again after dead exited, with a growing
 // backoff while starts fail. It returns false when ctx ended first.
 //
 // Restart and Stop mark the server they stop and replace c.srv while they
 // hold c.mu, so dead, still in c.srv once c.mu is free, exited on its own.
-func (c *Cluster) recover(ctx context.Context, dead *server) bool {
+func (c *Cluster) restartDead(ctx context.Context, dead *server) bool {
 	c.mu.Lock()
 	replaced := c.srv != dead
 	c.mu.Unlock()
@@ -60,6 +60,7 @@ func (c *Cluster) recover(ctx context.Context, dead *server) bool {
 	c.logger.Error("embedded PostgreSQL exited", "pid", dead.cmd.Process.Pid, "status", exitStatus(dead.waitErr),
 		"data_dir", c.dataDir, "log", c.LogFile())
 	backoff := firstBackoff
+	signalled := false // the leftovers of dead were sent SIGQUIT
 	for attempt := 1; ; attempt++ {
 		c.logger.Warn("restarting embedded PostgreSQL", "attempt", attempt, "backoff", backoff)
 		select {
@@ -92,26 +93,27 @@ func (c *Cluster) recover(ctx context.Context, dead *server) bool {
 			// next check on it, and postgres will not start while they
 			// hold the shared memory. Ask them to quit, then make them.
 			sig := syscall.SIGQUIT
-			if attempt > 1 {
+			if signalled {
 				sig = syscall.SIGKILL
 			}
-			c.endOrphans(sig)
+			signalled = c.endOrphans(sig) || signalled
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
 // endOrphans sends sig to the processes a dead postmaster of this data
-// directory left behind (see orphans).
-func (c *Cluster) endOrphans(sig syscall.Signal) {
+// directory left behind (see orphans), and reports whether there were any.
+func (c *Cluster) endOrphans(sig syscall.Signal) bool {
 	pids := c.orphans()
 	if len(pids) == 0 {
-		return
+		return false
 	}
 	c.logger.Warn("ending the processes the dead embedded PostgreSQL left", "pids", pids, "signal", sig.String())
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, sig) // it may have exited meanwhile
 	}
+	return true
 }
 
 // orphans returns the PIDs of the postgres processes working in the data

@@ -280,6 +280,7 @@ const (
 	maxClaimRetry = 5 * time.Second
 )
 
+// claim claims up to n claimable prompts, oldest first per owner.
 func (p *Pool) claim(ctx context.Context, n int) ([]dbq.PromptClaimRow, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
