@@ -477,6 +477,7 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger})
 	m.metrics.registry.MustRegister(loops)
 	m.background.Go(func() { loops.Run(bg) })
+	m.background.Go(func() { returnIdleMemory(bg, m.Logger, memoryCheckInterval, idleMemoryBytes) })
 	return nil
 }
 
