@@ -56,6 +56,9 @@ type setupOptions struct {
 	noParking bool
 	// decode is the hub's Decode (default wire.DecodeEvent).
 	decode func(conversation.Event) (*wire.Response, error)
+	// snapshotBytes bounds snapshots and ListMessages pages (default
+	// stream.DefaultSnapshotBytes).
+	snapshotBytes int
 }
 
 // The feeds the stream tests run under.
@@ -87,7 +90,8 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if o.decode == nil {
 		o.decode = wire.DecodeEvent
 	}
-	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize})
+	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize,
+		SnapshotBytes: o.snapshotBytes})
 	feed := newFeed(t, o.feed, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -100,6 +104,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	path, handler := connectapi.NewHandler(connectapi.Options{
 		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, Parking: parking,
+		PageBytes: o.snapshotBytes,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)

@@ -16,6 +16,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -45,15 +46,34 @@ type Options struct {
 	// Connect protocol over HTTP/1.1 (park.go); nil: every stream keeps
 	// its handler.
 	Parking *Parking
+	// PageBytes bounds a ListMessages page as HubOptions.SnapshotBytes
+	// bounds a snapshot. Default stream.DefaultSnapshotBytes.
+	PageBytes int
+	// WriteTimeout bounds every write to a StreamConversation client that
+	// keeps its handler, the snapshot's included: a client that does not
+	// read for this long is cut off, and what its stream held is released.
+	// Default DefaultWriteTimeout. (A parked stream has its own:
+	// Parking.WriteTimeout.)
+	WriteTimeout time.Duration
 }
+
+// DefaultWriteTimeout is Options.WriteTimeout's default.
+const DefaultWriteTimeout = 30 * time.Second
 
 // NewHandler returns the path prefix and handler of ConversationService.
 func NewHandler(opts Options) (string, http.Handler) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.PageBytes <= 0 {
+		opts.PageBytes = stream.DefaultSnapshotBytes
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
 	shared := newSharedEncodings()
-	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now, parking: opts.Parking}
+	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now,
+		parking: opts.Parking, pageBytes: opts.PageBytes}
 	if opts.Parking != nil {
 		opts.Parking.shared = shared
 	}
@@ -63,7 +83,7 @@ func NewHandler(opts Options) (string, http.Handler) {
 	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOpts...)
 	return path, &admission{
 		auth: opts.Auth, logger: opts.Logger, errors: connect.NewErrorWriter(handlerOpts...), refused: opts.Refused,
-		next: withCoalescing(handler, opts.Parking != nil),
+		next: withCoalescing(handler, opts.Parking != nil, opts.WriteTimeout),
 	}
 }
 
@@ -90,6 +110,8 @@ type service struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	parking *Parking
+	// pageBytes bounds a ListMessages page.
+	pageBytes int
 }
 
 var _ convov1connect.ConversationServiceHandler = (*service)(nil)

@@ -74,6 +74,18 @@ type Store interface {
 	// snapshot, so no event falls between the state and State.Seq.
 	State(ctx context.Context, ownerID string, conversationID uuid.UUID) (State, error)
 
+	// RecentState reads as State does, but only the latest messages whose
+	// size adds up to at most maxBytes (always the newest message, and
+	// every message still being written with all that follow it), and sets
+	// State.Older when older messages were left out.
+	RecentState(ctx context.Context, ownerID string, conversationID uuid.UUID, maxBytes int) (State, error)
+
+	// OlderMessages reads, as RecentState does, the latest messages before
+	// position before that fit in maxBytes (at least one), with every block
+	// as it stands. A page of a conversation with no messages there is
+	// empty.
+	OlderMessages(ctx context.Context, ownerID string, conversationID uuid.UUID, before int64, maxBytes int) (Page, error)
+
 	// Conversation returns the owner's conversation (with LastSeq).
 	Conversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, error)
 

@@ -136,10 +136,11 @@ func (s *server) openAGUI(ctx context.Context, owner string, id uuid.UUID) (*wir
 // or cut off.
 func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr *translator, replay []*convov1.Event) {
 	ctx := r.Context()
-	out, err := startSSE(w, s.retry)
+	out, err := s.startSSE(w)
 	if err != nil {
 		return
 	}
+	defer out.end()
 	events := tr.begin()
 	for _, ev := range replay {
 		events = append(events, tr.apply(ev)...)

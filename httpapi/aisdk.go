@@ -235,10 +235,11 @@ func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, reply *uiReply) {
 	ctx := r.Context()
 	w.Header().Set(uiStreamHeader, uiStreamVersion)
-	out, err := startSSE(w, s.retry)
+	out, err := s.startSSE(w)
 	if err != nil {
 		return
 	}
+	defer out.end()
 	if err := out.jsonEvents(reply.flush()); err != nil {
 		return
 	}
