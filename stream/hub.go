@@ -109,6 +109,8 @@ type Hub[T any] struct {
 	// dirty holds the conversations to read at the next wake-up.
 	dirty  map[uuid.UUID]struct{}
 	closed *conversation.Error
+	// opened counts the subscriptions registered (Stats.Opened).
+	opened int64
 	// recheck asks the next read to look for deleted conversations: a
 	// deletion is only a notification, lost when the feed was away.
 	recheck bool
@@ -256,14 +258,18 @@ func (h *Hub[T]) Resync() {
 }
 
 // Stats reports the hub's size, for metrics and tests.
-type Stats struct{ Topics, Subscribers int }
+type Stats struct {
+	Topics, Subscribers int
+	// Opened counts every subscription registered since the hub started.
+	Opened int64
+}
 
 // Stats returns the current number of followed conversations and
 // subscriptions.
 func (h *Hub[T]) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := Stats{Topics: len(h.topics)}
+	st := Stats{Topics: len(h.topics), Opened: h.opened}
 	for _, t := range h.topics {
 		st.Subscribers += len(t.subs)
 	}
@@ -418,6 +424,7 @@ func (h *Hub[T]) register(s *Subscription[T]) error {
 		h.topics[s.conversationID] = t
 	}
 	t.subs[s] = struct{}{}
+	h.opened++
 	return nil
 }
 
