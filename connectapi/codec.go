@@ -143,7 +143,9 @@ func (e *encoding) get(m proto.Message, marshal func(proto.Message) ([]byte, err
 // codec is connect's default codec of its name, with the same wire format
 // and errors (compare codec.go in connectrpc.com/connect: proto.Marshal,
 // protojson with default options, unmarshalling JSON with DiscardUnknown),
-// except that a shared message (see sharedEncodings) is marshalled once.
+// except that a shared message (see sharedEncodings) is marshalled once,
+// and that JSON with a lone UTF-16 surrogate escape is refused naming the
+// field (wire.CheckJSONSurrogates).
 //
 // It implements connect's optional MarshalAppend, which the handler uses:
 // connect copies the result into its own pooled buffer, so the cached
@@ -219,6 +221,11 @@ func (c *codec) Unmarshal(data []byte, message any) error {
 	if c.json {
 		if len(data) == 0 {
 			return errors.New("zero-length payload is not a valid JSON object")
+		}
+		// protojson refuses a lone surrogate too, but without naming the
+		// field (connect makes this error InvalidArgument).
+		if err := wire.CheckJSONSurrogates(data); err != nil {
+			return err
 		}
 		// Unknown fields are dropped so that clients and servers need not
 		// run exactly the same schema version.

@@ -41,7 +41,7 @@ func (s *service) CreateConversation(ctx context.Context, req *connect.Request[c
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.CheckText("title", req.Msg.GetTitle(), false, wire.MaxTitle); err != nil {
+	if err := wire.CheckTitle("title", req.Msg.GetTitle(), false); err != nil {
 		return nil, err
 	}
 	c, err := s.store.CreateConversation(ctx, owner, req.Msg.GetTitle())
@@ -56,7 +56,7 @@ func (s *service) RenameConversation(ctx context.Context, req *connect.Request[c
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.CheckText("title", req.Msg.GetTitle(), true, wire.MaxTitle); err != nil {
+	if err := wire.CheckTitle("title", req.Msg.GetTitle(), true); err != nil {
 		return nil, err
 	}
 	c, err := s.store.RenameConversation(ctx, owner, id, req.Msg.GetTitle())

@@ -19,12 +19,18 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/auth"
+	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/wire"
 )
 
 // rpcs calls every RPC that names an object, with ids taken from ids.
 type ids struct{ conversation, userMessage, message, prompt, comparison string }
+
+// everyMessagesToken is a messages page token of position 1<<40: before
+// every message.
+const everyMessagesToken = "bQAAAQAAAAAA"
 
 func everyRPC(client convov1connect.ConversationServiceClient, id ids) map[string]func() error {
 	ctx := context.Background()
@@ -35,6 +41,10 @@ func everyRPC(client convov1connect.ConversationServiceClient, id ids) map[strin
 		},
 		"GetConversation": func() error {
 			_, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: id.conversation}))
+			return err
+		},
+		"ListMessages": func() error {
+			_, err := client.ListMessages(ctx, connect.NewRequest(&convov1.ListMessagesRequest{ConversationId: id.conversation, PageToken: everyMessagesToken}))
 			return err
 		},
 		"CancelPrompt": func() error {
@@ -308,6 +318,19 @@ func TestBadInput(t *testing.T) {
 		}},
 		"ForgedPageToken": {"pageToken", func() error {
 			_, err := c.ListConversations(ctx, connect.NewRequest(&convov1.ListConversationsRequest{PageToken: "bm9wZQ"}))
+			return err
+		}},
+		"NoMessagesPageToken": {"pageToken", func() error {
+			_, err := c.ListMessages(ctx, connect.NewRequest(&convov1.ListMessagesRequest{ConversationId: uuid.NewString()}))
+			return err
+		}},
+		"ForgedMessagesPageToken": {"pageToken", func() error {
+			_, err := c.ListMessages(ctx, connect.NewRequest(&convov1.ListMessagesRequest{ConversationId: uuid.NewString(), PageToken: "bm9wZQ"}))
+			return err
+		}},
+		"ListConversationsTokenForMessages": {"pageToken", func() error {
+			token := wire.EncodePageToken(conversation.PageCursor{Time: time.Now(), ID: uuid.New()})
+			_, err := c.ListMessages(ctx, connect.NewRequest(&convov1.ListMessagesRequest{ConversationId: uuid.NewString(), PageToken: token}))
 			return err
 		}},
 		"NoTraceTarget": {"target", func() error {

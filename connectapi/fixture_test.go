@@ -61,6 +61,9 @@ type setupOptions struct {
 	searchTimeout time.Duration
 	// searches is Options.Searches (nil: no bound).
 	searches *limit.Searches
+	// snapshotBytes bounds snapshots and ListMessages pages (default
+	// stream.DefaultSnapshotBytes).
+	snapshotBytes int
 }
 
 // The feeds the stream tests run under.
@@ -95,7 +98,8 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if o.decode == nil {
 		o.decode = wire.DecodeEvent
 	}
-	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize})
+	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize,
+		SnapshotBytes: o.snapshotBytes})
 	feed := newFeed(t, o.feed, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -108,7 +112,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	path, handler := connectapi.NewHandler(connectapi.Options{
 		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, Parking: parking,
-		Searches: o.searches,
+		Searches: o.searches, PageBytes: o.snapshotBytes,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)

@@ -3,6 +3,7 @@ package connectapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 )
@@ -17,11 +18,21 @@ import (
 // coalescingWriter is a response whose flushes can be held back: while
 // held, Flush only notes that one is owed, and release makes it.
 // It is used by the handler's goroutine only.
+//
+// It also bounds every write with a deadline, the snapshot's included: a
+// client that does not read for writeTimeout is cut off (the write fails,
+// the stream ends, and everything it held is released). The deadline is
+// armed by the first write after an idle moment and cleared once the
+// writes are flushed, before the stream waits for its next event: over
+// HTTP/2 an armed deadline resets the stream when it passes, even idle.
 type coalescingWriter struct {
 	http.ResponseWriter
-	flusher http.Flusher
-	held    bool
-	owed    bool
+	flusher      http.Flusher
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+	armed        bool
+	held         bool
+	owed         bool
 	// parkable: the stream may park (park.go); hijacked: it has, and the
 	// response is no longer the handler's to write.
 	parkable bool
@@ -35,7 +46,24 @@ func (w *coalescingWriter) Write(b []byte) (int, error) {
 	if w.hijacked {
 		return len(b), nil
 	}
+	w.arm()
 	return w.ResponseWriter.Write(b)
+}
+
+// arm sets the write deadline unless it is set.
+func (w *coalescingWriter) arm() {
+	if !w.armed {
+		w.armed = true
+		_ = w.rc.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+	}
+}
+
+// disarm clears the write deadline if it is set.
+func (w *coalescingWriter) disarm() {
+	if w.armed {
+		w.armed = false
+		_ = w.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // WriteHeader is the response's, unless the stream parked.
@@ -55,7 +83,9 @@ func (w *coalescingWriter) Flush() {
 		return
 	}
 	w.owed = false
+	w.arm()
 	w.flusher.Flush()
+	w.disarm()
 }
 
 // Unwrap gives http.ResponseController the underlying response.
@@ -77,6 +107,7 @@ func (w *coalescingWriter) release() {
 	if w.owed {
 		w.Flush()
 	}
+	w.disarm()
 }
 
 // flushNow sends what was written, and the response's headers if nothing
@@ -87,7 +118,9 @@ func (w *coalescingWriter) flushNow() {
 		return
 	}
 	w.owed = false
+	w.arm()
 	w.flusher.Flush()
+	w.disarm()
 }
 
 type coalescingKey struct{}
@@ -100,20 +133,31 @@ func coalescingFrom(ctx context.Context) *coalescingWriter {
 }
 
 // withCoalescing gives StreamConversation calls a coalescingWriter (in
-// their context); other calls pass through untouched. With park, a call
-// that may park is answered "Connection: close": a parked stream's
-// connection is not reused.
-func withCoalescing(h http.Handler, park bool) http.Handler {
+// their context), whose writes have writeTimeout as their deadline; other
+// calls pass through untouched. With park, a call that may park is
+// answered "Connection: close": a parked stream's connection is not
+// reused.
+func withCoalescing(h http.Handler, park bool, writeTimeout time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f, ok := w.(http.Flusher)
 		if !ok || r.URL.Path != convov1connect.ConversationServiceStreamConversationProcedure {
 			h.ServeHTTP(w, r)
 			return
 		}
-		cw := &coalescingWriter{ResponseWriter: w, flusher: f, parkable: park && parkable(r)}
+		cw := &coalescingWriter{ResponseWriter: w, flusher: f, rc: http.NewResponseController(w),
+			writeTimeout: writeTimeout, parkable: park && parkable(r)}
 		if cw.parkable {
 			w.Header().Set("Connection", "close")
 		}
+		// Whatever deadline the connection had (a server may set one for
+		// every response) is the stream's to set from here.
+		cw.armed = true
+		cw.disarm()
 		h.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), coalescingKey{}, cw)))
+		// The end of the stream, which net/http writes after the handler
+		// returns, gets a deadline too.
+		if !cw.hijacked {
+			cw.arm()
+		}
 	})
 }

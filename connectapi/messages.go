@@ -75,6 +75,32 @@ func (s *service) GetConversation(ctx context.Context, req *connect.Request[conv
 	}), nil
 }
 
+// ListMessages returns the page of older messages that a page token names
+// (see Snapshot.older_page_token).
+func (s *service) ListMessages(ctx context.Context, req *connect.Request[convov1.ListMessagesRequest]) (*connect.Response[convov1.ListMessagesResponse], error) {
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
+	if err != nil {
+		return nil, err
+	}
+	before, err := wire.DecodeMessagesToken("pageToken", req.Msg.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	page, err := s.store.OlderMessages(ctx, owner, id, before, s.pageBytes)
+	if err != nil {
+		return nil, err
+	}
+	messages, err := wire.Messages(page.Messages)
+	if err != nil {
+		return nil, err
+	}
+	out := &convov1.ListMessagesResponse{Messages: messages}
+	if page.Older && len(page.Messages) > 0 {
+		out.NextPageToken = wire.EncodeMessagesToken(page.Messages[0].Position)
+	}
+	return connect.NewResponse(out), nil
+}
+
 func (s *service) CancelPrompt(ctx context.Context, req *connect.Request[convov1.CancelPromptRequest]) (*connect.Response[convov1.CancelPromptResponse], error) {
 	owner, id, err := userAndID(ctx, "promptId", req.Msg.GetPromptId())
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -31,8 +32,8 @@ type Options struct {
 	// Hub serves StreamConversation; nil answers it Unimplemented.
 	Hub *wire.Hub
 	// Interceptors wrap every call, outermost first, before the error
-	// mapping and authentication, so they see calls refused and the
-	// Connect codes sent (metrics).
+	// mapping, so they see calls refused and the Connect codes sent
+	// (metrics); calls refused before connect reads them go to Refused.
 	Interceptors []connect.Interceptor
 	// Writes, when set, rate-limits each user's write RPCs (see
 	// writeProcedures); refusals are ResourceExhausted with Retry-After.
@@ -41,29 +42,53 @@ type Options struct {
 	// rate, and searches running at once) and the server's; refusals are
 	// ResourceExhausted with Retry-After.
 	Searches *limit.Searches
+	// Refused, when set, is told of every call refused before connect
+	// reads it (authentication; see admission), which the interceptors
+	// never see.
+	Refused func(procedure string, err error)
 	// Parking, when set, parks idle StreamConversation streams of the
 	// Connect protocol over HTTP/1.1 (park.go); nil: every stream keeps
 	// its handler.
 	Parking *Parking
+	// PageBytes bounds a ListMessages page as HubOptions.SnapshotBytes
+	// bounds a snapshot. Default stream.DefaultSnapshotBytes.
+	PageBytes int
+	// WriteTimeout bounds every write to a StreamConversation client that
+	// keeps its handler, the snapshot's included: a client that does not
+	// read for this long is cut off, and what its stream held is released.
+	// Default DefaultWriteTimeout. (A parked stream has its own:
+	// Parking.WriteTimeout.)
+	WriteTimeout time.Duration
 }
+
+// DefaultWriteTimeout is Options.WriteTimeout's default.
+const DefaultWriteTimeout = 30 * time.Second
 
 // NewHandler returns the path prefix and handler of ConversationService.
 func NewHandler(opts Options) (string, http.Handler) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	shared := newSharedEncodings()
-	svc := &service{
-		store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now, parking: opts.Parking,
-		searches: opts.Searches,
+	if opts.PageBytes <= 0 {
+		opts.PageBytes = stream.DefaultSnapshotBytes
 	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	shared := newSharedEncodings()
+	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now,
+		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches}
 	if opts.Parking != nil {
 		opts.Parking.shared = shared
 	}
 	interceptors := append(slices.Clip(opts.Interceptors),
-		errorInterceptor{logger: opts.Logger}, authInterceptor{auth: opts.Auth}, writeLimiter{writes: opts.Writes})
-	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOptions(interceptors, shared)...)
-	return path, withCoalescing(handler, opts.Parking != nil)
+		errorInterceptor{logger: opts.Logger}, writeLimiter{writes: opts.Writes})
+	handlerOpts := handlerOptions(interceptors, shared)
+	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOpts...)
+	return path, &admission{
+		auth: opts.Auth, logger: opts.Logger, errors: connect.NewErrorWriter(handlerOpts...), refused: opts.Refused,
+		next: withCoalescing(handler, opts.Parking != nil, opts.WriteTimeout),
+	}
 }
 
 // handlerOptions are the handler's Connect options: connect's defaults but
@@ -89,6 +114,8 @@ type service struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	parking *Parking
+	// pageBytes bounds a ListMessages page.
+	pageBytes int
 	// searches bounds SearchMessages (nil: no bound).
 	searches *limit.Searches
 }

@@ -32,6 +32,17 @@ type State struct {
 	Conversation Conversation
 	Messages     []Message
 	Seq          int64
+	// Older reports that messages before the first of Messages were left
+	// out (Store.RecentState); Store.OlderMessages reads them.
+	Older bool
+}
+
+// Page is a page of a conversation's older messages (Store.OlderMessages).
+type Page struct {
+	// Messages are in order, each with every block as it stands.
+	Messages []Message
+	// Older reports that messages before the first of Messages remain.
+	Older bool
 }
 
 // Streaming returns the blocks of s still streaming at s.Seq, in order.

@@ -32,6 +32,8 @@ type Message struct {
 	ConversationID uuid.UUID
 	Role           Role
 	Status         MessageStatus
+	// Position orders the conversation's messages (it only grows).
+	Position int64
 	// PromptID is the prompt that fills an assistant message.
 	PromptID  uuid.NullUUID
 	CreatedAt time.Time

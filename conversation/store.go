@@ -74,6 +74,18 @@ type Store interface {
 	// snapshot, so no event falls between the state and State.Seq.
 	State(ctx context.Context, ownerID string, conversationID uuid.UUID) (State, error)
 
+	// RecentState reads as State does, but only the latest messages whose
+	// size adds up to at most maxBytes (always the newest message, and
+	// every message still being written with all that follow it), and sets
+	// State.Older when older messages were left out.
+	RecentState(ctx context.Context, ownerID string, conversationID uuid.UUID, maxBytes int) (State, error)
+
+	// OlderMessages reads, as RecentState does, the latest messages before
+	// position before that fit in maxBytes (at least one), with every block
+	// as it stands. A page of a conversation with no messages there is
+	// empty.
+	OlderMessages(ctx context.Context, ownerID string, conversationID uuid.UUID, before int64, maxBytes int) (Page, error)
+
 	// Conversation returns the owner's conversation (with LastSeq).
 	Conversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, error)
 
@@ -96,9 +108,15 @@ type Store interface {
 	CreateConversation(ctx context.Context, ownerID, title string) (Conversation, error)
 	// EnsureConversation returns the owner's conversation with id, creating
 	// it empty and untitled when no conversation has that id, so that a
-	// client may choose the id of a new conversation (an AG-UI thread id).
-	// NotFound when the id belongs to another owner.
-	EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, error)
+	// client may choose the id of a new conversation (an AG-UI thread id),
+	// and whether it created it. NotFound when the id belongs to another
+	// owner.
+	EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (Conversation, bool, error)
+	// DeleteUntouchedConversation deletes the owner's conversation when
+	// nothing was ever written to it (its event log is empty), and
+	// reports whether it did: a request that created a conversation and
+	// was then refused leaves nothing behind.
+	DeleteUntouchedConversation(ctx context.Context, ownerID string, id uuid.UUID) (bool, error)
 	// RenameConversation sets the title (1 to 200 characters).
 	RenameConversation(ctx context.Context, ownerID string, id uuid.UUID, title string) (Conversation, error)
 	// ClearConversation removes every message, cancelling prompts still

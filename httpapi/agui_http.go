@@ -56,17 +56,31 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	id := in.threadID
+	id, created := in.threadID, false
 	if id == uuid.Nil {
 		c, err := s.store.CreateConversation(ctx, owner, "")
 		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		id = c.ID
-	} else if _, err := s.store.EnsureConversation(ctx, owner, id); err != nil {
-		s.writeError(w, r, err)
-		return
+		id, created = c.ID, true
+	} else {
+		var err error
+		if _, created, err = s.store.EnsureConversation(ctx, owner, id); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	// The conversation must exist to be subscribed to, before the message
+	// is sent: a refusal in between (the stream limit, the cap on prompts
+	// in flight) deletes the one this request created.
+	sent := false
+	if created {
+		defer func() {
+			if !sent {
+				s.discardCreated(ctx, owner, id)
+			}
+		}()
 	}
 
 	// Subscribe before the message is sent, so that no event of its run
@@ -85,14 +99,15 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 			"messages: the last user message (%s) is already in the conversation; append a new user message to run again", in.userMessageID))
 		return
 	}
-	sent, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
+	res, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
 		OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{in.modelConfig},
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	promptID := sent.PromptIDs[0].String()
+	sent = true
+	promptID := res.PromptIDs[0].String()
 	runID := in.RunID
 	if runID == "" {
 		runID = promptID
@@ -121,10 +136,11 @@ func (s *server) openAGUI(ctx context.Context, owner string, id uuid.UUID) (*wir
 // or cut off.
 func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr *translator, replay []*convov1.Event) {
 	ctx := r.Context()
-	out, err := startSSE(w, s.retry)
+	out, err := s.startSSE(w)
 	if err != nil {
 		return
 	}
+	defer out.end()
 	events := tr.begin()
 	for _, ev := range replay {
 		events = append(events, tr.apply(ev)...)

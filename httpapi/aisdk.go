@@ -43,14 +43,26 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	var err error
+	created := false
 	if req.trigger == triggerSubmit {
-		_, err = s.store.EnsureConversation(ctx, owner, req.id)
+		_, created, err = s.store.EnsureConversation(ctx, owner, req.id)
 	} else {
 		_, err = s.store.Conversation(ctx, owner, req.id)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	// The conversation must exist to be subscribed to, before the prompt
+	// is queued: a refusal in between (the stream limit, the cap on
+	// prompts in flight) deletes the one this request created.
+	queued := false
+	if created {
+		defer func() {
+			if !queued {
+				s.discardCreated(ctx, owner, req.id)
+			}
+		}()
 	}
 	// Subscribe before the prompt is queued, so that no event of its reply
 	// can be missed.
@@ -81,6 +93,7 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 		}
 		promptID, messageID = re.PromptID, re.MessageID
 	}
+	queued = true
 	s.streamUIReply(w, r, sub, newUIReply(promptID.String(), messageID.String()))
 }
 
@@ -167,6 +180,9 @@ type stopResponse struct {
 	Cancelled []string `json:"cancelled"`
 }
 
+// maxStopBytes bounds the body of a stop request, which has none.
+const maxStopBytes = 1 << 10
+
 // maxStops bounds how many unfinished prompts one stop cancels.
 const maxStops = 16
 
@@ -219,10 +235,11 @@ func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, reply *uiReply) {
 	ctx := r.Context()
 	w.Header().Set(uiStreamHeader, uiStreamVersion)
-	out, err := startSSE(w, s.retry)
+	out, err := s.startSSE(w)
 	if err != nil {
 		return
 	}
+	defer out.end()
 	if err := out.jsonEvents(reply.flush()); err != nil {
 		return
 	}

@@ -5,15 +5,36 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/wire"
 )
 
-// authenticate returns the user the request acts for: from its
-// Authorization header, or, when it has none, from the access_token query
-// parameter, for EventSource, which cannot set headers. The same verifier
-// checks both. Errors are Unauthenticated (or Unavailable when the
-// verifier's keys cannot be fetched).
-func (s *server) authenticate(r *http.Request) (string, error) {
+// withUser authenticates every request before its handler runs, and so
+// before a byte of its body is read: a request without a valid token is
+// refused (401) with its body unread (over HTTP/1.1 the connection is
+// closed after the answer, so that net/http does not read the body
+// either). The user goes into the request's context, where authenticate
+// finds it.
+func (s *server) withUser(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		owner, err := s.verify(r)
+		if err != nil {
+			if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
+				w.Header().Set("Connection", "close")
+			}
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(conversation.WithUser(r.Context(), owner)))
+	})
+}
+
+// verify returns the user the request acts for: from its Authorization
+// header, or, when it has none, from the access_token query parameter,
+// for EventSource, which cannot set headers. The same verifier checks
+// both. Errors are Unauthenticated (or Unavailable when the verifier's
+// keys cannot be fetched).
+func (s *server) verify(r *http.Request) (string, error) {
 	h := r.Header
 	if h.Get("Authorization") == "" {
 		if token := r.URL.Query().Get("access_token"); token != "" {
@@ -21,6 +42,15 @@ func (s *server) authenticate(r *http.Request) (string, error) {
 		}
 	}
 	return s.auth.Authenticate(r.Context(), h)
+}
+
+// authenticate returns the user withUser authenticated.
+func (s *server) authenticate(r *http.Request) (string, error) {
+	owner, ok := conversation.UserFromContext(r.Context())
+	if !ok {
+		return "", conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context")
+	}
+	return owner, nil
 }
 
 // conversationID parses the {id} path parameter.

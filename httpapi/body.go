@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -17,8 +18,11 @@ import (
 // (Content-Type application/json, UTF-8) of at most limit bytes, or, when
 // emptyOK, no body and no Content-Type at all. A text/plain or form body,
 // which a page of any site may send without a CORS preflight, is refused
-// with 415; invalid UTF-8 and an oversized body with 400. The checked body
-// is handed on in full.
+// with 415; invalid UTF-8 and a string with a lone UTF-16 surrogate
+// escape (wire.CheckJSONSurrogates) with 400, and so is a body over limit, after
+// reading at most limit bytes of it (none when its Content-Length says
+// so). A body that does not arrive in time (the server's read deadline)
+// is answered 408. The checked body is handed on in full.
 func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
@@ -35,24 +39,49 @@ func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			unsupportedMediaType(w, ct)
 			return
 		}
+		if r.ContentLength > limit {
+			s.writeError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
+			return
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 		if err != nil {
 			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
+			switch {
+			case errors.As(err, &tooLarge):
 				s.writeError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
-				return
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				bodyTimeout(w, err)
+			default:
+				s.writeError(w, r, wire.Invalid("body", "could not be read: %v", err))
 			}
-			s.writeError(w, r, wire.Invalid("body", "could not be read: %v", err))
 			return
 		}
 		if !utf8.Valid(body) {
 			s.writeError(w, r, wire.Invalid("body", "is not valid UTF-8"))
 			return
 		}
+		// encoding/json would read a lone surrogate as U+FFFD, silently.
+		if err := wire.CheckJSONSurrogates(body); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next(w, r)
 	}
+}
+
+// bodyTimeout answers 408 to a request whose body did not arrive in time.
+// It answers even though the request's context may be cancelled (over
+// HTTP/1.1 the failed read cancels it): the client is still there, only
+// slow, and the connection is closed after the answer.
+func bodyTimeout(w http.ResponseWriter, err error) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Connection", "close")
+	w.WriteHeader(http.StatusRequestTimeout)
+	_ = json.NewEncoder(w).Encode(errorBody{Code: "deadline_exceeded", Message: "body: " + err.Error()})
 }
 
 // unsupportedMediaType answers 415 with the JSON error body.

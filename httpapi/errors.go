@@ -1,8 +1,12 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/limit"
@@ -61,6 +65,18 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.WriteHeader(st.status)
 	_ = json.NewEncoder(w).Encode(errorBody{Code: st.name, Message: f.Message})
+}
+
+// discardCreated deletes the conversation a request created when the
+// request is refused before anything was written to it (see
+// conversation.Store.DeleteUntouchedConversation), so that a refusal
+// changes nothing. It runs even when the client went away.
+func (s *server) discardCreated(ctx context.Context, owner string, id uuid.UUID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.store.DeleteUntouchedConversation(ctx, owner, id); err != nil {
+		s.logger.ErrorContext(ctx, "a refused request could not delete the conversation it created", "conversation_id", id, "err", err)
+	}
 }
 
 // streamEnded logs why a stream ended, unless the client went away or the

@@ -47,10 +47,11 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Close()
 
-	out, err := startSSE(w, s.retry)
+	out, err := s.startSSE(w)
 	if err != nil {
 		return
 	}
+	defer out.end()
 	// The snapshot and its replayed blocks are one unit: only its last SSE
 	// event carries an id, so a client cut off in the middle of it has no
 	// id from it and starts again from a snapshot, never from half a

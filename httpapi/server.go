@@ -28,6 +28,10 @@ type Options struct {
 	// Writes, when set, rate-limits each user's writes (POST /v1/agui):
 	// a refusal is 429 with Retry-After.
 	Writes *limit.Writes
+	// WriteTimeout bounds every write to a stream's client, the first
+	// (the snapshot) included: a client that does not read for this long
+	// is cut off. Default 30 s.
+	WriteTimeout time.Duration
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -43,18 +47,23 @@ func NewHandler(opts Options) http.Handler {
 	if opts.Retry <= 0 {
 		opts.Retry = 2 * time.Second
 	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 30 * time.Second
+	}
 	s := &server{store: opts.Store, hub: opts.Hub, auth: opts.Auth, logger: opts.Logger,
-		keepAlive: opts.KeepAlive, retry: opts.Retry, writes: opts.Writes}
+		keepAlive: opts.KeepAlive, retry: opts.Retry, writes: opts.Writes, writeTimeout: opts.WriteTimeout}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/conversations/{id}/events", s.events)
-	mux.HandleFunc("GET /v1/conversations/{id}/agui", s.aguiFollow)
-	mux.HandleFunc("POST /v1/agui", s.jsonBody(maxRunInputBytes, false, s.aguiRun))
-	mux.HandleFunc("GET /v1/conversations/{id}/history", s.history)
-	mux.HandleFunc("POST /v1/ai-sdk/chat", s.jsonBody(maxChatRequestBytes, false, s.aisdkChat))
-	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
-	mux.HandleFunc("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
+	// Every route authenticates first, before any body is read.
+	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.withUser(h)) }
+	route("GET /v1/conversations/{id}/events", s.events)
+	route("GET /v1/conversations/{id}/agui", s.aguiFollow)
+	route("POST /v1/agui", s.jsonBody(maxRunInputBytes, false, s.aguiRun))
+	route("GET /v1/conversations/{id}/history", s.history)
+	route("POST /v1/ai-sdk/chat", s.jsonBody(maxChatRequestBytes, false, s.aisdkChat))
+	route("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
+	route("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
 	// Stopping takes no body; useChat's stop sends none.
-	mux.HandleFunc("POST /v1/ai-sdk/chat/{id}/stop", s.jsonBody(1<<10, true, s.aisdkStop))
+	route("POST /v1/ai-sdk/chat/{id}/stop", s.jsonBody(maxStopBytes, true, s.aisdkStop))
 	return mux
 }
 
@@ -66,4 +75,6 @@ type server struct {
 	keepAlive time.Duration
 	retry     time.Duration
 	writes    *limit.Writes
+	// writeTimeout bounds each write to a stream (sseStream).
+	writeTimeout time.Duration
 }

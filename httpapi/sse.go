@@ -11,26 +11,35 @@ import (
 	"github.com/convo-dev/convo/wire"
 )
 
-// sseStream writes Server-Sent Events, flushing after each one.
+// sseStream writes Server-Sent Events, flushing after each one. Every
+// write has a deadline (writeTimeout from its start): a client that does
+// not read for that long is cut off, the write fails, and the handler
+// returns, releasing what the stream held. The deadline is cleared once
+// the write is flushed (over HTTP/2 an armed deadline resets the stream
+// when it passes, even idle), and armed again by end for what net/http
+// writes after the handler returns.
 type sseStream struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
+	w            http.ResponseWriter
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+	buf          bytes.Buffer
 }
 
 // startSSE answers 200 with the headers an event stream needs (no caching,
 // no proxy buffering) and the reconnection delay EventSource should use.
-func startSSE(w http.ResponseWriter, retry time.Duration) (*sseStream, error) {
+// Call end when the stream ends.
+func (s *server) startSSE(w http.ResponseWriter) (*sseStream, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
+	out := &sseStream{w: w, rc: http.NewResponseController(w), writeTimeout: s.writeTimeout}
+	_ = out.rc.SetWriteDeadline(time.Now().Add(out.writeTimeout))
 	w.WriteHeader(http.StatusOK)
-	s := &sseStream{w: w, rc: http.NewResponseController(w)}
-	s.buf.WriteString("retry: ")
-	s.buf.WriteString(strconv.FormatInt(retry.Milliseconds(), 10))
-	s.buf.WriteString("\n\n")
-	return s, s.flush()
+	out.buf.WriteString("retry: ")
+	out.buf.WriteString(strconv.FormatInt(s.retry.Milliseconds(), 10))
+	out.buf.WriteString("\n\n")
+	return out, out.flush()
 }
 
 // event writes one event: its id (none when empty), its name (none when
@@ -79,12 +88,22 @@ func (s *sseStream) comment(text string) error {
 }
 
 func (s *sseStream) flush() error {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	_, err := s.w.Write(s.buf.Bytes())
 	s.buf.Reset()
+	if err == nil {
+		err = s.rc.Flush()
+	}
 	if err != nil {
 		return err
 	}
-	return s.rc.Flush()
+	return s.rc.SetWriteDeadline(time.Time{})
+}
+
+// end arms the write deadline for the end of the response, which net/http
+// writes after the handler returns.
+func (s *sseStream) end() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 }
 
 // next waits for the subscription's next event, writing a keep-alive

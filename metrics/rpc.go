@@ -59,6 +59,13 @@ func (m *RPC) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	}
 }
 
+// Refused counts a call refused before connect's handler saw it (one
+// that failed authentication, refused in HTTP middleware before its body
+// was read), with the Connect code of err.
+func (m *RPC) Refused(procedure string, err error) {
+	m.calls.WithLabelValues(procedure, connect.CodeOf(err).String()).Inc()
+}
+
 // WrapStreamingClient implements connect.Interceptor; clients are not
 // measured.
 func (m *RPC) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {

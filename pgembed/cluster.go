@@ -8,7 +8,8 @@
 // in it (PasswordFileName, mode 0600); DSN carries it. The Unix socket, in
 // a directory only the server user can enter, is trusted. It runs as a child process of the Go program
 // and, on Linux, never outlives it: if the program dies without calling
-// Stop, the kernel signals the server to shut down.
+// Stop, the kernel signals the server to shut down. With Options.Supervise
+// the program starts it again when it dies on its own.
 //
 // As root, PostgreSQL's processes run as the postgres user, which must own
 // the data directory (Start chowns a directory it creates).
@@ -56,8 +57,14 @@ type Cluster struct {
 
 	port atomic.Int32 // stays the same across Restart
 
-	mu  sync.Mutex // serialises Restart and Stop
+	mu  sync.Mutex // serialises Restart, Stop and the supervisor's starts
 	srv *server    // nil once stopped
+
+	// supervised is Options.Supervise. stopSupervisor ends the
+	// supervisor, which closes supervisorDone as it returns.
+	supervised     bool
+	stopSupervisor context.CancelFunc
+	supervisorDone chan struct{}
 }
 
 // startTimeout bounds the wait for the server to accept connections when
@@ -105,6 +112,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		logical:        opts.Logical,
 		maxConnections: cmp.Or(opts.MaxConnections, DefaultMaxConnections),
 		fast:           opts.Fast,
+		supervised:     opts.Supervise,
 		// A disposable cluster may die abruptly; a durable one shuts down
 		// cleanly (fast shutdown checkpoints) so the next start needs no
 		// crash recovery.
@@ -141,7 +149,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.unprotected = false
 	}
 	logger.Info("postgres started", "dsn", dsn(c.Port(), "postgres", ""), "password_file", filepath.Join(c.dataDir, PasswordFileName), "pid", c.srv.cmd.Process.Pid,
-		"data_dir", c.dataDir, "log", logPath)
+		"data_dir", c.dataDir, "log", logPath, "supervised", c.supervised)
+	if c.supervised {
+		superviseCtx, cancel := context.WithCancel(context.Background())
+		c.stopSupervisor, c.supervisorDone = cancel, make(chan struct{})
+		go c.supervise(superviseCtx, c.supervisorDone)
+	}
 	return c, nil
 }
 
@@ -214,12 +227,18 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return nil
 }
 
-// Stop shuts the server down with a fast shutdown (connections are closed,
-// data is checkpointed) and waits until its process is gone. If ctx ends
-// first, Stop escalates to an immediate shutdown and then SIGKILL, and
-// returns ctx's error once the process is gone. Stopping a stopped cluster
-// does nothing.
+// Stop ends the supervision (Options.Supervise), shuts the server down with
+// a fast shutdown (connections are closed, data is checkpointed) and waits
+// until its process is gone. If ctx ends first, Stop escalates to an
+// immediate shutdown and then SIGKILL, and returns ctx's error once the
+// process is gone. Stopping a stopped cluster does nothing.
 func (c *Cluster) Stop(ctx context.Context) error {
+	if c.stopSupervisor != nil {
+		// Before taking c.mu, which a start by the supervisor holds: the
+		// cancel cuts that start short.
+		c.stopSupervisor()
+		<-c.supervisorDone
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.srv == nil {
@@ -284,6 +303,9 @@ func (c *Cluster) run(ctx context.Context, port int) error {
 	if err := clearStalePIDFile(c.dataDir, c.logger); err != nil {
 		return err
 	}
+	if err := clearStaleSocketLock(c.sockDir, port, c.dataDir, c.logger); err != nil {
+		return err
+	}
 	logPath := c.LogFile()
 	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -338,13 +360,16 @@ func (c *Cluster) run(ctx context.Context, port int) error {
 		return fmt.Errorf("%w%s\nserver log %s:\n%s", err, c.as.hint(), logPath, tail)
 	}
 	srv.ready.Store(true)
-	go c.watch(srv)
+	if !c.supervised {
+		go c.watch(srv)
+	}
 	c.port.Store(int32(port))
 	c.srv = srv
 	return nil
 }
 
 // watch logs an exit nobody asked for: the server crashed or was killed.
+// (A supervised cluster's supervisor logs it, and starts the server again.)
 func (c *Cluster) watch(srv *server) {
 	<-srv.done
 	if !srv.stopping.Load() {

@@ -254,6 +254,31 @@ func TestStartDataDirStates(t *testing.T) {
 		stalePIDFile(t, other.Process.Pid)
 	})
 
+	t.Run("StalePIDOfAnotherCluster", func(t *testing.T) {
+		other := startCluster(t, Options{DataDir: filepath.Join(testDir(t), "other"), Fast: true})
+		stalePIDFile(t, other.pid())
+	})
+
+	t.Run("StaleSocketLock", func(t *testing.T) {
+		// A postmaster killed with SIGKILL leaves its socket's lock file
+		// too, naming a PID that another cluster's postgres may have by
+		// the next start: postgres itself would refuse to start then.
+		other := startCluster(t, Options{DataDir: filepath.Join(testDir(t), "other"), Fast: true})
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lock := filepath.Join(dataDir, ".s.PGSQL."+strconv.Itoa(port)+".lock")
+		content := strconv.Itoa(other.pid()) + "\n" + dataDir + "\n1700000000\n" + strconv.Itoa(port) + "\n" + dataDir + "\n"
+		if err := os.WriteFile(lock, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c := startCluster(t, Options{DataDir: dataDir, Port: port, Fast: true})
+		if err := c.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("StalePIDOfAZombie", func(t *testing.T) {
 		zombie := exec.Command("true")
 		if err := zombie.Start(); err != nil {

@@ -45,6 +45,14 @@ type Options struct {
 	// the machine crashing. Meant for tests.
 	Fast bool
 
+	// Supervise starts the server again whenever it exits without Stop
+	// or Restart asking (a crash, the OOM killer, a kill -9), on the same
+	// port, after a growing backoff while starts fail (100 ms doubling up
+	// to 5 s), until Stop. PostgreSQL recovers from the crash on start.
+	// Each event is logged to Logger: "embedded PostgreSQL exited",
+	// "restarting embedded PostgreSQL", "embedded PostgreSQL is back".
+	Supervise bool
+
 	// BinDir is the directory holding the postgres and initdb executables.
 	// "" searches PATH, then /usr/lib/postgresql/<newest>/bin,
 	// /usr/pgsql-<newest>/bin and /usr/local/pgsql/bin.

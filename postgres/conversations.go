@@ -19,12 +19,23 @@ func (s *Store) CreateConversation(ctx context.Context, ownerID, title string) (
 }
 
 // EnsureConversation implements conversation.Store.
-func (s *Store) EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
-	if err := s.q.ConversationInsertIfAbsent(ctx, dbq.ConversationInsertIfAbsentParams{ID: id, OwnerID: ownerID}); err != nil {
-		return conversation.Conversation{}, translate(err, "create conversation "+id.String())
+func (s *Store) EnsureConversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, bool, error) {
+	n, err := s.q.ConversationInsertIfAbsent(ctx, dbq.ConversationInsertIfAbsentParams{ID: id, OwnerID: ownerID})
+	if err != nil {
+		return conversation.Conversation{}, false, translate(err, "create conversation "+id.String())
 	}
 	// Another owner's conversation is NotFound here, as everywhere.
-	return s.conversation(ctx, ownerID, id)
+	c, err := s.conversation(ctx, ownerID, id)
+	return c, n == 1 && err == nil, err
+}
+
+// DeleteUntouchedConversation implements conversation.Store.
+func (s *Store) DeleteUntouchedConversation(ctx context.Context, ownerID string, id uuid.UUID) (bool, error) {
+	n, err := s.q.ConversationDeleteUntouched(ctx, dbq.ConversationDeleteUntouchedParams{ID: id, OwnerID: ownerID})
+	if err != nil {
+		return false, translate(err, "delete untouched conversation "+id.String())
+	}
+	return n == 1, nil
 }
 
 // RenameConversation implements conversation.Store.

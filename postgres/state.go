@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"math"
 
 	"github.com/google/uuid"
 
@@ -12,26 +14,61 @@ import (
 // State implements conversation.Store: four reads in one repeatable-read
 // transaction, so the conversation's last_seq and every row agree.
 func (s *Store) State(ctx context.Context, ownerID string, conversationID uuid.UUID) (conversation.State, error) {
+	return s.readState(ctx, ownerID, conversationID, 0)
+}
+
+// RecentState implements conversation.Store.
+func (s *Store) RecentState(ctx context.Context, ownerID string, conversationID uuid.UUID, maxBytes int) (conversation.State, error) {
+	if maxBytes <= 0 {
+		return conversation.State{}, fmt.Errorf("postgres: RecentState: maxBytes must be positive, got %d", maxBytes)
+	}
+	return s.readState(ctx, ownerID, conversationID, maxBytes)
+}
+
+// OlderMessages implements conversation.Store.
+func (s *Store) OlderMessages(ctx context.Context, ownerID string, conversationID uuid.UUID, before int64, maxBytes int) (conversation.Page, error) {
+	if maxBytes <= 0 {
+		return conversation.Page{}, fmt.Errorf("postgres: OlderMessages: maxBytes must be positive, got %d", maxBytes)
+	}
+	var page conversation.Page
+	err := s.readSnapshot(ctx, func(q *dbq.Queries) error {
+		if _, err := q.ConversationGet(ctx, dbq.ConversationGetParams{ID: conversationID, OwnerID: ownerID}); err != nil {
+			return err
+		}
+		tail, err := q.MessageTail(ctx, tailParams(conversationID, before, maxBytes))
+		if err != nil {
+			return err
+		}
+		page.Messages, err = readMessages(ctx, q, conversationID, tail.FromPosition, before)
+		page.Older = tail.Older
+		return err
+	})
+	if err != nil {
+		return conversation.Page{}, translate(err, "read messages of conversation "+conversationID.String())
+	}
+	return page, nil
+}
+
+// readState reads the conversation in one snapshot: every message, or with
+// maxBytes > 0 the latest that fit (see RecentState).
+func (s *Store) readState(ctx context.Context, ownerID string, conversationID uuid.UUID, maxBytes int) (conversation.State, error) {
 	var st conversation.State
 	err := s.readSnapshot(ctx, func(q *dbq.Queries) error {
 		conv, err := q.ConversationGet(ctx, dbq.ConversationGetParams{ID: conversationID, OwnerID: ownerID})
 		if err != nil {
 			return err
 		}
-		messages, err := q.MessageListByConversation(ctx, conversationID)
-		if err != nil {
-			return err
+		from := int64(0)
+		if maxBytes > 0 {
+			tail, err := q.MessageTail(ctx, tailParams(conversationID, math.MaxInt64, maxBytes))
+			if err != nil {
+				return err
+			}
+			from, st.Older = tail.FromPosition, tail.Older
 		}
-		blocks, err := q.BlockListByConversation(ctx, conversationID)
-		if err != nil {
-			return err
-		}
-		calls, err := q.ToolCallListByConversation(ctx, conversationID)
-		if err != nil {
-			return err
-		}
-		st = assembleState(conv, messages, blocks, calls)
-		return nil
+		st.Conversation, st.Seq = conversationFromRow(conv), conv.LastSeq
+		st.Messages, err = readMessages(ctx, q, conversationID, from, math.MaxInt64)
+		return err
 	})
 	if err != nil {
 		return conversation.State{}, translate(err, "read conversation "+conversationID.String())
@@ -39,12 +76,47 @@ func (s *Store) State(ctx context.Context, ownerID string, conversationID uuid.U
 	return st, nil
 }
 
-func assembleState(
-	conv dbq.ConvoConversation,
+// tailParams asks where the latest messages before position before that
+// fit in maxBytes begin. A message counts at least 256 bytes, so no more
+// than maxBytes/256 + 1 of them can fit.
+func tailParams(conversationID uuid.UUID, before int64, maxBytes int) dbq.MessageTailParams {
+	return dbq.MessageTailParams{
+		ConversationID: conversationID, BeforePosition: before,
+		MaxBytes: int64(maxBytes), MaxMessages: int64(maxBytes)/256 + 1,
+	}
+}
+
+// readMessages reads the messages at positions from up to (not including)
+// before, with their blocks and tool calls.
+func readMessages(ctx context.Context, q *dbq.Queries, conversationID uuid.UUID, from, before int64) ([]conversation.Message, error) {
+	messages, err := q.MessageListByConversation(ctx, dbq.MessageListByConversationParams{
+		ConversationID: conversationID, FromPosition: from, BeforePosition: before,
+	})
+	if err != nil {
+		return nil, err
+	}
+	blocks, err := q.BlockListByConversation(ctx, dbq.BlockListByConversationParams{
+		ConversationID: conversationID, FromPosition: from, BeforePosition: before,
+	})
+	if err != nil {
+		return nil, err
+	}
+	calls, err := q.ToolCallListByConversation(ctx, dbq.ToolCallListByConversationParams{
+		ConversationID: conversationID, FromPosition: from, BeforePosition: before,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return assembleMessages(messages, blocks, calls), nil
+}
+
+// assembleMessages puts each message's blocks, and each block's tool call,
+// in place.
+func assembleMessages(
 	messages []dbq.MessageListByConversationRow,
 	blocks []dbq.BlockListByConversationRow,
 	calls []dbq.ToolCallListByConversationRow,
-) conversation.State {
+) []conversation.Message {
 	callByBlock := make(map[uuid.UUID]*conversation.ToolCall, len(calls))
 	for _, c := range calls {
 		tc := &conversation.ToolCall{
@@ -65,21 +137,20 @@ func assembleState(
 			ToolCall: callByBlock[b.ID], CreatedAt: b.CreatedAt, EndedAt: b.EndedAt,
 		})
 	}
-	st := conversation.State{Conversation: conversationFromRow(conv), Seq: conv.LastSeq}
-	st.Messages = make([]conversation.Message, 0, len(messages))
+	out := make([]conversation.Message, 0, len(messages))
 	for _, row := range messages {
 		m := messageFromRow(row)
 		m.Blocks = blocksByMessage[m.ID]
-		st.Messages = append(st.Messages, m)
+		out = append(out, m)
 	}
-	return st
+	return out
 }
 
 // messageFromRow converts a message row (without its blocks).
 func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
 	msg := conversation.Message{
 		ID: m.ID, ConversationID: m.ConversationID, Role: conversation.Role(m.Role),
-		Status: conversation.MessageStatus(m.Status), PromptID: m.PromptID,
+		Status: conversation.MessageStatus(m.Status), Position: m.Position, PromptID: m.PromptID,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, ComparisonID: m.ComparisonID,
 	}
 	if m.FeedbackRating != nil && m.FeedbackAt != nil {

@@ -467,6 +467,42 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 				return err
 			}
 		}},
+		{"SendZeroWidthText", "CV003", "text must not be empty or only whitespace, control, zero-width or bidi", func(t *testing.T, tb *testBundle) func() error {
+			return func() error {
+				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "\u200b\u200c\u200d\u2060\ufeff", ModelConfigs: json.RawMessage(`[{}]`)})
+				return err
+			}
+		}},
+		{"SendBidiControlText", "CV003", "text must not be empty or only whitespace, control, zero-width or bidi", func(t *testing.T, tb *testBundle) func() error {
+			return func() error {
+				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "\u202e\u2066\u200f \x1b", ModelConfigs: json.RawMessage(`[{}]`)})
+				return err
+			}
+		}},
+		{"CreateTitleWithNewline", "CV003", "title must not contain control characters", func(t *testing.T, tb *testBundle) func() error {
+			return func() error {
+				_, err := tb.q.ConversationCreate(ctx, dbq.ConversationCreateParams{OwnerID: "local", Title: "two\r\nlines"})
+				return err
+			}
+		}},
+		{"CreateTitleZeroWidth", "CV003", "title must not be empty or only whitespace, zero-width", func(t *testing.T, tb *testBundle) func() error {
+			return func() error {
+				_, err := tb.q.ConversationCreate(ctx, dbq.ConversationCreateParams{OwnerID: "local", Title: "\u200b"})
+				return err
+			}
+		}},
+		{"RenameTitleWithEscape", "CV003", "title must not contain control characters", func(t *testing.T, tb *testBundle) func() error {
+			r := tb.sendMessage(t, uuid.Nil, "mine")
+			return func() error {
+				return tb.q.ConversationRename(ctx, dbq.ConversationRenameParams{OwnerID: "local", ID: r.conversationID, Title: "\x1b[2Jbell\a"})
+			}
+		}},
+		{"RenameTitleBidiOnly", "CV003", "title must not be empty or only whitespace, zero-width or bidi", func(t *testing.T, tb *testBundle) func() error {
+			r := tb.sendMessage(t, uuid.Nil, "mine")
+			return func() error {
+				return tb.q.ConversationRename(ctx, dbq.ConversationRenameParams{OwnerID: "local", ID: r.conversationID, Title: "\u202e\u2069"})
+			}
+		}},
 		{"SendToForeignConversation", "CV001", "does not exist", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.sendMessage(t, uuid.Nil, "mine")
 			return func() error {

@@ -16,9 +16,10 @@ import (
 
 // Store is what the hub reads: the conversations and their event log.
 type Store interface {
-	// State is a conversation as of its last seq (a subscription's
-	// snapshot); Conversation its row (LastSeq).
-	State(ctx context.Context, ownerID string, id uuid.UUID) (conversation.State, error)
+	// RecentState is a conversation as of its last seq with its latest
+	// messages that fit in maxBytes (a subscription's snapshot: see
+	// conversation.Store); Conversation its row (LastSeq).
+	RecentState(ctx context.Context, ownerID string, id uuid.UUID, maxBytes int) (conversation.State, error)
 	Conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error)
 	// EventsAfter and EventsAfterMany read the log after a seq, in seq
 	// order, at most limit events per conversation.
@@ -79,12 +80,22 @@ type HubOptions[T any] struct {
 	// so a batch near the queue's size would cut off subscribers that are
 	// merely a little behind.
 	ReadBatch int
+	// SnapshotBytes bounds a snapshot: it holds the latest messages whose
+	// size adds up to at most this (always the newest, and every message
+	// still being written), and says when older ones were left out
+	// (State.Older). Default DefaultSnapshotBytes.
+	SnapshotBytes int
 	// Streams, when set, bounds the open subscriptions per owner and in
 	// total: Open past a bound fails with its ResourceExhausted error, and
 	// Close gives the subscription's place back. Every protocol opens its
 	// streams here, so the bounds count them all together.
 	Streams *limit.Streams
 }
+
+// DefaultSnapshotBytes is HubOptions.SnapshotBytes's default: a snapshot
+// of 256 KiB of messages, which a stream holds in memory (about twice
+// over, decoded and encoded) until it is written.
+const DefaultSnapshotBytes = 256 << 10
 
 // Hub fans out conversations' events to subscribers, each event decoded
 // once into a payload of type T for all of them. Its zero value is not
@@ -98,6 +109,8 @@ type Hub[T any] struct {
 	// dirty holds the conversations to read at the next wake-up.
 	dirty  map[uuid.UUID]struct{}
 	closed *conversation.Error
+	// opened counts the subscriptions registered (Stats.Opened).
+	opened int64
 	// recheck asks the next read to look for deleted conversations: a
 	// deletion is only a notification, lost when the feed was away.
 	recheck bool
@@ -124,6 +137,9 @@ func NewHub[T any](opts HubOptions[T]) *Hub[T] {
 	}
 	if opts.LiveStore == nil {
 		opts.LiveStore = opts.Store
+	}
+	if opts.SnapshotBytes <= 0 {
+		opts.SnapshotBytes = DefaultSnapshotBytes
 	}
 	if opts.QueueSize <= 0 {
 		opts.QueueSize = 512
@@ -242,14 +258,18 @@ func (h *Hub[T]) Resync() {
 }
 
 // Stats reports the hub's size, for metrics and tests.
-type Stats struct{ Topics, Subscribers int }
+type Stats struct {
+	Topics, Subscribers int
+	// Opened counts every subscription registered since the hub started.
+	Opened int64
+}
 
 // Stats returns the current number of followed conversations and
 // subscriptions.
 func (h *Hub[T]) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := Stats{Topics: len(h.topics)}
+	st := Stats{Topics: len(h.topics), Opened: h.opened}
 	for _, t := range h.topics {
 		st.Subscribers += len(t.subs)
 	}
@@ -404,6 +424,7 @@ func (h *Hub[T]) register(s *Subscription[T]) error {
 		h.topics[s.conversationID] = t
 	}
 	t.subs[s] = struct{}{}
+	h.opened++
 	return nil
 }
 

@@ -63,7 +63,8 @@ func Open(ctx context.Context, hub *Hub, p stream.OpenParams) (*Subscription, []
 
 // Start returns the messages a stream starts with when it starts from the
 // state st (a subscription's snapshot): the snapshot (completed blocks
-// only), then for every block still streaming at st.Seq a replayed
+// only, and when st left older messages out the token that pages them in),
+// then for every block still streaming at st.Seq a replayed
 // blockStart, one blockDelta with the text so far, and the block's tool
 // call so far. Every protocol starts its streams with exactly these. It
 // fails only for a state whose JSON payloads do not decode.
@@ -73,9 +74,11 @@ func Start(st conversation.State) ([]*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []*Response{{Kind: &convov1.StreamConversationResponse_Snapshot{Snapshot: &convov1.Snapshot{
-		Conversation: Conversation(st.Conversation), Messages: messages, Seq: st.Seq,
-	}}}}
+	snapshot := &convov1.Snapshot{Conversation: Conversation(st.Conversation), Messages: messages, Seq: st.Seq}
+	if st.Older && len(st.Messages) > 0 {
+		snapshot.OlderPageToken = EncodeMessagesToken(st.Messages[0].Position)
+	}
+	out := []*Response{{Kind: &convov1.StreamConversationResponse_Snapshot{Snapshot: snapshot}}}
 	for _, b := range st.Streaming() {
 		events, err := replayBlock(b, st.Seq)
 		if err != nil {

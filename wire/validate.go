@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -135,16 +136,55 @@ func DecodePageToken(field, token string) (*conversation.PageCursor, error) {
 }
 
 // CheckMessageText checks a user's message as SendMessage does (required,
-// at most MaxMessageText characters, not only whitespace, no NUL). The error
-// is Invalid and names field.
+// at most MaxMessageText characters, no NUL, and something visible: not
+// only whitespace, control, zero-width or bidi control characters; see
+// Invisible). The error is Invalid and names field.
 func CheckMessageText(field, text string) error {
 	if err := CheckText(field, text, true, MaxMessageText); err != nil {
 		return err
 	}
-	if strings.TrimSpace(text) == "" {
-		return Invalid(field, "must not be only whitespace")
+	if !HasVisible(text) {
+		return Invalid(field, "must not be only whitespace, control, zero-width or bidi control characters: it shows nothing")
 	}
 	return nil
+}
+
+// CheckTitle checks a conversation's title, in every protocol: valid
+// UTF-8, at most MaxTitle characters, one line of text (no control
+// character: no CR, LF, TAB, ESC, BEL, DEL nor C1 control), and, unless
+// empty, something visible (see Invisible); required refuses the empty
+// title. The error is Invalid and names field. convo._check_title applies
+// the same rule in the database.
+func CheckTitle(field, title string, required bool) error {
+	if err := CheckText(field, title, required, MaxTitle); err != nil {
+		return err
+	}
+	for i, r := range []rune(title) {
+		if unicode.Is(unicode.Cc, r) {
+			return Invalid(field, "must not contain control characters (U+%04X at character %d): a title is one line of text", r, i+1)
+		}
+	}
+	if title != "" && !HasVisible(title) {
+		return Invalid(field, "must not be only whitespace, zero-width or bidi control characters: it shows nothing")
+	}
+	return nil
+}
+
+// Invisible reports whether r shows nothing by itself: white space, a
+// control character (Cc), a format character (Cf: the zero-width
+// characters U+200B–U+200D, U+2060 and U+FEFF, the bidi controls U+200E,
+// U+200F, U+202A–U+202E and U+2066–U+2069, the soft hyphen, …), a
+// variation selector, or another default-ignorable code point (Hangul
+// fillers, tag characters, …). convo._has_visible in the database uses
+// the same set.
+func Invisible(r rune) bool {
+	return unicode.In(r, unicode.White_Space, unicode.Cc, unicode.Cf, unicode.Z,
+		unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
+}
+
+// HasVisible reports whether s has a character that is not Invisible.
+func HasVisible(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool { return !Invisible(r) }) >= 0
 }
 
 // ModelConfigJSON validates a model configuration and returns it as the

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/convo-dev/convo/internal/backoff"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -222,12 +223,17 @@ const claimBatch = 100
 // claimLoop claims prompts while fewer than cfg.Workers run, until
 // claimCtx ends, and runs each in its own goroutine until it settles or
 // runCtx ends. With the queue empty, or every slot taken, it waits for a
-// notification, a prompt's end or the poll interval.
+// notification, a prompt's end or the poll interval. After a failed claim
+// (PostgreSQL restarting, a dead pooled connection) it tries again after
+// a short backoff instead: the notification that woke it is spent, and
+// those sent while the listener reconnects are lost.
 func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
+	retry := backoff.New(claimRetry, max(claimRetry, min(maxClaimRetry, p.cfg.PollInterval)))
 	for claimCtx.Err() == nil {
 		p.mu.Lock()
 		free := p.cfg.Workers - len(p.running) - p.starting
 		p.mu.Unlock()
+		failed := false
 		if free > 0 {
 			// A claim is not cancelled when claiming stops (Drain): its
 			// prompts would stay held until their lease ran out.
@@ -246,11 +252,18 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 				}()
 			}
 			if err == nil && len(claimed) > 0 {
+				retry.Reset()
 				continue // perhaps more are queued
 			}
+			failed = err != nil
 		}
 		// Jitter, so the pools of many processes do not poll in step.
 		poll := p.cfg.PollInterval/2 + rand.N(p.cfg.PollInterval)
+		if failed {
+			poll = retry.Next()
+		} else {
+			retry.Reset()
+		}
 		select {
 		case <-claimCtx.Done():
 		case <-p.wake:
@@ -258,6 +271,14 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 		}
 	}
 }
+
+// The wait before claiming again after a failed claim: it doubles from
+// claimRetry up to maxClaimRetry (or the poll interval, if shorter) while
+// claims fail.
+const (
+	claimRetry    = 100 * time.Millisecond
+	maxClaimRetry = 5 * time.Second
+)
 
 // claim claims up to n claimable prompts, oldest first per owner.
 func (p *Pool) claim(ctx context.Context, n int) ([]dbq.PromptClaimRow, error) {

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/httpapi"
 	"github.com/convo-dev/convo/metrics"
 	"github.com/convo-dev/convo/web"
@@ -33,7 +34,8 @@ func newHTTPServer(handler http.Handler, logger *slog.Logger) *http.Server {
 }
 
 // routes serves every public route, behind the CORS policy when one is
-// configured, and behind the host and cross-site checks (guard.go).
+// configured, behind the host and cross-site checks (guard.go), and with
+// the time a request's body may take bounded (CONVO_BODY_TIMEOUT).
 func (m *Main) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", m.healthz)
@@ -41,11 +43,12 @@ func (m *Main) routes() http.Handler {
 	writes := m.Config.Limits.writes()
 	if m.Config.ParkStreams && m.parking == nil {
 		m.parking = connectapi.NewParking(m.Logger)
+		m.parking.WriteTimeout = m.Config.WriteTimeout
 	}
 	path, api := connectapi.NewHandler(connectapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
-		Interceptors: []connect.Interceptor{m.metrics.rpc}, Writes: writes, Parking: m.parking,
-		Searches: m.Config.Limits.searches(),
+		Interceptors: []connect.Interceptor{m.metrics.rpc}, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
+		Searches: m.Config.Limits.searches(), PageBytes: m.Config.SnapshotBytes, WriteTimeout: m.Config.WriteTimeout,
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {
@@ -55,9 +58,24 @@ func (m *Main) routes() http.Handler {
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
+		WriteTimeout: m.Config.WriteTimeout,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
-	return m.withGuard(withCORS(m.cors, mux))
+	return guard.BodyDeadline(m.Config.BodyTimeout,
+		withWriteDeadline(m.Config.WriteTimeout, m.withGuard(withCORS(m.cors, mux))))
+}
+
+// withWriteDeadline gives every response a write deadline of timeout from
+// the request's start: a client that does not read a response (the web
+// app's files, a unary RPC, a history export) is cut off then, and a
+// deadline left on a reused HTTP/1.1 connection by its previous response
+// is replaced. Streams replace it with their own, per write (see
+// connectapi.Options.WriteTimeout and httpapi.Options.WriteTimeout).
+func withWriteDeadline(timeout time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(timeout))
+		h.ServeHTTP(w, r)
+	})
 }
 
 // healthz answers 200 while the database answers a ping, 503 otherwise,

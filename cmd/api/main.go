@@ -127,6 +127,19 @@ type Config struct {
 	// the replies in flight at SIGTERM (CONVO_DRAIN_TIMEOUT,
 	// --drain-timeout); those still running then are failed.
 	DrainTimeout time.Duration
+	// BodyTimeout bounds how long a request's body may take to arrive
+	// (CONVO_BODY_TIMEOUT, --body-timeout): a client that sends it more
+	// slowly is cut off, and nothing is written. 0: no bound.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds every write to a client, a stream's snapshot
+	// included, and a whole response that is not a stream
+	// (CONVO_WRITE_TIMEOUT, --write-timeout): a client that does not read
+	// for this long is cut off and what its request held is released.
+	WriteTimeout time.Duration
+	// SnapshotBytes bounds a stream's snapshot and a ListMessages page
+	// (CONVO_SNAPSHOT_BYTES, --snapshot-bytes): the latest messages that
+	// add up to this; older ones are paged in with ListMessages.
+	SnapshotBytes int
 	// DBMaxConns bounds the API's pool of connections: RPCs, snapshots,
 	// the hub's reads and maintenance (CONVO_DB_MAX_CONNS,
 	// --db-max-conns). The workers have their own pool
@@ -188,8 +201,8 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
-			DBMaxConns: 16,
-			Workers:    worker.DefaultSettings(), Limits: DefaultLimits(),
+			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
+			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
 		},
 		Stdout: os.Stdout,
 	}
@@ -233,6 +246,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	allowedHosts := getenv("CONVO_ALLOWED_HOSTS")
 	for name, dst := range map[string]*time.Duration{
 		"CONVO_COMPACT_AFTER": &c.CompactAfter, "CONVO_DRAIN_GRACE": &c.DrainGrace, "CONVO_DRAIN_TIMEOUT": &c.DrainTimeout,
+		"CONVO_WRITE_TIMEOUT": &c.WriteTimeout, "CONVO_BODY_TIMEOUT": &c.BodyTimeout,
 	} {
 		if v := getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
@@ -242,9 +256,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			*dst = d
 		}
 	}
-	if v := getenv("CONVO_DB_MAX_CONNS"); v != "" {
-		if _, err := fmt.Sscan(v, &c.DBMaxConns); err != nil {
-			return fmt.Errorf("CONVO_DB_MAX_CONNS: %q is not a whole number", v)
+	for name, dst := range map[string]*int{"CONVO_DB_MAX_CONNS": &c.DBMaxConns, "CONVO_SNAPSHOT_BYTES": &c.SnapshotBytes} {
+		if v := getenv(name); v != "" {
+			if _, err := fmt.Sscan(v, dst); err != nil {
+				return fmt.Errorf("%s: %q is not a whole number", name, v)
+			}
 		}
 	}
 	if v := getenv("CONVO_EMBED_PORT"); v != "" {
@@ -275,7 +291,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.BoolVar(&c.PublicMetrics, "public-metrics", c.PublicMetrics, "serve /metrics on --http-addr too (CONVO_PUBLIC_METRICS); off by default")
 	fs.BoolVar(&c.ParkStreams, "park-streams", c.ParkStreams, "idle HTTP/1.1 Connect streams hold no goroutine or buffers (CONVO_PARK_STREAMS)")
 	fs.DurationVar(&c.DrainGrace, "drain-grace", c.DrainGrace, "on SIGTERM, how long open streams go on before they are told to reconnect elsewhere (CONVO_DRAIN_GRACE)")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "cut off a client that does not read a write (a stream's snapshot included), or a whole response that is not a stream, for this long (CONVO_WRITE_TIMEOUT)")
+	fs.IntVar(&c.SnapshotBytes, "snapshot-bytes", c.SnapshotBytes, "a stream's snapshot holds the latest messages that add up to this many bytes; older ones are paged with ListMessages (CONVO_SNAPSHOT_BYTES)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
+	fs.DurationVar(&c.BodyTimeout, "body-timeout", c.BodyTimeout, "how long a request's body may take to arrive; a slower client is cut off (CONVO_BODY_TIMEOUT); 0: no bound")
 	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
 	fs.StringVar(&allowedHosts, "allowed-hosts", allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
@@ -296,13 +315,21 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	for name, d := range map[string]time.Duration{"--compact-after": c.CompactAfter, "--drain-grace": c.DrainGrace, "--drain-timeout": c.DrainTimeout} {
+	for name, d := range map[string]time.Duration{
+		"--compact-after": c.CompactAfter, "--drain-grace": c.DrainGrace, "--drain-timeout": c.DrainTimeout, "--body-timeout": c.BodyTimeout,
+	} {
 		if d < 0 {
 			return fmt.Errorf("%s %v: want a duration of 0 or more", name, d)
 		}
 	}
 	if c.DBMaxConns < 2 {
 		return fmt.Errorf("--db-max-conns %d: want 2 or more", c.DBMaxConns)
+	}
+	if c.WriteTimeout < time.Second {
+		return fmt.Errorf("--write-timeout %v: want 1s or more", c.WriteTimeout)
+	}
+	if c.SnapshotBytes < 4096 {
+		return fmt.Errorf("--snapshot-bytes %d: want 4096 or more", c.SnapshotBytes)
 	}
 	if c.MigrateOnly && c.DatabaseURL == "" {
 		return errors.New("--migrate needs DATABASE_URL (or --database-url): the database to migrate")
@@ -440,7 +467,8 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 // maintenance).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
 	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, LiveStore: postgres.New(m.hubPool), Logger: m.Logger,
-		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
+		SnapshotBytes: m.Config.SnapshotBytes,
+		Streams:       limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
 	m.metrics.registry.MustRegister(m.hub)
 	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
 	listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
@@ -457,6 +485,7 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger})
 	m.metrics.registry.MustRegister(loops)
 	m.background.Go(func() { loops.Run(bg) })
+	m.background.Go(func() { returnIdleMemory(bg, m.Logger, memoryCheckInterval, idleMemoryBytes) })
 	return nil
 }
 
@@ -514,6 +543,9 @@ func (m *Main) startEmbedded(ctx context.Context) (string, error) {
 		Port:    m.Config.EmbedPort,
 		Logical: true,
 		Logger:  m.Logger,
+		// A killed or crashed postmaster is started again; the pools,
+		// the listener and the feed reconnect by themselves.
+		Supervise: true,
 		// Room for this server's pools, and as much again for outside
 		// workers and psql.
 		MaxConnections: max(pgembed.DefaultMaxConnections, 2*postgres.TotalConnections(m.connectionUses())+10),

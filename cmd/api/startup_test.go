@@ -171,11 +171,17 @@ func TestMakeRunCtrlC(t *testing.T) {
 	err = cmd.Wait()
 	// make itself dies of the SIGINT, as on every Ctrl-C (the shell shows
 	// nothing); what must not happen is make reporting a failed recipe.
+	// GNU make has a race of its own here: when its child exits while
+	// its SIGINT handler runs, it may print "wait: No child processes"
+	// and exit 2 instead of dying of the signal (seen once in CI under
+	// load). That is make's, not the recipe failing: a failed recipe says
+	// "Error N".
 	var exit *exec.ExitError
-	if err != nil && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT) {
+	makeRace := errors.As(err, &exit) && exit.ExitCode() == 2 && strings.Contains(out.String(), "wait: No child processes")
+	if err != nil && !makeRace && !(errors.As(err, &exit) && exit.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT) {
 		t.Errorf("make run ended with %v after Ctrl-C:\n%s", err, out)
 	}
-	if strings.Contains(out.String(), "make: ***") || !strings.Contains(out.String(), `msg="shutting down"`) {
+	if strings.Contains(out.String(), "] Error ") || !strings.Contains(out.String(), `msg="shutting down"`) {
 		t.Errorf("make run did not stop cleanly on Ctrl-C:\n%s", out)
 	}
 }

@@ -23,13 +23,59 @@ BEGIN
 END;
 $$;
 
--- _check_title raises CV003 unless the title is 1 to 200 characters (or
--- empty, when allowed).
+-- _invisible is the inside of a regular expression's bracket expression
+-- that matches every character that shows nothing by itself: white space,
+-- control characters (Cc), format characters (Cf: the zero-width
+-- characters U+200B-U+200D, U+2060, U+FEFF, the bidi controls U+200E,
+-- U+200F, U+202A-U+202E, U+2066-U+2069, the soft hyphen, ...), variation
+-- selectors and the other default-ignorable code points (Hangul fillers,
+-- tag characters, ...). wire.Invisible (wire/validate.go) is the same set:
+-- TestVisibleAsInGo checks that the two agree on every code point.
+CREATE OR REPLACE FUNCTION convo._invisible() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '\u0001-\u0020\u007F-\u00A0\u00AD\u034F\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u115F-\u1160\u1680\u17B4-\u17B5\u180B-\u180F\u2000-\u200F\u2028-\u202F\u205F-\u206F\u3000\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFB\U000110BD\U000110CD\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0000-\U000E0FFF'::text
+$$;
+
+-- _has_visible reports whether p_text has a character that shows
+-- something (one that is not in _invisible).
+CREATE OR REPLACE FUNCTION convo._has_visible(p_text text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_text ~ ('[^' || convo._invisible() || ']')
+$$;
+
+-- _title_from_text is the title a conversation takes from its first
+-- message: the first line with something visible, its control characters
+-- (TAB, ESC, ...) made spaces, cut at 80 characters, and what shows
+-- nothing trimmed from both ends; '' when there is none.
+CREATE OR REPLACE FUNCTION convo._title_from_text(p_text text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce((
+        SELECT regexp_replace(
+                   left(regexp_replace(regexp_replace(l.line, '[\u0001-\u001F\u007F-\u009F]', ' ', 'g'),
+                                       '^[' || convo._invisible() || ']+', ''), 80),
+                   '[' || convo._invisible() || ']+$', '')
+          FROM regexp_split_to_table(p_text, '[\n\r\u0085\u2028\u2029]') WITH ORDINALITY AS l(line, n)
+         WHERE convo._has_visible(l.line)
+         ORDER BY l.n LIMIT 1), '')
+$$;
+
+-- _check_title raises CV003 unless the title is 1 to 200 characters of one
+-- line (no control character: CR, LF, TAB, ESC, BEL, DEL, C1) with
+-- something visible, or empty when allowed. wire.CheckTitle is the same
+-- rule.
 CREATE OR REPLACE FUNCTION convo._check_title(p_title text, p_allow_empty boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
-    IF p_title IS NULL OR (NOT p_allow_empty AND p_title !~ '\S') THEN
+    IF p_title IS NULL OR (NOT p_allow_empty AND p_title = '') THEN
         RAISE EXCEPTION 'title must not be empty' USING ERRCODE = 'CV003';
+    END IF;
+    IF p_title ~ '[\u0001-\u001F\u007F-\u009F]' THEN
+        RAISE EXCEPTION 'title must not contain control characters (CR, LF, TAB, ESC, ...): a title is one line of text'
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF p_title <> '' AND NOT convo._has_visible(p_title) THEN
+        RAISE EXCEPTION 'title must not be empty or only whitespace, zero-width or bidi control characters'
+            USING ERRCODE = 'CV003';
     END IF;
     IF length(p_title) > 200 THEN
         RAISE EXCEPTION 'title must be at most 200 characters, got %', length(p_title) USING ERRCODE = 'CV003';
@@ -127,8 +173,9 @@ $$;
 -- assistant message for each model configuration in p_model_configs (a JSON
 -- array of one object, or two for an A/B comparison, whose messages are
 -- slots "a" and "b"). A conversation without a title takes the first line
--- of its first message. Events: messageCreated (user), then per prompt
--- messageCreated (assistant) and promptQueued, then conversationUpdated.
+-- of its first message (_title_from_text). Events: messageCreated (user),
+-- then per prompt messageCreated (assistant) and promptQueued, then
+-- conversationUpdated.
 -- Notifies "convo_prompts" with 'queued:<prompt id>' per prompt.
 --
 -- It raises CV004, changing nothing, when the owner's queued and running
@@ -150,8 +197,9 @@ DECLARE
     v_messages   uuid[] := '{}';
     v_prompts    uuid[] := '{}';
 BEGIN
-    IF p_text IS NULL OR p_text !~ '\S' THEN
-        RAISE EXCEPTION 'send_message: text must not be empty or only whitespace' USING ERRCODE = 'CV003';
+    IF p_text IS NULL OR NOT convo._has_visible(p_text) THEN
+        RAISE EXCEPTION 'send_message: text must not be empty or only whitespace, control, zero-width or bidi control characters'
+            USING ERRCODE = 'CV003';
     END IF;
     IF jsonb_typeof(p_model_configs) IS DISTINCT FROM 'array'
        OR jsonb_array_length(p_model_configs) NOT BETWEEN 1 AND 2
@@ -210,8 +258,7 @@ BEGIN
     END LOOP;
 
     UPDATE convo.conversations c
-       SET title = CASE WHEN c.title = '' THEN left(btrim(split_part(regexp_replace(p_text, '^\s+', ''), E'\n', 1)), 80)
-                        ELSE c.title END,
+       SET title = CASE WHEN c.title = '' THEN convo._title_from_text(p_text) ELSE c.title END,
            active_prompt_id = v_prompts[1],
            last_message_at = now(),
            updated_at = now()

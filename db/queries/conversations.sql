@@ -27,9 +27,22 @@ SELECT * FROM convo.conversations
  ORDER BY last_message_at DESC, id DESC
  LIMIT @max_rows::int;
 
--- name: ConversationInsertIfAbsent :exec
+-- name: ConversationInsertIfAbsent :execrows
 -- Creates an empty, untitled conversation with the given id for owner_id,
 -- unless a conversation with that id exists already (whoever owns it): a
 -- client may choose the id of a new conversation (an AG-UI thread id).
+-- One row: it was created.
 INSERT INTO convo.conversations (id, owner_id) VALUES (@id::uuid, @owner_id::text)
 ON CONFLICT (id) DO NOTHING;
+
+-- name: ConversationDeleteUntouched :execrows
+-- Deletes the owner's conversation when nothing was ever written to it
+-- (its event log is empty: every change appends an event), and ends its
+-- streams ("<id>:deleted"). A writer holding the conversation's row lock
+-- is waited for, and its event keeps the conversation.
+WITH deleted AS (
+    DELETE FROM convo.conversations
+     WHERE id = @id::uuid AND owner_id = @owner_id::text AND last_seq = 0
+    RETURNING id
+)
+SELECT convo._notify_deleted(deleted.id) FROM deleted;

@@ -20,8 +20,15 @@ SELECT b.id, b.message_id, b.prompt_id, b.position, b.block_type, b.status,
   FROM convo.blocks b
   JOIN convo.messages m ON m.id = b.message_id
  WHERE b.conversation_id = $1::uuid
+   AND m.position >= $2::bigint AND m.position < $3::bigint
  ORDER BY m.position, b.position
 `
+
+type BlockListByConversationParams struct {
+	ConversationID uuid.UUID
+	FromPosition   int64
+	BeforePosition int64
+}
 
 type BlockListByConversationRow struct {
 	ID        uuid.UUID
@@ -36,11 +43,12 @@ type BlockListByConversationRow struct {
 	EndedAt   *time.Time
 }
 
-// Every block of the conversation in message order. A streaming block's
+// Every block of the conversation's messages at positions from_position up
+// to (not including) before_position, in message order. A streaming block's
 // content is read back from its delta events, so inside a repeatable-read
 // transaction it is the text as it stood at the conversation's last_seq.
-func (q *Queries) BlockListByConversation(ctx context.Context, conversationID uuid.UUID) ([]BlockListByConversationRow, error) {
-	rows, err := q.db.Query(ctx, blockListByConversation, conversationID)
+func (q *Queries) BlockListByConversation(ctx context.Context, arg BlockListByConversationParams) ([]BlockListByConversationRow, error) {
+	rows, err := q.db.Query(ctx, blockListByConversation, arg.ConversationID, arg.FromPosition, arg.BeforePosition)
 	if err != nil {
 		return nil, err
 	}
@@ -75,8 +83,17 @@ SELECT t.id, t.block_id, t.prompt_id, t.name, t.input, t.status,
        (CASE WHEN t.status IN ('started', 'running') THEN convo._tool_output(t.id) ELSE t.output END)::text AS output,
        t.error, t.started_at, t.ended_at
   FROM convo.tool_calls t
+  JOIN convo.blocks b ON b.id = t.block_id
+  JOIN convo.messages m ON m.id = b.message_id
  WHERE t.conversation_id = $1::uuid
+   AND m.position >= $2::bigint AND m.position < $3::bigint
 `
+
+type ToolCallListByConversationParams struct {
+	ConversationID uuid.UUID
+	FromPosition   int64
+	BeforePosition int64
+}
 
 type ToolCallListByConversationRow struct {
 	ID        uuid.UUID
@@ -91,10 +108,11 @@ type ToolCallListByConversationRow struct {
 	EndedAt   *time.Time
 }
 
-// Every tool call of the conversation; a running call's output is read back
-// from its progress events.
-func (q *Queries) ToolCallListByConversation(ctx context.Context, conversationID uuid.UUID) ([]ToolCallListByConversationRow, error) {
-	rows, err := q.db.Query(ctx, toolCallListByConversation, conversationID)
+// Every tool call of the conversation's messages at positions from_position
+// up to (not including) before_position; a running call's output is read
+// back from its progress events.
+func (q *Queries) ToolCallListByConversation(ctx context.Context, arg ToolCallListByConversationParams) ([]ToolCallListByConversationRow, error) {
+	rows, err := q.db.Query(ctx, toolCallListByConversation, arg.ConversationID, arg.FromPosition, arg.BeforePosition)
 	if err != nil {
 		return nil, err
 	}

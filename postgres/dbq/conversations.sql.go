@@ -56,6 +56,32 @@ func (q *Queries) ConversationDelete(ctx context.Context, arg ConversationDelete
 	return err
 }
 
+const conversationDeleteUntouched = `-- name: ConversationDeleteUntouched :execrows
+WITH deleted AS (
+    DELETE FROM convo.conversations
+     WHERE id = $1::uuid AND owner_id = $2::text AND last_seq = 0
+    RETURNING id
+)
+SELECT convo._notify_deleted(deleted.id) FROM deleted
+`
+
+type ConversationDeleteUntouchedParams struct {
+	ID      uuid.UUID
+	OwnerID string
+}
+
+// Deletes the owner's conversation when nothing was ever written to it
+// (its event log is empty: every change appends an event), and ends its
+// streams ("<id>:deleted"). A writer holding the conversation's row lock
+// is waited for, and its event keeps the conversation.
+func (q *Queries) ConversationDeleteUntouched(ctx context.Context, arg ConversationDeleteUntouchedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, conversationDeleteUntouched, arg.ID, arg.OwnerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const conversationGet = `-- name: ConversationGet :one
 SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count FROM convo.conversations
  WHERE id = $1::uuid AND owner_id = $2::text
@@ -85,7 +111,7 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 	return i, err
 }
 
-const conversationInsertIfAbsent = `-- name: ConversationInsertIfAbsent :exec
+const conversationInsertIfAbsent = `-- name: ConversationInsertIfAbsent :execrows
 INSERT INTO convo.conversations (id, owner_id) VALUES ($1::uuid, $2::text)
 ON CONFLICT (id) DO NOTHING
 `
@@ -98,9 +124,13 @@ type ConversationInsertIfAbsentParams struct {
 // Creates an empty, untitled conversation with the given id for owner_id,
 // unless a conversation with that id exists already (whoever owns it): a
 // client may choose the id of a new conversation (an AG-UI thread id).
-func (q *Queries) ConversationInsertIfAbsent(ctx context.Context, arg ConversationInsertIfAbsentParams) error {
-	_, err := q.db.Exec(ctx, conversationInsertIfAbsent, arg.ID, arg.OwnerID)
-	return err
+// One row: it was created.
+func (q *Queries) ConversationInsertIfAbsent(ctx context.Context, arg ConversationInsertIfAbsentParams) (int64, error) {
+	result, err := q.db.Exec(ctx, conversationInsertIfAbsent, arg.ID, arg.OwnerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const conversationList = `-- name: ConversationList :many

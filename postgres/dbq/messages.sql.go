@@ -69,8 +69,15 @@ SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.up
   FROM convo.messages m
   LEFT JOIN convo.prompts p ON p.message_id = m.id
  WHERE m.conversation_id = $1::uuid
+   AND m.position >= $2::bigint AND m.position < $3::bigint
  ORDER BY m.position
 `
+
+type MessageListByConversationParams struct {
+	ConversationID uuid.UUID
+	FromPosition   int64
+	BeforePosition int64
+}
 
 type MessageListByConversationRow struct {
 	ID              uuid.UUID
@@ -88,8 +95,10 @@ type MessageListByConversationRow struct {
 	PromptID        uuid.NullUUID
 }
 
-func (q *Queries) MessageListByConversation(ctx context.Context, conversationID uuid.UUID) ([]MessageListByConversationRow, error) {
-	rows, err := q.db.Query(ctx, messageListByConversation, conversationID)
+// The conversation's messages at positions from_position up to (not
+// including) before_position, in order.
+func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageListByConversationParams) ([]MessageListByConversationRow, error) {
+	rows, err := q.db.Query(ctx, messageListByConversation, arg.ConversationID, arg.FromPosition, arg.BeforePosition)
 	if err != nil {
 		return nil, err
 	}
@@ -182,4 +191,69 @@ func (q *Queries) MessageSetFeedback(ctx context.Context, arg MessageSetFeedback
 		arg.Comment,
 	)
 	return err
+}
+
+const messageTail = `-- name: MessageTail :one
+WITH newest AS (
+  SELECT m.id, m.position
+    FROM convo.messages m
+   WHERE m.conversation_id = $2::uuid AND m.position < $1::bigint
+   ORDER BY m.position DESC
+   LIMIT $3::bigint
+), sized AS (
+  SELECT n.position,
+         sum(256 + coalesce((SELECT sum(octet_length(b.content) + pg_column_size(b.metadata))
+                               FROM convo.blocks b WHERE b.message_id = n.id), 0)
+                 + coalesce((SELECT sum(pg_column_size(t.input) + octet_length(t.output) + coalesce(octet_length(t.error), 0))
+                               FROM convo.blocks b JOIN convo.tool_calls t ON t.block_id = b.id
+                              WHERE b.message_id = n.id), 0))
+           OVER (ORDER BY n.position DESC) AS running,
+         row_number() OVER (ORDER BY n.position DESC) AS nth
+    FROM newest n
+), bounds AS (
+  SELECT least(
+           (SELECT min(position) FROM sized WHERE running <= $4::bigint OR nth = 1),
+           (SELECT min(m.position) FROM convo.messages m
+             WHERE m.conversation_id = $2::uuid AND m.position < $1::bigint
+               AND m.status IN ('pending', 'processing'))
+         ) AS from_position
+)
+SELECT coalesce(b.from_position, $1::bigint)::bigint AS from_position,
+       EXISTS (SELECT 1 FROM convo.messages m
+                WHERE m.conversation_id = $2::uuid
+                  AND m.position < coalesce(b.from_position, $1::bigint)) AS older
+  FROM bounds b
+`
+
+type MessageTailParams struct {
+	BeforePosition int64
+	ConversationID uuid.UUID
+	MaxMessages    int64
+	MaxBytes       int64
+}
+
+type MessageTailRow struct {
+	FromPosition int64
+	Older        bool
+}
+
+// Where the latest messages before before_position that fit in max_bytes
+// begin (from_position), and whether messages before that remain (older).
+// A message's size is its blocks' text, metadata and tool calls plus 256
+// bytes, so that many small messages count too; only sizes are read, not
+// the text itself (octet_length of a stored value reads its header). The
+// newest message is always in, however large, and so is every message
+// still being written (pending or processing) with every message after
+// it. At most max_messages (the most that can fit: max_bytes over 256,
+// plus one) are sized.
+func (q *Queries) MessageTail(ctx context.Context, arg MessageTailParams) (MessageTailRow, error) {
+	row := q.db.QueryRow(ctx, messageTail,
+		arg.BeforePosition,
+		arg.ConversationID,
+		arg.MaxMessages,
+		arg.MaxBytes,
+	)
+	var i MessageTailRow
+	err := row.Scan(&i.FromPosition, &i.Older)
+	return i, err
 }

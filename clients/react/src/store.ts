@@ -2,13 +2,23 @@
 // stream reads the last applied seq synchronously, and publishes it to React
 // at most once per frame however fast deltas arrive.
 
-import { hasGap, initialState, reduce, resumeSeq, type Action, type ConversationState } from "@convo/client";
+import {
+  hasGap,
+  initialState,
+  loadOlder,
+  reduce,
+  resumeSeq,
+  type Action,
+  type ConversationState,
+  type ConvoClient,
+} from "@convo/client";
 
 export class ConversationStore {
   private state: ConversationState;
   private published: ConversationState;
   private listeners = new Set<() => void>();
   private scheduled = false;
+  private loadingOlder: Promise<void> | null = null;
 
   constructor(conversationId: string) {
     this.state = initialState(conversationId);
@@ -27,6 +37,24 @@ export class ConversationStore {
     if (next === this.state) return;
     this.state = next;
     this.schedule();
+  };
+
+  /**
+   * loadOlder loads the page of messages before the first one the state
+   * holds (ListMessages with state.older) into the state; it does nothing
+   * when there is none. Called while a page loads, it returns that load
+   * instead of asking twice. It rejects with the call's ConnectError.
+   */
+  loadOlder = (client: ConvoClient): Promise<void> => {
+    this.loadingOlder ??= (async () => {
+      try {
+        const action = await loadOlder(client, this.state);
+        if (action) this.dispatch(action);
+      } finally {
+        this.loadingOlder = null;
+      }
+    })();
+    return this.loadingOlder;
   };
 
   /** getSnapshot and subscribe are for useSyncExternalStore. */

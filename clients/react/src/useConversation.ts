@@ -23,7 +23,7 @@ export interface UseConversation {
   /** The folded state, published at most once per animation frame. */
   state: ConversationState;
   status: ConnectionStatus;
-  /** The last failed call's message (send or cancel), or null. */
+  /** The last failed call's message (send, cancel or loadOlder), or null. */
   error: string | null;
   /** True once the conversation turned out not to exist (or not to be the user's). */
   notFound: boolean;
@@ -31,6 +31,18 @@ export interface UseConversation {
   send: (text: string, o?: Omit<SendOptions, "conversationId">) => Promise<SendMessageResponse | null>;
   /** cancel stops every reply of this conversation still queued or running. */
   cancel: () => Promise<void>;
+  /**
+   * hasOlder is true while messages before the first one in state are not
+   * loaded: the server's snapshot holds only the latest messages
+   * (CONVO_SNAPSHOT_BYTES) and loadOlder pages the others in.
+   */
+  hasOlder: boolean;
+  /**
+   * loadOlder loads the page of messages before the first one in state.
+   * Called while a page loads, it waits for that one instead of asking
+   * twice. A failure sets error (it never rejects).
+   */
+  loadOlder: () => Promise<void>;
   /** The store behind state (for optimistic changes: store.dispatch). */
   store: ConversationStore;
 }
@@ -104,5 +116,14 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
     setError(failed ? errorMessage(failed.reason) : null);
   }, [client, store]);
 
-  return { state, status, error, notFound, send, cancel, store };
+  const loadOlder = useCallback(async () => {
+    try {
+      await store.loadOlder(client);
+      setError(null);
+    } catch (err) {
+      setError(errorMessage(err));
+    }
+  }, [client, store]);
+
+  return { state, status, error, notFound, send, cancel, hasOlder: state.older !== null, loadOlder, store };
 }

@@ -592,3 +592,207 @@ describe("replace", () => {
     expect(reduce(initialState("c2"), { type: "replace", state: other })).toEqual(initialState("c2"));
   });
 });
+
+describe("older messages (a bounded snapshot and ListMessages pages)", () => {
+  /** exchanges writes n finished question-and-reply pairs; it returns the reply message ids. */
+  function exchanges(srv: FakeServer, n: number): string[] {
+    const replies: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const { messageIds, promptIds } = srv.sendMessage(`question ${i}`);
+      srv.startPrompt(promptIds[0]);
+      const t = srv.startBlock(promptIds[0], "text");
+      srv.append(t, `answer ${i}`);
+      srv.endPrompt(promptIds[0], "completed");
+      replies.push(messageIds[0]);
+    }
+    return replies;
+  }
+
+  /** page is the action of a ListMessages answer to the state's token, read at seq. */
+  const page = (srv: FakeServer, s: ConversationState, seq = srv.seq, size = 2) => ({
+    type: "older" as const,
+    pageToken: s.older!,
+    ...srv.listMessages(s.older!, { seq, size }),
+  });
+
+  /** subscribeBounded is a client that subscribed at seq with a snapshot of the latest `window` messages. */
+  function subscribeBounded(srv: FakeServer, seq: bigint, window: number): ConversationState {
+    const { snapshot, replay } = srv.subscribe(seq, { window });
+    return apply(fromSnapshot(snapshot), replay);
+  }
+
+  it("a bounded snapshot keeps its token; pages put older messages first, in order, until none remain", () => {
+    const srv = new FakeServer();
+    exchanges(srv, 4);
+    const all = srv.getConversation().messages.map((m) => m.id);
+    let s = subscribeBounded(srv, srv.seq, 3);
+    expect(s.messageIds).toEqual(all.slice(5));
+    expect(s.older).not.toBeNull();
+
+    s = reduce(s, page(srv, s));
+    expect(s.messageIds).toEqual(all.slice(3));
+    s = reduce(s, page(srv, s));
+    expect(s.messageIds).toEqual(all.slice(1));
+    expect(s.older).not.toBeNull();
+    // The last page: nothing before it.
+    s = reduce(s, page(srv, s));
+    expect(s.messageIds).toEqual(all);
+    expect(s.older).toBeNull();
+    expect(view(s)).toEqual(expected(srv));
+    expect(s.desync).toBe(false);
+  });
+
+  it("an unbounded snapshot (or GetConversation) has nothing older", () => {
+    const srv = new FakeServer();
+    exchanges(srv, 2);
+    expect(subscribeAt(srv, srv.seq).older).toBeNull();
+    expect(fromSnapshot(srv.getConversation()).older).toBeNull();
+  });
+
+  it("a page skips the messages the state already holds", () => {
+    const srv = new FakeServer();
+    exchanges(srv, 3);
+    const all = srv.getConversation().messages.map((m) => m.id);
+    const s = subscribeBounded(srv, srv.seq, 2);
+    // A page that reaches into the window (the window moved back after a
+    // reconnect to a server with a larger snapshot size, say).
+    const { messages } = srv.listMessages(`before:${all[5]}`, { size: 4 });
+    const next = reduce(s, { type: "older", pageToken: s.older!, messages, nextPageToken: "before:" + all[1] });
+    expect(next.messageIds).toEqual(all.slice(1));
+    expect(new Set(next.messageIds).size).toBe(next.messageIds.length);
+    expect(next.messages[all[4]]).toBe(s.messages[all[4]]);
+  });
+
+  it("a page asked for before a snapshot moved the window is dropped, and so is one before any snapshot", () => {
+    const srv = new FakeServer();
+    exchanges(srv, 3);
+    const s = subscribeBounded(srv, srv.seq, 2);
+    const stale = page(srv, s);
+    exchanges(srv, 1);
+    const moved = subscribeBounded(srv, srv.seq, 2);
+    expect(moved.older).not.toBe(s.older);
+    expect(reduce(moved, stale)).toBe(moved);
+    expect(reduce(initialState("c1"), stale)).toEqual(initialState("c1"));
+  });
+
+  it("a snapshot after pages replaces the state with its own window and token", () => {
+    const srv = new FakeServer();
+    exchanges(srv, 4);
+    let s = subscribeBounded(srv, srv.seq, 2);
+    s = reduce(s, page(srv, s));
+    s = reduce(s, page(srv, s));
+    exchanges(srv, 1);
+    const { snapshot } = srv.subscribe(srv.seq, { window: 2 });
+    s = reduce(s, { type: "snapshot", snapshot });
+    expect(s.messageIds).toEqual(snapshot.messages.map((m) => m.id));
+    expect(s.older).toBe(snapshot.olderPageToken);
+    // …and pages load again from there.
+    while (s.older !== null) s = reduce(s, page(srv, s));
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("replace keeps the pages this tab loaded before the other tab's window", () => {
+    const srv = new FakeServer();
+    exchanges(srv, 4);
+    let mine = subscribeBounded(srv, srv.seq, 2);
+    mine = reduce(mine, page(srv, mine));
+    mine = reduce(mine, page(srv, mine));
+    // Another tab joins: the leader sends its state (its own window) to every tab.
+    exchanges(srv, 1);
+    const leader = subscribeBounded(srv, srv.seq, 2);
+    mine = apply(mine, srv.eventsAfter(mine.seq!));
+    const next = reduce(mine, { type: "replace", state: leader });
+    expect(next.messageIds).toEqual(mine.messageIds);
+    expect(next.older).toBe(mine.older);
+    expect(next.seq).toBe(leader.seq);
+    expect(view(next)).toEqual(view(mine));
+    // A leader that loaded further back than this tab gives its pages.
+    expect(reduce(subscribeBounded(srv, srv.seq, 2), { type: "replace", state: next })).toBe(next);
+  });
+
+  it("feedback on a message before the window neither adds it nor desyncs; the page that brings it takes it", () => {
+    const srv = new FakeServer();
+    const replies = exchanges(srv, 4);
+    let s = subscribeBounded(srv, srv.seq, 2);
+    const before = s;
+    // Read before the feedback commits…
+    const early = page(srv, s);
+    srv.setFeedback(replies[2], Rating.UP);
+    // …which arrives before the page does.
+    s = apply(s, srv.eventsAfter(s.seq!));
+    expect(s.messageIds).toEqual(before.messageIds);
+    expect(s.desync).toBe(false);
+    expect(s.seq).toBe(srv.seq);
+    s = reduce(s, early);
+    expect(s.messages[replies[2]].feedback?.rating).toBe(Rating.UP);
+    // Once it is held, feedback applies as to any message.
+    srv.setFeedback(replies[2], Rating.DOWN);
+    s = apply(s, srv.eventsAfter(s.seq!));
+    while (s.older !== null) s = reduce(s, page(srv, s));
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("other events about a message the state does not hold are harmless", () => {
+    const srv = new FakeServer();
+    const replies = exchanges(srv, 3);
+    const s = subscribeBounded(srv, srv.seq, 2);
+    const old = replies[0];
+    const ev = (kind: Event["kind"]) => create(EventSchema, { seq: srv.seq + 1n, kind });
+    const prompt = { id: "p-old", conversationId: "c1", messageId: old, status: "completed" };
+    for (const event of [
+      ev({ case: "promptCompleted", value: { prompt } as never }),
+      ev({ case: "promptCancelled", value: { prompt } as never }),
+    ]) {
+      const next = reduce(s, { type: "event", event });
+      expect(next.desync).toBe(false);
+      expect(next.messageIds).toEqual(s.messageIds);
+    }
+    expect(reduce(s, { type: "feedback", messageId: old, feedback: { rating: Rating.UP, comment: "" } })).toBe(s);
+  });
+
+  it("historyCleared leaves nothing older", () => {
+    const srv = new FakeServer();
+    exchanges(srv, 3);
+    let s = subscribeBounded(srv, srv.seq, 2);
+    srv.clearHistory();
+    s = apply(s, srv.eventsAfter(s.seq!));
+    expect(s.older).toBeNull();
+    expect(view(s)).toEqual(expected(srv));
+  });
+
+  it("subscribing at any seq and loading every page at any moment converges on GetConversation", () => {
+    const srv = new FakeServer();
+    const replies = exchanges(srv, 3);
+    srv.setFeedback(replies[0], Rating.UP);
+    script(srv);
+    srv.setFeedback(replies[1], Rating.DOWN);
+    srv.setFeedback(replies[0], Rating.DOWN);
+    script(srv, { finish: false });
+    srv.setFeedback(replies[2], Rating.UP);
+    const end = srv.seq;
+    let runs = 0;
+    for (let k = 0n; k <= end; k++) {
+      for (const window of [1, 3]) {
+        // A page is read at seq `read` and arrives when the client has
+        // applied the events up to `at`: before or after it, by `lag`.
+        for (const lag of [-2n, 0n, 3n]) {
+          let s = subscribeBounded(srv, k, window);
+          let at = k;
+          while (s.older !== null && at <= end) {
+            const read = at + lag < k ? k : at + lag > end ? end : at + lag;
+            const p = page(srv, s, read, 2);
+            s = apply(s, srv.log.slice(Number(s.seq), Number(at)));
+            s = reduce(s, p);
+            at += 2n;
+          }
+          s = apply(s, srv.eventsAfter(s.seq!));
+          while (s.older !== null) s = reduce(s, page(srv, s, end, 2));
+          expect(view(s), `subscribed at ${k}, window ${window}, lag ${lag}`).toEqual(expected(srv));
+          expect(s.desync).toBe(false);
+          runs++;
+        }
+      }
+    }
+    expect(runs).toBeGreaterThan(100);
+  });
+});

@@ -24,8 +24,29 @@
 //   trustworthy, and a follower (followConversation) starts over from a
 //   fresh snapshot.
 //
+// - A snapshot may hold only the latest messages (the server bounds it:
+//   CONVO_SNAPSHOT_BYTES); its olderPageToken is then kept in `older`, and
+//   an `older` action (loadOlder: a ListMessages page) puts the page's
+//   messages before the first one the state holds and keeps the page's
+//   nextPageToken (null: the state holds every message from the first). A
+//   page is applied only when it answers the state's current token: one
+//   that was asked for before a snapshot changed the window is dropped (it
+//   would leave a hole), and a message the state already holds is skipped.
+// - A new snapshot replaces the state with its own window: pages loaded
+//   before are dropped (the stream was away, so changes to them may have
+//   been missed) and are loaded again from the snapshot's token. A
+//   `replace` (another tab's state) keeps the pages this state loaded
+//   before the other state's first message when this state holds that
+//   message: both folded the same actions, so they are up to date.
+// - Events about a message older than the state's window (only
+//   messageUpdated, e.g. feedback given in another tab; a message still
+//   being written is always in the window) neither add it nor set desync:
+//   the latest is held in `olderUpdates` and replaces the message's fields
+//   when a page brings it, since the page may have been read before it.
+//
 // Applying a snapshot, its replay and then the live events yields the same
-// messages and blocks as GetConversation at the same seq.
+// messages and blocks as GetConversation at the same seq; loading every
+// older page as well, at any moment, yields all of them.
 
 import type { Event } from "./gen/convo/v1/events_pb.js";
 import type { Block, Message } from "./gen/convo/v1/types_pb.js";
@@ -59,6 +80,14 @@ export interface ConversationState {
   unknownEvents: number;
   /** An event contradicted the state: it must be rebuilt from a fresh snapshot. */
   desync: boolean;
+  /**
+   * The page token of the messages before the first of messageIds
+   * (ListMessages: loadOlder), or null when the state holds every message
+   * from the conversation's first.
+   */
+  older: string | null;
+  /** The latest messageUpdated of each message before the window, not loaded yet (applied when a page brings it). */
+  olderUpdates: Readonly<Record<string, Omit<MessageState, "blockIds">>>;
 }
 
 /** The snapshot part of a StreamConversation response or a GetConversation response. */
@@ -66,11 +95,25 @@ export interface SnapshotLike {
   conversation?: Parameters<typeof conversationInfo>[0];
   messages: Message[];
   seq: bigint;
+  /** Set when the snapshot left older messages out: ListMessages with it pages them in. */
+  olderPageToken?: string;
+}
+
+/** A page of older messages: a ListMessages response to pageToken (see loadOlder). */
+export interface OlderPage {
+  /** The token the page answers: the state's `older` when it was asked for. */
+  pageToken: string;
+  /** The page's messages, oldest first, each with every block as it stands. */
+  messages: Message[];
+  /** The token of the messages before these; "" when there are none. */
+  nextPageToken: string;
 }
 
 export type Action =
   | { type: "snapshot"; snapshot: SnapshotLike }
   | { type: "event"; event: Event }
+  /** A page of older messages, put before the first message the state holds (loadOlder). */
+  | ({ type: "older" } & OlderPage)
   /** A local, optimistic change of a message's feedback (the server's messageUpdated confirms it). */
   | { type: "feedback"; messageId: string; feedback: FeedbackInfo | undefined }
   | { type: "reset"; conversationId: string }
@@ -90,6 +133,8 @@ export function initialState(conversationId: string): ConversationState {
     pending: [],
     unknownEvents: 0,
     desync: false,
+    older: null,
+    olderUpdates: {},
   };
 }
 
@@ -110,9 +155,11 @@ function apply(state: ConversationState, action: Action): ConversationState {
     case "reset":
       return initialState(action.conversationId);
     case "replace":
-      return action.state.conversationId === state.conversationId ? action.state : state;
+      return action.state.conversationId === state.conversationId ? replaceKeepingOlder(state, action.state) : state;
     case "snapshot":
       return applySnapshot(state, action.snapshot);
+    case "older":
+      return applyOlder(state, action);
     case "event":
       return receiveEvent(state, action.event);
     case "feedback": {
@@ -156,7 +203,63 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
     pending: [],
     unknownEvents: state.unknownEvents,
     desync: false,
+    older: snap.olderPageToken || null,
+    olderUpdates: {},
   };
+}
+
+/**
+ * applyOlder puts a page of older messages before the first message the
+ * state holds, in order, skipping those it already holds; a message's
+ * held messageUpdated (olderUpdates) replaces the page's fields. A page
+ * that does not answer the state's current token changes nothing.
+ */
+function applyOlder(state: ConversationState, page: OlderPage): ConversationState {
+  if (state.seq === null || state.older === null || page.pageToken !== state.older) return state;
+  const ids: string[] = [];
+  const messages: Record<string, MessageState> = { ...state.messages };
+  const blocks: Record<string, BlockState> = { ...state.blocks };
+  const olderUpdates: Record<string, Omit<MessageState, "blockIds">> = { ...state.olderUpdates };
+  for (const m of page.messages) {
+    if (messages[m.id]) continue;
+    ids.push(m.id);
+    messages[m.id] = { ...messageFields(m), ...olderUpdates[m.id], blockIds: idsByPosition(m.blocks) };
+    delete olderUpdates[m.id];
+    for (const b of m.blocks) blocks[b.id] = blockState(b, m.id);
+  }
+  return {
+    ...state,
+    messageIds: [...ids, ...state.messageIds],
+    messages,
+    blocks,
+    older: page.nextPageToken || null,
+    olderUpdates,
+  };
+}
+
+/**
+ * replaceKeepingOlder takes another follower's state (another tab's), and
+ * keeps the messages this state holds before that state's first message
+ * (pages this tab loaded): both states folded the same actions since, so
+ * those messages are as current as the rest.
+ */
+function replaceKeepingOlder(state: ConversationState, next: ConversationState): ConversationState {
+  const first = next.messageIds[0];
+  const at = first === undefined ? -1 : state.messageIds.indexOf(first);
+  if (at <= 0 || next.seq === null) return next;
+  const kept = state.messageIds.slice(0, at);
+  const messages: Record<string, MessageState> = { ...next.messages };
+  const blocks: Record<string, BlockState> = { ...next.blocks };
+  const errors: Record<string, string> = { ...next.errors };
+  for (const id of kept) {
+    const m = state.messages[id];
+    messages[id] = m;
+    for (const b of m.blockIds) if (state.blocks[b]) blocks[b] = state.blocks[b];
+    if (state.errors[id] !== undefined) errors[id] = state.errors[id];
+  }
+  const olderUpdates = { ...next.olderUpdates, ...state.olderUpdates };
+  for (const id of kept) delete olderUpdates[id];
+  return { ...next, messageIds: [...kept, ...next.messageIds], messages, blocks, errors, older: state.older, olderUpdates };
 }
 
 /**
@@ -249,6 +352,11 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
     case "messageUpdated": {
       const pm = k.value.message;
       if (!pm) return state;
+      if (!state.messages[pm.id] && state.older !== null) {
+        // A message before the window (feedback on an old reply): hold
+        // the update for the page that brings it.
+        return { ...state, olderUpdates: { ...state.olderUpdates, [pm.id]: messageFields(pm) } };
+      }
       const next = ensureMessage(state, pm.id);
       const existing = next.messages[pm.id];
       return setMessage(next, { ...messageFields(pm), blockIds: existing.blockIds });
@@ -341,6 +449,8 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
         messages: {},
         blocks: {},
         errors: {},
+        older: null,
+        olderUpdates: {},
       };
     }
     default:

@@ -6,6 +6,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import type { Event } from "./gen/convo/v1/events_pb.js";
 import { hasGap, initialState, reduce, resumeSeq, type Action, type ConversationState } from "./fold.js";
 import type { ConvoClient } from "./client.js";
+import { olderLoader } from "./older.js";
 
 /**
  * connecting: first attempt; live: the stream is open; reconnecting: after
@@ -214,6 +215,13 @@ export function follow(o: FollowOptions): () => void {
 export interface FollowUpdate {
   state: ConversationState;
   status: ConnectionStatus;
+  /**
+   * loadOlder loads the page of messages before the first one the state
+   * holds (while state.older is set: a bounded snapshot left them out);
+   * the next update has them. Called while a page loads, it waits for that
+   * one. It rejects with the call's ConnectError.
+   */
+  loadOlder: () => Promise<void>;
 }
 
 export interface FollowConversationOptions {
@@ -233,7 +241,8 @@ export interface FollowConversationOptions {
  * States that pile up while the consumer is busy are skipped: the consumer
  * always gets the latest. It reconnects by itself (see follow) and ends
  * when opts.signal aborts, or after a final update with status
- * "unauthenticated" or "notFound".
+ * "unauthenticated" or "notFound". Each update's loadOlder pages in the
+ * messages a bounded snapshot left out.
  */
 export async function* followConversation(
   client: ConvoClient,
@@ -250,19 +259,21 @@ export async function* followConversation(
     dirty = true;
     wake?.();
   };
+  const dispatch = (a: Action) => {
+    const next = reduce(state, a);
+    if (next !== state) {
+      state = next;
+      changed();
+    }
+  };
+  const loadOlder = olderLoader(client, () => state, dispatch);
   const stop = follow({
     client,
     conversationId: id,
     getSeq: () => resumeSeq(state),
     hasGap: () => hasGap(state),
     needsSnapshot: () => state.desync,
-    dispatch: (a) => {
-      const next = reduce(state, a);
-      if (next !== state) {
-        state = next;
-        changed();
-      }
-    },
+    dispatch,
     onStatus: (s) => {
       status = s;
       if (s === "unauthenticated" || s === "notFound") ended = true;
@@ -280,7 +291,7 @@ export async function* followConversation(
     while (!opts.signal?.aborted) {
       if (dirty) {
         dirty = false;
-        yield { state, status };
+        yield { state, status, loadOlder };
         continue;
       }
       if (ended) break;

@@ -1,13 +1,15 @@
 // @convo/client: a TypeScript client of convo, for browsers and Node. It
 // holds the generated Connect client and messages, the pure fold of a
 // conversation's stream into its state, followConversation (the stream,
-// reconnected and resumed by itself), and helpers for every call an app
+// reconnected and resumed by itself), loadOlder (the messages a
+// bounded snapshot left out), and helpers for every call an app
 // makes. It depends on no UI library. docs/client.md is its guide.
 
 export { create, fromJson, toJson } from "@bufbuild/protobuf";
 export * from "./client.js";
 export * from "./fold.js";
 export * from "./follow.js";
+export * from "./older.js";
 export * from "./shared.js";
 export * from "./state.js";
 export * from "./gen/convo/v1/conversation_service_pb.js";

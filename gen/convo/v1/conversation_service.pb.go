@@ -408,12 +408,18 @@ type Snapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// conversation is the conversation.
 	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
-	// messages are every message in order, with their completed blocks.
+	// messages are the conversation's messages in order, with their
+	// completed blocks: every message, or, when older_page_token is set, the
+	// latest ones (those that fit the server's snapshot size, at least one,
+	// and every message still being written).
 	Messages []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	// seq is the last event the snapshot reflects.
-	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Seq int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// older_page_token, when set, says that older messages were left out:
+	// ListMessages with it returns them, a page at a time.
+	OlderPageToken string `protobuf:"bytes,4,opt,name=older_page_token,json=olderPageToken,proto3" json:"older_page_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -467,6 +473,128 @@ func (x *Snapshot) GetSeq() int64 {
 	return 0
 }
 
+func (x *Snapshot) GetOlderPageToken() string {
+	if x != nil {
+		return x.OlderPageToken
+	}
+	return ""
+}
+
+// ListMessagesRequest asks for a page of older messages.
+type ListMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// page_token is a snapshot's older_page_token or a previous response's
+	// next_page_token: required.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesRequest) Reset() {
+	*x = ListMessagesRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesRequest) ProtoMessage() {}
+
+func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
+func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListMessagesRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *ListMessagesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListMessagesResponse is a page of messages, in order, each with every
+// block as it stands.
+type ListMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// messages are the page's messages, oldest first: the newest messages
+	// before the page token's place that fit the server's page size (at
+	// least one).
+	Messages []*Message `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// next_page_token continues with the messages before these; empty when
+	// there are none.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMessagesResponse) Reset() {
+	*x = ListMessagesResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMessagesResponse) ProtoMessage() {}
+
+func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
+func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ListMessagesResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *ListMessagesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // GetConversationRequest names a conversation.
 type GetConversationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -478,7 +606,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +618,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +631,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -529,7 +657,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +669,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +682,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -591,7 +719,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +731,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +744,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -646,7 +774,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +786,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +799,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -699,7 +827,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +839,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +852,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -745,7 +873,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +885,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +898,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -791,7 +919,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +931,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +944,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -837,7 +965,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +977,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +990,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -885,7 +1013,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1025,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1038,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -938,7 +1066,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1078,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1091,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -984,7 +1112,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1124,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1137,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -1028,7 +1156,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1168,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1181,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 // ClearConversationRequest names a conversation.
@@ -1067,7 +1195,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1207,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1220,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -1113,7 +1241,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1253,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1266,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -1163,7 +1291,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1303,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1316,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -1223,7 +1351,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1363,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1376,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -1271,7 +1399,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1411,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1424,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -1324,7 +1452,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1464,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1477,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -1384,7 +1512,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1524,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1537,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Comparison) GetId() string {
@@ -1485,7 +1613,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1625,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1638,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -1556,7 +1684,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1696,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1709,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -1618,7 +1746,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1758,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1771,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -1676,7 +1804,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1816,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1829,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -1758,7 +1886,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +1898,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +1911,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -1811,7 +1939,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1951,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1964,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -1885,7 +2013,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2025,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2038,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -1938,7 +2066,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2078,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2091,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -1998,7 +2126,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2138,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2151,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -2095,7 +2223,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2235,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2248,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -2163,11 +2291,19 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x1aStreamConversationResponse\x120\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x12.convo.v1.SnapshotH\x00R\bsnapshot\x12'\n" +
 	"\x05event\x18\x02 \x01(\v2\x0f.convo.v1.EventH\x00R\x05eventB\x06\n" +
-	"\x04kind\"\x87\x01\n" +
+	"\x04kind\"\xb1\x01\n" +
 	"\bSnapshot\x12:\n" +
 	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\x12-\n" +
 	"\bmessages\x18\x02 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x03R\x03seq\"A\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12(\n" +
+	"\x10older_page_token\x18\x04 \x01(\tR\x0eolderPageToken\"]\n" +
+	"\x13ListMessagesRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"m\n" +
+	"\x14ListMessagesResponse\x12-\n" +
+	"\bmessages\x18\x01 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
 	"\x16GetConversationRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"\x96\x01\n" +
 	"\x17GetConversationResponse\x12:\n" +
@@ -2283,7 +2419,8 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\xe4\t\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xb3\n" +
+	"\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -2298,7 +2435,8 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x0eVoteComparison\x12\x1f.convo.v1.VoteComparisonRequest\x1a .convo.v1.VoteComparisonResponse\x12V\n" +
 	"\x0fListComparisons\x12 .convo.v1.ListComparisonsRequest\x1a!.convo.v1.ListComparisonsResponse\x12A\n" +
 	"\bGetTrace\x12\x19.convo.v1.GetTraceRequest\x1a\x1a.convo.v1.GetTraceResponse\x12S\n" +
-	"\x0eSearchMessages\x12\x1f.convo.v1.SearchMessagesRequest\x1a .convo.v1.SearchMessagesResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\x0eSearchMessages\x12\x1f.convo.v1.SearchMessagesRequest\x1a .convo.v1.SearchMessagesResponse\x12M\n" +
+	"\fListMessages\x12\x1d.convo.v1.ListMessagesRequest\x1a\x1e.convo.v1.ListMessagesResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -2313,7 +2451,7 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                    // 0: convo.v1.Preference
 	(*SendMessageRequest)(nil),         // 1: convo.v1.SendMessageRequest
@@ -2321,109 +2459,114 @@ var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(*StreamConversationRequest)(nil),  // 3: convo.v1.StreamConversationRequest
 	(*StreamConversationResponse)(nil), // 4: convo.v1.StreamConversationResponse
 	(*Snapshot)(nil),                   // 5: convo.v1.Snapshot
-	(*GetConversationRequest)(nil),     // 6: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),    // 7: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),   // 8: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),  // 9: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),        // 10: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),       // 11: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),  // 12: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil), // 13: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),  // 14: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil), // 15: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),  // 16: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil), // 17: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),   // 18: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),  // 19: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),      // 20: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),     // 21: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),      // 22: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),     // 23: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                 // 24: convo.v1.Comparison
-	(*ComparisonSide)(nil),             // 25: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),     // 26: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),    // 27: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),            // 28: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),           // 29: convo.v1.GetTraceResponse
-	(*Trace)(nil),                      // 30: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),      // 31: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),     // 32: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),               // 33: convo.v1.SearchResult
-	(*Highlight)(nil),                  // 34: convo.v1.Highlight
-	(*ModelConfig)(nil),                // 35: convo.v1.ModelConfig
-	(*Event)(nil),                      // 36: convo.v1.Event
-	(*Conversation)(nil),               // 37: convo.v1.Conversation
-	(*Message)(nil),                    // 38: convo.v1.Message
-	(Rating)(0),                        // 39: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),      // 40: google.protobuf.Timestamp
-	(*Prompt)(nil),                     // 41: convo.v1.Prompt
-	(*durationpb.Duration)(nil),        // 42: google.protobuf.Duration
+	(*ListMessagesRequest)(nil),        // 6: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 7: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),     // 8: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),    // 9: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),   // 10: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),  // 11: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),        // 12: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),       // 13: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),  // 14: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil), // 15: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),  // 16: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil), // 17: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),  // 18: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil), // 19: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),   // 20: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),  // 21: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),      // 22: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),     // 23: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),      // 24: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),     // 25: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                 // 26: convo.v1.Comparison
+	(*ComparisonSide)(nil),             // 27: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),     // 28: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),    // 29: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),            // 30: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),           // 31: convo.v1.GetTraceResponse
+	(*Trace)(nil),                      // 32: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),      // 33: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),     // 34: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),               // 35: convo.v1.SearchResult
+	(*Highlight)(nil),                  // 36: convo.v1.Highlight
+	(*ModelConfig)(nil),                // 37: convo.v1.ModelConfig
+	(*Event)(nil),                      // 38: convo.v1.Event
+	(*Conversation)(nil),               // 39: convo.v1.Conversation
+	(*Message)(nil),                    // 40: convo.v1.Message
+	(Rating)(0),                        // 41: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),      // 42: google.protobuf.Timestamp
+	(*Prompt)(nil),                     // 43: convo.v1.Prompt
+	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	35, // 0: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	35, // 1: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	37, // 0: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	37, // 1: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
 	5,  // 2: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	36, // 3: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	37, // 4: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	38, // 5: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	37, // 6: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	38, // 7: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	37, // 8: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	37, // 9: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	37, // 10: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	37, // 11: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	39, // 12: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	38, // 13: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 14: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	24, // 15: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	25, // 16: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	25, // 17: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 18: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	40, // 19: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	40, // 20: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	35, // 21: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	24, // 22: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	30, // 23: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	41, // 24: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	42, // 25: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	42, // 26: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	36, // 27: convo.v1.Trace.events:type_name -> convo.v1.Event
-	33, // 28: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	34, // 29: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	40, // 30: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 31: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	3,  // 32: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	6,  // 33: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	8,  // 34: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	10, // 35: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	12, // 36: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	14, // 37: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	16, // 38: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	18, // 39: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	20, // 40: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	22, // 41: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	26, // 42: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	28, // 43: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	31, // 44: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	2,  // 45: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	4,  // 46: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	7,  // 47: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	9,  // 48: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	11, // 49: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	13, // 50: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	15, // 51: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	17, // 52: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	19, // 53: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	21, // 54: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	23, // 55: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	27, // 56: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	29, // 57: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	32, // 58: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	45, // [45:59] is the sub-list for method output_type
-	31, // [31:45] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	38, // 3: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	39, // 4: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	40, // 5: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	40, // 6: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	39, // 7: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	40, // 8: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	39, // 9: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	39, // 10: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	39, // 11: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	39, // 12: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	41, // 13: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	40, // 14: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 15: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	26, // 16: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	27, // 17: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	27, // 18: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 19: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	42, // 20: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	42, // 21: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	37, // 22: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	26, // 23: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	32, // 24: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	43, // 25: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	44, // 26: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	44, // 27: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	38, // 28: convo.v1.Trace.events:type_name -> convo.v1.Event
+	35, // 29: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	36, // 30: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	42, // 31: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 32: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	3,  // 33: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	8,  // 34: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	10, // 35: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	12, // 36: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	14, // 37: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	16, // 38: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	18, // 39: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	20, // 40: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	22, // 41: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	24, // 42: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	28, // 43: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	30, // 44: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	33, // 45: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	6,  // 46: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	2,  // 47: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	4,  // 48: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	9,  // 49: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	11, // 50: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	13, // 51: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	15, // 52: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	17, // 53: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	19, // 54: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	21, // 55: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	23, // 56: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	25, // 57: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	29, // 58: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	31, // 59: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	34, // 60: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	7,  // 61: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	47, // [47:62] is the sub-list for method output_type
+	32, // [32:47] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -2438,7 +2581,7 @@ func file_convo_v1_conversation_service_proto_init() {
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[27].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[29].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
@@ -2448,7 +2591,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -12,6 +12,7 @@ import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConversationHeader } from "./ConversationHeader";
 import { MessageView, type MessageActions } from "./MessageView";
+import { OlderMessages } from "./OlderMessages";
 import { TraceDialog } from "./TraceDialog";
 
 /** sendRequest builds a SendMessage request, an A/B comparison when asked. */
@@ -45,12 +46,14 @@ export function ConversationView({
     },
     [onChanged],
   );
-  const { state, status, notFound, store } = useConversation(conversationId, { client, onEvent });
+  const conv = useConversation(conversationId, { client, onEvent });
+  const { state, status, notFound, store, loadOlder } = conv;
   const [error, setError] = useState<string | null>(null);
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
   const { votes, models, vote } = useComparisonVotes(client, conversationId, state, setError);
-  const scroll = useStickToBottom<HTMLDivElement>(state, Boolean(focusMessageId));
+  const first = state.messageIds[0];
+  const scroll = useStickToBottom<HTMLDivElement>(state, Boolean(focusMessageId), first && `m-${first}`);
 
   const title = state.conversation?.title || "New conversation";
   useEffect(() => {
@@ -68,6 +71,13 @@ export function ConversationView({
     const t = setTimeout(() => setHighlighted(undefined), 2500);
     return () => clearTimeout(t);
   }, [focusMessageId, state.messages, scroll]); // scroll is the same on every render
+
+  // A linked message older than those loaded: page back until it is there
+  // (once per page: a failed load is not retried on every event).
+  const focusMissing = Boolean(focusMessageId) && state.seq !== null && !state.messages[focusMessageId ?? ""];
+  useEffect(() => {
+    if (focusMissing && state.older !== null) void loadOlder();
+  }, [focusMissing, state.older, loadOlder]);
 
   const running = activePromptIds(state).length > 0;
 
@@ -139,6 +149,9 @@ export function ConversationView({
       <div className="messages" ref={scroll.ref} onScroll={scroll.onScroll}>
         <div className="messages-inner">
           {state.seq === null ? <p className="muted center">Loading…</p> : null}
+          {state.seq !== null && state.older !== null ? (
+            <OlderMessages scroller={scroll.ref} older={state.older} load={loadOlder} error={conv.error} />
+          ) : null}
           {state.seq !== null && state.messageIds.length === 0 ? (
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}

@@ -11,17 +11,33 @@ const NEAR_BOTTOM = 80;
  * the list back to the bottom at the next change (after sending), and
  * `release()` stops following it. The returned object is the same on every
  * render.
+ *
+ * When it does not follow the bottom, it keeps the reader's place: the
+ * element whose id is `anchorId` (the first message) stays where it was in
+ * the list's content after a change, so that older messages put before it
+ * do not move what the reader is looking at. (The scrolling element needs
+ * `overflow-anchor: none`, or the browser's own anchoring moves it too.)
  */
 export function useStickToBottom<T extends HTMLElement>(
   content: unknown,
   paused: boolean,
+  anchorId?: string,
 ): { ref: RefObject<T | null>; onScroll: () => void; stick: () => void; release: () => void } {
   const ref = useRef<T>(null);
   const sticking = useRef(true);
+  const anchor = useRef<{ el: Element; y: number } | null>(null);
   useLayoutEffect(() => {
     const el = ref.current;
-    if (el && sticking.current && !paused) el.scrollTop = el.scrollHeight;
-  }, [content, paused]);
+    if (!el) return;
+    if (sticking.current && !paused) {
+      el.scrollTop = el.scrollHeight;
+    } else if (anchor.current?.el.isConnected) {
+      const moved = contentTop(el, anchor.current.el) - anchor.current.y;
+      if (moved !== 0) el.scrollTop += moved;
+    }
+    const first = anchorId ? document.getElementById(anchorId) : null;
+    anchor.current = first && el.contains(first) ? { el: first, y: contentTop(el, first) } : null;
+  }, [content, paused, anchorId]);
   return useMemo(
     () => ({
       ref,
@@ -38,4 +54,9 @@ export function useStickToBottom<T extends HTMLElement>(
     }),
     [],
   );
+}
+
+/** contentTop is where child starts in the scrolling element's content (whatever its scroll position). */
+function contentTop(scroller: Element, child: Element): number {
+  return child.getBoundingClientRect().top - scroller.getBoundingClientRect().top + scroller.scrollTop;
 }

@@ -1,8 +1,10 @@
 // A test-only model of the server side of StreamConversation (docs/streaming.md, docs/events.md):
 // it records every event a sequence of worker calls produces, the whole state
 // after each seq (what GetConversation answers), and can answer a subscribe
-// at any seq with its snapshot and replayed events. The reducer's tests feed
-// its output to the reducer and compare with GetConversation.
+// at any seq with its snapshot and replayed events (a whole snapshot, or, as
+// a server with CONVO_SNAPSHOT_BYTES does, only the latest messages with a
+// page token, and ListMessages pages of the older ones). The reducer's tests
+// feed its output to the reducer and compare with GetConversation.
 
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { fromJson } from "@bufbuild/protobuf";
@@ -13,6 +15,7 @@ import {
   ConversationSchema,
   MessageSchema,
   PromptSchema,
+  Rating,
   ToolCallSchema,
   type Block,
   type Conversation,
@@ -47,6 +50,7 @@ interface FMessage {
   blocks: FBlock[];
   comparisonId: string;
   comparisonSlot: string;
+  feedback?: Rating;
 }
 interface FState {
   title: string;
@@ -236,6 +240,14 @@ export class FakeServer {
     }
   }
 
+  /** setFeedback rates an assistant message, as set_feedback does (messageUpdated). */
+  setFeedback(messageId: string, rating: Rating): void {
+    const m = this.cur.messages.find((x) => x.id === messageId);
+    if (!m) throw new Error(`no message ${messageId}`);
+    m.feedback = rating;
+    this.emit({ case: "messageUpdated", value: { message: toMessage(m, false, this.conversationId) } as never });
+  }
+
   clearHistory(): void {
     this.cur.messages = [];
     this.emit({ case: "historyCleared", value: { conversation: this.conversation() } as never });
@@ -255,10 +267,22 @@ export class FakeServer {
     return { conversation: this.conversation(st), messages: st.messages.map((m) => toMessage(m, true, this.conversationId)), seq };
   }
 
-  /** subscribe is what StreamConversation without afterSeq sends at seq: a snapshot and its replay. */
-  subscribe(seq: bigint = this.seq): { snapshot: SnapshotLike; replay: Event[] } {
+  /**
+   * subscribe is what StreamConversation without afterSeq sends at seq: a
+   * snapshot and its replay. With o.window the snapshot holds only the
+   * latest o.window messages (at least one, and every message still being
+   * written with all after it), as a bounded snapshot does, and its
+   * olderPageToken when it left some out.
+   */
+  subscribe(seq: bigint = this.seq, o: { window?: number } = {}): { snapshot: SnapshotLike; replay: Event[] } {
     const st = this.states[Number(seq)];
-    const messages = st.messages.map((m) => {
+    let from = 0;
+    if (o.window !== undefined) {
+      from = Math.max(0, st.messages.length - Math.max(1, o.window));
+      const writing = st.messages.findIndex((m) => m.status === "pending" || m.status === "processing");
+      if (writing >= 0) from = Math.min(from, writing);
+    }
+    const messages = st.messages.slice(from).map((m) => {
       const pm = toMessage(m, true, this.conversationId);
       pm.blocks = pm.blocks.filter((b) => b.status === "completed");
       return pm;
@@ -282,13 +306,36 @@ export class FakeServer {
         }
       }
     }
-    return { snapshot: { conversation: this.conversation(st), messages, seq }, replay };
+    const olderPageToken = from > 0 ? pageToken(st.messages[from].id) : "";
+    return { snapshot: { conversation: this.conversation(st), messages, seq, olderPageToken }, replay };
+  }
+
+  /**
+   * listMessages is ListMessages at seq (default: now): the latest
+   * o.size (default 2) messages before the one the token names, oldest
+   * first, with every block as it stands, and the token of those before
+   * them ("" when none remain).
+   */
+  listMessages(token: string, o: { seq?: bigint; size?: number } = {}): { messages: Message[]; nextPageToken: string } {
+    const st = this.states[Number(o.seq ?? this.seq)];
+    const before = st.messages.findIndex((m) => pageToken(m.id) === token);
+    if (before < 0) return { messages: [], nextPageToken: "" }; // gone (history cleared)
+    const from = Math.max(0, before - Math.max(1, o.size ?? 2));
+    return {
+      messages: st.messages.slice(from, before).map((m) => toMessage(m, true, this.conversationId)),
+      nextPageToken: from > 0 ? pageToken(st.messages[from].id) : "",
+    };
   }
 
   /** eventsAfter is what the stream sends after seq. */
   eventsAfter(seq: bigint): Event[] {
     return this.log.slice(Number(seq));
   }
+}
+
+/** pageToken names the messages before message id (the server's token holds a position instead). */
+function pageToken(id: string): string {
+  return `before:${id}`;
 }
 
 function toToolCall(tc: FToolCall, withOutput: boolean) {
@@ -312,6 +359,7 @@ function toMessage(m: FMessage, withBlocks = true, conversationId = "c1"): Messa
     promptId: m.promptId,
     comparisonId: m.comparisonId,
     comparisonSlot: m.comparisonSlot,
+    feedback: m.feedback ? { rating: m.feedback } : undefined,
     blocks: withBlocks ? m.blocks.map(toBlock) : [],
   });
 }

@@ -75,6 +75,9 @@ const (
 	// ConversationServiceSearchMessagesProcedure is the fully-qualified name of the
 	// ConversationService's SearchMessages RPC.
 	ConversationServiceSearchMessagesProcedure = "/convo.v1.ConversationService/SearchMessages"
+	// ConversationServiceListMessagesProcedure is the fully-qualified name of the ConversationService's
+	// ListMessages RPC.
+	ConversationServiceListMessagesProcedure = "/convo.v1.ConversationService/ListMessages"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -118,6 +121,9 @@ type ConversationServiceClient interface {
 	// SearchMessages finds messages across the caller's conversations by
 	// full-text search, best match first.
 	SearchMessages(context.Context, *connect.Request[v1.SearchMessagesRequest]) (*connect.Response[v1.SearchMessagesResponse], error)
+	// ListMessages returns a page of a conversation's older messages: those
+	// a snapshot left out (Snapshot.older_page_token), newest page first.
+	ListMessages(context.Context, *connect.Request[v1.ListMessagesRequest]) (*connect.Response[v1.ListMessagesResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -215,6 +221,12 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("SearchMessages")),
 			connect.WithClientOptions(opts...),
 		),
+		listMessages: connect.NewClient[v1.ListMessagesRequest, v1.ListMessagesResponse](
+			httpClient,
+			baseURL+ConversationServiceListMessagesProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ListMessages")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -234,6 +246,7 @@ type conversationServiceClient struct {
 	listComparisons    *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
 	getTrace           *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
 	searchMessages     *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
+	listMessages       *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -306,6 +319,11 @@ func (c *conversationServiceClient) SearchMessages(ctx context.Context, req *con
 	return c.searchMessages.CallUnary(ctx, req)
 }
 
+// ListMessages calls convo.v1.ConversationService.ListMessages.
+func (c *conversationServiceClient) ListMessages(ctx context.Context, req *connect.Request[v1.ListMessagesRequest]) (*connect.Response[v1.ListMessagesResponse], error) {
+	return c.listMessages.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -347,6 +365,9 @@ type ConversationServiceHandler interface {
 	// SearchMessages finds messages across the caller's conversations by
 	// full-text search, best match first.
 	SearchMessages(context.Context, *connect.Request[v1.SearchMessagesRequest]) (*connect.Response[v1.SearchMessagesResponse], error)
+	// ListMessages returns a page of a conversation's older messages: those
+	// a snapshot left out (Snapshot.older_page_token), newest page first.
+	ListMessages(context.Context, *connect.Request[v1.ListMessagesRequest]) (*connect.Response[v1.ListMessagesResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -440,6 +461,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("SearchMessages")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceListMessagesHandler := connect.NewUnaryHandler(
+		ConversationServiceListMessagesProcedure,
+		svc.ListMessages,
+		connect.WithSchema(conversationServiceMethods.ByName("ListMessages")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -470,6 +497,8 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceGetTraceHandler.ServeHTTP(w, r)
 		case ConversationServiceSearchMessagesProcedure:
 			conversationServiceSearchMessagesHandler.ServeHTTP(w, r)
+		case ConversationServiceListMessagesProcedure:
+			conversationServiceListMessagesHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -533,4 +562,8 @@ func (UnimplementedConversationServiceHandler) GetTrace(context.Context, *connec
 
 func (UnimplementedConversationServiceHandler) SearchMessages(context.Context, *connect.Request[v1.SearchMessagesRequest]) (*connect.Response[v1.SearchMessagesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.SearchMessages is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ListMessages(context.Context, *connect.Request[v1.ListMessagesRequest]) (*connect.Response[v1.ListMessagesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListMessages is not implemented"))
 }

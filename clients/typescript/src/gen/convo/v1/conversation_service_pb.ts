@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEijwEKElNlbmRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDAoEdGV4dBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEiwKDWNvbXBhcmVfbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyLQAQoTU2VuZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAIgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAMgASgJEhEKCXByb21wdF9pZBgEIAEoCRIVCg1jb21wYXJpc29uX2lkGAUgASgJEiQKHGNvbXBhcmVfYXNzaXN0YW50X21lc3NhZ2VfaWQYBiABKAkSGQoRY29tcGFyZV9wcm9tcHRfaWQYByABKAkiWgoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQFCDAoKX2FmdGVyX3NlcSJuChpTdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzISLmNvbnZvLnYxLlNuYXBzaG90SAASIAoFZXZlbnQYAiABKAsyDy5jb252by52MS5FdmVudEgAQgYKBGtpbmQiagoIU25hcHNob3QSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMiMQoWR2V0Q29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkieQoXR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMiQQoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImMKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USLQoNY29udmVyc2F0aW9ucxgBIAMoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoTQ2FuY2VsUHJvbXB0UmVxdWVzdBIRCglwcm9tcHRfaWQYASABKAkiKQoUQ2FuY2VsUHJvbXB0UmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIioKGUNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QSDQoFdGl0bGUYASABKAkiSgoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIkMKGVJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJIkoKGlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiI0ChlEZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSIcChpEZWxldGVDb252ZXJzYXRpb25SZXNwb25zZSIzChhDbGVhckNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkkKGUNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJEiAKBnJhdGluZxgCIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAMgASgJIjwKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiWAoVVm90ZUNvbXBhcmlzb25SZXF1ZXN0EhUKDWNvbXBhcmlzb25faWQYASABKAkSKAoKcHJlZmVyZW5jZRgCIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2UiQgoWVm90ZUNvbXBhcmlzb25SZXNwb25zZRIoCgpjb21wYXJpc29uGAEgASgLMhQuY29udm8udjEuQ29tcGFyaXNvbiKcAgoKQ29tcGFyaXNvbhIKCgJpZBgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAMgASgJEiMKAWEYBCABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIjCgFiGAUgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSKAoKcHJlZmVyZW5jZRgGIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2USLAoIdm90ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInQKDkNvbXBhcmlzb25TaWRlEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEisKDG1vZGVsX2NvbmZpZxgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEg4KBnN0YXR1cxgEIAEoCSJYChZMaXN0Q29tcGFyaXNvbnNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJdChdMaXN0Q29tcGFyaXNvbnNSZXNwb25zZRIpCgtjb21wYXJpc29ucxgBIAMoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkYKD0dldFRyYWNlUmVxdWVzdBITCglwcm9tcHRfaWQYASABKAlIABIUCgptZXNzYWdlX2lkGAIgASgJSABCCAoGdGFyZ2V0IjIKEEdldFRyYWNlUmVzcG9uc2USHgoFdHJhY2UYASABKAsyDy5jb252by52MS5UcmFjZSKmAQoFVHJhY2USIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0EisKCGR1cmF0aW9uGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnF1ZXVlX3RpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHwoGZXZlbnRzGAQgAygLMg8uY29udm8udjEuRXZlbnQiOQoVU2VhcmNoTWVzc2FnZXNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJBChZTZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi5jb252by52MS5TZWFyY2hSZXN1bHQi3QEKDFNlYXJjaFJlc3VsdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSGgoSY29udmVyc2F0aW9uX3RpdGxlGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDAoEcm9sZRgEIAEoCRIPCgdzbmlwcGV0GAUgASgJEicKCmhpZ2hsaWdodHMYBiADKAsyEy5jb252by52MS5IaWdobGlnaHQSDAoEcmFuaxgHIAEoARIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCInCglIaWdobGlnaHQSDQoFc3RhcnQYASABKAUSCwoDZW5kGAIgASgFKmAKClByZWZlcmVuY2USGgoWUFJFRkVSRU5DRV9VTlNQRUNJRklFRBAAEhAKDFBSRUZFUkVOQ0VfQRABEhAKDFBSRUZFUkVOQ0VfQhACEhIKDlBSRUZFUkVOQ0VfVElFEAMy5AkKE0NvbnZlcnNhdGlvblNlcnZpY2USSgoLU2VuZE1lc3NhZ2USHC5jb252by52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHS5jb252by52MS5TZW5kTWVzc2FnZVJlc3BvbnNlEmEKElN0cmVhbUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZTABElYKD0dldENvbnZlcnNhdGlvbhIgLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlcXVlc3QaIS5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXNwb25zZRJcChFMaXN0Q29udmVyc2F0aW9ucxIiLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBojLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USTQoMQ2FuY2VsUHJvbXB0Eh0uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVxdWVzdBoeLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlc3BvbnNlEl8KEkNyZWF0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRJfChJSZW5hbWVDb252ZXJzYXRpb24SIy5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSRGVsZXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlElwKEUNsZWFyQ29udmVyc2F0aW9uEiIuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0GiMuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRJTCg5TdWJtaXRGZWVkYmFjaxIfLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBogLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USUwoOVm90ZUNvbXBhcmlzb24SHy5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlcXVlc3QaIC5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlc3BvbnNlElYKD0xpc3RDb21wYXJpc29ucxIgLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1JlcXVlc3QaIS5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXNwb25zZRJBCghHZXRUcmFjZRIZLmNvbnZvLnYxLkdldFRyYWNlUmVxdWVzdBoaLmNvbnZvLnYxLkdldFRyYWNlUmVzcG9uc2USUwoOU2VhcmNoTWVzc2FnZXMSHy5jb252by52MS5TZWFyY2hNZXNzYWdlc1JlcXVlc3QaIC5jb252by52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEijwEKElNlbmRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDAoEdGV4dBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEiwKDWNvbXBhcmVfbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyLQAQoTU2VuZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAIgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAMgASgJEhEKCXByb21wdF9pZBgEIAEoCRIVCg1jb21wYXJpc29uX2lkGAUgASgJEiQKHGNvbXBhcmVfYXNzaXN0YW50X21lc3NhZ2VfaWQYBiABKAkSGQoRY29tcGFyZV9wcm9tcHRfaWQYByABKAkiWgoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQFCDAoKX2FmdGVyX3NlcSJuChpTdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzISLmNvbnZvLnYxLlNuYXBzaG90SAASIAoFZXZlbnQYAiABKAsyDy5jb252by52MS5FdmVudEgAQgYKBGtpbmQihAEKCFNuYXBzaG90EiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBCABKAkiQgoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCSJUChRMaXN0TWVzc2FnZXNSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjEKFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJInkKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDIkEKGExpc3RDb252ZXJzYXRpb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJjChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEi0KDWNvbnZlcnNhdGlvbnMYASADKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIigKE0NhbmNlbFByb21wdFJlcXVlc3QSEQoJcHJvbXB0X2lkGAEgASgJIikKFENhbmNlbFByb21wdFJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCIqChlDcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0Eg0KBXRpdGxlGAEgASgJIkoKGkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJDChlSZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCSJKChpSZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iNAoZRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiHAoaRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2UiMwoYQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSJJChlDbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJeChVTdWJtaXRGZWVkYmFja1JlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIgCgZyYXRpbmcYAiABKA4yEC5jb252by52MS5SYXRpbmcSDwoHY29tbWVudBgDIAEoCSI8ChZTdWJtaXRGZWVkYmFja1Jlc3BvbnNlEiIKB21lc3NhZ2UYASABKAsyES5jb252by52MS5NZXNzYWdlIlgKFVZvdGVDb21wYXJpc29uUmVxdWVzdBIVCg1jb21wYXJpc29uX2lkGAEgASgJEigKCnByZWZlcmVuY2UYAiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlIkIKFlZvdGVDb21wYXJpc29uUmVzcG9uc2USKAoKY29tcGFyaXNvbhgBIAEoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24inAIKCkNvbXBhcmlzb24SCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgDIAEoCRIjCgFhGAQgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSIwoBYhgFIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEigKCnByZWZlcmVuY2UYBiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlEiwKCHZvdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ0Cg5Db21wYXJpc29uU2lkZRIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIrCgxtb2RlbF9jb25maWcYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIOCgZzdGF0dXMYBCABKAkiWAoWTGlzdENvbXBhcmlzb25zUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXQoXTGlzdENvbXBhcmlzb25zUmVzcG9uc2USKQoLY29tcGFyaXNvbnMYASADKAsyFC5jb252by52MS5Db21wYXJpc29uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGCg9HZXRUcmFjZVJlcXVlc3QSEwoJcHJvbXB0X2lkGAEgASgJSAASFAoKbWVzc2FnZV9pZBgCIAEoCUgAQggKBnRhcmdldCIyChBHZXRUcmFjZVJlc3BvbnNlEh4KBXRyYWNlGAEgASgLMg8uY29udm8udjEuVHJhY2UipgEKBVRyYWNlEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdBIrCghkdXJhdGlvbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpxdWV1ZV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh8KBmV2ZW50cxgEIAMoCzIPLmNvbnZvLnYxLkV2ZW50IjkKFVNlYXJjaE1lc3NhZ2VzUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUiQQoWU2VhcmNoTWVzc2FnZXNSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYuY29udm8udjEuU2VhcmNoUmVzdWx0It0BCgxTZWFyY2hSZXN1bHQSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmNvbnZlcnNhdGlvbl90aXRsZRgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEgwKBHJvbGUYBCABKAkSDwoHc25pcHBldBgFIAEoCRInCgpoaWdobGlnaHRzGAYgAygLMhMuY29udm8udjEuSGlnaGxpZ2h0EgwKBHJhbmsYByABKAESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiJwoJSGlnaGxpZ2h0Eg0KBXN0YXJ0GAEgASgFEgsKA2VuZBgCIAEoBSpgCgpQcmVmZXJlbmNlEhoKFlBSRUZFUkVOQ0VfVU5TUEVDSUZJRUQQABIQCgxQUkVGRVJFTkNFX0EQARIQCgxQUkVGRVJFTkNFX0IQAhISCg5QUkVGRVJFTkNFX1RJRRADMrMKChNDb252ZXJzYXRpb25TZXJ2aWNlEkoKC1NlbmRNZXNzYWdlEhwuY29udm8udjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJhChJTdHJlYW1Db252ZXJzYXRpb24SIy5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2UwARJWCg9HZXRDb252ZXJzYXRpb24SIC5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0GiEuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXAoRTGlzdENvbnZlcnNhdGlvbnMSIi5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaIy5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEk0KDENhbmNlbFByb21wdBIdLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlcXVlc3QaHi5jb252by52MS5DYW5jZWxQcm9tcHRSZXNwb25zZRJfChJDcmVhdGVDb252ZXJzYXRpb24SIy5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSUmVuYW1lQ29udmVyc2F0aW9uEiMuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KEkRlbGV0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXNwb25zZRJcChFDbGVhckNvbnZlcnNhdGlvbhIiLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBojLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USUwoOU3VibWl0RmVlZGJhY2sSHy5jb252by52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaIC5jb252by52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlElMKDlZvdGVDb21wYXJpc29uEh8uY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXF1ZXN0GiAuY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXNwb25zZRJWCg9MaXN0Q29tcGFyaXNvbnMSIC5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXF1ZXN0GiEuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVzcG9uc2USQQoIR2V0VHJhY2USGS5jb252by52MS5HZXRUcmFjZVJlcXVlc3QaGi5jb252by52MS5HZXRUcmFjZVJlc3BvbnNlElMKDlNlYXJjaE1lc3NhZ2VzEh8uY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXF1ZXN0GiAuY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXNwb25zZRJNCgxMaXN0TWVzc2FnZXMSHS5jb252by52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh4uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * SendMessageRequest is a user's message.
@@ -210,7 +210,10 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
   conversation?: Conversation | undefined;
 
   /**
-   * messages are every message in order, with their completed blocks.
+   * messages are the conversation's messages in order, with their
+   * completed blocks: every message, or, when older_page_token is set, the
+   * latest ones (those that fit the server's snapshot size, at least one,
+   * and every message still being written).
    *
    * @generated from field: repeated convo.v1.Message messages = 2;
    */
@@ -222,6 +225,14 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
    * @generated from field: int64 seq = 3;
    */
   seq: bigint;
+
+  /**
+   * older_page_token, when set, says that older messages were left out:
+   * ListMessages with it returns them, a page at a time.
+   *
+   * @generated from field: string older_page_token = 4;
+   */
+  olderPageToken: string;
 };
 
 /**
@@ -230,6 +241,67 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
   messageDesc(file_convo_v1_conversation_service, 4);
+
+/**
+ * ListMessagesRequest asks for a page of older messages.
+ *
+ * @generated from message convo.v1.ListMessagesRequest
+ */
+export type ListMessagesRequest = Message<"convo.v1.ListMessagesRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * page_token is a snapshot's older_page_token or a previous response's
+   * next_page_token: required.
+   *
+   * @generated from field: string page_token = 2;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message convo.v1.ListMessagesRequest.
+ * Use `create(ListMessagesRequestSchema)` to create a new message.
+ */
+export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 5);
+
+/**
+ * ListMessagesResponse is a page of messages, in order, each with every
+ * block as it stands.
+ *
+ * @generated from message convo.v1.ListMessagesResponse
+ */
+export type ListMessagesResponse = Message<"convo.v1.ListMessagesResponse"> & {
+  /**
+   * messages are the page's messages, oldest first: the newest messages
+   * before the page token's place that fit the server's page size (at
+   * least one).
+   *
+   * @generated from field: repeated convo.v1.Message messages = 1;
+   */
+  messages: Message$1[];
+
+  /**
+   * next_page_token continues with the messages before these; empty when
+   * there are none.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message convo.v1.ListMessagesResponse.
+ * Use `create(ListMessagesResponseSchema)` to create a new message.
+ */
+export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 6);
 
 /**
  * GetConversationRequest names a conversation.
@@ -250,7 +322,7 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
  * Use `create(GetConversationRequestSchema)` to create a new message.
  */
 export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 5);
+  messageDesc(file_convo_v1_conversation_service, 7);
 
 /**
  * GetConversationResponse is a conversation's whole state at seq.
@@ -286,7 +358,7 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
  * Use `create(GetConversationResponseSchema)` to create a new message.
  */
 export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 6);
+  messageDesc(file_convo_v1_conversation_service, 8);
 
 /**
  * ListConversationsRequest asks for a page of conversations.
@@ -314,7 +386,7 @@ export type ListConversationsRequest = Message<"convo.v1.ListConversationsReques
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema: GenMessage<ListConversationsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 7);
+  messageDesc(file_convo_v1_conversation_service, 9);
 
 /**
  * ListConversationsResponse is a page of conversations.
@@ -342,7 +414,7 @@ export type ListConversationsResponse = Message<"convo.v1.ListConversationsRespo
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema: GenMessage<ListConversationsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 8);
+  messageDesc(file_convo_v1_conversation_service, 10);
 
 /**
  * CancelPromptRequest names a prompt.
@@ -363,7 +435,7 @@ export type CancelPromptRequest = Message<"convo.v1.CancelPromptRequest"> & {
  * Use `create(CancelPromptRequestSchema)` to create a new message.
  */
 export const CancelPromptRequestSchema: GenMessage<CancelPromptRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 9);
+  messageDesc(file_convo_v1_conversation_service, 11);
 
 /**
  * CancelPromptResponse says what CancelPrompt did.
@@ -384,7 +456,7 @@ export type CancelPromptResponse = Message<"convo.v1.CancelPromptResponse"> & {
  * Use `create(CancelPromptResponseSchema)` to create a new message.
  */
 export const CancelPromptResponseSchema: GenMessage<CancelPromptResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 10);
+  messageDesc(file_convo_v1_conversation_service, 12);
 
 /**
  * CreateConversationRequest describes a new conversation.
@@ -405,7 +477,7 @@ export type CreateConversationRequest = Message<"convo.v1.CreateConversationRequ
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 11);
+  messageDesc(file_convo_v1_conversation_service, 13);
 
 /**
  * CreateConversationResponse is the new conversation.
@@ -426,7 +498,7 @@ export type CreateConversationResponse = Message<"convo.v1.CreateConversationRes
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 12);
+  messageDesc(file_convo_v1_conversation_service, 14);
 
 /**
  * RenameConversationRequest sets a title.
@@ -454,7 +526,7 @@ export type RenameConversationRequest = Message<"convo.v1.RenameConversationRequ
  * Use `create(RenameConversationRequestSchema)` to create a new message.
  */
 export const RenameConversationRequestSchema: GenMessage<RenameConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 13);
+  messageDesc(file_convo_v1_conversation_service, 15);
 
 /**
  * RenameConversationResponse is the renamed conversation.
@@ -475,7 +547,7 @@ export type RenameConversationResponse = Message<"convo.v1.RenameConversationRes
  * Use `create(RenameConversationResponseSchema)` to create a new message.
  */
 export const RenameConversationResponseSchema: GenMessage<RenameConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 14);
+  messageDesc(file_convo_v1_conversation_service, 16);
 
 /**
  * DeleteConversationRequest names a conversation.
@@ -496,7 +568,7 @@ export type DeleteConversationRequest = Message<"convo.v1.DeleteConversationRequ
  * Use `create(DeleteConversationRequestSchema)` to create a new message.
  */
 export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 15);
+  messageDesc(file_convo_v1_conversation_service, 17);
 
 /**
  * DeleteConversationResponse is empty.
@@ -511,7 +583,7 @@ export type DeleteConversationResponse = Message<"convo.v1.DeleteConversationRes
  * Use `create(DeleteConversationResponseSchema)` to create a new message.
  */
 export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 16);
+  messageDesc(file_convo_v1_conversation_service, 18);
 
 /**
  * ClearConversationRequest names a conversation.
@@ -532,7 +604,7 @@ export type ClearConversationRequest = Message<"convo.v1.ClearConversationReques
  * Use `create(ClearConversationRequestSchema)` to create a new message.
  */
 export const ClearConversationRequestSchema: GenMessage<ClearConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 17);
+  messageDesc(file_convo_v1_conversation_service, 19);
 
 /**
  * ClearConversationResponse is the cleared conversation.
@@ -553,7 +625,7 @@ export type ClearConversationResponse = Message<"convo.v1.ClearConversationRespo
  * Use `create(ClearConversationResponseSchema)` to create a new message.
  */
 export const ClearConversationResponseSchema: GenMessage<ClearConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 18);
+  messageDesc(file_convo_v1_conversation_service, 20);
 
 /**
  * SubmitFeedbackRequest rates an assistant message.
@@ -588,7 +660,7 @@ export type SubmitFeedbackRequest = Message<"convo.v1.SubmitFeedbackRequest"> & 
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 19);
+  messageDesc(file_convo_v1_conversation_service, 21);
 
 /**
  * SubmitFeedbackResponse is the rated message.
@@ -609,7 +681,7 @@ export type SubmitFeedbackResponse = Message<"convo.v1.SubmitFeedbackResponse"> 
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 20);
+  messageDesc(file_convo_v1_conversation_service, 22);
 
 /**
  * VoteComparisonRequest is a vote.
@@ -637,7 +709,7 @@ export type VoteComparisonRequest = Message<"convo.v1.VoteComparisonRequest"> & 
  * Use `create(VoteComparisonRequestSchema)` to create a new message.
  */
 export const VoteComparisonRequestSchema: GenMessage<VoteComparisonRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 21);
+  messageDesc(file_convo_v1_conversation_service, 23);
 
 /**
  * VoteComparisonResponse is the comparison with its vote.
@@ -658,7 +730,7 @@ export type VoteComparisonResponse = Message<"convo.v1.VoteComparisonResponse"> 
  * Use `create(VoteComparisonResponseSchema)` to create a new message.
  */
 export const VoteComparisonResponseSchema: GenMessage<VoteComparisonResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 22);
+  messageDesc(file_convo_v1_conversation_service, 24);
 
 /**
  * Comparison is an A/B comparison: two prompts answering one user message.
@@ -728,7 +800,7 @@ export type Comparison = Message<"convo.v1.Comparison"> & {
  * Use `create(ComparisonSchema)` to create a new message.
  */
 export const ComparisonSchema: GenMessage<Comparison> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 23);
+  messageDesc(file_convo_v1_conversation_service, 25);
 
 /**
  * ComparisonSide is one reply of a comparison.
@@ -770,7 +842,7 @@ export type ComparisonSide = Message<"convo.v1.ComparisonSide"> & {
  * Use `create(ComparisonSideSchema)` to create a new message.
  */
 export const ComparisonSideSchema: GenMessage<ComparisonSide> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 24);
+  messageDesc(file_convo_v1_conversation_service, 26);
 
 /**
  * ListComparisonsRequest asks for a page of comparisons.
@@ -805,7 +877,7 @@ export type ListComparisonsRequest = Message<"convo.v1.ListComparisonsRequest"> 
  * Use `create(ListComparisonsRequestSchema)` to create a new message.
  */
 export const ListComparisonsRequestSchema: GenMessage<ListComparisonsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 25);
+  messageDesc(file_convo_v1_conversation_service, 27);
 
 /**
  * ListComparisonsResponse is a page of comparisons.
@@ -833,7 +905,7 @@ export type ListComparisonsResponse = Message<"convo.v1.ListComparisonsResponse"
  * Use `create(ListComparisonsResponseSchema)` to create a new message.
  */
 export const ListComparisonsResponseSchema: GenMessage<ListComparisonsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 26);
+  messageDesc(file_convo_v1_conversation_service, 28);
 
 /**
  * GetTraceRequest names a prompt, directly or through its message.
@@ -870,7 +942,7 @@ export type GetTraceRequest = Message<"convo.v1.GetTraceRequest"> & {
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 27);
+  messageDesc(file_convo_v1_conversation_service, 29);
 
 /**
  * GetTraceResponse is one prompt's trace.
@@ -891,7 +963,7 @@ export type GetTraceResponse = Message<"convo.v1.GetTraceResponse"> & {
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 28);
+  messageDesc(file_convo_v1_conversation_service, 30);
 
 /**
  * Trace is what one prompt did, step by step.
@@ -934,7 +1006,7 @@ export type Trace = Message<"convo.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 29);
+  messageDesc(file_convo_v1_conversation_service, 31);
 
 /**
  * SearchMessagesRequest is a full-text query.
@@ -967,7 +1039,7 @@ export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & 
  * Use `create(SearchMessagesRequestSchema)` to create a new message.
  */
 export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 30);
+  messageDesc(file_convo_v1_conversation_service, 32);
 
 /**
  * SearchMessagesResponse is the best matches, best first.
@@ -988,7 +1060,7 @@ export type SearchMessagesResponse = Message<"convo.v1.SearchMessagesResponse"> 
  * Use `create(SearchMessagesResponseSchema)` to create a new message.
  */
 export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 31);
+  messageDesc(file_convo_v1_conversation_service, 33);
 
 /**
  * SearchResult is one matching message.
@@ -1058,7 +1130,7 @@ export type SearchResult = Message<"convo.v1.SearchResult"> & {
  * Use `create(SearchResultSchema)` to create a new message.
  */
 export const SearchResultSchema: GenMessage<SearchResult> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 32);
+  messageDesc(file_convo_v1_conversation_service, 34);
 
 /**
  * Highlight is a range of a snippet, in Unicode code points.
@@ -1086,7 +1158,7 @@ export type Highlight = Message<"convo.v1.Highlight"> & {
  * Use `create(HighlightSchema)` to create a new message.
  */
 export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 33);
+  messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
  * Preference is a vote in an A/B comparison.
@@ -1288,6 +1360,17 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof SearchMessagesRequestSchema;
     output: typeof SearchMessagesResponseSchema;
+  },
+  /**
+   * ListMessages returns a page of a conversation's older messages: those
+   * a snapshot left out (Snapshot.older_page_token), newest page first.
+   *
+   * @generated from rpc convo.v1.ConversationService.ListMessages
+   */
+  listMessages: {
+    methodKind: "unary";
+    input: typeof ListMessagesRequestSchema;
+    output: typeof ListMessagesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);
