@@ -2,8 +2,11 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -246,4 +249,83 @@ func TestFairSlots(t *testing.T) {
 			t.Errorf("concurrent claim took %q, want bob's prompt only", got)
 		}
 	})
+}
+
+// TestFairSlotsConcurrent sends and claims at once from many connections:
+// every prompt is claimed exactly once, no call fails (no deadlock), and
+// no owner is left with claimable prompts that convo.owner_queue does not
+// list as waiting.
+func TestFairSlotsConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	const senders, perSender, claimers = 6, 15, 4
+	total := senders * perSender
+	var mu sync.Mutex
+	claimed := map[uuid.UUID]int{}
+	errs := make(chan error, senders+claimers)
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for range perSender {
+				if _, err := tb.send(ctx, fmt.Sprintf("user%d", s%3), uuid.Nil, 1); err != nil {
+					errs <- fmt.Errorf("send: %w", err)
+					return
+				}
+			}
+		})
+	}
+	for c := range claimers {
+		wg.Go(func() {
+			deadline := time.Now().Add(30 * time.Second)
+			for time.Now().Before(deadline) {
+				mu.Lock()
+				done := len(claimed) == total
+				mu.Unlock()
+				if done {
+					return
+				}
+				rows, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{
+					Worker: fmt.Sprintf("w%d", c), LeaseSeconds: 30, MaxPrompts: 3, Reserved: int32(c % 2),
+				})
+				if err != nil {
+					errs <- fmt.Errorf("claim: %w", err)
+					return
+				}
+				for _, r := range rows {
+					mu.Lock()
+					claimed[r.PromptID]++
+					mu.Unlock()
+					if err := tb.q.PromptStart(ctx, r.PromptID); err != nil {
+						errs <- fmt.Errorf("start: %w", err)
+						return
+					}
+					if err := tb.q.PromptComplete(ctx, r.PromptID); err != nil {
+						errs <- fmt.Errorf("complete: %w", err)
+						return
+					}
+				}
+			}
+			errs <- fmt.Errorf("claimer %d: not every prompt was claimed within 30 s", c)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(claimed) != total {
+		t.Errorf("%d prompts claimed, want %d", len(claimed), total)
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Errorf("prompt %s claimed %d times", id, n)
+		}
+	}
+	var lost int
+	if err := tb.pool.QueryRow(ctx, `SELECT count(*) FROM convo.prompts p
+		WHERE p.status = 'queued' AND p.worker IS NULL
+		  AND NOT EXISTS (SELECT 1 FROM convo.owner_queue q WHERE q.owner_id = p.owner_id AND q.waiting_since <= p.created_at)`).Scan(&lost); err != nil || lost != 0 {
+		t.Errorf("claimable prompts whose owner does not wait: %d, %v", lost, err)
+	}
 }

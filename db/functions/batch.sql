@@ -20,8 +20,8 @@ CREATE OR REPLACE FUNCTION convo.claim_prompts(worker text, lease_seconds intege
 RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_ids uuid[] := '{}';
-    v_id  uuid;
+    v_ids  uuid[] := '{}';
+    v_next uuid[];
 BEGIN
     PERFORM convo._check_claim('claim_prompts', worker, lease_seconds);
     IF max_prompts IS NULL OR max_prompts < 1 OR max_prompts > 1000 THEN
@@ -33,10 +33,14 @@ BEGIN
             max_prompts, coalesce(reserved::text, 'NULL') USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo.expire_leases();
-    FOR i IN 1 .. max_prompts LOOP
-        v_id := convo._claim_next(claim_prompts.worker, claim_prompts.lease_seconds, i > max_prompts - reserved);
-        EXIT WHEN v_id IS NULL;
-        v_ids := v_ids || v_id;
+    -- Claim by claim: each counts the ones before. Past max_prompts -
+    -- reserved, only owners who hold nothing are served.
+    WHILE cardinality(v_ids) < max_prompts LOOP
+        v_next := convo._claim_next(claim_prompts.worker, claim_prompts.lease_seconds,
+                                    cardinality(v_ids) >= max_prompts - reserved,
+                                    max_prompts - reserved - cardinality(v_ids));
+        EXIT WHEN v_next = '{}';
+        v_ids := v_ids || v_next;
     END LOOP;
     RETURN QUERY
     SELECT p.id, p.conversation_id, p.message_id, p.model_config, p.attempts

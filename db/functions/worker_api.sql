@@ -236,29 +236,38 @@ END;
 $$;
 
 -- _claim_next claims for worker, for lease_seconds, the next prompt in the
--- fair order and returns its id, or NULL when there is none. The order:
--- the waiting owner who holds the fewest prompts (running, or claimed and
--- not started) comes first; ties go to the owner served least recently (an
--- owner never served first, then the one whose oldest waiting prompt is
--- oldest); the owner's oldest claimable prompt is taken. With p_idle_only
--- it claims only for an owner who holds nothing. Owners and prompts that
--- other claims hold locked are skipped: it never waits for a lock. Its
--- cost grows with the number of owners who hold prompts and wait for more
--- (at most the number of prompts running), not with the length of the
--- queue: the owners who hold nothing are walked in the order of their
--- turns along owner_queue_turn_idx, and the first one is taken.
-CREATE OR REPLACE FUNCTION convo._claim_next(p_worker text, p_lease_seconds integer, p_idle_only boolean) RETURNS uuid
+-- fair order and returns its id (or nothing when there is none). The
+-- order: the waiting owner who holds the fewest prompts (running, or
+-- claimed and not started) comes first; ties go to the owner served least
+-- recently (an owner never served first, then the one whose oldest waiting
+-- prompt is oldest); the owner's oldest claimable prompt is taken. With
+-- p_idle_only it claims only for an owner who holds nothing. When the
+-- owner it serves holds prompts and nobody else waits (one user's
+-- backlog), it claims up to p_max of the owner's prompts at once, oldest
+-- first: the order of as many calls. Owners and prompts that other claims
+-- hold locked are skipped: it never waits for a lock.
+--
+-- Its cost does not grow with the length of the queue: the owners who
+-- hold nothing are walked in the order of their turns along
+-- owner_queue_turn_idx and the first is taken; only when every waiting
+-- owner holds prompts does it count what each holds (at most as many
+-- owners, and prompts, as are running).
+CREATE OR REPLACE FUNCTION convo._claim_next(p_worker text, p_lease_seconds integer, p_idle_only boolean,
+                                             p_max integer DEFAULT 1) RETURNS uuid[]
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_owner text;
-    v_idle  boolean;
-    v_id    uuid;
+    v_owner   text;
+    v_since   timestamptz;
+    v_idle    boolean;
+    v_alone   boolean;
+    v_ids     uuid[];
     -- owners this call looked at and could not take a prompt from
-    v_skip  text[] := '{}';
+    v_skip    text[] := '{}';
 BEGIN
     LOOP
         v_idle := true;
-        SELECT q.owner_id INTO v_owner
+        v_alone := false;
+        SELECT q.owner_id, q.waiting_since INTO v_owner, v_since
           FROM convo.owner_queue q
          WHERE q.waiting_since IS NOT NULL
            AND q.owner_id <> ALL (v_skip)
@@ -269,22 +278,33 @@ BEGIN
          LIMIT 1
            FOR UPDATE OF q SKIP LOCKED;
         IF NOT FOUND AND NOT p_idle_only THEN
-            -- Every waiting owner holds prompts: the fewest first. (There
-            -- are at most as many such owners as prompts held.)
+            -- Every waiting owner holds prompts. One alone is the pick; of
+            -- several, the one who holds the fewest.
             v_idle := false;
-            SELECT q.owner_id INTO v_owner
-              FROM (SELECT h.owner_id, count(*) AS held FROM convo.prompts h
-                     WHERE h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)
-                     GROUP BY h.owner_id) c
-              JOIN convo.owner_queue q ON q.owner_id = c.owner_id
-             WHERE q.waiting_since IS NOT NULL
-               AND q.owner_id <> ALL (v_skip)
-             ORDER BY c.held, q.last_claimed_at NULLS FIRST, q.waiting_since, q.owner_id
-             LIMIT 1
-               FOR UPDATE OF q SKIP LOCKED;
+            SELECT count(*) = 1 INTO v_alone
+              FROM (SELECT 1 FROM convo.owner_queue q
+                     WHERE q.waiting_since IS NOT NULL AND q.owner_id <> ALL (v_skip)
+                     LIMIT 2) w;
+            IF v_alone THEN
+                SELECT q.owner_id, q.waiting_since INTO v_owner, v_since
+                  FROM convo.owner_queue q
+                 WHERE q.waiting_since IS NOT NULL AND q.owner_id <> ALL (v_skip)
+                   FOR UPDATE OF q SKIP LOCKED;
+            ELSE
+                SELECT q.owner_id, q.waiting_since INTO v_owner, v_since
+                  FROM (SELECT h.owner_id, count(*) AS held FROM convo.prompts h
+                         WHERE h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)
+                         GROUP BY h.owner_id) c
+                  JOIN convo.owner_queue q ON q.owner_id = c.owner_id
+                 WHERE q.waiting_since IS NOT NULL
+                   AND q.owner_id <> ALL (v_skip)
+                 ORDER BY c.held, q.last_claimed_at NULLS FIRST, q.waiting_since, q.owner_id
+                 LIMIT 1
+                   FOR UPDATE OF q SKIP LOCKED;
+            END IF;
         END IF;
         IF NOT FOUND THEN
-            RETURN NULL;
+            RETURN '{}';
         END IF;
         v_skip := v_skip || v_owner;
         -- The owner's row is ours now, so no other claim serves it; but one
@@ -293,31 +313,35 @@ BEGIN
             SELECT 1 FROM convo.prompts h
              WHERE h.owner_id = v_owner
                AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)));
-        SELECT p.id INTO v_id
-          FROM convo.prompts p
-         WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
-         ORDER BY p.created_at, p.id
-         LIMIT 1
-           FOR NO KEY UPDATE SKIP LOCKED;
-        IF FOUND THEN
-            UPDATE convo.prompts p
-               SET worker = p_worker,
-                   lease_seconds = p_lease_seconds,
-                   lease_expires_at = now() + make_interval(secs => p_lease_seconds),
-                   attempts = p.attempts + 1
-             WHERE p.id = v_id;
-        END IF;
+        -- No claimable prompt of the owner is older than waiting_since
+        -- (the trigger and the update below keep it so): the scans start
+        -- there, past the prompts claimed before, whose index entries
+        -- outlive them until a vacuum.
+        SELECT coalesce(array_agg(c.id ORDER BY c.created_at, c.id), '{}') INTO v_ids
+          FROM (SELECT p.id, p.created_at FROM convo.prompts p
+                 WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
+                   AND p.created_at >= v_since
+                 ORDER BY p.created_at, p.id
+                 LIMIT CASE WHEN v_alone THEN greatest(p_max, 1) ELSE 1 END
+                   FOR NO KEY UPDATE SKIP LOCKED) c;
+        UPDATE convo.prompts p
+           SET worker = p_worker,
+               lease_seconds = p_lease_seconds,
+               lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+               attempts = p.attempts + 1
+         WHERE p.id = ANY (v_ids);
         -- The owner's turn moves on (clock_timestamp, not now(): the
         -- claims of one transaction must still order their owners), and
         -- it waits from its next claimable prompt, if any. An owner whose
         -- waiting prompts were cancelled or deleted stops waiting here.
         UPDATE convo.owner_queue q
-           SET last_claimed_at = CASE WHEN v_id IS NULL THEN q.last_claimed_at ELSE clock_timestamp() END,
+           SET last_claimed_at = CASE WHEN v_ids = '{}' THEN q.last_claimed_at ELSE clock_timestamp() END,
                waiting_since = (SELECT min(p.created_at) FROM convo.prompts p
-                                 WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL)
+                                 WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
+                                   AND p.created_at >= v_since)
          WHERE q.owner_id = v_owner;
-        IF v_id IS NOT NULL THEN
-            RETURN v_id;
+        IF v_ids <> '{}' THEN
+            RETURN v_ids;
         END IF;
     END LOOP;
 END;
@@ -333,15 +357,15 @@ CREATE OR REPLACE FUNCTION convo.claim_prompt(worker text, lease_seconds integer
 RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_id uuid;
+    v_ids uuid[];
 BEGIN
     PERFORM convo._check_claim('claim_prompt', worker, lease_seconds);
     PERFORM convo.expire_leases();
-    v_id := convo._claim_next(worker, lease_seconds, false);
+    v_ids := convo._claim_next(worker, lease_seconds, false);
     RETURN QUERY
     SELECT p.id, p.conversation_id, p.message_id, p.model_config, p.attempts
       FROM convo.prompts p
-     WHERE p.id = v_id;
+     WHERE p.id = ANY (v_ids);
 END;
 $$;
 

@@ -91,7 +91,7 @@ DROP INDEX convo.prompts_claimed_lease_idx;
 DROP INDEX convo.prompts_held_idx;
 DROP INDEX convo.prompts_claimable_idx;
 DROP TABLE convo.owner_queue;
-DROP FUNCTION IF EXISTS convo._claim_next(text, integer, boolean);
+DROP FUNCTION IF EXISTS convo._claim_next(text, integer, boolean, integer);
 DROP FUNCTION IF EXISTS convo.claim_prompts(text, integer, integer, integer);
 
 -- claim_prompt, claim_prompts and expire_leases as before this migration.
