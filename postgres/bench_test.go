@@ -76,32 +76,44 @@ func BenchmarkAppendBlock(b *testing.B) {
 	})
 }
 
-// BenchmarkPromptClaim measures one fair convo.claim_prompt (round-robin
-// across owners) with 10, 1,000 or 10,000 queued prompts spread over one
-// owner per 4 prompts (the default cap is 8). Each iteration claims a
-// prompt and hands it back (convo.release_prompt), so the queue keeps its
-// size.
+// BenchmarkPromptClaim measures one convo.claim_prompt (the fair order:
+// fewest prompts held, then least recently served) with 10, 1,000 or
+// 10,000 queued prompts, 10 per owner; "held=0": nobody holds a prompt
+// (the claim walks the owners who hold nothing and takes the first);
+// "held=all": every owner holds one claimed prompt (the claim counts what
+// each holds, 1,000 owners at 10,000). Each iteration claims a prompt and
+// hands it back (convo.release_prompt), so the queue keeps its size.
 //
 //	go test -run '^$' -bench PromptClaim ./postgres/
 func BenchmarkPromptClaim(b *testing.B) {
 	ctx := context.Background()
 	for _, queued := range []int{10, 1_000, 10_000} {
-		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
-			tb := setup(b)
-			if _, err := tb.pool.Exec(ctx,
-				`SELECT convo.send_message('user' || (i / 4)::text, NULL, 'hello', '[{}]') FROM generate_series(0, $1 - 1) i`, queued); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for b.Loop() {
-				claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
-				if err != nil || len(claimed) != 1 {
-					b.Fatalf("claim = %+v, %v", claimed, err)
+		for _, held := range []string{"0", "all"} {
+			b.Run(fmt.Sprintf("queued=%d/held=%s", queued, held), func(b *testing.B) {
+				tb := setup(b)
+				if _, err := tb.pool.Exec(ctx,
+					`SELECT convo.send_message('user' || (i / 10)::text, NULL, 'hello', '[{}]') FROM generate_series(0, $1 - 1) i`, queued); err != nil {
+					b.Fatal(err)
 				}
-				if ok, err := tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: claimed[0].PromptID, Worker: "w1"}); err != nil || !ok {
-					b.Fatalf("release = %v, %v", ok, err)
+				if held == "all" {
+					if _, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w0", LeaseSeconds: 3600, MaxPrompts: int32(max(queued/10, 1))}); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+				if _, err := tb.pool.Exec(ctx, `ANALYZE convo.prompts; ANALYZE convo.owner_queue`); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for b.Loop() {
+					claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+					if err != nil || len(claimed) != 1 {
+						b.Fatalf("claim = %+v, %v", claimed, err)
+					}
+					if ok, err := tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: claimed[0].PromptID, Worker: "w1"}); err != nil || !ok {
+						b.Fatalf("release = %v, %v", ok, err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -19,6 +19,15 @@ import (
 type Config struct {
 	// Workers is how many prompts this process runs at once; 0 runs none.
 	Workers int
+	// ReservedSlots is how many of the Workers slots are kept for users
+	// who have no prompt running or claimed anywhere: a user with a
+	// backlog never takes the last ReservedSlots free slots, so that a
+	// user who sends a prompt while others flood the queue starts at once
+	// instead of waiting for a reply to end (replies are never
+	// preempted). The cost: with fewer users than slots, up to
+	// ReservedSlots slots stay idle. 0 to Workers; default 0 (none). See
+	// docs/workers.md, "Fair slots".
+	ReservedSlots int
 	// Name identifies this process in claims (every prompt it runs is held
 	// by Name), in its batches and in the error of a prompt whose lease
 	// expired. It must be unique among running processes. Default:
@@ -84,6 +93,9 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.Workers < 0 {
 		return c, fmt.Errorf("workers must be 0 or more, got %d", c.Workers)
+	}
+	if c.ReservedSlots < 0 || c.ReservedSlots > max(c.Workers, 0) {
+		return c, fmt.Errorf("reserved slots must be 0 to workers (%d), got %d", c.Workers, c.ReservedSlots)
 	}
 	if c.Name == "" {
 		c.Name = defaultName()

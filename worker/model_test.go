@@ -73,7 +73,8 @@ func TestConfigDefaults(t *testing.T) {
 		c.Tools == nil || len(c.Tools.Specs()) != 0 || c.Name == "" {
 		t.Errorf("%+v %v", c, err)
 	}
-	for _, bad := range []Config{{}, {Workers: -1, Models: models}, {LeaseSeconds: 4000, Models: models}, {LeaseSeconds: 3, HeartbeatInterval: 3 * time.Second, Models: models}, {Models: NewModels("none")}} {
+	for _, bad := range []Config{{}, {Workers: -1, Models: models}, {LeaseSeconds: 4000, Models: models}, {LeaseSeconds: 3, HeartbeatInterval: 3 * time.Second, Models: models}, {Models: NewModels("none")},
+		{Workers: 2, ReservedSlots: 3, Models: models}, {Workers: 2, ReservedSlots: -1, Models: models}} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v: no error", bad)
 		}

@@ -222,7 +222,8 @@ const claimBatch = 100
 
 // claimLoop claims prompts while fewer than cfg.Workers run, until
 // claimCtx ends, and runs each in its own goroutine until it settles or
-// runCtx ends. With the queue empty, or every slot taken, it waits for a
+// runCtx ends. With the queue empty, every slot taken, or only reserved
+// slots free and nobody waiting who holds no prompt, it waits for a
 // notification, a prompt's end or the poll interval. After a failed claim
 // (PostgreSQL restarting, a dead pooled connection) it tries again after
 // a short backoff instead: the notification that woke it is spent, and
@@ -237,7 +238,8 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 		if free > 0 {
 			// A claim is not cancelled when claiming stops (Drain): its
 			// prompts would stay held until their lease ran out.
-			claimed, err := p.claim(context.WithoutCancel(claimCtx), min(free, claimBatch))
+			n := min(free, claimBatch)
+			claimed, err := p.claim(context.WithoutCancel(claimCtx), n, min(p.cfg.ReservedSlots, n))
 			if err != nil && claimCtx.Err() == nil {
 				p.cfg.Logger.Warn("claim prompts", "err", err)
 			}
@@ -280,12 +282,14 @@ const (
 	maxClaimRetry = 5 * time.Second
 )
 
-// claim claims up to n claimable prompts, oldest first per owner.
-func (p *Pool) claim(ctx context.Context, n int) ([]dbq.PromptClaimRow, error) {
+// claim claims up to n claimable prompts in the fair order of
+// convo.claim_prompts, the last reserved of them only for users who hold
+// no prompt.
+func (p *Pool) claim(ctx context.Context, n, reserved int) ([]dbq.PromptClaimRow, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
 	rows, err := p.api.PromptClaimMany(cctx, dbq.PromptClaimManyParams{
-		Worker: p.cfg.Name, LeaseSeconds: int32(p.cfg.LeaseSeconds), MaxPrompts: int32(n),
+		Worker: p.cfg.Name, LeaseSeconds: int32(p.cfg.LeaseSeconds), MaxPrompts: int32(n), Reserved: int32(reserved),
 	})
 	if err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 // a Config by package worker/builtin.
 type Settings struct {
 	Workers             int           // CONVO_WORKERS, --workers: default 1; 0 runs none
+	ReservedSlots       int           // CONVO_WORKER_RESERVED_SLOTS, --reserved-slots: default 0; of Workers, the slots only users with nothing running may take
 	DBConns             int           // CONVO_WORKER_DB_CONNS, --worker-db-conns: default 4; the workers' connections, whatever Workers is
 	Name                string        // CONVO_WORKER_NAME, --worker-name: default host-pid-random
 	LeaseSeconds        int           // CONVO_WORKER_LEASE_SECONDS, --lease-seconds: default 30
@@ -73,6 +74,7 @@ func (s *Settings) FromEnv(getenv func(string) string) error {
 	str(&s.OpenAIModel, "CONVO_OPENAI_MODEL")
 	for _, err := range []error{
 		num(&s.Workers, "CONVO_WORKERS"),
+		num(&s.ReservedSlots, "CONVO_WORKER_RESERVED_SLOTS"),
 		num(&s.DBConns, "CONVO_WORKER_DB_CONNS"),
 		num(&s.LeaseSeconds, "CONVO_WORKER_LEASE_SECONDS"),
 		num(&s.MaxToolRounds, "CONVO_MAX_TOOL_ROUNDS"),
@@ -97,6 +99,7 @@ func (s *Settings) FromEnv(getenv func(string) string) error {
 // with the current values as defaults.
 func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.Workers, "workers", s.Workers, "how many prompts to run at once (CONVO_WORKERS); 0 runs none")
+	fs.IntVar(&s.ReservedSlots, "reserved-slots", s.ReservedSlots, "of the workers, how many only claim for users with nothing running, so a newcomer starts at once while others flood (CONVO_WORKER_RESERVED_SLOTS); default 0")
 	fs.IntVar(&s.DBConns, "worker-db-conns", s.DBConns, "connections the workers use, however many prompts run (CONVO_WORKER_DB_CONNS); at least 2")
 	fs.StringVar(&s.Name, "worker-name", s.Name, "name of this process's workers (CONVO_WORKER_NAME); default host-pid-random")
 	fs.IntVar(&s.LeaseSeconds, "lease-seconds", s.LeaseSeconds, "lease of a claimed prompt, renewed by heartbeats (CONVO_WORKER_LEASE_SECONDS)")
@@ -116,11 +119,14 @@ func (s Settings) RuntimeConfig(logger *slog.Logger) (Config, error) {
 	if s.Workers < 0 {
 		return Config{}, fmt.Errorf("CONVO_WORKERS: want 0 or more, got %d", s.Workers)
 	}
+	if s.ReservedSlots < 0 || s.ReservedSlots > max(s.Workers, 0) {
+		return Config{}, fmt.Errorf("CONVO_WORKER_RESERVED_SLOTS: want 0 to CONVO_WORKERS (%d), got %d", s.Workers, s.ReservedSlots)
+	}
 	if s.DBConns < 2 {
 		return Config{}, fmt.Errorf("CONVO_WORKER_DB_CONNS: want 2 or more (the batches and the claims each need one), got %d", s.DBConns)
 	}
 	return Config{
-		Workers: s.Workers, Name: s.Name, LeaseSeconds: s.LeaseSeconds, PollInterval: s.PollInterval,
+		Workers: s.Workers, ReservedSlots: s.ReservedSlots, Name: s.Name, LeaseSeconds: s.LeaseSeconds, PollInterval: s.PollInterval,
 		BatchInterval: s.BatchInterval, MaxToolRounds: s.MaxToolRounds, Logger: logger,
 	}, nil
 }

@@ -6,68 +6,42 @@
 -- after the migrations (CREATE OR REPLACE), so a change to a function is
 -- an edit here. See db/README.md.
 
--- claim_prompts claims up to max_prompts prompts for worker at once, in the
--- order that many calls of claim_prompt would take them (owners served
--- round-robin: the first queued prompt of every owner, the owner served
--- least recently first, then the second of every owner, …), skipping
--- prompts other workers hold locked, and returns them in that order. Its
--- cost is one pass over the claimable prompts, whatever max_prompts is.
-CREATE OR REPLACE FUNCTION convo.claim_prompts(worker text, lease_seconds integer, max_prompts integer)
+-- claim_prompts claims up to max_prompts prompts for worker at once, each
+-- as a call of claim_prompt would take it (the fair order of _claim_next:
+-- the waiting owner who holds the fewest prompts first, counting those
+-- this call claimed), and returns them in that order. Of the max_prompts,
+-- the last reserved go only to owners who hold nothing: a pool with n free
+-- slots of which r are kept for newcomers calls it with (n, r), so that
+-- an owner with a backlog never takes the last r slots, and a user who
+-- sends a first prompt starts at once. It stops at the first prompt it
+-- cannot claim.
+CREATE OR REPLACE FUNCTION convo.claim_prompts(worker text, lease_seconds integer, max_prompts integer,
+                                               reserved integer DEFAULT 0)
 RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_candidates uuid[];
-    v_ids        uuid[];
-    v_id         uuid;
+    v_ids  uuid[] := '{}';
+    v_next uuid[];
 BEGIN
     PERFORM convo._check_claim('claim_prompts', worker, lease_seconds);
     IF max_prompts IS NULL OR max_prompts < 1 OR max_prompts > 1000 THEN
         RAISE EXCEPTION 'claim_prompts: max_prompts must be between 1 and 1000, got %', max_prompts
             USING ERRCODE = 'CV003';
     END IF;
-    PERFORM convo.expire_leases();
-    -- The candidates in claim order, then locked one by one in that order;
-    -- a prompt locked by another claim is skipped.
-    WITH queued AS (
-        SELECT q.id, q.owner_id, o.last_claimed_at,
-               row_number() OVER (PARTITION BY q.owner_id ORDER BY q.created_at, q.id) AS turn,
-               min(q.created_at) OVER (PARTITION BY q.owner_id) AS owner_since
-          FROM convo.prompts q
-          LEFT JOIN convo.owner_claims o ON o.owner_id = q.owner_id
-         WHERE q.status = 'queued'
-           AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now()))
-    SELECT array_agg(q.id ORDER BY q.turn, q.last_claimed_at NULLS FIRST, q.owner_since, q.owner_id)
-      INTO v_candidates
-      FROM queued q;
-    v_ids := '{}';
-    FOREACH v_id IN ARRAY coalesce(v_candidates, '{}') LOOP
-        EXIT WHEN cardinality(v_ids) >= max_prompts;
-        PERFORM 1 FROM convo.prompts q
-         WHERE q.id = v_id
-           AND q.status = 'queued'
-           AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now())
-           FOR UPDATE SKIP LOCKED;
-        IF FOUND THEN
-            v_ids := v_ids || v_id;
-        END IF;
-    END LOOP;
-    IF cardinality(v_ids) = 0 THEN
-        RETURN;
+    IF reserved IS NULL OR reserved < 0 OR reserved > max_prompts THEN
+        RAISE EXCEPTION 'claim_prompts: reserved must be between 0 and max_prompts (%), got %',
+            max_prompts, coalesce(reserved::text, 'NULL') USING ERRCODE = 'CV003';
     END IF;
-    -- Each owner served moves to the back of the round, in claim order
-    -- (clock_timestamp, so that owners served in one call keep their order).
-    INSERT INTO convo.owner_claims AS o (owner_id, last_claimed_at)
-    SELECT p.owner_id, clock_timestamp() + make_interval(secs => max(u.n) / 1e6)
-      FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)
-      JOIN convo.prompts p ON p.id = u.id
-     GROUP BY p.owner_id
-        ON CONFLICT (owner_id) DO UPDATE SET last_claimed_at = excluded.last_claimed_at;
-    UPDATE convo.prompts p
-       SET worker = claim_prompts.worker,
-           lease_seconds = claim_prompts.lease_seconds,
-           lease_expires_at = now() + make_interval(secs => claim_prompts.lease_seconds),
-           attempts = p.attempts + 1
-     WHERE p.id = ANY (v_ids);
+    PERFORM convo.expire_leases();
+    -- Claim by claim: each counts the ones before. Past max_prompts -
+    -- reserved, only owners who hold nothing are served.
+    WHILE cardinality(v_ids) < max_prompts LOOP
+        v_next := convo._claim_next(claim_prompts.worker, claim_prompts.lease_seconds,
+                                    cardinality(v_ids) >= max_prompts - reserved,
+                                    max_prompts - reserved - cardinality(v_ids));
+        EXIT WHEN v_next = '{}';
+        v_ids := v_ids || v_next;
+    END LOOP;
     RETURN QUERY
     SELECT p.id, p.conversation_id, p.message_id, p.model_config, p.attempts
       FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)

@@ -106,3 +106,16 @@ BEGIN
     END IF;
 END;
 $$;
+
+-- _prompt_claimable runs after a prompt becomes claimable (queued, or
+-- handed back by its worker): its owner waits in convo.owner_queue, since
+-- the prompt was queued unless it already waited longer. See _claim_next.
+CREATE OR REPLACE FUNCTION convo._prompt_claimable() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO convo.owner_queue AS o (owner_id, waiting_since) VALUES (NEW.owner_id, NEW.created_at)
+        ON CONFLICT (owner_id) DO UPDATE SET waiting_since = excluded.waiting_since
+        WHERE o.waiting_since IS NULL OR o.waiting_since > excluded.waiting_since;
+    RETURN NULL;
+END;
+$$;

@@ -167,9 +167,11 @@ $$;
 -- expire_leases fails every running prompt whose lease expired: its worker
 -- stopped heartbeating, and since part of its reply may already have been
 -- streamed to readers, running it again would show that text twice. A
--- claimed prompt that was never started simply becomes claimable again (see
--- claim_prompt). Returns how many prompts it failed. claim_prompt calls it,
--- and so does the server periodically. A prompt whose conversation another
+-- claimed prompt whose lease expired before it was started is handed back
+-- to the queue instead (its worker cleared, as release_prompt does), so
+-- that the next claim takes it. Returns how many prompts it failed.
+-- claim_prompt calls it, and so does the server periodically. A prompt
+-- whose conversation (or, to be handed back, whose row) another
 -- transaction holds locked (a worker's batch) waits for a later call, so
 -- that expire_leases never waits for a lock while holding others.
 CREATE OR REPLACE FUNCTION convo.expire_leases() RETURNS integer
@@ -198,6 +200,22 @@ BEGIN
             v_count := v_count + 1;
         END IF;
     END LOOP;
+    -- Claims never started: handed back in the order of their owners, so
+    -- that two calls at once take the owners' rows of convo.owner_queue
+    -- (trigger prompts_claimable_release) in one order.
+    FOR v_candidate IN
+        SELECT * FROM convo.prompts
+         WHERE status = 'queued' AND worker IS NOT NULL AND lease_expires_at < now()
+         ORDER BY owner_id, lease_expires_at
+         LIMIT 100
+    LOOP
+        UPDATE convo.prompts p
+           SET worker = NULL, lease_seconds = NULL, lease_expires_at = NULL
+         WHERE p.id = (SELECT q.id FROM convo.prompts q
+                        WHERE q.id = v_candidate.id AND q.status = 'queued'
+                          AND q.worker IS NOT NULL AND q.lease_expires_at < now()
+                          FOR NO KEY UPDATE SKIP LOCKED);
+    END LOOP;
     RETURN v_count;
 END;
 $$;
@@ -217,46 +235,137 @@ BEGIN
 END;
 $$;
 
--- claim_prompt hands a claimable prompt to worker for lease_seconds: a
--- queued prompt nobody holds, or one whose holder's lease expired before it
--- started it. Owners are served round-robin: it takes the oldest claimable
--- prompt of the owner whose last claim is the oldest (an owner never served
--- comes first, the oldest prompt breaking ties), skipping prompts other
--- workers hold locked. It returns no row when the queue is empty. Its cost
--- grows with the number of claimable prompts, which the per-owner cap
--- bounds.
+-- _claim_next claims for worker, for lease_seconds, the next prompt in the
+-- fair order and returns its id (or nothing when there is none). The
+-- order: the waiting owner who holds the fewest prompts (running, or
+-- claimed and not started) comes first; ties go to the owner served least
+-- recently (an owner never served first, then the one whose oldest waiting
+-- prompt is oldest); the owner's oldest claimable prompt is taken. With
+-- p_idle_only it claims only for an owner who holds nothing. When the
+-- owner it serves holds prompts and nobody else waits (one user's
+-- backlog), it claims up to p_max of the owner's prompts at once, oldest
+-- first: the order of as many calls. Owners and prompts that other claims
+-- hold locked are skipped: it never waits for a lock.
+--
+-- Its cost does not grow with the length of the queue: the owners who
+-- hold nothing are walked in the order of their turns along
+-- owner_queue_turn_idx and the first is taken; only when every waiting
+-- owner holds prompts does it count what each holds (at most as many
+-- owners, and prompts, as are running).
+CREATE OR REPLACE FUNCTION convo._claim_next(p_worker text, p_lease_seconds integer, p_idle_only boolean,
+                                             p_max integer DEFAULT 1) RETURNS uuid[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_owner   text;
+    v_since   timestamptz;
+    v_idle    boolean;
+    v_alone   boolean;
+    v_ids     uuid[];
+    -- owners this call looked at and could not take a prompt from
+    v_skip    text[] := '{}';
+BEGIN
+    LOOP
+        v_idle := true;
+        v_alone := false;
+        SELECT q.owner_id, q.waiting_since INTO v_owner, v_since
+          FROM convo.owner_queue q
+         WHERE q.waiting_since IS NOT NULL
+           AND q.owner_id <> ALL (v_skip)
+           AND NOT EXISTS (SELECT 1 FROM convo.prompts h
+                            WHERE h.owner_id = q.owner_id
+                              AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)))
+         ORDER BY q.last_claimed_at NULLS FIRST, q.waiting_since, q.owner_id
+         LIMIT 1
+           FOR UPDATE OF q SKIP LOCKED;
+        IF NOT FOUND AND NOT p_idle_only THEN
+            -- Every waiting owner holds prompts. One alone is the pick; of
+            -- several, the one who holds the fewest.
+            v_idle := false;
+            SELECT count(*) = 1 INTO v_alone
+              FROM (SELECT 1 FROM convo.owner_queue q
+                     WHERE q.waiting_since IS NOT NULL AND q.owner_id <> ALL (v_skip)
+                     LIMIT 2) w;
+            IF v_alone THEN
+                SELECT q.owner_id, q.waiting_since INTO v_owner, v_since
+                  FROM convo.owner_queue q
+                 WHERE q.waiting_since IS NOT NULL AND q.owner_id <> ALL (v_skip)
+                   FOR UPDATE OF q SKIP LOCKED;
+            ELSE
+                SELECT q.owner_id, q.waiting_since INTO v_owner, v_since
+                  FROM (SELECT h.owner_id, count(*) AS held FROM convo.prompts h
+                         WHERE h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)
+                         GROUP BY h.owner_id) c
+                  JOIN convo.owner_queue q ON q.owner_id = c.owner_id
+                 WHERE q.waiting_since IS NOT NULL
+                   AND q.owner_id <> ALL (v_skip)
+                 ORDER BY c.held, q.last_claimed_at NULLS FIRST, q.waiting_since, q.owner_id
+                 LIMIT 1
+                   FOR UPDATE OF q SKIP LOCKED;
+            END IF;
+        END IF;
+        IF NOT FOUND THEN
+            RETURN '{}';
+        END IF;
+        v_skip := v_skip || v_owner;
+        -- The owner's row is ours now, so no other claim serves it; but one
+        -- may have done so since this statement's snapshot.
+        CONTINUE WHEN v_idle AND EXISTS (
+            SELECT 1 FROM convo.prompts h
+             WHERE h.owner_id = v_owner
+               AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)));
+        -- No claimable prompt of the owner is older than waiting_since
+        -- (the trigger and the update below keep it so): the scans start
+        -- there, past the prompts claimed before, whose index entries
+        -- outlive them until a vacuum.
+        SELECT coalesce(array_agg(c.id ORDER BY c.created_at, c.id), '{}') INTO v_ids
+          FROM (SELECT p.id, p.created_at FROM convo.prompts p
+                 WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
+                   AND p.created_at >= v_since
+                 ORDER BY p.created_at, p.id
+                 LIMIT CASE WHEN v_alone THEN greatest(p_max, 1) ELSE 1 END
+                   FOR NO KEY UPDATE SKIP LOCKED) c;
+        UPDATE convo.prompts p
+           SET worker = p_worker,
+               lease_seconds = p_lease_seconds,
+               lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+               attempts = p.attempts + 1
+         WHERE p.id = ANY (v_ids);
+        -- The owner's turn moves on (clock_timestamp, not now(): the
+        -- claims of one transaction must still order their owners), and
+        -- it waits from its next claimable prompt, if any. An owner whose
+        -- waiting prompts were cancelled or deleted stops waiting here.
+        UPDATE convo.owner_queue q
+           SET last_claimed_at = CASE WHEN v_ids = '{}' THEN q.last_claimed_at ELSE clock_timestamp() END,
+               waiting_since = (SELECT min(p.created_at) FROM convo.prompts p
+                                 WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
+                                   AND p.created_at >= v_since)
+         WHERE q.owner_id = v_owner;
+        IF v_ids <> '{}' THEN
+            RETURN v_ids;
+        END IF;
+    END LOOP;
+END;
+$$;
+
+-- claim_prompt hands a claimable prompt (queued, held by no worker) to
+-- worker for lease_seconds, in the fair order of _claim_next: the oldest
+-- prompt of the waiting owner who holds the fewest prompts, ties to the
+-- owner served least recently. It returns no row when nothing is
+-- claimable. It never waits for a lock: prompts and owners other claims
+-- hold locked are skipped.
 CREATE OR REPLACE FUNCTION convo.claim_prompt(worker text, lease_seconds integer)
 RETURNS TABLE (prompt_id uuid, conversation_id uuid, message_id uuid, model_config jsonb, attempts integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_id    uuid;
-    v_owner text;
+    v_ids uuid[];
 BEGIN
     PERFORM convo._check_claim('claim_prompt', worker, lease_seconds);
     PERFORM convo.expire_leases();
-    SELECT q.id, q.owner_id INTO v_id, v_owner
-      FROM convo.prompts q
-      LEFT JOIN convo.owner_claims o ON o.owner_id = q.owner_id
-     WHERE q.status = 'queued'
-       AND (q.lease_expires_at IS NULL OR q.lease_expires_at < now())
-     ORDER BY o.last_claimed_at NULLS FIRST, q.created_at, q.id
-     LIMIT 1
-       FOR UPDATE OF q SKIP LOCKED;
-    IF NOT FOUND THEN
-        RETURN;
-    END IF;
-    -- clock_timestamp, not now(): two claims in one transaction must
-    -- still order their owners.
-    INSERT INTO convo.owner_claims AS o (owner_id, last_claimed_at) VALUES (v_owner, clock_timestamp())
-        ON CONFLICT (owner_id) DO UPDATE SET last_claimed_at = excluded.last_claimed_at;
+    v_ids := convo._claim_next(worker, lease_seconds, false);
     RETURN QUERY
-    UPDATE convo.prompts p
-       SET worker = claim_prompt.worker,
-           lease_seconds = claim_prompt.lease_seconds,
-           lease_expires_at = now() + make_interval(secs => claim_prompt.lease_seconds),
-           attempts = p.attempts + 1
-     WHERE p.id = v_id
-    RETURNING p.id, p.conversation_id, p.message_id, p.model_config, p.attempts;
+    SELECT p.id, p.conversation_id, p.message_id, p.model_config, p.attempts
+      FROM convo.prompts p
+     WHERE p.id = ANY (v_ids);
 END;
 $$;
 

@@ -51,11 +51,12 @@ SELECT convo.complete_tool_call(@tool_call_id::uuid, sqlc.narg(output)::text);
 SELECT convo.fail_tool_call(@tool_call_id::uuid, @error::text);
 
 -- name: PromptClaimMany :many
--- Up to max_prompts claimed prompts, in the order claimed.
+-- Up to max_prompts claimed prompts, in the order claimed; the last
+-- reserved of them only for owners who hold nothing.
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts
-  FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int) c;
+  FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c;
 
 -- name: BatchWrite :many
 -- One row per refused prompt; see convo.write_batch (db/functions/batch.sql).

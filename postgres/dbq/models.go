@@ -83,9 +83,10 @@ type ConvoMessage struct {
 	ComparisonSlot  *string
 }
 
-type ConvoOwnerClaim struct {
+type ConvoOwnerQueue struct {
 	OwnerID       string
-	LastClaimedAt time.Time
+	LastClaimedAt *time.Time
+	WaitingSince  *time.Time
 }
 
 type ConvoPrompt struct {

@@ -183,13 +183,14 @@ const promptClaimMany = `-- name: PromptClaimMany :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts
-  FROM convo.claim_prompts($1::text, $2::int, $3::int) c
+  FROM convo.claim_prompts($1::text, $2::int, $3::int, $4::int) c
 `
 
 type PromptClaimManyParams struct {
 	Worker       string
 	LeaseSeconds int32
 	MaxPrompts   int32
+	Reserved     int32
 }
 
 type PromptClaimManyRow struct {
@@ -200,9 +201,15 @@ type PromptClaimManyRow struct {
 	Attempts       int32
 }
 
-// Up to max_prompts claimed prompts, in the order claimed.
+// Up to max_prompts claimed prompts, in the order claimed; the last
+// reserved of them only for owners who hold nothing.
 func (q *Queries) PromptClaimMany(ctx context.Context, arg PromptClaimManyParams) ([]PromptClaimManyRow, error) {
-	rows, err := q.db.Query(ctx, promptClaimMany, arg.Worker, arg.LeaseSeconds, arg.MaxPrompts)
+	rows, err := q.db.Query(ctx, promptClaimMany,
+		arg.Worker,
+		arg.LeaseSeconds,
+		arg.MaxPrompts,
+		arg.Reserved,
+	)
 	if err != nil {
 		return nil, err
 	}

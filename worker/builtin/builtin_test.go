@@ -11,7 +11,7 @@ import (
 func TestSettings(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"CONVO_WORKERS": "3", "CONVO_WORKER_LEASE_SECONDS": "12", "CONVO_BATCH_INTERVAL": "5ms",
+		"CONVO_WORKERS": "3", "CONVO_WORKER_RESERVED_SLOTS": "1", "CONVO_WORKER_LEASE_SECONDS": "12", "CONVO_BATCH_INTERVAL": "5ms",
 		"CONVO_DEMO_TOKENS_PER_SECOND": "1000", "CONVO_OPENAI_BASE_URL": "http://127.0.0.1:11434/v1",
 		"CONVO_OPENAI_MODEL": "llama3.2",
 	}
@@ -23,7 +23,7 @@ func TestSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Workers != 3 || cfg.LeaseSeconds != 12 || cfg.BatchInterval != 5*time.Millisecond ||
+	if cfg.Workers != 3 || cfg.ReservedSlots != 1 || cfg.LeaseSeconds != 12 || cfg.BatchInterval != 5*time.Millisecond ||
 		cfg.Models.Default() != "openai" || resolvedModel(t, cfg.Models, "openai") != "llama3.2" || len(cfg.Tools.Specs()) != 2 {
 		t.Errorf("config %+v, default %s", cfg, cfg.Models.Default())
 	}
@@ -36,7 +36,12 @@ func TestSettings(t *testing.T) {
 	if _, err := Config(s, nil); err == nil {
 		t.Error("default provider openai without a base url: no error")
 	}
-	for name, value := range map[string]string{"CONVO_WORKERS": "many", "CONVO_BATCH_INTERVAL": "20", "CONVO_DEMO_TOKENS_PER_SECOND": "fast"} {
+	s = worker.DefaultSettings()
+	s.ReservedSlots = 2
+	if _, err := Config(s, nil); err == nil || !strings.Contains(err.Error(), "CONVO_WORKER_RESERVED_SLOTS") {
+		t.Errorf("2 reserved slots of 1 worker: %v", err)
+	}
+	for name, value := range map[string]string{"CONVO_WORKERS": "many", "CONVO_WORKER_RESERVED_SLOTS": "one", "CONVO_BATCH_INTERVAL": "20", "CONVO_DEMO_TOKENS_PER_SECOND": "fast"} {
 		s := worker.DefaultSettings()
 		if err := s.FromEnv(func(k string) string {
 			if k == name {
