@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -435,16 +432,7 @@ func TestFastAppendMigrationDown(t *testing.T) {
 		}
 	}
 
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB := stdlib.OpenDB(*cfg)
-	defer sqlDB.Close()
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, os.DirFS("../db/schema"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	provider := migrations(t, dsn)
 	if _, err := provider.DownTo(ctx, 7); err != nil {
 		t.Fatalf("down to 7: %v", err)
 	}
@@ -472,7 +460,7 @@ func TestFastAppendMigrationDown(t *testing.T) {
 	if err := tb.appendSeq(t, block, "5", 5); err != nil {
 		t.Fatalf("append after up: %v", err)
 	}
-	err = tb.appendSeq(t, block, "7", 7)
+	err := tb.appendSeq(t, block, "7", 7)
 	if pgErr := requireSQLState(t, err, "CV002"); !strings.Contains(pgErr.Message, "has 5 deltas") {
 		t.Errorf("skip-ahead message %q, want has 5 deltas", pgErr.Message)
 	}

@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -158,4 +162,21 @@ func kinds(events []conversation.Event) []string {
 		out[i] = string(e.Kind)
 	}
 	return out
+}
+
+// migrations is goose's provider of db/schema on the database at dsn, for
+// tests that migrate down and up again.
+func migrations(t testing.TB, dsn string) *goose.Provider {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { sqlDB.Close() })
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, os.DirFS("../db/schema"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return provider
 }

@@ -3,15 +3,11 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/db/sqlstate"
@@ -455,16 +451,7 @@ func TestPromptLimitsMigrationDown(t *testing.T) {
 	if _, err := tb.send(ctx, "alice", uuid.Nil, 1); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB := stdlib.OpenDB(*cfg)
-	defer sqlDB.Close()
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, os.DirFS("../db/schema"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	provider := migrations(t, dsn)
 	if _, err := provider.DownTo(ctx, 9); err != nil {
 		t.Fatalf("down to 9: %v", err)
 	}
@@ -487,6 +474,6 @@ func TestPromptLimitsMigrationDown(t *testing.T) {
 		t.Fatalf("owners after up = %q, %v; want alice,bob", owners, err)
 	}
 	tb.setCap(t, 1)
-	_, err = tb.send(ctx, "bob", uuid.Nil, 1)
+	_, err := tb.send(ctx, "bob", uuid.Nil, 1)
 	requireQuotaExceeded(t, err)
 }

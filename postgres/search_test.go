@@ -4,15 +4,11 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -132,16 +128,7 @@ func TestSearchVectorMigration(t *testing.T) {
 	tb := setupDSN(t, dsn)
 	before := tb.sendMessage(t, uuid.Nil, "sourdough before the roll back")
 
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB := stdlib.OpenDB(*cfg)
-	defer sqlDB.Close()
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, os.DirFS("../db/schema"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	provider := migrations(t, dsn)
 	if _, err := provider.DownTo(ctx, 11); err != nil {
 		t.Fatalf("down to 11: %v", err)
 	}
