@@ -109,7 +109,7 @@ type Hub[T any] struct {
 	// dirty holds the conversations to read at the next wake-up.
 	dirty  map[uuid.UUID]struct{}
 	closed *conversation.Error
-	// opened counts the subscriptions registered (Stats.Opened).
+	// opened counts the subscriptions registered (Opened).
 	opened int64
 	// recheck asks the next read to look for deleted conversations: a
 	// deletion is only a notification, lost when the feed was away.
@@ -258,10 +258,14 @@ func (h *Hub[T]) Resync() {
 }
 
 // Stats reports the hub's size, for metrics and tests.
-type Stats struct {
-	Topics, Subscribers int
-	// Opened counts every subscription registered since the hub started.
-	Opened int64
+type Stats struct{ Topics, Subscribers int }
+
+// Opened returns how many subscriptions were registered since the hub
+// started, those that have ended included.
+func (h *Hub[T]) Opened() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.opened
 }
 
 // Stats returns the current number of followed conversations and
@@ -269,7 +273,7 @@ type Stats struct {
 func (h *Hub[T]) Stats() Stats {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := Stats{Topics: len(h.topics), Opened: h.opened}
+	st := Stats{Topics: len(h.topics)}
 	for _, t := range h.topics {
 		st.Subscribers += len(t.subs)
 	}

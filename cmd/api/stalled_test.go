@@ -175,7 +175,7 @@ func TestStalledStreamsAreCutOff(t *testing.T) {
 	for _, p := range stalledProtocols {
 		t.Run(p.name, func(t *testing.T) {
 			before := liveHeap()
-			opened := m.hub.Stats().Opened
+			opened := m.hub.Opened()
 			var open []io.Closer
 			for range streams {
 				open = append(open, p.open(t, m, id))
@@ -186,7 +186,7 @@ func TestStalledStreamsAreCutOff(t *testing.T) {
 				}
 			}()
 			// The first may be cut off before the last opens.
-			eventually(t, "every stream has had its subscription", func() bool { return m.hub.Stats().Opened == opened+streams })
+			eventually(t, "every stream has had its subscription", func() bool { return m.hub.Opened() == opened+streams })
 			// A new message: every stream has something to write (an
 			// AG-UI stream its run, with the thread's 10 MB snapshot).
 			client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
