@@ -1,0 +1,16 @@
+-- The client side of pauses (db/functions/client_api.sql): answering an
+-- input request, and claiming a client tool's run.
+
+-- name: InputAnswer :one
+-- Answers the owner's pending input request (first answer wins); see
+-- convo.answer_input.
+SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id, r.kind::text AS kind,
+       r.status::text AS status, r.answer::jsonb AS answer, r.answered_at::timestamptz AS answered_at
+  FROM convo.answer_input(@owner_id::text, @tool_call_id::uuid, @answer::jsonb) r;
+
+-- name: InputClaim :one
+-- Claims the owner's pending client_tool request for a claimant (a tab);
+-- see convo.claim_input.
+SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id,
+       r.claimed_by::text AS claimed_by, r.claim_expires_at::timestamptz AS claim_expires_at
+  FROM convo.claim_input(@owner_id::text, @tool_call_id::uuid, @claimant::text, @lease_seconds::int) r;
