@@ -214,6 +214,43 @@ func TestPause(t *testing.T) {
 		})
 	}
 
+	// A waiting prompt newer than a claimable one of its owner: the claim
+	// that takes the claimable one must not leave the owner waiting for it.
+	t.Run("NeverClaimedWhileWaiting", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		older, newer := tb.sendMessage(t, uuid.Nil, "one"), tb.sendMessage(t, uuid.Nil, "two")
+		if c := tb.claimOne(t); c.PromptID != older.promptID {
+			t.Fatalf("claimed %s, want the older", c.PromptID)
+		}
+		if c := tb.claimOne(t); c.PromptID != newer.promptID {
+			t.Fatalf("claimed %s, want the newer", c.PromptID)
+		}
+		if released, err := tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: older.promptID, Worker: "w1"}); err != nil || !released {
+			t.Fatalf("release = %v, %v", released, err)
+		}
+		if err := tb.q.PromptStart(ctx, newer.promptID); err != nil {
+			t.Fatal(err)
+		}
+		call := tb.toolCall(t, newer.promptID, "delete_file")
+		tb.requestInput(t, call, "approval", `{}`)
+		if parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: newer.promptID, Worker: "w1"}); err != nil || !parked {
+			t.Fatalf("wait_prompt = %v, %v", parked, err)
+		}
+		if c := tb.claimOne(t); c.PromptID != older.promptID {
+			t.Fatalf("claimed %s, want the older", c.PromptID)
+		}
+		if p := tb.promptRow(t, newer.promptID); p.OwnerWaits {
+			t.Errorf("the owner waits in owner_queue for its waiting prompt: %+v", p)
+		}
+		if c := tb.claimOne(t); c.PromptID != uuid.Nil {
+			t.Errorf("claimed %s, which waits for input", c.PromptID)
+		}
+		if err := tb.q.PromptStart(ctx, newer.promptID); err == nil {
+			t.Error("start_prompt started a prompt waiting for input")
+		}
+	})
+
 	t.Run("FastAnswerDoesNotPark", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
