@@ -168,6 +168,14 @@ func TestPause(t *testing.T) {
 			if !jsonEqual(got, want) {
 				t.Errorf("answer read = %s, want %s", inputs[0].Answer, tc.answer)
 			}
+			// convo.prompt_inputs, for workers in other languages, reads the same.
+			var fnCall uuid.UUID
+			var fnStatus string
+			var fnAnswer json.RawMessage
+			if err := tb.pool.QueryRow(ctx, `SELECT tool_call_id, status, answer FROM convo.prompt_inputs($1)`, r.promptID).
+				Scan(&fnCall, &fnStatus, &fnAnswer); err != nil || fnCall != call || fnStatus != "answered" || string(fnAnswer) != string(inputs[0].Answer) {
+				t.Errorf("convo.prompt_inputs = %s %s %s, %v", fnCall, fnStatus, fnAnswer, err)
+			}
 			if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call, Output: &tc.output}); err != nil {
 				t.Fatal(err)
 			}
@@ -588,7 +596,7 @@ func TestPauseRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	waiting, approval := tb.paused(t, "approval", `{}`)
-	_, question := func() (reply, uuid.UUID) {
+	asking, question := func() (reply, uuid.UUID) {
 		r := tb.startReply(t)
 		call := tb.toolCall(t, r.promptID, "ask")
 		tb.requestInput(t, call, "question", `{"question": "Which?", "choices": ["a", "b"]}`)
@@ -600,6 +608,7 @@ func TestPauseRefusals(t *testing.T) {
 		tb.requestInput(t, call, "client_tool", `{"outputSchema": {"type": ["integer", "null"]}}`)
 		return r, call
 	}()
+	tb.startBlock(t, asking.promptID, "text") // left streaming
 	past := time.Now().Add(-time.Minute)
 
 	request := func(call uuid.UUID, kind, req string) func() error {
@@ -639,6 +648,10 @@ func TestPauseRefusals(t *testing.T) {
 		}},
 		{"WaitOtherWorker", sqlstate.IllegalState, "is held by w1, not by w2", func() error {
 			_, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: running.promptID, Worker: "w2"})
+			return err
+		}},
+		{"WaitWhileStreaming", sqlstate.IllegalState, "is still streaming: end it first", func() error {
+			_, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: asking.promptID, Worker: "w1"})
 			return err
 		}},
 		{"WaitNothingAsked", sqlstate.IllegalState, "no input request to wait for", func() error {

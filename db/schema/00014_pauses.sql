@@ -19,8 +19,10 @@
 --   started while its request is pending.
 
 ALTER TABLE convo.prompts ADD COLUMN waiting boolean NOT NULL DEFAULT false;
+-- NOT VALID: every row has waiting = false, so there is nothing to check,
+-- and no scan of the whole table under its lock; new rows are checked.
 ALTER TABLE convo.prompts ADD CONSTRAINT prompts_waiting_check
-    CHECK (NOT waiting OR (status = 'queued' AND worker IS NULL));
+    CHECK (NOT waiting OR (status = 'queued' AND worker IS NULL)) NOT VALID;
 
 -- Claimable: queued, held by no worker, and not waiting for an answer.
 DROP INDEX convo.prompts_claimable_idx;
