@@ -136,6 +136,11 @@ func TestPause(t *testing.T) {
 				t.Errorf("active prompt = %v, want the waiting one", st.Conversation.ActivePromptID)
 			}
 
+			open, err := tb.q.InputRequestListOpen(ctx, r.conversationID)
+			if err != nil || len(open) != 1 || open[0].ToolCallID != call || open[0].Status != "pending" || open[0].Kind != tc.kind {
+				t.Errorf("open requests while waiting = %+v, %v", open, err)
+			}
+
 			if err := tb.answer(ctx, call, tc.answer); err != nil {
 				t.Fatalf("answer_input: %v", err)
 			}
@@ -181,6 +186,9 @@ func TestPause(t *testing.T) {
 			}
 			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
+			}
+			if open, err := tb.q.InputRequestListOpen(ctx, r.conversationID); err != nil || len(open) != 0 {
+				t.Errorf("open requests once complete = %+v, %v", open, err)
 			}
 
 			want2 := []string{

@@ -14,3 +14,16 @@ SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id, r.k
 SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id,
        r.claimed_by::text AS claimed_by, r.claim_expires_at::timestamptz AS claim_expires_at
   FROM convo.claim_input(@owner_id::text, @tool_call_id::uuid, @claimant::text, @lease_seconds::int) r;
+
+-- name: InputRequestListOpen :many
+-- The input requests of a conversation's unfinished prompts whose tool
+-- calls are still open (pending, or answered and not yet acted on by a
+-- worker), in the order the calls started: what a snapshot of the
+-- conversation shows besides its messages.
+SELECT r.*
+  FROM convo.input_requests r
+  JOIN convo.tool_calls t ON t.id = r.tool_call_id
+ WHERE r.prompt_id IN (SELECT p.id FROM convo.prompts p
+                        WHERE p.conversation_id = @conversation_id::uuid AND p.status IN ('queued', 'running'))
+   AND t.status IN ('started', 'running')
+ ORDER BY t.started_at, t.id;

@@ -91,3 +91,50 @@ func (q *Queries) InputClaim(ctx context.Context, arg InputClaimParams) (InputCl
 	)
 	return i, err
 }
+
+const inputRequestListOpen = `-- name: InputRequestListOpen :many
+SELECT r.tool_call_id, r.conversation_id, r.prompt_id, r.kind, r.request, r.status, r.answer, r.answered_at, r.expires_at, r.claimed_by, r.claim_expires_at, r.created_at
+  FROM convo.input_requests r
+  JOIN convo.tool_calls t ON t.id = r.tool_call_id
+ WHERE r.prompt_id IN (SELECT p.id FROM convo.prompts p
+                        WHERE p.conversation_id = $1::uuid AND p.status IN ('queued', 'running'))
+   AND t.status IN ('started', 'running')
+ ORDER BY t.started_at, t.id
+`
+
+// The input requests of a conversation's unfinished prompts whose tool
+// calls are still open (pending, or answered and not yet acted on by a
+// worker), in the order the calls started: what a snapshot of the
+// conversation shows besides its messages.
+func (q *Queries) InputRequestListOpen(ctx context.Context, conversationID uuid.UUID) ([]ConvoInputRequest, error) {
+	rows, err := q.db.Query(ctx, inputRequestListOpen, conversationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConvoInputRequest
+	for rows.Next() {
+		var i ConvoInputRequest
+		if err := rows.Scan(
+			&i.ToolCallID,
+			&i.ConversationID,
+			&i.PromptID,
+			&i.Kind,
+			&i.Request,
+			&i.Status,
+			&i.Answer,
+			&i.AnsweredAt,
+			&i.ExpiresAt,
+			&i.ClaimedBy,
+			&i.ClaimExpiresAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
