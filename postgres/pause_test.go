@@ -727,13 +727,17 @@ func TestPauseRefusals(t *testing.T) {
 }
 
 // TestPauseQuotaAndFairSlots: a waiting prompt is in flight for the quota
-// (it is unfinished), but holds no slot: its owner is served as one who
-// holds nothing.
+// (it is unfinished), but holds no slot (its owner is served as one who
+// holds nothing) and is not in the queue's metrics.
 func TestPauseQuotaAndFairSlots(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tb := setup(t)
 	tb.paused(t, "approval", `{}`)
+	// Nor is it in the queue's metrics: no worker can take it.
+	if st, err := tb.store.PromptQueueStats(ctx); err != nil || st.Queued != 0 || st.Running != 0 || st.OldestQueued != 0 {
+		t.Errorf("queue stats with a prompt waiting = %+v, %v; want empty", st, err)
+	}
 	tb.setCap(t, 1)
 	_, err := tb.send(ctx, "local", uuid.Nil, 1)
 	requireQuotaExceeded(t, err)
