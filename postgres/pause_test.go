@@ -852,6 +852,14 @@ func TestPauseMigrationDown(t *testing.T) {
 	if status != "failed" || !strings.Contains(errText, "waited for an answer") {
 		t.Errorf("the waiting prompt after down: %s %q; want failed", status, errText)
 	}
+	var stale []string
+	if err := tb.pool.QueryRow(ctx, `SELECT coalesce(array_agg(proname ORDER BY proname), '{}') FROM pg_proc
+		WHERE pronamespace = 'convo'::regnamespace AND (prosrc ~ 'input_request' OR prosrc ~ '\.waiting\M')`).Scan(&stale); err != nil {
+		t.Fatal(err)
+	}
+	if len(stale) > 0 {
+		t.Errorf("after down, functions still use what 00014 added: %v", stale)
+	}
 	if c := tb.claimOne(t); c.PromptID != queued.promptID {
 		t.Fatalf("claim after down = %+v; want the queued prompt", c)
 	}
