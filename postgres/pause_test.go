@@ -443,6 +443,61 @@ func TestPauseCancel(t *testing.T) {
 		}
 	})
 
+	// Both at once, on two connections: whichever wins, the log and the
+	// request agree with what each caller was told.
+	t.Run("AnswerRacingCancel", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		for range 5 {
+			r, call := tb.paused(t, "approval", `{}`)
+			start := make(chan struct{})
+			var answerErr, cancelErr error
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				<-start
+				answerErr = tb.answer(ctx, call, `{"approved": true}`)
+			})
+			wg.Go(func() {
+				<-start
+				_, cancelErr = tb.store.CancelPrompt(ctx, "local", r.promptID)
+			})
+			close(start)
+			wg.Wait()
+			if cancelErr != nil {
+				t.Fatalf("cancel: %v", cancelErr)
+			}
+			inputs, err := tb.q.PromptInputs(ctx, r.promptID)
+			if err != nil || len(inputs) != 1 {
+				t.Fatalf("prompt_inputs = %+v, %v", inputs, err)
+			}
+			var log []string
+			for _, e := range tb.events(t, r.conversationID) {
+				switch e.Kind {
+				case conversation.EventInputAnswered:
+					var a struct{ Status string }
+					if err := json.Unmarshal(e.Payload, &a); err != nil {
+						t.Fatal(err)
+					}
+					log = append(log, "inputAnswered:"+a.Status)
+				case conversation.EventPromptCancelled:
+					log = append(log, "promptCancelled")
+				}
+			}
+			switch {
+			case answerErr == nil:
+				if inputs[0].Status != "answered" || !slices.Equal(log, []string{"inputAnswered:answered", "promptCancelled"}) {
+					t.Errorf("the answer won, but the request is %s and the log %q", inputs[0].Status, log)
+				}
+			case sqlstate.Of(answerErr) == sqlstate.IllegalState && strings.Contains(answerErr.Error(), "was cancelled at"):
+				if inputs[0].Status != "cancelled" || !slices.Equal(log, []string{"inputAnswered:cancelled", "promptCancelled"}) {
+					t.Errorf("the cancel won, but the request is %s and the log %q", inputs[0].Status, log)
+				}
+			default:
+				t.Fatalf("answer: %v", answerErr)
+			}
+		}
+	})
+
 	t.Run("ClearAndDelete", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
@@ -851,6 +906,14 @@ func TestPauseMigrationDown(t *testing.T) {
 	}
 	if status != "failed" || !strings.Contains(errText, "waited for an answer") {
 		t.Errorf("the waiting prompt after down: %s %q; want failed", status, errText)
+	}
+	var stale []string
+	if err := tb.pool.QueryRow(ctx, `SELECT coalesce(array_agg(proname ORDER BY proname), '{}') FROM pg_proc
+		WHERE pronamespace = 'convo'::regnamespace AND (prosrc ~ 'input_request' OR prosrc ~ '\.waiting\M')`).Scan(&stale); err != nil {
+		t.Fatal(err)
+	}
+	if len(stale) > 0 {
+		t.Errorf("after down, functions still use what 00014 added: %v", stale)
 	}
 	if c := tb.claimOne(t); c.PromptID != queued.promptID {
 		t.Fatalf("claim after down = %+v; want the queued prompt", c)
