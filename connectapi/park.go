@@ -120,7 +120,7 @@ func parkable(r *http.Request) bool {
 // when the stream cannot park.
 //
 //go:noinline
-func (p *Parking) park(ctx context.Context, w *coalescingWriter, req connect.AnyRequest, sub *wire.Subscription) bool {
+func (p *Parking) park(ctx context.Context, w *coalescingWriter, req connect.AnyRequest, sub *wire.Subscription, pauses bool) bool {
 	if p == nil || w == nil || !w.parkable || req.Peer().Protocol != connect.ProtocolConnect {
 		return false
 	}
@@ -136,8 +136,9 @@ func (p *Parking) park(ctx context.Context, w *coalescingWriter, req connect.Any
 	streamCtx, cancel := context.WithCancel(context.Background())
 	s := &parkedStream{
 		parking: p, conn: conn, sub: sub,
-		json: req.Header().Get("Content-Type") == "application/connect+json",
-		ctx:  streamCtx, cancel: cancel,
+		json:   req.Header().Get("Content-Type") == "application/connect+json",
+		pauses: pauses,
+		ctx:    streamCtx, cancel: cancel,
 		end:       metrics.Detach(ctx),
 		procedure: req.Spec().Procedure,
 	}
@@ -152,10 +153,12 @@ func (p *Parking) park(ctx context.Context, w *coalescingWriter, req connect.Any
 
 // parkedStream is one parked StreamConversation.
 type parkedStream struct {
-	parking   *Parking
-	conn      net.Conn
-	sub       *wire.Subscription
-	json      bool
+	parking *Parking
+	conn    net.Conn
+	sub     *wire.Subscription
+	json    bool
+	// pauses: the client asked for the events of pauses.
+	pauses    bool
 	ctx       context.Context
 	cancel    context.CancelFunc
 	end       func(context.Context, error)
@@ -228,7 +231,11 @@ func (s *parkedStream) writeReady() bool {
 			// error (below): skipping it would be a gap the client cannot
 			// see.
 			var data []byte
-			data, err = s.parking.shared.itemEncoding(item, s.json)
+			if !s.pauses && wire.IsPauseEvent(item.Payload) {
+				data, err = marshalAs(s.json, wire.WithoutPauseEvents(item.Payload))
+			} else {
+				data, err = s.parking.shared.itemEncoding(item, s.json)
+			}
 			if err == nil {
 				buf = appendEnvelope(buf, 0, data)
 				if len(buf)-chunkHeaderRoom < maxChunk {

@@ -33,7 +33,7 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 	flush.flushNow()
 	for {
 		item, ready, err := sub.TryNext(ctx)
-		if err == nil && !ready && s.parking.park(ctx, flush, req, sub) {
+		if err == nil && !ready && s.parking.park(ctx, flush, req, sub, req.Msg.GetIncludePauseEvents()) {
 			// Idle: the stream goes on without this goroutine (park.go).
 			return nil
 		}
@@ -49,7 +49,7 @@ func (s *service) StreamConversation(ctx context.Context, req *connect.Request[c
 			sub.Close()
 			return err
 		}
-		if err := s.sendEvent(item, out); err != nil {
+		if err := s.sendEvent(item, req.Msg.GetIncludePauseEvents(), out); err != nil {
 			sub.Close()
 			return err
 		}
@@ -84,12 +84,16 @@ func (s *service) startStream(ctx context.Context, req *convov1.StreamConversati
 	return sub, nil
 }
 
-// sendEvent sends one event the hub delivered.
+// sendEvent sends one event the hub delivered; an event of a pause only
+// when the client asked for them (wire.WithoutPauseEvents).
 //
 //go:noinline
-func (s *service) sendEvent(item *wire.Item, out *connect.ServerStream[convov1.StreamConversationResponse]) error {
+func (s *service) sendEvent(item *wire.Item, pauses bool, out *connect.ServerStream[convov1.StreamConversationResponse]) error {
 	if item.Err != nil {
 		return item.Err
+	}
+	if !pauses && wire.IsPauseEvent(item.Payload) {
+		return out.Send(wire.WithoutPauseEvents(item.Payload))
 	}
 	// The hub hands this message to every subscriber of the conversation:
 	// encode it once for all of them.

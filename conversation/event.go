@@ -28,6 +28,12 @@ const (
 	EventToolCallFailed      EventKind = "toolCallFailed"
 	EventConversationUpdated EventKind = "conversationUpdated"
 	EventHistoryCleared      EventKind = "historyCleared"
+	// The kinds of pauses (docs/worker-api.md, "Pauses"): a client
+	// that did not ask for them must never receive them (docs/events.md).
+	EventInputRequested EventKind = "inputRequested"
+	EventInputAnswered  EventKind = "inputAnswered"
+	EventInputClaimed   EventKind = "inputClaimed"
+	EventPromptWaiting  EventKind = "promptWaiting"
 )
 
 // Event is one committed change of a conversation. Seq numbers a

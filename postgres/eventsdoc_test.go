@@ -260,6 +260,37 @@ func driveEveryEventKind(t *testing.T, tb *testBundle) uuid.UUID {
 	b, _ := claimStart()
 	must(tb.q.PromptFail(ctx, dbq.PromptFailParams{PromptID: b, Error: "model unavailable"}))
 
+	// A pause: a reply asks for approval and waits (inputRequested,
+	// promptWaiting), is answered (inputAnswered) and resumed; then a
+	// client tool is claimed (inputClaimed) and, left pending, cancelled
+	// when the reply completes (inputAnswered without an answer).
+	endedToolBlock := func(promptID uuid.UUID) uuid.UUID {
+		t.Helper()
+		block := tb.startBlock(t, promptID, "tool_use")
+		must(tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}))
+		call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: block, Name: "delete_file", Input: json.RawMessage(`{"path":"notes.txt"}`)})
+		must(err)
+		return call
+	}
+	p := tb.sendMessage(t, conv, "Delete the file?")
+	if id, _ := claimStart(); id != p.promptID {
+		t.Fatalf("claimed %s, want %s", id, p.promptID)
+	}
+	approval := endedToolBlock(p.promptID)
+	must(tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: approval, Kind: "approval", Request: json.RawMessage(`{"message":"Delete notes.txt?"}`)}))
+	if parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: p.promptID, Worker: "w1"}); err != nil || !parked {
+		t.Fatalf("wait_prompt = %v, %v", parked, err)
+	}
+	_, err = tb.q.InputAnswer(ctx, dbq.InputAnswerParams{OwnerID: "local", ToolCallID: approval, Answer: json.RawMessage(`{"approved":true}`)})
+	must(err)
+	claimStart()
+	must(tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: approval, Output: &output}))
+	clientTool := endedToolBlock(p.promptID)
+	must(tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: clientTool, Kind: "client_tool", Request: json.RawMessage(`{}`)}))
+	_, err = tb.q.InputClaim(ctx, dbq.InputClaimParams{OwnerID: "local", ToolCallID: clientTool, Claimant: "tab-1", LeaseSeconds: 30})
+	must(err)
+	must(tb.q.PromptComplete(ctx, p.promptID))
+
 	// Feedback, a rename, a cancelled reply, a regenerated one, a clear.
 	_, err = tb.store.SubmitFeedback(ctx, "local", replyA, conversation.RatingUp, "right")
 	must(err)

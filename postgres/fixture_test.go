@@ -134,9 +134,11 @@ func (tb *testBundle) fingerprint(t testing.TB) string {
 			(SELECT count(*) FROM convo.events),
 			(SELECT string_agg(id::text || last_seq || coalesce(active_prompt_id::text, '') || title, ',' ORDER BY id) FROM convo.conversations),
 			(SELECT string_agg(id::text || status, ',' ORDER BY id) FROM convo.messages),
-			(SELECT string_agg(id::text || status || coalesce(worker, '') || coalesce(error, ''), ',' ORDER BY id) FROM convo.prompts),
+			(SELECT string_agg(id::text || status || waiting || attempts || coalesce(worker, '') || coalesce(error, ''), ',' ORDER BY id) FROM convo.prompts),
 			(SELECT string_agg(id::text || status || content || metadata::text || delta_count, ',' ORDER BY id) FROM convo.blocks),
-			(SELECT string_agg(id::text || status || output || coalesce(error, ''), ',' ORDER BY id) FROM convo.tool_calls))`).Scan(&fp)
+			(SELECT string_agg(id::text || status || output || coalesce(error, ''), ',' ORDER BY id) FROM convo.tool_calls),
+			(SELECT string_agg(tool_call_id::text || status || coalesce(answer::text, '') || coalesce(claimed_by, '') || coalesce(claim_expires_at::text, ''), ',' ORDER BY tool_call_id) FROM convo.input_requests),
+			(SELECT string_agg(owner_id || coalesce(waiting_since::text, ''), ',' ORDER BY owner_id) FROM convo.owner_queue))`).Scan(&fp)
 	if err != nil {
 		t.Fatalf("fingerprint: %v", err)
 	}

@@ -145,6 +145,18 @@ BEGIN
         v_call_id := convo._batch_uuid(p_op, 'toolCall');
         PERFORM convo._batch_owner(p_prompt_id, NULL, v_call_id);
         PERFORM convo.fail_tool_call(v_call_id, p_op->>'error');
+    WHEN 'request_input' THEN
+        v_call_id := convo._batch_uuid(p_op, 'toolCall');
+        PERFORM convo._batch_owner(p_prompt_id, NULL, v_call_id);
+        IF p_op ? 'expiresAt' AND NOT coalesce(p_op->>'expiresAt' ~
+               '^\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d(\.\d+)?([Zz]|[+-]\d\d:\d\d)$', false) THEN
+            RAISE EXCEPTION 'write_batch: op "request_input" takes "expiresAt" as an RFC 3339 time, got %', p_op->'expiresAt'
+                USING ERRCODE = 'CV003';
+        END IF;
+        PERFORM convo._request_input(v_call_id, p_op->>'kind', coalesce(p_op->'request', '{}'),
+                                     (p_op->>'expiresAt')::timestamptz);
+    WHEN 'wait_prompt' THEN
+        PERFORM convo.wait_prompt(p_prompt_id, p_worker);
     WHEN 'complete_prompt' THEN
         PERFORM convo.complete_prompt(p_prompt_id);
     WHEN 'fail_prompt' THEN
@@ -187,7 +199,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_kinds    constant text[] := ARRAY['start_prompt', 'heartbeat', 'start_block', 'append', 'end_block',
                                         'start_tool_call', 'tool_progress', 'complete_tool_call',
-                                        'fail_tool_call', 'complete_prompt', 'fail_prompt'];
+                                        'fail_tool_call', 'request_input', 'wait_prompt', 'complete_prompt',
+                                        'fail_prompt'];
     v_mark     convo.worker_batches;
     v_notify   text := current_setting('convo.notify_events', true);
     v_uuid     constant text := convo._uuid_pattern();

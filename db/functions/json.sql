@@ -98,3 +98,22 @@ LANGUAGE sql STABLE AS $$
        AND e.tool_call_id = t.id AND e.kind = 'toolCallProgress'
      WHERE t.id = p_tool_call_id
 $$;
+
+-- _input_request_json is an input request (convo.input_requests) in the
+-- proto3 JSON of convo.v1.InputRequest.
+CREATE OR REPLACE FUNCTION convo._input_request_json(r convo.input_requests) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT convo._object(jsonb_build_object(
+        'toolCallId', r.tool_call_id,
+        'promptId', r.prompt_id,
+        'conversationId', r.conversation_id,
+        'kind', r.kind,
+        'request', r.request,
+        'status', r.status,
+        'answer', r.answer,
+        'answeredAt', convo._ts(r.answered_at),
+        'expiresAt', convo._ts(r.expires_at),
+        'claimedBy', r.claimed_by,
+        'claimExpiresAt', convo._ts(r.claim_expires_at),
+        'createdAt', convo._ts(r.created_at)))
+$$;

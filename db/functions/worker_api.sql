@@ -89,12 +89,22 @@ END;
 $$;
 
 -- _end_tool_call materialises a tool call's output (plus a final chunk) and
--- appends toolCallCompleted or toolCallFailed.
+-- appends toolCallCompleted or toolCallFailed. A request for input still
+-- pending on the call is cancelled first (inputAnswered, status
+-- cancelled): nobody can answer a call that ended.
 CREATE OR REPLACE FUNCTION convo._end_tool_call(p_tool_call_id uuid, p_output text, p_error text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_call convo.tool_calls;
+    v_call    convo.tool_calls;
+    v_request convo.input_requests;
 BEGIN
+    UPDATE convo.input_requests r
+       SET status = 'cancelled', answered_at = now()
+     WHERE r.tool_call_id = p_tool_call_id AND r.status = 'pending'
+    RETURNING * INTO v_request;
+    IF FOUND THEN
+        PERFORM convo._input_answered(v_request);
+    END IF;
     UPDATE convo.tool_calls
        SET status = CASE WHEN p_error IS NULL THEN 'completed' ELSE 'failed' END,
            output = convo._tool_output(id) || coalesce(p_output, ''),
@@ -114,8 +124,9 @@ BEGIN
 END;
 $$;
 
--- _finish_prompt ends a queued or running prompt: it fails its open tool
--- calls, ends its open blocks, sets the prompt and its message to the final
+-- _finish_prompt ends a queued (waiting or not) or running prompt: it
+-- fails its open tool calls (cancelling their pending input requests),
+-- ends its open blocks, sets the prompt and its message to the final
 -- status, and moves the conversation's active prompt on. The caller holds
 -- the conversation lock.
 CREATE OR REPLACE FUNCTION convo._finish_prompt(p_prompt_id uuid, p_status text, p_error text) RETURNS convo.prompts
@@ -143,7 +154,7 @@ BEGIN
     END LOOP;
 
     UPDATE convo.prompts
-       SET status = p_status, error = p_error, ended_at = now(), lease_expires_at = NULL
+       SET status = p_status, error = p_error, ended_at = now(), lease_expires_at = NULL, waiting = false
      WHERE id = p_prompt_id
     RETURNING * INTO v_prompt;
     v_kind := CASE p_status WHEN 'completed' THEN 'promptCompleted'
@@ -169,16 +180,26 @@ $$;
 -- streamed to readers, running it again would show that text twice. A
 -- claimed prompt whose lease expired before it was started is handed back
 -- to the queue instead (its worker cleared, as release_prompt does), so
--- that the next claim takes it. Returns how many prompts it failed.
--- claim_prompt calls it, and so does the server periodically. A prompt
--- whose conversation (or, to be handed back, whose row) another
--- transaction holds locked (a worker's batch) waits for a later call, so
--- that expire_leases never waits for a lock while holding others.
+-- that the next claim takes it. A pending input request past its
+-- expires_at expires: for the model it reads as a denial (answer
+-- {"approved": false, "reason": "the request expired"} for an approval,
+-- {"error": "the request expired"} for a client tool or a question;
+-- event inputAnswered, status expired), and a prompt that waited for it
+-- and for nothing else is queued again, as an answer would queue it.
+-- Returns how many prompts it failed. claim_prompt calls it, and so does
+-- the server periodically. A prompt whose conversation (or, to be handed
+-- back, whose row) another transaction holds locked (a worker's batch, an
+-- answer) waits for a later call, so that expire_leases never waits for a
+-- lock while holding others.
 CREATE OR REPLACE FUNCTION convo.expire_leases() RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_candidate convo.prompts;
-    v_count integer := 0;
+    v_request   convo.input_requests;
+    v_kind      text;
+    v_id        uuid;
+    v_conv      uuid;
+    v_count     integer := 0;
 BEGIN
     FOR v_candidate IN
         SELECT * FROM convo.prompts
@@ -200,21 +221,49 @@ BEGIN
             v_count := v_count + 1;
         END IF;
     END LOOP;
-    -- Claims never started: handed back in the order of their owners, so
-    -- that two calls at once take the owners' rows of convo.owner_queue
-    -- (trigger prompts_claimable_release) in one order.
-    FOR v_candidate IN
-        SELECT * FROM convo.prompts
-         WHERE status = 'queued' AND worker IS NOT NULL AND lease_expires_at < now()
-         ORDER BY owner_id, lease_expires_at
-         LIMIT 100
+    -- Claims never started, handed back, and expired input requests, whose
+    -- prompts may become claimable: both make an owner wait in
+    -- convo.owner_queue (trigger _prompt_claimable, which waits for the
+    -- owner's row), so they are taken in the order of their owners, and
+    -- two calls at once take the owners' rows in one order.
+    FOR v_kind, v_id, v_conv IN
+        SELECT c.kind, c.id, c.conversation_id
+          FROM ((SELECT 'claim' AS kind, p.id, p.conversation_id, p.owner_id, p.lease_expires_at AS due
+                   FROM convo.prompts p
+                  WHERE p.status = 'queued' AND p.worker IS NOT NULL AND p.lease_expires_at < now()
+                  ORDER BY p.lease_expires_at
+                  LIMIT 100)
+                UNION ALL
+                (SELECT 'input', r.tool_call_id, r.conversation_id, p.owner_id, r.expires_at
+                   FROM convo.input_requests r
+                   JOIN convo.prompts p ON p.id = r.prompt_id
+                  WHERE r.status = 'pending' AND r.expires_at < now()
+                  ORDER BY r.expires_at
+                  LIMIT 100)) c
+         ORDER BY c.owner_id, c.due
     LOOP
-        UPDATE convo.prompts p
-           SET worker = NULL, lease_seconds = NULL, lease_expires_at = NULL
-         WHERE p.id = (SELECT q.id FROM convo.prompts q
-                        WHERE q.id = v_candidate.id AND q.status = 'queued'
-                          AND q.worker IS NOT NULL AND q.lease_expires_at < now()
-                          FOR NO KEY UPDATE SKIP LOCKED);
+        IF v_kind = 'claim' THEN
+            UPDATE convo.prompts p
+               SET worker = NULL, lease_seconds = NULL, lease_expires_at = NULL
+             WHERE p.id = (SELECT q.id FROM convo.prompts q
+                            WHERE q.id = v_id AND q.status = 'queued'
+                              AND q.worker IS NOT NULL AND q.lease_expires_at < now()
+                              FOR NO KEY UPDATE SKIP LOCKED);
+            CONTINUE;
+        END IF;
+        PERFORM 1 FROM convo.conversations c WHERE c.id = v_conv FOR NO KEY UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        -- Recheck under the lock: it may have been answered meanwhile.
+        UPDATE convo.input_requests r
+           SET status = 'expired', answered_at = now(),
+               answer = CASE r.kind WHEN 'approval' THEN '{"approved": false, "reason": "the request expired"}'::jsonb
+                                    ELSE '{"error": "the request expired"}'::jsonb END
+         WHERE r.tool_call_id = v_id AND r.status = 'pending' AND r.expires_at < now()
+        RETURNING * INTO v_request;
+        IF FOUND THEN
+            PERFORM convo._input_answered(v_request);
+            PERFORM convo._resume_prompt(v_request.prompt_id);
+        END IF;
     END LOOP;
     RETURN v_count;
 END;
@@ -236,7 +285,9 @@ END;
 $$;
 
 -- _claim_next claims for worker, for lease_seconds, the next prompt in the
--- fair order and returns its id (or nothing when there is none). The
+-- fair order and returns its id (or nothing when there is none). A
+-- claimable prompt is queued, held by no worker and not waiting for
+-- input (prompts.waiting: see wait_prompt). The
 -- order: the waiting owner who holds the fewest prompts (running, or
 -- claimed and not started) comes first; ties go to the owner served least
 -- recently (an owner never served first, then the one whose oldest waiting
@@ -319,7 +370,7 @@ BEGIN
         -- outlive them until a vacuum.
         SELECT coalesce(array_agg(c.id ORDER BY c.created_at, c.id), '{}') INTO v_ids
           FROM (SELECT p.id, p.created_at FROM convo.prompts p
-                 WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
+                 WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL AND NOT p.waiting
                    AND p.created_at >= v_since
                  ORDER BY p.created_at, p.id
                  LIMIT CASE WHEN v_alone THEN greatest(p_max, 1) ELSE 1 END
@@ -338,7 +389,7 @@ BEGIN
            SET last_claimed_at = CASE WHEN v_ids = '{}' THEN q.last_claimed_at ELSE clock_timestamp() END,
                waiting_since = (SELECT min(p.created_at) FROM convo.prompts p
                                  WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
-                                   AND p.created_at >= v_since)
+                                   AND NOT p.waiting AND p.created_at >= v_since)
          WHERE q.owner_id = v_owner;
         IF v_ids <> '{}' THEN
             RETURN v_ids;
@@ -347,7 +398,8 @@ BEGIN
 END;
 $$;
 
--- claim_prompt hands a claimable prompt (queued, held by no worker) to
+-- claim_prompt hands a claimable prompt (queued, held by no worker, not
+-- waiting for input) to
 -- worker for lease_seconds, in the fair order of _claim_next: the oldest
 -- prompt of the waiting owner who holds the fewest prompts, ties to the
 -- owner served least recently. It returns no row when nothing is
@@ -391,8 +443,11 @@ BEGIN
 END;
 $$;
 
--- start_prompt moves a queued prompt to running and its message to
--- processing. Events: promptStarted, messageUpdated.
+-- start_prompt moves a claimed queued prompt to running and its message to
+-- processing; a prompt resumed after a pause (wait_prompt) keeps the
+-- started_at of its first start. A prompt waiting for input cannot start
+-- (CV002): it is claimed once answered. Events: promptStarted,
+-- messageUpdated.
 CREATE OR REPLACE FUNCTION convo.start_prompt(prompt_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -405,12 +460,16 @@ BEGIN
     END IF;
     PERFORM convo._lock_conversation(v_prompt.conversation_id);
     UPDATE convo.prompts p
-       SET status = 'running', started_at = now(),
+       SET status = 'running', started_at = coalesce(p.started_at, now()),
            lease_expires_at = now() + make_interval(secs => coalesce(p.lease_seconds, 30))
-     WHERE p.id = start_prompt.prompt_id AND p.status = 'queued'
+     WHERE p.id = start_prompt.prompt_id AND p.status = 'queued' AND NOT p.waiting
     RETURNING * INTO v_prompt;
     IF NOT FOUND THEN
         SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = start_prompt.prompt_id;
+        IF v_prompt.waiting THEN
+            RAISE EXCEPTION 'start_prompt: prompt % is waiting for input, not claimed', v_prompt.id
+                USING ERRCODE = 'CV002', HINT = 'an answer (or the requests'' expiry) queues it again; claim it then';
+        END IF;
         RAISE EXCEPTION 'start_prompt: prompt % is %, not queued', v_prompt.id, v_prompt.status
             USING ERRCODE = 'CV002';
     END IF;
@@ -775,4 +834,249 @@ BEGIN
     END IF;
     PERFORM convo._finish_prompt(v_prompt.id, 'failed', fail_prompt.error);
 END;
+$$;
+
+-- Pauses: a tool call asks a person (request_input) and its prompt waits
+-- for the answer holding no worker (wait_prompt); the answer
+-- (answer_input, client_api.sql) queues it again, and a worker claims and
+-- starts it as usual and reads the answers (prompt_inputs).
+-- docs/worker-api.md, "Pauses", is the reference.
+
+-- _input_event appends an event of an input request (the row's prompt,
+-- block and tool call ids set) whose payload also carries the prompt's
+-- assistant message as _message_json makes it (key "message"), so that a
+-- stream that does not deliver the kind to a client can send that
+-- message as a messageUpdated of the same seq instead.
+CREATE OR REPLACE FUNCTION convo._input_event(p_request convo.input_requests, p_kind text, p_payload jsonb)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_block_id uuid;
+    v_message  convo.messages;
+BEGIN
+    SELECT t.block_id INTO v_block_id FROM convo.tool_calls t WHERE t.id = p_request.tool_call_id;
+    SELECT m.* INTO v_message FROM convo.prompts p JOIN convo.messages m ON m.id = p.message_id
+     WHERE p.id = p_request.prompt_id;
+    PERFORM convo._append_event(p_request.conversation_id, p_kind,
+        p_payload || jsonb_build_object('message', convo._message_json(v_message)),
+        p_request.prompt_id, v_block_id, p_request.tool_call_id);
+END;
+$$;
+
+-- _input_answered appends inputAnswered for a request that stopped being
+-- pending: answered, expired or cancelled.
+CREATE OR REPLACE FUNCTION convo._input_answered(p_request convo.input_requests) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM convo._input_event(p_request, 'inputAnswered', convo._object(jsonb_build_object(
+        'toolCallId', p_request.tool_call_id,
+        'promptId', p_request.prompt_id,
+        'status', p_request.status,
+        'answer', p_request.answer,
+        'answeredAt', convo._ts(p_request.answered_at))));
+END;
+$$;
+
+-- _resume_prompt makes a waiting prompt with no pending request left
+-- claimable again (trigger prompts_claimable_resume puts its owner in
+-- convo.owner_queue) and notifies "convo_prompts" with 'queued:<prompt
+-- id>', as a queued prompt does. It returns whether it did. The caller
+-- holds the conversation lock.
+CREATE OR REPLACE FUNCTION convo._resume_prompt(p_prompt_id uuid) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE convo.prompts p SET waiting = false
+     WHERE p.id = p_prompt_id AND p.waiting
+       AND NOT EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = p.id AND r.status = 'pending');
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM convo._notify_prompt('queued', p_prompt_id);
+    RETURN true;
+END;
+$$;
+
+-- _check_input_request raises CV003 unless kind is approval, client_tool
+-- or question and request is a JSON object of its shape: approval {} or
+-- {"message": text}; client_tool {} or {"outputSchema": object};
+-- question {"question": text, "choices": [text, …]} (choices optional:
+-- one or more distinct texts). Every text must show something
+-- (_has_visible); a key the kind does not take is refused.
+CREATE OR REPLACE FUNCTION convo._check_input_request(p_kind text, p_request jsonb) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_keys    text[] := CASE p_kind WHEN 'approval' THEN ARRAY['message']
+                                    WHEN 'client_tool' THEN ARRAY['outputSchema']
+                                    WHEN 'question' THEN ARRAY['question', 'choices'] END;
+    v_key     text;
+    v_choice  jsonb;
+BEGIN
+    IF v_keys IS NULL THEN
+        RAISE EXCEPTION 'request_input: kind must be approval, client_tool or question, got %', coalesce(p_kind, 'NULL')
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF jsonb_typeof(p_request) IS DISTINCT FROM 'object' THEN
+        RAISE EXCEPTION 'request_input: request must be a JSON object, got %', coalesce(jsonb_typeof(p_request), 'NULL')
+            USING ERRCODE = 'CV003';
+    END IF;
+    SELECT k INTO v_key FROM jsonb_object_keys(p_request) k WHERE k <> ALL (v_keys) ORDER BY k LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'request_input: a request of kind % takes %, not "%"', p_kind,
+            coalesce(nullif(array_to_string(v_keys, ', '), ''), 'no key'), v_key USING ERRCODE = 'CV003';
+    END IF;
+    IF p_kind = 'approval' AND p_request ? 'message'
+       AND (jsonb_typeof(p_request->'message') <> 'string' OR NOT convo._has_visible(p_request->>'message')) THEN
+        RAISE EXCEPTION 'request_input: request.message must be a text that shows something' USING ERRCODE = 'CV003';
+    END IF;
+    IF p_kind = 'client_tool' AND p_request ? 'outputSchema' AND jsonb_typeof(p_request->'outputSchema') <> 'object' THEN
+        RAISE EXCEPTION 'request_input: request.outputSchema must be a JSON object (a JSON Schema), got %',
+            jsonb_typeof(p_request->'outputSchema') USING ERRCODE = 'CV003';
+    END IF;
+    IF p_kind = 'question' THEN
+        IF jsonb_typeof(p_request->'question') IS DISTINCT FROM 'string' OR NOT convo._has_visible(p_request->>'question') THEN
+            RAISE EXCEPTION 'request_input: request.question must be a text that shows something' USING ERRCODE = 'CV003';
+        END IF;
+        IF p_request ? 'choices' THEN
+            IF jsonb_typeof(p_request->'choices') <> 'array' OR jsonb_array_length(p_request->'choices') = 0 THEN
+                RAISE EXCEPTION 'request_input: request.choices must be a non-empty JSON array of texts' USING ERRCODE = 'CV003';
+            END IF;
+            FOR v_choice IN SELECT c FROM jsonb_array_elements(p_request->'choices') c LOOP
+                IF jsonb_typeof(v_choice) <> 'string' OR NOT convo._has_visible(v_choice #>> '{}') THEN
+                    RAISE EXCEPTION 'request_input: request.choices must be texts that show something, got %', v_choice
+                        USING ERRCODE = 'CV003';
+                END IF;
+            END LOOP;
+            IF (SELECT count(DISTINCT c) FROM jsonb_array_elements(p_request->'choices') c)
+               <> jsonb_array_length(p_request->'choices') THEN
+                RAISE EXCEPTION 'request_input: request.choices must be distinct' USING ERRCODE = 'CV003';
+            END IF;
+        END IF;
+    END IF;
+END;
+$$;
+
+-- _request_input is request_input (write_batch calls it too).
+CREATE OR REPLACE FUNCTION convo._request_input(p_tool_call_id uuid, p_kind text, p_request jsonb,
+                                                p_expires_at timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_call    convo.tool_calls;
+    v_request convo.input_requests;
+BEGIN
+    PERFORM convo._check_input_request(p_kind, p_request);
+    IF p_expires_at IS NOT NULL AND p_expires_at <= now() THEN
+        RAISE EXCEPTION 'request_input: expires_at must be in the future, got %', p_expires_at USING ERRCODE = 'CV003';
+    END IF;
+    v_call := convo._open_tool_call(p_tool_call_id, 'request_input');
+    SELECT * INTO v_request FROM convo.input_requests r WHERE r.tool_call_id = v_call.id;
+    IF FOUND THEN
+        RAISE EXCEPTION 'request_input: tool call % already has an input request (%, %)', v_call.id,
+            v_request.kind, v_request.status USING ERRCODE = 'CV002';
+    END IF;
+    IF v_call.status <> 'started' THEN
+        RAISE EXCEPTION 'request_input: tool call % is %: ask before the tool writes output', v_call.id, v_call.status
+            USING ERRCODE = 'CV002';
+    END IF;
+    INSERT INTO convo.input_requests (tool_call_id, conversation_id, prompt_id, kind, request, expires_at)
+    VALUES (v_call.id, v_call.conversation_id, v_call.prompt_id, p_kind, p_request, p_expires_at)
+    RETURNING * INTO v_request;
+    PERFORM convo._input_event(v_request, 'inputRequested',
+        jsonb_build_object('inputRequest', convo._input_request_json(v_request)));
+END;
+$$;
+
+-- request_input asks a person for input on a started tool call (one that
+-- wrote no output yet) of a running prompt: kind 'approval' (request {} or
+-- {"message": text}), 'client_tool' (the client runs the tool: {} or
+-- {"outputSchema": object}) or 'question' ({"question": text, "choices":
+-- [text, …]}, choices optional). At most one request per tool call. A
+-- request with expires_at expires then (expire_leases). The call stays
+-- started while the request is pending; the worker then calls
+-- wait_prompt. CV003 for a bad kind, request or expires_at (in the past);
+-- CV001 for an unknown tool call; CV002 unless the call is started and
+-- its prompt running, or when it has a request already. Event:
+-- inputRequested.
+CREATE OR REPLACE FUNCTION convo.request_input(tool_call_id uuid, kind text, request jsonb DEFAULT '{}',
+                                               expires_at timestamptz DEFAULT NULL) RETURNS void
+LANGUAGE sql AS $$
+    SELECT convo._request_input(request_input.tool_call_id, request_input.kind, request_input.request,
+                                request_input.expires_at)
+$$;
+
+-- wait_prompt parks the running prompt that worker holds until every input
+-- request of its open tool calls is answered: the prompt goes back to
+-- queued with waiting true, its worker and lease cleared (heartbeat
+-- returns false from now on), and attempts starts again from 0 (the claim
+-- that resumes it is the first of the new run). It is not claimable until
+-- the last request is answered or expires. It returns true when it parked
+-- the prompt, and false, changing nothing, when every request of its
+-- open tool calls was answered already (a fast answer): the worker reads
+-- the answers (prompt_inputs) and goes on. CV002 unless the prompt is
+-- running and held by worker, when a block of it still streams (end it
+-- first), or when no open tool call of it has an input request. Event:
+-- promptWaiting.
+CREATE OR REPLACE FUNCTION convo.wait_prompt(prompt_id uuid, worker text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt  convo.prompts;
+    v_message convo.messages;
+    v_block   uuid;
+    v_pending uuid[];
+    v_open    integer;
+BEGIN
+    v_prompt := convo._running_prompt(wait_prompt.prompt_id, 'wait_prompt');
+    IF v_prompt.worker IS DISTINCT FROM wait_prompt.worker THEN
+        RAISE EXCEPTION 'wait_prompt: prompt % is held by %, not by %', v_prompt.id,
+            coalesce(v_prompt.worker, 'no worker'), coalesce(wait_prompt.worker, 'NULL') USING ERRCODE = 'CV002';
+    END IF;
+    SELECT b.id INTO v_block FROM convo.blocks b
+     WHERE b.prompt_id = v_prompt.id AND b.status = 'streaming'
+     ORDER BY b.position LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'wait_prompt: block % of prompt % is still streaming: end it first', v_block, v_prompt.id
+            USING ERRCODE = 'CV002';
+    END IF;
+    SELECT array_agg(r.tool_call_id ORDER BY t.started_at, t.id) FILTER (WHERE r.status = 'pending'), count(*)
+      INTO v_pending, v_open
+      FROM convo.input_requests r
+      JOIN convo.tool_calls t ON t.id = r.tool_call_id
+     WHERE r.prompt_id = v_prompt.id AND t.status IN ('started', 'running');
+    IF v_open = 0 THEN
+        RAISE EXCEPTION 'wait_prompt: prompt % has no input request to wait for', v_prompt.id
+            USING ERRCODE = 'CV002', HINT = 'call convo.request_input on a started tool call first';
+    END IF;
+    IF v_pending IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE convo.prompts p
+       SET status = 'queued', waiting = true, worker = NULL, lease_seconds = NULL, lease_expires_at = NULL,
+           attempts = 0
+     WHERE p.id = v_prompt.id
+    RETURNING * INTO v_prompt;
+    SELECT * INTO v_message FROM convo.messages m WHERE m.id = v_prompt.message_id;
+    PERFORM convo._append_event(v_prompt.conversation_id, 'promptWaiting',
+        jsonb_build_object('prompt', convo._prompt_json(v_prompt), 'toolCallIds', to_jsonb(v_pending),
+                           'message', convo._message_json(v_message)),
+        v_prompt.id);
+    RETURN true;
+END;
+$$;
+
+-- prompt_inputs returns the input requests of a prompt's tool calls, in
+-- the order the calls started, each with its call and its answer: what a
+-- worker that resumes the prompt reads. status is pending, answered,
+-- expired (answer is then the denial expire_leases wrote) or cancelled;
+-- answer is NULL unless answered or expired. A request whose tool call is
+-- still open (tool_call_status started) is one the worker has not acted
+-- on yet. An unknown prompt has none.
+CREATE OR REPLACE FUNCTION convo.prompt_inputs(prompt_id uuid)
+RETURNS TABLE (tool_call_id uuid, block_id uuid, name text, input jsonb, tool_call_status text, kind text,
+               request jsonb, status text, answer jsonb, answered_at timestamptz, expires_at timestamptz)
+LANGUAGE sql STABLE AS $$
+    SELECT r.tool_call_id, t.block_id, t.name, t.input, t.status, r.kind,
+           r.request, r.status, r.answer, r.answered_at, r.expires_at
+      FROM convo.input_requests r
+      JOIN convo.tool_calls t ON t.id = r.tool_call_id
+     WHERE r.prompt_id = prompt_inputs.prompt_id
+     ORDER BY t.started_at, t.id
 $$;

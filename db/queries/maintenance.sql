@@ -6,9 +6,10 @@ SELECT c.prompts::int AS prompts, c.events_removed::bigint AS events_removed
                             @max_prompts::int) c;
 
 -- name: PromptQueueStats :one
--- The prompt queue for metrics: queued prompts and the age of the oldest,
+-- The prompt queue for metrics: queued prompts (not those waiting for
+-- input, which no worker can take) and the age of the oldest,
 -- and running prompts. Both counts read partial indexes.
-SELECT (SELECT count(*) FROM convo.prompts WHERE status = 'queued')::bigint AS queued,
+SELECT (SELECT count(*) FROM convo.prompts WHERE status = 'queued' AND NOT waiting)::bigint AS queued,
        (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
-          FROM convo.prompts WHERE status = 'queued')::double precision AS oldest_queued_seconds,
+          FROM convo.prompts WHERE status = 'queued' AND NOT waiting)::double precision AS oldest_queued_seconds,
        (SELECT count(*) FROM convo.prompts WHERE status = 'running')::bigint AS running;

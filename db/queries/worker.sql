@@ -69,3 +69,22 @@ SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
 -- so that a worker that starts (or restarts with its name) numbers on
 -- from there.
 SELECT batch FROM convo.worker_batches WHERE worker = @worker::text AND lane = @lane::int;
+
+-- name: InputRequest :exec
+-- Asks a person for input on a started tool call; see convo.request_input.
+SELECT convo.request_input(@tool_call_id::uuid, @kind::text, @request::jsonb, sqlc.narg(expires_at)::timestamptz);
+
+-- name: PromptWait :one
+-- Parks the prompt until its input requests are answered: true when it
+-- parked, false when every request was answered already (go on).
+SELECT convo.wait_prompt(@prompt_id::uuid, @worker::text)::bool AS parked;
+
+-- name: PromptInputs :many
+-- The input requests of a prompt's tool calls with their answers, for a
+-- worker that resumes it: convo.prompt_inputs, read from the tables.
+SELECT r.tool_call_id, t.block_id, t.name, t.input, t.status AS tool_call_status, r.kind,
+       r.request, r.status, r.answer, r.answered_at, r.expires_at
+  FROM convo.input_requests r
+  JOIN convo.tool_calls t ON t.id = r.tool_call_id
+ WHERE r.prompt_id = @prompt_id::uuid
+ ORDER BY t.started_at, t.id;

@@ -35,9 +35,9 @@ func (q *Queries) EventsCompact(ctx context.Context, arg EventsCompactParams) (E
 }
 
 const promptQueueStats = `-- name: PromptQueueStats :one
-SELECT (SELECT count(*) FROM convo.prompts WHERE status = 'queued')::bigint AS queued,
+SELECT (SELECT count(*) FROM convo.prompts WHERE status = 'queued' AND NOT waiting)::bigint AS queued,
        (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
-          FROM convo.prompts WHERE status = 'queued')::double precision AS oldest_queued_seconds,
+          FROM convo.prompts WHERE status = 'queued' AND NOT waiting)::double precision AS oldest_queued_seconds,
        (SELECT count(*) FROM convo.prompts WHERE status = 'running')::bigint AS running
 `
 
@@ -47,7 +47,8 @@ type PromptQueueStatsRow struct {
 	Running             int64
 }
 
-// The prompt queue for metrics: queued prompts and the age of the oldest,
+// The prompt queue for metrics: queued prompts (not those waiting for
+// input, which no worker can take) and the age of the oldest,
 // and running prompts. Both counts read partial indexes.
 func (q *Queries) PromptQueueStats(ctx context.Context) (PromptQueueStatsRow, error) {
 	row := q.db.QueryRow(ctx, promptQueueStats)

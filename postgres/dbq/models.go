@@ -63,6 +63,21 @@ type ConvoEvent struct {
 	CreatedAt      time.Time
 }
 
+type ConvoInputRequest struct {
+	ToolCallID     uuid.UUID
+	ConversationID uuid.UUID
+	PromptID       uuid.UUID
+	Kind           string
+	Request        json.RawMessage
+	Status         string
+	Answer         json.RawMessage
+	AnsweredAt     *time.Time
+	ExpiresAt      *time.Time
+	ClaimedBy      *string
+	ClaimExpiresAt *time.Time
+	CreatedAt      time.Time
+}
+
 type ConvoLimit struct {
 	ID               bool
 	MaxActivePrompts int32
@@ -105,6 +120,7 @@ type ConvoPrompt struct {
 	EndedAt        *time.Time
 	CompactedAt    *time.Time
 	OwnerID        string
+	Waiting        bool
 }
 
 type ConvoToolCall struct {

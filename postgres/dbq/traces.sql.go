@@ -53,7 +53,7 @@ func (q *Queries) EventListByPrompt(ctx context.Context, arg EventListByPromptPa
 }
 
 const promptGet = `-- name: PromptGet :one
-SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.worker, p.lease_seconds, p.lease_expires_at, p.attempts, p.error, p.created_at, p.started_at, p.ended_at, p.compacted_at, p.owner_id
+SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.worker, p.lease_seconds, p.lease_expires_at, p.attempts, p.error, p.created_at, p.started_at, p.ended_at, p.compacted_at, p.owner_id, p.waiting
   FROM convo.prompts p
   JOIN convo.conversations c ON c.id = p.conversation_id
  WHERE c.owner_id = $1::text
@@ -87,6 +87,7 @@ func (q *Queries) PromptGet(ctx context.Context, arg PromptGetParams) (ConvoProm
 		&i.EndedAt,
 		&i.CompactedAt,
 		&i.OwnerID,
+		&i.Waiting,
 	)
 	return i, err
 }

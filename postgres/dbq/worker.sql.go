@@ -8,6 +8,7 @@ package dbq
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -127,6 +128,28 @@ func (q *Queries) BlockStart(ctx context.Context, arg BlockStartParams) (uuid.UU
 	var block_id uuid.UUID
 	err := row.Scan(&block_id)
 	return block_id, err
+}
+
+const inputRequest = `-- name: InputRequest :exec
+SELECT convo.request_input($1::uuid, $2::text, $3::jsonb, $4::timestamptz)
+`
+
+type InputRequestParams struct {
+	ToolCallID uuid.UUID
+	Kind       string
+	Request    json.RawMessage
+	ExpiresAt  *time.Time
+}
+
+// Asks a person for input on a started tool call; see convo.request_input.
+func (q *Queries) InputRequest(ctx context.Context, arg InputRequestParams) error {
+	_, err := q.db.Exec(ctx, inputRequest,
+		arg.ToolCallID,
+		arg.Kind,
+		arg.Request,
+		arg.ExpiresAt,
+	)
+	return err
 }
 
 const promptClaim = `-- name: PromptClaim :many
@@ -273,6 +296,63 @@ func (q *Queries) PromptHeartbeat(ctx context.Context, arg PromptHeartbeatParams
 	return keep_going, err
 }
 
+const promptInputs = `-- name: PromptInputs :many
+SELECT r.tool_call_id, t.block_id, t.name, t.input, t.status AS tool_call_status, r.kind,
+       r.request, r.status, r.answer, r.answered_at, r.expires_at
+  FROM convo.input_requests r
+  JOIN convo.tool_calls t ON t.id = r.tool_call_id
+ WHERE r.prompt_id = $1::uuid
+ ORDER BY t.started_at, t.id
+`
+
+type PromptInputsRow struct {
+	ToolCallID     uuid.UUID
+	BlockID        uuid.UUID
+	Name           string
+	Input          json.RawMessage
+	ToolCallStatus string
+	Kind           string
+	Request        json.RawMessage
+	Status         string
+	Answer         json.RawMessage
+	AnsweredAt     *time.Time
+	ExpiresAt      *time.Time
+}
+
+// The input requests of a prompt's tool calls with their answers, for a
+// worker that resumes it: convo.prompt_inputs, read from the tables.
+func (q *Queries) PromptInputs(ctx context.Context, promptID uuid.UUID) ([]PromptInputsRow, error) {
+	rows, err := q.db.Query(ctx, promptInputs, promptID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PromptInputsRow
+	for rows.Next() {
+		var i PromptInputsRow
+		if err := rows.Scan(
+			&i.ToolCallID,
+			&i.BlockID,
+			&i.Name,
+			&i.Input,
+			&i.ToolCallStatus,
+			&i.Kind,
+			&i.Request,
+			&i.Status,
+			&i.Answer,
+			&i.AnsweredAt,
+			&i.ExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const promptRelease = `-- name: PromptRelease :one
 SELECT convo.release_prompt($1::uuid, $2::text)::bool AS released
 `
@@ -309,6 +389,24 @@ func (q *Queries) PromptStatus(ctx context.Context, promptID uuid.UUID) (string,
 	var status string
 	err := row.Scan(&status)
 	return status, err
+}
+
+const promptWait = `-- name: PromptWait :one
+SELECT convo.wait_prompt($1::uuid, $2::text)::bool AS parked
+`
+
+type PromptWaitParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+// Parks the prompt until its input requests are answered: true when it
+// parked, false when every request was answered already (go on).
+func (q *Queries) PromptWait(ctx context.Context, arg PromptWaitParams) (bool, error) {
+	row := q.db.QueryRow(ctx, promptWait, arg.PromptID, arg.Worker)
+	var parked bool
+	err := row.Scan(&parked)
+	return parked, err
 }
 
 const toolCallComplete = `-- name: ToolCallComplete :exec

@@ -267,9 +267,15 @@ type StreamConversationRequest struct {
 	// conversation_id is the conversation to follow: required.
 	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// after_seq resumes after the last event the client applied.
-	AfterSeq      *int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3,oneof" json:"after_seq,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AfterSeq *int64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3,oneof" json:"after_seq,omitempty"`
+	// include_pause_events asks for the events of pauses (input_requested,
+	// input_answered, input_claimed, prompt_waiting). Without it, each of
+	// them comes as a message_updated of the same seq, carrying the reply's
+	// message as it then was: a client that does not know pauses sees the
+	// reply stay in progress while it waits, and no seq is skipped.
+	IncludePauseEvents bool `protobuf:"varint,3,opt,name=include_pause_events,json=includePauseEvents,proto3" json:"include_pause_events,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StreamConversationRequest) Reset() {
@@ -314,6 +320,13 @@ func (x *StreamConversationRequest) GetAfterSeq() int64 {
 		return *x.AfterSeq
 	}
 	return 0
+}
+
+func (x *StreamConversationRequest) GetIncludePauseEvents() bool {
+	if x != nil {
+		return x.IncludePauseEvents
+	}
+	return false
 }
 
 // StreamConversationResponse is one message of a conversation stream.
@@ -2282,10 +2295,11 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\tprompt_id\x18\x04 \x01(\tR\bpromptId\x12#\n" +
 	"\rcomparison_id\x18\x05 \x01(\tR\fcomparisonId\x12?\n" +
 	"\x1ccompare_assistant_message_id\x18\x06 \x01(\tR\x19compareAssistantMessageId\x12*\n" +
-	"\x11compare_prompt_id\x18\a \x01(\tR\x0fcomparePromptId\"t\n" +
+	"\x11compare_prompt_id\x18\a \x01(\tR\x0fcomparePromptId\"\xa6\x01\n" +
 	"\x19StreamConversationRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12 \n" +
-	"\tafter_seq\x18\x02 \x01(\x03H\x00R\bafterSeq\x88\x01\x01B\f\n" +
+	"\tafter_seq\x18\x02 \x01(\x03H\x00R\bafterSeq\x88\x01\x01\x120\n" +
+	"\x14include_pause_events\x18\x03 \x01(\bR\x12includePauseEventsB\f\n" +
 	"\n" +
 	"_after_seq\"\x7f\n" +
 	"\x1aStreamConversationResponse\x120\n" +

@@ -54,6 +54,10 @@ type Event struct {
 	//	*Event_ToolCallFailed
 	//	*Event_ConversationUpdated
 	//	*Event_HistoryCleared
+	//	*Event_InputRequested
+	//	*Event_InputAnswered
+	//	*Event_InputClaimed
+	//	*Event_PromptWaiting
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -261,6 +265,42 @@ func (x *Event) GetHistoryCleared() *HistoryCleared {
 	return nil
 }
 
+func (x *Event) GetInputRequested() *InputRequested {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_InputRequested); ok {
+			return x.InputRequested
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetInputAnswered() *InputAnswered {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_InputAnswered); ok {
+			return x.InputAnswered
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetInputClaimed() *InputClaimed {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_InputClaimed); ok {
+			return x.InputClaimed
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetPromptWaiting() *PromptWaiting {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_PromptWaiting); ok {
+			return x.PromptWaiting
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -346,6 +386,26 @@ type Event_HistoryCleared struct {
 	HistoryCleared *HistoryCleared `protobuf:"bytes,25,opt,name=history_cleared,json=historyCleared,proto3,oneof"`
 }
 
+type Event_InputRequested struct {
+	// input_requested: a tool call asks a person for input.
+	InputRequested *InputRequested `protobuf:"bytes,26,opt,name=input_requested,json=inputRequested,proto3,oneof"`
+}
+
+type Event_InputAnswered struct {
+	// input_answered: an input request was answered, expired or cancelled.
+	InputAnswered *InputAnswered `protobuf:"bytes,27,opt,name=input_answered,json=inputAnswered,proto3,oneof"`
+}
+
+type Event_InputClaimed struct {
+	// input_claimed: a client claimed a client tool's run.
+	InputClaimed *InputClaimed `protobuf:"bytes,28,opt,name=input_claimed,json=inputClaimed,proto3,oneof"`
+}
+
+type Event_PromptWaiting struct {
+	// prompt_waiting: the prompt waits for answers, held by no worker.
+	PromptWaiting *PromptWaiting `protobuf:"bytes,29,opt,name=prompt_waiting,json=promptWaiting,proto3,oneof"`
+}
+
 func (*Event_MessageCreated) isEvent_Kind() {}
 
 func (*Event_MessageUpdated) isEvent_Kind() {}
@@ -377,6 +437,14 @@ func (*Event_ToolCallFailed) isEvent_Kind() {}
 func (*Event_ConversationUpdated) isEvent_Kind() {}
 
 func (*Event_HistoryCleared) isEvent_Kind() {}
+
+func (*Event_InputRequested) isEvent_Kind() {}
+
+func (*Event_InputAnswered) isEvent_Kind() {}
+
+func (*Event_InputClaimed) isEvent_Kind() {}
+
+func (*Event_PromptWaiting) isEvent_Kind() {}
 
 // MessageCreated adds a message (a user message with its blocks).
 type MessageCreated struct {
@@ -1259,11 +1327,305 @@ func (x *HistoryCleared) GetConversation() *Conversation {
 	return nil
 }
 
+// InputRequested records a request for input on a tool call.
+type InputRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// input_request is the new request, status "pending".
+	InputRequest *InputRequest `protobuf:"bytes,1,opt,name=input_request,json=inputRequest,proto3" json:"input_request,omitempty"`
+	// message is the reply's assistant message, without blocks.
+	Message       *Message `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequested) Reset() {
+	*x = InputRequested{}
+	mi := &file_convo_v1_events_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequested) ProtoMessage() {}
+
+func (x *InputRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
+func (*InputRequested) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *InputRequested) GetInputRequest() *InputRequest {
+	if x != nil {
+		return x.InputRequest
+	}
+	return nil
+}
+
+func (x *InputRequested) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+// InputAnswered records that an input request stopped being pending.
+type InputAnswered struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tool_call_id is the request's tool call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// prompt_id is the call's prompt.
+	PromptId string `protobuf:"bytes,2,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	// status is "answered", "expired" or "cancelled".
+	Status string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// answer is the answer (for an expired request, the denial the model
+	// reads); none when cancelled.
+	Answer *structpb.Struct `protobuf:"bytes,4,opt,name=answer,proto3" json:"answer,omitempty"`
+	// answered_at is when it stopped being pending.
+	AnsweredAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=answered_at,json=answeredAt,proto3" json:"answered_at,omitempty"`
+	// message is the reply's assistant message, without blocks.
+	Message       *Message `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputAnswered) Reset() {
+	*x = InputAnswered{}
+	mi := &file_convo_v1_events_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputAnswered) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputAnswered) ProtoMessage() {}
+
+func (x *InputAnswered) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
+func (*InputAnswered) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *InputAnswered) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *InputAnswered) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
+func (x *InputAnswered) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *InputAnswered) GetAnswer() *structpb.Struct {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+func (x *InputAnswered) GetAnsweredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AnsweredAt
+	}
+	return nil
+}
+
+func (x *InputAnswered) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+// InputClaimed records that a client claimed a client tool's run.
+type InputClaimed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tool_call_id is the request's tool call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// prompt_id is the call's prompt.
+	PromptId string `protobuf:"bytes,2,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	// claimed_by is the claimant.
+	ClaimedBy string `protobuf:"bytes,3,opt,name=claimed_by,json=claimedBy,proto3" json:"claimed_by,omitempty"`
+	// claim_expires_at is when the claim lapses unless renewed.
+	ClaimExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=claim_expires_at,json=claimExpiresAt,proto3" json:"claim_expires_at,omitempty"`
+	// message is the reply's assistant message, without blocks.
+	Message       *Message `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputClaimed) Reset() {
+	*x = InputClaimed{}
+	mi := &file_convo_v1_events_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputClaimed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputClaimed) ProtoMessage() {}
+
+func (x *InputClaimed) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputClaimed.ProtoReflect.Descriptor instead.
+func (*InputClaimed) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *InputClaimed) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *InputClaimed) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
+func (x *InputClaimed) GetClaimedBy() string {
+	if x != nil {
+		return x.ClaimedBy
+	}
+	return ""
+}
+
+func (x *InputClaimed) GetClaimExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClaimExpiresAt
+	}
+	return nil
+}
+
+func (x *InputClaimed) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+// PromptWaiting records that a prompt waits for answers to its input
+// requests, held by no worker; an answer to the last one queues it again.
+type PromptWaiting struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// prompt is the prompt: status "queued".
+	Prompt *Prompt `protobuf:"bytes,1,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	// tool_call_ids are the tool calls whose requests are pending.
+	ToolCallIds []string `protobuf:"bytes,2,rep,name=tool_call_ids,json=toolCallIds,proto3" json:"tool_call_ids,omitempty"`
+	// message is the reply's assistant message, without blocks.
+	Message       *Message `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromptWaiting) Reset() {
+	*x = PromptWaiting{}
+	mi := &file_convo_v1_events_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromptWaiting) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromptWaiting) ProtoMessage() {}
+
+func (x *PromptWaiting) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromptWaiting.ProtoReflect.Descriptor instead.
+func (*PromptWaiting) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *PromptWaiting) GetPrompt() *Prompt {
+	if x != nil {
+		return x.Prompt
+	}
+	return nil
+}
+
+func (x *PromptWaiting) GetToolCallIds() []string {
+	if x != nil {
+		return x.ToolCallIds
+	}
+	return nil
+}
+
+func (x *PromptWaiting) GetMessage() *Message {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 var File_convo_v1_events_proto protoreflect.FileDescriptor
 
 const file_convo_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb6\t\n" +
+	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\v\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x129\n" +
 	"\n" +
@@ -1287,7 +1649,11 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\x13tool_call_completed\x18\x16 \x01(\v2\x1b.convo.v1.ToolCallCompletedH\x00R\x11toolCallCompleted\x12D\n" +
 	"\x10tool_call_failed\x18\x17 \x01(\v2\x18.convo.v1.ToolCallFailedH\x00R\x0etoolCallFailed\x12R\n" +
 	"\x14conversation_updated\x18\x18 \x01(\v2\x1d.convo.v1.ConversationUpdatedH\x00R\x13conversationUpdated\x12C\n" +
-	"\x0fhistory_cleared\x18\x19 \x01(\v2\x18.convo.v1.HistoryClearedH\x00R\x0ehistoryClearedB\x06\n" +
+	"\x0fhistory_cleared\x18\x19 \x01(\v2\x18.convo.v1.HistoryClearedH\x00R\x0ehistoryCleared\x12C\n" +
+	"\x0finput_requested\x18\x1a \x01(\v2\x18.convo.v1.InputRequestedH\x00R\x0einputRequested\x12@\n" +
+	"\x0einput_answered\x18\x1b \x01(\v2\x17.convo.v1.InputAnsweredH\x00R\rinputAnswered\x12=\n" +
+	"\rinput_claimed\x18\x1c \x01(\v2\x16.convo.v1.InputClaimedH\x00R\finputClaimed\x12@\n" +
+	"\x0eprompt_waiting\x18\x1d \x01(\v2\x17.convo.v1.PromptWaitingH\x00R\rpromptWaitingB\x06\n" +
 	"\x04kind\"=\n" +
 	"\x0eMessageCreated\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.convo.v1.MessageR\amessage\"=\n" +
@@ -1343,7 +1709,31 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\x13ConversationUpdated\x12:\n" +
 	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\"L\n" +
 	"\x0eHistoryCleared\x12:\n" +
-	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversationB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\"z\n" +
+	"\x0eInputRequested\x12;\n" +
+	"\rinput_request\x18\x01 \x01(\v2\x16.convo.v1.InputRequestR\finputRequest\x12+\n" +
+	"\amessage\x18\x02 \x01(\v2\x11.convo.v1.MessageR\amessage\"\x81\x02\n" +
+	"\rInputAnswered\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12/\n" +
+	"\x06answer\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x06answer\x12;\n" +
+	"\vanswered_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"answeredAt\x12+\n" +
+	"\amessage\x18\x06 \x01(\v2\x11.convo.v1.MessageR\amessage\"\xdf\x01\n" +
+	"\fInputClaimed\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\x12\x1d\n" +
+	"\n" +
+	"claimed_by\x18\x03 \x01(\tR\tclaimedBy\x12D\n" +
+	"\x10claim_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eclaimExpiresAt\x12+\n" +
+	"\amessage\x18\x05 \x01(\v2\x11.convo.v1.MessageR\amessage\"\x8a\x01\n" +
+	"\rPromptWaiting\x12(\n" +
+	"\x06prompt\x18\x01 \x01(\v2\x10.convo.v1.PromptR\x06prompt\x12\"\n" +
+	"\rtool_call_ids\x18\x02 \x03(\tR\vtoolCallIds\x12+\n" +
+	"\amessage\x18\x03 \x01(\v2\x11.convo.v1.MessageR\amessageB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_events_proto_rawDescOnce sync.Once
@@ -1357,7 +1747,7 @@ func file_convo_v1_events_proto_rawDescGZIP() []byte {
 	return file_convo_v1_events_proto_rawDescData
 }
 
-var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_convo_v1_events_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: convo.v1.Event
 	(*MessageCreated)(nil),        // 1: convo.v1.MessageCreated
@@ -1376,16 +1766,21 @@ var file_convo_v1_events_proto_goTypes = []any{
 	(*ToolCallFailed)(nil),        // 14: convo.v1.ToolCallFailed
 	(*ConversationUpdated)(nil),   // 15: convo.v1.ConversationUpdated
 	(*HistoryCleared)(nil),        // 16: convo.v1.HistoryCleared
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*Message)(nil),               // 18: convo.v1.Message
-	(*Prompt)(nil),                // 19: convo.v1.Prompt
-	(*structpb.Struct)(nil),       // 20: google.protobuf.Struct
-	(*ToolCall)(nil),              // 21: convo.v1.ToolCall
-	(*structpb.Value)(nil),        // 22: google.protobuf.Value
-	(*Conversation)(nil),          // 23: convo.v1.Conversation
+	(*InputRequested)(nil),        // 17: convo.v1.InputRequested
+	(*InputAnswered)(nil),         // 18: convo.v1.InputAnswered
+	(*InputClaimed)(nil),          // 19: convo.v1.InputClaimed
+	(*PromptWaiting)(nil),         // 20: convo.v1.PromptWaiting
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
+	(*Message)(nil),               // 22: convo.v1.Message
+	(*Prompt)(nil),                // 23: convo.v1.Prompt
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
+	(*ToolCall)(nil),              // 25: convo.v1.ToolCall
+	(*structpb.Value)(nil),        // 26: google.protobuf.Value
+	(*Conversation)(nil),          // 27: convo.v1.Conversation
+	(*InputRequest)(nil),          // 28: convo.v1.InputRequest
 }
 var file_convo_v1_events_proto_depIdxs = []int32{
-	17, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	21, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 1: convo.v1.Event.message_created:type_name -> convo.v1.MessageCreated
 	2,  // 2: convo.v1.Event.message_updated:type_name -> convo.v1.MessageUpdated
 	3,  // 3: convo.v1.Event.prompt_queued:type_name -> convo.v1.PromptQueued
@@ -1402,26 +1797,39 @@ var file_convo_v1_events_proto_depIdxs = []int32{
 	14, // 14: convo.v1.Event.tool_call_failed:type_name -> convo.v1.ToolCallFailed
 	15, // 15: convo.v1.Event.conversation_updated:type_name -> convo.v1.ConversationUpdated
 	16, // 16: convo.v1.Event.history_cleared:type_name -> convo.v1.HistoryCleared
-	18, // 17: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
-	18, // 18: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
-	19, // 19: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
-	19, // 20: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
-	19, // 21: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
-	19, // 22: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
-	19, // 23: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
-	20, // 24: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
-	20, // 25: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
-	21, // 26: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
-	22, // 27: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
-	21, // 28: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
-	21, // 29: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
-	23, // 30: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
-	23, // 31: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	17, // 17: convo.v1.Event.input_requested:type_name -> convo.v1.InputRequested
+	18, // 18: convo.v1.Event.input_answered:type_name -> convo.v1.InputAnswered
+	19, // 19: convo.v1.Event.input_claimed:type_name -> convo.v1.InputClaimed
+	20, // 20: convo.v1.Event.prompt_waiting:type_name -> convo.v1.PromptWaiting
+	22, // 21: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
+	22, // 22: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
+	23, // 23: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
+	23, // 24: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
+	23, // 25: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
+	23, // 26: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
+	23, // 27: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
+	24, // 28: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
+	24, // 29: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
+	25, // 30: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
+	26, // 31: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
+	25, // 32: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
+	25, // 33: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
+	27, // 34: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
+	27, // 35: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
+	28, // 36: convo.v1.InputRequested.input_request:type_name -> convo.v1.InputRequest
+	22, // 37: convo.v1.InputRequested.message:type_name -> convo.v1.Message
+	24, // 38: convo.v1.InputAnswered.answer:type_name -> google.protobuf.Struct
+	21, // 39: convo.v1.InputAnswered.answered_at:type_name -> google.protobuf.Timestamp
+	22, // 40: convo.v1.InputAnswered.message:type_name -> convo.v1.Message
+	21, // 41: convo.v1.InputClaimed.claim_expires_at:type_name -> google.protobuf.Timestamp
+	22, // 42: convo.v1.InputClaimed.message:type_name -> convo.v1.Message
+	23, // 43: convo.v1.PromptWaiting.prompt:type_name -> convo.v1.Prompt
+	22, // 44: convo.v1.PromptWaiting.message:type_name -> convo.v1.Message
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_events_proto_init() }
@@ -1447,6 +1855,10 @@ func file_convo_v1_events_proto_init() {
 		(*Event_ToolCallFailed)(nil),
 		(*Event_ConversationUpdated)(nil),
 		(*Event_HistoryCleared)(nil),
+		(*Event_InputRequested)(nil),
+		(*Event_InputAnswered)(nil),
+		(*Event_InputClaimed)(nil),
+		(*Event_PromptWaiting)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1454,7 +1866,7 @@ func file_convo_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_events_proto_rawDesc), len(file_convo_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

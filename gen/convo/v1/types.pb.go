@@ -648,6 +648,157 @@ func (x *Prompt) GetEndedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+// InputRequest is what a tool call waits for from a person: an approval,
+// a client tool's run (the client runs the tool), or the answer to a
+// question. While it is pending the reply's prompt may wait for it.
+type InputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tool_call_id is the tool call that asks (one request per call).
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// prompt_id is the call's prompt.
+	PromptId string `protobuf:"bytes,2,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	// conversation_id is the call's conversation.
+	ConversationId string `protobuf:"bytes,3,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// kind is "approval", "client_tool" or "question".
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// request is what is asked: for an approval {} or {"message": text};
+	// for a client tool {} or {"outputSchema": a JSON Schema}; for a
+	// question {"question": text, "choices": [text, …]} (choices optional).
+	Request *structpb.Struct `protobuf:"bytes,5,opt,name=request,proto3" json:"request,omitempty"`
+	// status is "pending", "answered", "expired" or "cancelled".
+	Status string `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
+	// answer is the answer once answered or expired: for an approval
+	// {"approved": bool, "reason": text}; for a client tool {"output": text}
+	// or {"error": text}; for a question {"answer": text}.
+	Answer *structpb.Struct `protobuf:"bytes,7,opt,name=answer,proto3" json:"answer,omitempty"`
+	// answered_at is when the request stopped being pending.
+	AnsweredAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=answered_at,json=answeredAt,proto3" json:"answered_at,omitempty"`
+	// expires_at is when a pending request expires, if it does.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// claimed_by is the client (a tab) that claimed a client tool's run.
+	ClaimedBy string `protobuf:"bytes,10,opt,name=claimed_by,json=claimedBy,proto3" json:"claimed_by,omitempty"`
+	// claim_expires_at is when that claim lapses unless renewed.
+	ClaimExpiresAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=claim_expires_at,json=claimExpiresAt,proto3" json:"claim_expires_at,omitempty"`
+	// created_at is when the request was made.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputRequest) Reset() {
+	*x = InputRequest{}
+	mi := &file_convo_v1_types_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputRequest) ProtoMessage() {}
+
+func (x *InputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_types_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
+func (*InputRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *InputRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *InputRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *InputRequest) GetRequest() *structpb.Struct {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *InputRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *InputRequest) GetAnswer() *structpb.Struct {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+func (x *InputRequest) GetAnsweredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AnsweredAt
+	}
+	return nil
+}
+
+func (x *InputRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *InputRequest) GetClaimedBy() string {
+	if x != nil {
+		return x.ClaimedBy
+	}
+	return ""
+}
+
+func (x *InputRequest) GetClaimExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClaimExpiresAt
+	}
+	return nil
+}
+
+func (x *InputRequest) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 // ModelConfig asks for a model. Every field is optional; the worker fills
 // in its defaults.
 type ModelConfig struct {
@@ -668,7 +819,7 @@ type ModelConfig struct {
 
 func (x *ModelConfig) Reset() {
 	*x = ModelConfig{}
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +831,7 @@ func (x *ModelConfig) String() string {
 func (*ModelConfig) ProtoMessage() {}
 
 func (x *ModelConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +844,7 @@ func (x *ModelConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfig.ProtoReflect.Descriptor instead.
 func (*ModelConfig) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ModelConfig) GetProvider() string {
@@ -746,7 +897,7 @@ type Feedback struct {
 
 func (x *Feedback) Reset() {
 	*x = Feedback{}
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +909,7 @@ func (x *Feedback) String() string {
 func (*Feedback) ProtoMessage() {}
 
 func (x *Feedback) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +922,7 @@ func (x *Feedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Feedback.ProtoReflect.Descriptor instead.
 func (*Feedback) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Feedback) GetRating() Rating {
@@ -856,7 +1007,26 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"started_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
-	"\bended_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xce\x01\n" +
+	"\bended_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\x9e\x04\n" +
+	"\fInputRequest\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\x12'\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tR\x0econversationId\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x121\n" +
+	"\arequest\x18\x05 \x01(\v2\x17.google.protobuf.StructR\arequest\x12\x16\n" +
+	"\x06status\x18\x06 \x01(\tR\x06status\x12/\n" +
+	"\x06answer\x18\a \x01(\v2\x17.google.protobuf.StructR\x06answer\x12;\n" +
+	"\vanswered_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"answeredAt\x129\n" +
+	"\n" +
+	"expires_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x1d\n" +
+	"\n" +
+	"claimed_by\x18\n" +
+	" \x01(\tR\tclaimedBy\x12D\n" +
+	"\x10claim_expires_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x0eclaimExpiresAt\x129\n" +
+	"\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xce\x01\n" +
 	"\vModelConfig\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12%\n" +
@@ -889,7 +1059,7 @@ func file_convo_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_convo_v1_types_proto_goTypes = []any{
 	(Rating)(0),                   // 0: convo.v1.Rating
 	(*Conversation)(nil),          // 1: convo.v1.Conversation
@@ -897,36 +1067,43 @@ var file_convo_v1_types_proto_goTypes = []any{
 	(*Block)(nil),                 // 3: convo.v1.Block
 	(*ToolCall)(nil),              // 4: convo.v1.ToolCall
 	(*Prompt)(nil),                // 5: convo.v1.Prompt
-	(*ModelConfig)(nil),           // 6: convo.v1.ModelConfig
-	(*Feedback)(nil),              // 7: convo.v1.Feedback
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 9: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 10: google.protobuf.Value
+	(*InputRequest)(nil),          // 6: convo.v1.InputRequest
+	(*ModelConfig)(nil),           // 7: convo.v1.ModelConfig
+	(*Feedback)(nil),              // 8: convo.v1.Feedback
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 10: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 11: google.protobuf.Value
 }
 var file_convo_v1_types_proto_depIdxs = []int32{
-	8,  // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
+	9,  // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
+	9,  // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
 	3,  // 3: convo.v1.Message.blocks:type_name -> convo.v1.Block
-	8,  // 4: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 5: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 6: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
-	9,  // 7: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
+	9,  // 4: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 5: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	8,  // 6: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
+	10, // 7: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
 	4,  // 8: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
-	10, // 9: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
-	8,  // 10: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 11: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
-	8,  // 13: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 14: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 15: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
-	0,  // 16: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
-	8,  // 17: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	11, // 9: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
+	9,  // 10: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 11: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
+	10, // 12: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
+	9,  // 13: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 14: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 15: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
+	10, // 16: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
+	10, // 17: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
+	9,  // 18: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
+	9,  // 19: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 20: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 21: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
+	0,  // 22: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
+	9,  // 23: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_types_proto_init() }
@@ -934,14 +1111,14 @@ func file_convo_v1_types_proto_init() {
 	if File_convo_v1_types_proto != nil {
 		return
 	}
-	file_convo_v1_types_proto_msgTypes[5].OneofWrappers = []any{}
+	file_convo_v1_types_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_types_proto_rawDesc), len(file_convo_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Conversation, Message as Message$1, Prompt, ToolCall } from "./types_pb.js";
+import type { Conversation, InputRequest, Message as Message$1, Prompt, ToolCall } from "./types_pb.js";
 import { file_convo_v1_types } from "./types_pb.js";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/events.proto.
  */
 export const file_convo_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChVjb252by92MS9ldmVudHMucHJvdG8SCGNvbnZvLnYxIqQHCgVFdmVudBILCgNzZXEYASABKAMSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVwbGF5GAMgASgIEjMKD21lc3NhZ2VfY3JlYXRlZBgKIAEoCzIYLmNvbnZvLnYxLk1lc3NhZ2VDcmVhdGVkSAASMwoPbWVzc2FnZV91cGRhdGVkGAsgASgLMhguY29udm8udjEuTWVzc2FnZVVwZGF0ZWRIABIvCg1wcm9tcHRfcXVldWVkGAwgASgLMhYuY29udm8udjEuUHJvbXB0UXVldWVkSAASMQoOcHJvbXB0X3N0YXJ0ZWQYDSABKAsyFy5jb252by52MS5Qcm9tcHRTdGFydGVkSAASNQoQcHJvbXB0X2NvbXBsZXRlZBgOIAEoCzIZLmNvbnZvLnYxLlByb21wdENvbXBsZXRlZEgAEi8KDXByb21wdF9mYWlsZWQYDyABKAsyFi5jb252by52MS5Qcm9tcHRGYWlsZWRIABI1ChBwcm9tcHRfY2FuY2VsbGVkGBAgASgLMhkuY29udm8udjEuUHJvbXB0Q2FuY2VsbGVkSAASKwoLYmxvY2tfc3RhcnQYESABKAsyFC5jb252by52MS5CbG9ja1N0YXJ0SAASKwoLYmxvY2tfZGVsdGEYEiABKAsyFC5jb252by52MS5CbG9ja0RlbHRhSAASJwoJYmxvY2tfZW5kGBMgASgLMhIuY29udm8udjEuQmxvY2tFbmRIABI2ChF0b29sX2NhbGxfc3RhcnRlZBgUIAEoCzIZLmNvbnZvLnYxLlRvb2xDYWxsU3RhcnRlZEgAEjgKEnRvb2xfY2FsbF9wcm9ncmVzcxgVIAEoCzIaLmNvbnZvLnYxLlRvb2xDYWxsUHJvZ3Jlc3NIABI6ChN0b29sX2NhbGxfY29tcGxldGVkGBYgASgLMhsuY29udm8udjEuVG9vbENhbGxDb21wbGV0ZWRIABI0ChB0b29sX2NhbGxfZmFpbGVkGBcgASgLMhguY29udm8udjEuVG9vbENhbGxGYWlsZWRIABI9ChRjb252ZXJzYXRpb25fdXBkYXRlZBgYIAEoCzIdLmNvbnZvLnYxLkNvbnZlcnNhdGlvblVwZGF0ZWRIABIzCg9oaXN0b3J5X2NsZWFyZWQYGSABKAsyGC5jb252by52MS5IaXN0b3J5Q2xlYXJlZEgAQgYKBGtpbmQiNAoOTWVzc2FnZUNyZWF0ZWQSIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiNAoOTWVzc2FnZVVwZGF0ZWQSIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiMAoMUHJvbXB0UXVldWVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdCIxCg1Qcm9tcHRTdGFydGVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdCIzCg9Qcm9tcHRDb21wbGV0ZWQSIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0Ij8KDFByb21wdEZhaWxlZBIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSDQoFZXJyb3IYAiABKAkiMwoPUHJvbXB0Q2FuY2VsbGVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdCKWAQoKQmxvY2tTdGFydBIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIQCghibG9ja19pZBgDIAEoCRISCgpibG9ja190eXBlGAQgASgJEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghwb3NpdGlvbhgGIAEoBSJWCgpCbG9ja0RlbHRhEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhAKCGJsb2NrX2lkGAMgASgJEg8KB2NvbnRlbnQYBCABKAkibgoIQmxvY2tFbmQSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSEAoIYmxvY2tfaWQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Il8KD1Rvb2xDYWxsU3RhcnRlZBIlCgl0b29sX2NhbGwYASABKAsyEi5jb252by52MS5Ub29sQ2FsbBIlCgVpbnB1dBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSJKChBUb29sQ2FsbFByb2dyZXNzEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIOCgZvdXRwdXQYAyABKAkiOgoRVG9vbENhbGxDb21wbGV0ZWQSJQoJdG9vbF9jYWxsGAEgASgLMhIuY29udm8udjEuVG9vbENhbGwiRgoOVG9vbENhbGxGYWlsZWQSJQoJdG9vbF9jYWxsGAEgASgLMhIuY29udm8udjEuVG9vbENhbGwSDQoFZXJyb3IYAiABKAkiQwoTQ29udmVyc2F0aW9uVXBkYXRlZBIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iPgoOSGlzdG9yeUNsZWFyZWQSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_convo_v1_types, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChVjb252by92MS9ldmVudHMucHJvdG8SCGNvbnZvLnYxIvAICgVFdmVudBILCgNzZXEYASABKAMSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVwbGF5GAMgASgIEjMKD21lc3NhZ2VfY3JlYXRlZBgKIAEoCzIYLmNvbnZvLnYxLk1lc3NhZ2VDcmVhdGVkSAASMwoPbWVzc2FnZV91cGRhdGVkGAsgASgLMhguY29udm8udjEuTWVzc2FnZVVwZGF0ZWRIABIvCg1wcm9tcHRfcXVldWVkGAwgASgLMhYuY29udm8udjEuUHJvbXB0UXVldWVkSAASMQoOcHJvbXB0X3N0YXJ0ZWQYDSABKAsyFy5jb252by52MS5Qcm9tcHRTdGFydGVkSAASNQoQcHJvbXB0X2NvbXBsZXRlZBgOIAEoCzIZLmNvbnZvLnYxLlByb21wdENvbXBsZXRlZEgAEi8KDXByb21wdF9mYWlsZWQYDyABKAsyFi5jb252by52MS5Qcm9tcHRGYWlsZWRIABI1ChBwcm9tcHRfY2FuY2VsbGVkGBAgASgLMhkuY29udm8udjEuUHJvbXB0Q2FuY2VsbGVkSAASKwoLYmxvY2tfc3RhcnQYESABKAsyFC5jb252by52MS5CbG9ja1N0YXJ0SAASKwoLYmxvY2tfZGVsdGEYEiABKAsyFC5jb252by52MS5CbG9ja0RlbHRhSAASJwoJYmxvY2tfZW5kGBMgASgLMhIuY29udm8udjEuQmxvY2tFbmRIABI2ChF0b29sX2NhbGxfc3RhcnRlZBgUIAEoCzIZLmNvbnZvLnYxLlRvb2xDYWxsU3RhcnRlZEgAEjgKEnRvb2xfY2FsbF9wcm9ncmVzcxgVIAEoCzIaLmNvbnZvLnYxLlRvb2xDYWxsUHJvZ3Jlc3NIABI6ChN0b29sX2NhbGxfY29tcGxldGVkGBYgASgLMhsuY29udm8udjEuVG9vbENhbGxDb21wbGV0ZWRIABI0ChB0b29sX2NhbGxfZmFpbGVkGBcgASgLMhguY29udm8udjEuVG9vbENhbGxGYWlsZWRIABI9ChRjb252ZXJzYXRpb25fdXBkYXRlZBgYIAEoCzIdLmNvbnZvLnYxLkNvbnZlcnNhdGlvblVwZGF0ZWRIABIzCg9oaXN0b3J5X2NsZWFyZWQYGSABKAsyGC5jb252by52MS5IaXN0b3J5Q2xlYXJlZEgAEjMKD2lucHV0X3JlcXVlc3RlZBgaIAEoCzIYLmNvbnZvLnYxLklucHV0UmVxdWVzdGVkSAASMQoOaW5wdXRfYW5zd2VyZWQYGyABKAsyFy5jb252by52MS5JbnB1dEFuc3dlcmVkSAASLwoNaW5wdXRfY2xhaW1lZBgcIAEoCzIWLmNvbnZvLnYxLklucHV0Q2xhaW1lZEgAEjEKDnByb21wdF93YWl0aW5nGB0gASgLMhcuY29udm8udjEuUHJvbXB0V2FpdGluZ0gAQgYKBGtpbmQiNAoOTWVzc2FnZUNyZWF0ZWQSIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiNAoOTWVzc2FnZVVwZGF0ZWQSIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiMAoMUHJvbXB0UXVldWVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdCIxCg1Qcm9tcHRTdGFydGVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdCIzCg9Qcm9tcHRDb21wbGV0ZWQSIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0Ij8KDFByb21wdEZhaWxlZBIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSDQoFZXJyb3IYAiABKAkiMwoPUHJvbXB0Q2FuY2VsbGVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdCKWAQoKQmxvY2tTdGFydBIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIQCghibG9ja19pZBgDIAEoCRISCgpibG9ja190eXBlGAQgASgJEikKCG1ldGFkYXRhGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIQCghwb3NpdGlvbhgGIAEoBSJWCgpCbG9ja0RlbHRhEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhAKCGJsb2NrX2lkGAMgASgJEg8KB2NvbnRlbnQYBCABKAkibgoIQmxvY2tFbmQSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSEAoIYmxvY2tfaWQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Il8KD1Rvb2xDYWxsU3RhcnRlZBIlCgl0b29sX2NhbGwYASABKAsyEi5jb252by52MS5Ub29sQ2FsbBIlCgVpbnB1dBgCIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSJKChBUb29sQ2FsbFByb2dyZXNzEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIOCgZvdXRwdXQYAyABKAkiOgoRVG9vbENhbGxDb21wbGV0ZWQSJQoJdG9vbF9jYWxsGAEgASgLMhIuY29udm8udjEuVG9vbENhbGwiRgoOVG9vbENhbGxGYWlsZWQSJQoJdG9vbF9jYWxsGAEgASgLMhIuY29udm8udjEuVG9vbENhbGwSDQoFZXJyb3IYAiABKAkiQwoTQ29udmVyc2F0aW9uVXBkYXRlZBIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iPgoOSGlzdG9yeUNsZWFyZWQSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uImMKDklucHV0UmVxdWVzdGVkEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QSIgoHbWVzc2FnZRgCIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UixgEKDUlucHV0QW5zd2VyZWQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRIOCgZzdGF0dXMYAyABKAkSJwoGYW5zd2VyGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgthbnN3ZXJlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIgoHbWVzc2FnZRgGIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UipQEKDElucHV0Q2xhaW1lZBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJcHJvbXB0X2lkGAIgASgJEhIKCmNsYWltZWRfYnkYAyABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIgoHbWVzc2FnZRgFIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UibAoNUHJvbXB0V2FpdGluZxIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSFQoNdG9vbF9jYWxsX2lkcxgCIAMoCRIiCgdtZXNzYWdlGAMgASgLMhEuY29udm8udjEuTWVzc2FnZUIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_convo_v1_types, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Event is one committed change of a conversation. A conversation's events
@@ -179,6 +179,38 @@ export type Event = Message<"convo.v1.Event"> & {
      */
     value: HistoryCleared;
     case: "historyCleared";
+  } | {
+    /**
+     * input_requested: a tool call asks a person for input.
+     *
+     * @generated from field: convo.v1.InputRequested input_requested = 26;
+     */
+    value: InputRequested;
+    case: "inputRequested";
+  } | {
+    /**
+     * input_answered: an input request was answered, expired or cancelled.
+     *
+     * @generated from field: convo.v1.InputAnswered input_answered = 27;
+     */
+    value: InputAnswered;
+    case: "inputAnswered";
+  } | {
+    /**
+     * input_claimed: a client claimed a client tool's run.
+     *
+     * @generated from field: convo.v1.InputClaimed input_claimed = 28;
+     */
+    value: InputClaimed;
+    case: "inputClaimed";
+  } | {
+    /**
+     * prompt_waiting: the prompt waits for answers, held by no worker.
+     *
+     * @generated from field: convo.v1.PromptWaiting prompt_waiting = 29;
+     */
+    value: PromptWaiting;
+    case: "promptWaiting";
   } | { case: undefined; value?: undefined };
 };
 
@@ -637,4 +669,174 @@ export type HistoryCleared = Message<"convo.v1.HistoryCleared"> & {
  */
 export const HistoryClearedSchema: GenMessage<HistoryCleared> = /*@__PURE__*/
   messageDesc(file_convo_v1_events, 16);
+
+/**
+ * InputRequested records a request for input on a tool call.
+ *
+ * @generated from message convo.v1.InputRequested
+ */
+export type InputRequested = Message<"convo.v1.InputRequested"> & {
+  /**
+   * input_request is the new request, status "pending".
+   *
+   * @generated from field: convo.v1.InputRequest input_request = 1;
+   */
+  inputRequest?: InputRequest | undefined;
+
+  /**
+   * message is the reply's assistant message, without blocks.
+   *
+   * @generated from field: convo.v1.Message message = 2;
+   */
+  message?: Message$1 | undefined;
+};
+
+/**
+ * Describes the message convo.v1.InputRequested.
+ * Use `create(InputRequestedSchema)` to create a new message.
+ */
+export const InputRequestedSchema: GenMessage<InputRequested> = /*@__PURE__*/
+  messageDesc(file_convo_v1_events, 17);
+
+/**
+ * InputAnswered records that an input request stopped being pending.
+ *
+ * @generated from message convo.v1.InputAnswered
+ */
+export type InputAnswered = Message<"convo.v1.InputAnswered"> & {
+  /**
+   * tool_call_id is the request's tool call.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * prompt_id is the call's prompt.
+   *
+   * @generated from field: string prompt_id = 2;
+   */
+  promptId: string;
+
+  /**
+   * status is "answered", "expired" or "cancelled".
+   *
+   * @generated from field: string status = 3;
+   */
+  status: string;
+
+  /**
+   * answer is the answer (for an expired request, the denial the model
+   * reads); none when cancelled.
+   *
+   * @generated from field: google.protobuf.Struct answer = 4;
+   */
+  answer?: JsonObject | undefined;
+
+  /**
+   * answered_at is when it stopped being pending.
+   *
+   * @generated from field: google.protobuf.Timestamp answered_at = 5;
+   */
+  answeredAt?: Timestamp | undefined;
+
+  /**
+   * message is the reply's assistant message, without blocks.
+   *
+   * @generated from field: convo.v1.Message message = 6;
+   */
+  message?: Message$1 | undefined;
+};
+
+/**
+ * Describes the message convo.v1.InputAnswered.
+ * Use `create(InputAnsweredSchema)` to create a new message.
+ */
+export const InputAnsweredSchema: GenMessage<InputAnswered> = /*@__PURE__*/
+  messageDesc(file_convo_v1_events, 18);
+
+/**
+ * InputClaimed records that a client claimed a client tool's run.
+ *
+ * @generated from message convo.v1.InputClaimed
+ */
+export type InputClaimed = Message<"convo.v1.InputClaimed"> & {
+  /**
+   * tool_call_id is the request's tool call.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * prompt_id is the call's prompt.
+   *
+   * @generated from field: string prompt_id = 2;
+   */
+  promptId: string;
+
+  /**
+   * claimed_by is the claimant.
+   *
+   * @generated from field: string claimed_by = 3;
+   */
+  claimedBy: string;
+
+  /**
+   * claim_expires_at is when the claim lapses unless renewed.
+   *
+   * @generated from field: google.protobuf.Timestamp claim_expires_at = 4;
+   */
+  claimExpiresAt?: Timestamp | undefined;
+
+  /**
+   * message is the reply's assistant message, without blocks.
+   *
+   * @generated from field: convo.v1.Message message = 5;
+   */
+  message?: Message$1 | undefined;
+};
+
+/**
+ * Describes the message convo.v1.InputClaimed.
+ * Use `create(InputClaimedSchema)` to create a new message.
+ */
+export const InputClaimedSchema: GenMessage<InputClaimed> = /*@__PURE__*/
+  messageDesc(file_convo_v1_events, 19);
+
+/**
+ * PromptWaiting records that a prompt waits for answers to its input
+ * requests, held by no worker; an answer to the last one queues it again.
+ *
+ * @generated from message convo.v1.PromptWaiting
+ */
+export type PromptWaiting = Message<"convo.v1.PromptWaiting"> & {
+  /**
+   * prompt is the prompt: status "queued".
+   *
+   * @generated from field: convo.v1.Prompt prompt = 1;
+   */
+  prompt?: Prompt | undefined;
+
+  /**
+   * tool_call_ids are the tool calls whose requests are pending.
+   *
+   * @generated from field: repeated string tool_call_ids = 2;
+   */
+  toolCallIds: string[];
+
+  /**
+   * message is the reply's assistant message, without blocks.
+   *
+   * @generated from field: convo.v1.Message message = 3;
+   */
+  message?: Message$1 | undefined;
+};
+
+/**
+ * Describes the message convo.v1.PromptWaiting.
+ * Use `create(PromptWaitingSchema)` to create a new message.
+ */
+export const PromptWaitingSchema: GenMessage<PromptWaiting> = /*@__PURE__*/
+  messageDesc(file_convo_v1_events, 20);
 

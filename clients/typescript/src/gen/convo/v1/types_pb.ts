@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file convo/v1/types.proto.
  */
 export const file_convo_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEi2AEKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitgIKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJIqwBCgVCbG9jaxIKCgJpZBgBIAEoCRISCgpibG9ja190eXBlGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnN0YXR1cxgFIAEoCRIlCgl0b29sX2NhbGwYBiABKAsyEi5jb252by52MS5Ub29sQ2FsbBIQCghwb3NpdGlvbhgHIAEoBSLqAQoIVG9vbENhbGwSCgoCaWQYASABKAkSEAoIYmxvY2tfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSJQoFaW5wdXQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDgoGb3V0cHV0GAYgASgJEg0KBWVycm9yGAcgASgJEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKdAgoGUHJvbXB0EgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRItCgxtb2RlbF9jb25maWcYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKXAQoLTW9kZWxDb25maWcSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgFIAEoCUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMibQoIRmVlZGJhY2sSIAoGcmF0aW5nGAEgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqQAoGUmF0aW5nEhYKElJBVElOR19VTlNQRUNJRklFRBAAEg0KCVJBVElOR19VUBABEg8KC1JBVElOR19ET1dOEAJCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEi2AEKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAitgIKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJIqwBCgVCbG9jaxIKCgJpZBgBIAEoCRISCgpibG9ja190eXBlGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSKQoIbWV0YWRhdGEYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg4KBnN0YXR1cxgFIAEoCRIlCgl0b29sX2NhbGwYBiABKAsyEi5jb252by52MS5Ub29sQ2FsbBIQCghwb3NpdGlvbhgHIAEoBSLqAQoIVG9vbENhbGwSCgoCaWQYASABKAkSEAoIYmxvY2tfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSJQoFaW5wdXQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDgoGb3V0cHV0GAYgASgJEg0KBWVycm9yGAcgASgJEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKdAgoGUHJvbXB0EgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRItCgxtb2RlbF9jb25maWcYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKcAwoMSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSFwoPY29udmVyc2F0aW9uX2lkGAMgASgJEgwKBGtpbmQYBCABKAkSKAoHcmVxdWVzdBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAYgASgJEicKBmFuc3dlchgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoLYW5zd2VyZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNsYWltZWRfYnkYCiABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwEKC01vZGVsQ29uZmlnEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhgKC3RlbXBlcmF0dXJlGAMgASgBSACIAQESFwoKbWF4X3Rva2VucxgEIAEoBUgBiAEBEhUKDXN5c3RlbV9wcm9tcHQYBSABKAlCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zIm0KCEZlZWRiYWNrEiAKBnJhdGluZxgBIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKkAKBlJhdGluZxIWChJSQVRJTkdfVU5TUEVDSUZJRUQQABINCglSQVRJTkdfVVAQARIPCgtSQVRJTkdfRE9XThACQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Conversation is a thread owned by one user.
@@ -388,6 +388,110 @@ export const PromptSchema: GenMessage<Prompt> = /*@__PURE__*/
   messageDesc(file_convo_v1_types, 4);
 
 /**
+ * InputRequest is what a tool call waits for from a person: an approval,
+ * a client tool's run (the client runs the tool), or the answer to a
+ * question. While it is pending the reply's prompt may wait for it.
+ *
+ * @generated from message convo.v1.InputRequest
+ */
+export type InputRequest = Message$1<"convo.v1.InputRequest"> & {
+  /**
+   * tool_call_id is the tool call that asks (one request per call).
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * prompt_id is the call's prompt.
+   *
+   * @generated from field: string prompt_id = 2;
+   */
+  promptId: string;
+
+  /**
+   * conversation_id is the call's conversation.
+   *
+   * @generated from field: string conversation_id = 3;
+   */
+  conversationId: string;
+
+  /**
+   * kind is "approval", "client_tool" or "question".
+   *
+   * @generated from field: string kind = 4;
+   */
+  kind: string;
+
+  /**
+   * request is what is asked: for an approval {} or {"message": text};
+   * for a client tool {} or {"outputSchema": a JSON Schema}; for a
+   * question {"question": text, "choices": [text, …]} (choices optional).
+   *
+   * @generated from field: google.protobuf.Struct request = 5;
+   */
+  request?: JsonObject | undefined;
+
+  /**
+   * status is "pending", "answered", "expired" or "cancelled".
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * answer is the answer once answered or expired: for an approval
+   * {"approved": bool, "reason": text}; for a client tool {"output": text}
+   * or {"error": text}; for a question {"answer": text}.
+   *
+   * @generated from field: google.protobuf.Struct answer = 7;
+   */
+  answer?: JsonObject | undefined;
+
+  /**
+   * answered_at is when the request stopped being pending.
+   *
+   * @generated from field: google.protobuf.Timestamp answered_at = 8;
+   */
+  answeredAt?: Timestamp | undefined;
+
+  /**
+   * expires_at is when a pending request expires, if it does.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 9;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * claimed_by is the client (a tab) that claimed a client tool's run.
+   *
+   * @generated from field: string claimed_by = 10;
+   */
+  claimedBy: string;
+
+  /**
+   * claim_expires_at is when that claim lapses unless renewed.
+   *
+   * @generated from field: google.protobuf.Timestamp claim_expires_at = 11;
+   */
+  claimExpiresAt?: Timestamp | undefined;
+
+  /**
+   * created_at is when the request was made.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 12;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message convo.v1.InputRequest.
+ * Use `create(InputRequestSchema)` to create a new message.
+ */
+export const InputRequestSchema: GenMessage<InputRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_types, 5);
+
+/**
  * ModelConfig asks for a model. Every field is optional; the worker fills
  * in its defaults.
  *
@@ -435,7 +539,7 @@ export type ModelConfig = Message$1<"convo.v1.ModelConfig"> & {
  * Use `create(ModelConfigSchema)` to create a new message.
  */
 export const ModelConfigSchema: GenMessage<ModelConfig> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 5);
+  messageDesc(file_convo_v1_types, 6);
 
 /**
  * Feedback is the owner's rating of an assistant message.
@@ -470,7 +574,7 @@ export type Feedback = Message$1<"convo.v1.Feedback"> & {
  * Use `create(FeedbackSchema)` to create a new message.
  */
 export const FeedbackSchema: GenMessage<Feedback> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 6);
+  messageDesc(file_convo_v1_types, 7);
 
 /**
  * Rating is a thumbs up or down.

@@ -1,0 +1,29 @@
+-- The client side of pauses (db/functions/client_api.sql): answering an
+-- input request, and claiming a client tool's run.
+
+-- name: InputAnswer :one
+-- Answers the owner's pending input request (first answer wins); see
+-- convo.answer_input.
+SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id, r.kind::text AS kind,
+       r.status::text AS status, r.answer::jsonb AS answer, r.answered_at::timestamptz AS answered_at
+  FROM convo.answer_input(@owner_id::text, @tool_call_id::uuid, @answer::jsonb) r;
+
+-- name: InputClaim :one
+-- Claims the owner's pending client_tool request for a claimant (a tab);
+-- see convo.claim_input.
+SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id,
+       r.claimed_by::text AS claimed_by, r.claim_expires_at::timestamptz AS claim_expires_at
+  FROM convo.claim_input(@owner_id::text, @tool_call_id::uuid, @claimant::text, @lease_seconds::int) r;
+
+-- name: InputRequestListOpen :many
+-- The input requests of a conversation's unfinished prompts whose tool
+-- calls are still open (pending, or answered and not yet acted on by a
+-- worker), in the order the calls started: what a snapshot of the
+-- conversation shows besides its messages.
+SELECT r.*
+  FROM convo.input_requests r
+  JOIN convo.tool_calls t ON t.id = r.tool_call_id
+ WHERE r.prompt_id IN (SELECT p.id FROM convo.prompts p
+                        WHERE p.conversation_id = @conversation_id::uuid AND p.status IN ('queued', 'running'))
+   AND t.status IN ('started', 'running')
+ ORDER BY t.started_at, t.id;
