@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
 )
 
 // translator turns a conversation's stream (a snapshot, then its events)
@@ -292,7 +293,7 @@ func (t *translator) translate(ev *convov1.Event) {
 			return
 		}
 		rb := &runBlock{id: s.BlockId, typ: s.BlockType, messageID: s.MessageId, kind: kindOf(s.BlockType),
-			name: metadataString(s.Metadata, "name")}
+			name: wire.MetadataString(s.Metadata, "name")}
 		r.blocks[s.BlockId] = rb
 		r.order = append(r.order, rb)
 		switch rb.kind {
@@ -344,7 +345,7 @@ func (t *translator) translate(ev *convov1.Event) {
 			if !rb.started {
 				// A tool_use block that never got its tool call: the call
 				// is the block (as in the snapshot).
-				if name := metadataString(e.Metadata, "name"); name != "" {
+				if name := wire.MetadataString(e.Metadata, "name"); name != "" {
 					rb.name = name
 				}
 				t.startToolCall(rb, rb.id, rb.name, rb.args.String(), ms)
@@ -412,7 +413,7 @@ func (t *translator) closeMessage(rb *runBlock, ms int64) {
 func (t *translator) startToolCall(rb *runBlock, callID, name, args string, ms int64) {
 	rb.started, rb.callID = true, callID
 	t.emit(&aguiToolCallStartEvent{Type: aguiToolCallStart, Timestamp: ms, ToolCallID: callID,
-		ToolCallName: toolName(name), ParentMessageID: rb.messageID})
+		ToolCallName: wire.ToolName(name), ParentMessageID: rb.messageID})
 	if args != "" {
 		t.emit(&aguiToolCallArgsEvent{Type: aguiToolCallArgs, Timestamp: ms, ToolCallID: callID, Delta: args})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
@@ -27,14 +28,14 @@ const maxRunInputBytes = 4 << 20
 // active when the stream starts is a run at once; an idle conversation's
 // stream waits (with keep-alive comments) for the next prompt.
 func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.caller(r)
+	owner, id, err := s.Caller(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	sub, snap, replay, err := s.openAGUI(r.Context(), owner, id)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
@@ -51,23 +52,23 @@ func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
 // depend on the request: a client that goes away can follow the
 // conversation (GET /v1/conversations/{id}/agui) to see the rest.
 func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
-	owner, in, ok := writeRequest(s, w, r, decodeRunInput)
+	owner, in, ok := httpx.WriteRequest(s.Server, w, r, decodeRunInput)
 	if !ok {
 		return
 	}
 	ctx := r.Context()
 	id, created := in.threadID, false
 	if id == uuid.Nil {
-		c, err := s.store.CreateConversation(ctx, owner, "")
+		c, err := s.Store.CreateConversation(ctx, owner, "")
 		if err != nil {
-			s.writeError(w, r, err)
+			s.WriteError(w, r, err)
 			return
 		}
 		id, created = c.ID, true
 	} else {
 		var err error
-		if _, created, err = s.store.EnsureConversation(ctx, owner, id); err != nil {
-			s.writeError(w, r, err)
+		if _, created, err = s.Store.EnsureConversation(ctx, owner, id); err != nil {
+			s.WriteError(w, r, err)
 			return
 		}
 	}
@@ -78,7 +79,7 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if created {
 		defer func() {
 			if !sent {
-				s.discardCreated(ctx, owner, id)
+				s.DiscardCreated(ctx, owner, id)
 			}
 		}()
 	}
@@ -87,7 +88,7 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	// can be missed.
 	sub, snap, replay, err := s.openAGUI(ctx, owner, id)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
@@ -95,15 +96,15 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if in.userMessageID != "" && slices.ContainsFunc(snap.GetMessages(), func(m *convov1.Message) bool {
 		return m.GetId() == in.userMessageID
 	}) {
-		s.writeError(w, r, conversation.Errorf(conversation.FailedPrecondition,
+		s.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
 			"messages: the last user message (%s) is already in the conversation; append a new user message to run again", in.userMessageID))
 		return
 	}
-	res, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
+	res, err := s.Store.SendMessage(ctx, conversation.SendMessageParams{
 		OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{in.modelConfig},
 	})
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	sent = true
@@ -119,7 +120,7 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 // and returns how it starts: its snapshot, then the replayed events of the
 // blocks still streaming in it.
 func (s *server) openAGUI(ctx context.Context, owner string, id uuid.UUID) (*wire.Subscription, *convov1.Snapshot, []*convov1.Event, error) {
-	sub, first, err := wire.Open(ctx, s.hub, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, first, err := wire.Open(ctx, s.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -136,29 +137,29 @@ func (s *server) openAGUI(ctx context.Context, owner string, id uuid.UUID) (*wir
 // or cut off.
 func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr *translator, replay []*convov1.Event) {
 	ctx := r.Context()
-	out, err := s.startSSE(w)
+	out, err := s.StartSSE(w)
 	if err != nil {
 		return
 	}
-	defer out.end()
+	defer out.End()
 	events := tr.begin()
 	for _, ev := range replay {
 		events = append(events, tr.apply(ev)...)
 	}
-	if err := out.jsonEvents(events); err != nil {
+	if err := out.JSONEvents(events); err != nil {
 		return
 	}
 	for !tr.done {
-		item, err := s.next(ctx, r, sub, out)
+		item, err := s.Next(ctx, r, sub, out)
 		if err != nil {
 			if ctx.Err() == nil {
-				_ = out.jsonEvents(tr.interrupt(interruption(err)))
+				_ = out.JSONEvents(tr.interrupt(interruption(err)))
 			}
-			s.streamEnded(r, err, sub.Cursor())
+			s.StreamEnded(r, err, sub.Cursor())
 			return
 		}
 		ev := item.Payload.GetEvent()
-		if err := out.jsonEvents(tr.apply(ev)); err != nil {
+		if err := out.JSONEvents(tr.apply(ev)); err != nil {
 			return
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
 )
 
 // thread is the AG-UI adapter's view of a conversation: the snapshot with
@@ -216,12 +217,12 @@ func (t *thread) assistant(out []aguiMessage, m *threadMessage) []aguiMessage {
 				carrier = len(out)
 				out = append(out, aguiMessage{ID: m.id, Role: "assistant"})
 			}
-			callID, name := b.id, metadataString(b.metadata, "name")
+			callID, name := b.id, wire.MetadataString(b.metadata, "name")
 			if b.call != nil {
 				callID, name = b.call.Id, b.call.Name
 			}
 			out[carrier].ToolCalls = append(out[carrier].ToolCalls, aguiToolCall{ID: callID, Type: "function",
-				Function: aguiFunctionCall{Name: toolName(name), Arguments: toolArguments(b.content.String(), b.input)}})
+				Function: aguiFunctionCall{Name: wire.ToolName(name), Arguments: toolArguments(b.content.String(), b.input)}})
 			if b.call == nil || (b.call.Status != "completed" && b.call.Status != "failed") {
 				continue
 			}
@@ -270,15 +271,6 @@ func blockMeta(messageID, blockType string) aguiMeta {
 	return convoMeta(map[string]string{"messageId": messageID, "blockType": blockType})
 }
 
-// toolName is the tool call's name, or "unknown" for a tool_use block
-// whose worker never named it.
-func toolName(name string) string {
-	if name == "" {
-		return "unknown"
-	}
-	return name
-}
-
 // toolArguments is a tool call's argument text: the tool_use block's
 // content (the argument deltas), or, when the worker streamed none, the
 // call's input as JSON.
@@ -303,13 +295,6 @@ func toolResult(output string, call *convov1.ToolCall) (content, errText string)
 		output += "\n"
 	}
 	return output + "error: " + call.Error, call.Error
-}
-
-func metadataString(s *structpb.Struct, key string) string {
-	if v, ok := s.GetFields()[key]; ok {
-		return v.GetStringValue()
-	}
-	return ""
 }
 
 func ptr[T any](v T) *T { return &v }

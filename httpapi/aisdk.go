@@ -12,6 +12,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
@@ -37,7 +38,7 @@ const (
 // not depend on the request: a client that goes away resumes with GET
 // /v1/ai-sdk/chat/{id}/stream.
 func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
-	owner, req, ok := writeRequest(s, w, r, decodeChatRequest)
+	owner, req, ok := httpx.WriteRequest(s.Server, w, r, decodeChatRequest)
 	if !ok {
 		return
 	}
@@ -45,12 +46,12 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	var err error
 	created := false
 	if req.trigger == triggerSubmit {
-		_, created, err = s.store.EnsureConversation(ctx, owner, req.id)
+		_, created, err = s.Store.EnsureConversation(ctx, owner, req.id)
 	} else {
-		_, err = s.store.Conversation(ctx, owner, req.id)
+		_, err = s.Store.Conversation(ctx, owner, req.id)
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	// The conversation must exist to be subscribed to, before the prompt
@@ -60,35 +61,35 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	if created {
 		defer func() {
 			if !queued {
-				s.discardCreated(ctx, owner, req.id)
+				s.DiscardCreated(ctx, owner, req.id)
 			}
 		}()
 	}
 	// Subscribe before the prompt is queued, so that no event of its reply
 	// can be missed.
-	sub, err := s.hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
+	sub, err := s.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
 	sub.ReleaseSnapshot() // the reply is new: nothing of the snapshot is sent
 	var promptID, messageID uuid.UUID
 	if req.trigger == triggerSubmit {
-		sent, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
+		sent, err := s.Store.SendMessage(ctx, conversation.SendMessageParams{
 			OwnerID: owner, ConversationID: req.id, Text: req.text, ModelConfigs: []json.RawMessage{req.model},
 		})
 		if err != nil {
-			s.writeError(w, r, err)
+			s.WriteError(w, r, err)
 			return
 		}
 		promptID, messageID = sent.PromptIDs[0], sent.AssistantMessageIDs[0]
 	} else {
-		re, err := s.store.RegenerateReply(ctx, conversation.RegenerateParams{
+		re, err := s.Store.RegenerateReply(ctx, conversation.RegenerateParams{
 			OwnerID: owner, ConversationID: req.id, MessageID: req.messageID, ModelConfig: req.model,
 		})
 		if err != nil {
-			s.writeError(w, r, err)
+			s.WriteError(w, r, err)
 			return
 		}
 		promptID, messageID = re.PromptID, re.MessageID
@@ -103,13 +104,13 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 // holds so far, from the database, then the rest live), so that the
 // client's message is whole.
 func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.caller(r)
+	owner, id, err := s.Caller(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	sub, err := s.hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, err := s.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id})
 	noReply := func() {
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)
@@ -122,7 +123,7 @@ func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
@@ -157,14 +158,14 @@ func runningReply(st conversation.State) *conversation.Message {
 // aisdkMessages serves GET /v1/ai-sdk/chat/{id}/messages: the conversation
 // as UIMessage[] (see uiMessages), for useChat's initial messages.
 func (s *server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.caller(r)
+	owner, id, err := s.Caller(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
-	st, err := s.store.State(r.Context(), owner, id)
+	st, err := s.Store.State(r.Context(), owner, id)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	h := w.Header()
@@ -191,18 +192,18 @@ const maxStops = 16
 // stay), for useChat's stop(). Stopping a chat with no reply running
 // cancels nothing and succeeds.
 func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.caller(r)
+	owner, id, err := s.Caller(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
 	res := stopResponse{Cancelled: []string{}}
 	seen := map[uuid.UUID]bool{}
 	for range maxStops {
-		c, err := s.store.Conversation(ctx, owner, id)
+		c, err := s.Store.Conversation(ctx, owner, id)
 		if err != nil {
-			s.writeError(w, r, err)
+			s.WriteError(w, r, err)
 			return
 		}
 		p := c.ActivePromptID
@@ -210,12 +211,12 @@ func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		seen[p.UUID] = true
-		cancelled, err := s.store.CancelPrompt(ctx, owner, p.UUID)
+		cancelled, err := s.Store.CancelPrompt(ctx, owner, p.UUID)
 		switch {
 		case conversation.ErrorCode(err) == conversation.FailedPrecondition:
 			// It finished meanwhile: nothing to stop there.
 		case err != nil:
-			s.writeError(w, r, err)
+			s.WriteError(w, r, err)
 			return
 		case cancelled:
 			res.Cancelled = append(res.Cancelled, p.UUID.String())
@@ -235,34 +236,34 @@ func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, reply *uiReply) {
 	ctx := r.Context()
 	w.Header().Set(uiStreamHeader, uiStreamVersion)
-	out, err := s.startSSE(w)
+	out, err := s.StartSSE(w)
 	if err != nil {
 		return
 	}
-	defer out.end()
-	if err := out.jsonEvents(reply.flush()); err != nil {
+	defer out.End()
+	if err := out.JSONEvents(reply.flush()); err != nil {
 		return
 	}
 	for !reply.done {
-		item, err := s.next(ctx, r, sub, out)
+		item, err := s.Next(ctx, r, sub, out)
 		if err != nil {
-			s.streamEnded(r, err, sub.Cursor())
+			s.StreamEnded(r, err, sub.Cursor())
 			if ctx.Err() != nil {
 				return
 			}
 			if errors.Is(err, stream.ErrDeleted) {
-				_ = out.jsonEvents([]any{&uiErrorChunk{Type: uiError, ErrorText: "the conversation was deleted"}})
-				_ = out.event("", "", []byte(uiStreamDone))
+				_ = out.JSONEvents([]any{&uiErrorChunk{Type: uiError, ErrorText: "the conversation was deleted"}})
+				_ = out.Event("", "", []byte(uiStreamDone))
 				return
 			}
 			panic(http.ErrAbortHandler)
 		}
 		reply.apply(item.Payload.GetEvent())
-		if err := out.jsonEvents(reply.flush()); err != nil {
+		if err := out.JSONEvents(reply.flush()); err != nil {
 			return
 		}
 	}
-	_ = out.event("", "", []byte(uiStreamDone))
+	_ = out.Event("", "", []byte(uiStreamDone))
 }
 
 // chatRequest is DefaultChatTransport's request body. Other fields (what

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/wire"
 )
 
 // uiMessages is a conversation as the AI SDK's UIMessage list: every
@@ -98,7 +99,7 @@ func toolPart(b conversation.Block) *uiToolPart {
 	tc := b.ToolCall
 	switch {
 	case tc != nil:
-		p.ToolName, p.Input = toolName(tc.Name), json.RawMessage("null")
+		p.ToolName, p.Input = wire.ToolName(tc.Name), json.RawMessage("null")
 		if len(tc.Input) > 0 {
 			p.Input = tc.Input
 		}
@@ -114,7 +115,7 @@ func toolPart(b conversation.Block) *uiToolPart {
 			p.State = "input-available"
 		}
 	case b.Status == conversation.BlockCompleted:
-		p.ToolName, p.State, p.Input = toolName(name), "input-available", contentJSON(b.Content)
+		p.ToolName, p.State, p.Input = wire.ToolName(name), "input-available", contentJSON(b.Content)
 	case name != "":
 		p.ToolName, p.State = name, "input-streaming"
 	default:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
 )
 
 // uiReply turns one prompt's reply into UI message stream chunks: start
@@ -119,7 +120,7 @@ func (r *uiReply) apply(ev *convov1.Event) {
 	switch k := ev.Kind.(type) {
 	case *convov1.Event_BlockStart:
 		if s := k.BlockStart; s.PromptId == r.promptID {
-			r.blockStart(s.BlockId, s.BlockType, metadataString(s.Metadata, "name"))
+			r.blockStart(s.BlockId, s.BlockType, wire.MetadataString(s.Metadata, "name"))
 		}
 	case *convov1.Event_BlockDelta:
 		if d := k.BlockDelta; d.PromptId == r.promptID {
@@ -202,7 +203,7 @@ func (r *uiReply) blockStart(id, typ, name string) {
 
 func (r *uiReply) startTool(b *uiBlock) {
 	b.started = true
-	r.emit(&uiToolInputStartChunk{Type: uiToolInputStart, ToolCallID: b.id, ToolName: toolName(b.name),
+	r.emit(&uiToolInputStartChunk{Type: uiToolInputStart, ToolCallID: b.id, ToolName: wire.ToolName(b.name),
 		Dynamic: true, ProviderExecuted: true})
 }
 
@@ -271,7 +272,7 @@ func (r *uiReply) inputAvailable(b *uiBlock, name string, input json.RawMessage)
 		r.startTool(b)
 	}
 	b.available = true
-	r.emit(&uiToolInputAvailableChunk{Type: uiToolInputAvailable, ToolCallID: b.id, ToolName: toolName(b.name),
+	r.emit(&uiToolInputAvailableChunk{Type: uiToolInputAvailable, ToolCallID: b.id, ToolName: wire.ToolName(b.name),
 		Input: input, Dynamic: true, ProviderExecuted: true})
 }
 

@@ -4,17 +4,13 @@ import (
 	"net/http"
 	"strconv"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
-
-// protoJSON is the JSON the Connect API uses: proto3 JSON names, zero
-// values omitted.
-var protoJSON = protojson.MarshalOptions{}
 
 // snapshotEvent names the SSE event that carries the snapshot.
 const snapshotEvent = "snapshot"
@@ -29,29 +25,29 @@ const snapshotEvent = "snapshot"
 // subscriber falls behind or the server shuts down; EventSource then
 // reconnects with the last id it received.
 func (s *server) events(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.caller(r)
+	owner, id, err := s.Caller(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	after, err := resumePoint(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	sub, first, err := wire.Open(ctx, s.hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after})
+	sub, first, err := wire.Open(ctx, s.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after})
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
 
-	out, err := s.startSSE(w)
+	out, err := s.StartSSE(w)
 	if err != nil {
 		return
 	}
-	defer out.end()
+	defer out.End()
 	// The snapshot and its replayed blocks are one unit: only its last SSE
 	// event carries an id, so a client cut off in the middle of it has no
 	// id from it and starts again from a snapshot, never from half a
@@ -70,9 +66,9 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for {
-		item, err := s.next(ctx, r, sub, out)
+		item, err := s.Next(ctx, r, sub, out)
 		if err != nil {
-			s.streamEnded(r, err, sub.Cursor())
+			s.StreamEnded(r, err, sub.Cursor())
 			return
 		}
 		ev := item.Payload.GetEvent()
@@ -82,12 +78,12 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *server) writeProto(out *sseStream, id, name string, m proto.Message) error {
-	data, err := protoJSON.Marshal(m)
+func (s *server) writeProto(out *httpx.SSEWriter, id, name string, m proto.Message) error {
+	data, err := httpx.ProtoJSON.Marshal(m)
 	if err != nil {
 		return err
 	}
-	return out.event(id, name, data)
+	return out.Event(id, name, data)
 }
 
 // eventName is the JSON name of the event's kind: "blockDelta", …

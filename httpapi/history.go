@@ -9,6 +9,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -46,15 +47,15 @@ type historyEntry struct {
 // history serves GET /v1/conversations/{id}/history: the conversation as
 // history entries, one per message, as it stands at one seq.
 func (s *server) history(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.caller(r)
+	owner, id, err := s.Caller(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	st, err := s.store.State(ctx, owner, id)
+	st, err := s.Store.State(ctx, owner, id)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return
 	}
 	// The prompts whose events the export carries.
@@ -66,9 +67,9 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	events := map[uuid.UUID][]*convov1.Event{}
 	for after := int64(0); len(wanted) > 0 && after < st.Seq; {
-		page, err := s.store.EventsAfter(ctx, id, after, historyPage)
+		page, err := s.Store.EventsAfter(ctx, id, after, historyPage)
 		if err != nil {
-			s.writeError(w, r, err)
+			s.WriteError(w, r, err)
 			return
 		}
 		for _, e := range page {
@@ -81,7 +82,7 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 			}
 			decoded, err := wire.DecodeEvent(e)
 			if err != nil {
-				s.writeError(w, r, err)
+				s.WriteError(w, r, err)
 				return
 			}
 			events[e.PromptID.UUID] = append(events[e.PromptID.UUID], decoded.GetEvent())
@@ -98,9 +99,9 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 		if m.PromptID.Valid && wanted[m.PromptID.UUID] {
 			entry.Events = []json.RawMessage{}
 			for _, ev := range coalesce(events[m.PromptID.UUID]) {
-				b, err := protoJSON.Marshal(ev)
+				b, err := httpx.ProtoJSON.Marshal(ev)
 				if err != nil {
-					s.writeError(w, r, err)
+					s.WriteError(w, r, err)
 					return
 				}
 				entry.Events = append(entry.Events, b)

@@ -11,7 +11,9 @@
 //   - the checks of request fields and their limits, whose errors are
 //     conversation.Invalid naming the field (validate.go);
 //   - the classification of errors that each adapter maps to its own codes
-//     and logs in one place (errors.go).
+//     and logs in one place (errors.go);
+//   - what the adapters read of tool calls and block metadata alike
+//     (tools.go).
 //
 // It imports neither connect nor net/http.
 package wire

@@ -1,4 +1,4 @@
-package httpapi
+package httpx
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"github.com/convo-dev/convo/wire"
 )
 
-// jsonBody wraps a state-changing route: its request must be a JSON body
+// JSONBody wraps a state-changing route: its request must be a JSON body
 // (Content-Type application/json, UTF-8) of at most limit bytes, or, when
 // emptyOK, no body and no Content-Type at all. A text/plain or form body,
 // which a page of any site may send without a CORS preflight, is refused
@@ -23,7 +23,7 @@ import (
 // reading at most limit bytes of it (none when its Content-Length says
 // so). A body that does not arrive in time (the server's read deadline)
 // is answered 408. The checked body is handed on in full.
-func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http.HandlerFunc {
+func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
 		if ct == "" && emptyOK && r.ContentLength <= 0 {
@@ -40,7 +40,7 @@ func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			return
 		}
 		if r.ContentLength > limit {
-			s.writeError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
+			s.WriteError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -48,21 +48,21 @@ func (s *server) jsonBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				s.writeError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
+				s.WriteError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				bodyTimeout(w, err)
 			default:
-				s.writeError(w, r, wire.Invalid("body", "could not be read: %v", err))
+				s.WriteError(w, r, wire.Invalid("body", "could not be read: %v", err))
 			}
 			return
 		}
 		if !utf8.Valid(body) {
-			s.writeError(w, r, wire.Invalid("body", "is not valid UTF-8"))
+			s.WriteError(w, r, wire.Invalid("body", "is not valid UTF-8"))
 			return
 		}
 		// encoding/json would read a lone surrogate as U+FFFD, silently.
 		if err := wire.CheckJSONSurrogates(body); err != nil {
-			s.writeError(w, r, err)
+			s.WriteError(w, r, err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -100,24 +100,24 @@ func unsupportedMediaType(w http.ResponseWriter, got string) {
 		Message: "Content-Type: want application/json (UTF-8), got " + got})
 }
 
-// writeRequest starts a request that writes: it authenticates it, reads
+// WriteRequest starts a request that writes: it authenticates it, reads
 // its body with decode, and takes one of the user's write tokens, in that
 // order (a request refused for its input costs no token). It answers the
 // error itself and reports false when any step fails.
-func writeRequest[T any](s *server, w http.ResponseWriter, r *http.Request, decode func(http.ResponseWriter, *http.Request) (T, error)) (string, T, bool) {
+func WriteRequest[T any](s *Server, w http.ResponseWriter, r *http.Request, decode func(http.ResponseWriter, *http.Request) (T, error)) (string, T, bool) {
 	var zero T
 	owner, err := s.authenticate(r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return "", zero, false
 	}
 	in, err := decode(w, r)
 	if err != nil {
-		s.writeError(w, r, err)
+		s.WriteError(w, r, err)
 		return "", zero, false
 	}
-	if err := s.writes.Allow(owner); err != nil {
-		s.writeError(w, r, err)
+	if err := s.Writes.Allow(owner); err != nil {
+		s.WriteError(w, r, err)
 		return "", zero, false
 	}
 	return owner, in, true

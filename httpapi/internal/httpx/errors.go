@@ -1,4 +1,4 @@
-package httpapi
+package httpx
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 // statuses maps each domain error code to its HTTP status and the code
 // name the body carries (the Connect API's names): the one place where
-// that mapping lives for this package.
+// that mapping lives for every protocol.
 var statuses = map[conversation.Code]struct {
 	status int
 	name   string
@@ -38,17 +38,17 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
-// writeError answers with err as a JSON error: the one place where this
-// package maps and logs failed requests (wire.Classify). A domain error
+// WriteError answers with err as a JSON error: the one place where the
+// protocols map and log failed requests (wire.Classify). A domain error
 // keeps its message; anything else is logged with its detail and answered
 // as internal without it.
-func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away: nobody reads the answer
 	}
 	f := wire.Classify(err)
 	if f.Log {
-		s.logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", f.Code, "err", err)
+		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", f.Code, "err", err)
 	}
 	st, ok := statuses[f.Code]
 	if !ok {
@@ -67,28 +67,28 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	_ = json.NewEncoder(w).Encode(errorBody{Code: st.name, Message: f.Message})
 }
 
-// discardCreated deletes the conversation a request created when the
+// DiscardCreated deletes the conversation a request created when the
 // request is refused before anything was written to it (see
 // conversation.Store.DeleteUntouchedConversation), so that a refusal
 // changes nothing. It runs even when the client went away.
-func (s *server) discardCreated(ctx context.Context, owner string, id uuid.UUID) {
+func (s *Server) DiscardCreated(ctx context.Context, owner string, id uuid.UUID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, err := s.store.DeleteUntouchedConversation(ctx, owner, id); err != nil {
-		s.logger.ErrorContext(ctx, "a refused request could not delete the conversation it created", "conversation_id", id, "err", err)
+	if _, err := s.Store.DeleteUntouchedConversation(ctx, owner, id); err != nil {
+		s.Logger.ErrorContext(ctx, "a refused request could not delete the conversation it created", "conversation_id", id, "err", err)
 	}
 }
 
-// streamEnded logs why a stream ended, unless the client went away or the
+// StreamEnded logs why a stream ended, unless the client went away or the
 // end is by design (wire.Failure.Resumable, or the conversation was
 // deleted), after which the client reconnects and resumes.
-func (s *server) streamEnded(r *http.Request, err error, cursor int64) {
+func (s *Server) StreamEnded(r *http.Request, err error, cursor int64) {
 	if r.Context().Err() != nil {
 		return
 	}
 	if f := wire.Classify(err); f.Resumable || f.Code == conversation.NotFound {
-		s.logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", r.URL.Path, "cursor", cursor, "reason", err)
+		s.Logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", r.URL.Path, "cursor", cursor, "reason", err)
 		return
 	}
-	s.logger.WarnContext(r.Context(), "stream failed", "path", r.URL.Path, "cursor", cursor, "err", err)
+	s.Logger.WarnContext(r.Context(), "stream failed", "path", r.URL.Path, "cursor", cursor, "err", err)
 }
