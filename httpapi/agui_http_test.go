@@ -14,12 +14,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
 // aguiStream reads an AG-UI event stream, keeping each event's JSON as sent
 // for the verifier.
 type aguiStream struct {
-	c   *sseClient
+	c   *apitest.SSEClient
 	raw []string
 }
 
@@ -39,22 +41,22 @@ func openAGUI(t testing.TB, method, url string, header http.Header, body any) *a
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "text/event-stream")
 	if r == nil {
-		return &aguiStream{c: openSSE(t, method, url, header, nil)}
+		return &aguiStream{c: apitest.OpenSSE(t, method, url, header, nil)}
 	}
-	return &aguiStream{c: openSSE(t, method, url, header, r)}
+	return &aguiStream{c: apitest.OpenSSE(t, method, url, header, r)}
 }
 
 // next returns the next AG-UI event (a plain "data:" SSE event).
 func (a *aguiStream) next(t testing.TB) map[string]any {
 	t.Helper()
-	ev := a.c.next(t)
-	if ev.name != "" || ev.hasID {
+	ev := a.c.Next(t)
+	if ev.Name != "" || ev.HasID {
 		t.Fatalf("AG-UI event with SSE fields: %+v", ev)
 	}
-	a.raw = append(a.raw, ev.data)
+	a.raw = append(a.raw, ev.Data)
 	var out map[string]any
-	if err := json.Unmarshal([]byte(ev.data), &out); err != nil {
-		t.Fatalf("event %s: %v", ev.data, err)
+	if err := json.Unmarshal([]byte(ev.Data), &out); err != nil {
+		t.Fatalf("event %s: %v", ev.Data, err)
 	}
 	return out
 }
@@ -125,16 +127,16 @@ func TestAGUIVerifier(t *testing.T) {
 	t.Parallel()
 	node := nodeForVerifier(t)
 	dir := t.TempDir()
-	demo := setup(t, setupOptions{workers: true}) // the in-process demo worker answers
+	demo := apitest.Setup(t, apitest.Options{Workers: true}) // the in-process demo worker answers
 	ctx := context.Background()
 
 	t.Run("Record", func(t *testing.T) {
 		t.Run("CompleteDemoReplyAndAFollower", func(t *testing.T) {
 			t.Parallel()
 			thread := uuid.NewString()
-			post := openAGUI(t, "POST", demo.url+"/v1/agui", nil, runInput(thread, "run-1", "What is 6 times 7?"))
+			post := openAGUI(t, "POST", demo.URL+"/v1/agui", nil, runInput(thread, "run-1", "What is 6 times 7?"))
 			events := post.until(t, "RUN_FINISHED", "RUN_ERROR")
-			post.c.ended(t) // the run is the whole response
+			post.c.Ended(t) // the run is the whole response
 			post.save(t, dir, "complete")
 
 			types := typeList(events)
@@ -150,7 +152,7 @@ func TestAGUIVerifier(t *testing.T) {
 				t.Fatalf("run ends with %v", last)
 			}
 			// The thread is the conversation, with the reply the stream carried.
-			st := demo.state(t, "local", uuid.MustParse(thread))
+			st := demo.State(t, "local", uuid.MustParse(thread))
 			reply := st.Messages[1]
 			var text string
 			for _, b := range reply.Blocks {
@@ -179,8 +181,8 @@ func TestAGUIVerifier(t *testing.T) {
 
 			// A follower of the conversation sees the next prompt as a run,
 			// after the first reply in its snapshot.
-			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", demo.url, thread), nil, nil)
-			second := openAGUI(t, "POST", demo.url+"/v1/agui", nil, runInput(thread, "run-2", "And 7 times 8?"))
+			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", demo.URL, thread), nil, nil)
+			second := openAGUI(t, "POST", demo.URL+"/v1/agui", nil, runInput(thread, "run-2", "And 7 times 8?"))
 			second.until(t, "RUN_FINISHED", "RUN_ERROR")
 			followed := follow.until(t, "RUN_FINISHED", "RUN_ERROR")
 			follow.save(t, dir, "follow")
@@ -192,24 +194,24 @@ func TestAGUIVerifier(t *testing.T) {
 			}
 		})
 
-		manual := setup(t) // no workers: the test writes the replies
+		manual := apitest.Setup(t) // no workers: the test writes the replies
 
 		t.Run("Cancelled", func(t *testing.T) {
 			t.Parallel()
-			post := openAGUI(t, "POST", manual.url+"/v1/agui", nil, runInput(uuid.NewString(), "", "Tell me a long story"))
+			post := openAGUI(t, "POST", manual.URL+"/v1/agui", nil, runInput(uuid.NewString(), "", "Tell me a long story"))
 			started := post.next(t)
 			prompt := uuid.MustParse(convoField(started, "promptId"))
 			if started["runId"] != prompt.String() {
 				t.Errorf("without a runId the run is the prompt: %v", started)
 			}
-			manual.startPrompt(t, prompt)
-			block := manual.startBlock(t, prompt, "text", "{}")
-			manual.appendText(t, block, "Once upon ", "a time")
-			if _, err := manual.store.CancelPrompt(ctx, "local", prompt); err != nil {
+			manual.StartPrompt(t, prompt)
+			block := manual.StartBlock(t, prompt, "text", "{}")
+			manual.AppendText(t, block, "Once upon ", "a time")
+			if _, err := manual.Store.CancelPrompt(ctx, "local", prompt); err != nil {
 				t.Fatal(err)
 			}
 			events := post.until(t, "RUN_FINISHED", "RUN_ERROR")
-			post.c.ended(t)
+			post.c.Ended(t)
 			post.save(t, dir, "cancelled")
 			types := strings.Join(typeList(events), " ")
 			if types != "MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" {
@@ -222,15 +224,15 @@ func TestAGUIVerifier(t *testing.T) {
 
 		t.Run("Failed", func(t *testing.T) {
 			t.Parallel()
-			post := openAGUI(t, "POST", manual.url+"/v1/agui", nil, runInput(uuid.NewString(), "r", "Hello"))
+			post := openAGUI(t, "POST", manual.URL+"/v1/agui", nil, runInput(uuid.NewString(), "r", "Hello"))
 			prompt := uuid.MustParse(convoField(post.next(t), "promptId"))
-			manual.startPrompt(t, prompt)
-			r := manual.startBlock(t, prompt, "reasoning", "{}")
-			manual.appendText(t, r, "Hmm.")
-			manual.appendText(t, manual.startBlock(t, prompt, "text", "{}"), "Partial")
-			manual.failPrompt(t, prompt, "the model is unreachable")
+			manual.StartPrompt(t, prompt)
+			r := manual.StartBlock(t, prompt, "reasoning", "{}")
+			manual.AppendText(t, r, "Hmm.")
+			manual.AppendText(t, manual.StartBlock(t, prompt, "text", "{}"), "Partial")
+			manual.FailPrompt(t, prompt, "the model is unreachable")
 			events := post.until(t, "RUN_FINISHED", "RUN_ERROR")
-			post.c.ended(t)
+			post.c.Ended(t)
 			post.save(t, dir, "failed")
 			last := events[len(events)-1]
 			if last["type"] != "RUN_ERROR" || last["code"] != "PROMPT_FAILED" || last["message"] != "the model is unreachable" {
@@ -240,19 +242,19 @@ func TestAGUIVerifier(t *testing.T) {
 
 		t.Run("LateJoin", func(t *testing.T) {
 			t.Parallel()
-			s := manual.send(t, "local", uuid.Nil, "What is 6*7?")
-			manual.startPrompt(t, s.promptID)
-			r := manual.startBlock(t, s.promptID, "reasoning", "{}")
-			manual.appendText(t, r, "Use the calculator.")
-			manual.endBlock(t, r)
-			use := manual.startBlock(t, s.promptID, "tool_use", `{"name": "calc"}`)
-			manual.appendText(t, use, `{"e": "6*7"}`)
-			call := manual.toolCall(t, use, "calc", `{"e": "6*7"}`, "", "42")
-			manual.endBlock(t, use)
-			text := manual.startBlock(t, s.promptID, "text", "{}")
-			manual.appendText(t, text, "Hello, ", "wor")
+			s := manual.Send(t, "local", uuid.Nil, "What is 6*7?")
+			manual.StartPrompt(t, s.PromptID)
+			r := manual.StartBlock(t, s.PromptID, "reasoning", "{}")
+			manual.AppendText(t, r, "Use the calculator.")
+			manual.EndBlock(t, r)
+			use := manual.StartBlock(t, s.PromptID, "tool_use", `{"name": "calc"}`)
+			manual.AppendText(t, use, `{"e": "6*7"}`)
+			call := manual.ToolCall(t, use, "calc", `{"e": "6*7"}`, "", "42")
+			manual.EndBlock(t, use)
+			text := manual.StartBlock(t, s.PromptID, "text", "{}")
+			manual.AppendText(t, text, "Hello, ", "wor")
 
-			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", manual.url, s.conversationID), nil, nil)
+			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", manual.URL, s.ConversationID), nil, nil)
 			head := []map[string]any{follow.next(t), follow.next(t), follow.next(t), follow.next(t)}
 			if strings.Join(typeList(head), " ") != "RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT" ||
 				head[3]["delta"] != "Hello, wor" || head[2]["messageId"] != text.String() {
@@ -263,12 +265,12 @@ func TestAGUIVerifier(t *testing.T) {
 				msg := m.(map[string]any)
 				roles = append(roles, fmt.Sprint(msg["role"], ":", msg["id"]))
 			}
-			want := []string{"user:" + s.userMessageID.String(), "reasoning:" + r.String(), "assistant:" + s.messageID.String(), "tool:" + call.String()}
+			want := []string{"user:" + s.UserMessageID.String(), "reasoning:" + r.String(), "assistant:" + s.MessageID.String(), "tool:" + call.String()}
 			if strings.Join(roles, " ") != strings.Join(want, " ") {
 				t.Errorf("snapshot %v; want %v (and not the text still streaming)", roles, want)
 			}
-			manual.appendText(t, text, "ld!")
-			manual.completePrompt(t, s.promptID)
+			manual.AppendText(t, text, "ld!")
+			manual.CompletePrompt(t, s.PromptID)
 			rest := follow.until(t, "RUN_FINISHED", "RUN_ERROR")
 			if strings.Join(typeList(rest), " ") != "TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" || rest[0]["delta"] != "ld!" {
 				t.Fatalf("the rest: %v", rest)
@@ -278,21 +280,21 @@ func TestAGUIVerifier(t *testing.T) {
 
 		t.Run("OverlappingPrompts", func(t *testing.T) {
 			t.Parallel()
-			a := manual.send(t, "local", uuid.Nil, "first")
-			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", manual.url, a.conversationID), nil, nil)
-			manual.startPrompt(t, a.promptID)
-			ta := manual.startBlock(t, a.promptID, "text", "{}")
-			manual.appendText(t, ta, "one")
-			b := manual.send(t, "local", a.conversationID, "second")
-			manual.startPrompt(t, b.promptID)
-			manual.appendText(t, manual.startBlock(t, b.promptID, "text", "{}"), "t", "wo")
-			manual.completePrompt(t, b.promptID)
-			manual.appendText(t, ta, "!")
-			manual.completePrompt(t, a.promptID)
+			a := manual.Send(t, "local", uuid.Nil, "first")
+			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", manual.URL, a.ConversationID), nil, nil)
+			manual.StartPrompt(t, a.PromptID)
+			ta := manual.StartBlock(t, a.PromptID, "text", "{}")
+			manual.AppendText(t, ta, "one")
+			b := manual.Send(t, "local", a.ConversationID, "second")
+			manual.StartPrompt(t, b.PromptID)
+			manual.AppendText(t, manual.StartBlock(t, b.PromptID, "text", "{}"), "t", "wo")
+			manual.CompletePrompt(t, b.PromptID)
+			manual.AppendText(t, ta, "!")
+			manual.CompletePrompt(t, a.PromptID)
 			first := follow.until(t, "RUN_FINISHED")
 			second := follow.until(t, "RUN_FINISHED")
 			follow.save(t, dir, "overlap")
-			if first[0]["runId"] != a.promptID.String() || second[0]["runId"] != b.promptID.String() ||
+			if first[0]["runId"] != a.PromptID.String() || second[0]["runId"] != b.PromptID.String() ||
 				collect(first, "TEXT_MESSAGE_CONTENT") != "one!" || collect(second, "TEXT_MESSAGE_CONTENT") != "two" {
 				t.Fatalf("runs:\n%v\n%v", first, second)
 			}
@@ -316,7 +318,7 @@ func TestAGUIVerifier(t *testing.T) {
 		return
 	}
 
-	report := runVerifier(t, node, "AGUI_RECORDINGS="+dir, "AGUI_URL="+demo.url+"/v1/agui")
+	report := runVerifier(t, node, "AGUI_RECORDINGS="+dir, "AGUI_URL="+demo.URL+"/v1/agui")
 	if len(report.Recordings) != 8 {
 		t.Fatalf("the verifier read %d recordings, want 8", len(report.Recordings))
 	}
@@ -349,7 +351,7 @@ func TestAGUIVerifier(t *testing.T) {
 	if h == nil || len(h.Runs) != 2 {
 		t.Fatalf("HttpAgent report: %+v", h)
 	}
-	st := demo.state(t, "local", uuid.MustParse(h.ThreadID))
+	st := demo.State(t, "local", uuid.MustParse(h.ThreadID))
 	if len(st.Messages) != 4 {
 		t.Fatalf("HttpAgent's thread has %d messages, want 2 turns", len(st.Messages))
 	}
@@ -445,11 +447,11 @@ func runVerifier(t testing.TB, node string, env ...string) verifierReport {
 // from a RunAgentInput.
 func TestAGUIRequests(t *testing.T) {
 	t.Parallel()
-	tb := setupAuth(t)
+	tb := apitest.SetupAuth(t)
 	ctx := context.Background()
-	alice, mallory := tokenFor(t, "alice"), tokenFor(t, "mallory")
-	s := tb.send(t, "alice", uuid.Nil, "hello")
-	thread := s.conversationID.String()
+	alice, mallory := apitest.TokenFor(t, "alice"), apitest.TokenFor(t, "mallory")
+	s := tb.Send(t, "alice", uuid.Nil, "hello")
+	thread := s.ConversationID.String()
 	withParts := runInput(thread, "r")
 	withParts["messages"] = []any{map[string]any{"id": "m", "role": "user", "content": []any{
 		map[string]any{"type": "text", "text": "Look:"}, map[string]any{"type": "image", "source": map[string]any{"type": "url", "value": "x"}}}}}
@@ -458,7 +460,7 @@ func TestAGUIRequests(t *testing.T) {
 	unknownField := runInput(thread, "r", "hi")
 	unknownField["forwardedProps"] = map[string]any{"model": map[string]any{"modle": "x"}}
 	repeated := runInput(thread, "r")
-	repeated["messages"] = []any{map[string]any{"id": s.userMessageID.String(), "role": "user", "content": "hello"}}
+	repeated["messages"] = []any{map[string]any{"id": s.UserMessageID.String(), "role": "user", "content": "hello"}}
 	assistantOnly := runInput(thread, "r")
 	assistantOnly["messages"] = []any{map[string]any{"id": "a", "role": "assistant", "content": "hi"}}
 
@@ -494,16 +496,16 @@ func TestAGUIRequests(t *testing.T) {
 				if tc.token != "" {
 					header.Set("Authorization", "Bearer "+tc.token)
 				}
-				resp, cancel := get(t, "POST", tb.url+"/v1/agui", header, bytes.NewReader(body))
+				resp, cancel := apitest.Do(t, "POST", tb.URL+"/v1/agui", header, bytes.NewReader(body))
 				defer cancel()
-				code, message := errorBody(t, resp)
+				code, message := apitest.ErrorBody(t, resp)
 				if resp.StatusCode != tc.status || code != tc.code || !strings.Contains(message, tc.message) {
 					t.Fatalf("%d %s %q; want %d %s containing %q", resp.StatusCode, code, message, tc.status, tc.code, tc.message)
 				}
 			})
 		}
 	})
-	if st := tb.state(t, "alice", s.conversationID); len(st.Messages) != 2 {
+	if st := tb.State(t, "alice", s.ConversationID); len(st.Messages) != 2 {
 		t.Errorf("refused runs changed the conversation: %d messages", len(st.Messages))
 	}
 
@@ -511,9 +513,9 @@ func TestAGUIRequests(t *testing.T) {
 		t.Parallel()
 		in := runInput(thread, "r", "be brief")
 		in["forwardedProps"] = map[string]any{"model": map[string]any{"provider": "demo", "temperature": 0.5}, "other": true}
-		run := openAGUI(t, "POST", tb.url+"/v1/agui", bearer(alice), in)
+		run := openAGUI(t, "POST", tb.URL+"/v1/agui", apitest.Bearer(alice), in)
 		prompt := uuid.MustParse(convoField(run.next(t), "promptId"))
-		tr, err := tb.store.Trace(ctx, "alice", uuid.NullUUID{UUID: prompt, Valid: true}, uuid.NullUUID{})
+		tr, err := tb.Store.Trace(ctx, "alice", uuid.NullUUID{UUID: prompt, Valid: true}, uuid.NullUUID{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -526,11 +528,11 @@ func TestAGUIRequests(t *testing.T) {
 	t.Run("NewThreadIsCreated", func(t *testing.T) {
 		t.Parallel()
 		id := uuid.New()
-		run := openAGUI(t, "POST", tb.url+"/v1/agui", bearer(alice), runInput(id.String(), "r", "new here"))
+		run := openAGUI(t, "POST", tb.URL+"/v1/agui", apitest.Bearer(alice), runInput(id.String(), "r", "new here"))
 		if started := run.next(t); started["threadId"] != id.String() {
 			t.Fatalf("RUN_STARTED %v", started)
 		}
-		if st := tb.state(t, "alice", id); len(st.Messages) != 2 || st.Conversation.Title != "new here" {
+		if st := tb.State(t, "alice", id); len(st.Messages) != 2 || st.Conversation.Title != "new here" {
 			t.Fatalf("the thread's conversation: %+v", st)
 		}
 	})
@@ -539,13 +541,13 @@ func TestAGUIRequests(t *testing.T) {
 		t.Parallel()
 		in := runInput("", "r", "no thread")
 		delete(in, "threadId")
-		run := openAGUI(t, "POST", tb.url+"/v1/agui", http.Header{"Authorization": {"Bearer " + alice}}, in)
+		run := openAGUI(t, "POST", tb.URL+"/v1/agui", http.Header{"Authorization": {"Bearer " + alice}}, in)
 		started := run.next(t)
 		id, err := uuid.Parse(fmt.Sprint(started["threadId"]))
-		if err != nil || id == s.conversationID {
+		if err != nil || id == s.ConversationID {
 			t.Fatalf("RUN_STARTED %v", started)
 		}
-		tb.state(t, "alice", id)
+		tb.State(t, "alice", id)
 	})
 }
 
@@ -555,27 +557,27 @@ func TestAGUIStreamCutOff(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, code string
-		cut        func(tb *testBundle, s sent)
+		cut        func(tb *apitest.Bundle, s apitest.Sent)
 	}{
-		{"ServerShutdown", "STREAM_INTERRUPTED", func(tb *testBundle, s sent) { tb.stopHub() }},
-		{"ConversationDeleted", "CONVERSATION_DELETED", func(tb *testBundle, s sent) {
-			if err := tb.store.DeleteConversation(context.Background(), "local", s.conversationID); err != nil {
+		{"ServerShutdown", "STREAM_INTERRUPTED", func(tb *apitest.Bundle, s apitest.Sent) { tb.StopHub() }},
+		{"ConversationDeleted", "CONVERSATION_DELETED", func(tb *apitest.Bundle, s apitest.Sent) {
+			if err := tb.Store.DeleteConversation(context.Background(), "local", s.ConversationID); err != nil {
 				t.Error(err)
 			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tb := setup(t)
-			s := tb.send(t, "local", uuid.Nil, "hello")
-			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", tb.url, s.conversationID), nil, nil)
+			tb := apitest.Setup(t)
+			s := tb.Send(t, "local", uuid.Nil, "hello")
+			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", tb.URL, s.ConversationID), nil, nil)
 			follow.until(t, "MESSAGES_SNAPSHOT")
 			tc.cut(tb, s)
 			events := follow.until(t, "RUN_ERROR", "RUN_FINISHED")
 			if last := events[len(events)-1]; last["type"] != "RUN_ERROR" || last["code"] != tc.code {
 				t.Fatalf("cut off with %v", last)
 			}
-			follow.c.ended(t)
+			follow.c.Ended(t)
 		})
 	}
 }

@@ -6,95 +6,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
-
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
-	"github.com/convo-dev/convo/wire"
+	"github.com/convo-dev/convo/httpapi/internal/eventscript"
 )
-
-// script builds a conversation's events, numbered and timed like the log.
-type script struct {
-	seq int64
-	t0  time.Time
-}
-
-func newScript() *script { return &script{t0: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (s *script) at(seq int64) int64 {
-	return s.t0.Add(time.Duration(seq) * time.Millisecond).UnixMilli()
-}
-
-func (s *script) ev(kind proto.Message) *convov1.Event {
-	s.seq++
-	return wire.NewEvent(s.seq, s.t0.Add(time.Duration(s.seq)*time.Millisecond), kind)
-}
-
-func (s *script) user(id, text string) *convov1.Event {
-	return s.ev(&convov1.MessageCreated{Message: &convov1.Message{Id: id, Role: "user", Status: "completed",
-		Blocks: []*convov1.Block{{Id: id + "-b", BlockType: "text", Content: text, Status: "completed"}}}})
-}
-
-func (s *script) assistant(id, prompt string) *convov1.Event {
-	return s.ev(&convov1.MessageCreated{Message: &convov1.Message{Id: id, Role: "assistant", Status: "pending", PromptId: prompt}})
-}
-
-func (s *script) queued(prompt, msg string) *convov1.Event {
-	return s.ev(&convov1.PromptQueued{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "queued"}})
-}
-
-func (s *script) started(prompt, msg string) *convov1.Event {
-	return s.ev(&convov1.PromptStarted{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "running"}})
-}
-
-func (s *script) completed(prompt, msg string) *convov1.Event {
-	return s.ev(&convov1.PromptCompleted{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "completed"}})
-}
-
-func (s *script) cancelled(prompt, msg string) *convov1.Event {
-	return s.ev(&convov1.PromptCancelled{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "cancelled"}})
-}
-
-func (s *script) failed(prompt, msg, errText string) *convov1.Event {
-	return s.ev(&convov1.PromptFailed{Prompt: &convov1.Prompt{Id: prompt, MessageId: msg, Status: "failed", Error: errText}, Error: errText})
-}
-
-func (s *script) start(prompt, msg, block, blockType string, position int32, metadata map[string]any) *convov1.Event {
-	meta, _ := structpb.NewStruct(metadata)
-	return s.ev(&convov1.BlockStart{PromptId: prompt, MessageId: msg, BlockId: block, BlockType: blockType, Position: position, Metadata: meta})
-}
-
-func (s *script) delta(prompt, msg, block, content string) *convov1.Event {
-	return s.ev(&convov1.BlockDelta{PromptId: prompt, MessageId: msg, BlockId: block, Content: content})
-}
-
-func (s *script) end(prompt, msg, block string, metadata map[string]any) *convov1.Event {
-	meta, _ := structpb.NewStruct(metadata)
-	return s.ev(&convov1.BlockEnd{PromptId: prompt, MessageId: msg, BlockId: block, Metadata: meta})
-}
-
-func (s *script) toolStarted(call, block, name string, input map[string]any) *convov1.Event {
-	var in *structpb.Value
-	if input != nil {
-		in, _ = structpb.NewValue(input)
-	}
-	return s.ev(&convov1.ToolCallStarted{ToolCall: &convov1.ToolCall{Id: call, BlockId: block, Name: name, Status: "started", Input: in}, Input: in})
-}
-
-func (s *script) progress(call, block, output string) *convov1.Event {
-	return s.ev(&convov1.ToolCallProgress{ToolCallId: call, BlockId: block, Output: output})
-}
-
-func (s *script) toolDone(call, block, name, output, errText string) *convov1.Event {
-	tc := &convov1.ToolCall{Id: call, BlockId: block, Name: name, Status: "completed", Output: output}
-	if errText != "" {
-		tc.Status, tc.Error = "failed", errText
-		return s.ev(&convov1.ToolCallFailed{ToolCall: tc, Error: errText})
-	}
-	return s.ev(&convov1.ToolCallCompleted{ToolCall: tc})
-}
 
 // feed runs events through tr and returns the AG-UI events as JSON
 // objects.
@@ -156,74 +71,74 @@ func emptySnapshot() *convov1.Snapshot { return &convov1.Snapshot{} }
 
 func TestTranslatorMapsEveryBlockKind(t *testing.T) {
 	t.Parallel()
-	s := newScript()
+	s := eventscript.New()
 	tr := newTranslator("conv", emptySnapshot(), "", "")
 	if out := tr.begin(); len(out) != 0 {
 		t.Fatalf("an idle conversation's stream starts with %v; want nothing until a prompt", out)
 	}
 
 	// The prompt is queued: its run starts, with the conversation so far.
-	got := feed(t, tr, s.user("U", "What is 6*7?"), s.assistant("M", "P"), s.queued("P", "M"), s.started("P", "M"))
+	got := feed(t, tr, s.User("U", "What is 6*7?"), s.Assistant("M", "P"), s.Queued("P", "M"), s.Started("P", "M"))
 	expect(t, got,
-		obj{"type": "RUN_STARTED", "timestamp": s.at(3), "threadId": "conv", "runId": "P",
+		obj{"type": "RUN_STARTED", "timestamp": s.At(3), "threadId": "conv", "runId": "P",
 			"metadata": obj{"convo": obj{"promptId": "P", "messageId": "M"}}},
-		obj{"type": "MESSAGES_SNAPSHOT", "timestamp": s.at(3), "messages": []obj{{"id": "U", "role": "user", "content": "What is 6*7?"}}},
+		obj{"type": "MESSAGES_SNAPSHOT", "timestamp": s.At(3), "messages": []obj{{"id": "U", "role": "user", "content": "What is 6*7?"}}},
 	)
 
 	// Reasoning: a span and a message, both with the block's id.
-	got = feed(t, tr, s.start("P", "M", "R", "reasoning", 0, nil), s.delta("P", "M", "R", "Use the "),
-		s.delta("P", "M", "R", "calculator."), s.end("P", "M", "R", obj{"signature": "x"}))
+	got = feed(t, tr, s.Start("P", "M", "R", "reasoning", 0, nil), s.Delta("P", "M", "R", "Use the "),
+		s.Delta("P", "M", "R", "calculator."), s.End("P", "M", "R", obj{"signature": "x"}))
 	expect(t, got,
-		obj{"type": "REASONING_START", "timestamp": s.at(5), "messageId": "R"},
-		obj{"type": "REASONING_MESSAGE_START", "timestamp": s.at(5), "messageId": "R", "role": "reasoning", "metadata": meta("M", "reasoning")},
-		obj{"type": "REASONING_MESSAGE_CONTENT", "timestamp": s.at(6), "messageId": "R", "delta": "Use the "},
-		obj{"type": "REASONING_MESSAGE_CONTENT", "timestamp": s.at(7), "messageId": "R", "delta": "calculator."},
-		obj{"type": "REASONING_MESSAGE_END", "timestamp": s.at(8), "messageId": "R"},
-		obj{"type": "REASONING_END", "timestamp": s.at(8), "messageId": "R"},
+		obj{"type": "REASONING_START", "timestamp": s.At(5), "messageId": "R"},
+		obj{"type": "REASONING_MESSAGE_START", "timestamp": s.At(5), "messageId": "R", "role": "reasoning", "metadata": meta("M", "reasoning")},
+		obj{"type": "REASONING_MESSAGE_CONTENT", "timestamp": s.At(6), "messageId": "R", "delta": "Use the "},
+		obj{"type": "REASONING_MESSAGE_CONTENT", "timestamp": s.At(7), "messageId": "R", "delta": "calculator."},
+		obj{"type": "REASONING_MESSAGE_END", "timestamp": s.At(8), "messageId": "R"},
+		obj{"type": "REASONING_END", "timestamp": s.At(8), "messageId": "R"},
 	)
 
 	// A tool call: the arguments streamed before the call is recorded
 	// wait for it (TOOL_CALL_START needs the call's id and name); later
 	// ones stream; the block's end ends the call; its result follows.
-	got = feed(t, tr, s.start("P", "M", "T", "tool_use", 1, obj{"name": "calculator"}),
-		s.delta("P", "M", "T", `{"expression":`), s.delta("P", "M", "T", ` "6*7"`),
-		s.toolStarted("C", "T", "calculator", obj{"expression": "6*7"}),
-		s.delta("P", "M", "T", `}`),
-		s.progress("C", "T", "evaluating… "), s.end("P", "M", "T", nil),
-		s.toolDone("C", "T", "calculator", "evaluating… 42", ""))
+	got = feed(t, tr, s.Start("P", "M", "T", "tool_use", 1, obj{"name": "calculator"}),
+		s.Delta("P", "M", "T", `{"expression":`), s.Delta("P", "M", "T", ` "6*7"`),
+		s.ToolStarted("C", "T", "calculator", obj{"expression": "6*7"}),
+		s.Delta("P", "M", "T", `}`),
+		s.Progress("C", "T", "evaluating… "), s.End("P", "M", "T", nil),
+		s.ToolDone("C", "T", "calculator", "evaluating… 42", ""))
 	expect(t, got,
-		obj{"type": "TOOL_CALL_START", "timestamp": s.at(12), "toolCallId": "C", "toolCallName": "calculator", "parentMessageId": "M"},
-		obj{"type": "TOOL_CALL_ARGS", "timestamp": s.at(12), "toolCallId": "C", "delta": `{"expression": "6*7"`},
-		obj{"type": "TOOL_CALL_ARGS", "timestamp": s.at(13), "toolCallId": "C", "delta": `}`},
-		obj{"type": "TOOL_CALL_END", "timestamp": s.at(15), "toolCallId": "C"},
-		obj{"type": "TOOL_CALL_RESULT", "timestamp": s.at(16), "messageId": "C", "toolCallId": "C", "content": "evaluating… 42", "role": "tool"},
+		obj{"type": "TOOL_CALL_START", "timestamp": s.At(12), "toolCallId": "C", "toolCallName": "calculator", "parentMessageId": "M"},
+		obj{"type": "TOOL_CALL_ARGS", "timestamp": s.At(12), "toolCallId": "C", "delta": `{"expression": "6*7"`},
+		obj{"type": "TOOL_CALL_ARGS", "timestamp": s.At(13), "toolCallId": "C", "delta": `}`},
+		obj{"type": "TOOL_CALL_END", "timestamp": s.At(15), "toolCallId": "C"},
+		obj{"type": "TOOL_CALL_RESULT", "timestamp": s.At(16), "messageId": "C", "toolCallId": "C", "content": "evaluating… 42", "role": "tool"},
 	)
 
 	// tool_result blocks: nothing (TOOL_CALL_RESULT carried the output).
 	// Text and structured blocks: text messages with the block's id.
 	// Another block type: one CUSTOM event at its end.
 	got = feed(t, tr,
-		s.start("P", "M", "X", "tool_result", 2, obj{"toolCallId": "C"}), s.delta("P", "M", "X", "42"), s.end("P", "M", "X", nil),
-		s.start("P", "M", "Y", "text", 3, nil), s.delta("P", "M", "Y", "6*7 is "), s.delta("P", "M", "Y", "**42**."), s.end("P", "M", "Y", nil),
-		s.start("P", "M", "S", "structured", 4, nil), s.delta("P", "M", "S", `{"answer":42}`), s.end("P", "M", "S", nil),
-		s.start("P", "M", "K", "citation", 5, nil), s.delta("P", "M", "K", "Knuth, "), s.delta("P", "M", "K", "1968"),
-		s.end("P", "M", "K", obj{"url": "https://example.org"}))
+		s.Start("P", "M", "X", "tool_result", 2, obj{"toolCallId": "C"}), s.Delta("P", "M", "X", "42"), s.End("P", "M", "X", nil),
+		s.Start("P", "M", "Y", "text", 3, nil), s.Delta("P", "M", "Y", "6*7 is "), s.Delta("P", "M", "Y", "**42**."), s.End("P", "M", "Y", nil),
+		s.Start("P", "M", "S", "structured", 4, nil), s.Delta("P", "M", "S", `{"answer":42}`), s.End("P", "M", "S", nil),
+		s.Start("P", "M", "K", "citation", 5, nil), s.Delta("P", "M", "K", "Knuth, "), s.Delta("P", "M", "K", "1968"),
+		s.End("P", "M", "K", obj{"url": "https://example.org"}))
 	expect(t, got,
-		obj{"type": "TEXT_MESSAGE_START", "timestamp": s.at(20), "messageId": "Y", "role": "assistant", "metadata": meta("M", "text")},
-		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.at(21), "messageId": "Y", "delta": "6*7 is "},
-		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.at(22), "messageId": "Y", "delta": "**42**."},
-		obj{"type": "TEXT_MESSAGE_END", "timestamp": s.at(23), "messageId": "Y"},
-		obj{"type": "TEXT_MESSAGE_START", "timestamp": s.at(24), "messageId": "S", "role": "assistant", "metadata": meta("M", "structured")},
-		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.at(25), "messageId": "S", "delta": `{"answer":42}`},
-		obj{"type": "TEXT_MESSAGE_END", "timestamp": s.at(26), "messageId": "S"},
-		obj{"type": "CUSTOM", "timestamp": s.at(30), "name": "convo.block", "value": obj{"messageId": "M", "blockId": "K",
+		obj{"type": "TEXT_MESSAGE_START", "timestamp": s.At(20), "messageId": "Y", "role": "assistant", "metadata": meta("M", "text")},
+		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.At(21), "messageId": "Y", "delta": "6*7 is "},
+		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.At(22), "messageId": "Y", "delta": "**42**."},
+		obj{"type": "TEXT_MESSAGE_END", "timestamp": s.At(23), "messageId": "Y"},
+		obj{"type": "TEXT_MESSAGE_START", "timestamp": s.At(24), "messageId": "S", "role": "assistant", "metadata": meta("M", "structured")},
+		obj{"type": "TEXT_MESSAGE_CONTENT", "timestamp": s.At(25), "messageId": "S", "delta": `{"answer":42}`},
+		obj{"type": "TEXT_MESSAGE_END", "timestamp": s.At(26), "messageId": "S"},
+		obj{"type": "CUSTOM", "timestamp": s.At(30), "name": "convo.block", "value": obj{"messageId": "M", "blockId": "K",
 			"blockType": "citation", "content": "Knuth, 1968", "metadata": obj{"url": "https://example.org"}}},
 	)
 
 	// The prompt completes: the run finishes, and nothing else of the
 	// prompt makes an event.
-	got = feed(t, tr, s.completed("P", "M"), s.ev(&convov1.MessageUpdated{Message: &convov1.Message{Id: "M", Role: "assistant", Status: "completed", PromptId: "P"}}))
-	expect(t, got, obj{"type": "RUN_FINISHED", "timestamp": s.at(31), "threadId": "conv", "runId": "P", "outcome": obj{"type": "success"}})
+	got = feed(t, tr, s.Completed("P", "M"), s.Event(&convov1.MessageUpdated{Message: &convov1.Message{Id: "M", Role: "assistant", Status: "completed", PromptId: "P"}}))
+	expect(t, got, obj{"type": "RUN_FINISHED", "timestamp": s.At(31), "threadId": "conv", "runId": "P", "outcome": obj{"type": "success"}})
 
 	// The next run's snapshot holds the reply as a client's reducer built
 	// it from those events: reasoning, the tool call in an assistant
@@ -255,18 +170,18 @@ func TestTranslatorToolCalls(t *testing.T) {
 	t.Parallel()
 	// Each case is one run's tool call events after RUN_STARTED and the
 	// snapshot.
-	run := func(t *testing.T, build func(s *script) []*convov1.Event) []map[string]any {
-		s := newScript()
+	run := func(t *testing.T, build func(s *eventscript.Script) []*convov1.Event) []map[string]any {
+		s := eventscript.New()
 		tr := newTranslator("conv", emptySnapshot(), "", "")
-		feed(t, tr, s.assistant("M", "P"), s.queued("P", "M"))
+		feed(t, tr, s.Assistant("M", "P"), s.Queued("P", "M"))
 		return feed(t, tr, build(s)...)
 	}
 
 	t.Run("ArgumentsFromTheInputWhenNoneStreamed", func(t *testing.T) {
 		t.Parallel()
-		got := run(t, func(s *script) []*convov1.Event {
-			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil),
-				s.toolStarted("C", "T", "search", obj{"q": "go"}), s.delta("P", "M", "T", "ignored"), s.end("P", "M", "T", nil)}
+		got := run(t, func(s *eventscript.Script) []*convov1.Event {
+			return []*convov1.Event{s.Start("P", "M", "T", "tool_use", 0, nil),
+				s.ToolStarted("C", "T", "search", obj{"q": "go"}), s.Delta("P", "M", "T", "ignored"), s.End("P", "M", "T", nil)}
 		})
 		if types(got) != "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END" || got[1]["delta"] != `{"q":"go"}` || got[0]["toolCallName"] != "search" {
 			t.Fatalf("%s: %v", types(got), got)
@@ -275,9 +190,9 @@ func TestTranslatorToolCalls(t *testing.T) {
 
 	t.Run("ABlockWithoutACallIsItsOwnCall", func(t *testing.T) {
 		t.Parallel()
-		got := run(t, func(s *script) []*convov1.Event {
-			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil), s.delta("P", "M", "T", `{"a":1}`),
-				s.end("P", "M", "T", obj{"name": "lookup"})}
+		got := run(t, func(s *eventscript.Script) []*convov1.Event {
+			return []*convov1.Event{s.Start("P", "M", "T", "tool_use", 0, nil), s.Delta("P", "M", "T", `{"a":1}`),
+				s.End("P", "M", "T", obj{"name": "lookup"})}
 		})
 		if types(got) != "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END" || got[0]["toolCallId"] != "T" ||
 			got[0]["toolCallName"] != "lookup" || got[1]["delta"] != `{"a":1}` {
@@ -287,9 +202,9 @@ func TestTranslatorToolCalls(t *testing.T) {
 
 	t.Run("FailedCallKeepsItsOutput", func(t *testing.T) {
 		t.Parallel()
-		got := run(t, func(s *script) []*convov1.Event {
-			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil), s.toolStarted("C", "T", "fetch", obj{}),
-				s.end("P", "M", "T", nil), s.toolDone("C", "T", "fetch", "partial", "timed out")}
+		got := run(t, func(s *eventscript.Script) []*convov1.Event {
+			return []*convov1.Event{s.Start("P", "M", "T", "tool_use", 0, nil), s.ToolStarted("C", "T", "fetch", obj{}),
+				s.End("P", "M", "T", nil), s.ToolDone("C", "T", "fetch", "partial", "timed out")}
 		})
 		if last := got[len(got)-1]; last["type"] != "TOOL_CALL_RESULT" || last["content"] != "partial\nerror: timed out" {
 			t.Fatalf("%s: %v", types(got), got)
@@ -299,9 +214,9 @@ func TestTranslatorToolCalls(t *testing.T) {
 	t.Run("ResultBeforeTheBlockEnds", func(t *testing.T) {
 		t.Parallel()
 		// The walkthrough's order: the call completes, then its block ends.
-		got := run(t, func(s *script) []*convov1.Event {
-			return []*convov1.Event{s.start("P", "M", "T", "tool_use", 0, nil), s.delta("P", "M", "T", "{}"),
-				s.toolStarted("C", "T", "calc", obj{}), s.toolDone("C", "T", "calc", "42", ""), s.end("P", "M", "T", nil)}
+		got := run(t, func(s *eventscript.Script) []*convov1.Event {
+			return []*convov1.Event{s.Start("P", "M", "T", "tool_use", 0, nil), s.Delta("P", "M", "T", "{}"),
+				s.ToolStarted("C", "T", "calc", obj{}), s.ToolDone("C", "T", "calc", "42", ""), s.End("P", "M", "T", nil)}
 		})
 		if types(got) != "TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END TOOL_CALL_RESULT" {
 			t.Fatalf("%s", types(got))
@@ -313,11 +228,11 @@ func TestTranslatorRunEnds(t *testing.T) {
 	t.Parallel()
 	t.Run("Cancelled", func(t *testing.T) {
 		t.Parallel()
-		s := newScript()
+		s := eventscript.New()
 		tr := newTranslator("conv", emptySnapshot(), "", "")
-		got := feed(t, tr, s.assistant("M", "P"), s.queued("P", "M"), s.started("P", "M"),
-			s.start("P", "M", "Y", "text", 0, nil), s.delta("P", "M", "Y", "Once upon"),
-			s.start("P", "M", "R", "reasoning", 1, nil), s.cancelled("P", "M"))
+		got := feed(t, tr, s.Assistant("M", "P"), s.Queued("P", "M"), s.Started("P", "M"),
+			s.Start("P", "M", "Y", "text", 0, nil), s.Delta("P", "M", "Y", "Once upon"),
+			s.Start("P", "M", "R", "reasoning", 1, nil), s.Cancelled("P", "M"))
 		// Whatever is still open is closed before the run finishes.
 		want := "RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT REASONING_START REASONING_MESSAGE_START " +
 			"TEXT_MESSAGE_END REASONING_MESSAGE_END REASONING_END RUN_FINISHED"
@@ -327,17 +242,17 @@ func TestTranslatorRunEnds(t *testing.T) {
 		if last := got[len(got)-1]; !reflect.DeepEqual(last["outcome"], obj{"type": "cancelled"}) || last["runId"] != "P" {
 			t.Errorf("RUN_FINISHED = %v", last)
 		}
-		if out := tr.apply(s.delta("P", "M", "Y", "late")); len(out) != 0 {
+		if out := tr.apply(s.Delta("P", "M", "Y", "late")); len(out) != 0 {
 			t.Errorf("after the run: %v", out)
 		}
 	})
 
 	t.Run("Failed", func(t *testing.T) {
 		t.Parallel()
-		s := newScript()
+		s := eventscript.New()
 		tr := newTranslator("conv", emptySnapshot(), "", "")
-		got := feed(t, tr, s.assistant("M", "P"), s.queued("P", "M"), s.failed("P", "M", "model unavailable"))
-		expect(t, got[2:], obj{"type": "RUN_ERROR", "timestamp": s.at(3), "message": "model unavailable", "code": "PROMPT_FAILED"})
+		got := feed(t, tr, s.Assistant("M", "P"), s.Queued("P", "M"), s.Failed("P", "M", "model unavailable"))
+		expect(t, got[2:], obj{"type": "RUN_ERROR", "timestamp": s.At(3), "message": "model unavailable", "code": "PROMPT_FAILED"})
 	})
 }
 
@@ -351,8 +266,8 @@ func TestTranslatorLateJoiner(t *testing.T) {
 			{Id: "R", BlockType: "reasoning", Content: "Greet back.", Status: "completed"},
 		}},
 	}}
-	s := newScript()
-	s.seq = 10
+	s := eventscript.New()
+	s.After(10)
 	tr := newTranslator("conv", snap, "", "")
 	got := asJSON(t, tr.begin())
 	if types(got) != "RUN_STARTED MESSAGES_SNAPSHOT" || got[0]["runId"] != "P" {
@@ -362,9 +277,9 @@ func TestTranslatorLateJoiner(t *testing.T) {
 	if want := `[{"content":"hi","id":"U","role":"user"},{"content":"Greet back.","id":"R","metadata":{"convo":{"blockType":"reasoning","messageId":"M"}},"role":"reasoning"}]`; string(msgs) != want {
 		t.Errorf("snapshot %s\nwant %s", msgs, want)
 	}
-	replayStart, replayDelta := s.start("P", "M", "Y", "text", 1, nil), s.delta("P", "M", "Y", "Hello, wor")
+	replayStart, replayDelta := s.Start("P", "M", "Y", "text", 1, nil), s.Delta("P", "M", "Y", "Hello, wor")
 	replayStart.Replay, replayDelta.Replay = true, true
-	got = feed(t, tr, replayStart, replayDelta, s.delta("P", "M", "Y", "ld!"), s.end("P", "M", "Y", nil), s.completed("P", "M"))
+	got = feed(t, tr, replayStart, replayDelta, s.Delta("P", "M", "Y", "ld!"), s.End("P", "M", "Y", nil), s.Completed("P", "M"))
 	if types(got) != "TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" ||
 		got[1]["delta"] != "Hello, wor" || got[2]["delta"] != "ld!" {
 		t.Fatalf("%s: %v", types(got), got)
@@ -373,25 +288,25 @@ func TestTranslatorLateJoiner(t *testing.T) {
 
 func TestTranslatorOverlappingPromptsRunInTurn(t *testing.T) {
 	t.Parallel()
-	s := newScript()
+	s := eventscript.New()
 	tr := newTranslator("conv", emptySnapshot(), "", "")
-	got := feed(t, tr, s.user("U1", "first"), s.assistant("M1", "P1"), s.queued("P1", "M1"), s.started("P1", "M1"),
-		s.start("P1", "M1", "A", "text", 0, nil), s.delta("P1", "M1", "A", "one"))
+	got := feed(t, tr, s.User("U1", "first"), s.Assistant("M1", "P1"), s.Queued("P1", "M1"), s.Started("P1", "M1"),
+		s.Start("P1", "M1", "A", "text", 0, nil), s.Delta("P1", "M1", "A", "one"))
 	if types(got) != "RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT" {
 		t.Fatalf("%s", types(got))
 	}
 
 	// A second prompt streams (and ends) while the first still runs: its
 	// events wait for its own run.
-	d1, d2 := s.delta("P2", "M2", "B", "t"), s.delta("P2", "M2", "B", "wo")
-	got = feed(t, tr, s.user("U2", "second"), s.assistant("M2", "P2"), s.queued("P2", "M2"), s.started("P2", "M2"),
-		s.start("P2", "M2", "B", "text", 0, nil), d1, d2, s.delta("P1", "M1", "A", "!"), s.end("P2", "M2", "B", nil),
-		s.completed("P2", "M2"))
+	d1, d2 := s.Delta("P2", "M2", "B", "t"), s.Delta("P2", "M2", "B", "wo")
+	got = feed(t, tr, s.User("U2", "second"), s.Assistant("M2", "P2"), s.Queued("P2", "M2"), s.Started("P2", "M2"),
+		s.Start("P2", "M2", "B", "text", 0, nil), d1, d2, s.Delta("P1", "M1", "A", "!"), s.End("P2", "M2", "B", nil),
+		s.Completed("P2", "M2"))
 	if types(got) != "TEXT_MESSAGE_CONTENT" || got[0]["delta"] != "!" {
 		t.Fatalf("while the first runs: %s %v", types(got), got)
 	}
 
-	got = feed(t, tr, s.end("P1", "M1", "A", nil), s.completed("P1", "M1"))
+	got = feed(t, tr, s.End("P1", "M1", "A", nil), s.Completed("P1", "M1"))
 	want := "TEXT_MESSAGE_END RUN_FINISHED RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED"
 	if types(got) != want {
 		t.Fatalf("%s\nwant %s", types(got), want)
@@ -418,11 +333,11 @@ func TestTranslatorOnePrompt(t *testing.T) {
 	t.Parallel()
 	// POST /v1/agui runs one prompt: others make no events, and the stream
 	// is done when its run ends.
-	s := newScript()
+	s := eventscript.New()
 	tr := newTranslator("conv", emptySnapshot(), "P2", "client-run")
-	got := feed(t, tr, s.assistant("M1", "P1"), s.queued("P1", "M1"), s.start("P1", "M1", "A", "text", 0, nil),
-		s.delta("P1", "M1", "A", "other"), s.user("U2", "mine"), s.assistant("M2", "P2"), s.queued("P2", "M2"),
-		s.delta("P1", "M1", "A", " reply"), s.failed("P2", "M2", "no model"))
+	got := feed(t, tr, s.Assistant("M1", "P1"), s.Queued("P1", "M1"), s.Start("P1", "M1", "A", "text", 0, nil),
+		s.Delta("P1", "M1", "A", "other"), s.User("U2", "mine"), s.Assistant("M2", "P2"), s.Queued("P2", "M2"),
+		s.Delta("P1", "M1", "A", " reply"), s.Failed("P2", "M2", "no model"))
 	if types(got) != "RUN_STARTED MESSAGES_SNAPSHOT RUN_ERROR" || got[0]["runId"] != "client-run" || !tr.done {
 		t.Fatalf("%s %v", types(got), got)
 	}

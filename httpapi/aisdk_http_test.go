@@ -18,12 +18,13 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
 // uiStream reads an AI SDK UI message stream, keeping each chunk as sent
 // for the verifier.
 type uiStream struct {
-	c   *sseClient
+	c   *apitest.SSEClient
 	raw []string
 }
 
@@ -41,16 +42,16 @@ func openUI(t testing.TB, method, url string, header http.Header, body any) *uiS
 		r = bytes.NewReader(b)
 		header.Set("Content-Type", "application/json")
 	}
-	var c *sseClient
+	var c *apitest.SSEClient
 	if r == nil {
-		c = openSSE(t, method, url, header, nil)
+		c = apitest.OpenSSE(t, method, url, header, nil)
 	} else {
-		c = openSSE(t, method, url, header, r)
+		c = apitest.OpenSSE(t, method, url, header, r)
 	}
-	if got := c.resp.Header.Get("X-Vercel-AI-UI-Message-Stream"); got != "v1" {
+	if got := c.Resp.Header.Get("X-Vercel-AI-UI-Message-Stream"); got != "v1" {
 		t.Fatalf("x-vercel-ai-ui-message-stream = %q, want v1", got)
 	}
-	if ct := c.resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+	if ct := c.Resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type = %q", ct)
 	}
 	return &uiStream{c: c}
@@ -59,17 +60,17 @@ func openUI(t testing.TB, method, url string, header http.Header, body any) *uiS
 // next returns the next chunk; "[DONE]" as {"type": "[DONE]"}.
 func (u *uiStream) next(t testing.TB) map[string]any {
 	t.Helper()
-	ev := u.c.next(t)
-	if ev.name != "" || ev.hasID {
+	ev := u.c.Next(t)
+	if ev.Name != "" || ev.HasID {
 		t.Fatalf("UI message chunk with SSE fields: %+v", ev)
 	}
-	u.raw = append(u.raw, ev.data)
-	if ev.data == "[DONE]" {
+	u.raw = append(u.raw, ev.Data)
+	if ev.Data == "[DONE]" {
 		return map[string]any{"type": "[DONE]"}
 	}
 	var out map[string]any
-	if err := json.Unmarshal([]byte(ev.data), &out); err != nil {
-		t.Fatalf("chunk %s: %v", ev.data, err)
+	if err := json.Unmarshal([]byte(ev.Data), &out); err != nil {
+		t.Fatalf("chunk %s: %v", ev.Data, err)
 	}
 	return out
 }
@@ -93,7 +94,7 @@ func (u *uiStream) until(t testing.TB, types ...string) []map[string]any {
 func (u *uiStream) rest(t testing.TB) []map[string]any {
 	t.Helper()
 	out := u.until(t, "[DONE]")
-	u.c.ended(t)
+	u.c.Ended(t)
 	return out
 }
 
@@ -197,7 +198,7 @@ func stateSummary(m conversation.Message) []string {
 // uiMessagesOf reads GET /v1/ai-sdk/chat/{id}/messages.
 func uiMessagesOf(t testing.TB, base string, header http.Header, chatID string) []map[string]any {
 	t.Helper()
-	resp, cancel := get(t, "GET", fmt.Sprintf("%s/v1/ai-sdk/chat/%s/messages", base, chatID), header, nil)
+	resp, cancel := apitest.Do(t, "GET", fmt.Sprintf("%s/v1/ai-sdk/chat/%s/messages", base, chatID), header, nil)
 	defer cancel()
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -289,17 +290,17 @@ func TestAISDKVerifier(t *testing.T) {
 	dir := t.TempDir()
 	// The demo model at a pace at which a reply outlives a dropped
 	// response long enough to be resumed.
-	demo := setup(t, setupOptions{workers: true, demoPace: 150})
-	manual := setup(t) // no workers: the test writes the replies
+	demo := apitest.Setup(t, apitest.Options{Workers: true, DemoPace: 150})
+	manual := apitest.Setup(t) // no workers: the test writes the replies
 	// chats maps each recording to the conversation whose last message it
 	// folds into.
 	type chatOf struct {
-		tb *testBundle
+		tb *apitest.Bundle
 		id uuid.UUID
 	}
 	chats := map[string]chatOf{}
 	var mu sync.Mutex
-	record := func(name string, tb *testBundle, id uuid.UUID) {
+	record := func(name string, tb *apitest.Bundle, id uuid.UUID) {
 		mu.Lock()
 		defer mu.Unlock()
 		chats[name] = chatOf{tb, id}
@@ -309,11 +310,11 @@ func TestAISDKVerifier(t *testing.T) {
 		t.Run("CompleteDemoReply", func(t *testing.T) {
 			t.Parallel()
 			chat := uuid.New()
-			post := openUI(t, "POST", demo.url+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "What is 6 times 7?"))
+			post := openUI(t, "POST", demo.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "What is 6 times 7?"))
 			chunks := post.rest(t)
 			post.save(t, dir, "complete")
 			record("complete", demo, chat)
-			st := demo.state(t, "local", chat)
+			st := demo.State(t, "local", chat)
 			if len(st.Messages) != 2 || st.Messages[0].Blocks[0].Content != "What is 6 times 7?" {
 				t.Fatalf("the chat's conversation: %+v", st.Messages)
 			}
@@ -354,18 +355,18 @@ func TestAISDKVerifier(t *testing.T) {
 		t.Run("CancelledByStop", func(t *testing.T) {
 			t.Parallel()
 			chat := uuid.New()
-			post := openUI(t, "POST", manual.url+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "Tell me a long story"))
+			post := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "Tell me a long story"))
 			start := post.next(t)
-			st := manual.state(t, "local", chat)
+			st := manual.State(t, "local", chat)
 			prompt := st.Messages[1].PromptID.UUID
 			if start["messageId"] != st.Messages[1].ID.String() {
 				t.Fatalf("start %v", start)
 			}
-			manual.startPrompt(t, prompt)
-			block := manual.startBlock(t, prompt, "text", "{}")
-			manual.appendText(t, block, "Once upon ", "a time")
+			manual.StartPrompt(t, prompt)
+			block := manual.StartBlock(t, prompt, "text", "{}")
+			manual.AppendText(t, block, "Once upon ", "a time")
 			post.until(t, "text-delta")
-			resp, cancel := get(t, "POST", fmt.Sprintf("%s/v1/ai-sdk/chat/%s/stop", manual.url, chat), nil, nil)
+			resp, cancel := apitest.Do(t, "POST", fmt.Sprintf("%s/v1/ai-sdk/chat/%s/stop", manual.URL, chat), nil, nil)
 			defer cancel()
 			var stopped struct{ Cancelled []string }
 			if err := json.NewDecoder(resp.Body).Decode(&stopped); err != nil || resp.StatusCode != 200 ||
@@ -378,12 +379,12 @@ func TestAISDKVerifier(t *testing.T) {
 			if got := chunkTypes(rest); got != "text-delta text-end abort [DONE]" {
 				t.Fatalf("after stop: %s", got)
 			}
-			if st := manual.state(t, "local", chat); st.Messages[1].Status != conversation.MessageCancelled ||
+			if st := manual.State(t, "local", chat); st.Messages[1].Status != conversation.MessageCancelled ||
 				st.Messages[1].Blocks[0].Content != "Once upon a time" {
 				t.Fatalf("the cancelled reply: %+v", st.Messages[1])
 			}
 			// Stopping again cancels nothing and succeeds.
-			resp2, cancel2 := get(t, "POST", fmt.Sprintf("%s/v1/ai-sdk/chat/%s/stop", manual.url, chat), nil, nil)
+			resp2, cancel2 := apitest.Do(t, "POST", fmt.Sprintf("%s/v1/ai-sdk/chat/%s/stop", manual.URL, chat), nil, nil)
 			defer cancel2()
 			if err := json.NewDecoder(resp2.Body).Decode(&stopped); err != nil || resp2.StatusCode != 200 || len(stopped.Cancelled) != 0 {
 				t.Fatalf("second stop: %s %+v %v", resp2.Status, stopped, err)
@@ -393,14 +394,14 @@ func TestAISDKVerifier(t *testing.T) {
 		t.Run("Failed", func(t *testing.T) {
 			t.Parallel()
 			chat := uuid.New()
-			post := openUI(t, "POST", manual.url+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "Hello"))
+			post := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "Hello"))
 			post.next(t)
-			prompt := manual.state(t, "local", chat).Messages[1].PromptID.UUID
-			manual.startPrompt(t, prompt)
-			r := manual.startBlock(t, prompt, "reasoning", "{}")
-			manual.appendText(t, r, "Hmm.")
-			manual.appendText(t, manual.startBlock(t, prompt, "text", "{}"), "Partial")
-			manual.failPrompt(t, prompt, "the model is unreachable")
+			prompt := manual.State(t, "local", chat).Messages[1].PromptID.UUID
+			manual.StartPrompt(t, prompt)
+			r := manual.StartBlock(t, prompt, "reasoning", "{}")
+			manual.AppendText(t, r, "Hmm.")
+			manual.AppendText(t, manual.StartBlock(t, prompt, "text", "{}"), "Partial")
+			manual.FailPrompt(t, prompt, "the model is unreachable")
 			chunks := post.rest(t)
 			post.save(t, dir, "failed")
 			record("failed", manual, chat)
@@ -417,42 +418,42 @@ func TestAISDKVerifier(t *testing.T) {
 
 		t.Run("LateJoinThroughResume", func(t *testing.T) {
 			t.Parallel()
-			s := manual.send(t, "local", uuid.Nil, "What is 6*7?")
-			chat := s.conversationID.String()
-			resume := fmt.Sprintf("%s/v1/ai-sdk/chat/%s/stream", manual.url, chat)
-			manual.startPrompt(t, s.promptID)
-			r := manual.startBlock(t, s.promptID, "reasoning", "{}")
-			manual.appendText(t, r, "Use the ", "calculator.")
-			manual.endBlock(t, r)
-			use := manual.startBlock(t, s.promptID, "tool_use", `{"name": "calc"}`)
-			manual.appendText(t, use, `{"e": `, `"6*7"}`)
-			manual.toolCall(t, use, "calc", `{"e": "6*7"}`, "", "4", "2")
-			manual.endBlock(t, use)
-			res := manual.startBlock(t, s.promptID, "tool_result", `{"tool": "calc"}`)
-			manual.appendText(t, res, "42")
-			manual.endBlock(t, res)
-			text := manual.startBlock(t, s.promptID, "text", "{}")
-			manual.appendText(t, text, "Hello, ", "wor")
+			s := manual.Send(t, "local", uuid.Nil, "What is 6*7?")
+			chat := s.ConversationID.String()
+			resume := fmt.Sprintf("%s/v1/ai-sdk/chat/%s/stream", manual.URL, chat)
+			manual.StartPrompt(t, s.PromptID)
+			r := manual.StartBlock(t, s.PromptID, "reasoning", "{}")
+			manual.AppendText(t, r, "Use the ", "calculator.")
+			manual.EndBlock(t, r)
+			use := manual.StartBlock(t, s.PromptID, "tool_use", `{"name": "calc"}`)
+			manual.AppendText(t, use, `{"e": `, `"6*7"}`)
+			manual.ToolCall(t, use, "calc", `{"e": "6*7"}`, "", "4", "2")
+			manual.EndBlock(t, use)
+			res := manual.StartBlock(t, s.PromptID, "tool_result", `{"tool": "calc"}`)
+			manual.AppendText(t, res, "42")
+			manual.EndBlock(t, res)
+			text := manual.StartBlock(t, s.PromptID, "text", "{}")
+			manual.AppendText(t, text, "Hello, ", "wor")
 
 			late := openUI(t, "GET", resume, nil, nil)
 			head := late.until(t, "text-delta")
 			want := "start start-step reasoning-start reasoning-delta reasoning-end tool-input-start tool-input-delta " +
 				"tool-input-available tool-output-available finish-step start-step text-start text-delta"
 			if got := chunkTypes(head); got != want || head[len(head)-1]["delta"] != "Hello, wor" ||
-				head[0]["messageId"] != s.messageID.String() || head[6]["inputTextDelta"] != `{"e": "6*7"}` {
+				head[0]["messageId"] != s.MessageID.String() || head[6]["inputTextDelta"] != `{"e": "6*7"}` {
 				t.Fatalf("late join starts\n%s\nwant\n%s\n%v", got, want, head)
 			}
-			manual.appendText(t, text, "ld!")
-			manual.completePrompt(t, s.promptID)
+			manual.AppendText(t, text, "ld!")
+			manual.CompletePrompt(t, s.PromptID)
 			rest := late.rest(t)
 			if got := chunkTypes(rest); got != "text-delta text-end finish-step finish [DONE]" || rest[0]["delta"] != "ld!" {
 				t.Fatalf("the rest: %s %v", got, rest)
 			}
 			late.save(t, dir, "late")
-			record("late", manual, s.conversationID)
+			record("late", manual, s.ConversationID)
 
 			// Nothing running: 204, as the transport expects.
-			resp, cancel := get(t, "GET", resume, nil, nil)
+			resp, cancel := apitest.Do(t, "GET", resume, nil, nil)
 			defer cancel()
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusNoContent {
@@ -463,17 +464,17 @@ func TestAISDKVerifier(t *testing.T) {
 		t.Run("StructuredAndOtherBlocks", func(t *testing.T) {
 			t.Parallel()
 			chat := uuid.New()
-			post := openUI(t, "POST", manual.url+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "As JSON"))
+			post := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "As JSON"))
 			post.next(t)
-			prompt := manual.state(t, "local", chat).Messages[1].PromptID.UUID
-			manual.startPrompt(t, prompt)
-			sb := manual.startBlock(t, prompt, "structured", "{}")
-			manual.appendText(t, sb, `{"answer": `, `42}`)
-			manual.endBlock(t, sb)
-			cite := manual.startBlock(t, prompt, "citation", `{"url": "https://example.com"}`)
-			manual.appendText(t, cite, "Example")
-			manual.endBlock(t, cite)
-			manual.completePrompt(t, prompt)
+			prompt := manual.State(t, "local", chat).Messages[1].PromptID.UUID
+			manual.StartPrompt(t, prompt)
+			sb := manual.StartBlock(t, prompt, "structured", "{}")
+			manual.AppendText(t, sb, `{"answer": `, `42}`)
+			manual.EndBlock(t, sb)
+			cite := manual.StartBlock(t, prompt, "citation", `{"url": "https://example.com"}`)
+			manual.AppendText(t, cite, "Example")
+			manual.EndBlock(t, cite)
+			manual.CompletePrompt(t, prompt)
 			chunks := post.rest(t)
 			post.save(t, dir, "structured")
 			record("structured", manual, chat)
@@ -501,7 +502,7 @@ func TestAISDKVerifier(t *testing.T) {
 		return
 	}
 
-	report := runAISDKVerifier(t, "AISDK_RECORDINGS="+dir, "AISDK_API="+demo.url+"/v1/ai-sdk/chat")
+	report := runAISDKVerifier(t, "AISDK_RECORDINGS="+dir, "AISDK_API="+demo.URL+"/v1/ai-sdk/chat")
 	if len(report.Recordings) != len(chats)+len(controls) {
 		t.Fatalf("the verifier read %d recordings, want %d", len(report.Recordings), len(chats)+len(controls))
 	}
@@ -525,7 +526,7 @@ func TestAISDKVerifier(t *testing.T) {
 			continue
 		}
 		chat := chats[name]
-		st := chat.tb.state(t, "local", chat.id)
+		st := chat.tb.State(t, "local", chat.id)
 		reply := st.Messages[len(st.Messages)-1]
 		if rec.Message["id"] != reply.ID.String() || rec.Message["role"] != "assistant" {
 			t.Errorf("%s folded into message %v %v; the reply is %s", name, rec.Message["id"], rec.Message["role"], reply.ID)
@@ -535,7 +536,7 @@ func TestAISDKVerifier(t *testing.T) {
 			t.Errorf("%s: the folded message's parts\n%q\nthe store's reply\n%q", name, got, want)
 		}
 		// What useChat loads on a reload is what it folded from the stream.
-		loaded := uiMessagesOf(t, chat.tb.url, nil, chat.id.String())
+		loaded := uiMessagesOf(t, chat.tb.URL, nil, chat.id.String())
 		if got, want := normalized(t, loaded[len(loaded)-1]), normalized(t, rec.Message); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: /messages serves\n%v\nthe stream folded into\n%v", name, got, want)
 		}
@@ -545,7 +546,7 @@ func TestAISDKVerifier(t *testing.T) {
 	if tr == nil || tr.Error != nil {
 		t.Fatalf("DefaultChatTransport run: %+v %s", tr, deref(tr.Error))
 	}
-	st := demo.state(t, "local", uuid.MustParse(tr.ChatID))
+	st := demo.State(t, "local", uuid.MustParse(tr.ChatID))
 	if len(st.Messages) != 4 {
 		t.Fatalf("the transport's chat has %d messages, want 2 turns", len(st.Messages))
 	}

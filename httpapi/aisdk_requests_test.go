@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
 // TestAISDKRequests checks what the /v1/ai-sdk/ endpoints refuse: each
@@ -20,11 +21,11 @@ import (
 // nothing (no conversation is created, the existing one is unchanged).
 func TestAISDKRequests(t *testing.T) {
 	t.Parallel()
-	tb := setupAuth(t)
+	tb := apitest.SetupAuth(t)
 	ctx := context.Background()
-	alice, mallory := tokenFor(t, "alice"), tokenFor(t, "mallory")
-	s := tb.send(t, "alice", uuid.Nil, "hello")
-	before := tb.state(t, "alice", s.conversationID)
+	alice, mallory := apitest.TokenFor(t, "alice"), apitest.TokenFor(t, "mallory")
+	s := tb.Send(t, "alice", uuid.Nil, "hello")
+	before := tb.State(t, "alice", s.ConversationID)
 
 	fresh := func() string { return uuid.NewString() }
 	withParts := func(parts ...any) map[string]any {
@@ -71,13 +72,13 @@ func TestAISDKRequests(t *testing.T) {
 		{"BodyOverTheLimit", alice, "", withParts(text(strings.Repeat("x", 9<<20))), 400, "invalid_argument", "body: is larger than"},
 		{"EditingAMessage", alice, "", edit, 400, "invalid_argument", "messageId: convo cannot edit a sent message"},
 		{"ModelOutOfRange", alice, "", badModel, 400, "invalid_argument", "model.temperature"},
-		{"AnotherUsersChat", mallory, "", chatBody(s.conversationID.String(), "submit-message", "hi"), 404, "not_found", ""},
-		{"RegenerateAnotherUsersChat", mallory, "", chatBody(s.conversationID.String(), "regenerate-message"), 404, "not_found", ""},
+		{"AnotherUsersChat", mallory, "", chatBody(s.ConversationID.String(), "submit-message", "hi"), 404, "not_found", ""},
+		{"RegenerateAnotherUsersChat", mallory, "", chatBody(s.ConversationID.String(), "regenerate-message"), 404, "not_found", ""},
 		{"RegenerateUnknownChat", alice, "", chatBody(fresh(), "regenerate-message"), 404, "not_found", ""},
-		{"RegenerateWhileARunning", alice, "", chatBody(s.conversationID.String(), "regenerate-message"), 409, "failed_precondition",
+		{"RegenerateWhileARunning", alice, "", chatBody(s.ConversationID.String(), "regenerate-message"), 409, "failed_precondition",
 			"still being written; stop it first"},
-		{"MessagesOfAnotherUsersChat", mallory, "/" + s.conversationID.String() + "/messages", nil, 404, "not_found", ""},
-		{"StopAnotherUsersChat", mallory, "/" + s.conversationID.String() + "/stop", "", 404, "not_found", ""},
+		{"MessagesOfAnotherUsersChat", mallory, "/" + s.ConversationID.String() + "/messages", nil, 404, "not_found", ""},
+		{"StopAnotherUsersChat", mallory, "/" + s.ConversationID.String() + "/stop", "", 404, "not_found", ""},
 		{"ResumeNotAUUID", alice, "/x/stream", nil, 400, "invalid_argument", `conversationId: "x" is not a UUID`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,17 +96,17 @@ func TestAISDKRequests(t *testing.T) {
 			if tc.token != "" {
 				header.Set("Authorization", "Bearer "+tc.token)
 			}
-			resp, cancel := get(t, method, tb.url+"/v1/ai-sdk/chat"+tc.path, header, bytes.NewReader(body))
+			resp, cancel := apitest.Do(t, method, tb.URL+"/v1/ai-sdk/chat"+tc.path, header, bytes.NewReader(body))
 			defer cancel()
-			code, message := errorBody(t, resp)
+			code, message := apitest.ErrorBody(t, resp)
 			if resp.StatusCode != tc.status || code != tc.code || !strings.Contains(message, tc.message) {
 				t.Fatalf("%d %s %q; want %d %s containing %q", resp.StatusCode, code, message, tc.status, tc.code, tc.message)
 			}
 			// A chat id the request named was not created.
 			if m, ok := tc.body.(map[string]any); ok {
-				if id, err := uuid.Parse(fmt.Sprint(m["id"])); err == nil && id != s.conversationID {
+				if id, err := uuid.Parse(fmt.Sprint(m["id"])); err == nil && id != s.ConversationID {
 					for _, owner := range []string{"alice", "mallory"} {
-						if _, err := tb.store.Conversation(ctx, owner, id); conversation.ErrorCode(err) != conversation.NotFound {
+						if _, err := tb.Store.Conversation(ctx, owner, id); conversation.ErrorCode(err) != conversation.NotFound {
 							t.Errorf("a refused request created conversation %s for %s (%v)", id, owner, err)
 						}
 					}
@@ -115,26 +116,26 @@ func TestAISDKRequests(t *testing.T) {
 	}
 	// useChat resumes on every load, a new chat's too: an unknown chat, or
 	// another user's (the two look alike), has no reply running.
-	for _, tc := range []struct{ token, chat string }{{alice, uuid.NewString()}, {mallory, s.conversationID.String()}} {
-		resp, cancel := get(t, "GET", tb.url+"/v1/ai-sdk/chat/"+tc.chat+"/stream", bearer(tc.token), nil)
+	for _, tc := range []struct{ token, chat string }{{alice, uuid.NewString()}, {mallory, s.ConversationID.String()}} {
+		resp, cancel := apitest.Do(t, "GET", tb.URL+"/v1/ai-sdk/chat/"+tc.chat+"/stream", apitest.Bearer(tc.token), nil)
 		resp.Body.Close()
 		cancel()
 		if resp.StatusCode != http.StatusNoContent {
 			t.Errorf("resume of chat %s: %s, want 204", tc.chat, resp.Status)
 		}
 	}
-	resp, cancel := get(t, "GET", tb.url+"/v1/ai-sdk/chat/"+s.conversationID.String()+"/stream", bearer(alice), nil)
+	resp, cancel := apitest.Do(t, "GET", tb.URL+"/v1/ai-sdk/chat/"+s.ConversationID.String()+"/stream", apitest.Bearer(alice), nil)
 	defer cancel()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("resume of alice's chat with a prompt queued: %s, want its stream", resp.Status)
 	}
 	resp.Body.Close()
-	after := tb.state(t, "alice", s.conversationID)
+	after := tb.State(t, "alice", s.ConversationID)
 	if after.Seq != before.Seq || len(after.Messages) != len(before.Messages) {
 		t.Errorf("refused requests changed the conversation: seq %d → %d, %d → %d messages", before.Seq, after.Seq,
 			len(before.Messages), len(after.Messages))
 	}
-	if _, err := tb.store.Conversation(ctx, "mallory", s.conversationID); conversation.ErrorCode(err) != conversation.NotFound {
+	if _, err := tb.Store.Conversation(ctx, "mallory", s.ConversationID); conversation.ErrorCode(err) != conversation.NotFound {
 		t.Errorf("mallory sees alice's conversation: %v", err)
 	}
 }
@@ -144,19 +145,19 @@ func TestAISDKRequests(t *testing.T) {
 // conversation but leaves the model's context and /messages.
 func TestAISDKRegenerate(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
+	tb := apitest.Setup(t)
 	ctx := context.Background()
-	s := tb.send(t, "local", uuid.Nil, "Tell me a joke")
-	tb.startPrompt(t, s.promptID)
-	tb.appendText(t, tb.startBlock(t, s.promptID, "text", "{}"), "An old joke.")
-	tb.completePrompt(t, s.promptID)
-	chat := s.conversationID.String()
+	s := tb.Send(t, "local", uuid.Nil, "Tell me a joke")
+	tb.StartPrompt(t, s.PromptID)
+	tb.AppendText(t, tb.StartBlock(t, s.PromptID, "text", "{}"), "An old joke.")
+	tb.CompletePrompt(t, s.PromptID)
+	chat := s.ConversationID.String()
 
 	body := chatBody(chat, "regenerate-message", "Tell me a joke")
-	body["messageId"] = s.messageID.String()
-	run := openUI(t, "POST", tb.url+"/v1/ai-sdk/chat", nil, body)
+	body["messageId"] = s.MessageID.String()
+	run := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, body)
 	start := run.next(t)
-	st := tb.state(t, "local", s.conversationID)
+	st := tb.State(t, "local", s.ConversationID)
 	if len(st.Messages) != 3 {
 		t.Fatalf("after regenerate: %d messages, want the user's, the old reply and the new", len(st.Messages))
 	}
@@ -165,36 +166,36 @@ func TestAISDKRegenerate(t *testing.T) {
 		t.Fatalf("start %v; new message %+v", start, fresh)
 	}
 	// The model sees the user's message, not the reply being replaced.
-	rows, err := tb.q.WorkerContextList(ctx, fresh.PromptID.UUID)
+	rows, err := tb.Q.WorkerContextList(ctx, fresh.PromptID.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 1 || rows[0].MessageID != s.userMessageID {
+	if len(rows) != 1 || rows[0].MessageID != s.UserMessageID {
 		t.Errorf("the new prompt's context: %+v; want only the user's message", rows)
 	}
 	// A second regenerate while this one runs is refused.
-	resp, cancel := get(t, "POST", tb.url+"/v1/ai-sdk/chat", http.Header{"Content-Type": {"application/json"}},
+	resp, cancel := apitest.Do(t, "POST", tb.URL+"/v1/ai-sdk/chat", http.Header{"Content-Type": {"application/json"}},
 		bytes.NewReader(must(json.Marshal(chatBody(chat, "regenerate-message")))))
 	defer cancel()
-	if code, msg := errorBody(t, resp); resp.StatusCode != 409 || code != "failed_precondition" {
+	if code, msg := apitest.ErrorBody(t, resp); resp.StatusCode != 409 || code != "failed_precondition" {
 		t.Errorf("regenerate while running: %d %s %s", resp.StatusCode, code, msg)
 	}
-	tb.startPrompt(t, fresh.PromptID.UUID)
-	tb.appendText(t, tb.startBlock(t, fresh.PromptID.UUID, "text", "{}"), "A new joke.")
-	tb.completePrompt(t, fresh.PromptID.UUID)
+	tb.StartPrompt(t, fresh.PromptID.UUID)
+	tb.AppendText(t, tb.StartBlock(t, fresh.PromptID.UUID, "text", "{}"), "A new joke.")
+	tb.CompletePrompt(t, fresh.PromptID.UUID)
 	if got := chunkTypes(run.rest(t)); got != "start-step text-start text-delta text-end finish-step finish [DONE]" {
 		t.Fatalf("regenerated reply: %s", got)
 	}
-	loaded := uiMessagesOf(t, tb.url, nil, chat)
+	loaded := uiMessagesOf(t, tb.URL, nil, chat)
 	if len(loaded) != 2 || loaded[1]["id"] != fresh.ID.String() {
 		t.Fatalf("/messages after regenerate: %v; want the user's and the new reply", loaded)
 	}
 
 	// Regenerating a reply that is not the latest is refused, and so is an
 	// unknown one; the latest may be regenerated without naming it.
-	next := tb.send(t, "local", s.conversationID, "Another")
-	tb.startPrompt(t, next.promptID)
-	tb.completePrompt(t, next.promptID)
+	next := tb.Send(t, "local", s.ConversationID, "Another")
+	tb.StartPrompt(t, next.PromptID)
+	tb.CompletePrompt(t, next.PromptID)
 	for _, tc := range []struct {
 		messageID string
 		status    int
@@ -205,16 +206,16 @@ func TestAISDKRegenerate(t *testing.T) {
 	} {
 		b := chatBody(chat, "regenerate-message")
 		b["messageId"] = tc.messageID
-		resp, cancel := get(t, "POST", tb.url+"/v1/ai-sdk/chat", http.Header{"Content-Type": {"application/json"}},
+		resp, cancel := apitest.Do(t, "POST", tb.URL+"/v1/ai-sdk/chat", http.Header{"Content-Type": {"application/json"}},
 			bytes.NewReader(must(json.Marshal(b))))
 		defer cancel()
-		if _, msg := errorBody(t, resp); resp.StatusCode != tc.status || !strings.Contains(msg, tc.message) {
+		if _, msg := apitest.ErrorBody(t, resp); resp.StatusCode != tc.status || !strings.Contains(msg, tc.message) {
 			t.Errorf("regenerate %s: %d %q; want %d %q", tc.messageID, resp.StatusCode, msg, tc.status, tc.message)
 		}
 	}
-	latest := openUI(t, "POST", tb.url+"/v1/ai-sdk/chat", nil, chatBody(chat, "regenerate-message"))
+	latest := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(chat, "regenerate-message"))
 	latest.next(t)
-	st = tb.state(t, "local", s.conversationID)
+	st = tb.State(t, "local", s.ConversationID)
 	if n := len(st.Messages); n != 6 || st.Messages[5].Role != conversation.RoleAssistant {
 		t.Fatalf("regenerating the latest reply: %d messages", n)
 	}
@@ -235,31 +236,31 @@ func TestAISDKStreamCutOff(t *testing.T) {
 	t.Parallel()
 	t.Run("ServerShutdown", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
-		run := openUI(t, "POST", tb.url+"/v1/ai-sdk/chat", nil, chatBody(uuid.NewString(), "submit-message", "hello"))
+		tb := apitest.Setup(t)
+		run := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(uuid.NewString(), "submit-message", "hello"))
 		run.next(t)
-		tb.stopHub()
+		tb.StopHub()
 		select {
-		case <-run.c.done:
-		case <-time.After(waitTimeout):
+		case <-run.c.Done:
+		case <-time.After(apitest.WaitTimeout):
 			t.Fatal("the stream did not end")
 		}
-		if run.c.err == nil {
+		if run.c.Err == nil {
 			t.Fatal("the response ended cleanly; want it aborted")
 		}
 		select {
-		case ev := <-run.c.events:
+		case ev := <-run.c.Events:
 			t.Fatalf("a chunk after the shutdown: %+v", ev)
 		default:
 		}
 	})
 	t.Run("ConversationDeleted", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
+		tb := apitest.Setup(t)
 		chat := uuid.New()
-		run := openUI(t, "POST", tb.url+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "hello"))
+		run := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "hello"))
 		run.next(t)
-		if err := tb.store.DeleteConversation(context.Background(), "local", chat); err != nil {
+		if err := tb.Store.DeleteConversation(context.Background(), "local", chat); err != nil {
 			t.Fatal(err)
 		}
 		rest := run.rest(t)

@@ -8,23 +8,24 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/eventscript"
 )
 
 func TestCoalesce(t *testing.T) {
 	t.Parallel()
-	s := newScript()
+	s := eventscript.New()
 	events := []*convov1.Event{
-		s.started("P", "M"),
-		s.start("P", "M", "R", "reasoning", 0, nil), s.delta("P", "M", "R", "Think "), s.delta("P", "M", "R", "hard."),
-		s.end("P", "M", "R", nil),
-		s.start("P", "M", "T", "tool_use", 1, nil), s.delta("P", "M", "T", `{"x":`), s.delta("P", "M", "T", `1}`),
-		s.toolStarted("C", "T", "calc", obj{"x": 1}), s.progress("C", "T", "a"), s.progress("C", "T", "b"),
-		s.toolDone("C", "T", "calc", "ab", ""), s.end("P", "M", "T", nil),
-		s.start("P", "M", "Y", "text", 2, nil), s.delta("P", "M", "Y", "Hel"), s.delta("P", "M", "Y", "lo"),
+		s.Started("P", "M"),
+		s.Start("P", "M", "R", "reasoning", 0, nil), s.Delta("P", "M", "R", "Think "), s.Delta("P", "M", "R", "hard."),
+		s.End("P", "M", "R", nil),
+		s.Start("P", "M", "T", "tool_use", 1, nil), s.Delta("P", "M", "T", `{"x":`), s.Delta("P", "M", "T", `1}`),
+		s.ToolStarted("C", "T", "calc", obj{"x": 1}), s.Progress("C", "T", "a"), s.Progress("C", "T", "b"),
+		s.ToolDone("C", "T", "calc", "ab", ""), s.End("P", "M", "T", nil),
+		s.Start("P", "M", "Y", "text", 2, nil), s.Delta("P", "M", "Y", "Hel"), s.Delta("P", "M", "Y", "lo"),
 		// Two blocks streaming at once: adjacency is per block.
-		s.start("P", "M", "Z", "text", 3, nil), s.delta("P", "M", "Z", "[z]"), s.delta("P", "M", "Y", ", "),
-		s.delta("P", "M", "Y", "world"), s.end("P", "M", "Y", nil), s.delta("P", "M", "Z", "[z2]"), s.end("P", "M", "Z", nil),
-		s.completed("P", "M"),
+		s.Start("P", "M", "Z", "text", 3, nil), s.Delta("P", "M", "Z", "[z]"), s.Delta("P", "M", "Y", ", "),
+		s.Delta("P", "M", "Y", "world"), s.End("P", "M", "Y", nil), s.Delta("P", "M", "Z", "[z2]"), s.End("P", "M", "Z", nil),
+		s.Completed("P", "M"),
 	}
 	before := make([]*convov1.Event, len(events))
 	for i, e := range events {

@@ -13,27 +13,24 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
-
-func (tb *testBundle) eventsURL(id uuid.UUID) string {
-	return fmt.Sprintf("%s/v1/conversations/%s/events", tb.url, id)
-}
 
 // event decodes an SSE event's data as the Connect API's Event, checking
 // that its id and name are its seq and kind.
-func decodeEvent(t testing.TB, ev sseEvent) *convov1.Event {
+func decodeEvent(t testing.TB, ev apitest.Event) *convov1.Event {
 	t.Helper()
 	out := &convov1.Event{}
-	if err := protojson.Unmarshal([]byte(ev.data), out); err != nil {
-		t.Fatalf("event %q: %v", ev.data, err)
+	if err := protojson.Unmarshal([]byte(ev.Data), out); err != nil {
+		t.Fatalf("event %q: %v", ev.Data, err)
 	}
 	m := out.ProtoReflect()
 	kind := m.WhichOneof(m.Descriptor().Oneofs().ByName("kind"))
-	if kind == nil || ev.name != kind.JSONName() {
-		t.Fatalf("SSE event named %q carries %v", ev.name, out)
+	if kind == nil || ev.Name != kind.JSONName() {
+		t.Fatalf("SSE event named %q carries %v", ev.Name, out)
 	}
-	if ev.hasID && ev.id != strconv.FormatInt(out.Seq, 10) {
-		t.Fatalf("SSE id %q, event seq %d", ev.id, out.Seq)
+	if ev.HasID && ev.ID != strconv.FormatInt(out.Seq, 10) {
+		t.Fatalf("SSE id %q, event seq %d", ev.ID, out.Seq)
 	}
 	return out
 }
@@ -44,45 +41,45 @@ func TestEvents(t *testing.T) {
 
 	t.Run("SnapshotThenEventsWithIDs", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
-		s := tb.send(t, "local", uuid.Nil, "hello")
-		c := openSSE(t, "GET", tb.eventsURL(s.conversationID), nil, nil)
-		h := c.resp.Header
+		tb := apitest.Setup(t)
+		s := tb.Send(t, "local", uuid.Nil, "hello")
+		c := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
+		h := c.Resp.Header
 		if h.Get("Content-Type") != "text/event-stream" || h.Get("Cache-Control") != "no-cache" || h.Get("X-Accel-Buffering") != "no" {
 			t.Errorf("headers = %v", h)
 		}
 		select {
-		case r := <-c.retry:
+		case r := <-c.Retry:
 			if r != "2000" {
 				t.Errorf("retry: %s, want 2000", r)
 			}
-		case <-time.After(waitTimeout):
+		case <-time.After(apitest.WaitTimeout):
 			t.Fatal("no retry field")
 		}
 
-		first := c.next(t)
+		first := c.Next(t)
 		snap := &convov1.Snapshot{}
-		if err := protojson.Unmarshal([]byte(first.data), snap); err != nil || first.name != "snapshot" {
+		if err := protojson.Unmarshal([]byte(first.Data), snap); err != nil || first.Name != "snapshot" {
 			t.Fatalf("first event %+v: %v", first, err)
 		}
-		st := tb.state(t, "local", s.conversationID)
-		if first.id != strconv.FormatInt(st.Seq, 10) || snap.Seq != st.Seq || len(snap.Messages) != 2 ||
+		st := tb.State(t, "local", s.ConversationID)
+		if first.ID != strconv.FormatInt(st.Seq, 10) || snap.Seq != st.Seq || len(snap.Messages) != 2 ||
 			snap.Messages[0].Blocks[0].Content != "hello" {
-			t.Fatalf("snapshot id %q = %v; want the state at seq %d", first.id, snap, st.Seq)
+			t.Fatalf("snapshot id %q = %v; want the state at seq %d", first.ID, snap, st.Seq)
 		}
 
-		tb.startPrompt(t, s.promptID)
-		block := tb.startBlock(t, s.promptID, "text", "{}")
-		tb.appendText(t, block, "Hi", " there")
-		tb.completePrompt(t, s.promptID)
+		tb.StartPrompt(t, s.PromptID)
+		block := tb.StartBlock(t, s.PromptID, "text", "{}")
+		tb.AppendText(t, block, "Hi", " there")
+		tb.CompletePrompt(t, s.PromptID)
 		var names []string
 		for seq := st.Seq + 1; ; seq++ {
-			ev := c.next(t)
-			if !ev.hasID || ev.id != strconv.FormatInt(seq, 10) {
+			ev := c.Next(t)
+			if !ev.HasID || ev.ID != strconv.FormatInt(seq, 10) {
 				t.Fatalf("event %+v; want id %d", ev, seq)
 			}
 			e := decodeEvent(t, ev)
-			names = append(names, ev.name)
+			names = append(names, ev.Name)
 			if d := e.GetBlockDelta(); d != nil && d.BlockId != block.String() {
 				t.Errorf("delta of block %s", d.BlockId)
 			}
@@ -98,73 +95,73 @@ func TestEvents(t *testing.T) {
 
 	t.Run("LateJoinerGetsTheReplayAsOneUnit", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
-		s := tb.send(t, "local", uuid.Nil, "hello")
-		tb.startPrompt(t, s.promptID)
-		block := tb.startBlock(t, s.promptID, "text", "{}")
-		tb.appendText(t, block, "Hello, ", "wor")
-		seq := tb.state(t, "local", s.conversationID).Seq
+		tb := apitest.Setup(t)
+		s := tb.Send(t, "local", uuid.Nil, "hello")
+		tb.StartPrompt(t, s.PromptID)
+		block := tb.StartBlock(t, s.PromptID, "text", "{}")
+		tb.AppendText(t, block, "Hello, ", "wor")
+		seq := tb.State(t, "local", s.ConversationID).Seq
 
-		c := openSSE(t, "GET", tb.eventsURL(s.conversationID), nil, nil)
+		c := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
 		// Only the unit's last event carries an id: a client cut off
 		// inside it never resumes from half a state.
-		snap, start, delta := c.next(t), c.next(t), c.next(t)
-		if snap.name != "snapshot" || snap.hasID || start.name != "blockStart" || start.hasID {
+		snap, start, delta := c.Next(t), c.Next(t), c.Next(t)
+		if snap.Name != "snapshot" || snap.HasID || start.Name != "blockStart" || start.HasID {
 			t.Fatalf("unit starts %+v, %+v; want the snapshot and the replayed blockStart without ids", snap, start)
 		}
 		d := decodeEvent(t, delta)
-		if delta.id != strconv.FormatInt(seq, 10) || !d.Replay || d.GetBlockDelta().GetContent() != "Hello, wor" {
+		if delta.ID != strconv.FormatInt(seq, 10) || !d.Replay || d.GetBlockDelta().GetContent() != "Hello, wor" {
 			t.Fatalf("replayed delta %+v; want the text so far with id %d", delta, seq)
 		}
-		tb.appendText(t, block, "ld!")
-		if got := decodeEvent(t, c.next(t)).GetBlockDelta().GetContent(); got != "ld!" {
+		tb.AppendText(t, block, "ld!")
+		if got := decodeEvent(t, c.Next(t)).GetBlockDelta().GetContent(); got != "ld!" {
 			t.Fatalf("next delta %q", got)
 		}
 	})
 
 	t.Run("ResumesAfterLastEventID", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
-		s := tb.send(t, "local", uuid.Nil, "hello")
-		tb.startPrompt(t, s.promptID)
-		block := tb.startBlock(t, s.promptID, "text", "{}")
-		tb.appendText(t, block, "one", "two", "three")
-		last := tb.state(t, "local", s.conversationID).Seq
+		tb := apitest.Setup(t)
+		s := tb.Send(t, "local", uuid.Nil, "hello")
+		tb.StartPrompt(t, s.PromptID)
+		block := tb.StartBlock(t, s.PromptID, "text", "{}")
+		tb.AppendText(t, block, "one", "two", "three")
+		last := tb.State(t, "local", s.ConversationID).Seq
 
 		for name, req := range map[string]struct {
 			url    string
 			header http.Header
 		}{
-			"LastEventID": {tb.eventsURL(s.conversationID), http.Header{"Last-Event-ID": {strconv.FormatInt(last-2, 10)}}},
-			"AfterQuery":  {tb.eventsURL(s.conversationID) + "?after=" + strconv.FormatInt(last-2, 10), nil},
+			"LastEventID": {tb.EventsURL(s.ConversationID), http.Header{"Last-Event-ID": {strconv.FormatInt(last-2, 10)}}},
+			"AfterQuery":  {tb.EventsURL(s.ConversationID) + "?after=" + strconv.FormatInt(last-2, 10), nil},
 			// EventSource reconnects to the same URL with the newer id.
-			"HeaderWins": {tb.eventsURL(s.conversationID) + "?after=1", http.Header{"Last-Event-ID": {strconv.FormatInt(last-2, 10)}}},
+			"HeaderWins": {tb.EventsURL(s.ConversationID) + "?after=1", http.Header{"Last-Event-ID": {strconv.FormatInt(last-2, 10)}}},
 		} {
 			t.Run(name, func(t *testing.T) {
-				c := openSSE(t, "GET", req.url, req.header, nil)
+				c := apitest.OpenSSE(t, "GET", req.url, req.header, nil)
 				for _, want := range []string{"two", "three"} {
-					ev := c.next(t)
-					if got := decodeEvent(t, ev).GetBlockDelta().GetContent(); got != want || ev.name == "snapshot" {
+					ev := c.Next(t)
+					if got := decodeEvent(t, ev).GetBlockDelta().GetContent(); got != want || ev.Name == "snapshot" {
 						t.Fatalf("resumed with %+v; want the delta %q", ev, want)
 					}
 				}
-				c.close()
+				c.Close()
 			})
 		}
 	})
 
 	t.Run("DropAndResumeLosesAndRepeatsNothing", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
-		s := tb.send(t, "local", uuid.Nil, "hello")
-		tb.startPrompt(t, s.promptID)
-		block := tb.startBlock(t, s.promptID, "text", "{}")
+		tb := apitest.Setup(t)
+		s := tb.Send(t, "local", uuid.Nil, "hello")
+		tb.StartPrompt(t, s.PromptID)
+		block := tb.StartBlock(t, s.PromptID, "text", "{}")
 		var want strings.Builder
 		write := func(from, to int) {
 			for i := from; i < to; i++ {
 				d := fmt.Sprintf("[%d]", i)
 				want.WriteString(d)
-				tb.appendText(t, block, d)
+				tb.AppendText(t, block, d)
 			}
 		}
 
@@ -173,34 +170,34 @@ func TestEvents(t *testing.T) {
 		var got strings.Builder
 		var seqs []int64
 		lastID := ""
-		read := func(c *sseClient, until string) {
+		read := func(c *apitest.SSEClient, until string) {
 			for {
-				ev := c.next(t)
-				if ev.name == "snapshot" {
+				ev := c.Next(t)
+				if ev.Name == "snapshot" {
 					continue
 				}
 				e := decodeEvent(t, ev)
 				seqs = append(seqs, e.Seq)
 				got.WriteString(e.GetBlockDelta().GetContent())
-				if ev.hasID {
-					lastID = ev.id
+				if ev.HasID {
+					lastID = ev.ID
 				}
 				if strings.HasSuffix(got.String(), until) || e.GetPromptCompleted() != nil {
 					return
 				}
 			}
 		}
-		c := openSSE(t, "GET", tb.eventsURL(s.conversationID), nil, nil)
+		c := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
 		write(0, 10)
 		read(c, "[9]")
 		for round := 1; round <= 3; round++ {
-			c.close()
+			c.Close()
 			write(round*10, round*10+5) // while disconnected
-			c = openSSE(t, "GET", tb.eventsURL(s.conversationID), http.Header{"Last-Event-ID": {lastID}}, nil)
+			c = apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), http.Header{"Last-Event-ID": {lastID}}, nil)
 			write(round*10+5, round*10+10)
 			read(c, fmt.Sprintf("[%d]", round*10+9))
 		}
-		tb.completePrompt(t, s.promptID)
+		tb.CompletePrompt(t, s.PromptID)
 		read(c, "\x00")
 
 		if got.String() != want.String() {
@@ -211,57 +208,57 @@ func TestEvents(t *testing.T) {
 				t.Fatalf("seqs %v: not one after the other", seqs)
 			}
 		}
-		if final := tb.state(t, "local", s.conversationID); seqs[len(seqs)-1] > final.Seq {
+		if final := tb.State(t, "local", s.ConversationID); seqs[len(seqs)-1] > final.Seq {
 			t.Fatalf("read up to %d, log ends at %d", seqs[len(seqs)-1], final.Seq)
 		}
 	})
 
 	t.Run("KeepAliveOnIdleStream", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, setupOptions{keepAlive: 20 * time.Millisecond})
-		s := tb.send(t, "local", uuid.Nil, "hello")
-		c := openSSE(t, "GET", tb.eventsURL(s.conversationID), nil, nil)
-		c.next(t) // the snapshot
+		tb := apitest.Setup(t, apitest.Options{KeepAlive: 20 * time.Millisecond})
+		s := tb.Send(t, "local", uuid.Nil, "hello")
+		c := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
+		c.Next(t) // the snapshot
 		for range 2 {
 			select {
-			case comment := <-c.comments:
+			case comment := <-c.Comments:
 				if comment != "keep-alive" {
 					t.Fatalf("comment %q", comment)
 				}
-			case <-time.After(waitTimeout):
+			case <-time.After(apitest.WaitTimeout):
 				t.Fatal("no keep-alive comment")
 			}
 		}
 		// Events still flow between keep-alives.
-		tb.rename(t, "local", s.conversationID, "renamed")
-		if ev := c.next(t); ev.name != "conversationUpdated" {
+		tb.Rename(t, "local", s.ConversationID, "renamed")
+		if ev := c.Next(t); ev.Name != "conversationUpdated" {
 			t.Fatalf("after keep-alives: %+v", ev)
 		}
 	})
 
 	t.Run("ShutdownEndsTheStream", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
-		s := tb.send(t, "local", uuid.Nil, "hello")
-		c := openSSE(t, "GET", tb.eventsURL(s.conversationID), nil, nil)
-		c.next(t)
-		tb.stopHub() // the client reconnects elsewhere with its last id
-		c.ended(t)
+		tb := apitest.Setup(t)
+		s := tb.Send(t, "local", uuid.Nil, "hello")
+		c := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
+		c.Next(t)
+		tb.StopHub() // the client reconnects elsewhere with its last id
+		c.Ended(t)
 	})
 
 	t.Run("DeletedConversationEndsTheStream", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t)
-		s := tb.send(t, "local", uuid.Nil, "hello")
-		c := openSSE(t, "GET", tb.eventsURL(s.conversationID), nil, nil)
-		c.next(t)
-		if err := tb.store.DeleteConversation(ctx, "local", s.conversationID); err != nil {
+		tb := apitest.Setup(t)
+		s := tb.Send(t, "local", uuid.Nil, "hello")
+		c := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
+		c.Next(t)
+		if err := tb.Store.DeleteConversation(ctx, "local", s.ConversationID); err != nil {
 			t.Fatal(err)
 		}
-		c.ended(t)
-		resp, cancel := get(t, "GET", tb.eventsURL(s.conversationID), http.Header{"Last-Event-ID": {"3"}}, nil)
+		c.Ended(t)
+		resp, cancel := apitest.Do(t, "GET", tb.EventsURL(s.ConversationID), http.Header{"Last-Event-ID": {"3"}}, nil)
 		defer cancel()
-		if code, _ := errorBody(t, resp); resp.StatusCode != http.StatusNotFound || code != "not_found" {
+		if code, _ := apitest.ErrorBody(t, resp); resp.StatusCode != http.StatusNotFound || code != "not_found" {
 			t.Fatalf("reconnect to a deleted conversation: %d %s", resp.StatusCode, code)
 		}
 	})
@@ -271,10 +268,10 @@ func TestEvents(t *testing.T) {
 // endpoint authenticates and names the field it cannot read.
 func TestEventsRequests(t *testing.T) {
 	t.Parallel()
-	tb := setupAuth(t)
-	alice, mallory := tokenFor(t, "alice"), tokenFor(t, "mallory")
-	s := tb.send(t, "alice", uuid.Nil, "hello")
-	events := tb.eventsURL(s.conversationID)
+	tb := apitest.SetupAuth(t)
+	alice, mallory := apitest.TokenFor(t, "alice"), apitest.TokenFor(t, "mallory")
+	s := tb.Send(t, "alice", uuid.Nil, "hello")
+	events := tb.EventsURL(s.ConversationID)
 
 	for _, tc := range []struct {
 		name, url string
@@ -284,21 +281,21 @@ func TestEventsRequests(t *testing.T) {
 		message   string // a part of it
 	}{
 		{"NoToken", events, nil, 401, "unauthenticated", "missing bearer token"},
-		{"ForgedToken", events, bearer(alice[:len(alice)-4] + "AAAA"), 401, "unauthenticated", ""},
+		{"ForgedToken", events, apitest.Bearer(alice[:len(alice)-4] + "AAAA"), 401, "unauthenticated", ""},
 		{"ForgedQueryToken", events + "?access_token=" + alice[:len(alice)-4] + "AAAA", nil, 401, "unauthenticated", ""},
-		{"AnotherUsersConversation", events, bearer(mallory), 404, "not_found", ""},
-		{"UnknownConversation", tb.eventsURL(uuid.New()), bearer(alice), 404, "not_found", ""},
-		{"MalformedID", tb.url + "/v1/conversations/42/events", bearer(alice), 400, "invalid_argument", "conversationId: \"42\" is not a UUID"},
+		{"AnotherUsersConversation", events, apitest.Bearer(mallory), 404, "not_found", ""},
+		{"UnknownConversation", tb.EventsURL(uuid.New()), apitest.Bearer(alice), 404, "not_found", ""},
+		{"MalformedID", tb.URL + "/v1/conversations/42/events", apitest.Bearer(alice), 400, "invalid_argument", "conversationId: \"42\" is not a UUID"},
 		{"MalformedLastEventID", events, http.Header{"Authorization": {"Bearer " + alice}, "Last-Event-ID": {"x"}}, 400, "invalid_argument", "Last-Event-ID"},
-		{"NegativeAfter", events + "?after=-1", bearer(alice), 400, "invalid_argument", "after"},
-		{"HistoryWithoutToken", tb.url + "/v1/conversations/" + s.conversationID.String() + "/history", nil, 401, "unauthenticated", ""},
-		{"HistoryOfAnotherUser", tb.url + "/v1/conversations/" + s.conversationID.String() + "/history", bearer(mallory), 404, "not_found", ""},
-		{"AGUIFollowWithoutToken", tb.url + "/v1/conversations/" + s.conversationID.String() + "/agui", nil, 401, "unauthenticated", ""},
+		{"NegativeAfter", events + "?after=-1", apitest.Bearer(alice), 400, "invalid_argument", "after"},
+		{"HistoryWithoutToken", tb.URL + "/v1/conversations/" + s.ConversationID.String() + "/history", nil, 401, "unauthenticated", ""},
+		{"HistoryOfAnotherUser", tb.URL + "/v1/conversations/" + s.ConversationID.String() + "/history", apitest.Bearer(mallory), 404, "not_found", ""},
+		{"AGUIFollowWithoutToken", tb.URL + "/v1/conversations/" + s.ConversationID.String() + "/agui", nil, 401, "unauthenticated", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, cancel := get(t, "GET", tc.url, tc.header, nil)
+			resp, cancel := apitest.Do(t, "GET", tc.url, tc.header, nil)
 			defer cancel()
-			code, message := errorBody(t, resp)
+			code, message := apitest.ErrorBody(t, resp)
 			if resp.StatusCode != tc.status || code != tc.code || !strings.Contains(message, tc.message) {
 				t.Fatalf("%d %s %q; want %d %s containing %q", resp.StatusCode, code, message, tc.status, tc.code, tc.message)
 			}
@@ -309,14 +306,14 @@ func TestEventsRequests(t *testing.T) {
 	}
 
 	t.Run("BearerHeader", func(t *testing.T) {
-		c := openSSE(t, "GET", events, bearer(alice), nil)
-		if ev := c.next(t); ev.name != "snapshot" {
+		c := apitest.OpenSSE(t, "GET", events, apitest.Bearer(alice), nil)
+		if ev := c.Next(t); ev.Name != "snapshot" {
 			t.Fatalf("first event %+v", ev)
 		}
 	})
 	t.Run("AccessTokenForEventSource", func(t *testing.T) {
-		c := openSSE(t, "GET", events+"?access_token="+alice, nil, nil)
-		if ev := c.next(t); ev.name != "snapshot" {
+		c := apitest.OpenSSE(t, "GET", events+"?access_token="+alice, nil, nil)
+		if ev := c.Next(t); ev.Name != "snapshot" {
 			t.Fatalf("first event %+v", ev)
 		}
 	})

@@ -14,38 +14,39 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
 func TestHistory(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
+	tb := apitest.Setup(t)
 	ctx := context.Background()
 
 	// A rich reply: reasoning, a tool call with its result, then text.
-	first := tb.send(t, "local", uuid.Nil, "What is 6*7?")
-	id := first.conversationID
-	tb.startPrompt(t, first.promptID)
-	r := tb.startBlock(t, first.promptID, "reasoning", "{}")
-	tb.appendText(t, r, "Think", " twice.")
-	tb.endBlock(t, r)
-	use := tb.startBlock(t, first.promptID, "tool_use", `{"name": "calc"}`)
-	tb.appendText(t, use, `{"e": `, `"6*7"}`)
-	tb.toolCall(t, use, "calc", `{"e": "6*7"}`, "", "evaluating ", "42")
-	tb.endBlock(t, use)
-	result := tb.startBlock(t, first.promptID, "tool_result", "{}")
-	tb.appendText(t, result, "42")
-	tb.endBlock(t, result)
-	text := tb.startBlock(t, first.promptID, "text", "{}")
-	tb.appendText(t, text, "6*7 ", "is ", "42.")
-	tb.completePrompt(t, first.promptID)
+	first := tb.Send(t, "local", uuid.Nil, "What is 6*7?")
+	id := first.ConversationID
+	tb.StartPrompt(t, first.PromptID)
+	r := tb.StartBlock(t, first.PromptID, "reasoning", "{}")
+	tb.AppendText(t, r, "Think", " twice.")
+	tb.EndBlock(t, r)
+	use := tb.StartBlock(t, first.PromptID, "tool_use", `{"name": "calc"}`)
+	tb.AppendText(t, use, `{"e": `, `"6*7"}`)
+	tb.ToolCall(t, use, "calc", `{"e": "6*7"}`, "", "evaluating ", "42")
+	tb.EndBlock(t, use)
+	result := tb.StartBlock(t, first.PromptID, "tool_result", "{}")
+	tb.AppendText(t, result, "42")
+	tb.EndBlock(t, result)
+	text := tb.StartBlock(t, first.PromptID, "text", "{}")
+	tb.AppendText(t, text, "6*7 ", "is ", "42.")
+	tb.CompletePrompt(t, first.PromptID)
 	// A text-only reply.
-	second := tb.send(t, "local", id, "Thanks!")
-	tb.startPrompt(t, second.promptID)
-	tb.appendText(t, tb.startBlock(t, second.promptID, "text", "{}"), "You're ", "welcome.")
-	tb.completePrompt(t, second.promptID)
-	st := tb.state(t, "local", id)
+	second := tb.Send(t, "local", id, "Thanks!")
+	tb.StartPrompt(t, second.PromptID)
+	tb.AppendText(t, tb.StartBlock(t, second.PromptID, "text", "{}"), "You're ", "welcome.")
+	tb.CompletePrompt(t, second.PromptID)
+	st := tb.State(t, "local", id)
 
-	resp, cancel := get(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/history", tb.url, id), nil, nil)
+	resp, cancel := apitest.Do(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/history", tb.URL, id), nil, nil)
 	defer cancel()
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
@@ -81,10 +82,10 @@ func TestHistory(t *testing.T) {
 		return s
 	}
 	for i, want := range []struct{ id, role, text string }{
-		{first.userMessageID.String(), "user", "What is 6*7?"},
-		{first.messageID.String(), "assistant", "6*7 is 42."},
-		{second.userMessageID.String(), "user", "Thanks!"},
-		{second.messageID.String(), "assistant", "You're welcome."},
+		{first.UserMessageID.String(), "user", "What is 6*7?"},
+		{first.MessageID.String(), "assistant", "6*7 is 42."},
+		{second.UserMessageID.String(), "user", "Thanks!"},
+		{second.MessageID.String(), "assistant", "You're welcome."},
 	} {
 		e := doc.Content[i]
 		if str(e["id"]) != want.id || str(e["role"]) != want.role || str(e["text"]) != want.text || str(e["status"]) != "completed" {
@@ -101,7 +102,7 @@ func TestHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The log's own events of the reply, to compare with.
-	logged, err := tb.store.EventsAfter(ctx, id, 0, 1000)
+	logged, err := tb.Store.EventsAfter(ctx, id, 0, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,10 +148,10 @@ func TestHistory(t *testing.T) {
 	}
 
 	// Streams and resumes serve the original events, uncoalesced.
-	c := openSSE(t, "GET", tb.eventsURL(id)+"?after=0", nil, nil)
+	c := apitest.OpenSSE(t, "GET", tb.EventsURL(id)+"?after=0", nil, nil)
 	deltas := 0
 	for {
-		ev := decodeEvent(t, c.next(t))
+		ev := decodeEvent(t, c.Next(t))
 		if ev.GetBlockDelta().GetBlockId() == text.String() {
 			deltas++
 		}
@@ -167,23 +168,23 @@ func TestHistory(t *testing.T) {
 // byte for byte what it was.
 func TestHistoryAfterCompaction(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	first := tb.send(t, "local", uuid.Nil, "Count")
-	tb.startPrompt(t, first.promptID)
-	r := tb.startBlock(t, first.promptID, "reasoning", "{}")
-	tb.appendText(t, r, "one ", "two ", "three")
-	tb.endBlock(t, r)
-	text := tb.startBlock(t, first.promptID, "text", "{}")
+	tb := apitest.Setup(t)
+	first := tb.Send(t, "local", uuid.Nil, "Count")
+	tb.StartPrompt(t, first.PromptID)
+	r := tb.StartBlock(t, first.PromptID, "reasoning", "{}")
+	tb.AppendText(t, r, "one ", "two ", "three")
+	tb.EndBlock(t, r)
+	text := tb.StartBlock(t, first.PromptID, "text", "{}")
 	deltas := make([]string, 300)
 	for i := range deltas {
 		deltas[i] = strconv.Itoa(i) + "… "
 	}
-	tb.appendText(t, text, deltas...)
-	tb.completePrompt(t, first.promptID)
+	tb.AppendText(t, text, deltas...)
+	tb.CompletePrompt(t, first.PromptID)
 
-	url := fmt.Sprintf("%s/v1/conversations/%s/history", tb.url, first.conversationID)
+	url := fmt.Sprintf("%s/v1/conversations/%s/history", tb.URL, first.ConversationID)
 	read := func() string {
-		resp, cancel := get(t, "GET", url, nil, nil)
+		resp, cancel := apitest.Do(t, "GET", url, nil, nil)
 		defer cancel()
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
@@ -193,7 +194,7 @@ func TestHistoryAfterCompaction(t *testing.T) {
 		return string(body)
 	}
 	before := read()
-	res, err := tb.store.CompactEvents(context.Background(), 0, 10)
+	res, err := tb.Store.CompactEvents(context.Background(), 0, 10)
 	if err != nil || res.EventsRemoved != 2+299 {
 		t.Fatalf("compact = %+v, %v; want 301 events removed", res, err)
 	}
