@@ -2,7 +2,7 @@
 // adapters over the same stream hub and event log as the Connect API:
 //
 //   - GET /v1/conversations/{id}/events: the native events as Server-Sent
-//     Events, resumable with Last-Event-ID (events.go);
+//     Events, resumable with Last-Event-ID (package events);
 //   - POST /v1/agui and GET /v1/conversations/{id}/agui: the AG-UI protocol,
 //     so that any AG-UI client can use convo as its agent (agui*.go);
 //   - GET /v1/conversations/{id}/history: the conversation as history

@@ -151,7 +151,7 @@ func TestHistory(t *testing.T) {
 	c := apitest.OpenSSE(t, "GET", tb.EventsURL(id)+"?after=0", nil, nil)
 	deltas := 0
 	for {
-		ev := decodeEvent(t, c.Next(t))
+		ev := apitest.DecodeEvent(t, c.Next(t))
 		if ev.GetBlockDelta().GetBlockId() == text.String() {
 			deltas++
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/httpapi/events"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/wire"
@@ -56,7 +57,7 @@ func NewHandler(opts Options) http.Handler {
 	mux := http.NewServeMux()
 	// Every route authenticates first, before any body is read.
 	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.WithUser(h)) }
-	route("GET /v1/conversations/{id}/events", s.events)
+	route("GET /v1/conversations/{id}/events", events.New(s.Server).ServeHTTP)
 	route("GET /v1/conversations/{id}/agui", s.aguiFollow)
 	route("POST /v1/agui", s.JSONBody(maxRunInputBytes, false, s.aguiRun))
 	route("GET /v1/conversations/{id}/history", s.history)

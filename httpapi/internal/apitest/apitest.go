@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,9 +24,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/httpapi"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/internal/testwait"
@@ -416,4 +419,23 @@ func ErrorBody(t testing.TB, resp *http.Response) (code, message string) {
 // Bearer is the header that carries token.
 func Bearer(token string) http.Header {
 	return http.Header{"Authorization": {"Bearer " + token}}
+}
+
+// DecodeEvent decodes an SSE event's data as the Connect API's Event, checking
+// that its id and name are its seq and kind.
+func DecodeEvent(t testing.TB, ev Event) *convov1.Event {
+	t.Helper()
+	out := &convov1.Event{}
+	if err := protojson.Unmarshal([]byte(ev.Data), out); err != nil {
+		t.Fatalf("event %q: %v", ev.Data, err)
+	}
+	m := out.ProtoReflect()
+	kind := m.WhichOneof(m.Descriptor().Oneofs().ByName("kind"))
+	if kind == nil || ev.Name != kind.JSONName() {
+		t.Fatalf("SSE event named %q carries %v", ev.Name, out)
+	}
+	if ev.HasID && ev.ID != strconv.FormatInt(out.Seq, 10) {
+		t.Fatalf("SSE id %q, event seq %d", ev.ID, out.Seq)
+	}
+	return out
 }

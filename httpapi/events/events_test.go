@@ -1,4 +1,4 @@
-package httpapi_test
+package events_test
 
 import (
 	"context"
@@ -15,25 +15,6 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
-
-// event decodes an SSE event's data as the Connect API's Event, checking
-// that its id and name are its seq and kind.
-func decodeEvent(t testing.TB, ev apitest.Event) *convov1.Event {
-	t.Helper()
-	out := &convov1.Event{}
-	if err := protojson.Unmarshal([]byte(ev.Data), out); err != nil {
-		t.Fatalf("event %q: %v", ev.Data, err)
-	}
-	m := out.ProtoReflect()
-	kind := m.WhichOneof(m.Descriptor().Oneofs().ByName("kind"))
-	if kind == nil || ev.Name != kind.JSONName() {
-		t.Fatalf("SSE event named %q carries %v", ev.Name, out)
-	}
-	if ev.HasID && ev.ID != strconv.FormatInt(out.Seq, 10) {
-		t.Fatalf("SSE id %q, event seq %d", ev.ID, out.Seq)
-	}
-	return out
-}
 
 func TestEvents(t *testing.T) {
 	t.Parallel()
@@ -78,7 +59,7 @@ func TestEvents(t *testing.T) {
 			if !ev.HasID || ev.ID != strconv.FormatInt(seq, 10) {
 				t.Fatalf("event %+v; want id %d", ev, seq)
 			}
-			e := decodeEvent(t, ev)
+			e := apitest.DecodeEvent(t, ev)
 			names = append(names, ev.Name)
 			if d := e.GetBlockDelta(); d != nil && d.BlockId != block.String() {
 				t.Errorf("delta of block %s", d.BlockId)
@@ -109,12 +90,12 @@ func TestEvents(t *testing.T) {
 		if snap.Name != "snapshot" || snap.HasID || start.Name != "blockStart" || start.HasID {
 			t.Fatalf("unit starts %+v, %+v; want the snapshot and the replayed blockStart without ids", snap, start)
 		}
-		d := decodeEvent(t, delta)
+		d := apitest.DecodeEvent(t, delta)
 		if delta.ID != strconv.FormatInt(seq, 10) || !d.Replay || d.GetBlockDelta().GetContent() != "Hello, wor" {
 			t.Fatalf("replayed delta %+v; want the text so far with id %d", delta, seq)
 		}
 		tb.AppendText(t, block, "ld!")
-		if got := decodeEvent(t, c.Next(t)).GetBlockDelta().GetContent(); got != "ld!" {
+		if got := apitest.DecodeEvent(t, c.Next(t)).GetBlockDelta().GetContent(); got != "ld!" {
 			t.Fatalf("next delta %q", got)
 		}
 	})
@@ -141,7 +122,7 @@ func TestEvents(t *testing.T) {
 				c := apitest.OpenSSE(t, "GET", req.url, req.header, nil)
 				for _, want := range []string{"two", "three"} {
 					ev := c.Next(t)
-					if got := decodeEvent(t, ev).GetBlockDelta().GetContent(); got != want || ev.Name == "snapshot" {
+					if got := apitest.DecodeEvent(t, ev).GetBlockDelta().GetContent(); got != want || ev.Name == "snapshot" {
 						t.Fatalf("resumed with %+v; want the delta %q", ev, want)
 					}
 				}
@@ -176,7 +157,7 @@ func TestEvents(t *testing.T) {
 				if ev.Name == "snapshot" {
 					continue
 				}
-				e := decodeEvent(t, ev)
+				e := apitest.DecodeEvent(t, ev)
 				seqs = append(seqs, e.Seq)
 				got.WriteString(e.GetBlockDelta().GetContent())
 				if ev.HasID {

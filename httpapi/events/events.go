@@ -1,4 +1,4 @@
-package httpapi
+package events
 
 import (
 	"net/http"
@@ -15,7 +15,13 @@ import (
 // snapshotEvent names the SSE event that carries the snapshot.
 const snapshotEvent = "snapshot"
 
-// events serves GET /v1/conversations/{id}/events: the conversation's
+// Handler serves the SSE stream of a conversation's native events.
+type Handler struct{ srv *httpx.Server }
+
+// New returns the handler of GET /v1/conversations/{id}/events.
+func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
+
+// ServeHTTP serves GET /v1/conversations/{id}/events: the conversation's
 // native events as Server-Sent Events. Without a resume point the stream
 // starts with the snapshot (SSE event "snapshot") and the replay of the
 // blocks still streaming, then every event as it commits, each named by
@@ -24,26 +30,26 @@ const snapshotEvent = "snapshot"
 // while the events after it are all held. The stream ends when the
 // subscriber falls behind or the server shuts down; EventSource then
 // reconnects with the last id it received.
-func (s *server) events(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.Caller(r)
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	after, err := resumePoint(r)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	sub, first, err := wire.Open(ctx, s.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after})
+	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after})
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
 
-	out, err := s.StartSSE(w)
+	out, err := h.srv.StartSSE(w)
 	if err != nil {
 		return
 	}
@@ -61,24 +67,24 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 		if ev := m.GetEvent(); ev != nil {
 			name, body = eventName(ev), ev
 		}
-		if err := s.writeProto(out, id, name, body); err != nil {
+		if err := writeProto(out, id, name, body); err != nil {
 			return
 		}
 	}
 	for {
-		item, err := s.Next(ctx, r, sub, out)
+		item, err := h.srv.Next(ctx, r, sub, out)
 		if err != nil {
-			s.StreamEnded(r, err, sub.Cursor())
+			h.srv.StreamEnded(r, err, sub.Cursor())
 			return
 		}
 		ev := item.Payload.GetEvent()
-		if err := s.writeProto(out, strconv.FormatInt(ev.Seq, 10), eventName(ev), ev); err != nil {
+		if err := writeProto(out, strconv.FormatInt(ev.Seq, 10), eventName(ev), ev); err != nil {
 			return
 		}
 	}
 }
 
-func (s *server) writeProto(out *httpx.SSEWriter, id, name string, m proto.Message) error {
+func writeProto(out *httpx.SSEWriter, id, name string, m proto.Message) error {
 	data, err := httpx.ProtoJSON.Marshal(m)
 	if err != nil {
 		return err
