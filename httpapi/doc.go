@@ -6,7 +6,7 @@
 //   - POST /v1/agui and GET /v1/conversations/{id}/agui: the AG-UI protocol,
 //     so that any AG-UI client can use convo as its agent (agui*.go);
 //   - GET /v1/conversations/{id}/history: the conversation as history
-//     entries with coalesced events (history.go, coalesce.go);
+//     entries with coalesced events (package history);
 //   - POST /v1/ai-sdk/chat and GET /v1/ai-sdk/chat/{id}/stream, /messages,
 //     POST /v1/ai-sdk/chat/{id}/stop: the AI SDK's UI message stream
 //     protocol (v1), so that useChat with DefaultChatTransport can use

@@ -8,6 +8,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/events"
+	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/wire"
@@ -60,7 +61,7 @@ func NewHandler(opts Options) http.Handler {
 	route("GET /v1/conversations/{id}/events", events.New(s.Server).ServeHTTP)
 	route("GET /v1/conversations/{id}/agui", s.aguiFollow)
 	route("POST /v1/agui", s.JSONBody(maxRunInputBytes, false, s.aguiRun))
-	route("GET /v1/conversations/{id}/history", s.history)
+	route("GET /v1/conversations/{id}/history", history.New(s.Server).ServeHTTP)
 	route("POST /v1/ai-sdk/chat", s.JSONBody(maxChatRequestBytes, false, s.aisdkChat))
 	route("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
 	route("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)

@@ -1,4 +1,4 @@
-package httpapi
+package history
 
 import (
 	"strconv"
@@ -19,7 +19,7 @@ func TestCoalesce(t *testing.T) {
 		s.Start("P", "M", "R", "reasoning", 0, nil), s.Delta("P", "M", "R", "Think "), s.Delta("P", "M", "R", "hard."),
 		s.End("P", "M", "R", nil),
 		s.Start("P", "M", "T", "tool_use", 1, nil), s.Delta("P", "M", "T", `{"x":`), s.Delta("P", "M", "T", `1}`),
-		s.ToolStarted("C", "T", "calc", obj{"x": 1}), s.Progress("C", "T", "a"), s.Progress("C", "T", "b"),
+		s.ToolStarted("C", "T", "calc", map[string]any{"x": 1}), s.Progress("C", "T", "a"), s.Progress("C", "T", "b"),
 		s.ToolDone("C", "T", "calc", "ab", ""), s.End("P", "M", "T", nil),
 		s.Start("P", "M", "Y", "text", 2, nil), s.Delta("P", "M", "Y", "Hel"), s.Delta("P", "M", "Y", "lo"),
 		// Two blocks streaming at once: adjacency is per block.

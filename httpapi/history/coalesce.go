@@ -1,4 +1,4 @@
-package httpapi
+package history
 
 import (
 	"google.golang.org/protobuf/proto"

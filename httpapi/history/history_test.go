@@ -1,4 +1,4 @@
-package httpapi_test
+package history_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package httpapi
+package history
 
 import (
 	"encoding/json"
@@ -44,18 +44,24 @@ type historyEntry struct {
 	Events []json.RawMessage `json:"events,omitempty"`
 }
 
-// history serves GET /v1/conversations/{id}/history: the conversation as
+// Handler serves the history export of a conversation.
+type Handler struct{ srv *httpx.Server }
+
+// New returns the handler of GET /v1/conversations/{id}/history.
+func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
+
+// ServeHTTP serves GET /v1/conversations/{id}/history: the conversation as
 // history entries, one per message, as it stands at one seq.
-func (s *server) history(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.Caller(r)
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	st, err := s.Store.State(ctx, owner, id)
+	st, err := h.srv.Store.State(ctx, owner, id)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	// The prompts whose events the export carries.
@@ -67,9 +73,9 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 	}
 	events := map[uuid.UUID][]*convov1.Event{}
 	for after := int64(0); len(wanted) > 0 && after < st.Seq; {
-		page, err := s.Store.EventsAfter(ctx, id, after, historyPage)
+		page, err := h.srv.Store.EventsAfter(ctx, id, after, historyPage)
 		if err != nil {
-			s.WriteError(w, r, err)
+			h.srv.WriteError(w, r, err)
 			return
 		}
 		for _, e := range page {
@@ -82,7 +88,7 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 			}
 			decoded, err := wire.DecodeEvent(e)
 			if err != nil {
-				s.WriteError(w, r, err)
+				h.srv.WriteError(w, r, err)
 				return
 			}
 			events[e.PromptID.UUID] = append(events[e.PromptID.UUID], decoded.GetEvent())
@@ -101,7 +107,7 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 			for _, ev := range coalesce(events[m.PromptID.UUID]) {
 				b, err := httpx.ProtoJSON.Marshal(ev)
 				if err != nil {
-					s.WriteError(w, r, err)
+					h.srv.WriteError(w, r, err)
 					return
 				}
 				entry.Events = append(entry.Events, b)
@@ -109,9 +115,9 @@ func (s *server) history(w http.ResponseWriter, r *http.Request) {
 		}
 		doc.Content = append(doc.Content, entry)
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	header := w.Header()
+	header.Set("Content-Type", "application/json")
+	header.Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(doc)
 }
 
