@@ -2,18 +2,15 @@ package httpapi_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -248,33 +245,6 @@ type aisdkFold struct {
 	StreamErrors []string       `json:"streamErrors"`
 }
 
-// runAISDKVerifier runs web/aisdk-verify/verify.mjs with env and returns
-// its report.
-func runAISDKVerifier(t testing.TB, env ...string) aisdkReport {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("Node.js is needed to run the AI SDK verifier (apt-get install nodejs): %v", err)
-	}
-	if _, err := os.Stat(filepath.Join("..", "web", "node_modules", "ai", "package.json")); err != nil {
-		t.Fatalf("web/node_modules has no ai package: run `npm install --prefix web` (scripts/test.sh does): %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("..", "web", "aisdk-verify", "verify.mjs"))
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("verify.mjs: %v\n%s", err, stderr.String())
-	}
-	var report aisdkReport
-	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("verify.mjs report: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	return report
-}
-
 // TestAISDKVerifier records UI message streams of every kind (a complete
 // demo reply with reasoning, a tool call and markdown text; a cancelled
 // reply; a failed one; a late join through the resume endpoint; blocks
@@ -502,7 +472,8 @@ func TestAISDKVerifier(t *testing.T) {
 		return
 	}
 
-	report := runAISDKVerifier(t, "AISDK_RECORDINGS="+dir, "AISDK_API="+demo.URL+"/v1/ai-sdk/chat")
+	var report aisdkReport
+	apitest.RunVerifier(t, "aisdk-verify/verify.mjs", "ai", &report, "AISDK_RECORDINGS="+dir, "AISDK_API="+demo.URL+"/v1/ai-sdk/chat")
 	if len(report.Recordings) != len(chats)+len(controls) {
 		t.Fatalf("the verifier read %d recordings, want %d", len(report.Recordings), len(chats)+len(controls))
 	}
@@ -522,7 +493,7 @@ func TestAISDKVerifier(t *testing.T) {
 		}
 		if len(rec.SchemaErrors) > 0 || rec.ReadError != nil || strings.Join(rec.StreamErrors, "|") != wantErrors || rec.Message == nil {
 			t.Errorf("%s (%d chunks): schema %v; read %v; stream errors %q (want %q)", name, rec.Chunks, rec.SchemaErrors,
-				deref(rec.ReadError), rec.StreamErrors, wantErrors)
+				apitest.Deref(rec.ReadError), rec.StreamErrors, wantErrors)
 			continue
 		}
 		chat := chats[name]
@@ -544,7 +515,7 @@ func TestAISDKVerifier(t *testing.T) {
 
 	tr := report.Transport
 	if tr == nil || tr.Error != nil {
-		t.Fatalf("DefaultChatTransport run: %+v %s", tr, deref(tr.Error))
+		t.Fatalf("DefaultChatTransport run: %+v %s", tr, apitest.Deref(tr.Error))
 	}
 	st := demo.State(t, "local", uuid.MustParse(tr.ChatID))
 	if len(st.Messages) != 4 {

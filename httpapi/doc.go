@@ -4,7 +4,7 @@
 //   - GET /v1/conversations/{id}/events: the native events as Server-Sent
 //     Events, resumable with Last-Event-ID (package events);
 //   - POST /v1/agui and GET /v1/conversations/{id}/agui: the AG-UI protocol,
-//     so that any AG-UI client can use convo as its agent (agui*.go);
+//     so that any AG-UI client can use convo as its agent (package agui);
 //   - GET /v1/conversations/{id}/history: the conversation as history
 //     entries with coalesced events (package history);
 //   - POST /v1/ai-sdk/chat and GET /v1/ai-sdk/chat/{id}/stream, /messages,

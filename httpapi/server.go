@@ -7,6 +7,7 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/httpapi/agui"
 	"github.com/convo-dev/convo/httpapi/events"
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
@@ -55,12 +56,13 @@ func NewHandler(opts Options) http.Handler {
 	}
 	s := &server{&httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
 		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout}}
+	ag := agui.New(s.Server)
 	mux := http.NewServeMux()
 	// Every route authenticates first, before any body is read.
 	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.WithUser(h)) }
 	route("GET /v1/conversations/{id}/events", events.New(s.Server).ServeHTTP)
-	route("GET /v1/conversations/{id}/agui", s.aguiFollow)
-	route("POST /v1/agui", s.JSONBody(maxRunInputBytes, false, s.aguiRun))
+	route("GET /v1/conversations/{id}/agui", ag.Follow)
+	route("POST /v1/agui", s.JSONBody(agui.MaxRunInputBytes, false, ag.Run))
 	route("GET /v1/conversations/{id}/history", history.New(s.Server).ServeHTTP)
 	route("POST /v1/ai-sdk/chat", s.JSONBody(maxChatRequestBytes, false, s.aisdkChat))
 	route("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)

@@ -1,4 +1,4 @@
-package httpapi_test
+package agui_test
 
 import (
 	"bytes"
@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -125,7 +123,7 @@ func convoField(ev map[string]any, key string) string {
 // reducer, and an HttpAgent driving this server) judge them.
 func TestAGUIVerifier(t *testing.T) {
 	t.Parallel()
-	node := nodeForVerifier(t)
+	apitest.NeedNode(t, "@ag-ui/client") // before recording
 	dir := t.TempDir()
 	demo := apitest.Setup(t, apitest.Options{Workers: true}) // the in-process demo worker answers
 	ctx := context.Background()
@@ -318,7 +316,8 @@ func TestAGUIVerifier(t *testing.T) {
 		return
 	}
 
-	report := runVerifier(t, node, "AGUI_RECORDINGS="+dir, "AGUI_URL="+demo.URL+"/v1/agui")
+	var report verifierReport
+	apitest.RunVerifier(t, "agui-verify/verify.mjs", "@ag-ui/client", &report, "AGUI_RECORDINGS="+dir, "AGUI_URL="+demo.URL+"/v1/agui")
 	if len(report.Recordings) != 8 {
 		t.Fatalf("the verifier read %d recordings, want 8", len(report.Recordings))
 	}
@@ -331,7 +330,7 @@ func TestAGUIVerifier(t *testing.T) {
 			continue
 		}
 		if len(rec.SchemaErrors) > 0 || rec.VerifyError != nil || rec.ApplyError != nil || rec.Events == 0 {
-			t.Errorf("%s (%d events): schema %v; verifyEvents %v; reducer %v", name, rec.Events, rec.SchemaErrors, deref(rec.VerifyError), deref(rec.ApplyError))
+			t.Errorf("%s (%d events): schema %v; verifyEvents %v; reducer %v", name, rec.Events, rec.SchemaErrors, apitest.Deref(rec.VerifyError), apitest.Deref(rec.ApplyError))
 		}
 		if name == "late" {
 			// The client's reducer shows the in-flight text exactly once.
@@ -357,7 +356,7 @@ func TestAGUIVerifier(t *testing.T) {
 	}
 	for i, run := range h.Runs {
 		if run.Error != nil || len(run.SchemaErrors) > 0 {
-			t.Errorf("HttpAgent run %d: %v %v", i, deref(run.Error), run.SchemaErrors)
+			t.Errorf("HttpAgent run %d: %v %v", i, apitest.Deref(run.Error), run.SchemaErrors)
 			continue
 		}
 		types := typeList(run.Events)
@@ -400,47 +399,6 @@ type verifierReport struct {
 			Messages     []map[string]any `json:"messages"`
 		} `json:"runs"`
 	} `json:"httpAgent"`
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return "ok"
-	}
-	return *s
-}
-
-// nodeForVerifier finds Node.js and the AG-UI packages, failing clearly
-// when either is missing.
-func nodeForVerifier(t testing.TB) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("Node.js is needed to run the AG-UI verifier (apt-get install nodejs): %v", err)
-	}
-	if _, err := os.Stat(filepath.Join("..", "web", "node_modules", "@ag-ui", "client", "package.json")); err != nil {
-		t.Fatalf("web/node_modules has no @ag-ui/client: run `npm install --prefix web` (scripts/test.sh does): %v", err)
-	}
-	return node
-}
-
-// runVerifier runs web/agui-verify/verify.mjs with env and returns its
-// report.
-func runVerifier(t testing.TB, node string, env ...string) verifierReport {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join("..", "web", "agui-verify", "verify.mjs"))
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("verify.mjs: %v\n%s", err, stderr.String())
-	}
-	var report verifierReport
-	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil {
-		t.Fatalf("verify.mjs report: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	return report
 }
 
 // TestAGUIRequests checks what POST /v1/agui refuses, and what it reads

@@ -1,4 +1,4 @@
-package httpapi
+package agui
 
 import (
 	"bytes"
@@ -19,30 +19,37 @@ import (
 	"github.com/convo-dev/convo/wire"
 )
 
-// maxRunInputBytes bounds a RunAgentInput (it carries the client's copy of
+// MaxRunInputBytes bounds a RunAgentInput (it carries the client's copy of
 // the whole thread).
-const maxRunInputBytes = 4 << 20
+const MaxRunInputBytes = 4 << 20
 
-// aguiFollow serves GET /v1/conversations/{id}/agui: the conversation as
+// Handler serves AG-UI: a conversation is a thread, each prompt a run.
+type Handler struct{ srv *httpx.Server }
+
+// New returns the handler of POST /v1/agui and GET
+// /v1/conversations/{id}/agui.
+func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
+
+// Follow serves GET /v1/conversations/{id}/agui: the conversation as
 // AG-UI runs, one per prompt, for as long as the client stays. A prompt
 // active when the stream starts is a run at once; an idle conversation's
 // stream waits (with keep-alive comments) for the next prompt.
-func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.Caller(r)
+func (h *Handler) Follow(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
-	sub, snap, replay, err := s.openAGUI(r.Context(), owner, id)
+	sub, snap, replay, err := h.open(r.Context(), owner, id)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
-	s.streamAGUI(w, r, sub, newTranslator(id.String(), snap, "", ""), replay)
+	h.stream(w, r, sub, newTranslator(id.String(), snap, "", ""), replay)
 }
 
-// aguiRun serves POST /v1/agui: AG-UI's RunAgentInput in, the run it asks
+// Run serves POST /v1/agui: AG-UI's RunAgentInput in, the run it asks
 // for out. The thread id is the conversation id (a conversation with it is
 // created when none exists; none at all starts a new conversation); the
 // last user message in messages becomes the user's message; forwardedProps
@@ -51,24 +58,24 @@ func (s *server) aguiFollow(w http.ResponseWriter, r *http.Request) {
 // response streams that prompt's run until it ends. The prompt does not
 // depend on the request: a client that goes away can follow the
 // conversation (GET /v1/conversations/{id}/agui) to see the rest.
-func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
-	owner, in, ok := httpx.WriteRequest(s.Server, w, r, decodeRunInput)
+func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
+	owner, in, ok := httpx.WriteRequest(h.srv, w, r, decodeRunInput)
 	if !ok {
 		return
 	}
 	ctx := r.Context()
 	id, created := in.threadID, false
 	if id == uuid.Nil {
-		c, err := s.Store.CreateConversation(ctx, owner, "")
+		c, err := h.srv.Store.CreateConversation(ctx, owner, "")
 		if err != nil {
-			s.WriteError(w, r, err)
+			h.srv.WriteError(w, r, err)
 			return
 		}
 		id, created = c.ID, true
 	} else {
 		var err error
-		if _, created, err = s.Store.EnsureConversation(ctx, owner, id); err != nil {
-			s.WriteError(w, r, err)
+		if _, created, err = h.srv.Store.EnsureConversation(ctx, owner, id); err != nil {
+			h.srv.WriteError(w, r, err)
 			return
 		}
 	}
@@ -79,16 +86,16 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if created {
 		defer func() {
 			if !sent {
-				s.DiscardCreated(ctx, owner, id)
+				h.srv.DiscardCreated(ctx, owner, id)
 			}
 		}()
 	}
 
 	// Subscribe before the message is sent, so that no event of its run
 	// can be missed.
-	sub, snap, replay, err := s.openAGUI(ctx, owner, id)
+	sub, snap, replay, err := h.open(ctx, owner, id)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
@@ -96,15 +103,15 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if in.userMessageID != "" && slices.ContainsFunc(snap.GetMessages(), func(m *convov1.Message) bool {
 		return m.GetId() == in.userMessageID
 	}) {
-		s.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
+		h.srv.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
 			"messages: the last user message (%s) is already in the conversation; append a new user message to run again", in.userMessageID))
 		return
 	}
-	res, err := s.Store.SendMessage(ctx, conversation.SendMessageParams{
+	res, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
 		OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{in.modelConfig},
 	})
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	sent = true
@@ -113,14 +120,14 @@ func (s *server) aguiRun(w http.ResponseWriter, r *http.Request) {
 	if runID == "" {
 		runID = promptID
 	}
-	s.streamAGUI(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
+	h.stream(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
 }
 
-// openAGUI opens a subscription of the conversation for an AG-UI stream
+// open opens a subscription of the conversation for an AG-UI stream
 // and returns how it starts: its snapshot, then the replayed events of the
 // blocks still streaming in it.
-func (s *server) openAGUI(ctx context.Context, owner string, id uuid.UUID) (*wire.Subscription, *convov1.Snapshot, []*convov1.Event, error) {
-	sub, first, err := wire.Open(ctx, s.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id})
+func (h *Handler) open(ctx context.Context, owner string, id uuid.UUID) (*wire.Subscription, *convov1.Snapshot, []*convov1.Event, error) {
+	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -131,13 +138,13 @@ func (s *server) openAGUI(ctx context.Context, owner string, id uuid.UUID) (*wir
 	return sub, first[0].GetSnapshot(), replay, nil
 }
 
-// streamAGUI answers with the translator's AG-UI events as SSE (each event
+// stream answers with the translator's AG-UI events as SSE (each event
 // one "data:" line of JSON, as AG-UI's HTTP binding has it), starting with
 // the replay of the snapshot's streaming blocks, until the stream is done
 // or cut off.
-func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr *translator, replay []*convov1.Event) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr *translator, replay []*convov1.Event) {
 	ctx := r.Context()
-	out, err := s.StartSSE(w)
+	out, err := h.srv.StartSSE(w)
 	if err != nil {
 		return
 	}
@@ -150,12 +157,12 @@ func (s *server) streamAGUI(w http.ResponseWriter, r *http.Request, sub *wire.Su
 		return
 	}
 	for !tr.done {
-		item, err := s.Next(ctx, r, sub, out)
+		item, err := h.srv.Next(ctx, r, sub, out)
 		if err != nil {
 			if ctx.Err() == nil {
 				_ = out.JSONEvents(tr.interrupt(interruption(err)))
 			}
-			s.StreamEnded(r, err, sub.Cursor())
+			h.srv.StreamEnded(r, err, sub.Cursor())
 			return
 		}
 		ev := item.Payload.GetEvent()
@@ -210,12 +217,12 @@ type inputPart struct {
 // decodeRunInput reads and checks a RunAgentInput. Errors are Invalid,
 // naming the field.
 func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
-	body := http.MaxBytesReader(w, r.Body, maxRunInputBytes)
+	body := http.MaxBytesReader(w, r.Body, MaxRunInputBytes)
 	var in runInput
 	if err := json.NewDecoder(body).Decode(&in); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, wire.Invalid("body", "is larger than %d bytes", maxRunInputBytes)
+			return nil, wire.Invalid("body", "is larger than %d bytes", MaxRunInputBytes)
 		}
 		return nil, wire.Invalid("body", "is not a RunAgentInput JSON object: %v", err)
 	}

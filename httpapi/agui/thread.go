@@ -1,4 +1,4 @@
-package httpapi
+package agui
 
 import (
 	"encoding/json"

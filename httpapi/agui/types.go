@@ -1,4 +1,4 @@
-package httpapi
+package agui
 
 // The AG-UI events and messages convo sends (protocol 1.0, the schemas of
 // @ag-ui/core). One type per event, so that a required field is never
