@@ -10,7 +10,7 @@
 //   - POST /v1/ai-sdk/chat and GET /v1/ai-sdk/chat/{id}/stream, /messages,
 //     POST /v1/ai-sdk/chat/{id}/stop: the AI SDK's UI message stream
 //     protocol (v1), so that useChat with DefaultChatTransport can use
-//     convo, resumable streams included (aisdk*.go).
+//     convo, resumable streams included (package aisdk).
 //
 // Requests authenticate as the Connect API's do (a bearer token, or the
 // access_token query parameter for EventSource). docs/protocols.md is the

@@ -8,6 +8,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/agui"
+	"github.com/convo-dev/convo/httpapi/aisdk"
 	"github.com/convo-dev/convo/httpapi/events"
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
@@ -54,22 +55,20 @@ func NewHandler(opts Options) http.Handler {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 30 * time.Second
 	}
-	s := &server{&httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
-		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout}}
-	ag := agui.New(s.Server)
+	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
+		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout}
+	ag, ai := agui.New(s), aisdk.New(s)
 	mux := http.NewServeMux()
 	// Every route authenticates first, before any body is read.
 	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.WithUser(h)) }
-	route("GET /v1/conversations/{id}/events", events.New(s.Server).ServeHTTP)
+	route("GET /v1/conversations/{id}/events", events.New(s).ServeHTTP)
 	route("GET /v1/conversations/{id}/agui", ag.Follow)
 	route("POST /v1/agui", s.JSONBody(agui.MaxRunInputBytes, false, ag.Run))
-	route("GET /v1/conversations/{id}/history", history.New(s.Server).ServeHTTP)
-	route("POST /v1/ai-sdk/chat", s.JSONBody(maxChatRequestBytes, false, s.aisdkChat))
-	route("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
-	route("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
+	route("GET /v1/conversations/{id}/history", history.New(s).ServeHTTP)
+	route("POST /v1/ai-sdk/chat", s.JSONBody(aisdk.MaxChatRequestBytes, false, ai.Chat))
+	route("GET /v1/ai-sdk/chat/{id}/stream", ai.Resume)
+	route("GET /v1/ai-sdk/chat/{id}/messages", ai.Messages)
 	// Stopping takes no body; useChat's stop sends none.
-	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(maxStopBytes, true, s.aisdkStop))
+	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(aisdk.MaxStopBytes, true, ai.Stop))
 	return mux
 }
-
-type server struct{ *httpx.Server }

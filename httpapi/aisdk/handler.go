@@ -1,4 +1,4 @@
-package httpapi
+package aisdk
 
 import (
 	"bytes"
@@ -17,10 +17,19 @@ import (
 	"github.com/convo-dev/convo/wire"
 )
 
-// maxChatRequestBytes bounds a useChat request (DefaultChatTransport
+// MaxChatRequestBytes bounds a useChat request (DefaultChatTransport
 // sends the client's copy of the whole chat; docs/protocols.md shows how
 // to send only the last message).
-const maxChatRequestBytes = 8 << 20
+const MaxChatRequestBytes = 8 << 20
+
+// Handler serves the AI SDK's UI message stream protocol: a conversation
+// is a chat, a reply its assistant message.
+type Handler struct{ srv *httpx.Server }
+
+// New returns the handler of POST /v1/ai-sdk/chat and GET
+// /v1/ai-sdk/chat/{id}/stream, /messages and POST
+// /v1/ai-sdk/chat/{id}/stop.
+func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
 
 // The triggers of DefaultChatTransport's requests.
 const (
@@ -28,7 +37,7 @@ const (
 	triggerRegenerate = "regenerate-message"
 )
 
-// aisdkChat serves POST /v1/ai-sdk/chat, the request of the AI SDK's
+// Chat serves POST /v1/ai-sdk/chat, the request of the AI SDK's
 // DefaultChatTransport: {id, messages, trigger, messageId}, the chat id
 // being the conversation id. submit-message sends the text of the last
 // message (the user's) as a convo message, creating the conversation,
@@ -37,8 +46,8 @@ const (
 // message stream of that prompt's reply, until it ends. The prompt does
 // not depend on the request: a client that goes away resumes with GET
 // /v1/ai-sdk/chat/{id}/stream.
-func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
-	owner, req, ok := httpx.WriteRequest(s.Server, w, r, decodeChatRequest)
+func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
+	owner, req, ok := httpx.WriteRequest(h.srv, w, r, decodeChatRequest)
 	if !ok {
 		return
 	}
@@ -46,12 +55,12 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	var err error
 	created := false
 	if req.trigger == triggerSubmit {
-		_, created, err = s.Store.EnsureConversation(ctx, owner, req.id)
+		_, created, err = h.srv.Store.EnsureConversation(ctx, owner, req.id)
 	} else {
-		_, err = s.Store.Conversation(ctx, owner, req.id)
+		_, err = h.srv.Store.Conversation(ctx, owner, req.id)
 	}
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	// The conversation must exist to be subscribed to, before the prompt
@@ -61,56 +70,56 @@ func (s *server) aisdkChat(w http.ResponseWriter, r *http.Request) {
 	if created {
 		defer func() {
 			if !queued {
-				s.DiscardCreated(ctx, owner, req.id)
+				h.srv.DiscardCreated(ctx, owner, req.id)
 			}
 		}()
 	}
 	// Subscribe before the prompt is queued, so that no event of its reply
 	// can be missed.
-	sub, err := s.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
 	sub.ReleaseSnapshot() // the reply is new: nothing of the snapshot is sent
 	var promptID, messageID uuid.UUID
 	if req.trigger == triggerSubmit {
-		sent, err := s.Store.SendMessage(ctx, conversation.SendMessageParams{
+		sent, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
 			OwnerID: owner, ConversationID: req.id, Text: req.text, ModelConfigs: []json.RawMessage{req.model},
 		})
 		if err != nil {
-			s.WriteError(w, r, err)
+			h.srv.WriteError(w, r, err)
 			return
 		}
 		promptID, messageID = sent.PromptIDs[0], sent.AssistantMessageIDs[0]
 	} else {
-		re, err := s.Store.RegenerateReply(ctx, conversation.RegenerateParams{
+		re, err := h.srv.Store.RegenerateReply(ctx, conversation.RegenerateParams{
 			OwnerID: owner, ConversationID: req.id, MessageID: req.messageID, ModelConfig: req.model,
 		})
 		if err != nil {
-			s.WriteError(w, r, err)
+			h.srv.WriteError(w, r, err)
 			return
 		}
 		promptID, messageID = re.PromptID, re.MessageID
 	}
 	queued = true
-	s.streamUIReply(w, r, sub, newUIReply(promptID.String(), messageID.String()))
+	h.streamUIReply(w, r, sub, newUIReply(promptID.String(), messageID.String()))
 }
 
-// aisdkResume serves GET /v1/ai-sdk/chat/{id}/stream, which useChat({resume:
+// Resume serves GET /v1/ai-sdk/chat/{id}/stream, which useChat({resume:
 // true}) calls on load: 204 when no reply is being written, else the
 // newest unfinished reply's UI message stream from its start (what it
 // holds so far, from the database, then the rest live), so that the
 // client's message is whole.
-func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.Caller(r)
+func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	sub, err := s.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id})
 	noReply := func() {
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)
@@ -123,7 +132,7 @@ func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	defer sub.Close()
@@ -136,7 +145,7 @@ func (s *server) aisdkResume(w http.ResponseWriter, r *http.Request) {
 	reply := newUIReply(m.PromptID.UUID.String(), m.ID.String())
 	reply.resume(*m)
 	sub.ReleaseSnapshot() // the reply's chunks so far hold what the stream needs of it
-	s.streamUIReply(w, r, sub, reply)
+	h.streamUIReply(w, r, sub, reply)
 }
 
 // runningReply is the assistant message of the conversation's active
@@ -155,22 +164,22 @@ func runningReply(st conversation.State) *conversation.Message {
 	return nil
 }
 
-// aisdkMessages serves GET /v1/ai-sdk/chat/{id}/messages: the conversation
+// Messages serves GET /v1/ai-sdk/chat/{id}/messages: the conversation
 // as UIMessage[] (see uiMessages), for useChat's initial messages.
-func (s *server) aisdkMessages(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.Caller(r)
+func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
-	st, err := s.Store.State(r.Context(), owner, id)
+	st, err := h.srv.Store.State(r.Context(), owner, id)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	header := w.Header()
+	header.Set("Content-Type", "application/json")
+	header.Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(uiMessages(st))
 }
 
@@ -181,29 +190,29 @@ type stopResponse struct {
 	Cancelled []string `json:"cancelled"`
 }
 
-// maxStopBytes bounds the body of a stop request, which has none.
-const maxStopBytes = 1 << 10
+// MaxStopBytes bounds the body of a stop request, which has none.
+const MaxStopBytes = 1 << 10
 
 // maxStops bounds how many unfinished prompts one stop cancels.
 const maxStops = 16
 
-// aisdkStop serves POST /v1/ai-sdk/chat/{id}/stop: cancels the
+// Stop serves POST /v1/ai-sdk/chat/{id}/stop: cancels the
 // conversation's unfinished prompts, newest first (their partial replies
 // stay), for useChat's stop(). Stopping a chat with no reply running
 // cancels nothing and succeeds.
-func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
-	owner, id, err := s.Caller(r)
+func (h *Handler) Stop(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
 	if err != nil {
-		s.WriteError(w, r, err)
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
 	res := stopResponse{Cancelled: []string{}}
 	seen := map[uuid.UUID]bool{}
 	for range maxStops {
-		c, err := s.Store.Conversation(ctx, owner, id)
+		c, err := h.srv.Store.Conversation(ctx, owner, id)
 		if err != nil {
-			s.WriteError(w, r, err)
+			h.srv.WriteError(w, r, err)
 			return
 		}
 		p := c.ActivePromptID
@@ -211,20 +220,20 @@ func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		seen[p.UUID] = true
-		cancelled, err := s.Store.CancelPrompt(ctx, owner, p.UUID)
+		cancelled, err := h.srv.Store.CancelPrompt(ctx, owner, p.UUID)
 		switch {
 		case conversation.ErrorCode(err) == conversation.FailedPrecondition:
 			// It finished meanwhile: nothing to stop there.
 		case err != nil:
-			s.WriteError(w, r, err)
+			h.srv.WriteError(w, r, err)
 			return
 		case cancelled:
 			res.Cancelled = append(res.Cancelled, p.UUID.String())
 		}
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	header := w.Header()
+	header.Set("Content-Type", "application/json")
+	header.Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(res)
 }
 
@@ -233,10 +242,10 @@ func (s *server) aisdkStop(w http.ResponseWriter, r *http.Request) {
 // ("data: [DONE]"). A stream cut off before (the server shutting down,
 // the client reading too slowly) is aborted, not ended, so that the
 // client sees a dropped connection and resumes.
-func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, reply *uiReply) {
+func (h *Handler) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, reply *uiReply) {
 	ctx := r.Context()
 	w.Header().Set(uiStreamHeader, uiStreamVersion)
-	out, err := s.StartSSE(w)
+	out, err := h.srv.StartSSE(w)
 	if err != nil {
 		return
 	}
@@ -245,9 +254,9 @@ func (s *server) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire
 		return
 	}
 	for !reply.done {
-		item, err := s.Next(ctx, r, sub, out)
+		item, err := h.srv.Next(ctx, r, sub, out)
 		if err != nil {
-			s.StreamEnded(r, err, sub.Cursor())
+			h.srv.StreamEnded(r, err, sub.Cursor())
 			if ctx.Err() != nil {
 				return
 			}
@@ -300,12 +309,12 @@ type chatPart struct {
 // decodeChatRequest reads and checks a useChat request. Errors are
 // Invalid, naming the field.
 func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, error) {
-	body := http.MaxBytesReader(w, r.Body, maxChatRequestBytes)
+	body := http.MaxBytesReader(w, r.Body, MaxChatRequestBytes)
 	var req chatRequest
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return nil, wire.Invalid("body", "is larger than %d bytes", maxChatRequestBytes)
+			return nil, wire.Invalid("body", "is larger than %d bytes", MaxChatRequestBytes)
 		}
 		return nil, wire.Invalid("body", "is not a useChat request (a JSON object with id, messages and trigger): %v", err)
 	}
