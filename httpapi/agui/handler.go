@@ -177,15 +177,15 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sub *wire.Subsc
 func interruption(err error) (code, message string) {
 	switch {
 	case errors.Is(err, stream.ErrDeleted):
-		return aguiCodeDeleted, "the conversation was deleted"
+		return codeDeleted, "the conversation was deleted"
 	case errors.Is(err, stream.ErrClosed):
-		return aguiCodeInterrupted, "the server is shutting down; the reply goes on: follow the conversation again to see the rest"
+		return codeInterrupted, "the server is shutting down; the reply goes on: follow the conversation again to see the rest"
 	case errors.Is(err, stream.ErrFellBehind):
-		return aguiCodeInterrupted, "the client read too slowly and was cut off; the reply goes on: follow the conversation again to see the rest"
+		return codeInterrupted, "the client read too slowly and was cut off; the reply goes on: follow the conversation again to see the rest"
 	case errors.Is(err, stream.ErrEventsCompacted):
-		return aguiCodeInterrupted, "the events after this point were compacted; follow the conversation again for a fresh snapshot"
+		return codeInterrupted, "the events after this point were compacted; follow the conversation again for a fresh snapshot"
 	}
-	return aguiCodeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
+	return codeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
 }
 
 // runInput is what convo reads of AG-UI's RunAgentInput; tools, context,

@@ -16,14 +16,14 @@ import (
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
-// aguiStream reads an AG-UI event stream, keeping each event's JSON as sent
+// eventStream reads an AG-UI event stream, keeping each event's JSON as sent
 // for the verifier.
-type aguiStream struct {
+type eventStream struct {
 	c   *apitest.SSEClient
 	raw []string
 }
 
-func openAGUI(t testing.TB, method, url string, header http.Header, body any) *aguiStream {
+func openAGUI(t testing.TB, method, url string, header http.Header, body any) *eventStream {
 	t.Helper()
 	var r *bytes.Reader
 	if body != nil {
@@ -39,13 +39,13 @@ func openAGUI(t testing.TB, method, url string, header http.Header, body any) *a
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "text/event-stream")
 	if r == nil {
-		return &aguiStream{c: apitest.OpenSSE(t, method, url, header, nil)}
+		return &eventStream{c: apitest.OpenSSE(t, method, url, header, nil)}
 	}
-	return &aguiStream{c: apitest.OpenSSE(t, method, url, header, r)}
+	return &eventStream{c: apitest.OpenSSE(t, method, url, header, r)}
 }
 
 // next returns the next AG-UI event (a plain "data:" SSE event).
-func (a *aguiStream) next(t testing.TB) map[string]any {
+func (a *eventStream) next(t testing.TB) map[string]any {
 	t.Helper()
 	ev := a.c.Next(t)
 	if ev.Name != "" || ev.HasID {
@@ -60,7 +60,7 @@ func (a *aguiStream) next(t testing.TB) map[string]any {
 }
 
 // until reads events up to and including the first of one of types.
-func (a *aguiStream) until(t testing.TB, types ...string) []map[string]any {
+func (a *eventStream) until(t testing.TB, types ...string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for {
@@ -74,7 +74,7 @@ func (a *aguiStream) until(t testing.TB, types ...string) []map[string]any {
 	}
 }
 
-func (a *aguiStream) save(t testing.TB, dir, name string) {
+func (a *eventStream) save(t testing.TB, dir, name string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(strings.Join(a.raw, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -175,8 +175,8 @@ func (t *thread) messageOf(promptID string) string {
 // snapshot is the thread as AG-UI messages, built the way a client's
 // reducer builds them from the live events (see translator): only
 // completed blocks, and none whose events are still queued.
-func (t *thread) snapshot() []aguiMessage {
-	out := []aguiMessage{}
+func (t *thread) snapshot() []message {
+	out := []message{}
 	for _, m := range t.messages {
 		switch m.role {
 		case "user", "system":
@@ -186,7 +186,7 @@ func (t *thread) snapshot() []aguiMessage {
 					text.WriteString(b.content.String())
 				}
 			}
-			out = append(out, aguiMessage{ID: m.id, Role: m.role, Content: ptr(text.String())})
+			out = append(out, message{ID: m.id, Role: m.role, Content: ptr(text.String())})
 		case "assistant":
 			out = t.assistant(out, m)
 		}
@@ -199,7 +199,7 @@ func (t *thread) snapshot() []aguiMessage {
 // reasoning block, and the message's tool calls in one assistant message
 // with the convo message's id, each answered tool call followed by its
 // tool message.
-func (t *thread) assistant(out []aguiMessage, m *threadMessage) []aguiMessage {
+func (t *thread) assistant(out []message, m *threadMessage) []message {
 	carrier := -1
 	for _, b := range m.blocks {
 		if !b.completed || b.queued {
@@ -207,22 +207,22 @@ func (t *thread) assistant(out []aguiMessage, m *threadMessage) []aguiMessage {
 		}
 		switch kindOf(b.typ) {
 		case blockText:
-			out = append(out, aguiMessage{ID: b.id, Role: "assistant", Content: ptr(b.content.String()),
+			out = append(out, message{ID: b.id, Role: "assistant", Content: ptr(b.content.String()),
 				Metadata: blockMeta(m.id, b.typ)})
 		case blockReasoning:
-			out = append(out, aguiMessage{ID: b.id, Role: "reasoning", Content: ptr(b.content.String()),
+			out = append(out, message{ID: b.id, Role: "reasoning", Content: ptr(b.content.String()),
 				Metadata: blockMeta(m.id, b.typ)})
 		case blockToolUse:
 			if carrier < 0 {
 				carrier = len(out)
-				out = append(out, aguiMessage{ID: m.id, Role: "assistant"})
+				out = append(out, message{ID: m.id, Role: "assistant"})
 			}
 			callID, name := b.id, wire.MetadataString(b.metadata, "name")
 			if b.call != nil {
 				callID, name = b.call.Id, b.call.Name
 			}
-			out[carrier].ToolCalls = append(out[carrier].ToolCalls, aguiToolCall{ID: callID, Type: "function",
-				Function: aguiFunctionCall{Name: wire.ToolName(name), Arguments: toolArguments(b.content.String(), b.input)}})
+			out[carrier].ToolCalls = append(out[carrier].ToolCalls, toolCall{ID: callID, Type: "function",
+				Function: functionCall{Name: wire.ToolName(name), Arguments: toolArguments(b.content.String(), b.input)}})
 			if b.call == nil || (b.call.Status != "completed" && b.call.Status != "failed") {
 				continue
 			}
@@ -233,7 +233,7 @@ func (t *thread) assistant(out []aguiMessage, m *threadMessage) []aguiMessage {
 				at++
 			}
 			content, errText := toolResult(b.output.String(), b.call)
-			out = slices.Insert(out, at, aguiMessage{ID: b.call.Id, Role: "tool", ToolCallID: b.call.Id,
+			out = slices.Insert(out, at, message{ID: b.call.Id, Role: "tool", ToolCallID: b.call.Id,
 				Content: ptr(content), Error: errText})
 		}
 	}
@@ -267,7 +267,7 @@ func kindOf(blockType string) blockKind {
 
 // blockMeta is the metadata of an AG-UI message made from a block: the
 // convo message it belongs to and the block's type.
-func blockMeta(messageID, blockType string) aguiMeta {
+func blockMeta(messageID, blockType string) metadata {
 	return convoMeta(map[string]string{"messageId": messageID, "blockType": blockType})
 }
 

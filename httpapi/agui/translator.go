@@ -30,7 +30,7 @@ type translator struct {
 	target, targetRun string
 	done              bool
 
-	run      *aguiRun
+	run      *openRun
 	waiting  []*waitingRun
 	finished map[string]bool // prompts whose run ended
 	// blockPrompt names the prompt of every block seen, so that tool call
@@ -41,8 +41,8 @@ type translator struct {
 	now func() time.Time
 }
 
-// aguiRun is the open run: one prompt's.
-type aguiRun struct {
+// openRun is the open run: one prompt's.
+type openRun struct {
 	id, promptID, messageID string
 	blocks                  map[string]*runBlock // by block id
 	order                   []*runBlock          // in start order
@@ -150,7 +150,7 @@ func (t *translator) interrupt(code, message string) []any {
 	// before the run started (RUN_ERROR may be an AG-UI stream's first
 	// event).
 	if t.run != nil || (t.target != "" && !t.done) {
-		t.emit(&aguiRunErrorEvent{Type: aguiRunError, Timestamp: t.now().UnixMilli(), Message: message, Code: code})
+		t.emit(&runErrorEvent{Type: runError, Timestamp: t.now().UnixMilli(), Message: message, Code: code})
 		t.run, t.done = nil, true
 	}
 	return t.flush()
@@ -228,12 +228,12 @@ func (t *translator) startRun(promptID, messageID string, at time.Time) {
 	if t.target != "" {
 		runID = t.targetRun
 	}
-	t.run = &aguiRun{id: runID, promptID: promptID, messageID: messageID,
+	t.run = &openRun{id: runID, promptID: promptID, messageID: messageID,
 		blocks: map[string]*runBlock{}, calls: map[string]*runBlock{}}
 	ms := at.UnixMilli()
-	t.emit(&aguiRunStartedEvent{Type: aguiRunStarted, Timestamp: ms, ThreadID: t.threadID, RunID: runID,
+	t.emit(&runStartedEvent{Type: runStarted, Timestamp: ms, ThreadID: t.threadID, RunID: runID,
 		Metadata: convoMeta(map[string]string{"promptId": promptID, "messageId": messageID})})
-	t.emit(&aguiMessagesSnapshotEvent{Type: aguiMessagesSnapshot, Timestamp: ms, Messages: t.th.snapshot()})
+	t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: t.th.snapshot()})
 }
 
 // drain starts the runs of waiting prompts, in order, while no run is
@@ -299,12 +299,12 @@ func (t *translator) translate(ev *convov1.Event) {
 		switch rb.kind {
 		case blockText:
 			rb.open = true
-			t.emit(&aguiMessageEvent{Type: aguiTextMessageStart, Timestamp: ms, MessageID: rb.id, Role: "assistant",
+			t.emit(&messageEvent{Type: textMessageStart, Timestamp: ms, MessageID: rb.id, Role: "assistant",
 				Metadata: blockMeta(rb.messageID, rb.typ)})
 		case blockReasoning:
 			rb.open = true
-			t.emit(&aguiMessageEvent{Type: aguiReasoningStart, Timestamp: ms, MessageID: rb.id})
-			t.emit(&aguiMessageEvent{Type: aguiReasoningMessageStart, Timestamp: ms, MessageID: rb.id, Role: "reasoning",
+			t.emit(&messageEvent{Type: reasoningStart, Timestamp: ms, MessageID: rb.id})
+			t.emit(&messageEvent{Type: reasoningMessageStart, Timestamp: ms, MessageID: rb.id, Role: "reasoning",
 				Metadata: blockMeta(rb.messageID, rb.typ)})
 		}
 	case *convov1.Event_BlockDelta:
@@ -316,18 +316,18 @@ func (t *translator) translate(ev *convov1.Event) {
 		switch rb.kind {
 		case blockText:
 			if rb.open {
-				t.emit(&aguiContentEvent{Type: aguiTextMessageContent, Timestamp: ms, MessageID: rb.id, Delta: d.Content})
+				t.emit(&contentEvent{Type: textMessageContent, Timestamp: ms, MessageID: rb.id, Delta: d.Content})
 			}
 		case blockReasoning:
 			if rb.open {
-				t.emit(&aguiContentEvent{Type: aguiReasoningMessageContent, Timestamp: ms, MessageID: rb.id, Delta: d.Content})
+				t.emit(&contentEvent{Type: reasoningMessageContent, Timestamp: ms, MessageID: rb.id, Delta: d.Content})
 			}
 		case blockToolUse:
 			switch {
 			case !rb.started:
 				rb.args.WriteString(d.Content)
 			case !rb.ended && !rb.fromInput:
-				t.emit(&aguiToolCallArgsEvent{Type: aguiToolCallArgs, Timestamp: ms, ToolCallID: rb.callID, Delta: d.Content})
+				t.emit(&toolCallArgsEvent{Type: toolCallArgs, Timestamp: ms, ToolCallID: rb.callID, Delta: d.Content})
 			}
 		case blockOther:
 			rb.content.WriteString(d.Content)
@@ -357,7 +357,7 @@ func (t *translator) translate(ev *convov1.Event) {
 			if e.Metadata != nil {
 				value["metadata"] = e.Metadata.AsMap()
 			}
-			t.emit(&aguiCustomEvent{Type: aguiCustom, Timestamp: ms, Name: "convo.block", Value: value})
+			t.emit(&customEvent{Type: custom, Timestamp: ms, Name: "convo.block", Value: value})
 		}
 	case *convov1.Event_ToolCallStarted:
 		tc := k.ToolCallStarted.GetToolCall()
@@ -392,7 +392,7 @@ func (t *translator) translate(ev *convov1.Event) {
 		if msg == "" {
 			msg = "the reply failed"
 		}
-		t.emit(&aguiRunErrorEvent{Type: aguiRunError, Timestamp: ms, Message: msg, Code: aguiCodePromptFailed})
+		t.emit(&runErrorEvent{Type: runError, Timestamp: ms, Message: msg, Code: codePromptFailed})
 		t.endRun()
 	}
 }
@@ -403,25 +403,25 @@ func (t *translator) closeMessage(rb *runBlock, ms int64) {
 	}
 	rb.open = false
 	if rb.kind == blockText {
-		t.emit(&aguiMessageEvent{Type: aguiTextMessageEnd, Timestamp: ms, MessageID: rb.id})
+		t.emit(&messageEvent{Type: textMessageEnd, Timestamp: ms, MessageID: rb.id})
 		return
 	}
-	t.emit(&aguiMessageEvent{Type: aguiReasoningMessageEnd, Timestamp: ms, MessageID: rb.id})
-	t.emit(&aguiMessageEvent{Type: aguiReasoningEnd, Timestamp: ms, MessageID: rb.id})
+	t.emit(&messageEvent{Type: reasoningMessageEnd, Timestamp: ms, MessageID: rb.id})
+	t.emit(&messageEvent{Type: reasoningEnd, Timestamp: ms, MessageID: rb.id})
 }
 
 func (t *translator) startToolCall(rb *runBlock, callID, name, args string, ms int64) {
 	rb.started, rb.callID = true, callID
-	t.emit(&aguiToolCallStartEvent{Type: aguiToolCallStart, Timestamp: ms, ToolCallID: callID,
+	t.emit(&toolCallStartEvent{Type: toolCallStart, Timestamp: ms, ToolCallID: callID,
 		ToolCallName: wire.ToolName(name), ParentMessageID: rb.messageID})
 	if args != "" {
-		t.emit(&aguiToolCallArgsEvent{Type: aguiToolCallArgs, Timestamp: ms, ToolCallID: callID, Delta: args})
+		t.emit(&toolCallArgsEvent{Type: toolCallArgs, Timestamp: ms, ToolCallID: callID, Delta: args})
 	}
 }
 
 func (t *translator) endToolCall(rb *runBlock, ms int64) {
 	if rb.started && !rb.ended {
-		t.emit(&aguiToolCallEndEvent{Type: aguiToolCallEnd, Timestamp: ms, ToolCallID: rb.callID})
+		t.emit(&toolCallEndEvent{Type: toolCallEnd, Timestamp: ms, ToolCallID: rb.callID})
 	}
 	rb.ended = true
 }
@@ -436,7 +436,7 @@ func (t *translator) toolResult(tc *convov1.ToolCall, ms int64) {
 		callID = rb.callID
 	}
 	content, _ := toolResult(tc.GetOutput(), tc)
-	t.emit(&aguiToolCallResultEvent{Type: aguiToolCallResult, Timestamp: ms, MessageID: tc.GetId(),
+	t.emit(&toolCallResultEvent{Type: toolCallResult, Timestamp: ms, MessageID: tc.GetId(),
 		ToolCallID: callID, Content: content, Role: "tool"})
 }
 
@@ -455,8 +455,8 @@ func (t *translator) closeAll(ms int64) {
 
 func (t *translator) finish(ms int64, outcome string) {
 	t.closeAll(ms)
-	t.emit(&aguiRunFinishedEvent{Type: aguiRunFinished, Timestamp: ms, ThreadID: t.threadID, RunID: t.run.id,
-		Outcome: &aguiOutcome{Type: outcome}})
+	t.emit(&runFinishedEvent{Type: runFinished, Timestamp: ms, ThreadID: t.threadID, RunID: t.run.id,
+		Outcome: &runOutcome{Type: outcome}})
 	t.endRun()
 }
 

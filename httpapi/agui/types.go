@@ -6,103 +6,103 @@ package agui
 
 // AG-UI event types.
 const (
-	aguiRunStarted              = "RUN_STARTED"
-	aguiRunFinished             = "RUN_FINISHED"
-	aguiRunError                = "RUN_ERROR"
-	aguiMessagesSnapshot        = "MESSAGES_SNAPSHOT"
-	aguiTextMessageStart        = "TEXT_MESSAGE_START"
-	aguiTextMessageContent      = "TEXT_MESSAGE_CONTENT"
-	aguiTextMessageEnd          = "TEXT_MESSAGE_END"
-	aguiReasoningStart          = "REASONING_START"
-	aguiReasoningMessageStart   = "REASONING_MESSAGE_START"
-	aguiReasoningMessageContent = "REASONING_MESSAGE_CONTENT"
-	aguiReasoningMessageEnd     = "REASONING_MESSAGE_END"
-	aguiReasoningEnd            = "REASONING_END"
-	aguiToolCallStart           = "TOOL_CALL_START"
-	aguiToolCallArgs            = "TOOL_CALL_ARGS"
-	aguiToolCallEnd             = "TOOL_CALL_END"
-	aguiToolCallResult          = "TOOL_CALL_RESULT"
-	aguiCustom                  = "CUSTOM"
+	runStarted              = "RUN_STARTED"
+	runFinished             = "RUN_FINISHED"
+	runError                = "RUN_ERROR"
+	messagesSnapshot        = "MESSAGES_SNAPSHOT"
+	textMessageStart        = "TEXT_MESSAGE_START"
+	textMessageContent      = "TEXT_MESSAGE_CONTENT"
+	textMessageEnd          = "TEXT_MESSAGE_END"
+	reasoningStart          = "REASONING_START"
+	reasoningMessageStart   = "REASONING_MESSAGE_START"
+	reasoningMessageContent = "REASONING_MESSAGE_CONTENT"
+	reasoningMessageEnd     = "REASONING_MESSAGE_END"
+	reasoningEnd            = "REASONING_END"
+	toolCallStart           = "TOOL_CALL_START"
+	toolCallArgs            = "TOOL_CALL_ARGS"
+	toolCallEnd             = "TOOL_CALL_END"
+	toolCallResult          = "TOOL_CALL_RESULT"
+	custom                  = "CUSTOM"
 )
 
 // Codes of the RUN_ERROR events convo sends.
 const (
-	// aguiCodePromptFailed: the prompt failed (the message says why).
-	aguiCodePromptFailed = "PROMPT_FAILED"
-	// aguiCodeInterrupted: the stream ended before the run did (the
+	// codePromptFailed: the prompt failed (the message says why).
+	codePromptFailed = "PROMPT_FAILED"
+	// codeInterrupted: the stream ended before the run did (the
 	// server is shutting down, or the client read too slowly); the prompt
 	// goes on, and following the conversation again shows the rest.
-	aguiCodeInterrupted = "STREAM_INTERRUPTED"
-	// aguiCodeDeleted: the conversation was deleted.
-	aguiCodeDeleted = "CONVERSATION_DELETED"
+	codeInterrupted = "STREAM_INTERRUPTED"
+	// codeDeleted: the conversation was deleted.
+	codeDeleted = "CONVERSATION_DELETED"
 )
 
-// aguiMeta is the metadata convo attaches to events and messages, under
+// metadata is the metadata convo attaches to events and messages, under
 // its own key: {"convo": {...}}.
-type aguiMeta map[string]any
+type metadata map[string]any
 
-func convoMeta(fields map[string]string) aguiMeta {
+func convoMeta(fields map[string]string) metadata {
 	m := map[string]any{}
 	for k, v := range fields {
 		if v != "" {
 			m[k] = v
 		}
 	}
-	return aguiMeta{"convo": m}
+	return metadata{"convo": m}
 }
 
-type aguiRunStartedEvent struct {
+type runStartedEvent struct {
 	Type      string   `json:"type"`
 	Timestamp int64    `json:"timestamp,omitempty"`
-	Metadata  aguiMeta `json:"metadata,omitempty"`
+	Metadata  metadata `json:"metadata,omitempty"`
 	ThreadID  string   `json:"threadId"`
 	RunID     string   `json:"runId"`
 }
 
-type aguiOutcome struct {
+type runOutcome struct {
 	Type string `json:"type"` // "success" or "cancelled"
 }
 
-type aguiRunFinishedEvent struct {
-	Type      string       `json:"type"`
-	Timestamp int64        `json:"timestamp,omitempty"`
-	ThreadID  string       `json:"threadId"`
-	RunID     string       `json:"runId"`
-	Outcome   *aguiOutcome `json:"outcome,omitempty"`
+type runFinishedEvent struct {
+	Type      string      `json:"type"`
+	Timestamp int64       `json:"timestamp,omitempty"`
+	ThreadID  string      `json:"threadId"`
+	RunID     string      `json:"runId"`
+	Outcome   *runOutcome `json:"outcome,omitempty"`
 }
 
-type aguiRunErrorEvent struct {
+type runErrorEvent struct {
 	Type      string `json:"type"`
 	Timestamp int64  `json:"timestamp,omitempty"`
 	Message   string `json:"message"`
 	Code      string `json:"code,omitempty"`
 }
 
-type aguiMessagesSnapshotEvent struct {
-	Type      string        `json:"type"`
-	Timestamp int64         `json:"timestamp,omitempty"`
-	Messages  []aguiMessage `json:"messages"`
+type messagesSnapshotEvent struct {
+	Type      string    `json:"type"`
+	Timestamp int64     `json:"timestamp,omitempty"`
+	Messages  []message `json:"messages"`
 }
 
-// aguiMessageEvent is TEXT_MESSAGE_START/END, REASONING_START/END and
+// messageEvent is TEXT_MESSAGE_START/END, REASONING_START/END and
 // REASONING_MESSAGE_START/END: a message id, and a role on the starts.
-type aguiMessageEvent struct {
+type messageEvent struct {
 	Type      string   `json:"type"`
 	Timestamp int64    `json:"timestamp,omitempty"`
-	Metadata  aguiMeta `json:"metadata,omitempty"`
+	Metadata  metadata `json:"metadata,omitempty"`
 	MessageID string   `json:"messageId"`
 	Role      string   `json:"role,omitempty"`
 }
 
-// aguiContentEvent is TEXT_MESSAGE_CONTENT and REASONING_MESSAGE_CONTENT.
-type aguiContentEvent struct {
+// contentEvent is TEXT_MESSAGE_CONTENT and REASONING_MESSAGE_CONTENT.
+type contentEvent struct {
 	Type      string `json:"type"`
 	Timestamp int64  `json:"timestamp,omitempty"`
 	MessageID string `json:"messageId"`
 	Delta     string `json:"delta"`
 }
 
-type aguiToolCallStartEvent struct {
+type toolCallStartEvent struct {
 	Type            string `json:"type"`
 	Timestamp       int64  `json:"timestamp,omitempty"`
 	ToolCallID      string `json:"toolCallId"`
@@ -110,20 +110,20 @@ type aguiToolCallStartEvent struct {
 	ParentMessageID string `json:"parentMessageId,omitempty"`
 }
 
-type aguiToolCallArgsEvent struct {
+type toolCallArgsEvent struct {
 	Type       string `json:"type"`
 	Timestamp  int64  `json:"timestamp,omitempty"`
 	ToolCallID string `json:"toolCallId"`
 	Delta      string `json:"delta"`
 }
 
-type aguiToolCallEndEvent struct {
+type toolCallEndEvent struct {
 	Type       string `json:"type"`
 	Timestamp  int64  `json:"timestamp,omitempty"`
 	ToolCallID string `json:"toolCallId"`
 }
 
-type aguiToolCallResultEvent struct {
+type toolCallResultEvent struct {
 	Type       string `json:"type"`
 	Timestamp  int64  `json:"timestamp,omitempty"`
 	MessageID  string `json:"messageId"`
@@ -132,33 +132,33 @@ type aguiToolCallResultEvent struct {
 	Role       string `json:"role"`
 }
 
-type aguiCustomEvent struct {
+type customEvent struct {
 	Type      string `json:"type"`
 	Timestamp int64  `json:"timestamp,omitempty"`
 	Name      string `json:"name"`
 	Value     any    `json:"value"`
 }
 
-// aguiMessage is one message of MESSAGES_SNAPSHOT: user, system,
+// message is one message of MESSAGES_SNAPSHOT: user, system,
 // assistant, reasoning or tool.
-type aguiMessage struct {
+type message struct {
 	ID   string `json:"id"`
 	Role string `json:"role"`
 	// Content is required for every role but assistant.
-	Content    *string        `json:"content,omitempty"`
-	ToolCalls  []aguiToolCall `json:"toolCalls,omitempty"`
-	ToolCallID string         `json:"toolCallId,omitempty"`
-	Error      string         `json:"error,omitempty"`
-	Metadata   aguiMeta       `json:"metadata,omitempty"`
+	Content    *string    `json:"content,omitempty"`
+	ToolCalls  []toolCall `json:"toolCalls,omitempty"`
+	ToolCallID string     `json:"toolCallId,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	Metadata   metadata   `json:"metadata,omitempty"`
 }
 
-type aguiToolCall struct {
-	ID       string           `json:"id"`
-	Type     string           `json:"type"` // "function"
-	Function aguiFunctionCall `json:"function"`
+type toolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"` // "function"
+	Function functionCall `json:"function"`
 }
 
-type aguiFunctionCall struct {
+type functionCall struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
 }

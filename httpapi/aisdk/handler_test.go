@@ -222,7 +222,7 @@ func normalized(t testing.TB, v any) any {
 	return out
 }
 
-type aisdkReport struct {
+type verifierReport struct {
 	Recordings []struct {
 		File         string         `json:"file"`
 		Chunks       int            `json:"chunks"`
@@ -232,15 +232,15 @@ type aisdkReport struct {
 		Message      map[string]any `json:"message"`
 	} `json:"recordings"`
 	Transport *struct {
-		ChatID        string     `json:"chatId"`
-		Complete      *aisdkFold `json:"complete"`
-		Resumed       *aisdkFold `json:"resumed"`
-		IdleReconnect string     `json:"idleReconnect"`
-		Error         *string    `json:"error"`
+		ChatID        string         `json:"chatId"`
+		Complete      *foldedMessage `json:"complete"`
+		Resumed       *foldedMessage `json:"resumed"`
+		IdleReconnect string         `json:"idleReconnect"`
+		Error         *string        `json:"error"`
 	} `json:"transport"`
 }
 
-type aisdkFold struct {
+type foldedMessage struct {
 	Message      map[string]any `json:"message"`
 	StreamErrors []string       `json:"streamErrors"`
 }
@@ -472,7 +472,7 @@ func TestAISDKVerifier(t *testing.T) {
 		return
 	}
 
-	var report aisdkReport
+	var report verifierReport
 	apitest.RunVerifier(t, "aisdk-verify/verify.mjs", "ai", &report, "AISDK_RECORDINGS="+dir, "AISDK_API="+demo.URL+"/v1/ai-sdk/chat")
 	if len(report.Recordings) != len(chats)+len(controls) {
 		t.Fatalf("the verifier read %d recordings, want %d", len(report.Recordings), len(chats)+len(controls))
@@ -521,7 +521,7 @@ func TestAISDKVerifier(t *testing.T) {
 	if len(st.Messages) != 4 {
 		t.Fatalf("the transport's chat has %d messages, want 2 turns", len(st.Messages))
 	}
-	for i, f := range []*aisdkFold{tr.Complete, tr.Resumed} {
+	for i, f := range []*foldedMessage{tr.Complete, tr.Resumed} {
 		reply := st.Messages[2*i+1]
 		if f == nil || len(f.StreamErrors) > 0 || f.Message == nil {
 			t.Errorf("turn %d: %+v", i, f)

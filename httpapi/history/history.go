@@ -13,26 +13,26 @@ import (
 	"github.com/convo-dev/convo/wire"
 )
 
-// historyContentType says which vocabulary a history entry's events use:
+// contentType says which vocabulary a history entry's events use:
 // the Connect API's events (proto3 JSON of convo.v1.Event), coalesced.
-const historyContentType = "application/vnd.convo.events+json; coalesced=true"
+const contentType = "application/vnd.convo.events+json; coalesced=true"
 
-// historyPage is how many events one read of the log takes.
-const historyPage = 10_000
+// pageSize is how many events one read of the log takes.
+const pageSize = 10_000
 
-// historyDoc is the body of GET /v1/conversations/{id}/history.
-type historyDoc struct {
+// document is the body of GET /v1/conversations/{id}/history.
+type document struct {
 	ConversationID string `json:"conversationId"`
 	Title          string `json:"title,omitempty"`
 	// Seq is the last event the export reflects (a string, as 64-bit
 	// integers are in the Connect API's JSON).
-	Seq         string         `json:"seq"`
-	ContentType string         `json:"contentType"`
-	Content     []historyEntry `json:"content"`
+	Seq         string  `json:"seq"`
+	ContentType string  `json:"contentType"`
+	Content     []entry `json:"content"`
 }
 
-// historyEntry is one message.
-type historyEntry struct {
+// entry is one message.
+type entry struct {
 	ID     string `json:"id"`
 	Role   string `json:"role"`
 	Status string `json:"status"`
@@ -73,7 +73,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	events := map[uuid.UUID][]*convov1.Event{}
 	for after := int64(0); len(wanted) > 0 && after < st.Seq; {
-		page, err := h.srv.Store.EventsAfter(ctx, id, after, historyPage)
+		page, err := h.srv.Store.EventsAfter(ctx, id, after, pageSize)
 		if err != nil {
 			h.srv.WriteError(w, r, err)
 			return
@@ -93,27 +93,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			events[e.PromptID.UUID] = append(events[e.PromptID.UUID], decoded.GetEvent())
 		}
-		if len(page) < historyPage {
+		if len(page) < pageSize {
 			break
 		}
 	}
 
-	doc := historyDoc{ConversationID: id.String(), Title: st.Conversation.Title, Seq: strconv.FormatInt(st.Seq, 10),
-		ContentType: historyContentType, Content: []historyEntry{}}
+	doc := document{ConversationID: id.String(), Title: st.Conversation.Title, Seq: strconv.FormatInt(st.Seq, 10),
+		ContentType: contentType, Content: []entry{}}
 	for _, m := range st.Messages {
-		entry := historyEntry{ID: m.ID.String(), Role: string(m.Role), Status: string(m.Status), Text: joinedText(m)}
+		e := entry{ID: m.ID.String(), Role: string(m.Role), Status: string(m.Status), Text: joinedText(m)}
 		if m.PromptID.Valid && wanted[m.PromptID.UUID] {
-			entry.Events = []json.RawMessage{}
+			e.Events = []json.RawMessage{}
 			for _, ev := range coalesce(events[m.PromptID.UUID]) {
 				b, err := httpx.ProtoJSON.Marshal(ev)
 				if err != nil {
 					h.srv.WriteError(w, r, err)
 					return
 				}
-				entry.Events = append(entry.Events, b)
+				e.Events = append(e.Events, b)
 			}
 		}
-		doc.Content = append(doc.Content, entry)
+		doc.Content = append(doc.Content, e)
 	}
 	header := w.Header()
 	header.Set("Content-Type", "application/json")
