@@ -1,6 +1,7 @@
 // Package wire is convo's wire form, shared by every protocol adapter: the
 // Connect API (package connectapi) and the HTTP protocols, SSE, AG-UI, the
-// AI SDK and the history export (package httpapi).
+// AI SDK and the history export (package httpapi and one package per
+// protocol under it).
 //
 // It holds what the adapters would otherwise each write again:
 //   - the conversion of domain values to the convo.v1 protobuf messages
