@@ -10,7 +10,6 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
@@ -217,14 +216,9 @@ type inputPart struct {
 // decodeRunInput reads and checks a RunAgentInput. Errors are Invalid,
 // naming the field.
 func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxRunInputBytes)
 	var in runInput
-	if err := json.NewDecoder(body).Decode(&in); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, wire.Invalid("body", "is larger than %d bytes", MaxRunInputBytes)
-		}
-		return nil, wire.Invalid("body", "is not a RunAgentInput JSON object: %v", err)
+	if err := httpx.DecodeJSON(w, r, MaxRunInputBytes, &in, "a RunAgentInput JSON object"); err != nil {
+		return nil, err
 	}
 	if in.ThreadID != "" {
 		id, err := wire.RequireID("threadId", in.ThreadID)
@@ -303,10 +297,5 @@ func modelConfig(props json.RawMessage) (json.RawMessage, error) {
 	if !ok || string(bytes.TrimSpace(raw)) == "null" {
 		return json.RawMessage("{}"), nil
 	}
-	cfg := &convov1.ModelConfig{}
-	if err := protojson.Unmarshal(raw, cfg); err != nil {
-		return nil, wire.Invalid("forwardedProps.model", "is not a model configuration: %v", err)
-	}
-	b, err := wire.ModelConfigJSON("forwardedProps.model", cfg)
-	return b, err
+	return wire.ParseModelConfig("forwardedProps.model", raw)
 }

@@ -18,65 +18,21 @@ import (
 
 // eventStream reads an AG-UI event stream, keeping each event's JSON as sent
 // for the verifier.
-type eventStream struct {
-	c   *apitest.SSEClient
-	raw []string
-}
+type eventStream struct{ *apitest.JSONStream }
 
 func openAGUI(t testing.TB, method, url string, header http.Header, body any) *eventStream {
 	t.Helper()
-	var r *bytes.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-	}
 	if header == nil {
 		header = http.Header{}
 	}
 	header.Set("Content-Type", "application/json")
 	header.Set("Accept", "text/event-stream")
-	if r == nil {
-		return &eventStream{c: apitest.OpenSSE(t, method, url, header, nil)}
-	}
-	return &eventStream{c: apitest.OpenSSE(t, method, url, header, r)}
-}
-
-// next returns the next AG-UI event (a plain "data:" SSE event).
-func (a *eventStream) next(t testing.TB) map[string]any {
-	t.Helper()
-	ev := a.c.Next(t)
-	if ev.Name != "" || ev.HasID {
-		t.Fatalf("AG-UI event with SSE fields: %+v", ev)
-	}
-	a.raw = append(a.raw, ev.Data)
-	var out map[string]any
-	if err := json.Unmarshal([]byte(ev.Data), &out); err != nil {
-		t.Fatalf("event %s: %v", ev.Data, err)
-	}
-	return out
-}
-
-// until reads events up to and including the first of one of types.
-func (a *eventStream) until(t testing.TB, types ...string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for {
-		ev := a.next(t)
-		out = append(out, ev)
-		for _, typ := range types {
-			if ev["type"] == typ {
-				return out
-			}
-		}
-	}
+	return &eventStream{apitest.OpenJSONStream(t, method, url, header, body, "")}
 }
 
 func (a *eventStream) save(t testing.TB, dir, name string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(strings.Join(a.raw, "\n")+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".jsonl"), []byte(strings.Join(a.Raw, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -133,8 +89,8 @@ func TestAGUIVerifier(t *testing.T) {
 			t.Parallel()
 			thread := uuid.NewString()
 			post := openAGUI(t, "POST", demo.URL+"/v1/agui", nil, runInput(thread, "run-1", "What is 6 times 7?"))
-			events := post.until(t, "RUN_FINISHED", "RUN_ERROR")
-			post.c.Ended(t) // the run is the whole response
+			events := post.Until(t, "RUN_FINISHED", "RUN_ERROR")
+			post.C.Ended(t) // the run is the whole response
 			post.save(t, dir, "complete")
 
 			types := typeList(events)
@@ -181,8 +137,8 @@ func TestAGUIVerifier(t *testing.T) {
 			// after the first reply in its snapshot.
 			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", demo.URL, thread), nil, nil)
 			second := openAGUI(t, "POST", demo.URL+"/v1/agui", nil, runInput(thread, "run-2", "And 7 times 8?"))
-			second.until(t, "RUN_FINISHED", "RUN_ERROR")
-			followed := follow.until(t, "RUN_FINISHED", "RUN_ERROR")
+			second.Until(t, "RUN_FINISHED", "RUN_ERROR")
+			followed := follow.Until(t, "RUN_FINISHED", "RUN_ERROR")
 			follow.save(t, dir, "follow")
 			if followed[0]["type"] != "RUN_STARTED" || followed[0]["runId"] != convoField(followed[0], "promptId") {
 				t.Errorf("follower's run %v", followed[0])
@@ -197,7 +153,7 @@ func TestAGUIVerifier(t *testing.T) {
 		t.Run("Cancelled", func(t *testing.T) {
 			t.Parallel()
 			post := openAGUI(t, "POST", manual.URL+"/v1/agui", nil, runInput(uuid.NewString(), "", "Tell me a long story"))
-			started := post.next(t)
+			started := post.Next(t)
 			prompt := uuid.MustParse(convoField(started, "promptId"))
 			if started["runId"] != prompt.String() {
 				t.Errorf("without a runId the run is the prompt: %v", started)
@@ -208,8 +164,8 @@ func TestAGUIVerifier(t *testing.T) {
 			if _, err := manual.Store.CancelPrompt(ctx, "local", prompt); err != nil {
 				t.Fatal(err)
 			}
-			events := post.until(t, "RUN_FINISHED", "RUN_ERROR")
-			post.c.Ended(t)
+			events := post.Until(t, "RUN_FINISHED", "RUN_ERROR")
+			post.C.Ended(t)
 			post.save(t, dir, "cancelled")
 			types := strings.Join(typeList(events), " ")
 			if types != "MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" {
@@ -223,14 +179,14 @@ func TestAGUIVerifier(t *testing.T) {
 		t.Run("Failed", func(t *testing.T) {
 			t.Parallel()
 			post := openAGUI(t, "POST", manual.URL+"/v1/agui", nil, runInput(uuid.NewString(), "r", "Hello"))
-			prompt := uuid.MustParse(convoField(post.next(t), "promptId"))
+			prompt := uuid.MustParse(convoField(post.Next(t), "promptId"))
 			manual.StartPrompt(t, prompt)
 			r := manual.StartBlock(t, prompt, "reasoning", "{}")
 			manual.AppendText(t, r, "Hmm.")
 			manual.AppendText(t, manual.StartBlock(t, prompt, "text", "{}"), "Partial")
 			manual.FailPrompt(t, prompt, "the model is unreachable")
-			events := post.until(t, "RUN_FINISHED", "RUN_ERROR")
-			post.c.Ended(t)
+			events := post.Until(t, "RUN_FINISHED", "RUN_ERROR")
+			post.C.Ended(t)
 			post.save(t, dir, "failed")
 			last := events[len(events)-1]
 			if last["type"] != "RUN_ERROR" || last["code"] != "PROMPT_FAILED" || last["message"] != "the model is unreachable" {
@@ -253,7 +209,7 @@ func TestAGUIVerifier(t *testing.T) {
 			manual.AppendText(t, text, "Hello, ", "wor")
 
 			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", manual.URL, s.ConversationID), nil, nil)
-			head := []map[string]any{follow.next(t), follow.next(t), follow.next(t), follow.next(t)}
+			head := []map[string]any{follow.Next(t), follow.Next(t), follow.Next(t), follow.Next(t)}
 			if strings.Join(typeList(head), " ") != "RUN_STARTED MESSAGES_SNAPSHOT TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT" ||
 				head[3]["delta"] != "Hello, wor" || head[2]["messageId"] != text.String() {
 				t.Fatalf("late join starts %v", head)
@@ -269,7 +225,7 @@ func TestAGUIVerifier(t *testing.T) {
 			}
 			manual.AppendText(t, text, "ld!")
 			manual.CompletePrompt(t, s.PromptID)
-			rest := follow.until(t, "RUN_FINISHED", "RUN_ERROR")
+			rest := follow.Until(t, "RUN_FINISHED", "RUN_ERROR")
 			if strings.Join(typeList(rest), " ") != "TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END RUN_FINISHED" || rest[0]["delta"] != "ld!" {
 				t.Fatalf("the rest: %v", rest)
 			}
@@ -289,8 +245,8 @@ func TestAGUIVerifier(t *testing.T) {
 			manual.CompletePrompt(t, b.PromptID)
 			manual.AppendText(t, ta, "!")
 			manual.CompletePrompt(t, a.PromptID)
-			first := follow.until(t, "RUN_FINISHED")
-			second := follow.until(t, "RUN_FINISHED")
+			first := follow.Until(t, "RUN_FINISHED")
+			second := follow.Until(t, "RUN_FINISHED")
 			follow.save(t, dir, "overlap")
 			if first[0]["runId"] != a.PromptID.String() || second[0]["runId"] != b.PromptID.String() ||
 				collect(first, "TEXT_MESSAGE_CONTENT") != "one!" || collect(second, "TEXT_MESSAGE_CONTENT") != "two" {
@@ -472,7 +428,7 @@ func TestAGUIRequests(t *testing.T) {
 		in := runInput(thread, "r", "be brief")
 		in["forwardedProps"] = map[string]any{"model": map[string]any{"provider": "demo", "temperature": 0.5}, "other": true}
 		run := openAGUI(t, "POST", tb.URL+"/v1/agui", apitest.Bearer(alice), in)
-		prompt := uuid.MustParse(convoField(run.next(t), "promptId"))
+		prompt := uuid.MustParse(convoField(run.Next(t), "promptId"))
 		tr, err := tb.Store.Trace(ctx, "alice", uuid.NullUUID{UUID: prompt, Valid: true}, uuid.NullUUID{})
 		if err != nil {
 			t.Fatal(err)
@@ -487,7 +443,7 @@ func TestAGUIRequests(t *testing.T) {
 		t.Parallel()
 		id := uuid.New()
 		run := openAGUI(t, "POST", tb.URL+"/v1/agui", apitest.Bearer(alice), runInput(id.String(), "r", "new here"))
-		if started := run.next(t); started["threadId"] != id.String() {
+		if started := run.Next(t); started["threadId"] != id.String() {
 			t.Fatalf("RUN_STARTED %v", started)
 		}
 		if st := tb.State(t, "alice", id); len(st.Messages) != 2 || st.Conversation.Title != "new here" {
@@ -500,7 +456,7 @@ func TestAGUIRequests(t *testing.T) {
 		in := runInput("", "r", "no thread")
 		delete(in, "threadId")
 		run := openAGUI(t, "POST", tb.URL+"/v1/agui", http.Header{"Authorization": {"Bearer " + alice}}, in)
-		started := run.next(t)
+		started := run.Next(t)
 		id, err := uuid.Parse(fmt.Sprint(started["threadId"]))
 		if err != nil || id == s.ConversationID {
 			t.Fatalf("RUN_STARTED %v", started)
@@ -529,13 +485,13 @@ func TestAGUIStreamCutOff(t *testing.T) {
 			tb := apitest.Setup(t)
 			s := tb.Send(t, "local", uuid.Nil, "hello")
 			follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", tb.URL, s.ConversationID), nil, nil)
-			follow.until(t, "MESSAGES_SNAPSHOT")
+			follow.Until(t, "MESSAGES_SNAPSHOT")
 			tc.cut(tb, s)
-			events := follow.until(t, "RUN_ERROR", "RUN_FINISHED")
+			events := follow.Until(t, "RUN_ERROR", "RUN_FINISHED")
 			if last := events[len(events)-1]; last["type"] != "RUN_ERROR" || last["code"] != tc.code {
 				t.Fatalf("cut off with %v", last)
 			}
-			follow.c.Ended(t)
+			follow.C.Ended(t)
 		})
 	}
 }

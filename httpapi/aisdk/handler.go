@@ -8,10 +8,8 @@ import (
 	"net/http"
 
 	"github.com/google/uuid"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/convo-dev/convo/conversation"
-	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
@@ -309,14 +307,9 @@ type chatPart struct {
 // decodeChatRequest reads and checks a useChat request. Errors are
 // Invalid, naming the field.
 func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, error) {
-	body := http.MaxBytesReader(w, r.Body, MaxChatRequestBytes)
 	var req chatRequest
-	if err := json.NewDecoder(body).Decode(&req); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, wire.Invalid("body", "is larger than %d bytes", MaxChatRequestBytes)
-		}
-		return nil, wire.Invalid("body", "is not a useChat request (a JSON object with id, messages and trigger): %v", err)
+	if err := httpx.DecodeJSON(w, r, MaxChatRequestBytes, &req, "a useChat request (a JSON object with id, messages and trigger)"); err != nil {
+		return nil, err
 	}
 	if req.ID == nil {
 		return nil, wire.Invalid("id", "is required (the chat id, a conversation id)")
@@ -402,10 +395,5 @@ func chatModel(raw json.RawMessage, trigger string) (json.RawMessage, error) {
 		}
 		return json.RawMessage("{}"), nil
 	}
-	cfg := &convov1.ModelConfig{}
-	if err := protojson.Unmarshal(raw, cfg); err != nil {
-		return nil, wire.Invalid("model", "is not a model configuration: %v", err)
-	}
-	b, err := wire.ModelConfigJSON("model", cfg)
-	return b, err
+	return wire.ParseModelConfig("model", raw)
 }

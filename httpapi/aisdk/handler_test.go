@@ -1,7 +1,6 @@
 package aisdk_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,86 +18,33 @@ import (
 )
 
 // uiStream reads an AI SDK UI message stream, keeping each chunk as sent
-// for the verifier.
-type uiStream struct {
-	c   *apitest.SSEClient
-	raw []string
-}
+// for the verifier; Next returns "[DONE]" as {"type": "[DONE]"}.
+type uiStream struct{ *apitest.JSONStream }
 
 func openUI(t testing.TB, method, url string, header http.Header, body any) *uiStream {
 	t.Helper()
-	if header == nil {
-		header = http.Header{}
-	}
-	var r *bytes.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = bytes.NewReader(b)
-		header.Set("Content-Type", "application/json")
-	}
-	var c *apitest.SSEClient
-	if r == nil {
-		c = apitest.OpenSSE(t, method, url, header, nil)
-	} else {
-		c = apitest.OpenSSE(t, method, url, header, r)
-	}
-	if got := c.Resp.Header.Get("X-Vercel-AI-UI-Message-Stream"); got != "v1" {
+	u := &uiStream{apitest.OpenJSONStream(t, method, url, header, body, "[DONE]")}
+	if got := u.C.Resp.Header.Get("X-Vercel-AI-UI-Message-Stream"); got != "v1" {
 		t.Fatalf("x-vercel-ai-ui-message-stream = %q, want v1", got)
 	}
-	if ct := c.Resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+	if ct := u.C.Resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type = %q", ct)
 	}
-	return &uiStream{c: c}
-}
-
-// next returns the next chunk; "[DONE]" as {"type": "[DONE]"}.
-func (u *uiStream) next(t testing.TB) map[string]any {
-	t.Helper()
-	ev := u.c.Next(t)
-	if ev.Name != "" || ev.HasID {
-		t.Fatalf("UI message chunk with SSE fields: %+v", ev)
-	}
-	u.raw = append(u.raw, ev.Data)
-	if ev.Data == "[DONE]" {
-		return map[string]any{"type": "[DONE]"}
-	}
-	var out map[string]any
-	if err := json.Unmarshal([]byte(ev.Data), &out); err != nil {
-		t.Fatalf("chunk %s: %v", ev.Data, err)
-	}
-	return out
-}
-
-// until reads chunks up to and including the first of one of types.
-func (u *uiStream) until(t testing.TB, types ...string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for {
-		ev := u.next(t)
-		out = append(out, ev)
-		for _, typ := range types {
-			if ev["type"] == typ {
-				return out
-			}
-		}
-	}
+	return u
 }
 
 // rest reads every chunk to [DONE] and checks that the body ends there.
 func (u *uiStream) rest(t testing.TB) []map[string]any {
 	t.Helper()
-	out := u.until(t, "[DONE]")
-	u.c.Ended(t)
+	out := u.Until(t, "[DONE]")
+	u.C.Ended(t)
 	return out
 }
 
 func (u *uiStream) save(t testing.TB, dir, name string) {
 	t.Helper()
 	var b strings.Builder
-	for _, d := range u.raw {
+	for _, d := range u.Raw {
 		fmt.Fprintf(&b, "data: %s\n\n", d)
 	}
 	if err := os.WriteFile(filepath.Join(dir, name+".sse"), []byte(b.String()), 0o644); err != nil {
@@ -326,7 +272,7 @@ func TestAISDKVerifier(t *testing.T) {
 			t.Parallel()
 			chat := uuid.New()
 			post := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "Tell me a long story"))
-			start := post.next(t)
+			start := post.Next(t)
 			st := manual.State(t, "local", chat)
 			prompt := st.Messages[1].PromptID.UUID
 			if start["messageId"] != st.Messages[1].ID.String() {
@@ -335,7 +281,7 @@ func TestAISDKVerifier(t *testing.T) {
 			manual.StartPrompt(t, prompt)
 			block := manual.StartBlock(t, prompt, "text", "{}")
 			manual.AppendText(t, block, "Once upon ", "a time")
-			post.until(t, "text-delta")
+			post.Until(t, "text-delta")
 			resp, cancel := apitest.Do(t, "POST", fmt.Sprintf("%s/v1/ai-sdk/chat/%s/stop", manual.URL, chat), nil, nil)
 			defer cancel()
 			var stopped struct{ Cancelled []string }
@@ -365,7 +311,7 @@ func TestAISDKVerifier(t *testing.T) {
 			t.Parallel()
 			chat := uuid.New()
 			post := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "Hello"))
-			post.next(t)
+			post.Next(t)
 			prompt := manual.State(t, "local", chat).Messages[1].PromptID.UUID
 			manual.StartPrompt(t, prompt)
 			r := manual.StartBlock(t, prompt, "reasoning", "{}")
@@ -406,7 +352,7 @@ func TestAISDKVerifier(t *testing.T) {
 			manual.AppendText(t, text, "Hello, ", "wor")
 
 			late := openUI(t, "GET", resume, nil, nil)
-			head := late.until(t, "text-delta")
+			head := late.Until(t, "text-delta")
 			want := "start start-step reasoning-start reasoning-delta reasoning-end tool-input-start tool-input-delta " +
 				"tool-input-available tool-output-available finish-step start-step text-start text-delta"
 			if got := chunkTypes(head); got != want || head[len(head)-1]["delta"] != "Hello, wor" ||
@@ -435,7 +381,7 @@ func TestAISDKVerifier(t *testing.T) {
 			t.Parallel()
 			chat := uuid.New()
 			post := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "As JSON"))
-			post.next(t)
+			post.Next(t)
 			prompt := manual.State(t, "local", chat).Messages[1].PromptID.UUID
 			manual.StartPrompt(t, prompt)
 			sb := manual.StartBlock(t, prompt, "structured", "{}")

@@ -156,7 +156,7 @@ func TestAISDKRegenerate(t *testing.T) {
 	body := chatBody(chat, "regenerate-message", "Tell me a joke")
 	body["messageId"] = s.MessageID.String()
 	run := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, body)
-	start := run.next(t)
+	start := run.Next(t)
 	st := tb.State(t, "local", s.ConversationID)
 	if len(st.Messages) != 3 {
 		t.Fatalf("after regenerate: %d messages, want the user's, the old reply and the new", len(st.Messages))
@@ -214,7 +214,7 @@ func TestAISDKRegenerate(t *testing.T) {
 		}
 	}
 	latest := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(chat, "regenerate-message"))
-	latest.next(t)
+	latest.Next(t)
 	st = tb.State(t, "local", s.ConversationID)
 	if n := len(st.Messages); n != 6 || st.Messages[5].Role != conversation.RoleAssistant {
 		t.Fatalf("regenerating the latest reply: %d messages", n)
@@ -238,18 +238,18 @@ func TestAISDKStreamCutOff(t *testing.T) {
 		t.Parallel()
 		tb := apitest.Setup(t)
 		run := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(uuid.NewString(), "submit-message", "hello"))
-		run.next(t)
+		run.Next(t)
 		tb.StopHub()
 		select {
-		case <-run.c.Done:
+		case <-run.C.Done:
 		case <-time.After(apitest.WaitTimeout):
 			t.Fatal("the stream did not end")
 		}
-		if run.c.Err == nil {
+		if run.C.Err == nil {
 			t.Fatal("the response ended cleanly; want it aborted")
 		}
 		select {
-		case ev := <-run.c.Events:
+		case ev := <-run.C.Events:
 			t.Fatalf("a chunk after the shutdown: %+v", ev)
 		default:
 		}
@@ -259,7 +259,7 @@ func TestAISDKStreamCutOff(t *testing.T) {
 		tb := apitest.Setup(t)
 		chat := uuid.New()
 		run := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "hello"))
-		run.next(t)
+		run.Next(t)
 		if err := tb.Store.DeleteConversation(context.Background(), "local", chat); err != nil {
 			t.Fatal(err)
 		}

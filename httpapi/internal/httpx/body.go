@@ -100,6 +100,20 @@ func unsupportedMediaType(w http.ResponseWriter, got string) {
 		Message: "Content-Type: want application/json (UTF-8), got " + got})
 }
 
+// DecodeJSON decodes the request's JSON body, of at most limit bytes, into
+// v. Errors are Invalid naming the body: larger than limit, or not what
+// (the JSON the route takes, for the message).
+func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) error {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit)).Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return wire.Invalid("body", "is larger than %d bytes", limit)
+		}
+		return wire.Invalid("body", "is not %s: %v", what, err)
+	}
+	return nil
+}
+
 // WriteRequest starts a request that writes: it authenticates it, reads
 // its body with decode, and takes one of the user's write tokens, in that
 // order (a request refused for its input costs no token). It answers the
