@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
 // TestStateChangingRoutesNeedJSON checks that the POST routes refuse
@@ -12,18 +14,18 @@ import (
 // UTF-8, changing nothing; and that wrong methods get 405.
 func TestStateChangingRoutesNeedJSON(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
+	tb := apitest.Setup(t)
 	run := `{"messages":[{"id":"u1","role":"user","content":"hello"}]}`
 	chat := `{"id":"6f1c1f9e-6a39-4e5c-a7c1-1d6f4f0e2b11","trigger":"submit-message","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hello"}]}]}`
 	count := func() int {
 		var n int
-		if err := tb.pool.QueryRow(context.Background(), `SELECT count(*) FROM convo.conversations`).Scan(&n); err != nil {
+		if err := tb.Pool.QueryRow(context.Background(), `SELECT count(*) FROM convo.conversations`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
 	post := func(path, contentType, body string) *http.Response {
-		req, err := http.NewRequest(http.MethodPost, tb.url+path, strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, tb.URL+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +62,7 @@ func TestStateChangingRoutesNeedJSON(t *testing.T) {
 				if resp.StatusCode != c.status {
 					t.Errorf("status %s; want %d", resp.Status, c.status)
 				}
-				code, msg := errorBody(t, resp)
+				code, msg := apitest.ErrorBody(t, resp)
 				if code != "invalid_argument" || !strings.Contains(msg, c.names) {
 					t.Errorf("error %s %q; want invalid_argument naming %q", code, msg, c.names)
 				}
@@ -96,7 +98,7 @@ func TestStateChangingRoutesNeedJSON(t *testing.T) {
 			{http.MethodDelete, "/v1/conversations/6f1c1f9e-6a39-4e5c-a7c1-1d6f4f0e2b11/events"},
 			{http.MethodPost, "/v1/conversations/6f1c1f9e-6a39-4e5c-a7c1-1d6f4f0e2b11/history"},
 		} {
-			req, _ := http.NewRequest(c.method, tb.url+c.path, nil)
+			req, _ := http.NewRequest(c.method, tb.URL+c.path, nil)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

@@ -7,6 +7,11 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/httpapi/agui"
+	"github.com/convo-dev/convo/httpapi/aisdk"
+	"github.com/convo-dev/convo/httpapi/events"
+	"github.com/convo-dev/convo/httpapi/history"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/wire"
 )
@@ -50,31 +55,20 @@ func NewHandler(opts Options) http.Handler {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 30 * time.Second
 	}
-	s := &server{store: opts.Store, hub: opts.Hub, auth: opts.Auth, logger: opts.Logger,
-		keepAlive: opts.KeepAlive, retry: opts.Retry, writes: opts.Writes, writeTimeout: opts.WriteTimeout}
+	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
+		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout}
+	ag, ai := agui.New(s), aisdk.New(s)
 	mux := http.NewServeMux()
 	// Every route authenticates first, before any body is read.
-	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.withUser(h)) }
-	route("GET /v1/conversations/{id}/events", s.events)
-	route("GET /v1/conversations/{id}/agui", s.aguiFollow)
-	route("POST /v1/agui", s.jsonBody(maxRunInputBytes, false, s.aguiRun))
-	route("GET /v1/conversations/{id}/history", s.history)
-	route("POST /v1/ai-sdk/chat", s.jsonBody(maxChatRequestBytes, false, s.aisdkChat))
-	route("GET /v1/ai-sdk/chat/{id}/stream", s.aisdkResume)
-	route("GET /v1/ai-sdk/chat/{id}/messages", s.aisdkMessages)
+	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.WithUser(h)) }
+	route("GET /v1/conversations/{id}/events", events.New(s).ServeHTTP)
+	route("GET /v1/conversations/{id}/agui", ag.Follow)
+	route("POST /v1/agui", s.JSONBody(agui.MaxRunInputBytes, false, ag.Run))
+	route("GET /v1/conversations/{id}/history", history.New(s).ServeHTTP)
+	route("POST /v1/ai-sdk/chat", s.JSONBody(aisdk.MaxChatRequestBytes, false, ai.Chat))
+	route("GET /v1/ai-sdk/chat/{id}/stream", ai.Resume)
+	route("GET /v1/ai-sdk/chat/{id}/messages", ai.Messages)
 	// Stopping takes no body; useChat's stop sends none.
-	route("POST /v1/ai-sdk/chat/{id}/stop", s.jsonBody(maxStopBytes, true, s.aisdkStop))
+	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(aisdk.MaxStopBytes, true, ai.Stop))
 	return mux
-}
-
-type server struct {
-	store     conversation.Store
-	hub       *wire.Hub
-	auth      auth.Authenticator
-	logger    *slog.Logger
-	keepAlive time.Duration
-	retry     time.Duration
-	writes    *limit.Writes
-	// writeTimeout bounds each write to a stream (sseStream).
-	writeTimeout time.Duration
 }

@@ -10,7 +10,7 @@ import (
 
 // Failure is what a protocol adapter needs to know of an error that failed
 // a call or ended a stream: the one classification that connectapi maps to
-// Connect codes and httpapi to HTTP statuses.
+// Connect codes and httpapi (its package httpx) to HTTP statuses.
 type Failure struct {
 	Code conversation.Code
 	// Message is safe to show to the caller: a domain error's own, or a

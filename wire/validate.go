@@ -214,6 +214,18 @@ func ModelConfigJSON(field string, cfg *convov1.ModelConfig) ([]byte, error) {
 	return protojson.Marshal(cfg)
 }
 
+// ParseModelConfig reads a model configuration given as proto3 JSON (a
+// convo.v1.ModelConfig, as the HTTP protocols take it) and checks it as
+// ModelConfigJSON does, which it returns. The error is Invalid and names
+// field (or a subfield).
+func ParseModelConfig(field string, raw []byte) ([]byte, error) {
+	cfg := &convov1.ModelConfig{}
+	if err := protojson.Unmarshal(raw, cfg); err != nil {
+		return nil, Invalid(field, "is not a model configuration: %v", err)
+	}
+	return ModelConfigJSON(field, cfg)
+}
+
 // Truncate shortens s to at most n bytes (on a rune boundary) for error
 // messages that quote client input.
 func Truncate(s string, n int) string {

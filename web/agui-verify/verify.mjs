@@ -1,5 +1,5 @@
 // Checks convo's AG-UI streams with the official AG-UI packages; driven by
-// the Go test httpapi.TestAGUIVerifier (go test ./httpapi), which records
+// the Go test TestAGUIVerifier (go test ./httpapi/agui), which records
 // the streams and reads this script's report.
 //
 //   AGUI_RECORDINGS=dir  every dir/*.jsonl (one AG-UI event per line) is

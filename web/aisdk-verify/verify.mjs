@@ -1,6 +1,6 @@
 // Checks convo's AI SDK UI message streams with the AI SDK's own code (the
 // npm package ai, pinned in web/package.json); driven by the Go test
-// httpapi.TestAISDKVerifier (go test ./httpapi), which records the streams
+// TestAISDKVerifier (go test ./httpapi/aisdk), which records the streams
 // and judges this script's report.
 //
 //   AISDK_RECORDINGS=dir  every dir/*.sse (a response body as received) is

@@ -1,0 +1,301 @@
+package agui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
+	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
+)
+
+// MaxRunInputBytes bounds a RunAgentInput (it carries the client's copy of
+// the whole thread).
+const MaxRunInputBytes = 4 << 20
+
+// Handler serves AG-UI: a conversation is a thread, each prompt a run.
+type Handler struct{ srv *httpx.Server }
+
+// New returns the handler of POST /v1/agui and GET
+// /v1/conversations/{id}/agui.
+func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
+
+// Follow serves GET /v1/conversations/{id}/agui: the conversation as
+// AG-UI runs, one per prompt, for as long as the client stays. A prompt
+// active when the stream starts is a run at once; an idle conversation's
+// stream waits (with keep-alive comments) for the next prompt.
+func (h *Handler) Follow(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	sub, snap, replay, err := h.open(r.Context(), owner, id)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	h.stream(w, r, sub, newTranslator(id.String(), snap, "", ""), replay)
+}
+
+// Run serves POST /v1/agui: AG-UI's RunAgentInput in, the run it asks
+// for out. The thread id is the conversation id (a conversation with it is
+// created when none exists; none at all starts a new conversation); the
+// last user message in messages becomes the user's message; forwardedProps
+// may carry the model configuration as {"model": {...}} (convo.v1
+// ModelConfig, as SendMessage's model). The prompt is queued, and the
+// response streams that prompt's run until it ends. The prompt does not
+// depend on the request: a client that goes away can follow the
+// conversation (GET /v1/conversations/{id}/agui) to see the rest.
+func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
+	owner, in, ok := httpx.WriteRequest(h.srv, w, r, decodeRunInput)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	id, created := in.threadID, false
+	if id == uuid.Nil {
+		c, err := h.srv.Store.CreateConversation(ctx, owner, "")
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		id, created = c.ID, true
+	} else {
+		var err error
+		if _, created, err = h.srv.Store.EnsureConversation(ctx, owner, id); err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+	}
+	// The conversation must exist to be subscribed to, before the message
+	// is sent: a refusal in between (the stream limit, the cap on prompts
+	// in flight) deletes the one this request created.
+	sent := false
+	if created {
+		defer func() {
+			if !sent {
+				h.srv.DiscardCreated(ctx, owner, id)
+			}
+		}()
+	}
+
+	// Subscribe before the message is sent, so that no event of its run
+	// can be missed.
+	sub, snap, replay, err := h.open(ctx, owner, id)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	// User messages are complete, so the snapshot holds all of them.
+	if in.userMessageID != "" && slices.ContainsFunc(snap.GetMessages(), func(m *convov1.Message) bool {
+		return m.GetId() == in.userMessageID
+	}) {
+		h.srv.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
+			"messages: the last user message (%s) is already in the conversation; append a new user message to run again", in.userMessageID))
+		return
+	}
+	res, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
+		OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{in.modelConfig},
+	})
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	sent = true
+	promptID := res.PromptIDs[0].String()
+	runID := in.RunID
+	if runID == "" {
+		runID = promptID
+	}
+	h.stream(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
+}
+
+// open opens a subscription of the conversation for an AG-UI stream
+// and returns how it starts: its snapshot, then the replayed events of the
+// blocks still streaming in it.
+func (h *Handler) open(ctx context.Context, owner string, id uuid.UUID) (*wire.Subscription, *convov1.Snapshot, []*convov1.Event, error) {
+	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var replay []*convov1.Event
+	for _, m := range first[1:] {
+		replay = append(replay, m.GetEvent())
+	}
+	return sub, first[0].GetSnapshot(), replay, nil
+}
+
+// stream answers with the translator's AG-UI events as SSE (each event
+// one "data:" line of JSON, as AG-UI's HTTP binding has it), starting with
+// the replay of the snapshot's streaming blocks, until the stream is done
+// or cut off.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr *translator, replay []*convov1.Event) {
+	ctx := r.Context()
+	out, err := h.srv.StartSSE(w)
+	if err != nil {
+		return
+	}
+	defer out.End()
+	events := tr.begin()
+	for _, ev := range replay {
+		events = append(events, tr.apply(ev)...)
+	}
+	if err := out.JSONEvents(events); err != nil {
+		return
+	}
+	for !tr.done {
+		item, err := h.srv.Next(ctx, r, sub, out)
+		if err != nil {
+			if ctx.Err() == nil {
+				_ = out.JSONEvents(tr.interrupt(interruption(err)))
+			}
+			h.srv.StreamEnded(r, err, sub.Cursor())
+			return
+		}
+		ev := item.Payload.GetEvent()
+		if err := out.JSONEvents(tr.apply(ev)); err != nil {
+			return
+		}
+	}
+}
+
+// interruption is the RUN_ERROR code and message for a stream that ended
+// with err before its run did.
+func interruption(err error) (code, message string) {
+	switch {
+	case errors.Is(err, stream.ErrDeleted):
+		return codeDeleted, "the conversation was deleted"
+	case errors.Is(err, stream.ErrClosed):
+		return codeInterrupted, "the server is shutting down; the reply goes on: follow the conversation again to see the rest"
+	case errors.Is(err, stream.ErrFellBehind):
+		return codeInterrupted, "the client read too slowly and was cut off; the reply goes on: follow the conversation again to see the rest"
+	case errors.Is(err, stream.ErrEventsCompacted):
+		return codeInterrupted, "the events after this point were compacted; follow the conversation again for a fresh snapshot"
+	}
+	return codeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
+}
+
+// runInput is what convo reads of AG-UI's RunAgentInput; tools, context,
+// state and resume are accepted and ignored (convo's tools run on its
+// workers).
+type runInput struct {
+	ThreadID       string          `json:"threadId"`
+	RunID          string          `json:"runId"`
+	Messages       []inputMessage  `json:"messages"`
+	ForwardedProps json.RawMessage `json:"forwardedProps"`
+
+	threadID      uuid.UUID
+	text          string
+	userMessageID string
+	modelConfig   json.RawMessage
+}
+
+type inputMessage struct {
+	ID      string          `json:"id"`
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type inputPart struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// decodeRunInput reads and checks a RunAgentInput. Errors are Invalid,
+// naming the field.
+func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
+	var in runInput
+	if err := httpx.DecodeJSON(w, r, MaxRunInputBytes, &in, "a RunAgentInput JSON object"); err != nil {
+		return nil, err
+	}
+	if in.ThreadID != "" {
+		id, err := wire.RequireID("threadId", in.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		in.threadID = id
+	}
+	if len(in.RunID) > 200 {
+		return nil, wire.Invalid("runId", "is %d bytes long; the limit is 200", len(in.RunID))
+	}
+	i, text, err := lastUserMessage(in.Messages)
+	if err != nil {
+		return nil, err
+	}
+	in.text, in.userMessageID = text, in.Messages[i].ID
+	if in.modelConfig, err = modelConfig(in.ForwardedProps); err != nil {
+		return nil, err
+	}
+	return &in, nil
+}
+
+// lastUserMessage finds the last user message of messages and returns its
+// index and text.
+func lastUserMessage(messages []inputMessage) (int, string, error) {
+	for i := len(messages) - 1; i >= 0; i-- {
+		m := messages[i]
+		if m.Role != "user" {
+			continue
+		}
+		field := fmt.Sprintf("messages[%d].content", i)
+		text, err := messageText(field, m.Content)
+		if err != nil {
+			return i, "", err
+		}
+		return i, text, wire.CheckMessageText(field, text)
+	}
+	return -1, "", wire.Invalid("messages", "has no user message")
+}
+
+// messageText is a user message's text: its content string, or its text
+// parts joined. Other parts (images, audio, …) are refused: convo's
+// messages are text.
+func messageText(field string, content json.RawMessage) (string, error) {
+	content = bytes.TrimSpace(content)
+	if len(content) == 0 || content[0] != '[' {
+		var text string
+		if err := json.Unmarshal(content, &text); err != nil {
+			return "", wire.Invalid(field, "must be a string or a list of parts")
+		}
+		return text, nil
+	}
+	var parts []inputPart
+	if err := json.Unmarshal(content, &parts); err != nil {
+		return "", wire.Invalid(field, "must be a string or a list of parts")
+	}
+	var text bytes.Buffer
+	for j, p := range parts {
+		if p.Type != "text" {
+			return "", wire.Invalid(fmt.Sprintf("%s[%d]", field, j), "convo takes text only, got a %q part", p.Type)
+		}
+		text.WriteString(p.Text)
+	}
+	return text.String(), nil
+}
+
+// modelConfig reads the model configuration from forwardedProps.model (a
+// convo.v1.ModelConfig in proto3 JSON), checked as SendMessage checks its
+// model; none is the default model.
+func modelConfig(props json.RawMessage) (json.RawMessage, error) {
+	var fields map[string]json.RawMessage
+	if len(bytes.TrimSpace(props)) == 0 || json.Unmarshal(props, &fields) != nil {
+		return json.RawMessage("{}"), nil // not an object: nothing for convo
+	}
+	raw, ok := fields["model"]
+	if !ok || string(bytes.TrimSpace(raw)) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	return wire.ParseModelConfig("forwardedProps.model", raw)
+}

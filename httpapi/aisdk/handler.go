@@ -1,0 +1,399 @@
+package aisdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
+	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
+)
+
+// MaxChatRequestBytes bounds a useChat request (DefaultChatTransport
+// sends the client's copy of the whole chat; docs/protocols.md shows how
+// to send only the last message).
+const MaxChatRequestBytes = 8 << 20
+
+// Handler serves the AI SDK's UI message stream protocol: a conversation
+// is a chat, a reply its assistant message.
+type Handler struct{ srv *httpx.Server }
+
+// New returns the handler of POST /v1/ai-sdk/chat and GET
+// /v1/ai-sdk/chat/{id}/stream, /messages and POST
+// /v1/ai-sdk/chat/{id}/stop.
+func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
+
+// The triggers of DefaultChatTransport's requests.
+const (
+	triggerSubmit     = "submit-message"
+	triggerRegenerate = "regenerate-message"
+)
+
+// Chat serves POST /v1/ai-sdk/chat, the request of the AI SDK's
+// DefaultChatTransport: {id, messages, trigger, messageId}, the chat id
+// being the conversation id. submit-message sends the text of the last
+// message (the user's) as a convo message, creating the conversation,
+// owned by the caller, when no conversation has the id; regenerate-message
+// runs the latest reply again as a new prompt. The response is the UI
+// message stream of that prompt's reply, until it ends. The prompt does
+// not depend on the request: a client that goes away resumes with GET
+// /v1/ai-sdk/chat/{id}/stream.
+func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
+	owner, req, ok := httpx.WriteRequest(h.srv, w, r, decodeChatRequest)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	var err error
+	created := false
+	if req.trigger == triggerSubmit {
+		_, created, err = h.srv.Store.EnsureConversation(ctx, owner, req.id)
+	} else {
+		_, err = h.srv.Store.Conversation(ctx, owner, req.id)
+	}
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	// The conversation must exist to be subscribed to, before the prompt
+	// is queued: a refusal in between (the stream limit, the cap on
+	// prompts in flight) deletes the one this request created.
+	queued := false
+	if created {
+		defer func() {
+			if !queued {
+				h.srv.DiscardCreated(ctx, owner, req.id)
+			}
+		}()
+	}
+	// Subscribe before the prompt is queued, so that no event of its reply
+	// can be missed.
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	sub.ReleaseSnapshot() // the reply is new: nothing of the snapshot is sent
+	var promptID, messageID uuid.UUID
+	if req.trigger == triggerSubmit {
+		sent, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
+			OwnerID: owner, ConversationID: req.id, Text: req.text, ModelConfigs: []json.RawMessage{req.model},
+		})
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		promptID, messageID = sent.PromptIDs[0], sent.AssistantMessageIDs[0]
+	} else {
+		re, err := h.srv.Store.RegenerateReply(ctx, conversation.RegenerateParams{
+			OwnerID: owner, ConversationID: req.id, MessageID: req.messageID, ModelConfig: req.model,
+		})
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		promptID, messageID = re.PromptID, re.MessageID
+	}
+	queued = true
+	h.streamUIReply(w, r, sub, newUIReply(promptID.String(), messageID.String()))
+}
+
+// Resume serves GET /v1/ai-sdk/chat/{id}/stream, which useChat({resume:
+// true}) calls on load: 204 when no reply is being written, else the
+// newest unfinished reply's UI message stream from its start (what it
+// holds so far, from the database, then the rest live), so that the
+// client's message is whole.
+func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	noReply := func() {
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusNoContent)
+	}
+	if conversation.ErrorCode(err) == conversation.NotFound {
+		// useChat asks on every load, a new chat's too: a chat convo does
+		// not know (or another user's: the two look alike) has no reply
+		// running, rather than being an error that breaks the page.
+		noReply()
+		return
+	}
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	st, _ := sub.Snapshot()
+	m := runningReply(st)
+	if m == nil {
+		noReply()
+		return
+	}
+	reply := newUIReply(m.PromptID.UUID.String(), m.ID.String())
+	reply.resume(*m)
+	sub.ReleaseSnapshot() // the reply's chunks so far hold what the stream needs of it
+	h.streamUIReply(w, r, sub, reply)
+}
+
+// runningReply is the assistant message of the conversation's active
+// prompt (its newest unfinished one), nil when there is none.
+func runningReply(st conversation.State) *conversation.Message {
+	active := st.Conversation.ActivePromptID
+	if !active.Valid {
+		return nil
+	}
+	for i := len(st.Messages) - 1; i >= 0; i-- {
+		m := &st.Messages[i]
+		if m.PromptID == active && (m.Status == conversation.MessagePending || m.Status == conversation.MessageProcessing) {
+			return m
+		}
+	}
+	return nil
+}
+
+// Messages serves GET /v1/ai-sdk/chat/{id}/messages: the conversation
+// as UIMessage[] (see uiMessages), for useChat's initial messages.
+func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	st, err := h.srv.Store.State(r.Context(), owner, id)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	header := w.Header()
+	header.Set("Content-Type", "application/json")
+	header.Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(uiMessages(st))
+}
+
+// stopResponse is the body of POST /v1/ai-sdk/chat/{id}/stop.
+type stopResponse struct {
+	// Cancelled names the prompts the request cancelled (none when no
+	// reply was being written).
+	Cancelled []string `json:"cancelled"`
+}
+
+// MaxStopBytes bounds the body of a stop request, which has none.
+const MaxStopBytes = 1 << 10
+
+// maxStops bounds how many unfinished prompts one stop cancels.
+const maxStops = 16
+
+// Stop serves POST /v1/ai-sdk/chat/{id}/stop: cancels the
+// conversation's unfinished prompts, newest first (their partial replies
+// stay), for useChat's stop(). Stopping a chat with no reply running
+// cancels nothing and succeeds.
+func (h *Handler) Stop(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	res := stopResponse{Cancelled: []string{}}
+	seen := map[uuid.UUID]bool{}
+	for range maxStops {
+		c, err := h.srv.Store.Conversation(ctx, owner, id)
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		p := c.ActivePromptID
+		if !p.Valid || seen[p.UUID] {
+			break
+		}
+		seen[p.UUID] = true
+		cancelled, err := h.srv.Store.CancelPrompt(ctx, owner, p.UUID)
+		switch {
+		case conversation.ErrorCode(err) == conversation.FailedPrecondition:
+			// It finished meanwhile: nothing to stop there.
+		case err != nil:
+			h.srv.WriteError(w, r, err)
+			return
+		case cancelled:
+			res.Cancelled = append(res.Cancelled, p.UUID.String())
+		}
+	}
+	header := w.Header()
+	header.Set("Content-Type", "application/json")
+	header.Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+// streamUIReply answers with the reply's UI message stream: its chunks so
+// far, then those of the conversation's events, until the reply ends
+// ("data: [DONE]"). A stream cut off before (the server shutting down,
+// the client reading too slowly) is aborted, not ended, so that the
+// client sees a dropped connection and resumes.
+func (h *Handler) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, reply *uiReply) {
+	ctx := r.Context()
+	w.Header().Set(uiStreamHeader, uiStreamVersion)
+	out, err := h.srv.StartSSE(w)
+	if err != nil {
+		return
+	}
+	defer out.End()
+	if err := out.JSONEvents(reply.flush()); err != nil {
+		return
+	}
+	for !reply.done {
+		item, err := h.srv.Next(ctx, r, sub, out)
+		if err != nil {
+			h.srv.StreamEnded(r, err, sub.Cursor())
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, stream.ErrDeleted) {
+				_ = out.JSONEvents([]any{&uiErrorChunk{Type: uiError, ErrorText: "the conversation was deleted"}})
+				_ = out.Event("", "", []byte(uiStreamDone))
+				return
+			}
+			panic(http.ErrAbortHandler)
+		}
+		reply.apply(item.Payload.GetEvent())
+		if err := out.JSONEvents(reply.flush()); err != nil {
+			return
+		}
+	}
+	_ = out.Event("", "", []byte(uiStreamDone))
+}
+
+// chatRequest is DefaultChatTransport's request body. Other fields (what
+// useChat's body option adds) are ignored, but for model.
+type chatRequest struct {
+	ID        *string       `json:"id"`
+	Messages  []chatMessage `json:"messages"`
+	Trigger   *string       `json:"trigger"`
+	MessageID string        `json:"messageId"`
+	// Model is the model configuration (convo.v1 ModelConfig in proto3
+	// JSON, as SendMessage's model); none: the default model, or for a
+	// regenerated reply the model of the reply it replaces.
+	Model json.RawMessage `json:"model"`
+
+	id        uuid.UUID
+	trigger   string
+	text      string
+	messageID uuid.NullUUID
+	model     json.RawMessage
+}
+
+// chatMessage is a UIMessage as the client sends it.
+type chatMessage struct {
+	ID    string            `json:"id"`
+	Role  string            `json:"role"`
+	Parts []json.RawMessage `json:"parts"`
+}
+
+type chatPart struct {
+	Type string  `json:"type"`
+	Text *string `json:"text"`
+}
+
+// decodeChatRequest reads and checks a useChat request. Errors are
+// Invalid, naming the field.
+func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, error) {
+	var req chatRequest
+	if err := httpx.DecodeJSON(w, r, MaxChatRequestBytes, &req, "a useChat request (a JSON object with id, messages and trigger)"); err != nil {
+		return nil, err
+	}
+	if req.ID == nil {
+		return nil, wire.Invalid("id", "is required (the chat id, a conversation id)")
+	}
+	id, err := wire.RequireID("id", *req.ID)
+	if err != nil {
+		return nil, err
+	}
+	req.id = id
+	if req.Trigger == nil {
+		return nil, wire.Invalid("trigger", "is required (%s or %s)", triggerSubmit, triggerRegenerate)
+	}
+	req.trigger = *req.Trigger
+	switch req.trigger {
+	case triggerSubmit:
+		if req.MessageID != "" {
+			return nil, wire.Invalid("messageId", "convo cannot edit a sent message; send a new one (submit-message without messageId)")
+		}
+		if req.text, err = lastUserText(req.Messages); err != nil {
+			return nil, err
+		}
+	case triggerRegenerate:
+		if req.MessageID != "" {
+			m, err := wire.RequireID("messageId", req.MessageID)
+			if err != nil {
+				return nil, err
+			}
+			req.messageID = uuid.NullUUID{UUID: m, Valid: true}
+		}
+	default:
+		t := *req.Trigger
+		if len(t) > 64 {
+			t = t[:64] + "…"
+		}
+		return nil, wire.Invalid("trigger", "%q is not a trigger convo knows; want %s or %s", t, triggerSubmit, triggerRegenerate)
+	}
+	if req.model, err = chatModel(req.Model, req.trigger); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+// lastUserText is the text of the last message, which must be the
+// user's: its text parts joined. Other parts are refused: convo's
+// messages are text.
+func lastUserText(messages []chatMessage) (string, error) {
+	if len(messages) == 0 {
+		return "", wire.Invalid("messages", "is required: the chat's messages, the last one the user's")
+	}
+	i := len(messages) - 1
+	m := messages[i]
+	if m.Role != "user" {
+		return "", wire.Invalid(fmt.Sprintf("messages[%d].role", i), "the last message must be the user's, got %q", m.Role)
+	}
+	var text bytes.Buffer
+	for j, raw := range m.Parts {
+		field := fmt.Sprintf("messages[%d].parts[%d]", i, j)
+		var p chatPart
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return "", wire.Invalid(field, "is not a message part: %v", err)
+		}
+		if p.Type != "text" {
+			return "", wire.Invalid(field, "convo takes text only, got a %q part", p.Type)
+		}
+		if p.Text == nil {
+			return "", wire.Invalid(field+".text", "is required")
+		}
+		text.WriteString(*p.Text)
+	}
+	if text.Len() == 0 {
+		return "", wire.Invalid(fmt.Sprintf("messages[%d].parts", i), "has no text: the user's message must have a text part")
+	}
+	return text.String(), wire.CheckMessageText(fmt.Sprintf("messages[%d].parts", i), text.String())
+}
+
+// chatModel checks the request's model configuration as SendMessage
+// checks its model. None: "{}" (the default model) for a new message, nil
+// (the replaced reply's model) for a regenerated one.
+func chatModel(raw json.RawMessage, trigger string) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		if trigger == triggerRegenerate {
+			return nil, nil
+		}
+		return json.RawMessage("{}"), nil
+	}
+	return wire.ParseModelConfig("model", raw)
+}

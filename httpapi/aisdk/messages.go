@@ -1,0 +1,125 @@
+package aisdk
+
+import (
+	"encoding/json"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/wire"
+)
+
+// uiMessages is a conversation as the AI SDK's UIMessage list: every
+// message in order with its blocks as parts, each part as the stream of
+// its reply builds it (see uiReply), so that useChat shows a loaded reply
+// exactly as it showed the streamed one. A reply that was regenerated
+// (another reply to the same user message followed it) is left out:
+// useChat replaces a regenerated reply.
+func uiMessages(st conversation.State) []uiMessage {
+	out := []uiMessage{}
+	for i, m := range st.Messages {
+		if superseded(st.Messages, i) {
+			continue
+		}
+		um := uiMessage{ID: m.ID.String(), Role: string(m.Role), Parts: []any{}}
+		if m.Role == conversation.RoleAssistant {
+			um.Parts = assistantParts(m)
+		} else {
+			for _, b := range m.Blocks {
+				if b.Type == "text" {
+					um.Parts = append(um.Parts, &uiTextPart{Type: "text", Text: b.Content})
+				}
+			}
+		}
+		out = append(out, um)
+	}
+	return out
+}
+
+// superseded reports whether messages[i] is a reply that a regenerated
+// one replaced: an assistant message (not of an A/B comparison) followed
+// by another before the next user message.
+func superseded(messages []conversation.Message, i int) bool {
+	if messages[i].Role != conversation.RoleAssistant || messages[i].ComparisonID.Valid {
+		return false
+	}
+	for _, m := range messages[i+1:] {
+		switch {
+		case m.Role == conversation.RoleUser:
+			return false
+		case m.Role == conversation.RoleAssistant && !m.ComparisonID.Valid:
+			return true
+		}
+	}
+	return false
+}
+
+// assistantParts is an assistant message's parts, in block order, with
+// the steps uiReply marks.
+func assistantParts(m conversation.Message) []any {
+	parts := []any{}
+	stepOpen, afterTool := false, false
+	for _, b := range m.Blocks {
+		kind := uiKindOf(b.Type)
+		if !stepOpen || (afterTool && !kind.isTool()) {
+			parts = append(parts, &uiStepStartPart{Type: "step-start"})
+			stepOpen = true
+		}
+		afterTool = kind.isTool()
+		ended := b.Status == conversation.BlockCompleted
+		state := "streaming"
+		if ended {
+			state = "done"
+		}
+		switch kind {
+		case uiKindText:
+			parts = append(parts, &uiTextPart{Type: "text", Text: b.Content, State: state})
+		case uiKindReasoning:
+			parts = append(parts, &uiReasoningPart{Type: "reasoning", ID: b.ID.String(), Text: b.Content, State: state})
+		case uiKindTool:
+			if p := toolPart(b); p != nil {
+				parts = append(parts, p)
+			}
+		case uiKindStructured:
+			if ended {
+				parts = append(parts, &uiDataChunk{Type: "data-structured", ID: b.ID.String(), Data: contentJSON(b.Content)})
+			}
+		case uiKindOther:
+			if ended {
+				parts = append(parts, &uiDataChunk{Type: "data-" + b.Type, ID: b.ID.String(), Data: otherData(b.Content, b.Metadata)})
+			}
+		}
+	}
+	return parts
+}
+
+// toolPart is a tool_use block's dynamic-tool part; nil while the stream
+// has not opened it yet (no tool name so far).
+func toolPart(b conversation.Block) *uiToolPart {
+	name := jsonString(b.Metadata, "name")
+	p := &uiToolPart{Type: "dynamic-tool", ToolCallID: b.ID.String(), ProviderExecuted: true}
+	tc := b.ToolCall
+	switch {
+	case tc != nil:
+		p.ToolName, p.Input = wire.ToolName(tc.Name), json.RawMessage("null")
+		if len(tc.Input) > 0 {
+			p.Input = tc.Input
+		}
+		switch tc.Status {
+		case conversation.ToolCallCompleted:
+			p.State, p.Output = "output-available", &tc.Output
+		case conversation.ToolCallFailed:
+			p.State, p.ErrorText = "output-error", tc.Error
+			if p.ErrorText == "" {
+				p.ErrorText = "the tool call failed"
+			}
+		default:
+			p.State = "input-available"
+		}
+	case b.Status == conversation.BlockCompleted:
+		p.ToolName, p.State, p.Input = wire.ToolName(name), "input-available", contentJSON(b.Content)
+	case name != "":
+		p.ToolName, p.State = name, "input-streaming"
+	default:
+		return nil
+	}
+	return p
+}

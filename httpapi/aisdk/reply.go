@@ -1,0 +1,408 @@
+package aisdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/convo-dev/convo/conversation"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
+)
+
+// uiReply turns one prompt's reply into UI message stream chunks: start
+// (with the assistant message's id), the reply's blocks as parts, in
+// steps, and the end the prompt came to (finish, error then finish, or
+// abort). It starts from what the reply holds at a snapshot (so that a
+// stream joined late carries the reply from its first character), then
+// takes the conversation's live events; events of other prompts are
+// ignored.
+//
+// A step is a model call: a new one begins where a block that is not a
+// tool's (text, reasoning, …) follows a tool_use or tool_result block.
+// Every tool_use block is a dynamic-tool part whose toolCallId is the
+// block's id; its tool call's output or error ends it (tool_result blocks
+// repeat that output and make no part). A structured block is a
+// data-structured part holding its JSON; any other block type a
+// data-<type> part holding {content, metadata}.
+//
+// Per delta the work is O(1) in the block's length. It is not safe for
+// concurrent use.
+type uiReply struct {
+	promptID, messageID string
+	blocks              map[string]*uiBlock
+	order               []*uiBlock // in start order
+	stepOpen, afterTool bool
+	done                bool
+	out                 []any
+}
+
+// uiBlock is what the stream has sent of one block.
+type uiBlock struct {
+	id, typ string
+	kind    uiKind
+	open    bool // text, reasoning: started, not yet ended
+	// tool_use blocks: whether tool-input-start and tool-input-available
+	// were sent, and the tool's name when known.
+	started, available bool
+	name               string
+	// content is the block's text, for the parts sent only at its end
+	// (data-*, a tool call's input when no call names it).
+	content strings.Builder
+}
+
+type uiKind int
+
+const (
+	uiKindText uiKind = iota
+	uiKindReasoning
+	uiKindTool       // tool_use
+	uiKindToolResult // tool_result: no part
+	uiKindStructured
+	uiKindOther
+)
+
+func uiKindOf(blockType string) uiKind {
+	switch blockType {
+	case "text":
+		return uiKindText
+	case "reasoning":
+		return uiKindReasoning
+	case "tool_use":
+		return uiKindTool
+	case "tool_result":
+		return uiKindToolResult
+	case "structured":
+		return uiKindStructured
+	}
+	return uiKindOther
+}
+
+func (k uiKind) isTool() bool { return k == uiKindTool || k == uiKindToolResult }
+
+func newUIReply(promptID, messageID string) *uiReply {
+	r := &uiReply{promptID: promptID, messageID: messageID, blocks: map[string]*uiBlock{}}
+	r.emit(&uiStartChunk{Type: uiStart, MessageID: messageID})
+	return r
+}
+
+// resume feeds the reply as the message holds it at a snapshot: its
+// blocks in order, each with its content so far, ended when it has
+// ended, with its tool call. The message is still being written: the
+// prompt's end comes as an event.
+func (r *uiReply) resume(m conversation.Message) {
+	for _, b := range m.Blocks {
+		id := b.ID.String()
+		r.blockStart(id, b.Type, jsonString(b.Metadata, "name"))
+		r.blockDelta(id, b.Content)
+		if b.Status == conversation.BlockCompleted {
+			r.blockEnd(id, b.Metadata)
+		}
+		if tc := b.ToolCall; tc != nil {
+			r.toolStarted(id, tc.Name, tc.Input)
+			switch tc.Status {
+			case conversation.ToolCallCompleted:
+				r.toolCompleted(id, tc.Output)
+			case conversation.ToolCallFailed:
+				r.toolFailed(id, tc.Error)
+			}
+		}
+	}
+}
+
+// apply takes the conversation's next event.
+func (r *uiReply) apply(ev *convov1.Event) {
+	if r.done {
+		return
+	}
+	switch k := ev.Kind.(type) {
+	case *convov1.Event_BlockStart:
+		if s := k.BlockStart; s.PromptId == r.promptID {
+			r.blockStart(s.BlockId, s.BlockType, wire.MetadataString(s.Metadata, "name"))
+		}
+	case *convov1.Event_BlockDelta:
+		if d := k.BlockDelta; d.PromptId == r.promptID {
+			r.blockDelta(d.BlockId, d.Content)
+		}
+	case *convov1.Event_BlockEnd:
+		if e := k.BlockEnd; e.PromptId == r.promptID {
+			r.blockEnd(e.BlockId, structJSON(e.Metadata))
+		}
+	case *convov1.Event_ToolCallStarted:
+		tc := k.ToolCallStarted.GetToolCall()
+		input := k.ToolCallStarted.Input
+		if input == nil {
+			input = tc.GetInput()
+		}
+		r.toolStarted(tc.GetBlockId(), tc.GetName(), valueJSON(input))
+	case *convov1.Event_ToolCallCompleted:
+		tc := k.ToolCallCompleted.GetToolCall()
+		r.toolCompleted(tc.GetBlockId(), tc.GetOutput())
+	case *convov1.Event_ToolCallFailed:
+		tc := k.ToolCallFailed.GetToolCall()
+		errText := k.ToolCallFailed.Error
+		if errText == "" {
+			errText = tc.GetError()
+		}
+		r.toolFailed(tc.GetBlockId(), errText)
+	case *convov1.Event_PromptCompleted:
+		if k.PromptCompleted.GetPrompt().GetId() == r.promptID {
+			r.finish(uiFinishStop, "")
+		}
+	case *convov1.Event_PromptFailed:
+		if k.PromptFailed.GetPrompt().GetId() == r.promptID {
+			r.finish(uiFinishError, k.PromptFailed.Error)
+		}
+	case *convov1.Event_PromptCancelled:
+		if k.PromptCancelled.GetPrompt().GetId() == r.promptID {
+			r.abort()
+		}
+	}
+}
+
+func (r *uiReply) emit(c any) { r.out = append(r.out, c) }
+
+// flush returns the chunks made since the last flush.
+func (r *uiReply) flush() []any {
+	out := r.out
+	r.out = nil
+	return out
+}
+
+func (r *uiReply) blockStart(id, typ, name string) {
+	if r.done || r.blocks[id] != nil {
+		return
+	}
+	b := &uiBlock{id: id, typ: typ, kind: uiKindOf(typ), name: name}
+	r.blocks[id] = b
+	r.order = append(r.order, b)
+	switch {
+	case !r.stepOpen:
+		r.emit(&uiTypeOnly{Type: uiStartStep})
+		r.stepOpen = true
+	case r.afterTool && !b.kind.isTool():
+		r.emit(&uiTypeOnly{Type: uiFinishStep})
+		r.emit(&uiTypeOnly{Type: uiStartStep})
+	}
+	r.afterTool = b.kind.isTool()
+	switch b.kind {
+	case uiKindText:
+		b.open = true
+		r.emit(&uiPartChunk{Type: uiTextStart, ID: id})
+	case uiKindReasoning:
+		b.open = true
+		r.emit(&uiPartChunk{Type: uiReasoningStart, ID: id})
+	case uiKindTool:
+		if name != "" {
+			r.startTool(b)
+		}
+	}
+}
+
+func (r *uiReply) startTool(b *uiBlock) {
+	b.started = true
+	r.emit(&uiToolInputStartChunk{Type: uiToolInputStart, ToolCallID: b.id, ToolName: wire.ToolName(b.name),
+		Dynamic: true, ProviderExecuted: true})
+}
+
+func (r *uiReply) blockDelta(id, delta string) {
+	b := r.blocks[id]
+	if r.done || b == nil || delta == "" {
+		return
+	}
+	switch b.kind {
+	case uiKindText:
+		if b.open {
+			r.emit(&uiDeltaChunk{Type: uiTextDelta, ID: id, Delta: delta})
+		}
+	case uiKindReasoning:
+		if b.open {
+			r.emit(&uiDeltaChunk{Type: uiReasoningDelta, ID: id, Delta: delta})
+		}
+	case uiKindTool:
+		b.content.WriteString(delta)
+		if b.started && !b.available {
+			r.emit(&uiToolInputDeltaChunk{Type: uiToolInputDelta, ToolCallID: id, InputTextDelta: delta})
+		}
+	case uiKindStructured, uiKindOther:
+		b.content.WriteString(delta)
+	}
+}
+
+// blockEnd ends a block with its final metadata (a JSON object).
+func (r *uiReply) blockEnd(id string, metadata json.RawMessage) {
+	b := r.blocks[id]
+	if r.done || b == nil {
+		return
+	}
+	switch b.kind {
+	case uiKindText, uiKindReasoning:
+		r.closePart(b)
+	case uiKindTool:
+		if !b.available {
+			// No tool call (yet): the block's content is the input.
+			r.inputAvailable(b, jsonString(metadata, "name"), contentJSON(b.content.String()))
+		}
+	case uiKindStructured:
+		r.emit(&uiDataChunk{Type: "data-structured", ID: id, Data: contentJSON(b.content.String())})
+	case uiKindOther:
+		r.emit(&uiDataChunk{Type: "data-" + b.typ, ID: id, Data: otherData(b.content.String(), metadata)})
+	}
+}
+
+func (r *uiReply) closePart(b *uiBlock) {
+	if !b.open {
+		return
+	}
+	b.open = false
+	typ := uiTextEnd
+	if b.kind == uiKindReasoning {
+		typ = uiReasoningEnd
+	}
+	r.emit(&uiPartChunk{Type: typ, ID: b.id})
+}
+
+func (r *uiReply) inputAvailable(b *uiBlock, name string, input json.RawMessage) {
+	if name != "" {
+		b.name = name
+	}
+	if !b.started {
+		r.startTool(b)
+	}
+	b.available = true
+	r.emit(&uiToolInputAvailableChunk{Type: uiToolInputAvailable, ToolCallID: b.id, ToolName: wire.ToolName(b.name),
+		Input: input, Dynamic: true, ProviderExecuted: true})
+}
+
+// tool returns the tool_use block blockID of this reply.
+func (r *uiReply) tool(blockID string) *uiBlock {
+	if b := r.blocks[blockID]; b != nil && b.kind == uiKindTool && !r.done {
+		return b
+	}
+	return nil
+}
+
+func (r *uiReply) toolStarted(blockID, name string, input json.RawMessage) {
+	if b := r.tool(blockID); b != nil && !b.available {
+		r.inputAvailable(b, name, input)
+	}
+}
+
+func (r *uiReply) toolCompleted(blockID, output string) {
+	if b := r.tool(blockID); b != nil {
+		if !b.available {
+			r.inputAvailable(b, "", contentJSON(b.content.String()))
+		}
+		r.emit(&uiToolOutputAvailableChunk{Type: uiToolOutputAvail, ToolCallID: blockID, Output: output})
+	}
+}
+
+func (r *uiReply) toolFailed(blockID, errText string) {
+	if b := r.tool(blockID); b != nil {
+		if !b.available {
+			r.inputAvailable(b, "", contentJSON(b.content.String()))
+		}
+		if errText == "" {
+			errText = "the tool call failed"
+		}
+		r.emit(&uiToolOutputErrorChunk{Type: uiToolOutputError, ToolCallID: blockID, ErrorText: errText})
+	}
+}
+
+// closeAll ends the parts still open (convo ends a prompt's blocks before
+// the prompt, so normally none).
+func (r *uiReply) closeAll() {
+	for _, b := range r.order {
+		r.closePart(b)
+	}
+}
+
+// finish ends the reply: finish-step, then for a failed prompt the error,
+// then finish with its reason.
+func (r *uiReply) finish(reason, errText string) {
+	if r.done {
+		return
+	}
+	r.closeAll()
+	if r.stepOpen {
+		r.emit(&uiTypeOnly{Type: uiFinishStep})
+	}
+	if reason == uiFinishError {
+		if errText == "" {
+			errText = "the reply failed"
+		}
+		r.emit(&uiErrorChunk{Type: uiError, ErrorText: errText})
+	}
+	r.emit(&uiFinishChunk{Type: uiFinish, FinishReason: reason})
+	r.done = true
+}
+
+// abort ends a cancelled reply with the protocol's abort chunk.
+func (r *uiReply) abort() {
+	if r.done {
+		return
+	}
+	r.closeAll()
+	r.emit(&uiAbortChunk{Type: uiAbort, Reason: "the reply was cancelled"})
+	r.done = true
+}
+
+// contentJSON is a block's content as a JSON value: itself when it is
+// valid JSON, else a JSON string holding it (null when empty).
+func contentJSON(content string) json.RawMessage {
+	trimmed := strings.TrimSpace(content)
+	if trimmed == "" {
+		return json.RawMessage("null")
+	}
+	if json.Valid([]byte(trimmed)) {
+		return json.RawMessage(trimmed)
+	}
+	b, _ := json.Marshal(content)
+	return b
+}
+
+// otherData is the data of a block of a type the protocol has no part for.
+func otherData(content string, metadata json.RawMessage) map[string]any {
+	d := map[string]any{"content": content}
+	if len(bytes.TrimSpace(metadata)) > 0 && string(bytes.TrimSpace(metadata)) != "{}" {
+		d["metadata"] = metadata
+	}
+	return d
+}
+
+// structJSON is a protobuf Struct as a JSON object (null when absent).
+func structJSON(s *structpb.Struct) json.RawMessage {
+	if s == nil {
+		return nil
+	}
+	b, err := s.MarshalJSON()
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// valueJSON is a protobuf JSON value as JSON (null when absent).
+func valueJSON(v *structpb.Value) json.RawMessage {
+	if v == nil {
+		return json.RawMessage("null")
+	}
+	b, err := v.MarshalJSON()
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// jsonString reads a string field of a JSON object ("" when absent).
+func jsonString(obj json.RawMessage, key string) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(obj, &fields) != nil {
+		return ""
+	}
+	var s string
+	_ = json.Unmarshal(fields[key], &s)
+	return s
+}

@@ -1,0 +1,156 @@
+package history
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
+	"github.com/convo-dev/convo/wire"
+)
+
+// contentType says which vocabulary a history entry's events use:
+// the Connect API's events (proto3 JSON of convo.v1.Event), coalesced.
+const contentType = "application/vnd.convo.events+json; coalesced=true"
+
+// pageSize is how many events one read of the log takes.
+const pageSize = 10_000
+
+// document is the body of GET /v1/conversations/{id}/history.
+type document struct {
+	ConversationID string `json:"conversationId"`
+	Title          string `json:"title,omitempty"`
+	// Seq is the last event the export reflects (a string, as 64-bit
+	// integers are in the Connect API's JSON).
+	Seq         string  `json:"seq"`
+	ContentType string  `json:"contentType"`
+	Content     []entry `json:"content"`
+}
+
+// entry is one message.
+type entry struct {
+	ID     string `json:"id"`
+	Role   string `json:"role"`
+	Status string `json:"status"`
+	// Text is the message's text blocks concatenated, for search and
+	// simple clients.
+	Text string `json:"text"`
+	// Events are the reply's events, coalesced; only for a message with
+	// more than text (reasoning, tool calls, structured output, …).
+	Events []json.RawMessage `json:"events,omitempty"`
+}
+
+// Handler serves the history export of a conversation.
+type Handler struct{ srv *httpx.Server }
+
+// New returns the handler of GET /v1/conversations/{id}/history.
+func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
+
+// ServeHTTP serves GET /v1/conversations/{id}/history: the conversation as
+// history entries, one per message, as it stands at one seq.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	owner, id, err := h.srv.Caller(r)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	st, err := h.srv.Store.State(ctx, owner, id)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	// The prompts whose events the export carries.
+	wanted := map[uuid.UUID]bool{}
+	for _, m := range st.Messages {
+		if m.PromptID.Valid && !textOnly(m) {
+			wanted[m.PromptID.UUID] = true
+		}
+	}
+	events := map[uuid.UUID][]*convov1.Event{}
+	for after := int64(0); len(wanted) > 0 && after < st.Seq; {
+		page, err := h.srv.Store.EventsAfter(ctx, id, after, pageSize)
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		for _, e := range page {
+			if e.Seq > st.Seq {
+				break
+			}
+			after = e.Seq
+			if !e.PromptID.Valid || !wanted[e.PromptID.UUID] || !replyEvent(e.Kind) {
+				continue
+			}
+			decoded, err := wire.DecodeEvent(e)
+			if err != nil {
+				h.srv.WriteError(w, r, err)
+				return
+			}
+			events[e.PromptID.UUID] = append(events[e.PromptID.UUID], decoded.GetEvent())
+		}
+		if len(page) < pageSize {
+			break
+		}
+	}
+
+	doc := document{ConversationID: id.String(), Title: st.Conversation.Title, Seq: strconv.FormatInt(st.Seq, 10),
+		ContentType: contentType, Content: []entry{}}
+	for _, m := range st.Messages {
+		e := entry{ID: m.ID.String(), Role: string(m.Role), Status: string(m.Status), Text: joinedText(m)}
+		if m.PromptID.Valid && wanted[m.PromptID.UUID] {
+			e.Events = []json.RawMessage{}
+			for _, ev := range coalesce(events[m.PromptID.UUID]) {
+				b, err := httpx.ProtoJSON.Marshal(ev)
+				if err != nil {
+					h.srv.WriteError(w, r, err)
+					return
+				}
+				e.Events = append(e.Events, b)
+			}
+		}
+		doc.Content = append(doc.Content, e)
+	}
+	header := w.Header()
+	header.Set("Content-Type", "application/json")
+	header.Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(doc)
+}
+
+// textOnly reports whether a message has nothing but text blocks, so that
+// its text says everything.
+func textOnly(m conversation.Message) bool {
+	for _, b := range m.Blocks {
+		if b.Type != "text" {
+			return false
+		}
+	}
+	return true
+}
+
+// joinedText is a message's text blocks concatenated.
+func joinedText(m conversation.Message) string {
+	var text []byte
+	for _, b := range m.Blocks {
+		if b.Type == "text" {
+			text = append(text, b.Content...)
+		}
+	}
+	return string(text)
+}
+
+// replyEvent reports whether an event of a prompt is part of its reply:
+// the prompt's and its blocks' and tool calls' events, not those about
+// the message itself (which the entry is).
+func replyEvent(kind conversation.EventKind) bool {
+	switch kind {
+	case conversation.EventMessageCreated, conversation.EventMessageUpdated,
+		conversation.EventConversationUpdated, conversation.EventHistoryCleared:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,94 @@
+package httpx
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/wire"
+)
+
+// statuses maps each domain error code to its HTTP status and the code
+// name the body carries (the Connect API's names): the one place where
+// that mapping lives for every protocol.
+var statuses = map[conversation.Code]struct {
+	status int
+	name   string
+}{
+	conversation.Invalid:            {http.StatusBadRequest, "invalid_argument"},
+	conversation.NotFound:           {http.StatusNotFound, "not_found"},
+	conversation.FailedPrecondition: {http.StatusConflict, "failed_precondition"},
+	conversation.Unauthenticated:    {http.StatusUnauthorized, "unauthenticated"},
+	conversation.Unavailable:        {http.StatusServiceUnavailable, "unavailable"},
+	conversation.ResourceExhausted:  {http.StatusTooManyRequests, "resource_exhausted"},
+	conversation.Internal:           {http.StatusInternalServerError, "internal"},
+	// Nobody reads these two: the client left, or its deadline passed.
+	conversation.Canceled:         {499, "canceled"},
+	conversation.DeadlineExceeded: {http.StatusGatewayTimeout, "deadline_exceeded"},
+}
+
+// errorBody is the JSON of every error response.
+type errorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// WriteError answers with err as a JSON error: the one place where the
+// protocols map and log failed requests (wire.Classify). A domain error
+// keeps its message; anything else is logged with its detail and answered
+// as internal without it.
+func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return // the client went away: nobody reads the answer
+	}
+	f := wire.Classify(err)
+	if f.Log {
+		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", f.Code, "err", err)
+	}
+	st, ok := statuses[f.Code]
+	if !ok {
+		st = statuses[conversation.Internal]
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if st.status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="convo"`)
+	}
+	if f.RetryAfter > 0 {
+		h.Set("Retry-After", limit.RetryAfterHeader(f.RetryAfter))
+	}
+	w.WriteHeader(st.status)
+	_ = json.NewEncoder(w).Encode(errorBody{Code: st.name, Message: f.Message})
+}
+
+// DiscardCreated deletes the conversation a request created when the
+// request is refused before anything was written to it (see
+// conversation.Store.DeleteUntouchedConversation), so that a refusal
+// changes nothing. It runs even when the client went away.
+func (s *Server) DiscardCreated(ctx context.Context, owner string, id uuid.UUID) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.Store.DeleteUntouchedConversation(ctx, owner, id); err != nil {
+		s.Logger.ErrorContext(ctx, "a refused request could not delete the conversation it created", "conversation_id", id, "err", err)
+	}
+}
+
+// StreamEnded logs why a stream ended, unless the client went away or the
+// end is by design (wire.Failure.Resumable, or the conversation was
+// deleted), after which the client reconnects and resumes.
+func (s *Server) StreamEnded(r *http.Request, err error, cursor int64) {
+	if r.Context().Err() != nil {
+		return
+	}
+	if f := wire.Classify(err); f.Resumable || f.Code == conversation.NotFound {
+		s.Logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", r.URL.Path, "cursor", cursor, "reason", err)
+		return
+	}
+	s.Logger.WarnContext(r.Context(), "stream failed", "path", r.URL.Path, "cursor", cursor, "err", err)
+}
