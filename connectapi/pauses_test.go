@@ -8,6 +8,7 @@ import (
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest"
 )
 
 // TestPauseEventsOnlyWhenAsked: a stream gets the events of a pause only
@@ -21,11 +22,6 @@ func TestPauseEventsOnlyWhenAsked(t *testing.T) {
 	defer cancel()
 	tb := setup(t)
 	sent := tb.send(t, tb.client, "", "use a tool that needs approval")
-	var prompt string
-	if err := tb.pool.QueryRow(ctx, `SELECT prompt_id::text FROM convo.claim_prompt('w1', 30)`).Scan(&prompt); err != nil || prompt != sent.PromptId {
-		t.Fatalf("claim: %q, %v", prompt, err)
-	}
-
 	clients := map[string]convov1connect.ConversationServiceClient{"ConnectHTTP1": tb.client, "GRPCOverH2C": tb.h2cClient(connect.WithGRPC())}
 	type follower struct {
 		name   string
@@ -48,21 +44,9 @@ func TestPauseEventsOnlyWhenAsked(t *testing.T) {
 		}
 	}
 
-	// The worker starts the prompt, asks for approval of a tool call, and
-	// waits; then the owner approves.
-	if _, err := tb.pool.Exec(ctx, `DO $$
-		DECLARE b uuid;
-		BEGIN
-			PERFORM convo.start_prompt('`+prompt+`');
-			b := convo.start_block('`+prompt+`', 'tool_use');
-			PERFORM convo.request_input(convo.start_tool_call(b, 'send_mail', '{"to":"a@example.com"}'), 'approval');
-			PERFORM convo.end_block(b);
-			PERFORM convo.wait_prompt('`+prompt+`', 'w1');
-		END $$`); err != nil {
-		t.Fatal(err)
-	}
-	var call string
-	if err := tb.pool.QueryRow(ctx, `SELECT tool_call_id::text FROM convo.input_requests WHERE prompt_id = $1`, prompt).Scan(&call); err != nil {
+	// A worker pauses for approval of a tool call; then the owner approves.
+	_, call, err := pgtest.PauseForApproval(ctx, tb.pool, "w1")
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := tb.pool.Exec(ctx, `SELECT convo.answer_input('local', $1, '{"approved": true}')`, call); err != nil {

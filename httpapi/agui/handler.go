@@ -164,7 +164,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sub *wire.Subsc
 			h.srv.StreamEnded(r, err, sub.Cursor())
 			return
 		}
-		ev := item.Payload.GetEvent()
+		// Pauses are not mapped to AG-UI yet: its runs see what a client
+		// that did not ask for them sees.
+		ev := wire.WithoutPauseEvents(item.Payload).GetEvent()
 		if err := out.JSONEvents(tr.apply(ev)); err != nil {
 			return
 		}

@@ -265,7 +265,9 @@ func (h *Handler) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wir
 			}
 			panic(http.ErrAbortHandler)
 		}
-		reply.apply(item.Payload.GetEvent())
+		// Pauses are not mapped to the AI SDK yet: its replies see what a
+		// client that did not ask for them sees.
+		reply.apply(wire.WithoutPauseEvents(item.Payload).GetEvent())
 		if err := out.JSONEvents(reply.flush()); err != nil {
 			return
 		}

@@ -29,7 +29,9 @@ func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
 // Last-Event-ID (or ?after=N) it starts after that seq, without a snapshot
 // while the events after it are all held. The stream ends when the
 // subscriber falls behind or the server shuts down; EventSource then
-// reconnects with the last id it received.
+// reconnects with the last id it received. The events of pauses
+// (inputRequested, …) come only with ?include_pause_events=true; without
+// it each comes as a messageUpdated of the same seq (wire.WithoutPauseEvents).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	owner, id, err := h.srv.Caller(r)
 	if err != nil {
@@ -37,6 +39,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after, err := resumePoint(r)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	pauses, err := includePauseEvents(r)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
@@ -77,7 +84,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.srv.StreamEnded(r, err, sub.Cursor())
 			return
 		}
-		ev := item.Payload.GetEvent()
+		payload := item.Payload
+		if !pauses {
+			payload = wire.WithoutPauseEvents(payload)
+		}
+		ev := payload.GetEvent()
 		if err := writeProto(out, strconv.FormatInt(ev.Seq, 10), eventName(ev), ev); err != nil {
 			return
 		}
@@ -99,6 +110,20 @@ func eventName(ev *convov1.Event) string {
 		return f.JSONName()
 	}
 	return "event"
+}
+
+// includePauseEvents reads the include_pause_events query parameter (a
+// boolean; absent: false).
+func includePauseEvents(r *http.Request) (bool, error) {
+	value := r.URL.Query().Get("include_pause_events")
+	if value == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(value)
+	if err != nil {
+		return false, wire.Invalid("include_pause_events", "%q is not true or false", value)
+	}
+	return b, nil
 }
 
 // resumePoint reads where a stream resumes: the Last-Event-ID header that

@@ -14,6 +14,7 @@ import (
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
+	"github.com/convo-dev/convo/internal/pgtest"
 )
 
 func TestEvents(t *testing.T) {
@@ -298,4 +299,54 @@ func TestEventsRequests(t *testing.T) {
 			t.Fatalf("first event %+v", ev)
 		}
 	})
+}
+
+// TestPauseEventsOnlyWhenAsked: the SSE stream sends the events of a
+// pause only with ?include_pause_events=true; without it, a messageUpdated
+// of the same seq (and id) in place of each.
+func TestPauseEventsOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := apitest.Setup(t)
+	s := tb.Send(t, "local", uuid.Nil, "send a mail")
+	plain := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
+	asked := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID)+"?include_pause_events=true", nil, nil)
+	for _, c := range []*apitest.SSEClient{plain, asked} {
+		if first := c.Next(t); first.Name != "snapshot" {
+			t.Fatalf("first event %+v, want the snapshot", first)
+		}
+	}
+	_, call, err := pgtest.PauseForApproval(ctx, tb.Pool, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Pool.Exec(ctx, `SELECT convo.answer_input('local', $1, '{"approved": false, "reason": "not now"}')`, call); err != nil {
+		t.Fatal(err)
+	}
+	last := tb.State(t, "local", s.ConversationID).Seq
+	names := func(c *apitest.SSEClient) map[string]int {
+		got := map[string]int{}
+		for seq := int64(-1); seq < last; {
+			ev := c.Next(t)
+			n, err := strconv.ParseInt(ev.ID, 10, 64)
+			if err != nil || (seq >= 0 && n != seq+1) {
+				t.Fatalf("event %+v after seq %d", ev, seq)
+			}
+			seq = n
+			got[ev.Name]++
+		}
+		return got
+	}
+	if got := names(asked); got["inputRequested"] != 1 || got["promptWaiting"] != 1 || got["inputAnswered"] != 1 {
+		t.Errorf("asked for pause events, got %v", got)
+	}
+	got := names(plain)
+	if got["inputRequested"]+got["promptWaiting"]+got["inputAnswered"] != 0 || got["messageUpdated"] < 3 {
+		t.Errorf("did not ask for pause events, got %v", got)
+	}
+	resp, cancel := apitest.Do(t, "GET", tb.EventsURL(s.ConversationID)+"?include_pause_events=maybe", nil, nil)
+	defer cancel()
+	if code, msg := apitest.ErrorBody(t, resp); resp.StatusCode != http.StatusBadRequest || code != "invalid_argument" || !strings.Contains(msg, "include_pause_events") {
+		t.Errorf("include_pause_events=maybe: %d %s %q, want 400 naming the parameter", resp.StatusCode, code, msg)
+	}
 }
