@@ -249,7 +249,9 @@ func TestChatRun(t *testing.T) {
 	if r.Deltas < 3*5 || r.CharsPerDelta < 1 || r.WallS <= 0 || r.MeanReplyS <= 0 || r.MeanReplyS > r.WallS+0.05 || r.AloneS <= 0 {
 		t.Errorf("deltas %d, chars per delta %v, wall %v s, mean reply %v s, alone %v s", r.Deltas, r.CharsPerDelta, r.WallS, r.MeanReplyS, r.AloneS)
 	}
-	if r.GapP50 <= 0 || r.GapP50 > r.GapP99 || r.GapP99 > r.GapMax {
+	// A gap is 0 when two deltas of a reply arrive in one socket read (a
+	// reader behind on a loaded machine): p50 may be 0, never negative.
+	if r.GapP50 < 0 || r.GapP50 > r.GapP99 || r.GapP99 > r.GapMax || r.GapMax <= 0 {
 		t.Errorf("gaps p50 %v, p99 %v, max %v ms", r.GapP50, r.GapP99, r.GapMax)
 	}
 	if r.LagP50 < 0 || r.LagP50 > r.LagP99 || r.LagP99 > 5000 {
