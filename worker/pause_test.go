@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -353,5 +354,49 @@ func testCancelledWhileWaiting(t *testing.T, answered bool) {
 	}
 	if m := pb.message(t, pb.prompt); m.Blocks[1].ToolCall.Status != conversation.ToolCallFailed {
 		t.Errorf("tool call %s, want failed", m.Blocks[1].ToolCall.Status)
+	}
+}
+
+// TestDemoModelPauses: the demo model's trigger words call a tool that
+// needs approval, a client tool and ask_user; answered, the reply goes on.
+func TestDemoModelPauses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ text, tool, kind, answer, want string }{
+		{"Please approve this note.", "publish_note", "approval", `{"approved": true}`, "published a note of 25 characters"},
+		{"Please approve this note.", "publish_note", "approval", `{"approved": false, "reason": "not now"}`, "denied by the user: not now"},
+		{"Run the client tool.", "browser_info", "client_tool", `{"output": "{\"timeZone\": \"Europe/Paris\"}"}`, "Europe/Paris"},
+		{"Ask me something.", "ask_user", "question", `{"answer": "green"}`, "green"},
+	} {
+		t.Run(tc.tool+tc.answer[:12], func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t)
+			p1, res := tb.start(t, Config{Name: "w1"})
+			s := tb.send(t, uuid.Nil, tc.text, `{"provider": "demo"}`)
+			if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeWaiting {
+				t.Fatalf("outcome %s (%v), want waiting", r.Outcome, r.Err)
+			}
+			ctx := context.Background()
+			if err := p1.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			inputs, err := dbq.New(tb.db).PromptInputs(ctx, s.promptID)
+			if err != nil || len(inputs) != 1 || inputs[0].Name != tc.tool || inputs[0].Kind != tc.kind {
+				t.Fatalf("inputs %+v, %v", inputs, err)
+			}
+			if _, err := dbq.New(tb.db).InputAnswer(ctx, dbq.InputAnswerParams{
+				OwnerID: "local", ToolCallID: inputs[0].ToolCallID, Answer: json.RawMessage(tc.answer),
+			}); err != nil {
+				t.Fatal(err)
+			}
+			_, res = tb.start(t, Config{Name: "w2"})
+			if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeCompleted {
+				t.Fatalf("outcome %s (%v)", r.Outcome, r.Err)
+			}
+			m := tb.message(t, s)
+			last := m.Blocks[len(m.Blocks)-1]
+			if last.Type != "text" || !strings.Contains(last.Content, tc.want) {
+				t.Errorf("answer %q, want it to hold %q", last.Content, tc.want)
+			}
+		})
 	}
 }
