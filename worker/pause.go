@@ -74,7 +74,7 @@ func (r *run) resume() ([]Message, error) {
 		if in.ToolCallStatus != "started" || (in.Status != "answered" && in.Status != "expired") {
 			continue
 		}
-		c := &pendingCall{toolCallID: in.ToolCallID, id: callIDs[in.ToolCallID], name: in.Name, input: in.Input}
+		c := &pendingCall{toolCallID: in.ToolCallID, id: callIDs[in.ToolCallID], name: in.Name, input: in.Input, inputKind: in.Kind}
 		result, err := r.actOn(c, in)
 		if err != nil {
 			return nil, err
@@ -94,10 +94,7 @@ func (r *run) actOn(c *pendingCall, in dbq.PromptInputsRow) (string, error) {
 	if err := json.Unmarshal(in.Answer, &a); err != nil {
 		return "", fmt.Errorf("read the answer to tool call %s: %w", c.toolCallID, err)
 	}
-	meta := map[string]any{"toolCallId": c.toolCallID.String(), "tool": c.name, "inputKind": in.Kind}
-	if c.id != "" {
-		meta["callId"] = c.id
-	}
+	meta := map[string]any{"toolCallId": c.toolCallID.String(), "callId": c.id, "tool": c.name, "inputKind": in.Kind}
 	switch in.Kind {
 	case inputApproval:
 		if a.Approved != nil && *a.Approved {

@@ -203,6 +203,9 @@ func (pb *pauseBundle) resume(t *testing.T, toolResult string, wantStatus conver
 	if status, _ := pb.testBundle.prompt(t, pb.prompt.promptID); status != "completed" {
 		t.Errorf("prompt %s", status)
 	}
+	if !strings.Contains(string(m.Blocks[2].Metadata), `"inputKind"`) {
+		t.Errorf("tool_result metadata %s, want its inputKind", m.Blocks[2].Metadata)
+	}
 	call := m.Blocks[1].ToolCall
 	if call == nil || call.Status != wantStatus {
 		t.Fatalf("tool call %+v, want %s", call, wantStatus)

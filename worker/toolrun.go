@@ -19,6 +19,9 @@ import (
 // prompt.
 func (r *run) runTool(c *pendingCall) (string, error) {
 	meta := map[string]any{"toolCallId": c.toolCallID.String(), "callId": c.id, "tool": c.name}
+	if c.inputKind != "" {
+		meta["inputKind"] = c.inputKind
+	}
 	if c.badArgs != "" {
 		// Already failed when the arguments were flushed.
 		meta["isError"] = true

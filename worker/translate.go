@@ -40,6 +40,8 @@ type pendingCall struct {
 	// paused, when set, is a call that waits for a person: nothing of it
 	// is written at flush (see writer.wait).
 	paused *pausedCall
+	// inputKind is the kind of input request a resumed call waited for.
+	inputKind string
 }
 
 // translator turns one round of a model's Events into blocks and tool
