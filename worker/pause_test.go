@@ -317,6 +317,63 @@ func TestPause(t *testing.T) {
 		}
 	})
 
+	t.Run("WithACallThatRan", func(t *testing.T) {
+		t.Parallel()
+		// One round calls write_file on scratch.txt (no approval: it runs
+		// at once) and delete_file (waits): the resumed model sees both
+		// calls in its turn, and both results.
+		pb := setupPause(t, "", "")
+		pb.model = scripted(
+			[]any{
+				Part{Index: 0, Chunk: ToolCallStart{ID: "call_1", Name: "write_file"}}, Part{Index: 0, Chunk: ToolCallArgs(`{"path": "scratch.txt"}`)},
+				Part{Index: 1, Chunk: ToolCallStart{ID: "call_2", Name: "delete_file"}}, Part{Index: 1, Chunk: ToolCallArgs(`{"path": "notes.txt"}`)},
+				Finish{Reason: FinishToolCalls},
+			},
+			[]any{
+				func(req Request) { pb.resumed <- req },
+				Part{Index: 0, Chunk: MessageChunk("Done.")}, Finish{Reason: FinishStop},
+			},
+		)
+		p1, res := pb.startPool(t, "w1")
+		s := pb.send(t, uuid.Nil, "Both.", `{}`)
+		if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeWaiting {
+			t.Fatalf("outcome %s (%v), want waiting", r.Outcome, r.Err)
+		}
+		if err := p1.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		inputs, err := dbq.New(pb.db).PromptInputs(context.Background(), s.promptID)
+		if err != nil || len(inputs) != 1 || inputs[0].Name != "delete_file" {
+			t.Fatalf("inputs %+v, %v", inputs, err)
+		}
+		pb.toolCall = inputs[0].ToolCallID
+		pb.answer(t, `{"approved": false, "reason": "keep it"}`)
+		_, res = pb.startPool(t, "w2")
+		if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeCompleted {
+			t.Fatalf("outcome %s (%v)", r.Outcome, r.Err)
+		}
+		req := <-pb.resumed
+		n := len(req.Messages)
+		turn, results := req.Messages[n-3], req.Messages[n-2:]
+		if turn.Role != RoleAssistant || len(turn.ToolCalls) != 2 || turn.ToolCalls[0].Name != "write_file" || turn.ToolCalls[1].Name != "delete_file" {
+			t.Fatalf("the model's turn: %+v", turn)
+		}
+		got := map[string]string{}
+		for _, m := range results {
+			got[m.ToolCallID] = m.Text
+		}
+		if got[turn.ToolCalls[0].ID] != "wrote scratch.txt" || got[turn.ToolCalls[1].ID] != "error: denied by the user: keep it" {
+			t.Errorf("results %+v for %+v", results, turn.ToolCalls)
+		}
+		var types []string
+		for _, b := range pb.message(t, s).Blocks {
+			types = append(types, b.Type)
+		}
+		if want := []string{"tool_use", "tool_use", "tool_result", "tool_result", "text"}; !slices.Equal(types, want) {
+			t.Errorf("blocks %v, want %v", types, want)
+		}
+	})
+
 	for _, answered := range []bool{false, true} {
 		name := "CancelledWhileWaitingNeverRuns"
 		if answered {
