@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -68,6 +69,17 @@ func (r *run) resume() ([]Message, error) {
 			callIDs[b.ToolCallID.UUID] = meta.CallID
 		}
 	}
+	// The results go after the reply's last tool block, before any text
+	// the model streamed after its calls in that round: that text then
+	// reads as the next turn, as it would after the results.
+	at := len(blocks)
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if blocks[i].BlockType == "tool_use" || blocks[i].BlockType == "tool_result" {
+			at = i + 1
+			break
+		}
+	}
+	var results []dbq.WorkerContextListRow
 	for _, in := range inputs {
 		// A call already ended was acted on (in an earlier resume, or it
 		// was cancelled): its blocks say what happened.
@@ -80,11 +92,11 @@ func (r *run) resume() ([]Message, error) {
 			return nil, err
 		}
 		meta, _ := json.Marshal(map[string]string{"toolCallId": in.ToolCallID.String()})
-		blocks = append(blocks, dbq.WorkerContextListRow{
+		results = append(results, dbq.WorkerContextListRow{
 			MessageID: r.claim.MessageID, Role: string(RoleAssistant), BlockType: "tool_result", Content: result, Metadata: meta,
 		})
 	}
-	return assistantHistory(blocks), nil
+	return assistantHistory(slices.Insert(blocks, at, results...)), nil
 }
 
 // actOn ends a call that waited for input as its answer says, writes its

@@ -374,6 +374,48 @@ func TestPause(t *testing.T) {
 		}
 	})
 
+	t.Run("TextAfterTheCall", func(t *testing.T) {
+		t.Parallel()
+		// Text the model streamed after its call, in the same round, reads
+		// as its next turn, after the call's result.
+		pb := setupPause(t, "", "")
+		pb.model = scripted(
+			[]any{
+				Part{Index: 0, Chunk: ToolCallStart{ID: "call_1", Name: "ask_user"}}, Part{Index: 0, Chunk: ToolCallArgs(`{"question": "Which?"}`)},
+				Part{Index: 1, Chunk: MessageChunk("I will wait.")},
+				Finish{Reason: FinishToolCalls},
+			},
+			[]any{
+				func(req Request) { pb.resumed <- req },
+				Part{Index: 0, Chunk: MessageChunk("Done.")}, Finish{Reason: FinishStop},
+			},
+		)
+		p1, res := pb.startPool(t, "w1")
+		s := pb.send(t, uuid.Nil, "Go.", `{}`)
+		if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeWaiting {
+			t.Fatalf("outcome %s (%v), want waiting", r.Outcome, r.Err)
+		}
+		if err := p1.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		inputs, err := dbq.New(pb.db).PromptInputs(context.Background(), s.promptID)
+		if err != nil || len(inputs) != 1 {
+			t.Fatalf("inputs %+v, %v", inputs, err)
+		}
+		pb.toolCall = inputs[0].ToolCallID
+		pb.answer(t, `{"answer": "this one"}`)
+		_, res = pb.startPool(t, "w2")
+		if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeCompleted {
+			t.Fatalf("outcome %s (%v)", r.Outcome, r.Err)
+		}
+		req := <-pb.resumed
+		got := req.Messages[len(req.Messages)-3:]
+		if got[0].Role != RoleAssistant || len(got[0].ToolCalls) != 1 || got[1].Role != RoleTool || got[1].Text != "this one" ||
+			got[2].Role != RoleAssistant || got[2].Text != "I will wait." {
+			t.Errorf("the model's last messages: %+v", got)
+		}
+	})
+
 	for _, answered := range []bool{false, true} {
 		name := "CancelledWhileWaitingNeverRuns"
 		if answered {
