@@ -177,6 +177,10 @@ const (
 	// its lease expired, or another worker holds it); the worker stopped
 	// and wrote nothing more.
 	OutcomeStopped Outcome = "stopped"
+	// OutcomeWaiting: a tool call waits for a person (an approval, a
+	// client tool, a question); the prompt waits, held by no one, until
+	// the answer queues it again for any worker to resume.
+	OutcomeWaiting Outcome = "waiting"
 )
 
 // Result is what a worker did with one prompt.

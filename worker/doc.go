@@ -17,6 +17,18 @@
 // one commit per token. Tools are Go functions whose arguments are
 // validated against their JSON schema (draft 2020-12) before they run.
 //
+// A tool call can pause its prompt until a person answers (docs/workers.md,
+// "Pauses"): a tool that needs approval (Tool.NeedsApproval,
+// Tool.NeedsApprovalFor), a client tool (a Tool without Run, which the
+// browser runs) or the built-in ask_user (AskUser). The worker records the
+// call with its input request and parks the prompt (convo.wait_prompt) in
+// one batch, then lets it go: a waiting prompt holds no worker, slot,
+// lease or connection. The answer queues it again; the worker that claims
+// it acts on the answers (runs an approved call, fails a denied one with
+// the reason, completes or fails a client tool's or question's call),
+// gives the model the reply so far with those results, and continues the
+// reply in the same message.
+//
 // The runtime imports no model: a Config is given its Models. The
 // built-in ones live in their own packages, by what they depend on:
 // worker/demo (the demo model and its tools, no network), worker/openai

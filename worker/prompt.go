@@ -59,6 +59,8 @@ func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow) {
 		r.log.Info("prompt completed", "rounds", res.Rounds, "deltas", res.Deltas, "duration", res.Duration)
 	case OutcomeFailed:
 		r.log.Warn("prompt failed", "err", err, "duration", res.Duration)
+	case OutcomeWaiting:
+		r.log.Info("prompt waits for input", "rounds", res.Rounds, "duration", res.Duration)
 	default:
 		r.log.Info("prompt stopped", "outcome", outcome, "reason", err, "duration", res.Duration)
 	}
@@ -109,6 +111,15 @@ func (r *run) execute() (err error) {
 		messages = append(messages, Message{Role: RoleSystem, Text: cfg.SystemPrompt})
 	}
 	messages = append(messages, historyMessages(rows)...)
+	if r.claim.Resumed {
+		// The prompt paused for input and was answered: the reply so far,
+		// with the answers, is the model's context too.
+		own, err := r.resume()
+		if err != nil {
+			return err
+		}
+		messages = append(messages, own...)
+	}
 
 	if err := r.converse(model, Request{Config: cfg, Messages: messages, Tools: r.p.cfg.Tools.Specs()}); err != nil {
 		return err
@@ -136,6 +147,7 @@ func (r *run) converse(model Model, req Request) error {
 	for {
 		r.rounds++
 		tr := newTranslator(r.w)
+		tr.pause = r.pauseFor
 		if err := r.stream(model, req, tr); err != nil {
 			return err
 		}
@@ -165,12 +177,25 @@ func (r *run) converse(model Model, req Request) error {
 			assistant.ToolCalls = append(assistant.ToolCalls, ToolCall{ID: c.id, Name: c.name, Arguments: c.arguments})
 		}
 		req.Messages = append(req.Messages, assistant)
+		var paused []pausedCall
 		for _, c := range tr.calls {
+			if c.paused != nil {
+				paused = append(paused, *c.paused)
+				continue
+			}
 			result, err := r.runTool(c)
 			if err != nil {
 				return err
 			}
 			req.Messages = append(req.Messages, Message{Role: RoleTool, ToolCallID: c.id, ToolName: c.name, Text: result})
+		}
+		if len(paused) > 0 {
+			// The prompt waits for a person, holding nothing: the worker
+			// lets it go, and whoever claims it once answered resumes it.
+			if err := r.w.wait(paused); err != nil {
+				return err
+			}
+			return errWaiting
 		}
 	}
 }
@@ -278,6 +303,9 @@ func (r *run) whyNotOurs(err error) (Outcome, error) {
 func (r *run) settle(err error) (Outcome, error) {
 	if err == nil {
 		return OutcomeCompleted, nil
+	}
+	if errors.Is(err, errWaiting) {
+		return OutcomeWaiting, nil
 	}
 	if errors.Is(context.Cause(r.ctx), errShutdown) {
 		// Wait for a batch in flight: it may be starting the prompt.

@@ -24,6 +24,8 @@ type sqlAPI interface {
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)
 	PromptStatus(ctx context.Context, promptID uuid.UUID) (string, error)
 	WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]dbq.WorkerContextListRow, error)
+	PromptInputs(ctx context.Context, promptID uuid.UUID) ([]dbq.PromptInputsRow, error)
+	WorkerReplyList(ctx context.Context, promptID uuid.UUID) ([]dbq.WorkerReplyListRow, error)
 }
 
 var _ sqlAPI = (*dbq.Queries)(nil)

@@ -19,6 +19,9 @@ import (
 // prompt.
 func (r *run) runTool(c *pendingCall) (string, error) {
 	meta := map[string]any{"toolCallId": c.toolCallID.String(), "callId": c.id, "tool": c.name}
+	if c.inputKind != "" {
+		meta["inputKind"] = c.inputKind
+	}
 	if c.badArgs != "" {
 		// Already failed when the arguments were flushed.
 		meta["isError"] = true
@@ -33,15 +36,23 @@ func (r *run) runTool(c *pendingCall) (string, error) {
 	}
 
 	if toolErr != nil {
-		errText := fmt.Sprintf("tool %s failed: %v", c.name, toolErr)
+		return r.endCall(c, meta, "", fmt.Sprintf("tool %s failed: %v", c.name, toolErr))
+	}
+	return r.endCall(c, meta, result, "")
+}
+
+// endCall completes the call with output (cut to MaxToolOutput), or fails
+// it when errText is not empty, writes its tool_result block, and returns
+// what the model is told: the output, or "error: " and errText.
+func (r *run) endCall(c *pendingCall, meta map[string]any, output, errText string) (string, error) {
+	if errText != "" {
 		if err := r.w.endToolCall(c.toolCallID, "", errText); err != nil {
 			return "", err
 		}
 		meta["isError"] = true
 		return r.writeResult(meta, "error: "+errText)
 	}
-
-	shown, total := truncate(result, r.p.cfg.MaxToolOutput)
+	shown, total := truncate(output, r.p.cfg.MaxToolOutput)
 	meta["outputBytes"] = total
 	if len(shown) < total {
 		meta["truncated"] = true
@@ -77,6 +88,11 @@ func (r *run) callTool(c *pendingCall) (string, error) {
 	}
 	if err := validateArgs(tool.schema, c.input); err != nil {
 		return "", fmt.Errorf("invalid arguments: %w", err)
+	}
+	if tool.Run == nil {
+		// A client tool (or ask_user) whose call did not wait: it cannot
+		// run here.
+		return "", fmt.Errorf("%s is run by the client, not by the worker", c.name)
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.p.cfg.ToolTimeout)
 	defer cancel()

@@ -12,7 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Tool is a Go function a model can call.
+// Tool is a function a model can call: a Go function (Run), or a client
+// tool that the client runs (no Run).
 type Tool struct {
 	// Name is what the model calls it: letters, digits, _ and -, at most
 	// 64 characters.
@@ -29,7 +30,74 @@ type Tool struct {
 	// written as a tool_result block and given to the model. An error
 	// fails the tool call, and the model is told the error. Run must
 	// return soon after ctx ends.
+	//
+	// A tool without Run is a client tool: the client (a browser tab) runs
+	// it. The runtime asks for its output (an input request of kind
+	// client_tool) and the prompt waits for it, holding nothing (see
+	// docs/workers.md, "Pauses").
 	Run func(ctx context.Context, args json.RawMessage, progress io.Writer) (string, error)
+	// OutputSchema, for a client tool, is the JSON schema of its output,
+	// handed to the client with the request. Optional.
+	OutputSchema json.RawMessage
+	// NeedsApproval makes every call of the tool wait for the user's
+	// approval before Run; NeedsApprovalFor, when set, decides per call
+	// from the (valid) arguments instead. A denied call fails with the
+	// user's reason, which the model reads as the tool's result.
+	NeedsApproval    bool
+	NeedsApprovalFor func(args json.RawMessage) bool
+
+	// askUser marks the built-in ask_user tool.
+	askUser bool
+}
+
+// The kinds of input request (convo.request_input).
+const (
+	inputApproval   = "approval"
+	inputClientTool = "client_tool"
+	inputQuestion   = "question"
+)
+
+// AskUserName is the name of the tool AskUser returns.
+const AskUserName = "ask_user"
+
+// AskUser returns the built-in ask_user tool: the model asks the user a
+// question ({"question": "…", "choices": ["…", …]}, choices optional),
+// the prompt waits for the answer, holding nothing, and the answer is the
+// tool's output. Add it to a registry to let models ask.
+func AskUser() Tool {
+	return Tool{
+		Name:        AskUserName,
+		Description: "Asks the user a question and waits for the answer. Use it when you need the user to decide or to tell you something only they know. Give choices when the answer is one of a few options.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"question":{"type":"string","minLength":1,"pattern":"\\S","description":"the question, as the user will read it"},` +
+			`"choices":{"type":"array","items":{"type":"string","minLength":1,"pattern":"\\S"},"minItems":1,"uniqueItems":true,"description":"the answers the user may pick from (optional)"}},` +
+			`"required":["question"],"additionalProperties":false}`),
+		askUser: true,
+	}
+}
+
+// pause says whether a call of t with args (valid against its schema)
+// waits for a person, and what it asks: the kind and the request of its
+// input request. An empty kind: the call runs at once.
+func (t registeredTool) pause(args json.RawMessage) (kind string, request json.RawMessage) {
+	switch {
+	case t.askUser:
+		// The arguments are the request: {question, choices?}.
+		return inputQuestion, args
+	case t.Run == nil:
+		if len(t.OutputSchema) > 0 {
+			b, _ := json.Marshal(map[string]json.RawMessage{"outputSchema": t.OutputSchema})
+			return inputClientTool, b
+		}
+		return inputClientTool, json.RawMessage(`{}`)
+	case t.NeedsApprovalFor != nil:
+		if t.NeedsApprovalFor(args) {
+			return inputApproval, json.RawMessage(`{}`)
+		}
+	case t.NeedsApproval:
+		return inputApproval, json.RawMessage(`{}`)
+	}
+	return "", nil
 }
 
 // NewTool returns a Tool whose arguments are decoded into In (unknown
@@ -65,7 +133,9 @@ type registeredTool struct {
 }
 
 // NewTools returns a registry holding tools. It fails for an invalid name,
-// a duplicate name, a missing Run, or parameters that are not a valid JSON
+// a duplicate name, a client tool (no Run) that needs approval, an
+// OutputSchema on a tool with Run or one that is not a JSON object, or
+// parameters that are not a valid JSON
 // schema of an object (the error says what is wrong and where).
 func NewTools(tools ...Tool) (*Tools, error) {
 	ts := &Tools{byName: map[string]registeredTool{}}
@@ -82,8 +152,17 @@ func (ts *Tools) Add(t Tool) error {
 	if !toolNameRE.MatchString(t.Name) {
 		return fmt.Errorf("tool name %q: want 1 to 64 letters, digits, _ or -", t.Name)
 	}
-	if t.Run == nil {
-		return fmt.Errorf("tool %s has no Run function", t.Name)
+	if t.Run == nil && (t.NeedsApproval || t.NeedsApprovalFor != nil) {
+		return fmt.Errorf("tool %s needs approval but has no Run function: a client tool (no Run) is approved by its client", t.Name)
+	}
+	if len(t.OutputSchema) > 0 {
+		if t.Run != nil {
+			return fmt.Errorf("tool %s has an OutputSchema but a Run function: only a client tool (no Run) has one", t.Name)
+		}
+		var v map[string]any
+		if err := json.Unmarshal(t.OutputSchema, &v); err != nil {
+			return fmt.Errorf("tool %s: OutputSchema is not a JSON object: %w", t.Name, err)
+		}
 	}
 	if len(t.Parameters) == 0 {
 		t.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -176,7 +177,9 @@ func TestToolRegistry(t *testing.T) {
 	ok := func(context.Context, json.RawMessage, io.Writer) (string, error) { return "", nil }
 	for name, tool := range map[string]Tool{
 		"BadName":          {Name: "no spaces", Run: ok},
-		"NoRun":            {Name: "x"},
+		"ClientApproval":   {Name: "x", NeedsApproval: true},
+		"OutputSchemaRun":  {Name: "x", Run: ok, OutputSchema: json.RawMessage(`{"type":"object"}`)},
+		"OutputSchemaList": {Name: "x", OutputSchema: json.RawMessage(`[]`)},
 		"NotObjectSchema":  {Name: "x", Run: ok, Parameters: json.RawMessage(`{"type":"string"}`)},
 		"SchemaIsNotJSON":  {Name: "x", Run: ok, Parameters: json.RawMessage(`{`)},
 		"DuplicateOfDemo?": {Name: "calculator", Run: ok},
@@ -188,7 +191,7 @@ func TestToolRegistry(t *testing.T) {
 	}
 	ts := demo.Tools()
 	specs := ts.Specs()
-	if len(specs) != 2 || specs[0].Name != "calculator" || specs[1].Name != "text_stats" {
+	if names := specNames(specs); !slices.Equal(names, []string{"ask_user", "browser_info", "calculator", "publish_note", "text_stats"}) {
 		t.Errorf("specs %+v", specs)
 	}
 	if _, found := ts.Lookup("nope"); found {
@@ -198,4 +201,12 @@ func TestToolRegistry(t *testing.T) {
 	if nilTools.Specs() != nil {
 		t.Error("nil registry has specs")
 	}
+}
+
+func specNames(specs []ToolSpec) []string {
+	var names []string
+	for _, s := range specs {
+		names = append(names, s.Name)
+	}
+	return names
 }

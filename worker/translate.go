@@ -37,6 +37,11 @@ type pendingCall struct {
 	input     json.RawMessage
 	// badArgs, when set, is why the call cannot run: it was failed at flush.
 	badArgs string
+	// paused, when set, is a call that waits for a person: nothing of it
+	// is written at flush (see writer.wait).
+	paused *pausedCall
+	// inputKind is the kind of input request a resumed call waited for.
+	inputKind string
 }
 
 // translator turns one round of a model's Events into blocks and tool
@@ -45,7 +50,10 @@ type pendingCall struct {
 // whose deltas are the argument chunks, parsed at flush into the tool
 // call's input.
 type translator struct {
-	w      *writer
+	w *writer
+	// pause says whether a call waits for a person (see
+	// registeredTool.pause); nil: none does.
+	pause  func(name string, input json.RawMessage) (kind string, request json.RawMessage)
 	items  map[int]*item
 	order  []*item
 	calls  []*pendingCall
@@ -219,6 +227,21 @@ func (t *translator) flushToolCall(it *item) error {
 	meta := maps.Clone(it.metadata)
 	meta["name"] = call.name
 	meta["callId"] = call.id
+	if call.badArgs == "" && t.pause != nil {
+		if kind, request := t.pause(call.name, input); kind != "" {
+			// Recorded with its request in the batch that parks the
+			// prompt, so no one sees it started and not waiting.
+			blockMeta, err := marshalObject(meta)
+			if err != nil {
+				return err
+			}
+			call.toolCallID = uuid.New()
+			call.paused = &pausedCall{blockID: it.blockID, toolCallID: call.toolCallID, name: call.name,
+				input: input, blockMeta: blockMeta, kind: kind, request: request}
+			t.calls = append(t.calls, call)
+			return nil
+		}
+	}
 	// Argument deltas first, then the call, then the end of the block.
 	if err := t.w.flushAll(); err != nil {
 		return err

@@ -29,6 +29,8 @@ const (
 	opToolProgress     = "tool_progress"
 	opCompleteToolCall = "complete_tool_call"
 	opFailToolCall     = "fail_tool_call"
+	opRequestInput     = "request_input"
+	opWaitPrompt       = "wait_prompt"
 	opCompletePrompt   = "complete_prompt"
 )
 
@@ -47,6 +49,9 @@ type op struct {
 	input     json.RawMessage
 	output    *string
 	errText   string
+	// inputKind and request: request_input's kind and request.
+	inputKind string
+	request   json.RawMessage
 }
 
 // wireOp is an op as write_batch reads it.
@@ -63,11 +68,13 @@ type wireOp struct {
 	Input    json.RawMessage `json:"input,omitempty"`
 	Output   *string         `json:"output,omitempty"`
 	Error    string          `json:"error,omitempty"`
+	Kind     string          `json:"kind,omitempty"`
+	Request  json.RawMessage `json:"request,omitempty"`
 }
 
 func (o *op) wire(prompt uuid.UUID) wireOp {
 	w := wireOp{Op: o.kind, Prompt: prompt, Seq: o.seq, Type: o.blockType, Metadata: o.metadata,
-		Name: o.name, Input: o.input, Output: o.output, Error: o.errText}
+		Name: o.name, Input: o.input, Output: o.output, Error: o.errText, Kind: o.inputKind, Request: o.request}
 	if o.block != uuid.Nil {
 		w.Block = &o.block
 	}
@@ -90,7 +97,7 @@ func (o *op) cost() int {
 		return 1
 	case opStartPrompt:
 		return 12
-	case opCompletePrompt:
+	case opCompletePrompt, opWaitPrompt:
 		return 20
 	}
 	return 4
@@ -119,6 +126,10 @@ func (o *op) describe() string {
 		return "fail tool call"
 	case opCompletePrompt:
 		return "complete prompt"
+	case opRequestInput:
+		return "request " + o.inputKind + " input"
+	case opWaitPrompt:
+		return "wait for input"
 	}
 	return o.kind
 }
@@ -315,6 +326,44 @@ func (w *writer) endToolCall(callID uuid.UUID, output, errText string) error {
 		out = &output
 	}
 	return w.enqueue(&op{kind: opCompleteToolCall, toolCall: callID, output: out}, false)
+}
+
+// pausedCall is a tool call that waits for a person: the runtime records
+// it (start_tool_call on its tool_use block), asks for input on it, and
+// ends the block, all in the batch that parks the prompt.
+type pausedCall struct {
+	blockID, toolCallID uuid.UUID
+	name                string
+	input               json.RawMessage
+	blockMeta           json.RawMessage
+	kind                string
+	request             json.RawMessage
+}
+
+// wait queues the paused calls, each with its input request, and
+// wait_prompt, as one run of ops that no batch splits: wait_prompt
+// commits with the requests, before any answer can come, so it always
+// parks the prompt. It returns once they are written.
+func (w *writer) wait(calls []pausedCall) error {
+	ops := make([]*op, 0, 3*len(calls)+1)
+	for _, c := range calls {
+		ops = append(ops,
+			&op{kind: opStartToolCall, block: c.blockID, toolCall: c.toolCallID, name: c.name, input: c.input},
+			&op{kind: opRequestInput, toolCall: c.toolCallID, inputKind: c.kind, request: c.request},
+			&op{kind: opEndBlock, block: c.blockID, metadata: c.blockMeta})
+	}
+	ops = append(ops, &op{kind: opWaitPrompt})
+	w.mu.Lock()
+	if err := w.checkLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	for _, o := range ops {
+		w.pushLocked(o)
+	}
+	w.mu.Unlock()
+	w.c.queued(true)
+	return w.sync()
 }
 
 // completePrompt queues the completion of the prompt and waits until it

@@ -2,10 +2,12 @@
 -- call of a convo.* function (db/functions/worker_api.sql).
 
 -- name: PromptClaim :many
--- At most one row: the claimed prompt.
+-- At most one row: the claimed prompt. resumed: it has input requests (it
+-- paused for input before, and an answer queued it again).
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
-       c.attempts::int AS attempts
+       c.attempts::int AS attempts,
+       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
   FROM convo.claim_prompt(@worker::text, @lease_seconds::int) c;
 
 -- name: PromptStart :exec
@@ -55,7 +57,8 @@ SELECT convo.fail_tool_call(@tool_call_id::uuid, @error::text);
 -- reserved of them only for owners who hold nothing.
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
-       c.attempts::int AS attempts
+       c.attempts::int AS attempts,
+       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
   FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c;
 
 -- name: BatchWrite :many

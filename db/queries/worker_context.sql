@@ -40,3 +40,20 @@ SELECT m.id AS message_id, m.role, b.block_type, b.content, b.metadata,
                             WHERE u.conversation_id = m.conversation_id AND u.role = 'user'
                               AND u.position > m.position AND u.position < later.position)))
  ORDER BY m.position, b.position;
+
+-- name: WorkerReplyList :many
+-- The finished blocks of the prompt's own reply so far, in order, as
+-- WorkerContextList gives the earlier messages': what a worker that
+-- resumes a paused prompt (see convo.wait_prompt) gives the model, so the
+-- reply goes on where it stopped.
+SELECT m.id AS message_id, m.role, b.block_type, b.content, b.metadata,
+       t.id AS tool_call_id, t.name AS tool_name, t.input AS tool_input,
+       t.status AS tool_status, t.output AS tool_output, t.error AS tool_error
+  FROM convo.prompts p
+  JOIN convo.messages m ON m.id = p.message_id
+  JOIN convo.blocks b ON b.message_id = m.id
+  LEFT JOIN convo.tool_calls t ON t.block_id = b.id
+ WHERE p.id = @prompt_id::uuid
+   AND b.status = 'completed'
+   AND b.block_type IN ('text', 'structured', 'tool_use', 'tool_result')
+ ORDER BY b.position;

@@ -156,7 +156,8 @@ const promptClaim = `-- name: PromptClaim :many
 
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
-       c.attempts::int AS attempts
+       c.attempts::int AS attempts,
+       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
   FROM convo.claim_prompt($1::text, $2::int) c
 `
 
@@ -171,11 +172,13 @@ type PromptClaimRow struct {
 	MessageID      uuid.UUID
 	ModelConfig    json.RawMessage
 	Attempts       int32
+	Resumed        bool
 }
 
 // The SQL worker API, as the Go worker runtime calls it. Each query is one
 // call of a convo.* function (db/functions/worker_api.sql).
-// At most one row: the claimed prompt.
+// At most one row: the claimed prompt. resumed: it has input requests (it
+// paused for input before, and an answer queued it again).
 func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]PromptClaimRow, error) {
 	rows, err := q.db.Query(ctx, promptClaim, arg.Worker, arg.LeaseSeconds)
 	if err != nil {
@@ -191,6 +194,7 @@ func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]Pro
 			&i.MessageID,
 			&i.ModelConfig,
 			&i.Attempts,
+			&i.Resumed,
 		); err != nil {
 			return nil, err
 		}
@@ -205,7 +209,8 @@ func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]Pro
 const promptClaimMany = `-- name: PromptClaimMany :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
-       c.attempts::int AS attempts
+       c.attempts::int AS attempts,
+       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
   FROM convo.claim_prompts($1::text, $2::int, $3::int, $4::int) c
 `
 
@@ -222,6 +227,7 @@ type PromptClaimManyRow struct {
 	MessageID      uuid.UUID
 	ModelConfig    json.RawMessage
 	Attempts       int32
+	Resumed        bool
 }
 
 // Up to max_prompts claimed prompts, in the order claimed; the last
@@ -246,6 +252,7 @@ func (q *Queries) PromptClaimMany(ctx context.Context, arg PromptClaimManyParams
 			&i.MessageID,
 			&i.ModelConfig,
 			&i.Attempts,
+			&i.Resumed,
 		); err != nil {
 			return nil, err
 		}

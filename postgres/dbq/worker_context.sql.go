@@ -101,3 +101,67 @@ func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]
 	}
 	return items, nil
 }
+
+const workerReplyList = `-- name: WorkerReplyList :many
+SELECT m.id AS message_id, m.role, b.block_type, b.content, b.metadata,
+       t.id AS tool_call_id, t.name AS tool_name, t.input AS tool_input,
+       t.status AS tool_status, t.output AS tool_output, t.error AS tool_error
+  FROM convo.prompts p
+  JOIN convo.messages m ON m.id = p.message_id
+  JOIN convo.blocks b ON b.message_id = m.id
+  LEFT JOIN convo.tool_calls t ON t.block_id = b.id
+ WHERE p.id = $1::uuid
+   AND b.status = 'completed'
+   AND b.block_type IN ('text', 'structured', 'tool_use', 'tool_result')
+ ORDER BY b.position
+`
+
+type WorkerReplyListRow struct {
+	MessageID  uuid.UUID
+	Role       string
+	BlockType  string
+	Content    string
+	Metadata   json.RawMessage
+	ToolCallID uuid.NullUUID
+	ToolName   *string
+	ToolInput  json.RawMessage
+	ToolStatus *string
+	ToolOutput *string
+	ToolError  *string
+}
+
+// The finished blocks of the prompt's own reply so far, in order, as
+// WorkerContextList gives the earlier messages': what a worker that
+// resumes a paused prompt (see convo.wait_prompt) gives the model, so the
+// reply goes on where it stopped.
+func (q *Queries) WorkerReplyList(ctx context.Context, promptID uuid.UUID) ([]WorkerReplyListRow, error) {
+	rows, err := q.db.Query(ctx, workerReplyList, promptID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerReplyListRow
+	for rows.Next() {
+		var i WorkerReplyListRow
+		if err := rows.Scan(
+			&i.MessageID,
+			&i.Role,
+			&i.BlockType,
+			&i.Content,
+			&i.Metadata,
+			&i.ToolCallID,
+			&i.ToolName,
+			&i.ToolInput,
+			&i.ToolStatus,
+			&i.ToolOutput,
+			&i.ToolError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

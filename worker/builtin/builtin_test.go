@@ -24,7 +24,7 @@ func TestSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Workers != 3 || cfg.ReservedSlots != 1 || cfg.LeaseSeconds != 12 || cfg.BatchInterval != 5*time.Millisecond ||
-		cfg.Models.Default() != "openai" || resolvedModel(t, cfg.Models, "openai") != "llama3.2" || len(cfg.Tools.Specs()) != 2 {
+		cfg.Models.Default() != "openai" || resolvedModel(t, cfg.Models, "openai") != "llama3.2" || len(cfg.Tools.Specs()) != 5 {
 		t.Errorf("config %+v, default %s", cfg, cfg.Models.Default())
 	}
 	// Without OpenAI, the demo is the default; asking for openai fails.

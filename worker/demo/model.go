@@ -64,6 +64,29 @@ func (d *demoModel) Stream(ctx context.Context, req worker.Request) iter.Seq2[wo
 	}
 }
 
+// The words of a user's message that make the demo model call a tool
+// that pauses the reply (see docs/workers.md, "Pauses"), checked in this
+// order: "approve" (publish_note, which needs approval), "client tool"
+// (browser_info, run by the browser), "ask" (ask_user).
+var (
+	approveRE    = regexp.MustCompile(`(?i)\bapprov(e|al)\b`)
+	clientToolRE = regexp.MustCompile(`(?i)\bclient[ _-]?tool\b`)
+	askRE        = regexp.MustCompile(`(?i)\bask\b`)
+)
+
+// pauseTrigger is the tool that text asks for by a trigger word, or "".
+func pauseTrigger(text string) string {
+	switch {
+	case approveRE.MatchString(text):
+		return "publish_note"
+	case clientToolRE.MatchString(text):
+		return "browser_info"
+	case askRE.MatchString(text):
+		return worker.AskUserName
+	}
+	return ""
+}
+
 func lastMessage(req worker.Request) worker.Message {
 	if len(req.Messages) == 0 {
 		return worker.Message{}
@@ -77,9 +100,20 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	text := req.LastUserText()
 	expr := findExpression(text)
 	stats := textStats(text)
-	tool, args := "text_stats", map[string]string{"text": text}
-	if expr != "" {
+	var tool string
+	var args any
+	pause := pauseTrigger(text)
+	switch {
+	case pause == "publish_note":
+		tool, args = pause, map[string]string{"note": text}
+	case pause == "browser_info":
+		tool, args = pause, map[string]string{}
+	case pause == worker.AskUserName:
+		tool, args = pause, map[string]any{"question": "Which colour do you like best?", "choices": []string{"red", "green", "blue"}}
+	case expr != "":
 		tool, args = "calculator", map[string]string{"expression": expr}
+	default:
+		tool, args = "text_stats", map[string]string{"text": text}
 	}
 	available := false
 	for _, t := range req.Tools {
@@ -95,6 +129,12 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	switch {
 	case !available:
 		r.WriteString("No tool is available, so I will answer from the message alone. ")
+	case pause == "publish_note":
+		r.WriteString("It asks for something that needs approval: I will publish it as a note with publish_note, which waits for the user to approve. ")
+	case pause == "browser_info":
+		r.WriteString("It asks for a client tool: browser_info runs in the user's browser, and the reply waits for its answer. ")
+	case pause == worker.AskUserName:
+		r.WriteString("It asks me to ask: I will put a question to the user with ask_user and wait for the answer. ")
 	case expr != "":
 		fmt.Fprintf(&r, "It contains the arithmetic `%s`; I should compute it with the calculator rather than guess. ", expr)
 	default:
@@ -278,6 +318,17 @@ func demoAnswer(voice demoVoice, text, tool, args, result string, isError bool, 
 			b.WriteString("It ends with a question mark, so it reads as a question. ")
 		}
 		b.WriteString("\n\n")
+	case isError && strings.HasPrefix(result, "error: denied"):
+		fmt.Fprintf(&b, "## Not done: you did not approve it\n\nYou asked: *%s*\n\nThe **%s** tool needs your approval, and the answer was:\n\n```\n%s\n```\n\n", quote, tool, strings.TrimPrefix(result, "error: "))
+		b.WriteString("So I did not run it. Ask again if you change your mind.\n\n")
+	case (tool == "publish_note" || tool == "browser_info" || tool == worker.AskUserName) && !isError:
+		what := map[string]string{
+			"publish_note":     "You approved the **publish_note** call, so it ran. It answered:",
+			"browser_info":     "**browser_info** is a client tool: your browser ran it and answered:",
+			worker.AskUserName: "I asked you a question with **ask_user**, and you answered:",
+		}[tool]
+		fmt.Fprintf(&b, "## Thanks for your answer\n\nYou asked: *%s*\n\n%s\n\n```\n%s\n```\n\n", quote, what, result)
+		b.WriteString("The reply waited for you without holding a worker, then went on in the same message.\n\n")
 	case isError:
 		fmt.Fprintf(&b, "## The %s tool failed\n\n", tool)
 		fmt.Fprintf(&b, "You asked: *%s*\n\nThe tool answered with an error:\n\n```\n%s\n```\n\n", quote, result)

@@ -173,3 +173,22 @@ func TestDemoWithoutTools(t *testing.T) {
 		t.Errorf("finish %q, %d items, answer:\n%s", finish, len(flushed), answer)
 	}
 }
+
+// TestPauseTrigger: whole words only, any case, in the documented order.
+func TestPauseTrigger(t *testing.T) {
+	for text, want := range map[string]string{
+		"Please APPROVE this":            "publish_note",
+		"needs approval":                 "publish_note",
+		"ask me, then approve":           "publish_note",
+		"try the client tool":            "browser_info",
+		"a client_tool, and ask":         "browser_info",
+		"Ask me something":               "ask_user",
+		"a task in a basket, approved?":  "",
+		"What is 6 times 7?":             "",
+		"clientele tooling is unrelated": "",
+	} {
+		if got := pauseTrigger(text); got != want {
+			t.Errorf("pauseTrigger(%q) = %q, want %q", text, got, want)
+		}
+	}
+}

@@ -13,9 +13,11 @@ import (
 )
 
 // Tools returns the tools the demo model calls: calculator and
-// text_stats. Both compute their results; neither needs the network.
+// text_stats, which compute their results (neither needs the network),
+// and the three that pause the reply for the user: publish_note (needs
+// approval), browser_info (a client tool) and ask_user.
 func Tools() *worker.Tools {
-	ts, err := worker.NewTools(CalculatorTool(), TextStatsTool())
+	ts, err := worker.NewTools(CalculatorTool(), TextStatsTool(), PublishNoteTool(), BrowserInfoTool(), worker.AskUser())
 	if err != nil {
 		panic(err) // the demo tools are valid by construction
 	}
@@ -38,6 +40,33 @@ func CalculatorTool() worker.Tool {
 			}
 			return formatNumber(v), nil
 		})
+}
+
+// PublishNoteTool "publishes" a note: it only echoes it, but every call
+// needs the user's approval first, so it shows an approval in the demo.
+func PublishNoteTool() worker.Tool {
+	type args struct {
+		Note string `json:"note"`
+	}
+	t := worker.NewTool("publish_note",
+		"Publishes a note for everyone to read. The user must approve each call.",
+		json.RawMessage(`{"type":"object","properties":{"note":{"type":"string","minLength":1,"description":"the note's text"}},"required":["note"],"additionalProperties":false}`),
+		func(ctx context.Context, in args, progress io.Writer) (string, error) {
+			return fmt.Sprintf("published a note of %d characters", len([]rune(in.Note))), nil
+		})
+	t.NeedsApproval = true
+	return t
+}
+
+// BrowserInfoTool is a client tool: the browser answers with its time,
+// time zone and language, as a JSON object.
+func BrowserInfoTool() worker.Tool {
+	return worker.Tool{
+		Name:         "browser_info",
+		Description:  "Asks the user's browser for its local time, time zone and language. The browser runs it.",
+		Parameters:   json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"time":{"type":"string"},"timeZone":{"type":"string"},"language":{"type":"string"}}}`),
+	}
 }
 
 // TextStatsTool counts the words, sentences and characters of a text.
