@@ -464,10 +464,10 @@ func testCancelledWhileWaiting(t *testing.T, answered bool) {
 func TestDemoModelPauses(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ text, tool, kind, answer, want string }{
-		{"Please approve this note.", "publish_note", "approval", `{"approved": true}`, "published a note of 25 characters"},
-		{"Please approve this note.", "publish_note", "approval", `{"approved": false, "reason": "not now"}`, "denied by the user: not now"},
-		{"Run the client tool.", "browser_info", "client_tool", `{"output": "{\"timeZone\": \"Europe/Paris\"}"}`, "Europe/Paris"},
-		{"Ask me something.", "ask_user", "question", `{"answer": "green"}`, "green"},
+		{"/approve this note.", "publish_note", "approval", `{"approved": true}`, "published a note of 19 characters"},
+		{"/approve this note.", "publish_note", "approval", `{"approved": false, "reason": "not now"}`, "denied by the user: not now"},
+		{"/client-tool please", "browser_info", "client_tool", `{"output": "{\"timeZone\": \"Europe/Paris\"}"}`, "Europe/Paris"},
+		{"/ask me something", "ask_user", "question", `{"answer": "green"}`, "green"},
 	} {
 		t.Run(tc.tool+tc.answer[:12], func(t *testing.T) {
 			t.Parallel()

@@ -64,14 +64,15 @@ func (d *demoModel) Stream(ctx context.Context, req worker.Request) iter.Seq2[wo
 	}
 }
 
-// The words of a user's message that make the demo model call a tool
-// that pauses the reply (see docs/workers.md, "Pauses"), checked in this
-// order: "approve" (publish_note, which needs approval), "client tool"
-// (browser_info, run by the browser), "ask" (ask_user).
+// The commands that, starting a user's message, make the demo model call
+// a tool that pauses the reply (see docs/workers.md, "Pauses"): "/approve"
+// (publish_note, which needs approval), "/client-tool" (browser_info, run
+// by the browser), "/ask" (ask_user). Commands, not words, so that no
+// ordinary message pauses by chance.
 var (
-	approveRE    = regexp.MustCompile(`(?i)\bapprov(e|al)\b`)
-	clientToolRE = regexp.MustCompile(`(?i)\bclient[ _-]?tool\b`)
-	askRE        = regexp.MustCompile(`(?i)\bask\b`)
+	approveRE    = regexp.MustCompile(`(?i)^\s*/approve\b`)
+	clientToolRE = regexp.MustCompile(`(?i)^\s*/client-tool\b`)
+	askRE        = regexp.MustCompile(`(?i)^\s*/ask\b`)
 )
 
 // pauseTrigger is the tool that text asks for by a trigger word, or "".

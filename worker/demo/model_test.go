@@ -174,17 +174,19 @@ func TestDemoWithoutTools(t *testing.T) {
 	}
 }
 
-// TestPauseTrigger: whole words only, any case, in the documented order.
+// TestPauseTrigger: a command at the start of the message, any case;
+// the same words anywhere else do nothing.
 func TestPauseTrigger(t *testing.T) {
 	for text, want := range map[string]string{
-		"Please APPROVE this":            "publish_note",
-		"needs approval":                 "publish_note",
-		"ask me, then approve":           "publish_note",
-		"try the client tool":            "browser_info",
-		"a client_tool, and ask":         "browser_info",
-		"Ask me something":               "ask_user",
-		"a task in a basket, approved?":  "",
-		"What is 6 times 7?":             "",
+		"/approve this note":             "publish_note",
+		"  /APPROVE":                     "publish_note",
+		"/client-tool":                   "browser_info",
+		"/ask me something":              "ask_user",
+		"Please approve this":            "",
+		"Can I ask you something?":       "",
+		"try the client tool":            "",
+		"/approved":                      "",
+		"What is 6 times 7? /ask":        "",
 		"clientele tooling is unrelated": "",
 	} {
 		if got := pauseTrigger(text); got != want {
