@@ -11,7 +11,7 @@ import (
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
-// State implements conversation.Store: four reads in one repeatable-read
+// State implements conversation.Store: five reads in one repeatable-read
 // transaction, so the conversation's last_seq and every row agree.
 func (s *Store) State(ctx context.Context, ownerID string, conversationID uuid.UUID) (conversation.State, error) {
 	return s.readState(ctx, ownerID, conversationID, 0)
@@ -67,7 +67,14 @@ func (s *Store) readState(ctx context.Context, ownerID string, conversationID uu
 			from, st.Older = tail.FromPosition, tail.Older
 		}
 		st.Conversation, st.Seq = conversationFromRow(conv), conv.LastSeq
-		st.Messages, err = readMessages(ctx, q, conversationID, from, math.MaxInt64)
+		if st.Messages, err = readMessages(ctx, q, conversationID, from, math.MaxInt64); err != nil {
+			return err
+		}
+		// In the same snapshot, so that they agree with st.Seq.
+		open, err := q.InputRequestListOpen(ctx, conversationID)
+		for _, r := range open {
+			st.PendingInputs = append(st.PendingInputs, inputRequestFromRow(r))
+		}
 		return err
 	})
 	if err != nil {
