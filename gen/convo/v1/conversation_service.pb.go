@@ -272,7 +272,8 @@ type StreamConversationRequest struct {
 	// input_answered, input_claimed, prompt_waiting). Without it, each of
 	// them comes as a message_updated of the same seq, carrying the reply's
 	// message as it then was: a client that does not know pauses sees the
-	// reply stay in progress while it waits, and no seq is skipped.
+	// reply stay in progress while it waits, and no seq is skipped. It also
+	// asks for the snapshot's pending_inputs.
 	IncludePauseEvents bool `protobuf:"varint,3,opt,name=include_pause_events,json=includePauseEvents,proto3" json:"include_pause_events,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache

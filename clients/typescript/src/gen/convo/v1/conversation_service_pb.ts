@@ -156,7 +156,8 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
    * input_answered, input_claimed, prompt_waiting). Without it, each of
    * them comes as a message_updated of the same seq, carrying the reply's
    * message as it then was: a client that does not know pauses sees the
-   * reply stay in progress while it waits, and no seq is skipped.
+   * reply stay in progress while it waits, and no seq is skipped. It also
+   * asks for the snapshot's pending_inputs.
    *
    * @generated from field: bool include_pause_events = 3;
    */
