@@ -372,17 +372,18 @@ func TestPendingInputsOnlyWhenAsked(t *testing.T) {
 	}
 }
 
-// TestPendingInputsFold: a late joiner that asked for the events of
-// pauses folds its snapshot (with its pending inputs) and the events that
-// follow to exactly GetConversation with include_pause_events, through a
-// request, a claim, an answer and the worker's resumption; and one that
-// did not ask folds to GetConversation without them.
+// TestPendingInputsFold: a subscriber that asked for the events of
+// pauses, whether it joined before the request or late (its snapshot then
+// holds the request), folds its snapshot and the events that follow to
+// exactly GetConversation with include_pause_events, through a request, a
+// claim, an answer and the worker's resumption; and one that did not ask
+// folds to GetConversation without them.
 func TestPendingInputsFold(t *testing.T) {
 	t.Parallel()
 	forEachFeed(t, func(t *testing.T, feed string) {
 		ctx := context.Background()
 		tb := setup(t, setupOptions{feed: feed})
-		sent, prompt, call := tb.paused(t, "client_tool", `{}`)
+		sent := tb.send(t, tb.client, "", "use a tool")
 		getState := func(pauses bool) *convov1.GetConversationResponse {
 			res, err := tb.client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: sent.ConversationId, IncludePauseEvents: pauses}))
 			if err != nil {
@@ -405,6 +406,13 @@ func TestPendingInputsFold(t *testing.T) {
 				true:  subscribe(t, tb.client, &convov1.StreamConversationRequest{ConversationId: sent.ConversationId, IncludePauseEvents: true}),
 			}
 		}
+		// first joins before the request: it folds it from inputRequested.
+		first := join()
+		prompt, call, err := pgtest.PauseForInput(ctx, tb.pool, "w1", "client_tool", `{"outputSchema": {"type": "object"}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(first, tb.mark(t, sent.ConversationId))
 		early := join()
 		if snap := early[true].waitSeq(t, 0, streamTimeout); len(snap.pending) != 1 {
 			t.Fatalf("late joiner's snapshot has %d pending inputs, want 1", len(snap.pending))
@@ -414,7 +422,7 @@ func TestPendingInputsFold(t *testing.T) {
 		}
 		claimed := join()
 		check(early, tb.mark(t, sent.ConversationId))
-		if _, err := answerInput(tb.client, call, clientOutput("3 files")); err != nil {
+		if _, err := answerInput(tb.client, call, clientOutput(`{"files": 3}`)); err != nil {
 			t.Fatal(err)
 		}
 		answered := join()
@@ -427,7 +435,7 @@ func TestPendingInputsFold(t *testing.T) {
 			t.Fatal(err)
 		}
 		seq := tb.mark(t, sent.ConversationId)
-		for _, subs := range []map[bool]*subscriber{early, claimed, answered, join()} {
+		for _, subs := range []map[bool]*subscriber{first, early, claimed, answered, join()} {
 			check(subs, seq)
 		}
 		if got := getState(true).PendingInputs; len(got) != 0 {
