@@ -22,11 +22,12 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/wire"
 )
 
 // rpcs calls every RPC that names an object, with ids taken from ids.
-type ids struct{ conversation, userMessage, message, prompt, comparison string }
+type ids struct{ conversation, userMessage, message, prompt, comparison, toolCall string }
 
 // everyMessagesToken is a messages page token of position 1<<40: before
 // every message.
@@ -79,6 +80,14 @@ func everyRPC(client convov1connect.ConversationServiceClient, id ids) map[strin
 			_, err := client.GetTrace(ctx, connect.NewRequest(&convov1.GetTraceRequest{Target: &convov1.GetTraceRequest_MessageId{MessageId: id.message}}))
 			return err
 		},
+		"AnswerInput": func() error {
+			_, err := answerInput(client, id.toolCall, approval(true, ""))
+			return err
+		},
+		"ClaimInput": func() error {
+			_, err := claimInput(client, id.toolCall, "tab-1", 30)
+			return err
+		},
 	}
 }
 
@@ -97,8 +106,13 @@ func TestOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := res.Msg
-	foreign := ids{a.ConversationId, a.UserMessageId, a.AssistantMessageId, a.PromptId, a.ComparisonId}
-	unknown := ids{uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	// One of alice's replies waits for her approval of a tool call.
+	_, call, err := pgtest.PauseForApproval(ctx, tb.pool, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign := ids{a.ConversationId, a.UserMessageId, a.AssistantMessageId, a.PromptId, a.ComparisonId, call}
+	unknown := ids{uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()}
 
 	before := tb.countRows(t)
 	foreignCalls, unknownCalls := everyRPC(bob, foreign), everyRPC(bob, unknown)
@@ -106,8 +120,8 @@ func TestOwnership(t *testing.T) {
 		foreignErr := requireCode(t, call(), connect.CodeNotFound)
 		unknownErr := requireCode(t, unknownCalls[name](), connect.CodeNotFound)
 		// Same answer, up to the id itself.
-		f := strings.NewReplacer(foreign.conversation, "ID", foreign.message, "ID", foreign.prompt, "ID", foreign.comparison, "ID").Replace(foreignErr.Message())
-		u := strings.NewReplacer(unknown.conversation, "ID", unknown.message, "ID", unknown.prompt, "ID", unknown.comparison, "ID").Replace(unknownErr.Message())
+		f := strings.NewReplacer(foreign.conversation, "ID", foreign.message, "ID", foreign.prompt, "ID", foreign.comparison, "ID", foreign.toolCall, "ID").Replace(foreignErr.Message())
+		u := strings.NewReplacer(unknown.conversation, "ID", unknown.message, "ID", unknown.prompt, "ID", unknown.comparison, "ID", unknown.toolCall, "ID").Replace(unknownErr.Message())
 		if f != u {
 			t.Errorf("%s: foreign id answers %q, unknown id %q", name, f, u)
 		}
@@ -243,6 +257,11 @@ func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	tb := setup(t)
 	sent := tb.send(t, tb.client, "", "hi")
+	// A reply that waits for a client tool, for the pause RPCs.
+	_, call, err := pgtest.PauseForInput(ctx, tb.pool, "w1", "client_tool", "{}")
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := tb.client
 	long := strings.Repeat("x", 100_001)
 	temp := 3.5
@@ -339,6 +358,62 @@ func TestBadInput(t *testing.T) {
 		}},
 		"EmptySearch": {"query", func() error {
 			_, err := c.SearchMessages(ctx, connect.NewRequest(&convov1.SearchMessagesRequest{}))
+			return err
+		}},
+		"MalformedToolCallID": {"toolCallId", func() error {
+			_, err := answerInput(c, "nope", approval(true, ""))
+			return err
+		}},
+		"NoAnswer": {"answer", func() error {
+			_, err := answerInput(c, call, nil)
+			return err
+		}},
+		"ReasonWithNUL": {"answer.approval.reason", func() error {
+			_, err := answerInput(c, call, approval(false, "a\x00b"))
+			return err
+		}},
+		"ReasonTooLong": {"answer.approval.reason", func() error {
+			_, err := answerInput(c, call, approval(false, strings.Repeat("r", 2_001)))
+			return err
+		}},
+		"NoClientToolResult": {"answer.clientTool", func() error {
+			_, err := answerInput(c, call, &convov1.InputAnswer{Kind: &convov1.InputAnswer_ClientTool{ClientTool: &convov1.ClientToolAnswer{}}})
+			return err
+		}},
+		"OutputTooLong": {"answer.clientTool.output", func() error {
+			_, err := answerInput(c, call, clientOutput(long))
+			return err
+		}},
+		"BlankClientToolError": {"answer.clientTool.error", func() error {
+			_, err := answerInput(c, call, clientError(" \u200b"))
+			return err
+		}},
+		"BlankQuestionAnswer": {"answer.question.answer", func() error {
+			_, err := answerInput(c, call, questionAnswer("\n"))
+			return err
+		}},
+		"ClaimMalformedToolCallID": {"toolCallId", func() error {
+			_, err := claimInput(c, "", "tab-1", 30)
+			return err
+		}},
+		"NoClaimant": {"claimant", func() error {
+			_, err := claimInput(c, call, "", 30)
+			return err
+		}},
+		"ClaimantTooLong": {"claimant", func() error {
+			_, err := claimInput(c, call, strings.Repeat("é", 101), 30)
+			return err
+		}},
+		"ClaimantWithNewline": {"claimant", func() error {
+			_, err := claimInput(c, call, "tab\n1", 30)
+			return err
+		}},
+		"LeaseTooLong": {"leaseSeconds", func() error {
+			_, err := claimInput(c, call, "tab-1", 601)
+			return err
+		}},
+		"NegativeLease": {"leaseSeconds", func() error {
+			_, err := claimInput(c, call, "tab-1", -1)
 			return err
 		}},
 	}

@@ -289,7 +289,8 @@ func (tb *testBundle) countRows(t testing.TB) string {
 			SELECT c.id, c.title, (SELECT string_agg(p.status, '' ORDER BY p.id) FROM convo.prompts p WHERE p.conversation_id = c.id) AS status_sum
 			  FROM convo.conversations c) x),
 		(SELECT count(*) FROM convo.comparisons WHERE preference IS NOT NULL),
-		(SELECT count(*) FROM convo.messages WHERE feedback_rating IS NOT NULL))`).Scan(&s)
+		(SELECT count(*) FROM convo.messages WHERE feedback_rating IS NOT NULL),
+		(SELECT string_agg(r.status || coalesce(r.claimed_by, ''), ';' ORDER BY r.tool_call_id) FROM convo.input_requests r))`).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,24 @@ type folded struct {
 	conversation *convov1.Conversation
 	messages     []*convov1.Message
 	seq          int64
+	// pending are the open input requests (Snapshot.pending_inputs), for
+	// a stream that asked for the events of pauses.
+	pending []*convov1.InputRequest
+}
+
+func (f *folded) input(toolCallID string) *convov1.InputRequest {
+	for _, r := range f.pending {
+		if r.ToolCallId == toolCallID {
+			return r
+		}
+	}
+	return nil
+}
+
+// endInput drops the request of a tool call that ended: it is no longer
+// open.
+func (f *folded) endInput(toolCallID string) {
+	f.pending = slices.DeleteFunc(f.pending, func(r *convov1.InputRequest) bool { return r.ToolCallId == toolCallID })
 }
 
 func (f *folded) message(id string) *convov1.Message {
@@ -65,6 +83,9 @@ func (f *folded) clone() folded {
 	for _, m := range f.messages {
 		out.messages = append(out.messages, proto.Clone(m).(*convov1.Message))
 	}
+	for _, r := range f.pending {
+		out.pending = append(out.pending, proto.Clone(r).(*convov1.InputRequest))
+	}
 	return out
 }
 
@@ -79,6 +100,10 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 			f.messages = append(f.messages, proto.Clone(m).(*convov1.Message))
 		}
 		f.seq = snap.Seq
+		f.pending = nil
+		for _, r := range snap.PendingInputs {
+			f.pending = append(f.pending, proto.Clone(r).(*convov1.InputRequest))
+		}
 		return nil
 	}
 	e := res.GetEvent()
@@ -96,14 +121,9 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 	case *convov1.Event_MessageCreated:
 		f.messages = append(f.messages, proto.Clone(k.MessageCreated.Message).(*convov1.Message))
 	case *convov1.Event_MessageUpdated:
-		m := f.message(k.MessageUpdated.Message.Id)
-		if m == nil {
-			return fmt.Errorf("update of unknown message %s", k.MessageUpdated.Message.Id)
+		if err := f.updateMessage(k.MessageUpdated.Message); err != nil {
+			return err
 		}
-		blocks := m.Blocks
-		proto.Reset(m)
-		proto.Merge(m, k.MessageUpdated.Message)
-		m.Blocks = blocks
 	case *convov1.Event_BlockStart:
 		m := f.message(k.BlockStart.MessageId)
 		if m == nil {
@@ -150,16 +170,52 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 		if b := f.blockByID(k.ToolCallCompleted.ToolCall.BlockId); b != nil {
 			b.ToolCall = proto.Clone(k.ToolCallCompleted.ToolCall).(*convov1.ToolCall)
 		}
+		f.endInput(k.ToolCallCompleted.ToolCall.Id)
 	case *convov1.Event_ToolCallFailed:
 		if b := f.blockByID(k.ToolCallFailed.ToolCall.BlockId); b != nil {
 			b.ToolCall = proto.Clone(k.ToolCallFailed.ToolCall).(*convov1.ToolCall)
 		}
+		f.endInput(k.ToolCallFailed.ToolCall.Id)
+	case *convov1.Event_InputRequested:
+		f.pending = append(f.pending, proto.Clone(k.InputRequested.InputRequest).(*convov1.InputRequest))
+		return f.updateMessage(k.InputRequested.Message)
+	case *convov1.Event_PromptWaiting:
+		return f.updateMessage(k.PromptWaiting.Message)
+	case *convov1.Event_InputAnswered:
+		r := f.input(k.InputAnswered.ToolCallId)
+		if r == nil {
+			return fmt.Errorf("answer to unknown input request %s", k.InputAnswered.ToolCallId)
+		}
+		r.Status, r.AnsweredAt = k.InputAnswered.Status, k.InputAnswered.AnsweredAt
+		r.Answer = k.InputAnswered.Answer
+		return f.updateMessage(k.InputAnswered.Message)
+	case *convov1.Event_InputClaimed:
+		r := f.input(k.InputClaimed.ToolCallId)
+		if r == nil {
+			return fmt.Errorf("claim of unknown input request %s", k.InputClaimed.ToolCallId)
+		}
+		r.ClaimedBy, r.ClaimExpiresAt = k.InputClaimed.ClaimedBy, k.InputClaimed.ClaimExpiresAt
+		return f.updateMessage(k.InputClaimed.Message)
 	case *convov1.Event_ConversationUpdated:
 		f.conversation = proto.Clone(k.ConversationUpdated.Conversation).(*convov1.Conversation)
 	case *convov1.Event_HistoryCleared:
 		f.conversation = proto.Clone(k.HistoryCleared.Conversation).(*convov1.Conversation)
 		f.messages = nil
+		f.pending = nil
 	}
+	return nil
+}
+
+// updateMessage replaces a message's fields, keeping its blocks.
+func (f *folded) updateMessage(msg *convov1.Message) error {
+	m := f.message(msg.GetId())
+	if m == nil {
+		return fmt.Errorf("update of unknown message %s", msg.GetId())
+	}
+	blocks := m.Blocks
+	proto.Reset(m)
+	proto.Merge(m, msg)
+	m.Blocks = blocks
 	return nil
 }
 
@@ -176,12 +232,20 @@ func (f *folded) diff(got *convov1.GetConversationResponse) string {
 			return fmt.Sprintf("message %d:\nfold %v\nget  %v", i, f.messages[i], got.Messages[i])
 		}
 	}
+	if len(f.pending) != len(got.PendingInputs) {
+		return fmt.Sprintf("%d pending inputs in the fold, %d in GetConversation", len(f.pending), len(got.PendingInputs))
+	}
+	for i := range f.pending {
+		if !proto.Equal(f.pending[i], got.PendingInputs[i]) {
+			return fmt.Sprintf("pending input %d:\nfold %v\nget  %v", i, f.pending[i], got.PendingInputs[i])
+		}
+	}
 	return fmt.Sprintf("seq %d vs %d", f.seq, got.Seq)
 }
 
 // equalState compares a fold with GetConversation's answer at the same seq.
 func (f *folded) equal(got *convov1.GetConversationResponse) bool {
-	want := &convov1.GetConversationResponse{Conversation: f.conversation, Messages: f.messages, Seq: f.seq}
+	want := &convov1.GetConversationResponse{Conversation: f.conversation, Messages: f.messages, Seq: f.seq, PendingInputs: f.pending}
 	return proto.Equal(want, got)
 }
 

@@ -70,9 +70,13 @@ func (s *service) GetConversation(ctx context.Context, req *connect.Request[conv
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&convov1.GetConversationResponse{
-		Conversation: wire.Conversation(st.Conversation), Messages: messages, Seq: st.Seq,
-	}), nil
+	out := &convov1.GetConversationResponse{Conversation: wire.Conversation(st.Conversation), Messages: messages, Seq: st.Seq}
+	if req.Msg.GetIncludePauseEvents() {
+		if out.PendingInputs, err = wire.InputRequests(st.PendingInputs); err != nil {
+			return nil, err
+		}
+	}
+	return connect.NewResponse(out), nil
 }
 
 // ListMessages returns the page of older messages that a page token names

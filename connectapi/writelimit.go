@@ -19,6 +19,8 @@ var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceDeleteConversationProcedure: true,
 	convov1connect.ConversationServiceSubmitFeedbackProcedure:     true,
 	convov1connect.ConversationServiceVoteComparisonProcedure:     true,
+	convov1connect.ConversationServiceAnswerInputProcedure:        true,
+	convov1connect.ConversationServiceClaimInputProcedure:         true,
 }
 
 // writeLimiter takes one write token of the authenticated user for each

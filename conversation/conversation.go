@@ -35,6 +35,11 @@ type State struct {
 	// Older reports that messages before the first of Messages were left
 	// out (Store.RecentState); Store.OlderMessages reads them.
 	Older bool
+	// PendingInputs are the input requests of the conversation's
+	// unfinished prompts whose tool calls are still open at Seq (pending,
+	// or answered and not yet acted on by a worker), in the order the calls
+	// started.
+	PendingInputs []InputRequest
 }
 
 // Page is a page of a conversation's older messages (Store.OlderMessages).

@@ -148,4 +148,18 @@ type Store interface {
 	// one that only excludes words is Invalid; a search that runs past
 	// the store's time limit is DeadlineExceeded.
 	Search(ctx context.Context, ownerID, query string, limit int) ([]SearchResult, error)
+
+	// AnswerInput answers the owner's pending input request (the first
+	// answer wins) and returns it as answered; the request's prompt is
+	// queued again once none of its requests is pending. NotFound for an
+	// unknown or foreign request; FailedPrecondition, changing nothing,
+	// for one answered already, expired or cancelled (the message names
+	// which); Invalid for an answer not of the request's kind or shape.
+	AnswerInput(ctx context.Context, p AnswerInputParams) (InputRequest, error)
+	// ClaimInput claims the owner's pending client_tool request for
+	// p.Claimant for p.Lease (whole seconds), when it is unclaimed, its
+	// claim lapsed or p.Claimant holds it (a renewal), and returns it as
+	// claimed. NotFound as AnswerInput; FailedPrecondition for a request
+	// of another kind, not pending, or held by another claimant (named).
+	ClaimInput(ctx context.Context, p ClaimInputParams) (InputRequest, error)
 }

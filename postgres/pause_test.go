@@ -600,8 +600,17 @@ func TestPauseClaimInput(t *testing.T) {
 	ctx := context.Background()
 	tb := setup(t)
 	r, call := tb.paused(t, "client_tool", `{}`)
-	claim := func(tab string) (dbq.InputClaimRow, error) {
-		return tb.q.InputClaim(ctx, dbq.InputClaimParams{OwnerID: "local", ToolCallID: call, Claimant: tab, LeaseSeconds: 30})
+	type claimRow struct {
+		ClaimedBy      string    `json:"claimedBy"`
+		ClaimExpiresAt time.Time `json:"claimExpiresAt"`
+	}
+	claim := func(tab string) (claimRow, error) {
+		var c claimRow
+		raw, err := tb.q.InputClaim(ctx, dbq.InputClaimParams{OwnerID: "local", ToolCallID: call, Claimant: tab, LeaseSeconds: 30})
+		if err == nil {
+			err = json.Unmarshal(raw, &c)
+		}
+		return c, err
 	}
 	first, err := claim("tab-1")
 	if err != nil || first.ClaimedBy != "tab-1" {

@@ -11,8 +11,9 @@ import (
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
-// State implements conversation.Store: four reads in one repeatable-read
-// transaction, so the conversation's last_seq and every row agree.
+// State implements conversation.Store: four reads (five when a prompt is
+// unfinished) in one repeatable-read transaction, so the conversation's
+// last_seq and every row agree.
 func (s *Store) State(ctx context.Context, ownerID string, conversationID uuid.UUID) (conversation.State, error) {
 	return s.readState(ctx, ownerID, conversationID, 0)
 }
@@ -67,7 +68,20 @@ func (s *Store) readState(ctx context.Context, ownerID string, conversationID uu
 			from, st.Older = tail.FromPosition, tail.Older
 		}
 		st.Conversation, st.Seq = conversationFromRow(conv), conv.LastSeq
-		st.Messages, err = readMessages(ctx, q, conversationID, from, math.MaxInt64)
+		if st.Messages, err = readMessages(ctx, q, conversationID, from, math.MaxInt64); err != nil {
+			return err
+		}
+		// Open input requests belong to unfinished prompts, and a
+		// conversation with one has an active prompt (the newest
+		// unfinished one): most snapshots skip the read. In the same
+		// snapshot, so that they agree with st.Seq.
+		if !conv.ActivePromptID.Valid {
+			return nil
+		}
+		open, err := q.InputRequestListOpen(ctx, conversationID)
+		for _, r := range open {
+			st.PendingInputs = append(st.PendingInputs, inputRequestFromRow(r))
+		}
 		return err
 	})
 	if err != nil {

@@ -44,6 +44,13 @@ func DecodeEvent(e conversation.Event) (*Response, error) {
 // after p.AfterSeq, none. The subscription's snapshot is released (its
 // messages hold what a stream needs of it). Errors are Open's.
 func Open(ctx context.Context, hub *Hub, p stream.OpenParams) (*Subscription, []*Response, error) {
+	return OpenPauses(ctx, hub, p, false)
+}
+
+// OpenPauses opens as Open does, for a client that asked for the events of
+// pauses when pauses is true: its snapshot then carries the pending input
+// requests (Start).
+func OpenPauses(ctx context.Context, hub *Hub, p stream.OpenParams, pauses bool) (*Subscription, []*Response, error) {
 	sub, err := hub.Open(ctx, p)
 	if err != nil {
 		return nil, nil, err
@@ -52,7 +59,7 @@ func Open(ctx context.Context, hub *Hub, p stream.OpenParams) (*Subscription, []
 	if !ok {
 		return sub, nil, nil
 	}
-	first, err := Start(st)
+	first, err := Start(st, pauses)
 	if err != nil {
 		sub.Close()
 		return nil, nil, err
@@ -66,9 +73,12 @@ func Open(ctx context.Context, hub *Hub, p stream.OpenParams) (*Subscription, []
 // only, and when st left older messages out the token that pages them in),
 // then for every block still streaming at st.Seq a replayed
 // blockStart, one blockDelta with the text so far, and the block's tool
-// call so far. Every protocol starts its streams with exactly these. It
-// fails only for a state whose JSON payloads do not decode.
-func Start(st conversation.State) ([]*Response, error) {
+// call so far. Every protocol starts its streams with exactly these. With
+// pauses (the client asked for the events of pauses) the snapshot carries
+// st's pending input requests; without, it is exactly what it was before
+// pauses existed. It fails only for a state whose JSON payloads do not
+// decode.
+func Start(st conversation.State, pauses bool) ([]*Response, error) {
 	completed := st.Completed()
 	messages, err := Messages(completed.Messages)
 	if err != nil {
@@ -77,6 +87,11 @@ func Start(st conversation.State) ([]*Response, error) {
 	snapshot := &convov1.Snapshot{Conversation: Conversation(st.Conversation), Messages: messages, Seq: st.Seq}
 	if st.Older && len(st.Messages) > 0 {
 		snapshot.OlderPageToken = EncodeMessagesToken(st.Messages[0].Position)
+	}
+	if pauses {
+		if snapshot.PendingInputs, err = InputRequests(st.PendingInputs); err != nil {
+			return nil, err
+		}
 	}
 	out := []*Response{{Kind: &convov1.StreamConversationResponse_Snapshot{Snapshot: snapshot}}}
 	for _, b := range st.Streaming() {

@@ -384,6 +384,8 @@ func TestDocsAPIExamples(t *testing.T) {
 		return err == nil && got.Msg.Conversation.GetActivePromptId() == ""
 	})
 
+	waiting := waitingForInput(t, ctx, m)
+
 	bin := t.TempDir()
 	calls := t.TempDir()
 	for _, name := range []string{"curl", "buf"} {
@@ -396,7 +398,7 @@ func TestDocsAPIExamples(t *testing.T) {
 	cmd.Dir = repoRoot
 	cmd.Stdin = strings.NewReader(script)
 	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"DOCS_CALLS="+calls, "DOCS_REAL_CURL="+realCurl, "DOCS_REAL_BUF="+realBuf, "TOKEN=")
+		"DOCS_CALLS="+calls, "DOCS_REAL_CURL="+realCurl, "DOCS_REAL_BUF="+realBuf, "TOKEN=", "WAITING="+waiting)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the examples failed: %v\n%s", err, out)
@@ -442,4 +444,51 @@ func TestDocsAPIExamples(t *testing.T) {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("the examples took over 60 s")
 	}
+}
+
+// waitingForInput plays a worker that pauses, as docs/api.md's pause
+// examples need and the demo worker does not do: it sends a message, and
+// in the same transaction claims its prompt (so the demo worker never
+// sees it claimable), then asks for an approval of one tool call and for
+// a client tool's run of another, and waits. It returns the
+// conversation's id.
+func waitingForInput(t *testing.T, ctx context.Context, m *Main) string {
+	t.Helper()
+	tx, err := m.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var conv, prompt string
+	if err := tx.QueryRow(ctx, `SELECT s.conversation_id::text, s.prompt_ids[1]::text
+		  FROM convo.send_message('local', NULL, 'Mail the Lisbon forecast to Ana', '[{}]') s`).Scan(&conv, &prompt); err != nil {
+		t.Fatal(err)
+	}
+	var claimed string
+	if err := tx.QueryRow(ctx, `SELECT prompt_id::text FROM convo.claim_prompt('docs', 30)`).Scan(&claimed); err != nil || claimed != prompt {
+		t.Fatalf("claimed %q, %v; want the new prompt %s", claimed, err, prompt)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.pool.Exec(ctx, `SELECT convo.start_prompt($1::uuid)`, prompt); err != nil {
+		t.Fatal(err)
+	}
+	for _, call := range []struct{ name, kind, request string }{
+		{"send_mail", "approval", `{"message": "Send the forecast to ana@example.com?"}`},
+		{"get_location", "client_tool", `{"outputSchema": {"type": "object"}}`},
+	} {
+		if _, err := m.pool.Exec(ctx, `
+			WITH block AS (SELECT convo.start_block($1::uuid, 'tool_use') AS id),
+			     tool_call AS (SELECT convo.start_tool_call(block.id, $2, '{}') AS id FROM block)
+			SELECT convo.request_input(tool_call.id, $3, $4::jsonb), convo.end_block(block.id) FROM block, tool_call`,
+			prompt, call.name, call.kind, call.request); err != nil {
+			t.Fatalf("%s: %v", call.kind, err)
+		}
+	}
+	var parked bool
+	if err := m.pool.QueryRow(ctx, `SELECT convo.wait_prompt($1::uuid, 'docs')`, prompt).Scan(&parked); err != nil || !parked {
+		t.Fatalf("wait_prompt = %v, %v", parked, err)
+	}
+	return conv
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
@@ -258,6 +259,13 @@ func TestWriteRateLimit(t *testing.T) {
 		t.Errorf("Retry-After %q; want 1 to 100 seconds", ce.Meta().Get("Retry-After"))
 	}
 	_, err = alice.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{ConversationId: sent.Msg.ConversationId, Text: "again"}))
+	requireConnectCode(t, err, connect.CodeResourceExhausted, "write rate limit")
+	// Answering and claiming input requests are writes too (the limiter
+	// refuses before the request is looked up).
+	_, err = alice.AnswerInput(ctx, connect.NewRequest(&convov1.AnswerInputRequest{ToolCallId: uuid.NewString(),
+		Answer: &convov1.InputAnswer{Kind: &convov1.InputAnswer_Approval{Approval: &convov1.ApprovalAnswer{Approved: true}}}}))
+	requireConnectCode(t, err, connect.CodeResourceExhausted, "write rate limit")
+	_, err = alice.ClaimInput(ctx, connect.NewRequest(&convov1.ClaimInputRequest{ToolCallId: uuid.NewString(), Claimant: "tab-1"}))
 	requireConnectCode(t, err, connect.CodeResourceExhausted, "write rate limit")
 	resp := do(t, http.MethodPost, m.URL()+"/v1/agui", "alice", "application/json",
 		`{"threadId":"`+sent.Msg.ConversationId+`","messages":[{"id":"u1","role":"user","content":"hello"}]}`)

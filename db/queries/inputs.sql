@@ -3,16 +3,16 @@
 
 -- name: InputAnswer :one
 -- Answers the owner's pending input request (first answer wins); see
--- convo.answer_input.
-SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id, r.kind::text AS kind,
-       r.status::text AS status, r.answer::jsonb AS answer, r.answered_at::timestamptz AS answered_at
+-- convo.answer_input. It returns the request as answered, in the proto3
+-- JSON of convo.v1.InputRequest.
+SELECT convo._input_request_json(r)::jsonb AS input_request
   FROM convo.answer_input(@owner_id::text, @tool_call_id::uuid, @answer::jsonb) r;
 
 -- name: InputClaim :one
 -- Claims the owner's pending client_tool request for a claimant (a tab);
--- see convo.claim_input.
-SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id,
-       r.claimed_by::text AS claimed_by, r.claim_expires_at::timestamptz AS claim_expires_at
+-- see convo.claim_input. It returns the request as claimed, in the proto3
+-- JSON of convo.v1.InputRequest.
+SELECT convo._input_request_json(r)::jsonb AS input_request
   FROM convo.claim_input(@owner_id::text, @tool_call_id::uuid, @claimant::text, @lease_seconds::int) r;
 
 -- name: InputRequestListOpen :many

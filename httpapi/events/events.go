@@ -30,8 +30,9 @@ func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
 // while the events after it are all held. The stream ends when the
 // subscriber falls behind or the server shuts down; EventSource then
 // reconnects with the last id it received. The events of pauses
-// (inputRequested, …) come only with ?include_pause_events=true; without
-// it each comes as a messageUpdated of the same seq (wire.WithoutPauseEvents).
+// (inputRequested, …) come only with ?include_pause_events=true, and so
+// do the snapshot's pendingInputs; without it each comes as a
+// messageUpdated of the same seq (wire.WithoutPauseEvents).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	owner, id, err := h.srv.Caller(r)
 	if err != nil {
@@ -49,7 +50,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after})
+	sub, first, err := wire.OpenPauses(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after}, pauses)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return

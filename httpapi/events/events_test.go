@@ -303,7 +303,8 @@ func TestEventsRequests(t *testing.T) {
 
 // TestPauseEventsOnlyWhenAsked: the SSE stream sends the events of a
 // pause only with ?include_pause_events=true; without it, a messageUpdated
-// of the same seq (and id) in place of each.
+// of the same seq (and id) in place of each. Likewise the snapshot's
+// pending input requests.
 func TestPauseEventsOnlyWhenAsked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -343,6 +344,26 @@ func TestPauseEventsOnlyWhenAsked(t *testing.T) {
 	got := names(plain)
 	if got["inputRequested"]+got["promptWaiting"]+got["inputAnswered"] != 0 || got["messageUpdated"] < 3 {
 		t.Errorf("did not ask for pause events, got %v", got)
+	}
+	// A late joiner's snapshot carries the open request (answered, not
+	// yet acted on by a worker) only when it asks.
+	for _, pauses := range []bool{false, true} {
+		url := tb.EventsURL(s.ConversationID)
+		if pauses {
+			url += "?include_pause_events=true"
+		}
+		first := apitest.OpenSSE(t, "GET", url, nil, nil).Next(t)
+		snap := &convov1.Snapshot{}
+		if err := protojson.Unmarshal([]byte(first.Data), snap); err != nil || first.Name != "snapshot" {
+			t.Fatalf("first event %+v: %v", first, err)
+		}
+		if n := len(snap.PendingInputs); (n != 0) != pauses || (pauses && (snap.PendingInputs[0].ToolCallId != call ||
+			snap.PendingInputs[0].Status != "answered" || snap.PendingInputs[0].Answer.Fields["reason"].GetStringValue() != "not now")) {
+			t.Errorf("include_pause_events=%v: snapshot's pending inputs %v", pauses, snap.PendingInputs)
+		}
+		if !pauses && strings.Contains(first.Data, "pendingInputs") {
+			t.Errorf("snapshot without include_pause_events: %s", first.Data)
+		}
 	}
 	resp, cancel := apitest.Do(t, "GET", tb.EventsURL(s.ConversationID)+"?include_pause_events=maybe", nil, nil)
 	defer cancel()

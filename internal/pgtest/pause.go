@@ -20,6 +20,13 @@ type DB interface {
 // (send_mail) asks for approval, and waits. It returns the prompt's and
 // the tool call's ids.
 func PauseForApproval(ctx context.Context, db DB, worker string) (promptID, toolCallID string, err error) {
+	return PauseForInput(ctx, db, worker, "approval", "{}")
+}
+
+// PauseForInput pauses as PauseForApproval does, for a request of kind
+// (approval, client_tool or question) asking request (a JSON object of
+// the kind's shape, see convo.request_input).
+func PauseForInput(ctx context.Context, db DB, worker, kind, request string) (promptID, toolCallID string, err error) {
 	if err := db.QueryRow(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 30)`, worker).Scan(&promptID); err != nil {
 		return "", "", fmt.Errorf("claim: %w", err)
 	}
@@ -32,9 +39,9 @@ func PauseForApproval(ctx context.Context, db DB, worker string) (promptID, tool
 		return "", "", fmt.Errorf("start the tool call: %w", err)
 	}
 	if _, err := db.Exec(ctx, `
-		SELECT convo.request_input($1::uuid, 'approval'),
-		       convo.end_block((SELECT block_id FROM convo.tool_calls WHERE id = $1::uuid))`, toolCallID); err != nil {
-		return "", "", fmt.Errorf("request approval: %w", err)
+		SELECT convo.request_input($1::uuid, $2, $3::jsonb),
+		       convo.end_block((SELECT block_id FROM convo.tool_calls WHERE id = $1::uuid))`, toolCallID, kind, request); err != nil {
+		return "", "", fmt.Errorf("request %s: %w", kind, err)
 	}
 	if _, err := db.Exec(ctx, `SELECT convo.wait_prompt($1::uuid, $2)`, promptID, worker); err != nil {
 		return "", "", fmt.Errorf("wait: %w", err)

@@ -8,15 +8,13 @@ package dbq
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/google/uuid"
 )
 
 const inputAnswer = `-- name: InputAnswer :one
 
-SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id, r.kind::text AS kind,
-       r.status::text AS status, r.answer::jsonb AS answer, r.answered_at::timestamptz AS answered_at
+SELECT convo._input_request_json(r)::jsonb AS input_request
   FROM convo.answer_input($1::text, $2::uuid, $3::jsonb) r
 `
 
@@ -26,36 +24,20 @@ type InputAnswerParams struct {
 	Answer     json.RawMessage
 }
 
-type InputAnswerRow struct {
-	ToolCallID uuid.UUID
-	PromptID   uuid.UUID
-	Kind       string
-	Status     string
-	Answer     json.RawMessage
-	AnsweredAt time.Time
-}
-
 // The client side of pauses (db/functions/client_api.sql): answering an
 // input request, and claiming a client tool's run.
 // Answers the owner's pending input request (first answer wins); see
-// convo.answer_input.
-func (q *Queries) InputAnswer(ctx context.Context, arg InputAnswerParams) (InputAnswerRow, error) {
+// convo.answer_input. It returns the request as answered, in the proto3
+// JSON of convo.v1.InputRequest.
+func (q *Queries) InputAnswer(ctx context.Context, arg InputAnswerParams) (json.RawMessage, error) {
 	row := q.db.QueryRow(ctx, inputAnswer, arg.OwnerID, arg.ToolCallID, arg.Answer)
-	var i InputAnswerRow
-	err := row.Scan(
-		&i.ToolCallID,
-		&i.PromptID,
-		&i.Kind,
-		&i.Status,
-		&i.Answer,
-		&i.AnsweredAt,
-	)
-	return i, err
+	var input_request json.RawMessage
+	err := row.Scan(&input_request)
+	return input_request, err
 }
 
 const inputClaim = `-- name: InputClaim :one
-SELECT r.tool_call_id::uuid AS tool_call_id, r.prompt_id::uuid AS prompt_id,
-       r.claimed_by::text AS claimed_by, r.claim_expires_at::timestamptz AS claim_expires_at
+SELECT convo._input_request_json(r)::jsonb AS input_request
   FROM convo.claim_input($1::text, $2::uuid, $3::text, $4::int) r
 `
 
@@ -66,30 +48,19 @@ type InputClaimParams struct {
 	LeaseSeconds int32
 }
 
-type InputClaimRow struct {
-	ToolCallID     uuid.UUID
-	PromptID       uuid.UUID
-	ClaimedBy      string
-	ClaimExpiresAt time.Time
-}
-
 // Claims the owner's pending client_tool request for a claimant (a tab);
-// see convo.claim_input.
-func (q *Queries) InputClaim(ctx context.Context, arg InputClaimParams) (InputClaimRow, error) {
+// see convo.claim_input. It returns the request as claimed, in the proto3
+// JSON of convo.v1.InputRequest.
+func (q *Queries) InputClaim(ctx context.Context, arg InputClaimParams) (json.RawMessage, error) {
 	row := q.db.QueryRow(ctx, inputClaim,
 		arg.OwnerID,
 		arg.ToolCallID,
 		arg.Claimant,
 		arg.LeaseSeconds,
 	)
-	var i InputClaimRow
-	err := row.Scan(
-		&i.ToolCallID,
-		&i.PromptID,
-		&i.ClaimedBy,
-		&i.ClaimExpiresAt,
-	)
-	return i, err
+	var input_request json.RawMessage
+	err := row.Scan(&input_request)
+	return input_request, err
 }
 
 const inputRequestListOpen = `-- name: InputRequestListOpen :many

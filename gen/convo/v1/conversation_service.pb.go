@@ -272,7 +272,8 @@ type StreamConversationRequest struct {
 	// input_answered, input_claimed, prompt_waiting). Without it, each of
 	// them comes as a message_updated of the same seq, carrying the reply's
 	// message as it then was: a client that does not know pauses sees the
-	// reply stay in progress while it waits, and no seq is skipped.
+	// reply stay in progress while it waits, and no seq is skipped. It also
+	// asks for the snapshot's pending_inputs.
 	IncludePauseEvents bool `protobuf:"varint,3,opt,name=include_pause_events,json=includePauseEvents,proto3" json:"include_pause_events,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
@@ -431,8 +432,13 @@ type Snapshot struct {
 	// older_page_token, when set, says that older messages were left out:
 	// ListMessages with it returns them, a page at a time.
 	OlderPageToken string `protobuf:"bytes,4,opt,name=older_page_token,json=olderPageToken,proto3" json:"older_page_token,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// pending_inputs are the input requests of the conversation's unfinished
+	// prompts whose tool calls are still open (pending, or answered and not
+	// yet acted on by a worker) at seq, in the order the calls started. Set
+	// only for a stream that asked include_pause_events.
+	PendingInputs []*InputRequest `protobuf:"bytes,5,rep,name=pending_inputs,json=pendingInputs,proto3" json:"pending_inputs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Snapshot) Reset() {
@@ -491,6 +497,13 @@ func (x *Snapshot) GetOlderPageToken() string {
 		return x.OlderPageToken
 	}
 	return ""
+}
+
+func (x *Snapshot) GetPendingInputs() []*InputRequest {
+	if x != nil {
+		return x.PendingInputs
+	}
+	return nil
 }
 
 // ListMessagesRequest asks for a page of older messages.
@@ -613,8 +626,11 @@ type GetConversationRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// conversation_id is the conversation: required.
 	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// include_pause_events asks for pending_inputs in the response, as
+	// StreamConversationRequest.include_pause_events does for the snapshot.
+	IncludePauseEvents bool `protobuf:"varint,2,opt,name=include_pause_events,json=includePauseEvents,proto3" json:"include_pause_events,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetConversationRequest) Reset() {
@@ -654,6 +670,13 @@ func (x *GetConversationRequest) GetConversationId() string {
 	return ""
 }
 
+func (x *GetConversationRequest) GetIncludePauseEvents() bool {
+	if x != nil {
+		return x.IncludePauseEvents
+	}
+	return false
+}
+
 // GetConversationResponse is a conversation's whole state at seq.
 type GetConversationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -663,7 +686,11 @@ type GetConversationResponse struct {
 	// included with their content so far.
 	Messages []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	// seq is the last event the state reflects.
-	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// pending_inputs are the open input requests at seq (see
+	// Snapshot.pending_inputs); set only when the request asked
+	// include_pause_events.
+	PendingInputs []*InputRequest `protobuf:"bytes,4,rep,name=pending_inputs,json=pendingInputs,proto3" json:"pending_inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -717,6 +744,13 @@ func (x *GetConversationResponse) GetSeq() int64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *GetConversationResponse) GetPendingInputs() []*InputRequest {
+	if x != nil {
+		return x.PendingInputs
+	}
+	return nil
 }
 
 // ListConversationsRequest asks for a page of conversations.
@@ -2278,6 +2312,518 @@ func (x *Highlight) GetEnd() int32 {
 	return 0
 }
 
+// AnswerInputRequest answers one input request.
+type AnswerInputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tool_call_id names the request (its tool call): required.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// answer is the answer, of the request's kind: required.
+	Answer        *InputAnswer `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerInputRequest) Reset() {
+	*x = AnswerInputRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerInputRequest) ProtoMessage() {}
+
+func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
+func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AnswerInputRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *AnswerInputRequest) GetAnswer() *InputAnswer {
+	if x != nil {
+		return x.Answer
+	}
+	return nil
+}
+
+// InputAnswer is the answer to an input request: exactly one of its kinds,
+// the request's.
+type InputAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is the request's kind.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*InputAnswer_Approval
+	//	*InputAnswer_ClientTool
+	//	*InputAnswer_Question
+	Kind          isInputAnswer_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InputAnswer) Reset() {
+	*x = InputAnswer{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputAnswer) ProtoMessage() {}
+
+func (x *InputAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
+func (*InputAnswer) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *InputAnswer) GetKind() isInputAnswer_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *InputAnswer) GetApproval() *ApprovalAnswer {
+	if x != nil {
+		if x, ok := x.Kind.(*InputAnswer_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
+func (x *InputAnswer) GetClientTool() *ClientToolAnswer {
+	if x != nil {
+		if x, ok := x.Kind.(*InputAnswer_ClientTool); ok {
+			return x.ClientTool
+		}
+	}
+	return nil
+}
+
+func (x *InputAnswer) GetQuestion() *QuestionAnswer {
+	if x != nil {
+		if x, ok := x.Kind.(*InputAnswer_Question); ok {
+			return x.Question
+		}
+	}
+	return nil
+}
+
+type isInputAnswer_Kind interface {
+	isInputAnswer_Kind()
+}
+
+type InputAnswer_Approval struct {
+	// approval answers an "approval" request.
+	Approval *ApprovalAnswer `protobuf:"bytes,1,opt,name=approval,proto3,oneof"`
+}
+
+type InputAnswer_ClientTool struct {
+	// client_tool answers a "client_tool" request with the tool's result.
+	ClientTool *ClientToolAnswer `protobuf:"bytes,2,opt,name=client_tool,json=clientTool,proto3,oneof"`
+}
+
+type InputAnswer_Question struct {
+	// question answers a "question" request.
+	Question *QuestionAnswer `protobuf:"bytes,3,opt,name=question,proto3,oneof"`
+}
+
+func (*InputAnswer_Approval) isInputAnswer_Kind() {}
+
+func (*InputAnswer_ClientTool) isInputAnswer_Kind() {}
+
+func (*InputAnswer_Question) isInputAnswer_Kind() {}
+
+// ApprovalAnswer approves or denies a tool call.
+type ApprovalAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// approved is true to let the tool run, false to deny it.
+	Approved bool `protobuf:"varint,1,opt,name=approved,proto3" json:"approved,omitempty"`
+	// reason says why (optional, at most 2,000 characters); the model reads
+	// it.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalAnswer) Reset() {
+	*x = ApprovalAnswer{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalAnswer) ProtoMessage() {}
+
+func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
+func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ApprovalAnswer) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ApprovalAnswer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ClientToolAnswer is the result of a tool the client ran: its output, or
+// the error it failed with.
+type ClientToolAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result is the tool's output or its error.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*ClientToolAnswer_Output
+	//	*ClientToolAnswer_Error
+	Result        isClientToolAnswer_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClientToolAnswer) Reset() {
+	*x = ClientToolAnswer{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClientToolAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClientToolAnswer) ProtoMessage() {}
+
+func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
+func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ClientToolAnswer) GetOutput() string {
+	if x != nil {
+		if x, ok := x.Result.(*ClientToolAnswer_Output); ok {
+			return x.Output
+		}
+	}
+	return ""
+}
+
+func (x *ClientToolAnswer) GetError() string {
+	if x != nil {
+		if x, ok := x.Result.(*ClientToolAnswer_Error); ok {
+			return x.Error
+		}
+	}
+	return ""
+}
+
+type isClientToolAnswer_Result interface {
+	isClientToolAnswer_Result()
+}
+
+type ClientToolAnswer_Output struct {
+	// output is the tool's output (at most 100,000 characters; may be
+	// empty). When the request has an outputSchema with a type, it must be
+	// JSON of that type.
+	Output string `protobuf:"bytes,1,opt,name=output,proto3,oneof"`
+}
+
+type ClientToolAnswer_Error struct {
+	// error says why the tool failed: something visible, at most 2,000
+	// characters.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
+}
+
+func (*ClientToolAnswer_Output) isClientToolAnswer_Result() {}
+
+func (*ClientToolAnswer_Error) isClientToolAnswer_Result() {}
+
+// QuestionAnswer answers a question.
+type QuestionAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// answer is the answer: something visible, at most 100,000 characters;
+	// one of the request's choices when it has some.
+	Answer        string `protobuf:"bytes,1,opt,name=answer,proto3" json:"answer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuestionAnswer) Reset() {
+	*x = QuestionAnswer{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuestionAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuestionAnswer) ProtoMessage() {}
+
+func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
+func (*QuestionAnswer) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *QuestionAnswer) GetAnswer() string {
+	if x != nil {
+		return x.Answer
+	}
+	return ""
+}
+
+// AnswerInputResponse is the request as answered.
+type AnswerInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// input_request is the request, status "answered".
+	InputRequest  *InputRequest `protobuf:"bytes,1,opt,name=input_request,json=inputRequest,proto3" json:"input_request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AnswerInputResponse) Reset() {
+	*x = AnswerInputResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AnswerInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AnswerInputResponse) ProtoMessage() {}
+
+func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
+func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
+	if x != nil {
+		return x.InputRequest
+	}
+	return nil
+}
+
+// ClaimInputRequest claims a client tool's run.
+type ClaimInputRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tool_call_id names the request (its tool call): required.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// claimant names the client that runs the tool (a tab's id, chosen by
+	// the client): required, at most 200 bytes, no control characters.
+	Claimant string `protobuf:"bytes,2,opt,name=claimant,proto3" json:"claimant,omitempty"`
+	// lease_seconds is how long the claim holds unless renewed: 1 to 600; 0
+	// means 30.
+	LeaseSeconds  int32 `protobuf:"varint,3,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimInputRequest) Reset() {
+	*x = ClaimInputRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimInputRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimInputRequest) ProtoMessage() {}
+
+func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
+func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ClaimInputRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ClaimInputRequest) GetClaimant() string {
+	if x != nil {
+		return x.Claimant
+	}
+	return ""
+}
+
+func (x *ClaimInputRequest) GetLeaseSeconds() int32 {
+	if x != nil {
+		return x.LeaseSeconds
+	}
+	return 0
+}
+
+// ClaimInputResponse is the request as claimed.
+type ClaimInputResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// input_request is the request, with claimed_by and claim_expires_at.
+	InputRequest  *InputRequest `protobuf:"bytes,1,opt,name=input_request,json=inputRequest,proto3" json:"input_request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimInputResponse) Reset() {
+	*x = ClaimInputResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimInputResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimInputResponse) ProtoMessage() {}
+
+func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
+func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
+	if x != nil {
+		return x.InputRequest
+	}
+	return nil
+}
+
 var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
 
 const file_convo_v1_conversation_service_proto_rawDesc = "" +
@@ -2305,25 +2851,28 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x1aStreamConversationResponse\x120\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x12.convo.v1.SnapshotH\x00R\bsnapshot\x12'\n" +
 	"\x05event\x18\x02 \x01(\v2\x0f.convo.v1.EventH\x00R\x05eventB\x06\n" +
-	"\x04kind\"\xb1\x01\n" +
+	"\x04kind\"\xf0\x01\n" +
 	"\bSnapshot\x12:\n" +
 	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\x12-\n" +
 	"\bmessages\x18\x02 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12(\n" +
-	"\x10older_page_token\x18\x04 \x01(\tR\x0eolderPageToken\"]\n" +
+	"\x10older_page_token\x18\x04 \x01(\tR\x0eolderPageToken\x12=\n" +
+	"\x0epending_inputs\x18\x05 \x03(\v2\x16.convo.v1.InputRequestR\rpendingInputs\"]\n" +
 	"\x13ListMessagesRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\"m\n" +
 	"\x14ListMessagesResponse\x12-\n" +
 	"\bmessages\x18\x01 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"A\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"s\n" +
 	"\x16GetConversationRequest\x12'\n" +
-	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"\x96\x01\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x120\n" +
+	"\x14include_pause_events\x18\x02 \x01(\bR\x12includePauseEvents\"\xd5\x01\n" +
 	"\x17GetConversationResponse\x12:\n" +
 	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\x12-\n" +
 	"\bmessages\x18\x02 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x03R\x03seq\"V\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12=\n" +
+	"\x0epending_inputs\x18\x04 \x03(\v2\x16.convo.v1.InputRequestR\rpendingInputs\"V\n" +
 	"\x18ListConversationsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
@@ -2427,14 +2976,41 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"3\n" +
 	"\tHighlight\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x05R\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\x05R\x03end*`\n" +
+	"\x03end\x18\x02 \x01(\x05R\x03end\"e\n" +
+	"\x12AnswerInputRequest\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12-\n" +
+	"\x06answer\x18\x02 \x01(\v2\x15.convo.v1.InputAnswerR\x06answer\"\xc4\x01\n" +
+	"\vInputAnswer\x126\n" +
+	"\bapproval\x18\x01 \x01(\v2\x18.convo.v1.ApprovalAnswerH\x00R\bapproval\x12=\n" +
+	"\vclient_tool\x18\x02 \x01(\v2\x1a.convo.v1.ClientToolAnswerH\x00R\n" +
+	"clientTool\x126\n" +
+	"\bquestion\x18\x03 \x01(\v2\x18.convo.v1.QuestionAnswerH\x00R\bquestionB\x06\n" +
+	"\x04kind\"D\n" +
+	"\x0eApprovalAnswer\x12\x1a\n" +
+	"\bapproved\x18\x01 \x01(\bR\bapproved\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"N\n" +
+	"\x10ClientToolAnswer\x12\x18\n" +
+	"\x06output\x18\x01 \x01(\tH\x00R\x06output\x12\x16\n" +
+	"\x05error\x18\x02 \x01(\tH\x00R\x05errorB\b\n" +
+	"\x06result\"(\n" +
+	"\x0eQuestionAnswer\x12\x16\n" +
+	"\x06answer\x18\x01 \x01(\tR\x06answer\"R\n" +
+	"\x13AnswerInputResponse\x12;\n" +
+	"\rinput_request\x18\x01 \x01(\v2\x16.convo.v1.InputRequestR\finputRequest\"v\n" +
+	"\x11ClaimInputRequest\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1a\n" +
+	"\bclaimant\x18\x02 \x01(\tR\bclaimant\x12#\n" +
+	"\rlease_seconds\x18\x03 \x01(\x05R\fleaseSeconds\"Q\n" +
+	"\x12ClaimInputResponse\x12;\n" +
+	"\rinput_request\x18\x01 \x01(\v2\x16.convo.v1.InputRequestR\finputRequest*`\n" +
 	"\n" +
 	"Preference\x12\x1a\n" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\xb3\n" +
-	"\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xc8\v\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -2450,7 +3026,10 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x0fListComparisons\x12 .convo.v1.ListComparisonsRequest\x1a!.convo.v1.ListComparisonsResponse\x12A\n" +
 	"\bGetTrace\x12\x19.convo.v1.GetTraceRequest\x1a\x1a.convo.v1.GetTraceResponse\x12S\n" +
 	"\x0eSearchMessages\x12\x1f.convo.v1.SearchMessagesRequest\x1a .convo.v1.SearchMessagesResponse\x12M\n" +
-	"\fListMessages\x12\x1d.convo.v1.ListMessagesRequest\x1a\x1e.convo.v1.ListMessagesResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\fListMessages\x12\x1d.convo.v1.ListMessagesRequest\x1a\x1e.convo.v1.ListMessagesResponse\x12J\n" +
+	"\vAnswerInput\x12\x1c.convo.v1.AnswerInputRequest\x1a\x1d.convo.v1.AnswerInputResponse\x12G\n" +
+	"\n" +
+	"ClaimInput\x12\x1b.convo.v1.ClaimInputRequest\x1a\x1c.convo.v1.ClaimInputResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -2465,7 +3044,7 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                    // 0: convo.v1.Preference
 	(*SendMessageRequest)(nil),         // 1: convo.v1.SendMessageRequest
@@ -2504,83 +3083,104 @@ var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(*SearchMessagesResponse)(nil),     // 34: convo.v1.SearchMessagesResponse
 	(*SearchResult)(nil),               // 35: convo.v1.SearchResult
 	(*Highlight)(nil),                  // 36: convo.v1.Highlight
-	(*ModelConfig)(nil),                // 37: convo.v1.ModelConfig
-	(*Event)(nil),                      // 38: convo.v1.Event
-	(*Conversation)(nil),               // 39: convo.v1.Conversation
-	(*Message)(nil),                    // 40: convo.v1.Message
-	(Rating)(0),                        // 41: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),      // 42: google.protobuf.Timestamp
-	(*Prompt)(nil),                     // 43: convo.v1.Prompt
-	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
+	(*AnswerInputRequest)(nil),         // 37: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                // 38: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),             // 39: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),           // 40: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),             // 41: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),        // 42: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),          // 43: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),         // 44: convo.v1.ClaimInputResponse
+	(*ModelConfig)(nil),                // 45: convo.v1.ModelConfig
+	(*Event)(nil),                      // 46: convo.v1.Event
+	(*Conversation)(nil),               // 47: convo.v1.Conversation
+	(*Message)(nil),                    // 48: convo.v1.Message
+	(*InputRequest)(nil),               // 49: convo.v1.InputRequest
+	(Rating)(0),                        // 50: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),      // 51: google.protobuf.Timestamp
+	(*Prompt)(nil),                     // 52: convo.v1.Prompt
+	(*durationpb.Duration)(nil),        // 53: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	37, // 0: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	37, // 1: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	45, // 0: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	45, // 1: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
 	5,  // 2: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	38, // 3: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	39, // 4: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	40, // 5: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	40, // 6: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	39, // 7: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	40, // 8: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	39, // 9: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	39, // 10: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	39, // 11: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	39, // 12: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	41, // 13: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	40, // 14: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 15: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	26, // 16: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	27, // 17: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	27, // 18: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 19: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	42, // 20: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	42, // 21: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	37, // 22: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	26, // 23: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	32, // 24: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	43, // 25: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	44, // 26: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	44, // 27: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	38, // 28: convo.v1.Trace.events:type_name -> convo.v1.Event
-	35, // 29: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	36, // 30: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	42, // 31: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 32: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	3,  // 33: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	8,  // 34: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	10, // 35: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	12, // 36: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	14, // 37: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	16, // 38: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	18, // 39: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	20, // 40: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	22, // 41: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	24, // 42: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	28, // 43: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	30, // 44: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	33, // 45: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	6,  // 46: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	2,  // 47: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	4,  // 48: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	9,  // 49: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	11, // 50: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	13, // 51: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	15, // 52: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	17, // 53: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	19, // 54: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	21, // 55: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	23, // 56: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	25, // 57: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	29, // 58: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	31, // 59: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	34, // 60: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	7,  // 61: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	47, // [47:62] is the sub-list for method output_type
-	32, // [32:47] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	46, // 3: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	47, // 4: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	48, // 5: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	49, // 6: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	48, // 7: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	47, // 8: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	48, // 9: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	49, // 10: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	47, // 11: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	47, // 12: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	47, // 13: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	47, // 14: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	50, // 15: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	48, // 16: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 17: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	26, // 18: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	27, // 19: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	27, // 20: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 21: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	51, // 22: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	51, // 23: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	45, // 24: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	26, // 25: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	32, // 26: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	52, // 27: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	53, // 28: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	53, // 29: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	46, // 30: convo.v1.Trace.events:type_name -> convo.v1.Event
+	35, // 31: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	36, // 32: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	51, // 33: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	38, // 34: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	39, // 35: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	40, // 36: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	41, // 37: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	49, // 38: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	49, // 39: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	1,  // 40: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	3,  // 41: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	8,  // 42: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	10, // 43: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	12, // 44: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	14, // 45: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	16, // 46: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	18, // 47: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	20, // 48: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	22, // 49: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	24, // 50: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	28, // 51: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	30, // 52: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	33, // 53: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	6,  // 54: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	37, // 55: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	43, // 56: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	2,  // 57: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	4,  // 58: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	9,  // 59: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	11, // 60: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	13, // 61: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	15, // 62: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	17, // 63: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	19, // 64: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	21, // 65: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	23, // 66: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	25, // 67: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	29, // 68: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	31, // 69: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	34, // 70: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	7,  // 71: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	42, // 72: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	44, // 73: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	57, // [57:74] is the sub-list for method output_type
+	40, // [40:57] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -2599,13 +3199,22 @@ func file_convo_v1_conversation_service_proto_init() {
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
+	file_convo_v1_conversation_service_proto_msgTypes[37].OneofWrappers = []any{
+		(*InputAnswer_Approval)(nil),
+		(*InputAnswer_ClientTool)(nil),
+		(*InputAnswer_Question)(nil),
+	}
+	file_convo_v1_conversation_service_proto_msgTypes[39].OneofWrappers = []any{
+		(*ClientToolAnswer_Output)(nil),
+		(*ClientToolAnswer_Error)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -78,6 +78,12 @@ const (
 	// ConversationServiceListMessagesProcedure is the fully-qualified name of the ConversationService's
 	// ListMessages RPC.
 	ConversationServiceListMessagesProcedure = "/convo.v1.ConversationService/ListMessages"
+	// ConversationServiceAnswerInputProcedure is the fully-qualified name of the ConversationService's
+	// AnswerInput RPC.
+	ConversationServiceAnswerInputProcedure = "/convo.v1.ConversationService/AnswerInput"
+	// ConversationServiceClaimInputProcedure is the fully-qualified name of the ConversationService's
+	// ClaimInput RPC.
+	ConversationServiceClaimInputProcedure = "/convo.v1.ConversationService/ClaimInput"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -124,6 +130,17 @@ type ConversationServiceClient interface {
 	// ListMessages returns a page of a conversation's older messages: those
 	// a snapshot left out (Snapshot.older_page_token), newest page first.
 	ListMessages(context.Context, *connect.Request[v1.ListMessagesRequest]) (*connect.Response[v1.ListMessagesResponse], error)
+	// AnswerInput answers a pending input request (an approval, a client
+	// tool's result, a question): the first answer wins, and the reply's
+	// prompt is queued again once none of its requests is pending. A request
+	// answered already, expired or cancelled answers FailedPrecondition,
+	// naming its state; an answer not of the request's kind, InvalidArgument.
+	AnswerInput(context.Context, *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
+	// ClaimInput claims the run of a pending client tool for one client (a
+	// browser tab) for a lease, so that exactly one runs it: it succeeds when
+	// the request is unclaimed, its claim lapsed, or the claimant holds it (a
+	// renewal). Held by another claimant: FailedPrecondition, naming it.
+	ClaimInput(context.Context, *connect.Request[v1.ClaimInputRequest]) (*connect.Response[v1.ClaimInputResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -227,6 +244,18 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("ListMessages")),
 			connect.WithClientOptions(opts...),
 		),
+		answerInput: connect.NewClient[v1.AnswerInputRequest, v1.AnswerInputResponse](
+			httpClient,
+			baseURL+ConversationServiceAnswerInputProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("AnswerInput")),
+			connect.WithClientOptions(opts...),
+		),
+		claimInput: connect.NewClient[v1.ClaimInputRequest, v1.ClaimInputResponse](
+			httpClient,
+			baseURL+ConversationServiceClaimInputProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ClaimInput")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -247,6 +276,8 @@ type conversationServiceClient struct {
 	getTrace           *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
 	searchMessages     *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
 	listMessages       *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
+	answerInput        *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
+	claimInput         *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -324,6 +355,16 @@ func (c *conversationServiceClient) ListMessages(ctx context.Context, req *conne
 	return c.listMessages.CallUnary(ctx, req)
 }
 
+// AnswerInput calls convo.v1.ConversationService.AnswerInput.
+func (c *conversationServiceClient) AnswerInput(ctx context.Context, req *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+	return c.answerInput.CallUnary(ctx, req)
+}
+
+// ClaimInput calls convo.v1.ConversationService.ClaimInput.
+func (c *conversationServiceClient) ClaimInput(ctx context.Context, req *connect.Request[v1.ClaimInputRequest]) (*connect.Response[v1.ClaimInputResponse], error) {
+	return c.claimInput.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -368,6 +409,17 @@ type ConversationServiceHandler interface {
 	// ListMessages returns a page of a conversation's older messages: those
 	// a snapshot left out (Snapshot.older_page_token), newest page first.
 	ListMessages(context.Context, *connect.Request[v1.ListMessagesRequest]) (*connect.Response[v1.ListMessagesResponse], error)
+	// AnswerInput answers a pending input request (an approval, a client
+	// tool's result, a question): the first answer wins, and the reply's
+	// prompt is queued again once none of its requests is pending. A request
+	// answered already, expired or cancelled answers FailedPrecondition,
+	// naming its state; an answer not of the request's kind, InvalidArgument.
+	AnswerInput(context.Context, *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error)
+	// ClaimInput claims the run of a pending client tool for one client (a
+	// browser tab) for a lease, so that exactly one runs it: it succeeds when
+	// the request is unclaimed, its claim lapsed, or the claimant holds it (a
+	// renewal). Held by another claimant: FailedPrecondition, naming it.
+	ClaimInput(context.Context, *connect.Request[v1.ClaimInputRequest]) (*connect.Response[v1.ClaimInputResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -467,6 +519,18 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("ListMessages")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceAnswerInputHandler := connect.NewUnaryHandler(
+		ConversationServiceAnswerInputProcedure,
+		svc.AnswerInput,
+		connect.WithSchema(conversationServiceMethods.ByName("AnswerInput")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceClaimInputHandler := connect.NewUnaryHandler(
+		ConversationServiceClaimInputProcedure,
+		svc.ClaimInput,
+		connect.WithSchema(conversationServiceMethods.ByName("ClaimInput")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -499,6 +563,10 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceSearchMessagesHandler.ServeHTTP(w, r)
 		case ConversationServiceListMessagesProcedure:
 			conversationServiceListMessagesHandler.ServeHTTP(w, r)
+		case ConversationServiceAnswerInputProcedure:
+			conversationServiceAnswerInputHandler.ServeHTTP(w, r)
+		case ConversationServiceClaimInputProcedure:
+			conversationServiceClaimInputHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -566,4 +634,12 @@ func (UnimplementedConversationServiceHandler) SearchMessages(context.Context, *
 
 func (UnimplementedConversationServiceHandler) ListMessages(context.Context, *connect.Request[v1.ListMessagesRequest]) (*connect.Response[v1.ListMessagesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListMessages is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) AnswerInput(context.Context, *connect.Request[v1.AnswerInputRequest]) (*connect.Response[v1.AnswerInputResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.AnswerInput is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ClaimInput(context.Context, *connect.Request[v1.ClaimInputRequest]) (*connect.Response[v1.ClaimInputResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ClaimInput is not implemented"))
 }

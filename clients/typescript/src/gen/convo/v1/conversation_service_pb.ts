@@ -6,7 +6,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Event } from "./events_pb.js";
 import { file_convo_v1_events } from "./events_pb.js";
-import type { Conversation, Message as Message$1, ModelConfig, Prompt, Rating } from "./types_pb.js";
+import type { Conversation, InputRequest, Message as Message$1, ModelConfig, Prompt, Rating } from "./types_pb.js";
 import { file_convo_v1_types } from "./types_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEijwEKElNlbmRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDAoEdGV4dBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEiwKDWNvbXBhcmVfbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyLQAQoTU2VuZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAIgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAMgASgJEhEKCXByb21wdF9pZBgEIAEoCRIVCg1jb21wYXJpc29uX2lkGAUgASgJEiQKHGNvbXBhcmVfYXNzaXN0YW50X21lc3NhZ2VfaWQYBiABKAkSGQoRY29tcGFyZV9wcm9tcHRfaWQYByABKAkieAoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAhCDAoKX2FmdGVyX3NlcSJuChpTdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzISLmNvbnZvLnYxLlNuYXBzaG90SAASIAoFZXZlbnQYAiABKAsyDy5jb252by52MS5FdmVudEgAQgYKBGtpbmQihAEKCFNuYXBzaG90EiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBCABKAkiQgoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCSJUChRMaXN0TWVzc2FnZXNSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjEKFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJInkKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDIkEKGExpc3RDb252ZXJzYXRpb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJjChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEi0KDWNvbnZlcnNhdGlvbnMYASADKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIigKE0NhbmNlbFByb21wdFJlcXVlc3QSEQoJcHJvbXB0X2lkGAEgASgJIikKFENhbmNlbFByb21wdFJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCIqChlDcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0Eg0KBXRpdGxlGAEgASgJIkoKGkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJDChlSZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCSJKChpSZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iNAoZRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiHAoaRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2UiMwoYQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSJJChlDbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJeChVTdWJtaXRGZWVkYmFja1JlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIgCgZyYXRpbmcYAiABKA4yEC5jb252by52MS5SYXRpbmcSDwoHY29tbWVudBgDIAEoCSI8ChZTdWJtaXRGZWVkYmFja1Jlc3BvbnNlEiIKB21lc3NhZ2UYASABKAsyES5jb252by52MS5NZXNzYWdlIlgKFVZvdGVDb21wYXJpc29uUmVxdWVzdBIVCg1jb21wYXJpc29uX2lkGAEgASgJEigKCnByZWZlcmVuY2UYAiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlIkIKFlZvdGVDb21wYXJpc29uUmVzcG9uc2USKAoKY29tcGFyaXNvbhgBIAEoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24inAIKCkNvbXBhcmlzb24SCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgDIAEoCRIjCgFhGAQgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSIwoBYhgFIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEigKCnByZWZlcmVuY2UYBiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlEiwKCHZvdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ0Cg5Db21wYXJpc29uU2lkZRIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIrCgxtb2RlbF9jb25maWcYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIOCgZzdGF0dXMYBCABKAkiWAoWTGlzdENvbXBhcmlzb25zUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXQoXTGlzdENvbXBhcmlzb25zUmVzcG9uc2USKQoLY29tcGFyaXNvbnMYASADKAsyFC5jb252by52MS5Db21wYXJpc29uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGCg9HZXRUcmFjZVJlcXVlc3QSEwoJcHJvbXB0X2lkGAEgASgJSAASFAoKbWVzc2FnZV9pZBgCIAEoCUgAQggKBnRhcmdldCIyChBHZXRUcmFjZVJlc3BvbnNlEh4KBXRyYWNlGAEgASgLMg8uY29udm8udjEuVHJhY2UipgEKBVRyYWNlEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdBIrCghkdXJhdGlvbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpxdWV1ZV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh8KBmV2ZW50cxgEIAMoCzIPLmNvbnZvLnYxLkV2ZW50IjkKFVNlYXJjaE1lc3NhZ2VzUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUiQQoWU2VhcmNoTWVzc2FnZXNSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYuY29udm8udjEuU2VhcmNoUmVzdWx0It0BCgxTZWFyY2hSZXN1bHQSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmNvbnZlcnNhdGlvbl90aXRsZRgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEgwKBHJvbGUYBCABKAkSDwoHc25pcHBldBgFIAEoCRInCgpoaWdobGlnaHRzGAYgAygLMhMuY29udm8udjEuSGlnaGxpZ2h0EgwKBHJhbmsYByABKAESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiJwoJSGlnaGxpZ2h0Eg0KBXN0YXJ0GAEgASgFEgsKA2VuZBgCIAEoBSpgCgpQcmVmZXJlbmNlEhoKFlBSRUZFUkVOQ0VfVU5TUEVDSUZJRUQQABIQCgxQUkVGRVJFTkNFX0EQARIQCgxQUkVGRVJFTkNFX0IQAhISCg5QUkVGRVJFTkNFX1RJRRADMrMKChNDb252ZXJzYXRpb25TZXJ2aWNlEkoKC1NlbmRNZXNzYWdlEhwuY29udm8udjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJhChJTdHJlYW1Db252ZXJzYXRpb24SIy5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2UwARJWCg9HZXRDb252ZXJzYXRpb24SIC5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0GiEuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXAoRTGlzdENvbnZlcnNhdGlvbnMSIi5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaIy5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEk0KDENhbmNlbFByb21wdBIdLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlcXVlc3QaHi5jb252by52MS5DYW5jZWxQcm9tcHRSZXNwb25zZRJfChJDcmVhdGVDb252ZXJzYXRpb24SIy5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSUmVuYW1lQ29udmVyc2F0aW9uEiMuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KEkRlbGV0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXNwb25zZRJcChFDbGVhckNvbnZlcnNhdGlvbhIiLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBojLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USUwoOU3VibWl0RmVlZGJhY2sSHy5jb252by52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaIC5jb252by52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlElMKDlZvdGVDb21wYXJpc29uEh8uY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXF1ZXN0GiAuY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXNwb25zZRJWCg9MaXN0Q29tcGFyaXNvbnMSIC5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXF1ZXN0GiEuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVzcG9uc2USQQoIR2V0VHJhY2USGS5jb252by52MS5HZXRUcmFjZVJlcXVlc3QaGi5jb252by52MS5HZXRUcmFjZVJlc3BvbnNlElMKDlNlYXJjaE1lc3NhZ2VzEh8uY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXF1ZXN0GiAuY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXNwb25zZRJNCgxMaXN0TWVzc2FnZXMSHS5jb252by52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh4uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEijwEKElNlbmRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDAoEdGV4dBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEiwKDWNvbXBhcmVfbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyLQAQoTU2VuZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAIgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAMgASgJEhEKCXByb21wdF9pZBgEIAEoCRIVCg1jb21wYXJpc29uX2lkGAUgASgJEiQKHGNvbXBhcmVfYXNzaXN0YW50X21lc3NhZ2VfaWQYBiABKAkSGQoRY29tcGFyZV9wcm9tcHRfaWQYByABKAkieAoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAhCDAoKX2FmdGVyX3NlcSJuChpTdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzISLmNvbnZvLnYxLlNuYXBzaG90SAASIAoFZXZlbnQYAiABKAsyDy5jb252by52MS5FdmVudEgAQgYKBGtpbmQitAEKCFNuYXBzaG90EiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBCABKAkSLgoOcGVuZGluZ19pbnB1dHMYBSADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiQgoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCSJUChRMaXN0TWVzc2FnZXNSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhwKFGluY2x1ZGVfcGF1c2VfZXZlbnRzGAIgASgIIqkBChdHZXRDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIuCg5wZW5kaW5nX2lucHV0cxgEIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYwoZTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRItCg1jb252ZXJzYXRpb25zGAEgAygLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChNDYW5jZWxQcm9tcHRSZXF1ZXN0EhEKCXByb21wdF9pZBgBIAEoCSIpChRDYW5jZWxQcm9tcHRSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiKgoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBINCgV0aXRsZRgBIAEoCSJKChpDcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iQwoZUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkiSgoaUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIhwKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlIjMKGENsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiSQoZQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iXgoVU3VibWl0RmVlZGJhY2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSIAoGcmF0aW5nGAIgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAyABKAkiPAoWU3VibWl0RmVlZGJhY2tSZXNwb25zZRIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSJYChVWb3RlQ29tcGFyaXNvblJlcXVlc3QSFQoNY29tcGFyaXNvbl9pZBgBIAEoCRIoCgpwcmVmZXJlbmNlGAIgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZSJCChZWb3RlQ29tcGFyaXNvblJlc3BvbnNlEigKCmNvbXBhcmlzb24YASABKAsyFC5jb252by52MS5Db21wYXJpc29uIpwCCgpDb21wYXJpc29uEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAyABKAkSIwoBYRgEIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEiMKAWIYBSABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIoCgpwcmVmZXJlbmNlGAYgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZRIsCgh2b3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoOQ29tcGFyaXNvblNpZGUSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSKwoMbW9kZWxfY29uZmlnGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSDgoGc3RhdHVzGAQgASgJIlgKFkxpc3RDb21wYXJpc29uc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KF0xpc3RDb21wYXJpc29uc1Jlc3BvbnNlEikKC2NvbXBhcmlzb25zGAEgAygLMhQuY29udm8udjEuQ29tcGFyaXNvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoPR2V0VHJhY2VSZXF1ZXN0EhMKCXByb21wdF9pZBgBIAEoCUgAEhQKCm1lc3NhZ2VfaWQYAiABKAlIAEIICgZ0YXJnZXQiMgoQR2V0VHJhY2VSZXNwb25zZRIeCgV0cmFjZRgBIAEoCzIPLmNvbnZvLnYxLlRyYWNlIqYBCgVUcmFjZRIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSKwoIZHVyYXRpb24YAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKcXVldWVfdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfCgZldmVudHMYBCADKAsyDy5jb252by52MS5FdmVudCI5ChVTZWFyY2hNZXNzYWdlc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIkEKFlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmNvbnZvLnYxLlNlYXJjaFJlc3VsdCLdAQoMU2VhcmNoUmVzdWx0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIaChJjb252ZXJzYXRpb25fdGl0bGUYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIMCgRyb2xlGAQgASgJEg8KB3NuaXBwZXQYBSABKAkSJwoKaGlnaGxpZ2h0cxgGIAMoCzITLmNvbnZvLnYxLkhpZ2hsaWdodBIMCgRyYW5rGAcgASgBEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIicKCUhpZ2hsaWdodBINCgVzdGFydBgBIAEoBRILCgNlbmQYAiABKAUiUQoSQW5zd2VySW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIlCgZhbnN3ZXIYAiABKAsyFS5jb252by52MS5JbnB1dEFuc3dlciKkAQoLSW5wdXRBbnN3ZXISLAoIYXBwcm92YWwYASABKAsyGC5jb252by52MS5BcHByb3ZhbEFuc3dlckgAEjEKC2NsaWVudF90b29sGAIgASgLMhouY29udm8udjEuQ2xpZW50VG9vbEFuc3dlckgAEiwKCHF1ZXN0aW9uGAMgASgLMhguY29udm8udjEuUXVlc3Rpb25BbnN3ZXJIAEIGCgRraW5kIjIKDkFwcHJvdmFsQW5zd2VyEhAKCGFwcHJvdmVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSI/ChBDbGllbnRUb29sQW5zd2VyEhAKBm91dHB1dBgBIAEoCUgAEg8KBWVycm9yGAIgASgJSABCCAoGcmVzdWx0IiAKDlF1ZXN0aW9uQW5zd2VyEg4KBmFuc3dlchgBIAEoCSJEChNBbnN3ZXJJbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiUgoRQ2xhaW1JbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhAKCGNsYWltYW50GAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKAUiQwoSQ2xhaW1JbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QqYAoKUHJlZmVyZW5jZRIaChZQUkVGRVJFTkNFX1VOU1BFQ0lGSUVEEAASEAoMUFJFRkVSRU5DRV9BEAESEAoMUFJFRkVSRU5DRV9CEAISEgoOUFJFRkVSRU5DRV9USUUQAzLICwoTQ29udmVyc2F0aW9uU2VydmljZRJKCgtTZW5kTWVzc2FnZRIcLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USYQoSU3RyZWFtQ29udmVyc2F0aW9uEiMuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlMAESVgoPR2V0Q29udmVyc2F0aW9uEiAuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVxdWVzdBohLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlc3BvbnNlElwKEUxpc3RDb252ZXJzYXRpb25zEiIuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0GiMuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRJNCgxDYW5jZWxQcm9tcHQSHS5jb252by52MS5DYW5jZWxQcm9tcHRSZXF1ZXN0Gh4uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVzcG9uc2USXwoSQ3JlYXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KElJlbmFtZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRJfChJEZWxldGVDb252ZXJzYXRpb24SIy5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXAoRQ2xlYXJDb252ZXJzYXRpb24SIi5jb252by52MS5DbGVhckNvbnZlcnNhdGlvblJlcXVlc3QaIy5jb252by52MS5DbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlElMKDlN1Ym1pdEZlZWRiYWNrEh8uY29udm8udjEuU3VibWl0RmVlZGJhY2tSZXF1ZXN0GiAuY29udm8udjEuU3VibWl0RmVlZGJhY2tSZXNwb25zZRJTCg5Wb3RlQ29tcGFyaXNvbhIfLmNvbnZvLnYxLlZvdGVDb21wYXJpc29uUmVxdWVzdBogLmNvbnZvLnYxLlZvdGVDb21wYXJpc29uUmVzcG9uc2USVgoPTGlzdENvbXBhcmlzb25zEiAuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVxdWVzdBohLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1Jlc3BvbnNlEkEKCEdldFRyYWNlEhkuY29udm8udjEuR2V0VHJhY2VSZXF1ZXN0GhouY29udm8udjEuR2V0VHJhY2VSZXNwb25zZRJTCg5TZWFyY2hNZXNzYWdlcxIfLmNvbnZvLnYxLlNlYXJjaE1lc3NhZ2VzUmVxdWVzdBogLmNvbnZvLnYxLlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USTQoMTGlzdE1lc3NhZ2VzEh0uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBoeLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEkoKC0Fuc3dlcklucHV0EhwuY29udm8udjEuQW5zd2VySW5wdXRSZXF1ZXN0Gh0uY29udm8udjEuQW5zd2VySW5wdXRSZXNwb25zZRJHCgpDbGFpbUlucHV0EhsuY29udm8udjEuQ2xhaW1JbnB1dFJlcXVlc3QaHC5jb252by52MS5DbGFpbUlucHV0UmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * SendMessageRequest is a user's message.
@@ -156,7 +156,8 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
    * input_answered, input_claimed, prompt_waiting). Without it, each of
    * them comes as a message_updated of the same seq, carrying the reply's
    * message as it then was: a client that does not know pauses sees the
-   * reply stay in progress while it waits, and no seq is skipped.
+   * reply stay in progress while it waits, and no seq is skipped. It also
+   * asks for the snapshot's pending_inputs.
    *
    * @generated from field: bool include_pause_events = 3;
    */
@@ -244,6 +245,16 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
    * @generated from field: string older_page_token = 4;
    */
   olderPageToken: string;
+
+  /**
+   * pending_inputs are the input requests of the conversation's unfinished
+   * prompts whose tool calls are still open (pending, or answered and not
+   * yet acted on by a worker) at seq, in the order the calls started. Set
+   * only for a stream that asked include_pause_events.
+   *
+   * @generated from field: repeated convo.v1.InputRequest pending_inputs = 5;
+   */
+  pendingInputs: InputRequest[];
 };
 
 /**
@@ -326,6 +337,14 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
    * @generated from field: string conversation_id = 1;
    */
   conversationId: string;
+
+  /**
+   * include_pause_events asks for pending_inputs in the response, as
+   * StreamConversationRequest.include_pause_events does for the snapshot.
+   *
+   * @generated from field: bool include_pause_events = 2;
+   */
+  includePauseEvents: boolean;
 };
 
 /**
@@ -362,6 +381,15 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
    * @generated from field: int64 seq = 3;
    */
   seq: bigint;
+
+  /**
+   * pending_inputs are the open input requests at seq (see
+   * Snapshot.pending_inputs); set only when the request asked
+   * include_pause_events.
+   *
+   * @generated from field: repeated convo.v1.InputRequest pending_inputs = 4;
+   */
+  pendingInputs: InputRequest[];
 };
 
 /**
@@ -1172,6 +1200,251 @@ export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
   messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
+ * AnswerInputRequest answers one input request.
+ *
+ * @generated from message convo.v1.AnswerInputRequest
+ */
+export type AnswerInputRequest = Message<"convo.v1.AnswerInputRequest"> & {
+  /**
+   * tool_call_id names the request (its tool call): required.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * answer is the answer, of the request's kind: required.
+   *
+   * @generated from field: convo.v1.InputAnswer answer = 2;
+   */
+  answer?: InputAnswer | undefined;
+};
+
+/**
+ * Describes the message convo.v1.AnswerInputRequest.
+ * Use `create(AnswerInputRequestSchema)` to create a new message.
+ */
+export const AnswerInputRequestSchema: GenMessage<AnswerInputRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 36);
+
+/**
+ * InputAnswer is the answer to an input request: exactly one of its kinds,
+ * the request's.
+ *
+ * @generated from message convo.v1.InputAnswer
+ */
+export type InputAnswer = Message<"convo.v1.InputAnswer"> & {
+  /**
+   * kind is the request's kind.
+   *
+   * @generated from oneof convo.v1.InputAnswer.kind
+   */
+  kind: {
+    /**
+     * approval answers an "approval" request.
+     *
+     * @generated from field: convo.v1.ApprovalAnswer approval = 1;
+     */
+    value: ApprovalAnswer;
+    case: "approval";
+  } | {
+    /**
+     * client_tool answers a "client_tool" request with the tool's result.
+     *
+     * @generated from field: convo.v1.ClientToolAnswer client_tool = 2;
+     */
+    value: ClientToolAnswer;
+    case: "clientTool";
+  } | {
+    /**
+     * question answers a "question" request.
+     *
+     * @generated from field: convo.v1.QuestionAnswer question = 3;
+     */
+    value: QuestionAnswer;
+    case: "question";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message convo.v1.InputAnswer.
+ * Use `create(InputAnswerSchema)` to create a new message.
+ */
+export const InputAnswerSchema: GenMessage<InputAnswer> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 37);
+
+/**
+ * ApprovalAnswer approves or denies a tool call.
+ *
+ * @generated from message convo.v1.ApprovalAnswer
+ */
+export type ApprovalAnswer = Message<"convo.v1.ApprovalAnswer"> & {
+  /**
+   * approved is true to let the tool run, false to deny it.
+   *
+   * @generated from field: bool approved = 1;
+   */
+  approved: boolean;
+
+  /**
+   * reason says why (optional, at most 2,000 characters); the model reads
+   * it.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message convo.v1.ApprovalAnswer.
+ * Use `create(ApprovalAnswerSchema)` to create a new message.
+ */
+export const ApprovalAnswerSchema: GenMessage<ApprovalAnswer> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 38);
+
+/**
+ * ClientToolAnswer is the result of a tool the client ran: its output, or
+ * the error it failed with.
+ *
+ * @generated from message convo.v1.ClientToolAnswer
+ */
+export type ClientToolAnswer = Message<"convo.v1.ClientToolAnswer"> & {
+  /**
+   * result is the tool's output or its error.
+   *
+   * @generated from oneof convo.v1.ClientToolAnswer.result
+   */
+  result: {
+    /**
+     * output is the tool's output (at most 100,000 characters; may be
+     * empty). When the request has an outputSchema with a type, it must be
+     * JSON of that type.
+     *
+     * @generated from field: string output = 1;
+     */
+    value: string;
+    case: "output";
+  } | {
+    /**
+     * error says why the tool failed: something visible, at most 2,000
+     * characters.
+     *
+     * @generated from field: string error = 2;
+     */
+    value: string;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message convo.v1.ClientToolAnswer.
+ * Use `create(ClientToolAnswerSchema)` to create a new message.
+ */
+export const ClientToolAnswerSchema: GenMessage<ClientToolAnswer> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 39);
+
+/**
+ * QuestionAnswer answers a question.
+ *
+ * @generated from message convo.v1.QuestionAnswer
+ */
+export type QuestionAnswer = Message<"convo.v1.QuestionAnswer"> & {
+  /**
+   * answer is the answer: something visible, at most 100,000 characters;
+   * one of the request's choices when it has some.
+   *
+   * @generated from field: string answer = 1;
+   */
+  answer: string;
+};
+
+/**
+ * Describes the message convo.v1.QuestionAnswer.
+ * Use `create(QuestionAnswerSchema)` to create a new message.
+ */
+export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 40);
+
+/**
+ * AnswerInputResponse is the request as answered.
+ *
+ * @generated from message convo.v1.AnswerInputResponse
+ */
+export type AnswerInputResponse = Message<"convo.v1.AnswerInputResponse"> & {
+  /**
+   * input_request is the request, status "answered".
+   *
+   * @generated from field: convo.v1.InputRequest input_request = 1;
+   */
+  inputRequest?: InputRequest | undefined;
+};
+
+/**
+ * Describes the message convo.v1.AnswerInputResponse.
+ * Use `create(AnswerInputResponseSchema)` to create a new message.
+ */
+export const AnswerInputResponseSchema: GenMessage<AnswerInputResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 41);
+
+/**
+ * ClaimInputRequest claims a client tool's run.
+ *
+ * @generated from message convo.v1.ClaimInputRequest
+ */
+export type ClaimInputRequest = Message<"convo.v1.ClaimInputRequest"> & {
+  /**
+   * tool_call_id names the request (its tool call): required.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * claimant names the client that runs the tool (a tab's id, chosen by
+   * the client): required, at most 200 bytes, no control characters.
+   *
+   * @generated from field: string claimant = 2;
+   */
+  claimant: string;
+
+  /**
+   * lease_seconds is how long the claim holds unless renewed: 1 to 600; 0
+   * means 30.
+   *
+   * @generated from field: int32 lease_seconds = 3;
+   */
+  leaseSeconds: number;
+};
+
+/**
+ * Describes the message convo.v1.ClaimInputRequest.
+ * Use `create(ClaimInputRequestSchema)` to create a new message.
+ */
+export const ClaimInputRequestSchema: GenMessage<ClaimInputRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 42);
+
+/**
+ * ClaimInputResponse is the request as claimed.
+ *
+ * @generated from message convo.v1.ClaimInputResponse
+ */
+export type ClaimInputResponse = Message<"convo.v1.ClaimInputResponse"> & {
+  /**
+   * input_request is the request, with claimed_by and claim_expires_at.
+   *
+   * @generated from field: convo.v1.InputRequest input_request = 1;
+   */
+  inputRequest?: InputRequest | undefined;
+};
+
+/**
+ * Describes the message convo.v1.ClaimInputResponse.
+ * Use `create(ClaimInputResponseSchema)` to create a new message.
+ */
+export const ClaimInputResponseSchema: GenMessage<ClaimInputResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 43);
+
+/**
  * Preference is a vote in an A/B comparison.
  *
  * @generated from enum convo.v1.Preference
@@ -1382,6 +1655,33 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof ListMessagesRequestSchema;
     output: typeof ListMessagesResponseSchema;
+  },
+  /**
+   * AnswerInput answers a pending input request (an approval, a client
+   * tool's result, a question): the first answer wins, and the reply's
+   * prompt is queued again once none of its requests is pending. A request
+   * answered already, expired or cancelled answers FailedPrecondition,
+   * naming its state; an answer not of the request's kind, InvalidArgument.
+   *
+   * @generated from rpc convo.v1.ConversationService.AnswerInput
+   */
+  answerInput: {
+    methodKind: "unary";
+    input: typeof AnswerInputRequestSchema;
+    output: typeof AnswerInputResponseSchema;
+  },
+  /**
+   * ClaimInput claims the run of a pending client tool for one client (a
+   * browser tab) for a lease, so that exactly one runs it: it succeeds when
+   * the request is unclaimed, its claim lapsed, or the claimant holds it (a
+   * renewal). Held by another claimant: FailedPrecondition, naming it.
+   *
+   * @generated from rpc convo.v1.ConversationService.ClaimInput
+   */
+  claimInput: {
+    methodKind: "unary";
+    input: typeof ClaimInputRequestSchema;
+    output: typeof ClaimInputResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);
