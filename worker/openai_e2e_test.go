@@ -16,6 +16,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 
 	. "github.com/convo-dev/convo/worker"
+	"github.com/convo-dev/convo/worker/demo"
 	"github.com/convo-dev/convo/worker/openai"
 )
 
@@ -194,7 +195,7 @@ func TestOpenAI(t *testing.T) {
 		}
 		first, second := reqs[0], reqs[1]
 		if first.Model != "gpt-test" || !first.Stream || first.Temperature == nil || *first.Temperature != 0.2 ||
-			first.MaxTokens == nil || *first.MaxTokens != 256 || len(first.Tools) != 2 {
+			first.MaxTokens == nil || *first.MaxTokens != 256 || len(first.Tools) != len(demo.Tools().Specs()) {
 			t.Errorf("first request: %+v", first)
 		}
 		if h := f.headers[0].Get("Authorization"); h != "Bearer sk-test" {
