@@ -3,6 +3,7 @@
 // one render per animation frame); useConversationList lists the user's
 // conversations without holding a stream. docs/client.md is the guide.
 
+export * from "./clientTools.js";
 export * from "./provider.js";
 export * from "./store.js";
 export * from "./useConversation.js";

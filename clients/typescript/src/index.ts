@@ -5,7 +5,8 @@
 // bounded snapshot left out), and helpers for every call an app
 // makes. It depends on no UI library. docs/client.md is its guide.
 
-export { create, fromJson, toJson } from "@bufbuild/protobuf";
+export { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+export { Code, ConnectError } from "@connectrpc/connect";
 export * from "./client.js";
 export * from "./fold.js";
 export * from "./follow.js";
