@@ -76,24 +76,28 @@ describe("ClientToolRunner", () => {
     vi.useFakeTimers();
     const srv = new FakeServer(["browser_info"]);
     let runs = 0;
-    const tool: ClientTool = async (input) => {
+    const tool: ClientTool = (input) => {
       runs++;
-      return { time: "now", input };
+      return new Promise((resolve) => setTimeout(() => resolve({ time: "now", input }), 1000));
     };
     const a = srv.tab("tab-a", { browser_info: tool });
     const b = srv.tab("tab-b", { browser_info: tool });
     a.start();
     b.start();
     await flush();
+    expect(runs).toBe(1);
+    expect(a.getSnapshot().t1).toEqual({ status: "here" });
+    expect(b.getSnapshot().t1).toEqual({ status: "elsewhere", claimedBy: "tab-a" });
     a.sync();
     b.sync();
-    await flush();
+    await vi.advanceTimersByTimeAsync(1000);
     expect(runs).toBe(1);
     expect(srv.answers).toEqual([
       { toolCallId: "t1", answer: { kind: { case: "clientTool", value: { result: { case: "output", value: '{"time":"now","input":{"n":0}}' } } } } },
     ]);
     expect(a.getSnapshot().t1).toEqual({ status: "done", output: '{"time":"now","input":{"n":0}}' });
-    expect(b.getSnapshot().t1).toEqual({ status: "elsewhere", claimedBy: "tab-a" });
+    b.sync(); // the request is answered: the other tab's run is over
+    expect(b.getSnapshot().t1).toBeUndefined();
     // Syncing again, later, runs nothing more.
     await vi.advanceTimersByTimeAsync(60_000);
     a.sync();

@@ -106,6 +106,16 @@ export class ClientToolRunner {
     if (this.stopped) return;
     const state = this.o.getState();
     const tools = this.o.getTools();
+    // A run another tab held is over once its request is no longer open.
+    const gone = Object.keys(this.runs).filter(
+      (id) => this.runs[id].status === "elsewhere" && !state.inputs.some((i) => i.toolCallId === id),
+    );
+    if (gone.length > 0) {
+      const runs = { ...this.runs };
+      for (const id of gone) delete runs[id];
+      this.runs = runs;
+      for (const l of this.listeners) l();
+    }
     for (const req of state.inputs) {
       if (req.kind !== "client_tool" || this.started.has(req.toolCallId) || this.claiming.has(req.toolCallId)) continue;
       const call = callOf(state, req.toolCallId);
