@@ -85,3 +85,32 @@ test("a client tool with two tabs open runs once, and both tabs show its result"
   expect(runs.reduce((a, b) => a + b, 0)).toBe(1);
   await shot(tabs[1], "client-tool-other-tab");
 });
+
+test("a client tool claimed by a tab that closed shows as running elsewhere, then this tab takes it over", async ({ page }) => {
+  // No tab is open when the request comes; a tab claims it and is gone.
+  const sent = await api<{ conversationId: string }>("SendMessage", { text: "/client-tool from a tab that closes" });
+  let toolCallId = "";
+  await expect
+    .poll(
+      async () => {
+        const c = await api<{ pendingInputs?: { toolCallId: string; kind: string }[] }>("GetConversation", {
+          conversationId: sent.conversationId,
+          includePauseEvents: true,
+        });
+        toolCallId = c.pendingInputs?.find((i) => i.kind === "client_tool")?.toolCallId ?? "";
+        return toolCallId;
+      },
+      done,
+    )
+    .not.toBe("");
+  await api("ClaimInput", { toolCallId, claimant: "tab-closed", leaseSeconds: 6 });
+  await page.goto(`/c/${sent.conversationId}`);
+  const status = page.getByRole("status", { name: "Client tool" });
+  await expect(status).toContainText("running in another tab");
+  await shot(page, "client-tool-elsewhere");
+  // The claim lapses: this tab runs the tool once, and the reply goes on.
+  const reply = lastReply(page);
+  await expect(reply).toHaveAttribute("data-status", "completed", done);
+  await expect(reply).toContainText("your browser ran it and answered");
+  expect(await page.evaluate(() => window.convoClientToolRuns ?? 0)).toBe(1);
+});
