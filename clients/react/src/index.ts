@@ -1,8 +1,10 @@
 // @convo/react: React hooks over @convo/client. ConvoProvider holds the
 // client; useConversation follows one conversation (one stream, at most
-// one render per animation frame); useConversationList lists the user's
+// one render per animation frame; its pauses, and client tools run
+// exactly once across tabs: ClientToolRunner); useConversationList lists the user's
 // conversations without holding a stream. docs/client.md is the guide.
 
+export * from "./clientTools.js";
 export * from "./provider.js";
 export * from "./store.js";
 export * from "./useConversation.js";

@@ -3,6 +3,7 @@
 
 import {
   activePromptIds,
+  answerInput,
   cancelReply,
   errorMessage,
   follow,
@@ -12,10 +13,14 @@ import {
   type ConversationState,
   type ConvoClient,
   type Event,
+  type InputAnswerInit,
+  type InputRequestState,
+  type JsonValue,
   type SendMessageResponse,
   type SendOptions,
 } from "@convo/client";
-import { useCallback, useEffect, useState, useSyncExternalStore } from "react";
+import { useCallback, useEffect, useMemo, useState, useSyncExternalStore } from "react";
+import { ClientToolRunner, type ClientTool, type ClientToolRun } from "./clientTools.js";
 import { useClient } from "./provider.js";
 import { ConversationStore } from "./store.js";
 
@@ -45,6 +50,32 @@ export interface UseConversation {
   loadOlder: () => Promise<void>;
   /** The store behind state (for optimistic changes: store.dispatch). */
   store: ConversationStore;
+  /**
+   * The open input requests (pauses: approvals, client tools, questions),
+   * in the order they were made, each with its tool call and, for a client
+   * tool, its run as this tab sees it.
+   */
+  pending: PendingInput[];
+  /** The runs of client tools this tab knows of, by tool call id (kept once answered). */
+  clientToolRuns: Readonly<Record<string, ClientToolRun>>;
+  /** approve lets the tool call run (AnswerInput); a failure sets error. */
+  approve: (toolCallId: string, reason?: string) => Promise<boolean>;
+  /** deny refuses the tool call, with a reason the model reads. */
+  deny: (toolCallId: string, reason?: string) => Promise<boolean>;
+  /** answer answers a question (one of its choices when it has some). */
+  answer: (toolCallId: string, text: string) => Promise<boolean>;
+}
+
+/** An open input request with its tool call. */
+export interface PendingInput extends InputRequestState {
+  /** The tool call's tool name and input. */
+  toolName: string;
+  input?: JsonValue;
+  /** The block of the tool call, and its message. */
+  blockId: string;
+  messageId: string;
+  /** For a client tool this tab registered: its run here or elsewhere. */
+  run?: ClientToolRun;
 }
 
 export interface UseConversationOptions {
@@ -58,6 +89,15 @@ export interface UseConversationOptions {
    * a browser's six connections per host over HTTP/1.1.
    */
   share?: boolean;
+  /**
+   * clientTools are the tools this app runs for the model, by name (e.g.
+   * {browser_info: async (input) => output}). Each open request of one of
+   * them runs exactly once across tabs: the tab claims it (ClaimInput,
+   * renewed at half its 30 s lease), runs it and answers with its output or
+   * error; another tab shows it running elsewhere, and takes it over when
+   * the claim lapses (its tab closed).
+   */
+  clientTools?: Readonly<Record<string, ClientTool>>;
 }
 
 /**
@@ -125,5 +165,77 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
     }
   }, [client, store]);
 
-  return { state, status, error, notFound, send, cancel, hasOlder: state.older !== null, loadOlder, store };
+  // Client tools: one runner per hook, synced on every published state.
+  const [tools] = useState(() => ({ current: o.clientTools ?? {} }));
+  tools.current = o.clientTools ?? {};
+  const [runner] = useState(
+    () => new ClientToolRunner({ client, getState: store.current, getTools: () => tools.current }),
+  );
+  useEffect(() => {
+    runner.start();
+    const unsubscribe = store.subscribe(runner.sync);
+    return () => {
+      unsubscribe();
+      runner.stop();
+    };
+  }, [runner, store]);
+  const clientToolRuns = useSyncExternalStore(runner.subscribe, runner.getSnapshot, runner.getSnapshot);
+  const pending = useMemo(() => pendingInputs(state, clientToolRuns), [state, clientToolRuns]);
+
+  const respond = useCallback(
+    async (toolCallId: string, a: InputAnswerInit) => {
+      try {
+        await answerInput(client, toolCallId, a);
+        setError(null);
+        return true;
+      } catch (err) {
+        setError(errorMessage(err));
+        return false;
+      }
+    },
+    [client],
+  );
+  const approve = useCallback(
+    (id: string, reason?: string) => respond(id, { approval: { approved: true, reason } }),
+    [respond],
+  );
+  const deny = useCallback((id: string, reason?: string) => respond(id, { approval: { approved: false, reason } }), [respond]);
+  const answer = useCallback((id: string, text: string) => respond(id, { question: { answer: text } }), [respond]);
+
+  return {
+    state,
+    status,
+    error,
+    notFound,
+    send,
+    cancel,
+    hasOlder: state.older !== null,
+    loadOlder,
+    store,
+    pending,
+    clientToolRuns,
+    approve,
+    deny,
+    answer,
+  };
+}
+
+/** pendingInputs joins each open request of state with its tool call and its run in this tab. */
+export function pendingInputs(state: ConversationState, runs: Readonly<Record<string, ClientToolRun>> = {}): PendingInput[] {
+  if (state.inputs.length === 0) return [];
+  const calls = new Map<string, { blockId: string; messageId: string; name: string; input?: JsonValue }>();
+  for (const b of Object.values(state.blocks)) {
+    if (b.toolCall) calls.set(b.toolCall.id, { blockId: b.id, messageId: b.messageId, name: b.toolCall.name, input: b.toolCall.input });
+  }
+  return state.inputs.map((i) => {
+    const c = calls.get(i.toolCallId);
+    return {
+      ...i,
+      toolName: c?.name ?? "",
+      input: c?.input,
+      blockId: c?.blockId ?? "",
+      messageId: c?.messageId ?? "",
+      run: runs[i.toolCallId],
+    };
+  });
 }

@@ -3,7 +3,13 @@
 
 import { Code, ConnectError, createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { ConversationService, Preference, type SendMessageResponse } from "./gen/convo/v1/conversation_service_pb.js";
+import {
+  ConversationService,
+  Preference,
+  type InputAnswerSchema,
+  type SendMessageResponse,
+} from "./gen/convo/v1/conversation_service_pb.js";
+import type { InputRequest } from "./gen/convo/v1/types_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Rating, type ModelConfigSchema } from "./gen/convo/v1/types_pb.js";
 
@@ -94,6 +100,54 @@ export async function rateReply(client: ConvoClient, messageId: string, rating: 
 export async function voteComparison(client: ConvoClient, comparisonId: string, preference: "a" | "b" | "tie"): Promise<void> {
   const p = { a: Preference.A, b: Preference.B, tie: Preference.TIE }[preference];
   await client.voteComparison({ comparisonId, preference: p });
+}
+
+/**
+ * An answer to an input request (a pause), of the request's kind, as in
+ * AnswerInput's JSON: {approval: {approved, reason?}}, {clientTool:
+ * {output}} or {clientTool: {error}}, {question: {answer}}.
+ */
+export type InputAnswerInit =
+  | { approval: { approved: boolean; reason?: string } }
+  | { clientTool: { output: string } | { error: string } }
+  | { question: { answer: string } };
+
+function inputAnswer(a: InputAnswerInit): MessageInitShape<typeof InputAnswerSchema> {
+  if ("approval" in a) return { kind: { case: "approval", value: { approved: a.approval.approved, reason: a.approval.reason ?? "" } } };
+  if ("question" in a) return { kind: { case: "question", value: { answer: a.question.answer } } };
+  const r = a.clientTool;
+  return {
+    kind: {
+      case: "clientTool",
+      value: { result: "error" in r ? { case: "error", value: r.error } : { case: "output", value: r.output } },
+    },
+  };
+}
+
+/**
+ * answerInput answers the input request of a tool call (AnswerInput): the
+ * first answer wins; a request no longer pending is refused with
+ * FailedPrecondition. It returns the request as answered.
+ */
+export async function answerInput(client: ConvoClient, toolCallId: string, answer: InputAnswerInit): Promise<InputRequest | undefined> {
+  const res = await client.answerInput({ toolCallId, answer: inputAnswer(answer) });
+  return res.inputRequest;
+}
+
+/**
+ * claimInput claims a client tool's run for claimant (a tab's id) for
+ * leaseSeconds (ClaimInput; 0: 30 s). Claiming again renews the claim; a
+ * claim another claimant holds is refused with FailedPrecondition. It
+ * returns the request as claimed.
+ */
+export async function claimInput(
+  client: ConvoClient,
+  toolCallId: string,
+  claimant: string,
+  leaseSeconds = 30,
+): Promise<InputRequest | undefined> {
+  const res = await client.claimInput({ toolCallId, claimant, leaseSeconds });
+  return res.inputRequest;
 }
 
 /** errorMessage is a short, human-readable description of a failed call. */

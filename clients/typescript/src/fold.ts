@@ -44,20 +44,34 @@
 //   the latest is held in `olderUpdates` and replaces the message's fields
 //   when a page brings it, since the page may have been read before it.
 //
+// - Pauses (docs/events.md "Pauses"): `inputs` holds the open input
+//   requests, those still waiting for an answer, in the order they were
+//   made. A snapshot's pendingInputs replace them (those of status
+//   "pending"; an answered one waits only for the worker); inputRequested
+//   adds one, inputClaimed sets its claimedBy and claimExpiresAt, and
+//   inputAnswered (answered, expired or cancelled), the end of its tool
+//   call or of its prompt, or historyCleared remove it. Each of these
+//   events also carries the reply's message, applied as messageUpdated.
+//   The follower asks for these events (includePauseEvents) unless told
+//   not to; without them `inputs` stays empty.
+//
 // Applying a snapshot, its replay and then the live events yields the same
 // messages and blocks as GetConversation at the same seq; loading every
 // older page as well, at any moment, yields all of them.
 
 import type { Event } from "./gen/convo/v1/events_pb.js";
-import type { Block, Message } from "./gen/convo/v1/types_pb.js";
+import type { Block, InputRequest, Message } from "./gen/convo/v1/types_pb.js";
 import {
   blockState,
   conversationInfo,
   messageFields,
   toolCallState,
+  tsMs,
   type BlockState,
   type ConversationInfo,
+  inputRequestState,
   type FeedbackInfo,
+  type InputRequestState,
   type MessageState,
 } from "./state.js";
 
@@ -88,6 +102,8 @@ export interface ConversationState {
   older: string | null;
   /** The latest messageUpdated of each message before the window, not loaded yet (applied when a page brings it). */
   olderUpdates: Readonly<Record<string, Omit<MessageState, "blockIds">>>;
+  /** The open input requests (pauses), in the order they were made. */
+  inputs: readonly InputRequestState[];
 }
 
 /** The snapshot part of a StreamConversation response or a GetConversation response. */
@@ -97,6 +113,8 @@ export interface SnapshotLike {
   seq: bigint;
   /** Set when the snapshot left older messages out: ListMessages with it pages them in. */
   olderPageToken?: string;
+  /** The open input requests at seq (a stream or GetConversation that asked includePauseEvents). */
+  pendingInputs?: InputRequest[];
 }
 
 /** A page of older messages: a ListMessages response to pageToken (see loadOlder). */
@@ -135,6 +153,7 @@ export function initialState(conversationId: string): ConversationState {
     desync: false,
     older: null,
     olderUpdates: {},
+    inputs: [],
   };
 }
 
@@ -205,6 +224,7 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
     desync: false,
     older: snap.olderPageToken || null,
     olderUpdates: {},
+    inputs: (snap.pendingInputs ?? []).filter((r) => r.status === "pending").map(inputRequestState),
   };
 }
 
@@ -349,18 +369,28 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       if (!existing) next = { ...next, messageIds: [...next.messageIds, pm.id] };
       return next;
     }
-    case "messageUpdated": {
-      const pm = k.value.message;
-      if (!pm) return state;
-      if (!state.messages[pm.id] && state.older !== null) {
-        // A message before the window (feedback on an old reply): hold
-        // the update for the page that brings it.
-        return { ...state, olderUpdates: { ...state.olderUpdates, [pm.id]: messageFields(pm) } };
-      }
-      const next = ensureMessage(state, pm.id);
-      const existing = next.messages[pm.id];
-      return setMessage(next, { ...messageFields(pm), blockIds: existing.blockIds });
+    case "messageUpdated":
+      return updateMessage(state, k.value.message);
+    case "inputRequested": {
+      const next = updateMessage(state, k.value.message);
+      const r = k.value.inputRequest;
+      if (!r || r.status !== "pending" || next.inputs.some((i) => i.toolCallId === r.toolCallId)) return next;
+      return { ...next, inputs: [...next.inputs, inputRequestState(r)] };
     }
+    case "inputAnswered":
+      return withoutInputs(updateMessage(state, k.value.message), (i) => i.toolCallId === k.value.toolCallId);
+    case "inputClaimed": {
+      const next = updateMessage(state, k.value.message);
+      const v = k.value;
+      return {
+        ...next,
+        inputs: next.inputs.map((i) =>
+          i.toolCallId === v.toolCallId ? { ...i, claimedBy: v.claimedBy, claimExpiresAt: tsMs(v.claimExpiresAt) } : i,
+        ),
+      };
+    }
+    case "promptWaiting":
+      return updateMessage(state, k.value.message);
     case "promptQueued":
     case "promptStarted":
     case "promptCompleted":
@@ -374,6 +404,9 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       if (m && status && m.status !== status) next = setMessage(next, { ...m, status });
       if (k.case === "promptFailed") {
         next = { ...next, errors: { ...next.errors, [p.messageId]: k.value.error || p.error } };
+      }
+      if (k.case !== "promptQueued" && k.case !== "promptStarted") {
+        next = withoutInputs(next, (i) => i.promptId === p.id);
       }
       return next;
     }
@@ -434,7 +467,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
         next.status = "failed";
         next.error = k.value.error || tc.error;
       }
-      return setBlock(state, { ...b, toolCall: next });
+      return withoutInputs(setBlock(state, { ...b, toolCall: next }), (i) => i.toolCallId === tc.id);
     }
     case "conversationUpdated": {
       const c = k.value.conversation;
@@ -451,12 +484,31 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
         errors: {},
         older: null,
         olderUpdates: {},
+        inputs: [],
       };
     }
     default:
       // A kind this client does not know (undefined for protobuf-es).
       return { ...state, unknownEvents: state.unknownEvents + 1 };
   }
+}
+
+/** updateMessage applies a message's new fields (messageUpdated, and the message every event of pauses carries). */
+function updateMessage(state: ConversationState, pm: Message | undefined): ConversationState {
+  if (!pm) return state;
+  if (!state.messages[pm.id] && state.older !== null) {
+    // A message before the window (feedback on an old reply): hold
+    // the update for the page that brings it.
+    return { ...state, olderUpdates: { ...state.olderUpdates, [pm.id]: messageFields(pm) } };
+  }
+  const next = ensureMessage(state, pm.id);
+  const existing = next.messages[pm.id];
+  return setMessage(next, { ...messageFields(pm), blockIds: existing.blockIds });
+}
+
+/** withoutInputs drops the open input requests that match (the state itself when none does). */
+function withoutInputs(state: ConversationState, drop: (i: InputRequestState) => boolean): ConversationState {
+  return state.inputs.some(drop) ? { ...state, inputs: state.inputs.filter((i) => !drop(i)) } : state;
 }
 
 /** contradiction marks the state as needing a fresh snapshot. */
@@ -507,3 +559,8 @@ export function activePromptIds(state: ConversationState): string[] {
   return [...ids];
 }
 
+
+/** The open input request of a tool call, if any. */
+export function inputOf(state: ConversationState, toolCallId: string): InputRequestState | undefined {
+  return state.inputs.find((i) => i.toolCallId === toolCallId);
+}

@@ -34,6 +34,13 @@ export interface FollowOptions {
   onNotFound?: () => void;
   /** The stream stopped for good: the server refused the credentials. */
   onUnauthenticated?: () => void;
+  /**
+   * Ask for the events of pauses and the snapshot's pendingInputs
+   * (StreamConversationRequest.includePauseEvents): the fold keeps the
+   * open input requests in state.inputs. Default true; false gets a
+   * messageUpdated in place of each such event.
+   */
+  includePauseEvents?: boolean;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
 }
@@ -128,7 +135,7 @@ export function follow(o: FollowOptions): () => void {
       let gap = false;
       try {
         const stream = o.client.streamConversation(
-          { conversationId: o.conversationId, afterSeq: seq ?? undefined },
+          { conversationId: o.conversationId, afterSeq: seq ?? undefined, includePauseEvents: o.includePauseEvents ?? true },
           {
             signal: attempt.signal,
             onHeader: () => {
@@ -231,6 +238,8 @@ export interface FollowConversationOptions {
   afterSeq?: bigint;
   /** The state to resume from, when afterSeq is given (default: empty, which a resume then fills with events). */
   initial?: ConversationState;
+  /** Ask for the events of pauses (default true): see FollowOptions.includePauseEvents. */
+  includePauseEvents?: boolean;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
 }
@@ -279,6 +288,7 @@ export async function* followConversation(
       if (s === "unauthenticated" || s === "notFound") ended = true;
       changed();
     },
+    includePauseEvents: opts.includePauseEvents,
     initialBackoffMs: opts.initialBackoffMs,
     maxBackoffMs: opts.maxBackoffMs,
   });

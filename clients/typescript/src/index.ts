@@ -2,10 +2,12 @@
 // holds the generated Connect client and messages, the pure fold of a
 // conversation's stream into its state, followConversation (the stream,
 // reconnected and resumed by itself), loadOlder (the messages a
-// bounded snapshot left out), and helpers for every call an app
-// makes. It depends on no UI library. docs/client.md is its guide.
+// bounded snapshot left out), the open input requests of pauses
+// (state.inputs, answerInput, claimInput), and helpers for every call an
+// app makes. It depends on no UI library. docs/client.md is its guide.
 
-export { create, fromJson, toJson } from "@bufbuild/protobuf";
+export { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+export { Code, ConnectError } from "@connectrpc/connect";
 export * from "./client.js";
 export * from "./fold.js";
 export * from "./follow.js";

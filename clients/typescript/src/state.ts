@@ -11,6 +11,7 @@ import type {
   Block,
   Conversation,
   Feedback,
+  InputRequest,
   Message,
   ToolCall,
 } from "./gen/convo/v1/types_pb.js";
@@ -68,6 +69,43 @@ export interface BlockState {
   /** The block's place in its message (Block.position, BlockStart.position). */
   position: number;
   toolCall?: ToolCallState;
+}
+
+/**
+ * An open input request (a pause, docs/events.md "Pauses"): a tool call
+ * that waits for an approval, a client tool's result, or the answer to a
+ * question.
+ */
+export interface InputRequestState {
+  toolCallId: string;
+  promptId: string;
+  /** approval | client_tool | question */
+  kind: string;
+  /**
+   * What is asked: an approval {} or {"message": text}; a client tool {} or
+   * {"outputSchema": …}; a question {"question": text, "choices": [text, …]}.
+   */
+  request: JsonObject;
+  /** The tab (claimant) that claimed a client tool's run, "" when none. */
+  claimedBy: string;
+  /** When that claim lapses unless renewed (ms since the epoch). */
+  claimExpiresAt?: number;
+  /** When the request expires, if it does. */
+  expiresAt?: number;
+  createdAt?: number;
+}
+
+export function inputRequestState(r: InputRequest): InputRequestState {
+  return {
+    toolCallId: r.toolCallId,
+    promptId: r.promptId,
+    kind: r.kind,
+    request: r.request ?? {},
+    claimedBy: r.claimedBy,
+    claimExpiresAt: tsMs(r.claimExpiresAt),
+    expiresAt: tsMs(r.expiresAt),
+    createdAt: tsMs(r.createdAt),
+  };
 }
 
 export function tsMs(ts: Timestamp | undefined): number | undefined {

@@ -4,7 +4,9 @@ import { errorMessage, type ConvoClient } from "../api/client";
 import { stopReplies } from "../api/stop";
 import { SendMessageRequestSchema, activePromptIds, messageBlocks, type ConversationState } from "@convo/client";
 import type { Event, MessageState, Preference } from "@convo/client";
-import { useConversation } from "@convo/react";
+import { useConversation, type ClientToolRun, type PendingInput } from "@convo/react";
+import { clientTools } from "../api/clientTools";
+import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
@@ -46,8 +48,8 @@ export function ConversationView({
     },
     [onChanged],
   );
-  const conv = useConversation(conversationId, { client, onEvent });
-  const { state, status, notFound, store, loadOlder } = conv;
+  const conv = useConversation(conversationId, { client, onEvent, clientTools });
+  const { state, status, notFound, store, loadOlder, pending, clientToolRuns, approve, deny, answer } = conv;
   const [error, setError] = useState<string | null>(null);
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
@@ -80,6 +82,16 @@ export function ConversationView({
   }, [focusMissing, state.older, loadOlder]);
 
   const running = activePromptIds(state).length > 0;
+
+  // The pauses of each reply: its open requests, and the client tools this tab ran.
+  const pauseActions: PauseActions = useMemo(() => ({ approve, deny, answer }), [approve, deny, answer]);
+  useEffect(() => {
+    if (conv.error) setError(conv.error);
+  }, [conv.error]);
+  const pauses = useMemo(
+    () => pausesByMessage(state, pending, clientToolRuns, pauseActions),
+    [state, pending, clientToolRuns, pauseActions],
+  );
 
   const send = async (o: SendOptions) => {
     setError(null);
@@ -155,7 +167,7 @@ export function ConversationView({
           {state.seq !== null && state.messageIds.length === 0 ? (
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}
-          {renderMessages(state, actions, votes, vote, highlighted, models)}
+          {renderMessages(state, actions, votes, vote, highlighted, models, pauses)}
         </div>
       </div>
       {error ? (
@@ -180,6 +192,7 @@ function renderMessages(
   onVote: (comparisonId: string, p: Preference) => void,
   highlighted: string | undefined,
   models: Record<string, string>,
+  pauses: Record<string, ReactNode>,
 ): ReactNode[] {
   return groupMessages(state).map((item) =>
     item.kind === "comparison" ? (
@@ -205,7 +218,33 @@ function renderMessages(
         error={state.errors[item.message.id]}
         actions={actions}
         highlighted={highlighted === item.message.id}
+        pauses={pauses[item.message.id]}
       />
     ),
   );
+}
+
+/**
+ * pausesByMessage renders, by message id, the reply's open input requests
+ * and the client tools this tab ran whose calls have not ended yet.
+ */
+function pausesByMessage(
+  state: ConversationState,
+  pending: PendingInput[],
+  runs: Readonly<Record<string, ClientToolRun>>,
+  actions: PauseActions,
+): Record<string, ReactNode> {
+  const out: Record<string, ReactNode[]> = {};
+  const add = (messageId: string, node: ReactNode) => (out[messageId] ??= []).push(node);
+  for (const p of pending) {
+    if (p.messageId) add(p.messageId, <PauseCard key={p.toolCallId} p={p} actions={actions} />);
+  }
+  const open = new Set(pending.map((p) => p.toolCallId));
+  for (const b of Object.values(state.blocks)) {
+    const tc = b.toolCall;
+    const run = tc && runs[tc.id];
+    if (!tc || !run || open.has(tc.id) || tc.status === "completed" || tc.status === "failed") continue;
+    add(b.messageId, <ClientToolStatus key={tc.id} name={tc.name} toolCallId={tc.id} run={run} />);
+  }
+  return out;
 }

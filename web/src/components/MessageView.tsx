@@ -1,4 +1,4 @@
-import { memo } from "react";
+import { memo, type ReactNode } from "react";
 import type { Rating } from "@convo/client";
 import type { BlockState, MessageState } from "@convo/client";
 import { absoluteTime } from "../util/format";
@@ -25,7 +25,10 @@ export const MessageView = memo(function MessageView({
   actions,
   highlighted,
   hideRole,
+  pauses,
 }: {
+  /** The reply's open input requests (PauseCard), shown after its blocks. */
+  pauses?: ReactNode;
   message: MessageState;
   blocks: BlockState[];
   error?: string;
@@ -56,7 +59,8 @@ export const MessageView = memo(function MessageView({
         {blocks.map((b) => (
           <BlockView key={b.id} block={b} messageLive={live} />
         ))}
-        {live && !blocks.some((b) => b.status === "streaming") ? (
+        {pauses}
+        {live && !pauses && !blocks.some((b) => b.status === "streaming") ? (
           <p className="muted waiting">
             <Spinner /> {message.status === "pending" ? "Waiting for a worker…" : "Working…"}
           </p>

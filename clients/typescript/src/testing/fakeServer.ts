@@ -8,13 +8,14 @@
 
 import { create, type JsonObject } from "@bufbuild/protobuf";
 import { fromJson } from "@bufbuild/protobuf";
-import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { ValueSchema, timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { EventSchema, type Event } from "../gen/convo/v1/events_pb.js";
 import {
   BlockSchema,
   ConversationSchema,
   MessageSchema,
   PromptSchema,
+  InputRequestSchema,
   Rating,
   ToolCallSchema,
   type Block,
@@ -52,10 +53,21 @@ interface FMessage {
   comparisonSlot: string;
   feedback?: Rating;
 }
+interface FInput {
+  toolCallId: string;
+  promptId: string;
+  kind: string;
+  request: JsonObject;
+  status: string;
+  claimedBy: string;
+  claimExpiresAt?: number;
+}
 interface FState {
   title: string;
   activePromptId: string;
   messages: FMessage[];
+  /** The open input requests: pending, or answered and not yet acted on (the tool call is open). */
+  inputs?: FInput[];
 }
 
 type EventKind = Event["kind"];
@@ -209,6 +221,7 @@ export class FakeServer {
     const tc = this.block(blockId).toolCall!;
     if (output !== undefined) tc.output = output;
     tc.status = "completed";
+    this.dropInput(tc.id);
     this.emit({ case: "toolCallCompleted", value: { toolCall: toToolCall(tc, true) } as never });
   }
 
@@ -216,6 +229,7 @@ export class FakeServer {
     const tc = this.block(blockId).toolCall!;
     tc.status = "failed";
     tc.error = error;
+    this.dropInput(tc.id);
     this.emit({ case: "toolCallFailed", value: { toolCall: toToolCall(tc, true), error } as never });
   }
 
@@ -240,6 +254,53 @@ export class FakeServer {
     }
   }
 
+  private dropInput(toolCallId: string): void {
+    this.cur.inputs = (this.cur.inputs ?? []).filter((i) => i.toolCallId !== toolCallId);
+  }
+
+  private input(toolCallId: string): FInput {
+    const i = (this.cur.inputs ?? []).find((x) => x.toolCallId === toolCallId);
+    if (!i) throw new Error(`no input request ${toolCallId}`);
+    return i;
+  }
+
+  /** requestInput asks for input on the tool call of a block (request_input): inputRequested. */
+  requestInput(blockId: string, kind: string, request: JsonObject = {}): string {
+    const tc = this.block(blockId).toolCall!;
+    const m = this.messageOf(blockId);
+    const i: FInput = { toolCallId: tc.id, promptId: m.promptId, kind, request, status: "pending", claimedBy: "" };
+    this.cur.inputs = [...(this.cur.inputs ?? []), i];
+    this.emit({ case: "inputRequested", value: { inputRequest: toInputRequest(i, this.conversationId), message: toMessage(m, false) } as never });
+    return tc.id;
+  }
+
+  /** waitPrompt parks a prompt until its requests are answered: promptWaiting. */
+  waitPrompt(promptId: string): void {
+    const m = this.byPrompt(promptId);
+    const ids = (this.cur.inputs ?? []).filter((i) => i.promptId === promptId && i.status === "pending").map((i) => i.toolCallId);
+    this.emit({ case: "promptWaiting", value: { prompt: this.prompt(m, "queued"), toolCallIds: ids, message: toMessage(m, false) } as never });
+  }
+
+  /** claimInput claims a client tool's run: inputClaimed. */
+  claimInput(toolCallId: string, claimant: string, expiresAtMs: number): void {
+    const i = this.input(toolCallId);
+    i.claimedBy = claimant;
+    i.claimExpiresAt = expiresAtMs;
+    const m = this.byPrompt(i.promptId);
+    this.emit({
+      case: "inputClaimed",
+      value: { toolCallId, promptId: i.promptId, claimedBy: claimant, claimExpiresAt: timestampFromMs(expiresAtMs), message: toMessage(m, false) } as never,
+    });
+  }
+
+  /** answerInput ends a request (answered, expired or cancelled): inputAnswered; it stays open until its tool call ends. */
+  answerInput(toolCallId: string, status: "answered" | "expired" | "cancelled", answer?: JsonObject): void {
+    const i = this.input(toolCallId);
+    i.status = status;
+    const m = this.byPrompt(i.promptId);
+    this.emit({ case: "inputAnswered", value: { toolCallId, promptId: i.promptId, status, answer, message: toMessage(m, false) } as never });
+  }
+
   /** setFeedback rates an assistant message, as set_feedback does (messageUpdated). */
   setFeedback(messageId: string, rating: Rating): void {
     const m = this.cur.messages.find((x) => x.id === messageId);
@@ -250,6 +311,7 @@ export class FakeServer {
 
   clearHistory(): void {
     this.cur.messages = [];
+    this.cur.inputs = [];
     this.emit({ case: "historyCleared", value: { conversation: this.conversation() } as never });
   }
 
@@ -307,7 +369,8 @@ export class FakeServer {
       }
     }
     const olderPageToken = from > 0 ? pageToken(st.messages[from].id) : "";
-    return { snapshot: { conversation: this.conversation(st), messages, seq, olderPageToken }, replay };
+    const pendingInputs = (st.inputs ?? []).map((i) => toInputRequest(i, this.conversationId));
+    return { snapshot: { conversation: this.conversation(st), messages, seq, olderPageToken, pendingInputs }, replay };
   }
 
   /**
@@ -336,6 +399,19 @@ export class FakeServer {
 /** pageToken names the messages before message id (the server's token holds a position instead). */
 function pageToken(id: string): string {
   return `before:${id}`;
+}
+
+function toInputRequest(i: FInput, conversationId: string) {
+  return create(InputRequestSchema, {
+    toolCallId: i.toolCallId,
+    promptId: i.promptId,
+    conversationId,
+    kind: i.kind,
+    request: i.request,
+    status: i.status,
+    claimedBy: i.claimedBy,
+    claimExpiresAt: i.claimExpiresAt === undefined ? undefined : timestampFromMs(i.claimExpiresAt),
+  });
 }
 
 function toToolCall(tc: FToolCall, withOutput: boolean) {

@@ -1,0 +1,116 @@
+// Pauses in the web app against the demo model (docs/workers.md "Pauses"):
+// a message starting with /approve asks to approve publish_note, /ask asks
+// a question with choices, /client-tool has the browser run browser_info
+// (exactly once across tabs). After the answer the reply goes on in the
+// same assistant message.
+
+import type { Page } from "@playwright/test";
+import { api, expect, lastReply, send, shot, test } from "./helpers";
+
+const done = { timeout: 90_000 };
+
+async function assistantIds(page: Page): Promise<string[]> {
+  return page.locator("article.message-assistant").evaluateAll((els) => els.map((e) => e.getAttribute("data-message-id") ?? ""));
+}
+
+test("an approval: Approve, and the reply goes on in the same message", async ({ page }) => {
+  await page.goto("/");
+  await send(page, "/approve a note about the tides");
+  await page.waitForURL(/\/c\//);
+  const card = page.getByRole("group", { name: "Approval needed" });
+  await expect(card).toBeVisible(done);
+  await expect(card).toContainText("publish_note");
+  await expect(card).toContainText("the tides"); // the call's input
+  const before = await assistantIds(page);
+  expect(before).toHaveLength(1);
+  await shot(page, "approval");
+  await card.getByRole("button", { name: "Approve" }).click();
+  await expect(card).toHaveCount(0);
+  const reply = lastReply(page);
+  await expect(reply).toHaveAttribute("data-status", "completed", done);
+  await expect(reply).toContainText("published a note");
+  expect(await assistantIds(page)).toEqual(before);
+});
+
+test("a reload between the request and the decision shows the request once; the decision resumes the reply", async ({ page }) => {
+  await page.goto("/");
+  await send(page, "/approve a note about the moon");
+  await page.waitForURL(/\/c\//);
+  await expect(page.getByRole("group", { name: "Approval needed" })).toBeVisible(done);
+  await page.reload();
+  await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible();
+  const card = page.getByRole("group", { name: "Approval needed" });
+  await expect(card).toHaveCount(1);
+  await card.getByRole("textbox", { name: "Reason (optional)" }).fill("fine by me");
+  await card.getByRole("button", { name: "Approve" }).click();
+  const reply = lastReply(page);
+  await expect(reply).toHaveAttribute("data-status", "completed", done);
+  await expect(reply).toContainText("published a note");
+  await expect(page.getByRole("group", { name: "Approval needed" })).toHaveCount(0);
+  expect(await assistantIds(page)).toHaveLength(1);
+});
+
+test("a question: choosing green, the reply mentions green", async ({ page }) => {
+  await page.goto("/");
+  await send(page, "/ask me something");
+  await page.waitForURL(/\/c\//);
+  const card = page.getByRole("group", { name: "Question" });
+  await expect(card).toBeVisible(done);
+  await expect(card).toContainText("Which colour do you like best?");
+  await expect(card.getByRole("button")).toHaveText(["red", "green", "blue"]);
+  await card.getByRole("button", { name: "green" }).click();
+  const reply = lastReply(page);
+  await expect(reply).toHaveAttribute("data-status", "completed", done);
+  await expect(reply.locator('[data-block-type="text"]').last()).toContainText("green");
+});
+
+test("a client tool with two tabs open runs once, and both tabs show its result", async ({ context }) => {
+  // Both tabs follow the conversation before the request comes.
+  const sent = await api<{ conversationId: string }>("SendMessage", { text: "Hello there." });
+  const tabs: Page[] = [await context.newPage(), await context.newPage()];
+  for (const t of tabs) {
+    await t.goto(`/c/${sent.conversationId}`);
+    await expect(t.getByRole("status", { name: "Connection: Live" })).toBeVisible();
+    await expect(lastReply(t)).toHaveAttribute("data-status", "completed", done);
+  }
+  await send(tabs[0], "/client-tool what does my browser say?");
+  // Each tab shows where the tool runs while it does (or has run it).
+  for (const t of tabs) {
+    await expect(t.locator("article.message-assistant")).toHaveCount(2);
+    await expect(lastReply(t)).toHaveAttribute("data-status", "completed", done);
+    await expect(lastReply(t)).toContainText("your browser ran it and answered");
+    await expect(lastReply(t)).toContainText("timeZone");
+  }
+  const runs = await Promise.all(tabs.map((t) => t.evaluate(() => window.convoClientToolRuns ?? 0)));
+  expect(runs.reduce((a, b) => a + b, 0)).toBe(1);
+  await shot(tabs[1], "client-tool-other-tab");
+});
+
+test("a client tool claimed by a tab that closed shows as running elsewhere, then this tab takes it over", async ({ page }) => {
+  // No tab is open when the request comes; a tab claims it and is gone.
+  const sent = await api<{ conversationId: string }>("SendMessage", { text: "/client-tool from a tab that closes" });
+  let toolCallId = "";
+  await expect
+    .poll(
+      async () => {
+        const c = await api<{ pendingInputs?: { toolCallId: string; kind: string }[] }>("GetConversation", {
+          conversationId: sent.conversationId,
+          includePauseEvents: true,
+        });
+        toolCallId = c.pendingInputs?.find((i) => i.kind === "client_tool")?.toolCallId ?? "";
+        return toolCallId;
+      },
+      done,
+    )
+    .not.toBe("");
+  await api("ClaimInput", { toolCallId, claimant: "tab-closed", leaseSeconds: 6 });
+  await page.goto(`/c/${sent.conversationId}`);
+  const status = page.getByRole("status", { name: "Client tool" });
+  await expect(status).toContainText("running in another tab");
+  await shot(page, "client-tool-elsewhere");
+  // The claim lapses: this tab runs the tool once, and the reply goes on.
+  const reply = lastReply(page);
+  await expect(reply).toHaveAttribute("data-status", "completed", done);
+  await expect(reply).toContainText("your browser ran it and answered");
+  expect(await page.evaluate(() => window.convoClientToolRuns ?? 0)).toBe(1);
+});
