@@ -93,7 +93,7 @@ func TestAGUIPauses(t *testing.T) {
 				again, cancel := apitest.Do(t, "POST", tb.URL+"/v1/agui", http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(raw))
 				msg, _ := io.ReadAll(again.Body)
 				cancel()
-				if again.StatusCode == http.StatusOK || !strings.Contains(string(msg), "already answered") {
+				if again.StatusCode != http.StatusConflict || !strings.Contains(string(msg), "already answered") {
 					t.Errorf("second answer: %s %s", again.Status, msg)
 				}
 				if st2 := tb.State(t, "local", uuid.MustParse(thread)); st2.Seq != st.Seq {
