@@ -55,6 +55,7 @@ func TestAGUIPauses(t *testing.T) {
 				first := runInput(thread, "run-1", "send a mail")
 				post := openAGUI(t, "POST", tb.URL+"/v1/agui", nil, first)
 				post.Next(t)
+				follower := openAGUI(t, "GET", tb.URL+"/v1/conversations/"+thread+"/agui", nil, nil)
 				prompt, call, err := pgtest.PauseForInput(ctx, tb.Pool, "w1", c.kind, c.request)
 				if err != nil {
 					t.Fatal(err)
@@ -115,6 +116,13 @@ func TestAGUIPauses(t *testing.T) {
 				rest := resumed.Until(t, "RUN_FINISHED", "RUN_ERROR")
 				resumed.C.Ended(t)
 				resumed.save(t, dir, c.kind+"-2-resumed")
+				// A follower sees the paused run, then the resumed one.
+				followed := follower.Until(t, "RUN_FINISHED")
+				followed = append(followed, follower.Until(t, "RUN_FINISHED")...)
+				follower.save(t, dir, c.kind+"-3-follower")
+				if n := strings.Count(strings.Join(typeList(followed), " "), "RUN_STARTED"); n != 2 {
+					t.Errorf("the follower saw %d runs: %v", n, typeList(followed))
+				}
 				got := strings.Join(typeList(rest), " ")
 				if !strings.HasPrefix(got, "RUN_STARTED MESSAGES_SNAPSHOT") || !strings.Contains(got, "TOOL_CALL_RESULT TEXT_MESSAGE_START") ||
 					rest[0]["runId"] != "run-2" || rest[len(rest)-1]["outcome"].(map[string]any)["type"] != "success" {
@@ -128,8 +136,8 @@ func TestAGUIPauses(t *testing.T) {
 	}
 	var report verifierReport
 	apitest.RunVerifier(t, "agui-verify/verify.mjs", "@ag-ui/client", &report, "AGUI_RECORDINGS="+dir)
-	if len(report.Recordings) != 2*len(cases) {
-		t.Fatalf("the verifier read %d recordings, want %d", len(report.Recordings), 2*len(cases))
+	if len(report.Recordings) != 3*len(cases) {
+		t.Fatalf("the verifier read %d recordings, want %d", len(report.Recordings), 3*len(cases))
 	}
 	for _, rec := range report.Recordings {
 		name := strings.TrimSuffix(filepath.Base(rec.File), ".jsonl")

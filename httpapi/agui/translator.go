@@ -506,7 +506,11 @@ func (t *translator) pause(ms int64) {
 		outcome.Type, outcome.PendingToolCallIDs = "interrupt", nil
 	}
 	t.emit(&runFinishedEvent{Type: runFinished, Timestamp: ms, ThreadID: t.threadID, RunID: t.run.id, Outcome: outcome})
+	promptID := t.run.promptID
 	t.endRun()
+	// The prompt goes on once answered: a follower sees that as its next
+	// run (a stream that runs one prompt is done).
+	delete(t.finished, promptID)
 }
 
 func (t *translator) endRun() {
