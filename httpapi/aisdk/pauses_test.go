@@ -201,3 +201,42 @@ func writeJSON(t testing.TB, path string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestAISDKDemoApproval runs the demo worker's approval (a message
+// starting with /approve) through useChat's requests: the reply's stream
+// ends at the approval request, and approving it in the next POST streams
+// the tool's run and the rest of the reply.
+func TestAISDKDemoApproval(t *testing.T) {
+	t.Parallel()
+	tb := apitest.Setup(t, apitest.Options{Workers: true})
+	chat := uuid.New()
+	post := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(chat.String(), "submit-message", "/approve publish the note"))
+	chunks := post.rest(t)
+	types := chunkTypes(chunks)
+	if !strings.Contains(types, "tool-approval-request") || !strings.HasSuffix(types, "finish [DONE]") ||
+		chunks[len(chunks)-2]["finishReason"] != "tool-calls" {
+		t.Fatalf("paused stream: %s", types)
+	}
+	loaded := normalized(t, uiMessagesOf(t, tb.URL, nil, chat.String())).([]any)
+	reply := loaded[len(loaded)-1].(map[string]any)
+	var approval string
+	for _, p := range reply["parts"].([]any) {
+		if part := p.(map[string]any); part["state"] == "approval-requested" {
+			part["state"] = "approval-responded"
+			a := part["approval"].(map[string]any)
+			a["approved"], approval = true, a["id"].(string)
+		}
+	}
+	if approval == "" {
+		t.Fatalf("no approval-requested part in %v", reply)
+	}
+	body := map[string]any{"id": chat.String(), "trigger": "submit-message", "messageId": reply["id"], "messages": loaded}
+	rest := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, body).rest(t)
+	if got := chunkTypes(rest); !strings.HasPrefix(got, "start tool-approval-response tool-output-available") ||
+		!strings.HasSuffix(got, "finish [DONE]") || rest[len(rest)-2]["finishReason"] != "stop" {
+		t.Fatalf("resumed stream: %s", got)
+	}
+	if st := tb.State(t, "local", chat); string(st.Messages[1].Status) != "completed" {
+		t.Errorf("the reply: %s", st.Messages[1].Status)
+	}
+}
