@@ -146,3 +146,31 @@ func TestAGUIPauses(t *testing.T) {
 		}
 	}
 }
+
+// TestAGUIDemoClientTool runs the demo worker's client tool (a message
+// starting with /client-tool) as an AG-UI frontend tool: the run ends
+// with the tool call pending, and the next run's tool message resumes it.
+func TestAGUIDemoClientTool(t *testing.T) {
+	t.Parallel()
+	tb := apitest.Setup(t, apitest.Options{Workers: true})
+	thread := uuid.NewString()
+	first := runInput(thread, "run-1", "/client-tool what browser is this?")
+	events := openAGUI(t, "POST", tb.URL+"/v1/agui", nil, first).Until(t, "RUN_FINISHED", "RUN_ERROR")
+	outcome, _ := events[len(events)-1]["outcome"].(map[string]any)
+	pending, _ := outcome["pendingToolCallIds"].([]any)
+	if outcome["type"] != "success" || len(pending) != 1 {
+		t.Fatalf("run ends with %v", events[len(events)-1])
+	}
+	second := runInput(thread, "run-2")
+	second["messages"] = []any{first["messages"].([]map[string]any)[0],
+		map[string]any{"id": uuid.NewString(), "role": "tool", "toolCallId": pending[0], "content": `{"userAgent": "test"}`}}
+	rest := openAGUI(t, "POST", tb.URL+"/v1/agui", nil, second).Until(t, "RUN_FINISHED", "RUN_ERROR")
+	last := rest[len(rest)-1]
+	if last["type"] != "RUN_FINISHED" || last["runId"] != "run-2" || last["outcome"].(map[string]any)["type"] != "success" ||
+		!strings.Contains(strings.Join(typeList(rest), " "), "TOOL_CALL_RESULT") {
+		t.Fatalf("resumed run: %v %v", typeList(rest), last)
+	}
+	if st := tb.State(t, "local", uuid.MustParse(thread)); string(st.Messages[1].Status) != "completed" {
+		t.Errorf("the reply: %s", st.Messages[1].Status)
+	}
+}
