@@ -62,6 +62,10 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if in.answers != nil {
+		h.answer(w, r, owner, in)
+		return
+	}
 	ctx := r.Context()
 	id, created := in.threadID, false
 	if id == uuid.Nil {
@@ -164,10 +168,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sub *wire.Subsc
 			h.srv.StreamEnded(r, err, sub.Cursor())
 			return
 		}
-		// Pauses are not mapped to AG-UI yet: its runs see what a client
-		// that did not ask for them sees.
-		ev := wire.WithoutPauseEvents(item.Payload).GetEvent()
-		if err := out.JSONEvents(tr.apply(ev)); err != nil {
+		if err := out.JSONEvents(tr.apply(item.Payload.GetEvent())); err != nil {
 			return
 		}
 	}
@@ -189,14 +190,19 @@ func interruption(err error) (code, message string) {
 	return codeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
 }
 
-// runInput is what convo reads of AG-UI's RunAgentInput; tools, context,
-// state and resume are accepted and ignored (convo's tools run on its
-// workers).
+// runInput is what convo reads of AG-UI's RunAgentInput; tools, context
+// and state are accepted and ignored (convo's tools run on its workers).
+// Tool messages after the last user message, and resume entries, answer
+// the thread's input requests (see answer).
 type runInput struct {
 	ThreadID       string          `json:"threadId"`
 	RunID          string          `json:"runId"`
 	Messages       []inputMessage  `json:"messages"`
 	ForwardedProps json.RawMessage `json:"forwardedProps"`
+	Resume         []resumeEntry   `json:"resume"`
+
+	// answers are the answers the input carries (none: a new message).
+	answers []runAnswer
 
 	threadID      uuid.UUID
 	text          string
@@ -205,9 +211,11 @@ type runInput struct {
 }
 
 type inputMessage struct {
-	ID      string          `json:"id"`
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	ID         string          `json:"id"`
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"toolCallId"`
+	Error      *string         `json:"error"`
 }
 
 type inputPart struct {
@@ -231,6 +239,17 @@ func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
 	}
 	if len(in.RunID) > 200 {
 		return nil, wire.Invalid("runId", "is %d bytes long; the limit is 200", len(in.RunID))
+	}
+	answers, err := runAnswers(&in)
+	if err != nil {
+		return nil, err
+	}
+	if len(answers) > 0 {
+		if in.threadID == uuid.Nil {
+			return nil, wire.Invalid("threadId", "is required to answer a thread's input requests")
+		}
+		in.answers = answers
+		return &in, nil
 	}
 	i, text, err := lastUserMessage(in.Messages)
 	if err != nil {

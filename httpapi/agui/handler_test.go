@@ -378,6 +378,18 @@ func TestAGUIRequests(t *testing.T) {
 	assistantOnly := runInput(thread, "r")
 	assistantOnly["messages"] = []any{map[string]any{"id": "a", "role": "assistant", "content": "hi"}}
 
+	answering := func(m map[string]any) map[string]any {
+		in := runInput(thread, "r", "hello")
+		in["messages"] = append(in["messages"].([]map[string]any), m)
+		return in
+	}
+	noCallID := answering(map[string]any{"id": "t", "role": "tool", "content": "42"})
+	noRequest := answering(map[string]any{"id": "t", "role": "tool", "content": "42", "toolCallId": uuid.NewString()})
+	badResume := runInput(thread, "r")
+	badResume["resume"] = []any{map[string]any{"interruptId": uuid.NewString(), "status": "maybe"}}
+	resumeNoThread := runInput("", "r")
+	resumeNoThread["resume"] = []any{map[string]any{"interruptId": uuid.NewString(), "status": "resolved", "payload": true}}
+
 	t.Run("Refusals", func(t *testing.T) {
 		for _, tc := range []struct {
 			name    string
@@ -396,6 +408,11 @@ func TestAGUIRequests(t *testing.T) {
 			{"ModelOutOfRange", alice, hot, 400, "invalid_argument", "forwardedProps.model.temperature"},
 			{"ModelUnknownField", alice, unknownField, 400, "invalid_argument", "forwardedProps.model"},
 			{"AnotherUsersThread", mallory, runInput(thread, "r", "hi"), 404, "not_found", ""},
+			{"ToolMessageWithoutToolCallID", alice, noCallID, 400, "invalid_argument", "messages[1].toolCallId: is required"},
+			{"ResumeBadStatus", alice, badResume, 400, "invalid_argument", `resume[0].status: must be resolved or cancelled, got "maybe"`},
+			{"ResumeWithoutThread", alice, resumeNoThread, 400, "invalid_argument", "threadId: is required"},
+			{"AnswerOfNoRequest", alice, noRequest, 409, "failed_precondition", "has no pending input request"},
+			{"AnswerInAnotherUsersThread", mallory, noRequest, 404, "not_found", ""},
 			{"UserMessageAlreadySent", alice, repeated, 409, "failed_precondition", "already in the conversation"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

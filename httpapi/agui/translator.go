@@ -47,6 +47,8 @@ type openRun struct {
 	blocks                  map[string]*runBlock // by block id
 	order                   []*runBlock          // in start order
 	calls                   map[string]*runBlock // tool_use blocks by tool call id
+	// asks are the input requests of the run's tool calls, in order.
+	asks []*convov1.InputRequest
 }
 
 // runBlock is what a run has sent of one block.
@@ -106,19 +108,20 @@ func (t *translator) begin() []any {
 // AG-UI events it makes.
 func (t *translator) apply(ev *convov1.Event) []any {
 	promptID := t.promptOf(ev)
+	plain := plainEvent(ev) // the thread sees a pause's message update
 	switch {
 	case promptID == "" || t.finished[promptID] || t.done:
-		t.th.apply(ev)
+		t.th.apply(plain)
 	case t.run != nil && t.run.promptID == promptID:
-		t.th.apply(ev)
+		t.th.apply(plain)
 		t.translate(ev)
 	case t.target != "":
 		if promptID == t.target && t.run == nil {
 			t.startRun(promptID, t.messageOf(ev, promptID), eventTime(ev, t.now))
-			t.th.apply(ev)
+			t.th.apply(plain)
 			t.translate(ev)
 		} else {
-			t.th.apply(ev)
+			t.th.apply(plain)
 		}
 	default:
 		w := t.waitingFor(promptID)
@@ -126,7 +129,7 @@ func (t *translator) apply(ev *convov1.Event) []any {
 			// The snapshot is taken before the event is applied: what the
 			// event adds reaches the client as this run's events.
 			t.startRun(promptID, t.messageOf(ev, promptID), eventTime(ev, t.now))
-			t.th.apply(ev)
+			t.th.apply(plain)
 			t.translate(ev)
 			break
 		}
@@ -135,7 +138,7 @@ func (t *translator) apply(ev *convov1.Event) []any {
 			t.waiting = append(t.waiting, w)
 		}
 		w.push(ev)
-		if b := t.th.apply(ev); b != nil {
+		if b := t.th.apply(plain); b != nil {
 			b.queued = true
 		}
 	}
@@ -197,8 +200,18 @@ func (t *translator) promptOf(ev *convov1.Event) string {
 		return t.blockPrompt[k.ToolCallCompleted.GetToolCall().GetBlockId()]
 	case *convov1.Event_ToolCallFailed:
 		return t.blockPrompt[k.ToolCallFailed.GetToolCall().GetBlockId()]
+	case *convov1.Event_InputRequested:
+		return k.InputRequested.GetInputRequest().GetPromptId()
+	case *convov1.Event_PromptWaiting:
+		return k.PromptWaiting.GetPrompt().GetId()
 	}
 	return ""
+}
+
+// plainEvent is ev for the thread: a pause's event is the messageUpdated
+// a client that did not ask for pauses gets (the thread has no requests).
+func plainEvent(ev *convov1.Event) *convov1.Event {
+	return wire.WithoutPauseEvents(&wire.Response{Kind: &convov1.StreamConversationResponse_Event{Event: ev}}).GetEvent()
 }
 
 // messageOf returns the assistant message a prompt fills.
@@ -382,6 +395,10 @@ func (t *translator) translate(ev *convov1.Event) {
 		t.toolResult(k.ToolCallCompleted.GetToolCall(), ms)
 	case *convov1.Event_ToolCallFailed:
 		t.toolResult(k.ToolCallFailed.GetToolCall(), ms)
+	case *convov1.Event_InputRequested:
+		r.asks = append(r.asks, k.InputRequested.GetInputRequest())
+	case *convov1.Event_PromptWaiting:
+		t.pause(ms)
 	case *convov1.Event_PromptCompleted:
 		t.finish(ms, "success")
 	case *convov1.Event_PromptCancelled:
@@ -458,6 +475,42 @@ func (t *translator) finish(ms int64, outcome string) {
 	t.emit(&runFinishedEvent{Type: runFinished, Timestamp: ms, ThreadID: t.threadID, RunID: t.run.id,
 		Outcome: &runOutcome{Type: outcome}})
 	t.endRun()
+}
+
+// pause ends a run whose prompt waits for input (docs/protocols.md): its
+// approvals and questions are interrupts (outcome interrupt), its client
+// tools frontend tool calls left unanswered (outcome success, naming
+// them in pendingToolCallIds).
+func (t *translator) pause(ms int64) {
+	t.closeAll(ms)
+	outcome := &runOutcome{Type: "success"}
+	for _, in := range t.run.asks {
+		callID := in.GetToolCallId()
+		if rb := t.run.calls[callID]; rb != nil {
+			callID = rb.callID
+		}
+		switch in.GetKind() {
+		case "client_tool":
+			outcome.PendingToolCallIDs = append(outcome.PendingToolCallIDs, callID)
+		default:
+			it := interrupt{ID: in.GetToolCallId(), Reason: in.GetKind(), ToolCallID: callID,
+				Metadata: map[string]any{"convo": map[string]any{"request": in.GetRequest().AsMap()}}}
+			it.Message = in.GetRequest().GetFields()["message"].GetStringValue()
+			if q := in.GetRequest().GetFields()["question"].GetStringValue(); q != "" {
+				it.Message = q
+			}
+			outcome.Interrupts = append(outcome.Interrupts, it)
+		}
+	}
+	if len(outcome.Interrupts) > 0 {
+		outcome.Type, outcome.PendingToolCallIDs = "interrupt", nil
+	}
+	t.emit(&runFinishedEvent{Type: runFinished, Timestamp: ms, ThreadID: t.threadID, RunID: t.run.id, Outcome: outcome})
+	promptID := t.run.promptID
+	t.endRun()
+	// The prompt goes on once answered: a follower sees that as its next
+	// run (a stream that runs one prompt is done).
+	delete(t.finished, promptID)
 }
 
 func (t *translator) endRun() {

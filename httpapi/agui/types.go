@@ -60,7 +60,23 @@ type runStartedEvent struct {
 }
 
 type runOutcome struct {
-	Type string `json:"type"` // "success" or "cancelled"
+	Type string `json:"type"` // "success", "interrupt" or "cancelled"
+	// PendingToolCallIds (success) are the frontend tools (client tools)
+	// the run left for the client to answer in the next input's messages.
+	PendingToolCallIDs []string `json:"pendingToolCallIds,omitempty"`
+	// Interrupts (interrupt) are the approvals and questions the run waits
+	// for, answered by the next input's resume entries.
+	Interrupts []interrupt `json:"interrupts,omitempty"`
+}
+
+// interrupt is an approval or a question a run waits for: id and
+// toolCallId are convo's tool call id, reason the request's kind.
+type interrupt struct {
+	ID         string         `json:"id"`
+	Reason     string         `json:"reason"`
+	Message    string         `json:"message,omitempty"`
+	ToolCallID string         `json:"toolCallId"`
+	Metadata   map[string]any `json:"metadata,omitempty"`
 }
 
 type runFinishedEvent struct {

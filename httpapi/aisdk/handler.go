@@ -43,10 +43,15 @@ const (
 // runs the latest reply again as a new prompt. The response is the UI
 // message stream of that prompt's reply, until it ends. The prompt does
 // not depend on the request: a client that goes away resumes with GET
-// /v1/ai-sdk/chat/{id}/stream.
+// /v1/ai-sdk/chat/{id}/stream. A submit-message whose last message is the
+// assistant's answers the reply's input requests (see answer).
 func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 	owner, req, ok := httpx.WriteRequest(h.srv, w, r, decodeChatRequest)
 	if !ok {
+		return
+	}
+	if req.answers != nil {
+		h.answer(w, r, owner, req)
 		return
 	}
 	ctx := r.Context()
@@ -105,11 +110,89 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 	h.streamUIReply(w, r, sub, newUIReply(promptID.String(), messageID.String()))
 }
 
+// answer serves a useChat request that answers input requests: the
+// POST that addToolApprovalResponse or addToolOutput makes (its last
+// message the assistant's, with tool parts approval-responded,
+// output-available or output-error). Each part whose tool call's request
+// is pending is answered with AnswerInput; the response is the rest of
+// the reply, as it resumes, continuing the client's copy of it (no part
+// sent again). A request answered already (the first answer won),
+// expired or cancelled is FailedPrecondition, changing nothing, when the
+// request answers no pending one.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, req *chatRequest) {
+	ctx := r.Context()
+	// Subscribe before answering, so that no event of the resumed reply
+	// can be missed.
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	st, _ := sub.Snapshot()
+	sub.ReleaseSnapshot()
+	targets := answerTargets(&st)
+	var reply *conversation.Message
+	answered := map[uuid.UUID]bool{}
+	var refused error
+	for _, a := range req.answers {
+		t, ok := targets[a.toolCallID]
+		if !ok {
+			continue
+		}
+		kind := conversation.InputKind("")
+		if t.request != nil {
+			kind = t.request.Kind
+		}
+		pa, err := a.inputAnswer(kind)
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		answerJSON, err := wire.InputAnswerJSON(a.field, pa)
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		if t.request == nil || t.request.Status != conversation.InputPending {
+			// Not pending: the store says why (first answer won, expired,
+			// cancelled), unless a request of this one is answered below.
+			if refused == nil {
+				_, refused = h.srv.Store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: owner, ToolCallID: t.callID, Answer: answerJSON})
+			}
+			continue
+		}
+		if _, err := h.srv.Store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: owner, ToolCallID: t.callID, Answer: answerJSON}); err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		answered[t.callID] = true
+		reply = t.message
+	}
+	if reply == nil {
+		if refused == nil {
+			refused = wire.Invalid(fmt.Sprintf("messages[%d]", len(req.Messages)-1), "answers no input request of this chat's replies")
+		}
+		h.srv.WriteError(w, r, refused)
+		return
+	}
+	ur := continued(*reply, st.PendingInputs)
+	for _, in := range st.PendingInputs {
+		if in.PromptID == reply.PromptID.UUID && in.Status == conversation.InputPending && !answered[in.ToolCallID] {
+			// Another request of the reply still waits: so does the prompt.
+			ur.finish(uiFinishPause, "")
+			break
+		}
+	}
+	h.streamUIReply(w, r, sub, ur)
+}
+
 // Resume serves GET /v1/ai-sdk/chat/{id}/stream, which useChat({resume:
 // true}) calls on load: 204 when no reply is being written, else the
 // newest unfinished reply's UI message stream from its start (what it
 // holds so far, from the database, then the rest live), so that the
-// client's message is whole.
+// client's message is whole. A reply whose prompt waits for a request
+// is not being written (204): /messages shows the request.
 func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 	owner, id, err := h.srv.Caller(r)
 	if err != nil {
@@ -140,8 +223,15 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		noReply()
 		return
 	}
+	for _, in := range st.PendingInputs {
+		if in.PromptID == m.PromptID.UUID && in.Status == conversation.InputPending {
+			noReply()
+			return
+		}
+	}
 	reply := newUIReply(m.PromptID.UUID.String(), m.ID.String())
 	reply.resume(*m)
+	reply.resumeInputs(st.PendingInputs)
 	sub.ReleaseSnapshot() // the reply's chunks so far hold what the stream needs of it
 	h.streamUIReply(w, r, sub, reply)
 }
@@ -265,9 +355,7 @@ func (h *Handler) streamUIReply(w http.ResponseWriter, r *http.Request, sub *wir
 			}
 			panic(http.ErrAbortHandler)
 		}
-		// Pauses are not mapped to the AI SDK yet: its replies see what a
-		// client that did not ask for them sees.
-		reply.apply(wire.WithoutPauseEvents(item.Payload).GetEvent())
+		reply.apply(item.Payload.GetEvent())
 		if err := out.JSONEvents(reply.flush()); err != nil {
 			return
 		}
@@ -292,6 +380,9 @@ type chatRequest struct {
 	text      string
 	messageID uuid.NullUUID
 	model     json.RawMessage
+	// answers are those of a submit-message whose last message is the
+	// assistant's (nil for a user's message).
+	answers []chatAnswer
 }
 
 // chatMessage is a UIMessage as the client sends it.
@@ -327,6 +418,12 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 	req.trigger = *req.Trigger
 	switch req.trigger {
 	case triggerSubmit:
+		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == "assistant" {
+			if req.answers, err = chatAnswers(req.Messages); err != nil {
+				return nil, err
+			}
+			return &req, nil
+		}
 		if req.MessageID != "" {
 			return nil, wire.Invalid("messageId", "convo cannot edit a sent message; send a new one (submit-message without messageId)")
 		}

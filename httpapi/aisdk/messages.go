@@ -3,6 +3,8 @@ package aisdk
 import (
 	"encoding/json"
 
+	"github.com/google/uuid"
+
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/wire"
 )
@@ -12,8 +14,16 @@ import (
 // its reply builds it (see uiReply), so that useChat shows a loaded reply
 // exactly as it showed the streamed one. A reply that was regenerated
 // (another reply to the same user message followed it) is left out:
-// useChat replaces a regenerated reply.
+// useChat replaces a regenerated reply. A tool call's open input request
+// shows as the stream shows it: approval-requested, approval-responded,
+// a client tool or question handed to the client (input-available, not
+// provider-executed), or its answer once given (output-available,
+// output-error) until the worker ends the call.
 func uiMessages(st conversation.State) []uiMessage {
+	requests := map[uuid.UUID]conversation.InputRequest{}
+	for _, in := range st.PendingInputs {
+		requests[in.ToolCallID] = in
+	}
 	out := []uiMessage{}
 	for i, m := range st.Messages {
 		if superseded(st.Messages, i) {
@@ -21,7 +31,7 @@ func uiMessages(st conversation.State) []uiMessage {
 		}
 		um := uiMessage{ID: m.ID.String(), Role: string(m.Role), Parts: []any{}}
 		if m.Role == conversation.RoleAssistant {
-			um.Parts = assistantParts(m)
+			um.Parts = assistantParts(m, requests)
 		} else {
 			for _, b := range m.Blocks {
 				if b.Type == "text" {
@@ -54,7 +64,7 @@ func superseded(messages []conversation.Message, i int) bool {
 
 // assistantParts is an assistant message's parts, in block order, with
 // the steps uiReply marks.
-func assistantParts(m conversation.Message) []any {
+func assistantParts(m conversation.Message, requests map[uuid.UUID]conversation.InputRequest) []any {
 	parts := []any{}
 	stepOpen, afterTool := false, false
 	for _, b := range m.Blocks {
@@ -75,7 +85,7 @@ func assistantParts(m conversation.Message) []any {
 		case uiKindReasoning:
 			parts = append(parts, &uiReasoningPart{Type: "reasoning", ID: b.ID.String(), Text: b.Content, State: state})
 		case uiKindTool:
-			if p := toolPart(b); p != nil {
+			if p := toolPart(b, requests); p != nil {
 				parts = append(parts, p)
 			}
 		case uiKindStructured:
@@ -93,7 +103,7 @@ func assistantParts(m conversation.Message) []any {
 
 // toolPart is a tool_use block's dynamic-tool part; nil while the stream
 // has not opened it yet (no tool name so far).
-func toolPart(b conversation.Block) *uiToolPart {
+func toolPart(b conversation.Block, requests map[uuid.UUID]conversation.InputRequest) *uiToolPart {
 	name := jsonString(b.Metadata, "name")
 	p := &uiToolPart{Type: "dynamic-tool", ToolCallID: b.ID.String(), ProviderExecuted: true}
 	tc := b.ToolCall
@@ -113,6 +123,9 @@ func toolPart(b conversation.Block) *uiToolPart {
 			}
 		default:
 			p.State = "input-available"
+			if in, ok := requests[tc.ID]; ok {
+				askedPart(p, in)
+			}
 		}
 	case b.Status == conversation.BlockCompleted:
 		p.ToolName, p.State, p.Input = wire.ToolName(name), "input-available", contentJSON(b.Content)
@@ -122,4 +135,36 @@ func toolPart(b conversation.Block) *uiToolPart {
 		return nil
 	}
 	return p
+}
+
+// askedPart sets an open tool call's part to its input request's state.
+func askedPart(p *uiToolPart, in conversation.InputRequest) {
+	if in.Status == conversation.InputCancelled {
+		return
+	}
+	if in.Kind == conversation.InputApproval {
+		p.State = "approval-requested"
+		p.Approval = &uiApproval{ID: in.ToolCallID.String(), RequestReason: jsonString(in.Request, "message")}
+		if in.Status != conversation.InputPending {
+			var a approvalAnswer
+			_ = json.Unmarshal(in.Answer, &a)
+			p.State, p.Approval.Approved, p.Approval.Reason = "approval-responded", &a.Approved, a.Reason
+		}
+		return
+	}
+	p.ProviderExecuted = false
+	p.ToolMetadata = askMetadata(in.Kind, in.Request)
+	if in.Status == conversation.InputPending {
+		return
+	}
+	var a struct{ Output, Error, Answer *string }
+	_ = json.Unmarshal(in.Answer, &a)
+	switch {
+	case a.Error != nil:
+		p.State, p.ErrorText = "output-error", *a.Error
+	case a.Output != nil:
+		p.State, p.Output = "output-available", a.Output
+	case a.Answer != nil:
+		p.State, p.Output = "output-available", a.Answer
+	}
 }

@@ -28,12 +28,22 @@ import (
 // data-structured part holding its JSON; any other block type a
 // data-<type> part holding {content, metadata}.
 //
+// Pauses (docs/protocols.md): an approval request is the
+// tool-approval-request chunk (approvalId convo's tool call id, the part
+// then approval-requested), its answer tool-approval-response, and a
+// denied call's end tool-output-denied; a client tool's run or a question
+// hands the part to the client (tool-input-available again, not
+// provider-executed, toolMetadata.convoInput naming the request), which
+// answers with addToolOutput. The prompt's wait ends the stream as a
+// model's tool calls end a step: finish-step, finish "tool-calls".
+//
 // Per delta the work is O(1) in the block's length. It is not safe for
 // concurrent use.
 type uiReply struct {
 	promptID, messageID string
 	blocks              map[string]*uiBlock
-	order               []*uiBlock // in start order
+	calls               map[string]*uiBlock // by convo's tool call id
+	order               []*uiBlock          // in start order
 	stepOpen, afterTool bool
 	done                bool
 	out                 []any
@@ -48,6 +58,12 @@ type uiBlock struct {
 	// were sent, and the tool's name when known.
 	started, available bool
 	name               string
+	// callID is convo's tool call id, input its input; ask the kind of
+	// its input request, denied whether an approval was refused.
+	callID string
+	input  json.RawMessage
+	ask    conversation.InputKind
+	denied bool
 	// content is the block's text, for the parts sent only at its end
 	// (data-*, a tool call's input when no call names it).
 	content strings.Builder
@@ -83,7 +99,7 @@ func uiKindOf(blockType string) uiKind {
 func (k uiKind) isTool() bool { return k == uiKindTool || k == uiKindToolResult }
 
 func newUIReply(promptID, messageID string) *uiReply {
-	r := &uiReply{promptID: promptID, messageID: messageID, blocks: map[string]*uiBlock{}}
+	r := &uiReply{promptID: promptID, messageID: messageID, blocks: map[string]*uiBlock{}, calls: map[string]*uiBlock{}}
 	r.emit(&uiStartChunk{Type: uiStart, MessageID: messageID})
 	return r
 }
@@ -101,7 +117,7 @@ func (r *uiReply) resume(m conversation.Message) {
 			r.blockEnd(id, b.Metadata)
 		}
 		if tc := b.ToolCall; tc != nil {
-			r.toolStarted(id, tc.Name, tc.Input)
+			r.toolStarted(id, tc.ID.String(), tc.Name, tc.Input)
 			switch tc.Status {
 			case conversation.ToolCallCompleted:
 				r.toolCompleted(id, tc.Output)
@@ -110,6 +126,33 @@ func (r *uiReply) resume(m conversation.Message) {
 			}
 		}
 	}
+}
+
+// resumeInputs feeds the reply's input requests as a snapshot holds them
+// (after resume): requested, and answered when they are.
+func (r *uiReply) resumeInputs(inputs []conversation.InputRequest) {
+	for _, in := range inputs {
+		if in.PromptID.String() != r.promptID {
+			continue
+		}
+		id := in.ToolCallID.String()
+		r.inputRequested(id, in.Kind, in.Request)
+		if in.Status != conversation.InputPending {
+			r.inputAnswered(id, in.Status, in.Answer)
+		}
+	}
+}
+
+// continued is the reply as a client that holds m (its assistant message
+// as the stream built it, with its input requests) sees it continue: the
+// start chunk, then only what follows.
+func continued(m conversation.Message, inputs []conversation.InputRequest) *uiReply {
+	r := newUIReply(m.PromptID.UUID.String(), m.ID.String())
+	start := r.flush()
+	r.resume(m)
+	r.resumeInputs(inputs)
+	r.out = start
+	return r
 }
 
 // apply takes the conversation's next event.
@@ -136,7 +179,7 @@ func (r *uiReply) apply(ev *convov1.Event) {
 		if input == nil {
 			input = tc.GetInput()
 		}
-		r.toolStarted(tc.GetBlockId(), tc.GetName(), valueJSON(input))
+		r.toolStarted(tc.GetBlockId(), tc.GetId(), tc.GetName(), valueJSON(input))
 	case *convov1.Event_ToolCallCompleted:
 		tc := k.ToolCallCompleted.GetToolCall()
 		r.toolCompleted(tc.GetBlockId(), tc.GetOutput())
@@ -147,6 +190,18 @@ func (r *uiReply) apply(ev *convov1.Event) {
 			errText = tc.GetError()
 		}
 		r.toolFailed(tc.GetBlockId(), errText)
+	case *convov1.Event_InputRequested:
+		if in := k.InputRequested.GetInputRequest(); in.GetPromptId() == r.promptID {
+			r.inputRequested(in.GetToolCallId(), conversation.InputKind(in.GetKind()), structJSON(in.GetRequest()))
+		}
+	case *convov1.Event_InputAnswered:
+		if a := k.InputAnswered; a.PromptId == r.promptID {
+			r.inputAnswered(a.ToolCallId, conversation.InputStatus(a.Status), structJSON(a.Answer))
+		}
+	case *convov1.Event_PromptWaiting:
+		if k.PromptWaiting.GetPrompt().GetId() == r.promptID {
+			r.finish(uiFinishPause, "")
+		}
 	case *convov1.Event_PromptCompleted:
 		if k.PromptCompleted.GetPrompt().GetId() == r.promptID {
 			r.finish(uiFinishStop, "")
@@ -284,16 +339,79 @@ func (r *uiReply) tool(blockID string) *uiBlock {
 	return nil
 }
 
-func (r *uiReply) toolStarted(blockID, name string, input json.RawMessage) {
-	if b := r.tool(blockID); b != nil && !b.available {
+func (r *uiReply) toolStarted(blockID, callID, name string, input json.RawMessage) {
+	b := r.tool(blockID)
+	if b == nil {
+		return
+	}
+	b.callID, b.input = callID, input
+	r.calls[callID] = b
+	if !b.available {
 		r.inputAvailable(b, name, input)
 	}
+}
+
+// inputRequested asks the client for the input the tool call callID
+// waits for (see uiReply).
+func (r *uiReply) inputRequested(callID string, kind conversation.InputKind, request json.RawMessage) {
+	b := r.calls[callID]
+	if r.done || b == nil || b.ask != "" {
+		return
+	}
+	b.ask = kind
+	if kind == conversation.InputApproval {
+		r.emit(&uiToolApprovalRequestChunk{Type: uiToolApprovalReq, ApprovalID: callID, ToolCallID: b.id,
+			Reason: jsonString(request, "message")})
+		return
+	}
+	r.emit(&uiToolInputAskChunk{Type: uiToolInputAvailable, ToolCallID: b.id, ToolName: wire.ToolName(b.name),
+		Input: inputOrNull(b.input), Dynamic: true, ToolMetadata: askMetadata(kind, request)})
+}
+
+// inputAnswered records the answer to the tool call's request: an
+// approval's decision is the tool-approval-response chunk (an expired
+// approval is a denial); other answers show in the tool call's output.
+func (r *uiReply) inputAnswered(callID string, status conversation.InputStatus, answer json.RawMessage) {
+	b := r.calls[callID]
+	if r.done || b == nil || b.ask != conversation.InputApproval || status == conversation.InputCancelled {
+		return
+	}
+	var a approvalAnswer
+	_ = json.Unmarshal(answer, &a)
+	b.denied = !a.Approved
+	r.emit(&uiToolApprovalResponseChunk{Type: uiToolApprovalResp, ApprovalID: callID, Approved: a.Approved, Reason: a.Reason})
+}
+
+// approvalAnswer is an approval request's answer.
+type approvalAnswer struct {
+	Approved bool   `json:"approved"`
+	Reason   string `json:"reason"`
+}
+
+// askMetadata is the toolMetadata of a tool part handed to the client.
+func askMetadata(kind conversation.InputKind, request json.RawMessage) map[string]any {
+	in := map[string]any{"kind": string(kind)}
+	if len(request) > 0 && string(request) != "null" {
+		in["request"] = request
+	}
+	return map[string]any{"convoInput": in}
+}
+
+func inputOrNull(input json.RawMessage) json.RawMessage {
+	if len(input) == 0 {
+		return json.RawMessage("null")
+	}
+	return input
 }
 
 func (r *uiReply) toolCompleted(blockID, output string) {
 	if b := r.tool(blockID); b != nil {
 		if !b.available {
 			r.inputAvailable(b, "", contentJSON(b.content.String()))
+		}
+		if b.denied {
+			r.emit(&uiToolOutputDeniedChunk{Type: uiToolOutputDenied, ToolCallID: blockID})
+			return
 		}
 		r.emit(&uiToolOutputAvailableChunk{Type: uiToolOutputAvail, ToolCallID: blockID, Output: output})
 	}
@@ -303,6 +421,10 @@ func (r *uiReply) toolFailed(blockID, errText string) {
 	if b := r.tool(blockID); b != nil {
 		if !b.available {
 			r.inputAvailable(b, "", contentJSON(b.content.String()))
+		}
+		if b.denied {
+			r.emit(&uiToolOutputDeniedChunk{Type: uiToolOutputDenied, ToolCallID: blockID})
+			return
 		}
 		if errText == "" {
 			errText = "the tool call failed"

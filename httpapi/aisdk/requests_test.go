@@ -37,6 +37,18 @@ func TestAISDKRequests(t *testing.T) {
 	assistantLast := chatBody(fresh(), "submit-message", "hi")
 	assistantLast["messages"] = append(assistantLast["messages"].([]any),
 		map[string]any{"id": "a1", "role": "assistant", "parts": []any{text("hello")}})
+	// answering is a last message of the assistant's with answered tool
+	// parts, in alice's chat.
+	answering := func(part map[string]any) map[string]any {
+		b := chatBody(s.ConversationID.String(), "submit-message", "hi")
+		b["messages"] = append(b["messages"].([]any), map[string]any{"id": s.MessageID.String(), "role": "assistant",
+			"parts": []any{map[string]any{"type": "dynamic-tool", "toolName": "send_mail", "toolCallId": uuid.NewString(), "input": map[string]any{}}, part}})
+		return b
+	}
+	noDecision := answering(map[string]any{"type": "dynamic-tool", "toolName": "x", "toolCallId": uuid.NewString(),
+		"state": "approval-responded", "input": nil, "approval": map[string]any{"id": "a"}})
+	unknownCall := answering(map[string]any{"type": "dynamic-tool", "toolName": "x", "toolCallId": uuid.NewString(),
+		"state": "output-available", "input": nil, "output": "42", "providerExecuted": false})
 	noTrigger := chatBody(fresh(), "submit-message", "hi")
 	delete(noTrigger, "trigger")
 	noID := chatBody("", "submit-message", "hi")
@@ -62,6 +74,9 @@ func TestAISDKRequests(t *testing.T) {
 		{"UnknownTrigger", alice, "", chatBody(fresh(), "resume-stream", "hi"), 400, "invalid_argument",
 			`trigger: "resume-stream" is not a trigger convo knows`},
 		{"NoMessages", alice, "", chatBody(fresh(), "submit-message"), 400, "invalid_argument", "messages: is required"},
+		{"ApprovalWithoutDecision", alice, "", noDecision, 400, "invalid_argument", "messages[1].parts[1].approval.approved: is required"},
+		{"AnswerOfNoRequest", alice, "", unknownCall, 400, "invalid_argument", "messages[1]: answers no input request"},
+		{"AnswerInAnotherUsersChat", mallory, "", unknownCall, 404, "not_found", ""},
 		{"LastMessageNotTheUsers", alice, "", assistantLast, 400, "invalid_argument", "messages[1].role: the last message must be the user's"},
 		{"NoUserText", alice, "", withParts(), 400, "invalid_argument", "messages[0].parts: has no text"},
 		{"OnlyWhitespace", alice, "", withParts(text("  ")), 400, "invalid_argument", "messages[0].parts: must not be only whitespace"},

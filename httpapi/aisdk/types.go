@@ -31,6 +31,9 @@ const (
 	uiToolInputAvailable = "tool-input-available"
 	uiToolOutputAvail    = "tool-output-available"
 	uiToolOutputError    = "tool-output-error"
+	uiToolApprovalReq    = "tool-approval-request"
+	uiToolApprovalResp   = "tool-approval-response"
+	uiToolOutputDenied   = "tool-output-denied"
 	uiError              = "error"
 	uiAbort              = "abort"
 	uiFinish             = "finish"
@@ -40,6 +43,9 @@ const (
 const (
 	uiFinishStop  = "stop"
 	uiFinishError = "error"
+	// uiFinishPause ends a reply's stream where its prompt waits for a
+	// person's input (an approval, a client tool's output, an answer).
+	uiFinishPause = "tool-calls"
 )
 
 // uiTypeOnly is start-step and finish-step.
@@ -89,6 +95,41 @@ type uiToolInputAvailableChunk struct {
 	Input            json.RawMessage `json:"input"`
 	Dynamic          bool            `json:"dynamic"`
 	ProviderExecuted bool            `json:"providerExecuted"`
+}
+
+// uiToolInputAskChunk is a tool-input-available that hands a tool part
+// to the client: a client tool's run or a question, not provider-executed
+// (so useChat's onToolCall runs and addToolOutput answers), its
+// toolMetadata naming what is asked ({"convoInput": {"kind", "request"}}).
+type uiToolInputAskChunk struct {
+	Type             string          `json:"type"`
+	ToolCallID       string          `json:"toolCallId"`
+	ToolName         string          `json:"toolName"`
+	Input            json.RawMessage `json:"input"`
+	Dynamic          bool            `json:"dynamic"`
+	ProviderExecuted bool            `json:"providerExecuted"`
+	ToolMetadata     map[string]any  `json:"toolMetadata"`
+}
+
+// uiToolApprovalRequestChunk asks for an approval: approvalId is convo's
+// tool call id (what AnswerInput names), toolCallId the tool part's.
+type uiToolApprovalRequestChunk struct {
+	Type       string `json:"type"`
+	ApprovalID string `json:"approvalId"`
+	ToolCallID string `json:"toolCallId"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+type uiToolApprovalResponseChunk struct {
+	Type       string `json:"type"`
+	ApprovalID string `json:"approvalId"`
+	Approved   bool   `json:"approved"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+type uiToolOutputDeniedChunk struct {
+	Type       string `json:"type"`
+	ToolCallID string `json:"toolCallId"`
 }
 
 type uiToolOutputAvailableChunk struct {
@@ -162,4 +203,15 @@ type uiToolPart struct {
 	Output           *string         `json:"output,omitempty"`
 	ErrorText        string          `json:"errorText,omitempty"`
 	ProviderExecuted bool            `json:"providerExecuted"`
+	ToolMetadata     map[string]any  `json:"toolMetadata,omitempty"`
+	Approval         *uiApproval     `json:"approval,omitempty"`
+}
+
+// uiApproval is a tool part's approval, as the stream's
+// tool-approval-request and tool-approval-response chunks build it.
+type uiApproval struct {
+	ID            string `json:"id"`
+	RequestReason string `json:"requestReason,omitempty"`
+	Approved      *bool  `json:"approved,omitempty"`
+	Reason        string `json:"reason,omitempty"`
 }

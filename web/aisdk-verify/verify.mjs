@@ -17,7 +17,7 @@
 //
 // The report is one JSON object on stdout. The script exits non-zero only
 // when it cannot run at all; the Go test judges the report.
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import { DefaultChatTransport, readUIMessageStream, uiMessageChunkSchema } from "ai";
@@ -55,10 +55,10 @@ async function schemaErrors(datas) {
 }
 
 /** fold reads a chunk stream into its last UIMessage, as useChat's reader does. */
-async function fold(chunks) {
-  let message = null;
+async function fold(chunks, initial) {
+  let message = initial ?? null;
   const errors = [];
-  for await (const m of readUIMessageStream({ stream: chunks, onError: (e) => errors.push(String(e?.message ?? e)) })) {
+  for await (const m of readUIMessageStream({ message: initial, stream: chunks, onError: (e) => errors.push(String(e?.message ?? e)) })) {
     message = m;
   }
   return { message: message && JSON.parse(JSON.stringify(message)), streamErrors: errors };
@@ -73,7 +73,11 @@ async function checkRecording(file) {
   const report = { file, chunks: datas.length, schemaErrors: await schemaErrors(datas), readError: null, message: null, streamErrors: [] };
   try {
     const bytes = new Response(body).body;
-    Object.assign(report, await fold(transport.processResponseStream(bytes)));
+    // <name>.message.json, when present, is the UIMessage the client held
+    // before the stream (a reply resumed after an answer continues it).
+    const initialFile = file.replace(/\.sse$/, ".message.json");
+    const initial = existsSync(initialFile) ? JSON.parse(readFileSync(initialFile, "utf8")) : undefined;
+    Object.assign(report, await fold(transport.processResponseStream(bytes), initial));
   } catch (err) {
     report.readError = String(err?.message ?? err);
   }
