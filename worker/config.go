@@ -28,6 +28,12 @@ type Config struct {
 	// ReservedSlots slots stay idle. 0 to Workers; default 0 (none). See
 	// docs/workers.md, "Fair slots".
 	ReservedSlots int
+	// InputExpiry is how long a request for input waits (an approval, a
+	// client tool's output, an ask_user answer) before it expires, which
+	// the model reads as a denial, for tools that set no InputExpiry of
+	// their own. 0 (the default): requests wait until answered or
+	// cancelled.
+	InputExpiry time.Duration
 	// Name identifies this process in claims (every prompt it runs is held
 	// by Name), in its batches and in the error of a prompt whose lease
 	// expired. It must be unique among running processes. Default:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -17,15 +18,25 @@ import (
 var errWaiting = errors.New("the prompt waits for input")
 
 // pauseFor says whether the model's call of name with input waits for a
-// person, and what it asks (see registeredTool.pause). A call of an
-// unknown tool, or with arguments its schema refuses, does not wait: it
-// fails at once, as any call does.
-func (r *run) pauseFor(name string, input json.RawMessage) (string, json.RawMessage) {
+// person, what it asks (see registeredTool.pause), and when the request
+// expires (the tool's InputExpiry, else Config.InputExpiry; nil: never).
+// A call of an unknown tool, or with arguments its schema refuses, does
+// not wait: it fails at once, as any call does.
+func (r *run) pauseFor(name string, input json.RawMessage) (string, json.RawMessage, *time.Time) {
 	tool, ok := r.p.cfg.Tools.lookup(name)
 	if !ok || validateArgs(tool.schema, input) != nil {
-		return "", nil
+		return "", nil, nil
 	}
-	return tool.pause(input)
+	kind, request := tool.pause(input)
+	expiry := tool.InputExpiry
+	if expiry <= 0 {
+		expiry = r.p.cfg.InputExpiry
+	}
+	if kind == "" || expiry <= 0 {
+		return kind, request, nil
+	}
+	at := time.Now().Add(expiry)
+	return kind, request, &at
 }
 
 // inputAnswer is an input request's answer (convo.answer_input), or the

@@ -30,11 +30,13 @@ type pauseBundle struct {
 	runs     atomic.Int32 // runs of delete_file
 	prompt   sent
 	toolCall uuid.UUID
+	// inputExpiry is the pools' Config.InputExpiry.
+	inputExpiry time.Duration
 }
 
 // pauseTools are delete_file (needs approval), write_file (needs approval
 // except for scratch.txt), get_location (a client tool with an output
-// schema) and ask_user.
+// schema, whose requests expire after 2 hours) and ask_user.
 func (pb *pauseBundle) pauseTools(t *testing.T) *Tools {
 	type file struct {
 		Path string `json:"path"`
@@ -53,7 +55,8 @@ func (pb *pauseBundle) pauseTools(t *testing.T) *Tools {
 		_ = json.Unmarshal(args, &f)
 		return f.Path != "scratch.txt"
 	}
-	location := Tool{Name: "get_location", Description: "The browser's location.", OutputSchema: json.RawMessage(`{"type":"object"}`)}
+	location := Tool{Name: "get_location", Description: "The browser's location.", OutputSchema: json.RawMessage(`{"type":"object"}`),
+		InputExpiry: 2 * time.Hour}
 	ts, err := NewTools(del, write, location, AskUser())
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +86,7 @@ func setupPause(t *testing.T, tool, args string) *pauseBundle {
 // pause tools.
 func (pb *pauseBundle) startPool(t *testing.T, name string) (*Pool, *results) {
 	t.Helper()
-	return pb.start(t, Config{Name: name, Models: modelsWith(pb.model), Tools: pb.tools})
+	return pb.start(t, Config{Name: name, Models: modelsWith(pb.model), Tools: pb.tools, InputExpiry: pb.inputExpiry})
 }
 
 // pause sends the message on a pool "w1" and checks that the prompt parks:
@@ -498,6 +501,37 @@ func TestDemoModelPauses(t *testing.T) {
 			last := m.Blocks[len(m.Blocks)-1]
 			if last.Type != "text" || !strings.Contains(last.Content, tc.want) {
 				t.Errorf("answer %q, want it to hold %q", last.Content, tc.want)
+			}
+		})
+	}
+}
+
+// TestInputExpiry: a request expires after the tool's InputExpiry, else
+// after Config.InputExpiry, else never.
+func TestInputExpiry(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, tool, args, kind string
+		config, want           time.Duration // want 0: no expiry
+	}{
+		{"Never", "delete_file", `{"path": "notes.txt"}`, "approval", 0, 0},
+		{"Config", "delete_file", `{"path": "notes.txt"}`, "approval", time.Hour, time.Hour},
+		{"ConfigForAskUser", "ask_user", `{"question": "Which one?"}`, "question", 30 * time.Minute, 30 * time.Minute},
+		{"ToolWins", "get_location", `{}`, "client_tool", time.Hour, 2 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pb := setupPause(t, tc.tool, tc.args)
+			pb.inputExpiry = tc.config
+			before := time.Now()
+			in := pb.pause(t, tc.kind)
+			switch {
+			case tc.want == 0 && in.ExpiresAt != nil:
+				t.Errorf("expires at %v, want never", in.ExpiresAt)
+			case tc.want > 0 && in.ExpiresAt == nil:
+				t.Errorf("no expiry, want %v", tc.want)
+			case tc.want > 0 && (in.ExpiresAt.Before(before.Add(tc.want)) || in.ExpiresAt.After(time.Now().Add(tc.want))):
+				t.Errorf("expires at %v, want %v after the request (made after %v)", in.ExpiresAt, tc.want, before)
 			}
 		})
 	}

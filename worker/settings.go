@@ -14,6 +14,7 @@ import (
 // a Config by package worker/builtin.
 type Settings struct {
 	Workers             int           // CONVO_WORKERS, --workers: default 1; 0 runs none
+	InputExpiry         time.Duration // CONVO_INPUT_EXPIRY, --input-expiry: default 0 (never); how long a request for input waits before it expires (a denial)
 	ReservedSlots       int           // CONVO_WORKER_RESERVED_SLOTS, --reserved-slots: default 0; of Workers, the slots only users with nothing running may take
 	DBConns             int           // CONVO_WORKER_DB_CONNS, --worker-db-conns: default 4; the workers' connections, whatever Workers is
 	Name                string        // CONVO_WORKER_NAME, --worker-name: default host-pid-random
@@ -80,6 +81,7 @@ func (s *Settings) FromEnv(getenv func(string) string) error {
 		num(&s.MaxToolRounds, "CONVO_MAX_TOOL_ROUNDS"),
 		dur(&s.PollInterval, "CONVO_WORKER_POLL_INTERVAL"),
 		dur(&s.BatchInterval, "CONVO_BATCH_INTERVAL"),
+		dur(&s.InputExpiry, "CONVO_INPUT_EXPIRY"),
 	} {
 		if err != nil {
 			return err
@@ -105,6 +107,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.LeaseSeconds, "lease-seconds", s.LeaseSeconds, "lease of a claimed prompt, renewed by heartbeats (CONVO_WORKER_LEASE_SECONDS)")
 	fs.DurationVar(&s.PollInterval, "poll-interval", s.PollInterval, "how often idle workers poll besides LISTEN (CONVO_WORKER_POLL_INTERVAL)")
 	fs.DurationVar(&s.BatchInterval, "batch-interval", s.BatchInterval, "shortest time between two writes of streamed text to a block (CONVO_BATCH_INTERVAL); negative: no batching")
+	fs.DurationVar(&s.InputExpiry, "input-expiry", s.InputExpiry, "how long a request for input (an approval, a client tool's output, a question) waits before it expires, which the model reads as a denial (CONVO_INPUT_EXPIRY); 0: until answered")
 	fs.IntVar(&s.MaxToolRounds, "max-tool-rounds", s.MaxToolRounds, "how many tool rounds one prompt may take (CONVO_MAX_TOOL_ROUNDS)")
 	fs.Float64Var(&s.DemoTokensPerSecond, "demo-tokens-per-second", s.DemoTokensPerSecond, "pace of the demo model (CONVO_DEMO_TOKENS_PER_SECOND); negative: no pause")
 	fs.StringVar(&s.DefaultProvider, "default-provider", s.DefaultProvider, "provider of prompts that name none, demo or openai (CONVO_DEFAULT_PROVIDER); default openai when configured")
@@ -122,11 +125,14 @@ func (s Settings) RuntimeConfig(logger *slog.Logger) (Config, error) {
 	if s.ReservedSlots < 0 || s.ReservedSlots > max(s.Workers, 0) {
 		return Config{}, fmt.Errorf("CONVO_WORKER_RESERVED_SLOTS: want 0 to CONVO_WORKERS (%d), got %d", s.Workers, s.ReservedSlots)
 	}
+	if s.InputExpiry < 0 {
+		return Config{}, fmt.Errorf("CONVO_INPUT_EXPIRY: want 0 (never) or more, got %v", s.InputExpiry)
+	}
 	if s.DBConns < 2 {
 		return Config{}, fmt.Errorf("CONVO_WORKER_DB_CONNS: want 2 or more (the batches and the claims each need one), got %d", s.DBConns)
 	}
 	return Config{
 		Workers: s.Workers, ReservedSlots: s.ReservedSlots, Name: s.Name, LeaseSeconds: s.LeaseSeconds, PollInterval: s.PollInterval,
-		BatchInterval: s.BatchInterval, MaxToolRounds: s.MaxToolRounds, Logger: logger,
+		BatchInterval: s.BatchInterval, MaxToolRounds: s.MaxToolRounds, InputExpiry: s.InputExpiry, Logger: logger,
 	}, nil
 }

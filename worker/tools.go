@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"sort"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -45,6 +46,11 @@ type Tool struct {
 	// user's reason, which the model reads as the tool's result.
 	NeedsApproval    bool
 	NeedsApprovalFor func(args json.RawMessage) bool
+	// InputExpiry, when positive, is how long a call's request for input
+	// (its approval, a client tool's output, ask_user's answer) waits
+	// before it expires, which the model reads as a denial; 0:
+	// Config.InputExpiry.
+	InputExpiry time.Duration
 
 	// askUser marks the built-in ask_user tool.
 	askUser bool

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -53,7 +54,7 @@ type translator struct {
 	w *writer
 	// pause says whether a call waits for a person (see
 	// registeredTool.pause); nil: none does.
-	pause  func(name string, input json.RawMessage) (kind string, request json.RawMessage)
+	pause  func(name string, input json.RawMessage) (kind string, request json.RawMessage, expiresAt *time.Time)
 	items  map[int]*item
 	order  []*item
 	calls  []*pendingCall
@@ -228,7 +229,7 @@ func (t *translator) flushToolCall(it *item) error {
 	meta["name"] = call.name
 	meta["callId"] = call.id
 	if call.badArgs == "" && t.pause != nil {
-		if kind, request := t.pause(call.name, input); kind != "" {
+		if kind, request, expiresAt := t.pause(call.name, input); kind != "" {
 			// Recorded with its request in the batch that parks the
 			// prompt, so no one sees it started and not waiting.
 			blockMeta, err := marshalObject(meta)
@@ -237,7 +238,7 @@ func (t *translator) flushToolCall(it *item) error {
 			}
 			call.toolCallID = uuid.New()
 			call.paused = &pausedCall{blockID: it.blockID, toolCallID: call.toolCallID, name: call.name,
-				input: input, blockMeta: blockMeta, kind: kind, request: request}
+				input: input, blockMeta: blockMeta, kind: kind, request: request, expiresAt: expiresAt}
 			t.calls = append(t.calls, call)
 			return nil
 		}

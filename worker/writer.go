@@ -49,9 +49,11 @@ type op struct {
 	input     json.RawMessage
 	output    *string
 	errText   string
-	// inputKind and request: request_input's kind and request.
+	// inputKind, request and expiresAt: request_input's kind, request and
+	// expiry (nil: never).
 	inputKind string
 	request   json.RawMessage
+	expiresAt *time.Time
 }
 
 // wireOp is an op as write_batch reads it.
@@ -70,11 +72,15 @@ type wireOp struct {
 	Error    string          `json:"error,omitempty"`
 	Kind     string          `json:"kind,omitempty"`
 	Request  json.RawMessage `json:"request,omitempty"`
+	// ExpiresAt marshals as RFC 3339 with nanoseconds, which write_batch
+	// reads as a timestamptz.
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
 }
 
 func (o *op) wire(prompt uuid.UUID) wireOp {
 	w := wireOp{Op: o.kind, Prompt: prompt, Seq: o.seq, Type: o.blockType, Metadata: o.metadata,
-		Name: o.name, Input: o.input, Output: o.output, Error: o.errText, Kind: o.inputKind, Request: o.request}
+		Name: o.name, Input: o.input, Output: o.output, Error: o.errText, Kind: o.inputKind, Request: o.request,
+		ExpiresAt: o.expiresAt}
 	if o.block != uuid.Nil {
 		w.Block = &o.block
 	}
@@ -338,6 +344,7 @@ type pausedCall struct {
 	blockMeta           json.RawMessage
 	kind                string
 	request             json.RawMessage
+	expiresAt           *time.Time
 }
 
 // wait queues the paused calls, each with its input request, and
@@ -349,7 +356,7 @@ func (w *writer) wait(calls []pausedCall) error {
 	for _, c := range calls {
 		ops = append(ops,
 			&op{kind: opStartToolCall, block: c.blockID, toolCall: c.toolCallID, name: c.name, input: c.input},
-			&op{kind: opRequestInput, toolCall: c.toolCallID, inputKind: c.kind, request: c.request},
+			&op{kind: opRequestInput, toolCall: c.toolCallID, inputKind: c.kind, request: c.request, expiresAt: c.expiresAt},
 			&op{kind: opEndBlock, block: c.blockID, metadata: c.blockMeta})
 	}
 	ops = append(ops, &op{kind: opWaitPrompt})
