@@ -219,7 +219,12 @@ func TestAnswerInputRefused(t *testing.T) {
 	}{
 		"WrongKind":       {"question", `{"question": "Which file?"}`, "", approval(true, ""), connect.CodeInvalidArgument, "the answer to a question request takes answer"},
 		"NotAChoice":      {"question", `{"question": "Which?", "choices": ["a", "b"]}`, "", questionAnswer("c"), connect.CodeInvalidArgument, "answer.answer must be one of the choices"},
-		"NotOfSchemaType": {"client_tool", `{"outputSchema": {"type": "object"}}`, "", clientOutput("[1]"), connect.CodeInvalidArgument, "answer.output is JSON of type array"},
+		"NotOfSchemaType": {"client_tool", `{"outputSchema": {"type": "object"}}`, "", clientOutput("[1]"), connect.CodeInvalidArgument, "answer.output: does not match the client tool's output schema: $: got array, want object"},
+		"NotOfSchema": {"client_tool", `{"outputSchema": {"type": "object", "required": ["timeZone"], "properties": {"timeZone": {"type": "string"}}}}`, "",
+			clientOutput(`{"timeZone": 2}`), connect.CodeInvalidArgument, "answer.output: does not match the client tool's output schema: $.timeZone: got number, want string"},
+		"MissingProperty": {"client_tool", `{"outputSchema": {"type": "object", "required": ["timeZone"]}}`, "",
+			clientOutput(`{"time": "now"}`), connect.CodeInvalidArgument, "missing property 'timeZone'"},
+		"OutputNotJSON": {"client_tool", `{"outputSchema": {"type": "object"}}`, "", clientOutput("Paris"), connect.CodeInvalidArgument, "answer.output: does not match the client tool's output schema: not JSON"},
 		"Expired": {"approval", `{}`, `UPDATE convo.input_requests SET expires_at = now() - interval '1 second' WHERE tool_call_id = $1`,
 			approval(true, ""), connect.CodeFailedPrecondition, "expired at"},
 		"Cancelled": {"approval", `{}`, `SELECT convo.cancel_prompt(prompt_id) FROM convo.input_requests WHERE tool_call_id = $1`,

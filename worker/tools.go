@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/convo-dev/convo/internal/jsonschema"
 )
 
 // Tool is a function a model can call: a Go function (Run), or a client

@@ -27,3 +27,13 @@ SELECT r.*
                         WHERE p.conversation_id = @conversation_id::uuid AND p.status IN ('queued', 'running'))
    AND t.status IN ('started', 'running')
  ORDER BY t.started_at, t.id;
+
+-- name: InputOutputSchema :one
+-- The output schema of the owner's client_tool request on tool_call_id
+-- (no row: none, or not the owner's), which AnswerInput checks an output
+-- against before convo.answer_input stores it.
+SELECT (r.request -> 'outputSchema')::jsonb AS output_schema
+  FROM convo.input_requests r
+  JOIN convo.conversations c ON c.id = r.conversation_id
+ WHERE r.tool_call_id = @tool_call_id::uuid AND c.owner_id = @owner_id::text
+   AND r.kind = 'client_tool' AND r.request ? 'outputSchema';

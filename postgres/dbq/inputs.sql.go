@@ -63,6 +63,29 @@ func (q *Queries) InputClaim(ctx context.Context, arg InputClaimParams) (json.Ra
 	return input_request, err
 }
 
+const inputOutputSchema = `-- name: InputOutputSchema :one
+SELECT (r.request -> 'outputSchema')::jsonb AS output_schema
+  FROM convo.input_requests r
+  JOIN convo.conversations c ON c.id = r.conversation_id
+ WHERE r.tool_call_id = $1::uuid AND c.owner_id = $2::text
+   AND r.kind = 'client_tool' AND r.request ? 'outputSchema'
+`
+
+type InputOutputSchemaParams struct {
+	ToolCallID uuid.UUID
+	OwnerID    string
+}
+
+// The output schema of the owner's client_tool request on tool_call_id
+// (no row: none, or not the owner's), which AnswerInput checks an output
+// against before convo.answer_input stores it.
+func (q *Queries) InputOutputSchema(ctx context.Context, arg InputOutputSchemaParams) (json.RawMessage, error) {
+	row := q.db.QueryRow(ctx, inputOutputSchema, arg.ToolCallID, arg.OwnerID)
+	var output_schema json.RawMessage
+	err := row.Scan(&output_schema)
+	return output_schema, err
+}
+
 const inputRequestListOpen = `-- name: InputRequestListOpen :many
 SELECT r.tool_call_id, r.conversation_id, r.prompt_id, r.kind, r.request, r.status, r.answer, r.answered_at, r.expires_at, r.claimed_by, r.claim_expires_at, r.created_at
   FROM convo.input_requests r
