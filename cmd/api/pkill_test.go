@@ -70,10 +70,9 @@ func TestPauseSurvivesServerKill(t *testing.T) {
 
 	b := startProcess(t, bin, append(common, "CONVO_WORKER_NAME=server-b")...)
 	clientB := convov1connect.NewConversationServiceClient(http.DefaultClient, b.url)
-	// Unanswered, the reply keeps waiting on B too: B's worker does not
-	// take it.
-	if got := conversation(clientB); len(got.PendingInputs) != 1 || got.PendingInputs[0].ToolCallId != request.ToolCallId {
-		t.Fatalf("B's pending inputs = %v; want A's request", got.PendingInputs)
+	// B shows the request A's worker made, still pending.
+	if got := conversation(clientB); len(got.PendingInputs) != 1 || got.PendingInputs[0].ToolCallId != request.ToolCallId || got.PendingInputs[0].Status != "pending" {
+		t.Fatalf("B's pending inputs = %v; want A's request, pending", got.PendingInputs)
 	}
 	f := &follower{conversationID: sent.Msg.ConversationId, blocks: map[string]string{}, servers: []string{b.url}, pauses: true}
 	connected := make(chan struct{})
