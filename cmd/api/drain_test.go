@@ -30,6 +30,8 @@ type follower struct {
 	// counts the reconnections.
 	servers []string
 	hops    int
+	// pauses asks for the pause events (include_pause_events).
+	pauses bool
 	// events is every seq applied, to check that none came twice or was
 	// missed.
 	events []int64
@@ -40,7 +42,7 @@ func (f *follower) run(ctx context.Context, t *testing.T, prompt string, connect
 	resume := false
 	for _, url := range f.servers {
 		client := convov1connect.NewConversationServiceClient(http.DefaultClient, url)
-		req := &convov1.StreamConversationRequest{ConversationId: f.conversationID}
+		req := &convov1.StreamConversationRequest{ConversationId: f.conversationID, IncludePauseEvents: f.pauses}
 		if resume {
 			req.AfterSeq = &f.seq
 		}
