@@ -78,3 +78,35 @@ test("useChat: send, reload mid-reply, a second tab mid-reply: the reply finishe
   await shot(page, "aisdk-usechat-reloaded");
   await shot(second, "aisdk-usechat-second-tab");
 });
+
+test("useChat: an approval, a reload before deciding shows it once; Approve resumes the same message", async ({ page, context }) => {
+  await serveFixture(context);
+  const chat = randomUUID();
+  await page.goto(`${fixturePath}index.html?chat=${chat}`);
+  await page.getByRole("textbox", { name: "Message" }).fill("/approve a note about the harbour");
+  await page.getByRole("button", { name: "Send" }).click();
+  const card = page.getByRole("group", { name: "Approval requested" });
+  await expect(card).toHaveCount(1, { timeout: 90_000 });
+  await expect(card).toContainText("publish_note");
+  await expect(page.locator("output")).toHaveAttribute("data-status", "ready", { timeout: 60_000 });
+
+  // Reloaded, the page holds what /messages shows: the request, once.
+  await page.reload();
+  await expect(page.locator('article[data-role="assistant"]')).toHaveCount(1);
+  await expect(card).toHaveCount(1);
+  const before = await page.locator('article[data-role="assistant"]').getAttribute("data-id");
+  await card.getByRole("button", { name: "Approve" }).click();
+  await expect(card).toHaveCount(0);
+
+  await expect
+    .poll(async () => (await getConversation(chat)).messages?.[1]?.status, { timeout: 90_000 })
+    .toBe("completed");
+  await expect(page.locator("output")).toHaveAttribute("data-status", "ready", { timeout: 60_000 });
+  const reply = page.locator('article[data-role="assistant"]');
+  await expect(reply).toHaveCount(1);
+  await expect(reply).toHaveAttribute("data-id", before ?? "");
+  await expect.poll(() => replyTexts(page)).toEqual([expect.stringContaining("published a note")]);
+  const texts = await replyTexts(page);
+  expect(texts[0].split("published a note")).toHaveLength(2); // shown once
+  await shot(page, "aisdk-usechat-approved-after-reload");
+});

@@ -50,6 +50,74 @@ test("a reload between the request and the decision shows the request once; the 
   expect(await assistantIds(page)).toHaveLength(1);
 });
 
+test.describe("tabs racing", () => {
+  // The losing tab's AnswerInput or ClaimInput is refused (failed_precondition, HTTP 400), which the browser logs.
+  test.use({ allowedConsoleErrors: [/status of 400 \(Bad Request\)/] });
+
+  test("two tabs approve at once: one decision is recorded, the other tab is told it was already answered", async ({ context }) => {
+    const sent = await api<{ conversationId: string }>("SendMessage", { text: "/approve a note about two tabs" });
+    const tabs: Page[] = [await context.newPage(), await context.newPage()];
+    for (const t of tabs) {
+      await t.goto(`/c/${sent.conversationId}`);
+      await expect(t.getByRole("group", { name: "Approval needed" })).toHaveCount(1, done);
+    }
+    // Hold each tab's AnswerInput until both have sent theirs, then let both
+    // through at once; record what the server answered each.
+    const statuses: number[] = [];
+    let arrived = 0;
+    let release!: () => void;
+    const both = new Promise<void>((r) => (release = r));
+    await context.route("**/convo.v1.ConversationService/AnswerInput", async (route) => {
+      if (++arrived === 2) release();
+      await both;
+      const res = await route.fetch();
+      statuses.push(res.status());
+      await route.fulfill({ response: res });
+    });
+    await Promise.all(tabs.map((t) => t.getByRole("group", { name: "Approval needed" }).getByRole("button", { name: "Approve" }).click()));
+    await expect.poll(() => statuses.length, done).toBe(2);
+    expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+
+    for (const t of tabs) {
+      const reply = lastReply(t);
+      await expect(reply).toHaveAttribute("data-status", "completed", done);
+      await expect(t.getByRole("group", { name: "Approval needed" })).toHaveCount(0);
+      expect(await assistantIds(t)).toHaveLength(1);
+      const text = (await reply.locator('[data-block-type="text"]').allTextContents()).join("");
+      expect(text.split("published a note")).toHaveLength(2); // once
+    }
+    // The tab that lost says so, and nothing else; the winner shows no error.
+    const alerts = (await Promise.all(tabs.map((t) => t.getByRole("alert").allTextContents()))).flat();
+    expect(alerts).toHaveLength(1);
+    expect(alerts[0]).toMatch(/already answered/);
+    await shot(tabs[0], "approval-two-tabs-0");
+    await shot(tabs[1], "approval-two-tabs-1");
+  });
+
+  test("a client tool with three tabs open runs once, and every tab shows its result", async ({ context }) => {
+    // Every tab follows the conversation before the request comes.
+    const sent = await api<{ conversationId: string }>("SendMessage", { text: "Hello there." });
+    const tabs: Page[] = [await context.newPage(), await context.newPage(), await context.newPage()];
+    for (const t of tabs) {
+      await t.goto(`/c/${sent.conversationId}`);
+      await expect(t.getByRole("status", { name: "Connection: Live" })).toBeVisible();
+      await expect(lastReply(t)).toHaveAttribute("data-status", "completed", done);
+    }
+    await send(tabs[0], "/client-tool what does my browser say?");
+    // Each tab shows where the tool runs while it does (or has run it).
+    for (const t of tabs) {
+      await expect(t.locator("article.message-assistant")).toHaveCount(2);
+      await expect(lastReply(t)).toHaveAttribute("data-status", "completed", done);
+      await expect(lastReply(t)).toContainText("your browser ran it and answered");
+      await expect(lastReply(t)).toContainText("timeZone");
+    }
+    const runs = await Promise.all(tabs.map((t) => t.evaluate(() => window.convoClientToolRuns ?? 0)));
+    expect(runs.reduce((a, b) => a + b, 0)).toBe(1);
+    await shot(tabs[1], "client-tool-other-tab");
+    await shot(tabs[2], "client-tool-third-tab");
+  });
+});
+
 test("a question: choosing green, the reply mentions green", async ({ page }) => {
   await page.goto("/");
   await send(page, "/ask me something");
@@ -62,28 +130,6 @@ test("a question: choosing green, the reply mentions green", async ({ page }) =>
   const reply = lastReply(page);
   await expect(reply).toHaveAttribute("data-status", "completed", done);
   await expect(reply.locator('[data-block-type="text"]').last()).toContainText("green");
-});
-
-test("a client tool with two tabs open runs once, and both tabs show its result", async ({ context }) => {
-  // Both tabs follow the conversation before the request comes.
-  const sent = await api<{ conversationId: string }>("SendMessage", { text: "Hello there." });
-  const tabs: Page[] = [await context.newPage(), await context.newPage()];
-  for (const t of tabs) {
-    await t.goto(`/c/${sent.conversationId}`);
-    await expect(t.getByRole("status", { name: "Connection: Live" })).toBeVisible();
-    await expect(lastReply(t)).toHaveAttribute("data-status", "completed", done);
-  }
-  await send(tabs[0], "/client-tool what does my browser say?");
-  // Each tab shows where the tool runs while it does (or has run it).
-  for (const t of tabs) {
-    await expect(t.locator("article.message-assistant")).toHaveCount(2);
-    await expect(lastReply(t)).toHaveAttribute("data-status", "completed", done);
-    await expect(lastReply(t)).toContainText("your browser ran it and answered");
-    await expect(lastReply(t)).toContainText("timeZone");
-  }
-  const runs = await Promise.all(tabs.map((t) => t.evaluate(() => window.convoClientToolRuns ?? 0)));
-  expect(runs.reduce((a, b) => a + b, 0)).toBe(1);
-  await shot(tabs[1], "client-tool-other-tab");
 });
 
 test("a client tool claimed by a tab that closed shows as running elsewhere, then this tab takes it over", async ({ page }) => {

@@ -1,19 +1,21 @@
 // A page built with the AI SDK's useChat, pointed at convo's /v1/ai-sdk/
 // endpoints: the browser test's fixture (aisdk.spec.ts), and the example
 // docs/protocols.md shows. The chat id (a conversation id) is the ?chat=
-// query parameter.
+// query parameter. A tool call waiting for approval shows Approve and Deny;
+// the answer goes back with the next request (sendAutomaticallyWhen).
 import { useChat } from "@ai-sdk/react";
-import { DefaultChatTransport, type UIMessage } from "ai";
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, type UIMessage } from "ai";
 import { useState } from "react";
 import { createRoot } from "react-dom/client";
 
 const api = "/v1/ai-sdk/chat";
 
 function Chat({ id, initial }: { id: string; initial: UIMessage[] }) {
-  const { messages, sendMessage, status, stop } = useChat({
+  const { messages, sendMessage, status, stop, addToolApprovalResponse } = useChat({
     id,
     messages: initial,
     resume: true, // GET /v1/ai-sdk/chat/{id}/stream on load
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     transport: new DefaultChatTransport({
       api,
       // convo keeps the conversation: send only the new message.
@@ -43,6 +45,18 @@ function Chat({ id, initial }: { id: string; initial: UIMessage[] }) {
                 <summary>reasoning</summary>
                 {p.text}
               </details>
+            ) : p.type === "dynamic-tool" && p.state === "approval-requested" ? (
+              <fieldset key={i} className="approval" aria-label="Approval requested">
+                <legend>
+                  {p.toolName}: {p.approval.requestReason ?? "approve?"}
+                </legend>
+                <button type="button" onClick={() => void addToolApprovalResponse({ id: p.approval.id, approved: true })}>
+                  Approve
+                </button>
+                <button type="button" onClick={() => void addToolApprovalResponse({ id: p.approval.id, approved: false })}>
+                  Deny
+                </button>
+              </fieldset>
             ) : p.type === "dynamic-tool" ? (
               <p key={i} className="tool" data-state={p.state}>
                 {p.toolName}: {p.state === "output-available" ? String(p.output) : p.state}
