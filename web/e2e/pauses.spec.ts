@@ -54,6 +54,22 @@ test.describe("tabs racing", () => {
   // The losing tab's AnswerInput or ClaimInput is refused (failed_precondition, HTTP 400), which the browser logs.
   test.use({ allowedConsoleErrors: [/status of 400 \(Bad Request\)/] });
 
+  // Every 400 a test's pages got must be such a lost race, and nothing else.
+  let refusals: Promise<string>[] = [];
+  test.beforeEach(({ context }) => {
+    refusals = [];
+    context.on("response", (r) => {
+      if (r.status() === 400) refusals.push(r.text().then((body) => `${new URL(r.url()).pathname} ${body}`));
+    });
+  });
+  test.afterEach(async () => {
+    for (const r of await Promise.all(refusals)) {
+      expect(r).toMatch(/^\/convo\.v1\.ConversationService\/(AnswerInput|ClaimInput) /);
+      expect(r).toContain('"code":"failed_precondition"');
+      expect(r).toMatch(/is claimed by|was already answered/);
+    }
+  });
+
   test("two tabs approve at once: one decision is recorded, the other tab is told it was already answered", async ({ context }) => {
     const sent = await api<{ conversationId: string }>("SendMessage", { text: "/approve a note about two tabs" });
     const tabs: Page[] = [await context.newPage(), await context.newPage()];
