@@ -123,6 +123,40 @@ type ConvoPrompt struct {
 	Waiting        bool
 }
 
+type ConvoPromptContext struct {
+	PromptID        uuid.UUID
+	MessageID       uuid.UUID
+	Role            string
+	BlockType       string
+	Content         string
+	Metadata        json.RawMessage
+	ToolCallID      uuid.NullUUID
+	ToolName        *string
+	ToolInput       json.RawMessage
+	ToolStatus      *string
+	ToolOutput      *string
+	ToolError       *string
+	MessagePosition int64
+	BlockPosition   int32
+}
+
+type ConvoPromptReply struct {
+	PromptID        uuid.UUID
+	MessageID       uuid.UUID
+	Role            string
+	BlockType       string
+	Content         string
+	Metadata        json.RawMessage
+	ToolCallID      uuid.NullUUID
+	ToolName        *string
+	ToolInput       json.RawMessage
+	ToolStatus      *string
+	ToolOutput      *string
+	ToolError       *string
+	MessagePosition int64
+	BlockPosition   int32
+}
+
 type ConvoToolCall struct {
 	ID             uuid.UUID
 	ConversationID uuid.UUID

@@ -14,35 +14,11 @@ import (
 
 const workerContextList = `-- name: WorkerContextList :many
 
-WITH target AS (
-    SELECT m.conversation_id, m.position, m.comparison_id
-      FROM convo.prompts p
-      JOIN convo.messages m ON m.id = p.message_id
-     WHERE p.id = $1::uuid
-)
-SELECT m.id AS message_id, m.role, b.block_type, b.content, b.metadata,
-       t.id AS tool_call_id, t.name AS tool_name, t.input AS tool_input,
-       t.status AS tool_status, t.output AS tool_output, t.error AS tool_error
-  FROM target
-  JOIN convo.messages m ON m.conversation_id = target.conversation_id AND m.position < target.position
-  JOIN convo.blocks b ON b.message_id = m.id
-  LEFT JOIN convo.tool_calls t ON t.block_id = b.id
-  LEFT JOIN convo.comparisons c ON c.id = m.comparison_id
- WHERE b.status = 'completed'
-   AND b.block_type IN ('text', 'structured', 'tool_use', 'tool_result')
-   AND (m.role <> 'assistant' OR m.status IN ('completed', 'cancelled'))
-   AND (m.comparison_id IS NULL
-        OR (m.comparison_id IS DISTINCT FROM target.comparison_id
-            AND m.comparison_slot = coalesce(nullif(c.preference, 'tie'), 'a')))
-   AND NOT (m.role = 'assistant' AND m.comparison_id IS NULL AND EXISTS (
-        SELECT 1 FROM convo.messages later
-         WHERE later.conversation_id = m.conversation_id
-           AND later.position > m.position AND later.position <= target.position
-           AND later.role = 'assistant' AND later.comparison_id IS NULL
-           AND NOT EXISTS (SELECT 1 FROM convo.messages u
-                            WHERE u.conversation_id = m.conversation_id AND u.role = 'user'
-                              AND u.position > m.position AND u.position < later.position)))
- ORDER BY m.position, b.position
+SELECT message_id, role, block_type, content, metadata,
+       tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
+  FROM convo.prompt_context
+ WHERE prompt_id = $1::uuid
+ ORDER BY message_position, block_position
 `
 
 type WorkerContextListRow struct {
@@ -60,16 +36,12 @@ type WorkerContextListRow struct {
 }
 
 // What the Go worker runtime reads, besides the SQL worker API: the
-// conversation a prompt answers, as context for the model.
+// conversation a prompt answers, as context for the model. Both read the
+// views every worker runtime reads (db/schema/00015_prompt_context.sql
+// says what they hold), so the Go runtime and the SDKs in other languages
+// give a model the same conversation.
 // The finished blocks of the messages before the prompt's message, in
-// order, that a model sees as context: text, structured, tool_use (with
-// its tool call) and tool_result blocks. Assistant messages count when
-// they completed or were cancelled (the partial reply stays); failed and
-// unfinished ones do not. Of an earlier A/B comparison only the preferred
-// reply counts (slot "a" until the owner votes, and on a tie); the other
-// reply of the prompt's own comparison is left out. A reply that a later
-// one replaced (convo.regenerate_reply: another assistant message, not of
-// a comparison, before the next user message) is left out too.
+// order, that a model sees as context (convo.prompt_context).
 func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]WorkerContextListRow, error) {
 	rows, err := q.db.Query(ctx, workerContextList, promptID)
 	if err != nil {
@@ -103,17 +75,11 @@ func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]
 }
 
 const workerReplyList = `-- name: WorkerReplyList :many
-SELECT m.id AS message_id, m.role, b.block_type, b.content, b.metadata,
-       t.id AS tool_call_id, t.name AS tool_name, t.input AS tool_input,
-       t.status AS tool_status, t.output AS tool_output, t.error AS tool_error
-  FROM convo.prompts p
-  JOIN convo.messages m ON m.id = p.message_id
-  JOIN convo.blocks b ON b.message_id = m.id
-  LEFT JOIN convo.tool_calls t ON t.block_id = b.id
- WHERE p.id = $1::uuid
-   AND b.status = 'completed'
-   AND b.block_type IN ('text', 'structured', 'tool_use', 'tool_result')
- ORDER BY b.position
+SELECT message_id, role, block_type, content, metadata,
+       tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
+  FROM convo.prompt_reply
+ WHERE prompt_id = $1::uuid
+ ORDER BY block_position
 `
 
 type WorkerReplyListRow struct {
@@ -130,10 +96,9 @@ type WorkerReplyListRow struct {
 	ToolError  *string
 }
 
-// The finished blocks of the prompt's own reply so far, in order, as
-// WorkerContextList gives the earlier messages': what a worker that
-// resumes a paused prompt (see convo.wait_prompt) gives the model, so the
-// reply goes on where it stopped.
+// The finished blocks of the prompt's own reply so far, in order
+// (convo.prompt_reply): what a worker that resumes a paused prompt gives
+// the model, so the reply goes on where it stopped.
 func (q *Queries) WorkerReplyList(ctx context.Context, promptID uuid.UUID) ([]WorkerReplyListRow, error) {
 	rows, err := q.db.Query(ctx, workerReplyList, promptID)
 	if err != nil {
