@@ -11,19 +11,30 @@ import (
 	"github.com/convo-dev/convo/wire"
 )
 
-// SSEWriter writes Server-Sent Events, flushing after each one. Every
-// write has a deadline (WriteTimeout from its start): a client that does
-// not read for that long is cut off, the write fails, and the handler
-// returns, releasing what the stream held. The deadline is cleared once
-// the write is flushed (over HTTP/2 an armed deadline resets the stream
-// when it passes, even idle), and armed again by End for what net/http
-// writes after the handler returns.
+// SSEWriter writes Server-Sent Events. Events are buffered, not flushed
+// one by one: Server.Next flushes what was written when the subscription
+// has nothing more ready, so a subscriber that fell a few events behind
+// (or a snapshot with its replayed blocks) catches up in one write to its
+// connection, as StreamConversation does over Connect. A buffer past
+// maxBuffered is flushed at once.
+//
+// Every flush has a deadline (WriteTimeout from its start): a client that
+// does not read for that long is cut off, the write fails, and the
+// handler returns, releasing what the stream held. The deadline is
+// cleared once the write is flushed (over HTTP/2 an armed deadline resets
+// the stream when it passes, even idle), and armed again by End, which
+// flushes what is left, for what net/http writes after the handler
+// returns.
 type SSEWriter struct {
 	w            http.ResponseWriter
 	rc           *http.ResponseController
 	writeTimeout time.Duration
 	buf          bytes.Buffer
 }
+
+// maxBuffered bounds what an SSEWriter holds before it flushes: a long
+// burst still goes out in pieces of this size.
+const maxBuffered = 32 << 10
 
 // StartSSE answers 200 with the headers an event stream needs (no caching,
 // no proxy buffering) and the reconnection delay EventSource should use.
@@ -61,7 +72,10 @@ func (s *SSEWriter) Event(id, name string, data []byte) error {
 		s.buf.WriteByte('\n')
 	}
 	s.buf.WriteByte('\n')
-	return s.flush()
+	if s.buf.Len() >= maxBuffered {
+		return s.flush()
+	}
+	return nil
 }
 
 // JSONEvents writes each value as the JSON data of one unnamed SSE event,
@@ -87,7 +101,11 @@ func (s *SSEWriter) comment(text string) error {
 	return s.flush()
 }
 
+// flush writes what is buffered and flushes it to the client.
 func (s *SSEWriter) flush() error {
+	if s.buf.Len() == 0 {
+		return nil
+	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 	_, err := s.w.Write(s.buf.Bytes())
 	s.buf.Reset()
@@ -100,27 +118,43 @@ func (s *SSEWriter) flush() error {
 	return s.rc.SetWriteDeadline(time.Time{})
 }
 
-// End arms the write deadline for the end of the response, which net/http
-// writes after the handler returns.
+// End flushes what is buffered (the events a handler writes as its
+// stream ends) and arms the write deadline for the end of the response,
+// which net/http writes after the handler returns.
 func (s *SSEWriter) End() {
+	_ = s.flush()
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
 }
 
-// Next waits for the subscription's next event, writing a keep-alive
-// comment whenever the stream has been silent for s.KeepAlive. It returns
-// the subscription's errors, ctx's, the write's when the client is gone,
-// and the decoding error of an event the hub could not decode (logged
-// here, once for every protocol).
+// Next returns the subscription's next event. When none is ready it
+// first flushes what out holds, then waits, writing a keep-alive comment
+// whenever the stream has been silent for s.KeepAlive. It returns the
+// subscription's errors, ctx's, the write's when the client is gone, and
+// the decoding error of an event the hub could not decode (logged here,
+// once for every protocol).
 func (s *Server) Next(ctx context.Context, r *http.Request, sub *wire.Subscription, out *SSEWriter) (*wire.Item, error) {
+	item, ready, err := sub.TryNext(ctx)
+	if err == nil && !ready {
+		if err := out.flush(); err != nil {
+			return nil, err
+		}
+		item, err = s.wait(ctx, sub, out)
+	}
+	if err == nil && item.Err != nil {
+		s.Logger.ErrorContext(ctx, "stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
+		return nil, item.Err
+	}
+	return item, err
+}
+
+// wait waits for the subscription's next event, writing a keep-alive
+// comment whenever the stream has been silent for s.KeepAlive.
+func (s *Server) wait(ctx context.Context, sub *wire.Subscription, out *SSEWriter) (*wire.Item, error) {
 	for {
 		wait, cancel := context.WithTimeout(ctx, s.KeepAlive)
 		item, err := sub.Next(wait)
 		idle := err != nil && wait.Err() != nil && ctx.Err() == nil
 		cancel()
-		if err == nil && item.Err != nil {
-			s.Logger.ErrorContext(ctx, "stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
-			return nil, item.Err
-		}
 		if !idle {
 			return item, err
 		}
