@@ -137,10 +137,13 @@ func openSSE(t *testing.T, m *Main, user, id string) *http.Response {
 	return resp
 }
 
-// eventually waits up to 10 s for cond.
+// eventually waits up to 30 s for cond. The wait is generous: on a
+// loaded 2-core machine under the race detector, cutting off ten streams
+// that each marshal a 10 MB snapshot (TestStalledStreamsAreCutOff/AGUI)
+// takes 8 s alone.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
