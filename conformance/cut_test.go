@@ -100,12 +100,14 @@ func (run *scenarioRun) cutAfterCommit() {
 	}
 	run.poll("a write_batch that appends text to wait for the cut (the reply streamed nothing more?)", func() bool {
 		var waiting bool
+		// The batch's backend waits for cutLock (a one-part key: objid).
 		err := conn.QueryRow(ctx, `
-SELECT EXISTS (SELECT FROM pg_stat_activity
-                WHERE datname = current_database() AND pid <> pg_backend_pid()
-                  AND wait_event_type = 'Lock' AND wait_event = 'advisory')`).Scan(&waiting)
+SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+                WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objid = $1
+                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                  AND a.wait_event_type = 'Lock')`, cutLock).Scan(&waiting)
 		if err != nil {
-			t.Fatalf("cutAfterCommit: read pg_stat_activity: %v", err)
+			t.Fatalf("cutAfterCommit: read pg_locks: %v", err)
 		}
 		return waiting
 	})
