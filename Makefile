@@ -6,8 +6,9 @@
 #   make bench     the benchmarks whose figures the docs quote
 #   make bench-peer convo next to a push server in one shape (CONVO_PEER_RUN: its script)
 #   make bench-chat many replies at once, one reader each (CONVO_PEER_CHAT_RUN: the peer's script)
+#   make conformance the worker conformance suite (CONVO_CONFORMANCE_RUNTIMES: default go,typescript,python)
 
-.PHONY: run test generate lint bench bench-peer bench-chat
+.PHONY: run test generate lint bench bench-peer bench-chat conformance
 
 run:
 	go build -o bin/convo-api ./cmd/api
@@ -33,3 +34,9 @@ bench-peer:
 
 bench-chat:
 	./scripts/bench-chat.sh
+
+# Every scenario of conformance/scenarios against every selected runtime
+# (conformance/README.md); the SDK runtimes need scripts/sdk-setup.sh's
+# variables, or CONVO_CONFORMANCE_RUNTIMES=go.
+conformance:
+	go test -race -count=1 ./conformance/
