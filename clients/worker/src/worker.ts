@@ -5,6 +5,7 @@
 // one LISTEN connection hears new prompts and cancellations. The number
 // of replies in flight does not change the connections it uses.
 
+import { setMaxListeners } from "node:events";
 import pg from "pg";
 import { Committer } from "./committer.js";
 import { WorkerError, messageOf } from "./errors.js";
@@ -40,6 +41,10 @@ export class Worker {
   private wakeClaims: (() => void) | undefined;
   private stopping: Promise<void> | undefined;
   private readonly onPoolError = (err: Error) => this.s.logger.warn("an idle connection of the pool failed", { err: err.message });
+  // A connection that fails while it closes (the pool ending as
+  // PostgreSQL restarts) emits an error no query is there to take: every
+  // connection gets a listener, so it never crashes the process.
+  private readonly onPoolConnect = (c: pg.PoolClient) => c.on("error", () => {});
 
   constructor(opts: WorkerOptions) {
     this.s = settingsOf(opts);
@@ -78,6 +83,7 @@ export class Worker {
     if (this.state !== "new") throw new WorkerError("invalid_argument", "start: the worker was started already");
     this.state = "running";
     this.pool.on("error", this.onPoolError);
+    this.pool.on("connect", this.onPoolConnect);
     const listener = new Listener(listenConfig(this.pool), this.s.logger, {
       queued: () => this.wake(),
       cancelled: (id) => this.running.get(id)?.abort.abort(new WorkerError("cancelled", "the prompt was cancelled")),
@@ -88,6 +94,7 @@ export class Worker {
     } catch (err) {
       this.state = "stopped";
       this.pool.off("error", this.onPoolError);
+      this.pool.off("connect", this.onPoolConnect);
       if (this.ownPool) await this.pool.end().catch(() => {});
       throw new WorkerError("database", `start the worker: ${messageOf(err)}`, { cause: err });
     }
@@ -151,7 +158,10 @@ export class Worker {
     await Promise.all([...this.running.values()].map((r) => r.done));
     await Promise.all(this.committers.map((c) => c.stop()));
     await this.listener?.close();
-    if (!wasNew) this.pool.off("error", this.onPoolError);
+    if (!wasNew) {
+      this.pool.off("error", this.onPoolError);
+      this.pool.off("connect", this.onPoolConnect);
+    }
     if (this.ownPool) await this.pool.end().catch(() => {});
     if (!wasNew) this.s.logger.info("worker stopped", { worker: this.s.workerId });
   }
@@ -220,6 +230,8 @@ export class Worker {
 
   private launch(row: ClaimRow): void {
     const abort = new AbortController();
+    // The AI SDK and a handler's tools may each listen to the job's signal.
+    setMaxListeners(100, abort.signal);
     const entry: Running = { abort, done: Promise.resolve() };
     this.running.set(row.prompt_id, entry);
     entry.done = this.run(row, abort).finally(() => {

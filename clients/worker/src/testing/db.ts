@@ -43,6 +43,7 @@ export async function testDatabase(): Promise<TestDatabase> {
   const url = withDatabase(admin, name);
   const pool = new pg.Pool({ connectionString: url, max: 4 });
   pool.on("error", () => {});
+  pool.on("connect", (c) => c.on("error", () => {}));
   await pool.query("UPDATE convo.limits SET max_active_prompts = 0");
   return {
     url,
