@@ -234,4 +234,22 @@ describe("Worker", () => {
     await sleep(500);
     expect((await prompt(db.pool, after.promptId)).status).toBe("queued");
   });
+
+  it("drains when told to while it starts (a SIGTERM as the process starts): it stops what start() opened", async () => {
+    const w = new Worker({ connectionString: db.url, pollIntervalMs: 200, handler: async (job) => job.reply.text("claimed") });
+    workers.push(w);
+    const started = w.start();
+    const drained = w.drain(1000); // before start() has connected
+    await started;
+    await drained;
+    // Its LISTEN connection is closed, not left behind listening.
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
+    );
+    expect(rows[0].n).toBe(0);
+    // And it claims nothing.
+    const after = await send(db.pool, "after");
+    await sleep(500);
+    expect((await prompt(db.pool, after.promptId)).status).toBe("queued");
+  });
 });

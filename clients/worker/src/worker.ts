@@ -40,6 +40,8 @@ export class Worker {
   private token = false;
   private wakeClaims: (() => void) | undefined;
   private stopping: Promise<void> | undefined;
+  /** start() connecting; settled once the worker listens and claims (or failed to). */
+  private starting: Promise<void> | undefined;
   private readonly onPoolError = (err: Error) => this.s.logger.warn("an idle connection of the pool failed", { err: err.message });
   // A connection that fails while it closes (the pool ending as
   // PostgreSQL restarts) emits an error no query is there to take: every
@@ -79,9 +81,18 @@ export class Worker {
    * before is found by the first claim); throws when PostgreSQL cannot be
    * reached.
    */
-  async start(): Promise<void> {
-    if (this.state !== "new") throw new WorkerError("invalid_argument", "start: the worker was started already");
+  start(): Promise<void> {
+    if (this.state !== "new") return Promise.reject(new WorkerError("invalid_argument", "start: the worker was started already"));
     this.state = "running";
+    this.starting = this.connect();
+    return this.starting;
+  }
+
+  /**
+   * The body of start(). A drain() or stop() called meanwhile (a SIGTERM as
+   * the process starts) waits for it, so that it stops what it started.
+   */
+  private async connect(): Promise<void> {
     this.pool.on("error", this.onPoolError);
     this.pool.on("connect", this.onPoolConnect);
     const listener = new Listener(listenConfig(this.pool), this.s.logger, {
@@ -111,6 +122,7 @@ export class Worker {
    */
   async drain(timeoutMs: number): Promise<void> {
     if (this.state === "running") this.state = "draining";
+    await this.starting?.catch(() => {});
     this.wake();
     await this.claimLoop;
     const all = Promise.all([...this.running.values()].map((r) => r.done));
@@ -150,6 +162,7 @@ export class Worker {
   private async shutdown(): Promise<void> {
     const wasNew = this.state === "new";
     this.state = "stopped";
+    await this.starting?.catch(() => {});
     this.wake();
     await this.claimLoop;
     for (const r of this.running.values()) {
