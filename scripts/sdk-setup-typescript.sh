@@ -10,16 +10,27 @@
 # ${CONVO_SDK_SCRATCH:-<repo>/.cache/sdk}/typescript. A second run with
 # clients/worker unchanged only refreshes the runner.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-repo="$(pwd)"
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 pkg="$repo/clients/worker"
+# A relative CONVO_SDK_SCRATCH is relative to where the script was started.
 scratch_root="${CONVO_SDK_SCRATCH:-$repo/.cache/sdk}"
 mkdir -p "$scratch_root"
 scratch="$(cd "$scratch_root" && pwd)/typescript"
 mkdir -p "$scratch"
+cd "$repo"
 
 say() { echo "sdk-setup-typescript: $*" >&2; }
-quiet_npm() { npm --no-audit --no-fund --loglevel=error "$@" >&2; }
+# npm's output is shown only when it fails.
+quiet_npm() {
+  local log
+  log="$(mktemp)"
+  if ! npm --no-audit --no-fund --loglevel=error "$@" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    return 1
+  fi
+  rm -f "$log"
+}
 
 node_bin="$(command -v node)" || { say "node not found: install Node.js 20 or later"; exit 1; }
 
