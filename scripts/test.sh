@@ -54,6 +54,13 @@ npm test --prefix clients/typescript
 npm test --prefix clients/react
 npm test --prefix web
 
+# @convo/worker (clients/worker) runs against real PostgreSQL: withdb
+# prepares a migrated template, each test makes its own database from it.
+echo "== @convo/worker against PostgreSQL (vitest under withdb)"
+npm install --prefix clients/worker --no-audit --no-fund --loglevel=error
+npm run build --prefix clients/worker --silent
+go run ./internal/pgtest/withdb -- npm test --prefix clients/worker
+
 echo "== go test -race"
 go test -race -count=1 -timeout 20m -skip '^TestFaultSoak$' ./...
 

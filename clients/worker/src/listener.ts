@@ -1,0 +1,87 @@
+// The worker's LISTEN connection on convo_prompts: "queued:<id>" wakes the
+// claim loop, "cancelled:<id>" stops that prompt at once. It reconnects
+// with backoff (100 ms doubling to 5 s) and, after every connect, wakes the
+// claim loop: notifications sent while it was away are lost, so the queue
+// is looked at again.
+
+import pg from "pg";
+import { messageOf } from "./errors.js";
+import type { Logger } from "./options.js";
+
+export const promptsChannel = "convo_prompts";
+
+export class Listener {
+  private client: pg.Client | undefined;
+  private closed = false;
+  private retryMs = 100;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly config: pg.ClientConfig,
+    private readonly log: Logger,
+    private readonly on: { queued: () => void; cancelled: (promptId: string) => void; connected: () => void },
+  ) {}
+
+  /** Connects; resolves once listening, and throws if the first connect fails. */
+  async start(): Promise<void> {
+    await this.connect();
+  }
+
+  private async connect(): Promise<void> {
+    const c = new pg.Client({ ...this.config, keepAlive: true });
+    c.on("error", (err) => {
+      this.log.warn("the LISTEN connection failed; reconnecting", { err: messageOf(err) });
+      this.lost(c);
+    });
+    c.on("end", () => this.lost(c));
+    c.on("notification", (n) => {
+      if (n.channel !== promptsChannel || !n.payload) return;
+      const [kind, id] = n.payload.split(":", 2);
+      if (kind === "queued") this.on.queued();
+      else if (kind === "cancelled" && id) this.on.cancelled(id);
+    });
+    this.client = c;
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${promptsChannel}`);
+    } catch (err) {
+      this.client = undefined;
+      c.end().catch(() => {});
+      throw err;
+    }
+    if (this.closed) {
+      await c.end().catch(() => {});
+      return;
+    }
+    this.retryMs = 100;
+    this.on.connected();
+  }
+
+  private lost(c: pg.Client): void {
+    if (this.client !== c || this.closed) return;
+    this.client = undefined;
+    c.end().catch(() => {});
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.closed || this.timer) return;
+    const wait = this.retryMs * (0.75 + Math.random() / 2);
+    this.retryMs = Math.min(this.retryMs * 2, 5000);
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      this.connect().catch((err) => {
+        this.log.warn("reconnect the LISTEN connection", { err: messageOf(err) });
+        this.schedule();
+      });
+    }, wait);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    const c = this.client;
+    this.client = undefined;
+    await c?.end().catch(() => {});
+  }
+}

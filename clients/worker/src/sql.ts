@@ -1,0 +1,184 @@
+// Every SQL call of the runtime: the worker API of docs/worker-api.md
+// (claim_prompts, write_batch, heartbeat, release_prompt) and the view of
+// the model's context (convo.prompt_context). Calls run on a client of the
+// pool under a deadline: a call that does not answer in time has its
+// connection closed, which PostgreSQL sees as the client gone (the
+// transaction, if any, rolls back or has committed), so no call waits
+// forever on a dead network.
+
+import type pg from "pg";
+import { WorkerError } from "./errors.js";
+
+/** A prompt as claim_prompts returns it. */
+export interface ClaimRow {
+  prompt_id: string;
+  conversation_id: string;
+  message_id: string;
+  model_config: Record<string, unknown> | null;
+  attempts: number;
+}
+
+/** A prompt write_batch refused: its first op not applied, and why. */
+export interface RefusedRow {
+  prompt_id: string;
+  op_index: number;
+  code: string;
+  message: string;
+}
+
+/** One block of the model's context (convo.prompt_context), in order. */
+export interface ContextRow {
+  message_id: string;
+  role: string;
+  block_type: string;
+  content: string;
+  metadata: Record<string, unknown> | null;
+  tool_call_id: string | null;
+  tool_name: string | null;
+  tool_input: unknown;
+  tool_status: string | null;
+  tool_output: string | null;
+  tool_error: string | null;
+}
+
+/** The SQLSTATE of a PostgreSQL error, if err is one. */
+export function sqlStateOf(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * Whether a failed call may be sent again as it was: the connection failed
+ * (the call may or may not have committed; write_batch applies a batch
+ * once and an append's seq keeps it once), or PostgreSQL refused the
+ * transaction for a reason of its own (a deadlock or serialization failure,
+ * a shutdown or restart, too many connections).
+ */
+export function retryable(err: unknown): boolean {
+  const state = sqlStateOf(err);
+  if (state === undefined) {
+    // No SQLSTATE: the network, a closed connection, our deadline.
+    return !(err instanceof WorkerError && err.code !== "database");
+  }
+  if (state === "57014") return false; // cancelled by statement_timeout
+  return ["40", "08", "57", "53"].includes(state.slice(0, 2));
+}
+
+/** Runs fn on a client of pool; past timeoutMs the client's connection is closed and the call fails. */
+export async function withClient<T>(pool: pg.Pool, timeoutMs: number, what: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let client: pg.PoolClient | undefined;
+  let released = false;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new WorkerError("database", `${what}: no answer from PostgreSQL within ${timeoutMs} ms`);
+      if (client && !released) {
+        released = true;
+        client.release(err); // closes the connection: the pending query fails
+      }
+      reject(err);
+    }, timeoutMs);
+  });
+  deadline.catch(() => {});
+  try {
+    client = await Promise.race([pool.connect(), deadline]);
+    if (released) {
+      // The deadline passed while connecting.
+      client.release();
+      throw new WorkerError("database", `${what}: no connection within ${timeoutMs} ms`);
+    }
+    const c = client;
+    try {
+      const out = await Promise.race([fn(c), deadline]);
+      if (!released) {
+        released = true;
+        c.release();
+      }
+      return out;
+    } catch (err) {
+      if (!released) {
+        released = true;
+        // A connection that failed is dropped, not put back.
+        c.release(sqlStateOf(err) === undefined || retryable(err) ? (err as Error) : undefined);
+      }
+      throw err;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export class Sql {
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly timeoutMs: number,
+  ) {}
+
+  private async query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
+    return withClient(this.pool, this.timeoutMs, what, async (c) => (await c.query<R>(text, values)).rows);
+  }
+
+  /** Up to max claimable prompts, in the fair order; the last reserved of them only for owners who hold none. */
+  claimPrompts(worker: string, leaseSeconds: number, max: number, reserved: number): Promise<ClaimRow[]> {
+    return this.query<ClaimRow>(
+      "claim prompts",
+      `SELECT prompt_id::text, conversation_id::text, message_id::text, model_config, attempts
+         FROM convo.claim_prompts($1, $2, $3, $4)`,
+      [worker, leaseSeconds, max, reserved],
+    );
+  }
+
+  /** One call of write_batch: the prompts it refused, one row each. */
+  writeBatch(worker: string, batch: bigint, ops: string, lane: number): Promise<RefusedRow[]> {
+    return this.query<RefusedRow>(
+      "write a batch",
+      `SELECT prompt_id::text, op_index, code, message FROM convo.write_batch($1, $2, $3::jsonb, $4)`,
+      [worker, batch.toString(), ops, lane],
+    );
+  }
+
+  /** The number of the last batch write_batch applied for a worker's lane, if any. */
+  async batchMark(worker: string, lane: number): Promise<bigint | undefined> {
+    const rows = await this.query<{ batch: string }>(
+      "read the batch mark",
+      `SELECT batch::text FROM convo.worker_batches WHERE worker = $1 AND lane = $2`,
+      [worker, lane],
+    );
+    return rows.length > 0 ? BigInt(rows[0].batch) : undefined;
+  }
+
+  /** The finished blocks of the messages before the prompt's own, in order. */
+  context(promptId: string): Promise<ContextRow[]> {
+    return this.query<ContextRow>(
+      "read the conversation",
+      `SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
+              tool_input, tool_status, tool_output, tool_error
+         FROM convo.prompt_context
+        WHERE prompt_id = $1
+        ORDER BY message_position, block_position`,
+      [promptId],
+    );
+  }
+
+  /** Whether the prompt is still this worker's to write (extends its lease when it is). */
+  async heartbeat(promptId: string, worker: string): Promise<boolean> {
+    const rows = await this.query<{ keep: boolean }>("heartbeat", `SELECT convo.heartbeat($1, $2) AS keep`, [promptId, worker]);
+    return rows[0]?.keep === true;
+  }
+
+  /** Hands a prompt claimed and not started back to the queue. */
+  async release(promptId: string, worker: string): Promise<boolean> {
+    const rows = await this.query<{ released: boolean }>(
+      "release the prompt",
+      `SELECT convo.release_prompt($1, $2) AS released`,
+      [promptId, worker],
+    );
+    return rows[0]?.released === true;
+  }
+
+  /** The prompt's status: queued, running, completed, failed, cancelled. */
+  async status(promptId: string): Promise<string | undefined> {
+    const rows = await this.query<{ status: string }>("read the prompt's status", `SELECT status FROM convo.prompts WHERE id = $1`, [promptId]);
+    return rows[0]?.status;
+  }
+}

@@ -1,0 +1,255 @@
+// The runtime against real PostgreSQL: a reply written with the Reply API,
+// bad settings, many replies in shared transactions, cancel, a lost lease,
+// drain.
+
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Worker, WorkerError, type Job, type WorkerOptions } from "./index.js";
+import { blocks, prompt, send, settledAs, testDatabase, waitFor, type TestDatabase } from "./testing/db.js";
+import { sleep } from "./testing/models.js";
+
+let db: TestDatabase;
+const workers: Worker[] = [];
+
+beforeEach(async () => {
+  db = await testDatabase();
+});
+
+afterEach(async () => {
+  await Promise.all(workers.splice(0).map((w) => w.stop()));
+  await db.drop();
+});
+
+async function startWorker(opts: Partial<WorkerOptions> & Pick<WorkerOptions, "handler">): Promise<Worker> {
+  const w = new Worker({ connectionString: db.url, leaseSeconds: 30, pollIntervalMs: 200, ...opts });
+  workers.push(w);
+  await w.start();
+  return w;
+}
+
+describe("Worker", () => {
+  it("writes text, reasoning, structured output and a tool call, then completes the prompt", async () => {
+    let seen: Job | undefined;
+    await startWorker({
+      handler: async (job) => {
+        seen = job;
+        job.reply.reasoning("Let me ");
+        job.reply.reasoning("think.");
+        job.reply.text("Hello, ");
+        job.reply.text("world.");
+        const call = job.reply.toolCall("echo", { text: "hi" });
+        call.progress("echoing… ");
+        call.complete("hi");
+        job.reply.structured('{"answer":');
+        job.reply.structured(" 42}");
+      },
+    });
+    const sent = await send(db.pool, "What is 6 times 7?", { modelConfig: { model: "small" } });
+    expect((await settledAs(db.pool, sent.promptId, "completed", "failed")).status).toBe("completed");
+    expect(seen!.modelConfig).toEqual({ model: "small" });
+    expect(seen!.attempts).toBe(1);
+    expect(seen!.history).toEqual([{ role: "user", text: "What is 6 times 7?" }]);
+    const got = await blocks(db.pool, sent.messageId);
+    expect(got.map((b) => [b.type, b.status, b.content])).toEqual([
+      ["reasoning", "completed", "Let me think."],
+      ["text", "completed", "Hello, world."],
+      ["tool_use", "completed", '{"text":"hi"}'],
+      ["tool_result", "completed", "hi"],
+      ["structured", "completed", '{"answer": 42}'],
+    ]);
+    expect(got[2].toolCall).toEqual({ name: "echo", input: { text: "hi" }, status: "completed", output: "echoing… hi", error: null });
+    expect(got[3].metadata).toMatchObject({ tool: "echo", callId: expect.any(String), toolCallId: expect.any(String) });
+  });
+
+  it("fails the prompt with the handler's error, keeping the partial reply", async () => {
+    await startWorker({
+      handler: async (job) => {
+        job.reply.text("partial");
+        throw new Error("the model broke");
+      },
+    });
+    const sent = await send(db.pool, "hi");
+    const p = await settledAs(db.pool, sent.promptId, "completed", "failed");
+    expect(p).toMatchObject({ status: "failed", error: "the model broke" });
+    expect(await blocks(db.pool, sent.messageId)).toMatchObject([{ type: "text", status: "completed", content: "partial" }]);
+  });
+
+  it("fails a reply whose structured output is not JSON, saying so", async () => {
+    await startWorker({ handler: async (job) => job.reply.structured('{"a": ') });
+    const sent = await send(db.pool, "hi");
+    const p = await settledAs(db.pool, sent.promptId, "completed", "failed");
+    expect(p.status).toBe("failed");
+    expect(p.error).toMatch(/^the structured output is not valid JSON/);
+  });
+
+  it("gives the handler the conversation's history", async () => {
+    const histories: Job["history"][] = [];
+    await startWorker({
+      handler: async (job) => {
+        histories.push(job.history);
+        job.reply.text("Let me check.");
+        job.reply.toolCall("echo", { text: "x" }).fail("no echo today");
+        job.reply.text("It failed.");
+      },
+    });
+    const first = await send(db.pool, "one");
+    await settledAs(db.pool, first.promptId, "completed");
+    const second = await send(db.pool, "two", { conversationId: first.conversationId });
+    await settledAs(db.pool, second.promptId, "completed");
+    const h = histories[1];
+    expect(h.length).toBe(5);
+    expect(h[0]).toEqual({ role: "user", text: "one" });
+    expect(h[1]).toMatchObject({ role: "assistant", text: "Let me check.", toolCalls: [{ name: "echo", input: { text: "x" } }] });
+    expect(h[2]).toMatchObject({ role: "tool", toolName: "echo", output: "error: no echo today", isError: true });
+    expect(h[3]).toEqual({ role: "assistant", text: "It failed.", toolCalls: [] });
+    expect(h[4]).toEqual({ role: "user", text: "two" });
+  });
+
+  it("refuses bad settings, naming the field", () => {
+    const handler = async () => {};
+    expect(() => new Worker({ handler } as WorkerOptions)).toThrow(/exactly one of pool .* and connectionString/);
+    expect(() => new Worker({ connectionString: "postgres://x/y", handler, slots: 0 })).toThrow(/^slots must be a whole number from 1/);
+    expect(() => new Worker({ connectionString: "postgres://x/y", handler, leaseSeconds: 4000 })).toThrow(/^leaseSeconds must/);
+    expect(() => new Worker({ connectionString: "postgres://x/y", handler, slots: 2, reservedSlots: 3 })).toThrow(/^reservedSlots must/);
+    expect(() => new Worker({ connectionString: "postgres://x/y", handler, workerId: " " })).toThrow(/^workerId must/);
+    expect(() => new Worker({ connectionString: "postgres://x/y", handler: undefined as never })).toThrow(/^handler must be a function/);
+  });
+
+  it("writes many replies in shared transactions", async () => {
+    const n = 12;
+    await startWorker({
+      slots: n,
+      lanes: 1,
+      batchIntervalMs: 30,
+      handler: async (job) => {
+        for (let i = 0; i < 10; i++) {
+          job.reply.text(`word${i} `);
+          await sleep(15);
+        }
+      },
+    });
+    const sent = await Promise.all(Array.from({ length: n }, (_, i) => send(db.pool, `hi ${i}`, { owner: `user${i}` })));
+    for (const s of sent) expect((await settledAs(db.pool, s.promptId, "completed", "failed")).status).toBe("completed");
+    for (const s of sent) {
+      expect((await blocks(db.pool, s.messageId)).map((b) => b.content)).toEqual([Array.from({ length: 10 }, (_, i) => `word${i} `).join("")]);
+    }
+    // Events inserted by one transaction share its xmin.
+    const { rows } = await db.pool.query(
+      `SELECT max(n)::int AS most FROM (SELECT xmin::text, count(DISTINCT prompt_id) AS n FROM convo.events WHERE kind = 'blockDelta' GROUP BY 1) t`,
+    );
+    expect(rows[0].most).toBeGreaterThanOrEqual(2);
+  });
+
+  it("stops writing at a cancel, frees the slot, and writes nothing more", async () => {
+    let stoppedWith: unknown;
+    await startWorker({
+      slots: 1,
+      handler: async (job) => {
+        if (job.history[0]?.role === "user" && job.history[0].text === "quick") {
+          job.reply.text("done");
+          return;
+        }
+        try {
+          for (let i = 0; ; i++) {
+            job.reply.text(`tick${i} `);
+            await sleep(20, job.signal);
+          }
+        } catch (err) {
+          stoppedWith = err;
+          throw err;
+        }
+      },
+    });
+    const long = await send(db.pool, "long");
+    await waitFor("the reply's first words", async () => (await blocks(db.pool, long.messageId))[0]?.content.includes("tick2"));
+    await db.pool.query("SELECT convo.cancel_prompt($1)", [long.promptId]);
+    expect((await settledAs(db.pool, long.promptId, "cancelled")).status).toBe("cancelled");
+    await waitFor("the handler to stop", () => stoppedWith !== undefined);
+    expect(stoppedWith).toBeInstanceOf(WorkerError);
+    expect((stoppedWith as WorkerError).code).toBe("cancelled");
+    const events = async () => Number((await db.pool.query("SELECT count(*) FROM convo.events WHERE prompt_id = $1", [long.promptId])).rows[0].count);
+    const before = await events();
+    // The only slot is free: the next prompt runs.
+    const quick = await send(db.pool, "quick");
+    expect((await settledAs(db.pool, quick.promptId, "completed", "failed")).status).toBe("completed");
+    expect(await events()).toBe(before);
+  });
+
+  it("stops a reply whose lease was lost, and goes on serving", async () => {
+    let stoppedWith: unknown;
+    await startWorker({
+      slots: 1,
+      leaseSeconds: 3,
+      handler: async (job) => {
+        if (job.history[0]?.role === "user" && job.history[0].text === "next") {
+          job.reply.text("served");
+          return;
+        }
+        try {
+          for (let i = 0; ; i++) {
+            job.reply.text(`tick${i} `);
+            await sleep(50, job.signal);
+          }
+        } catch (err) {
+          stoppedWith = err;
+        }
+      },
+    });
+    const sent = await send(db.pool, "hang on");
+    await waitFor("the reply's first words", async () => (await blocks(db.pool, sent.messageId))[0]?.content.includes("tick1"));
+    await db.pool.query("UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [sent.promptId]);
+    await db.pool.query("SELECT convo.expire_leases()");
+    const p = await prompt(db.pool, sent.promptId);
+    expect(p.status).toBe("failed");
+    expect(p.error).toMatch(/lease expired/);
+    await waitFor("the handler to stop", () => stoppedWith !== undefined);
+    expect((stoppedWith as WorkerError).code).toBe("lease_lost");
+    const next = await send(db.pool, "next");
+    expect((await settledAs(db.pool, next.promptId, "completed", "failed")).status).toBe("completed");
+    expect((await prompt(db.pool, sent.promptId)).error).toMatch(/lease expired/);
+  });
+
+  it("drains: lets replies in flight finish, then fails the rest as shutting down", async () => {
+    const w = await startWorker({
+      slots: 2,
+      handler: async (job) => {
+        const text = job.history[0]?.role === "user" ? job.history[0].text : "";
+        job.reply.text("started ");
+        await sleep(text === "short" ? 300 : 60_000, job.signal);
+        job.reply.text("finished");
+      },
+    });
+    const short = await send(db.pool, "short", { owner: "a" });
+    const long = await send(db.pool, "long", { owner: "b" });
+    await waitFor("both replies to start", async () =>
+      (await blocks(db.pool, short.messageId)).length > 0 && (await blocks(db.pool, long.messageId)).length > 0,
+    );
+    await w.drain(2000);
+    expect(await prompt(db.pool, short.promptId)).toMatchObject({ status: "completed" });
+    expect((await blocks(db.pool, short.messageId))[0].content).toBe("started finished");
+    const p = await prompt(db.pool, long.promptId);
+    expect(p.status).toBe("failed");
+    expect(p.error).toContain("shutting down");
+    // Nothing is claimed once drained.
+    const after = await send(db.pool, "after");
+    await sleep(500);
+    expect((await prompt(db.pool, after.promptId)).status).toBe("queued");
+  });
+
+  it("drains when told to while it starts (a SIGTERM as the process starts): it stops what start() opened", async () => {
+    const w = new Worker({ connectionString: db.url, pollIntervalMs: 200, handler: async (job) => job.reply.text("claimed") });
+    workers.push(w);
+    const started = w.start();
+    const drained = w.drain(1000); // before start() has connected
+    await started;
+    await drained;
+    // Its LISTEN connection is closed, not left behind listening.
+    const { rows } = await db.pool.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
+    );
+    expect(rows[0].n).toBe(0);
+    // And it claims nothing.
+    const after = await send(db.pool, "after");
+    await sleep(500);
+    expect((await prompt(db.pool, after.promptId)).status).toBe("queued");
+  });
+});

@@ -1,0 +1,424 @@
+// Worker: claims prompts and runs a handler for each, up to `slots` at
+// once, in one process. One claim loop takes prompts (convo.claim_prompts,
+// several per call, in the fair SQL order), `lanes` committers write
+// every reply's output in shared transactions (convo.write_batch), and
+// one LISTEN connection hears new prompts and cancellations. The number
+// of replies in flight does not change the connections it uses.
+
+import { setMaxListeners } from "node:events";
+import pg from "pg";
+import { Committer } from "./committer.js";
+import { WorkerError, messageOf } from "./errors.js";
+import { historyOf } from "./history.js";
+import type { Job } from "./job.js";
+import { Listener } from "./listener.js";
+import { settingsOf, type Settings, type Settled, type WorkerOptions } from "./options.js";
+import { Reply } from "./reply.js";
+import { Sql, retryable, type ClaimRow } from "./sql.js";
+
+/** The most prompts one claim takes. */
+const claimBatch = 100;
+
+interface Running {
+  abort: AbortController;
+  done: Promise<void>;
+}
+
+export class Worker {
+  private readonly s: Settings;
+  private readonly handler: (job: Job) => Promise<void>;
+  private readonly onSettled?: (s: Settled) => void;
+  private readonly pool: pg.Pool;
+  private readonly ownPool: boolean;
+  private readonly sql: Sql;
+  private readonly committers: Committer[];
+  private listener: Listener | undefined;
+  private readonly running = new Map<string, Running>();
+  private state: "new" | "running" | "draining" | "stopped" = "new";
+  private claimLoop: Promise<void> | undefined;
+  /** A wake-up not acted on yet (a notification, a slot freed). */
+  private token = false;
+  private wakeClaims: (() => void) | undefined;
+  private stopping: Promise<void> | undefined;
+  /** start() connecting; settled once the worker listens and claims (or failed to). */
+  private starting: Promise<void> | undefined;
+  private readonly onPoolError = (err: Error) => this.s.logger.warn("an idle connection of the pool failed", { err: err.message });
+  // A connection that fails while it closes (the pool ending as
+  // PostgreSQL restarts) emits an error no query is there to take: every
+  // connection gets a listener, so it never crashes the process.
+  private readonly onPoolConnect = (c: pg.PoolClient) => c.on("error", () => {});
+
+  constructor(opts: WorkerOptions) {
+    this.s = settingsOf(opts);
+    this.handler = opts.handler;
+    this.onSettled = opts.onSettled;
+    this.ownPool = !opts.pool;
+    // Connections: one per lane writing a batch, one for the claim loop,
+    // and reads when prompts start; the listener has its own.
+    this.pool = opts.pool ?? new pg.Pool({ connectionString: opts.connectionString, max: this.s.lanes + 2 });
+    this.sql = new Sql(this.pool, this.s.callTimeoutMs);
+    this.committers = Array.from({ length: this.s.lanes }, (_, lane) => new Committer(this.sql, this.s, lane));
+  }
+
+  /** The name the worker claims prompts under. */
+  get workerId(): string {
+    return this.s.workerId;
+  }
+
+  /** The prompts running now. */
+  get inFlight(): number {
+    return this.running.size;
+  }
+
+  /** Batches written so far (write_batch calls that answered), every lane together. */
+  get batchesWritten(): number {
+    return this.committers.reduce((n, c) => n + c.batches, 0);
+  }
+
+  /**
+   * Connects the LISTEN connection and starts claiming. Resolves once the
+   * worker listens (a prompt queued from then on is not missed; one queued
+   * before is found by the first claim); throws when PostgreSQL cannot be
+   * reached.
+   */
+  start(): Promise<void> {
+    if (this.state !== "new") return Promise.reject(new WorkerError("invalid_argument", "start: the worker was started already"));
+    this.state = "running";
+    this.starting = this.connect();
+    return this.starting;
+  }
+
+  /**
+   * The body of start(). A drain() or stop() called meanwhile (a SIGTERM as
+   * the process starts) waits for it, so that it stops what it started.
+   */
+  private async connect(): Promise<void> {
+    this.pool.on("error", this.onPoolError);
+    this.pool.on("connect", this.onPoolConnect);
+    const listener = new Listener(listenConfig(this.pool), this.s.logger, {
+      queued: () => this.wake(),
+      cancelled: (id) => this.running.get(id)?.abort.abort(new WorkerError("cancelled", "the prompt was cancelled")),
+      connected: () => this.wake(),
+    });
+    try {
+      await listener.start();
+    } catch (err) {
+      this.state = "stopped";
+      this.pool.off("error", this.onPoolError);
+      this.pool.off("connect", this.onPoolConnect);
+      if (this.ownPool) await this.pool.end().catch(() => {});
+      throw new WorkerError("database", `start the worker: ${messageOf(err)}`, { cause: err });
+    }
+    this.listener = listener;
+    for (const c of this.committers) c.start();
+    this.claimLoop = this.claim();
+    this.s.logger.info("worker started", { worker: this.s.workerId, slots: this.s.slots });
+  }
+
+  /**
+   * Stops claiming at once and lets the prompts in flight finish for up to
+   * timeoutMs; then stops the rest as stop() does. A process that is told
+   * to stop (SIGTERM) drains, so that replies in progress complete.
+   */
+  async drain(timeoutMs: number): Promise<void> {
+    if (this.state === "running") this.state = "draining";
+    await this.starting?.catch(() => {});
+    this.wake();
+    await this.claimLoop;
+    const all = Promise.all([...this.running.values()].map((r) => r.done));
+    let timer: NodeJS.Timeout | undefined;
+    const finished = await Promise.race([
+      all.then(() => true),
+      new Promise<boolean>((r) => (timer = setTimeout(() => r(false), Math.max(0, timeoutMs)))),
+    ]);
+    clearTimeout(timer);
+    if (!finished) this.s.logger.warn("drained: stopping the prompts still in flight", { prompts: this.running.size });
+    await this.stop();
+  }
+
+  /**
+   * Stops claiming, stops every prompt in flight (its signal fires; one
+   * that started is failed with "worker … stopped before the reply finished
+   * (shutting down)", one claimed and not started is handed back to the
+   * queue), writes what they queued, and closes the worker's connections.
+   * Safe to call more than once.
+   */
+  stop(): Promise<void> {
+    this.stopping ??= this.shutdown();
+    return this.stopping;
+  }
+
+  /** Drains on the first of signals (default SIGTERM and SIGINT), giving the replies in flight timeoutMs, then resolves; the caller exits. */
+  drainOnSignal(timeoutMs: number, signals: NodeJS.Signals[] = ["SIGTERM", "SIGINT"]): Promise<NodeJS.Signals> {
+    return new Promise((resolve, reject) => {
+      const on = (sig: NodeJS.Signals) => {
+        for (const s of signals) process.off(s, on);
+        this.drain(timeoutMs).then(() => resolve(sig), reject);
+      };
+      for (const s of signals) process.once(s, on);
+    });
+  }
+
+  private async shutdown(): Promise<void> {
+    const wasNew = this.state === "new";
+    this.state = "stopped";
+    await this.starting?.catch(() => {});
+    this.wake();
+    await this.claimLoop;
+    for (const r of this.running.values()) {
+      r.abort.abort(new WorkerError("shutting_down", `worker ${this.s.workerId} is shutting down`));
+    }
+    await Promise.all([...this.running.values()].map((r) => r.done));
+    await Promise.all(this.committers.map((c) => c.stop()));
+    await this.listener?.close();
+    if (!wasNew) {
+      this.pool.off("error", this.onPoolError);
+      this.pool.off("connect", this.onPoolConnect);
+    }
+    if (this.ownPool) await this.pool.end().catch(() => {});
+    if (!wasNew) this.s.logger.info("worker stopped", { worker: this.s.workerId });
+  }
+
+  private wake(): void {
+    this.token = true;
+    this.wakeClaims?.();
+  }
+
+  /** Waits for a wake-up or ms. */
+  private idle(ms: number): Promise<void> {
+    if (this.token) {
+      this.token = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(t);
+        self.wakeClaims = undefined;
+        self.token = false;
+        resolve();
+      }
+      this.wakeClaims = done;
+    });
+  }
+
+  /**
+   * The claim loop: claims while slots are free, until claiming stops.
+   * With nothing to claim it waits for a notification, a slot that frees,
+   * or the poll interval (with jitter, so that many processes do not poll
+   * in step). After a failed claim (PostgreSQL restarting) it tries again
+   * after a backoff of 100 ms doubling to 5 s, not at the next poll: the
+   * notification that woke it is spent.
+   */
+  private async claim(): Promise<void> {
+    let retryMs = 100;
+    while (this.state === "running") {
+      const free = this.s.slots - this.running.size;
+      let failed = false;
+      if (free > 0) {
+        const n = Math.min(free, claimBatch);
+        try {
+          const rows = await this.sql.claimPrompts(this.s.workerId, this.s.leaseSeconds, n, Math.min(this.s.reservedSlots, n));
+          retryMs = 100;
+          for (const row of rows) {
+            if (this.state === "running") this.launch(row);
+            else await this.releaseUnstarted(row.prompt_id);
+          }
+          if (rows.length > 0) continue; // perhaps more are queued
+        } catch (err) {
+          failed = true;
+          if (this.state === "running") this.s.logger.warn("claim prompts", { err: messageOf(err) });
+        }
+      }
+      let wait = this.s.pollIntervalMs / 2 + Math.random() * this.s.pollIntervalMs;
+      if (failed) {
+        wait = retryMs;
+        retryMs = Math.min(retryMs * 2, Math.min(5000, this.s.pollIntervalMs));
+      }
+      if (this.state !== "running") break;
+      await this.idle(wait);
+    }
+  }
+
+  private launch(row: ClaimRow): void {
+    const abort = new AbortController();
+    // The AI SDK and a handler's tools may each listen to the job's signal.
+    setMaxListeners(100, abort.signal);
+    const entry: Running = { abort, done: Promise.resolve() };
+    this.running.set(row.prompt_id, entry);
+    entry.done = this.run(row, abort).finally(() => {
+      this.running.delete(row.prompt_id);
+      this.wake(); // a slot is free
+    });
+  }
+
+  private committerFor(conversationId: string): Committer {
+    // FNV-1a: every reply of a conversation (an A/B comparison's two)
+    // goes through the same lane, so they are written in one order.
+    let h = 0x811c9dc5;
+    for (let i = 0; i < conversationId.length; i++) {
+      h ^= conversationId.charCodeAt(i);
+      h = Math.imul(h, 0x01000193) >>> 0;
+    }
+    return this.committers[h % this.committers.length];
+  }
+
+  /** Runs one claimed prompt to its end and settles it. */
+  private async run(row: ClaimRow, abort: AbortController): Promise<void> {
+    const startedAt = Date.now();
+    const committer = this.committerFor(row.conversation_id);
+    const reply = new Reply(row.prompt_id, committer, { coalesce: this.s.batchIntervalMs >= 0, batchBytes: this.s.batchBytes }, (err) =>
+      abort.abort(err),
+    );
+    // The job's signal stops the reply: nothing more is written.
+    abort.signal.addEventListener("abort", () => reply.stop(reasonOf(abort.signal)), { once: true });
+    committer.add(reply);
+    let settled: Settled;
+    try {
+      settled = await this.execute(row, reply, abort);
+    } catch (err) {
+      settled = { promptId: row.prompt_id, outcome: "stopped", error: messageOf(err), durationMs: 0 };
+    } finally {
+      committer.remove(reply);
+    }
+    settled.durationMs = Date.now() - startedAt;
+    const log = settled.outcome === "failed" ? this.s.logger.warn : this.s.logger.info;
+    log.call(this.s.logger, `prompt ${settled.outcome}`, { promptId: row.prompt_id, error: settled.error, durationMs: settled.durationMs });
+    try {
+      this.onSettled?.(settled);
+    } catch (err) {
+      this.s.logger.error("onSettled threw", { err: messageOf(err) });
+    }
+  }
+
+  private async execute(row: ClaimRow, reply: Reply, abort: AbortController): Promise<Settled> {
+    const promptId = row.prompt_id;
+    const out = (outcome: Settled["outcome"], error?: string): Settled => ({ promptId, outcome, error, durationMs: 0 });
+    let err: unknown;
+    let handlerDone = false;
+    try {
+      // start_prompt goes in the next batch while the conversation is
+      // read; the handler runs once it is written, so a prompt cancelled
+      // meanwhile never reaches the model.
+      reply.start();
+      const [rows] = await Promise.all([this.readContext(promptId), reply.flush()]);
+      const job: Job = {
+        promptId,
+        conversationId: row.conversation_id,
+        messageId: row.message_id,
+        modelConfig: row.model_config ?? {},
+        attempts: row.attempts,
+        history: historyOf(rows),
+        signal: abort.signal,
+        reply,
+      };
+      // The handler may notice its signal late: the prompt settles (and its
+      // slot frees) when the signal fires, whatever the handler does.
+      const handled = Promise.resolve().then(() => this.handler(job));
+      handled.catch(() => {});
+      await Promise.race([handled, aborted(abort.signal)]);
+      handlerDone = true;
+      if (!abort.signal.aborted) await reply.complete();
+      if (!abort.signal.aborted) return out("completed");
+    } catch (e) {
+      err = e;
+    }
+    if (abort.signal.aborted) return this.stopped(reply, reasonOf(abort.signal), out);
+    // The handler (or the model in it) failed: what it wrote before stays,
+    // and the prompt fails with its message.
+    const message = messageOf(err);
+    if (!handlerDone) this.s.logger.debug("prompt failed before its handler returned", { promptId, err: message });
+    try {
+      await reply.failWith(message);
+      return out("failed", message);
+    } catch (e) {
+      if (abort.signal.aborted) return this.stopped(reply, reasonOf(abort.signal), out);
+      return out("stopped", messageOf(e));
+    }
+  }
+
+  /** Settles a prompt whose signal fired, for reason. */
+  private async stopped(reply: Reply, reason: WorkerError, out: (o: Settled["outcome"], e?: string) => Settled): Promise<Settled> {
+    switch (reason.code) {
+      case "cancelled":
+        return out("cancelled", reason.message);
+      case "lease_lost":
+        return out("stopped", reason.message);
+      case "shutting_down":
+        if (!reply.isStarted) {
+          await this.releaseUnstarted(reply.promptId);
+          return out("stopped", reason.message);
+        }
+        return this.failAfterStop(reply, `worker ${this.s.workerId} stopped before the reply finished (shutting down)`, out);
+      default: {
+        // A refused write, or PostgreSQL unreachable for a lease: is the
+        // prompt still ours to fail?
+        let keep = false;
+        try {
+          keep = await this.sql.heartbeat(reply.promptId, this.s.workerId);
+        } catch {
+          return out("stopped", reason.message);
+        }
+        if (!keep) {
+          const status = await this.sql.status(reply.promptId).catch(() => undefined);
+          return out(status === "cancelled" ? "cancelled" : "stopped", reason.message);
+        }
+        if (!reply.isStarted) {
+          await this.releaseUnstarted(reply.promptId);
+          return out("stopped", reason.message);
+        }
+        return this.failAfterStop(reply, reason.message, out);
+      }
+    }
+  }
+
+  private async failAfterStop(reply: Reply, message: string, out: (o: Settled["outcome"], e?: string) => Settled): Promise<Settled> {
+    try {
+      await reply.failWith(message);
+      return out("failed", message);
+    } catch (e) {
+      return out("stopped", `${message}; failing the prompt: ${messageOf(e)}`);
+    }
+  }
+
+  /** Reads the prompt's context, retrying while PostgreSQL is unreachable (for up to a lease). */
+  private async readContext(promptId: string) {
+    const giveUp = Date.now() + this.s.leaseSeconds * 1000;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
+      try {
+        return await this.sql.context(promptId);
+      } catch (err) {
+        if (!retryable(err) || Date.now() + delay > giveUp) throw err;
+        await new Promise((r) => setTimeout(r, delay));
+      }
+    }
+  }
+
+  private async releaseUnstarted(promptId: string): Promise<void> {
+    try {
+      await this.sql.release(promptId, this.s.workerId);
+    } catch (err) {
+      this.s.logger.warn("release the prompt; it is claimable again when its lease expires", { promptId, err: messageOf(err) });
+    }
+  }
+}
+
+function reasonOf(signal: AbortSignal): WorkerError {
+  const r: unknown = signal.reason;
+  return r instanceof WorkerError ? r : new WorkerError("shutting_down", messageOf(r));
+}
+
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
+/** The connection settings of pool, for the LISTEN connection. */
+function listenConfig(pool: pg.Pool): pg.ClientConfig {
+  const o = (pool as unknown as { options: pg.PoolConfig }).options;
+  const { max: _max, min: _min, idleTimeoutMillis: _i, connectionTimeoutMillis: _c, ...client } = o;
+  return client;
+}
