@@ -54,6 +54,16 @@ npm test --prefix clients/typescript
 npm test --prefix clients/react
 npm test --prefix web
 
+# convo-worker, the Python worker runtime (clients/python): built as an
+# sdist and installed into a virtualenv over Debian's psycopg (no network:
+# scripts/sdk-setup-python.sh, which also sets up its conformance runner),
+# then its tests against real PostgreSQL, on the installed package.
+echo "== convo-worker (Python): sdist installed in a virtualenv, its tests (pytest)"
+python_runner=$(scripts/sdk-setup-python.sh)
+export "${python_runner?}" # CONVO_CONFORMANCE_PYTHON, for the conformance suite
+CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
+  "$(dirname "$CONVO_CONFORMANCE_PYTHON")/venv/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests
+
 echo "== go test -race"
 go test -race -count=1 -timeout 20m -skip '^TestFaultSoak$' ./...
 
