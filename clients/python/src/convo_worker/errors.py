@@ -13,9 +13,10 @@ class PromptStopped(ConvoWorkerError):
     Nothing more of the reply is written; the handler should return (the
     runtime settles the prompt as ``reason`` says).
 
-    ``reason`` is one of ``"cancelled"``, ``"lost"`` (the prompt is no
-    longer this worker's: failed by lease expiry, deleted, taken over),
-    ``"shutdown"`` or ``"refused"``."""
+    ``reason`` is ``"cancelled"`` (by the user), ``"refused"`` (a write or
+    heartbeat of the prompt was refused: its lease was lost, it was
+    deleted, or the write was illegal), ``"shutdown"``, or ``"settled"``
+    (a write after the handler returned)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)

@@ -164,8 +164,9 @@ class Job:
     context: list[ContextBlock]
     reply: Reply
     stopped: asyncio.Event = field(default_factory=asyncio.Event)
-    #: Why the prompt stopped: "cancelled", "lost", "shutdown" or
-    #: "refused"; None while it runs.
+    #: Why the prompt stopped: "cancelled" (by the user), "refused" (a
+    #: write or heartbeat of it was refused: its lease was lost, say) or
+    #: "shutdown"; None while it runs.
     stop_reason: str | None = None
 
     @property

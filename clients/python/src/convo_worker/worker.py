@@ -359,7 +359,12 @@ class _Run:
             self.handler_task.cancel()
 
     def _refused(self, err: WriteRefused) -> None:
-        self.stop("refused", str(err))
+        # A batch can refuse a cancelled prompt before the notification
+        # arrives; write_batch says so in its documented message.
+        if err.sqlstate == ILLEGAL_STATE and "is cancelled, not running" in err.message:
+            self.stop("cancelled", str(err))
+        else:
+            self.stop("refused", str(err))
 
     async def execute(self) -> Result:
         started = time.monotonic()
