@@ -54,12 +54,23 @@ npm test --prefix clients/typescript
 npm test --prefix clients/react
 npm test --prefix web
 
-# @convo/worker (clients/worker) runs against real PostgreSQL: withdb
-# prepares a migrated template, each test makes its own database from it.
+# The worker SDKs, @convo/worker (clients/worker) and convo-worker
+# (clients/python): scripts/sdk-setup.sh packs each and installs it from
+# its tarball into a scratch project (Python's over Debian's psycopg, with
+# no network), with its conformance runner, and prints the runners' paths,
+# which the conformance suite (./conformance, in go test below) reads.
+# Then each SDK's own tests against real PostgreSQL: withdb prepares a
+# migrated template, each test makes its own database from it.
+echo "== worker SDKs: packed, installed into scratch projects"
+sdk_env=$(scripts/sdk-setup.sh)
+while IFS= read -r line; do
+  export "${line?}" # CONVO_CONFORMANCE_TYPESCRIPT, CONVO_CONFORMANCE_PYTHON
+done <<< "$sdk_env"
 echo "== @convo/worker against PostgreSQL (vitest under withdb)"
-npm install --prefix clients/worker --no-audit --no-fund --loglevel=error
-npm run build --prefix clients/worker --silent
 go run ./internal/pgtest/withdb -- npm test --prefix clients/worker
+echo "== convo-worker (Python) against PostgreSQL (pytest under withdb, on the installed sdist)"
+CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
+  "$(dirname "$CONVO_CONFORMANCE_PYTHON")/venv/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests
 
 echo "== go test -race"
 go test -race -count=1 -timeout 20m -skip '^TestFaultSoak$' ./...

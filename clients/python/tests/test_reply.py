@@ -1,0 +1,172 @@
+"""The reply a handler writes, end to end through PostgreSQL: every kind
+of block, tool calls, a handler that fails, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from conftest import Client, eventually
+from convo_worker import InvalidOutput, Job, Settings
+from helpers import running
+
+
+async def test_text_reasoning_structured(dsn: str, client: Client) -> None:
+    seen: list[Job] = []
+
+    async def handle(job: Job) -> None:
+        seen.append(job)
+        job.reply.reasoning("Thinking")
+        job.reply.reasoning(" hard.")
+        for piece in ["Hello", ", ", "world", "!"]:
+            job.reply.text(piece)
+            await asyncio.sleep(0.01)
+        job.reply.structured('{"answer": ')
+        job.reply.structured("42}")
+
+    async with running(dsn, handle):
+        prompt = await client.send("What is the answer?", config={"model": "m1", "temperature": 0.5})
+        assert (await client.settled(prompt))["status"] == "completed"
+
+    blocks = await client.blocks(prompt)
+    assert [(b["type"], b["status"], b["content"]) for b in blocks] == [
+        ("reasoning", "completed", "Thinking hard."),
+        ("text", "completed", "Hello, world!"),
+        ("structured", "completed", '{"answer": 42}'),
+    ]
+    job = seen[0]
+    assert job.prompt_id == prompt
+    assert job.model_config == {"model": "m1", "temperature": 0.5}
+    assert job.attempts == 1
+    assert job.last_user_text == "What is the answer?"
+    assert [(m.role, m.text) for m in job.messages] == [("user", "What is the answer?")]
+
+
+async def test_tool_call_with_progress_and_result(dsn: str, client: Client) -> None:
+    async def handle(job: Job) -> None:
+        job.reply.text("Let me look.")
+        call = job.reply.start_tool_call("weather", call_id="call_1")
+        call.arguments('{"city": ')
+        call.arguments('"Paris"}')
+        assert call.finish_arguments() == {"city": "Paris"}
+        call.progress("fetching … ")
+        call.complete("sunny")
+        failing = job.reply.tool_call("echo", {"text": "hi"}, call_id="call_2")
+        failing.fail("echo is broken")
+        bad = job.reply.start_tool_call("echo", call_id="call_3")
+        bad.arguments("{not json")
+        assert bad.finish_arguments() is None and bad.status == "failed"
+        job.reply.text("It is sunny.")
+
+    async with running(dsn, handle):
+        prompt = await client.send("Weather in Paris?")
+        assert (await client.settled(prompt))["status"] == "completed"
+
+    blocks = await client.blocks(prompt)
+    assert [b["type"] for b in blocks] == ["text", "tool_use", "tool_result", "tool_use", "tool_result",
+                                           "tool_use", "tool_result", "text"]
+    use, result = blocks[1], blocks[2]
+    assert use["content"] == '{"city": "Paris"}'
+    assert use["metadata"] == {"name": "weather", "callId": "call_1"}
+    assert use["toolCall"] == {"name": "weather", "input": {"city": "Paris"}, "status": "completed",
+                               "output": "fetching … sunny", "error": None}
+    assert result["content"] == "sunny"
+    assert result["metadata"]["callId"] == "call_1" and result["metadata"]["tool"] == "weather"
+    assert blocks[3]["content"] == '{"text":"hi"}'
+    assert blocks[3]["toolCall"]["status"] == "failed" and blocks[3]["toolCall"]["error"] == "echo is broken"
+    assert blocks[4]["content"] == "error: echo is broken" and blocks[4]["metadata"]["isError"] is True
+    assert blocks[5]["toolCall"]["input"] == "{not json"
+    assert blocks[5]["toolCall"]["error"].startswith("invalid argument JSON for tool echo")
+    assert blocks[7]["content"] == "It is sunny."
+
+
+async def test_history_of_earlier_turns(dsn: str, client: Client) -> None:
+    """The handler of a second message sees the first exchange, tool call
+    and result included, from convo.prompt_context."""
+    seen: list[Job] = []
+
+    async def handle(job: Job) -> None:
+        seen.append(job)
+        if len(seen) == 1:
+            job.reply.tool_call("echo", {"text": "ping"}, call_id="c1").complete("ping")
+            job.reply.text("Echoed.")
+        else:
+            job.reply.text("Second.")
+
+    async with running(dsn, handle):
+        first = await client.send("first")
+        await client.settled(first)
+        second = await client.send("second", conversation=await client.conversation_of(first))
+        assert (await client.settled(second))["status"] == "completed"
+
+    messages = seen[1].messages
+    assert [(m.role, m.text) for m in messages] == [
+        ("user", "first"), ("assistant", ""), ("tool", "ping"), ("assistant", "Echoed."), ("user", "second")]
+    assert messages[1].tool_calls[0].name == "echo" and messages[1].tool_calls[0].arguments == '{"text": "ping"}'
+    assert messages[2].tool_call_id == messages[1].tool_calls[0].id
+
+
+async def test_handler_error_fails_prompt_and_keeps_partial_reply(dsn: str, client: Client) -> None:
+    async def handle(job: Job) -> None:
+        job.reply.text("Partial ")
+        job.reply.text("answer")
+        raise RuntimeError("upstream overloaded (server_error)")
+
+    async with running(dsn, handle) as (_, recorder):
+        prompt = await client.send("hi")
+        settled = await client.settled(prompt)
+        await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+
+    assert settled == {"status": "failed", "error": "upstream overloaded (server_error)", "worker": "pytest-worker"}
+    assert [(b["type"], b["status"], b["content"]) for b in await client.blocks(prompt)] == [
+        ("text", "completed", "Partial answer")]
+    assert recorder.results[prompt].outcome == "failed"
+
+
+async def test_invalid_structured_output_fails_prompt(dsn: str, client: Client) -> None:
+    async def handle(job: Job) -> None:
+        job.reply.start_block("structured").append('{"answer": ')
+
+    async with running(dsn, handle):
+        prompt = await client.send("hi")
+        settled = await client.settled(prompt)
+    assert settled["status"] == "failed"
+    assert settled["error"].startswith("the structured output is not valid JSON")
+
+
+async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(dsn: str, client: Client) -> None:
+    errors: list[str] = []
+
+    async def handle(job: Job) -> None:
+        for bad in (lambda: job.reply.start_block("Not Lower"),
+                    lambda: job.reply.start_block("note", metadata=["not", "a", "dict"]),  # type: ignore[arg-type]
+                    lambda: job.reply.text(42),  # type: ignore[arg-type]
+                    lambda: job.reply.start_tool_call(""),
+                    lambda: job.reply.tool_call("echo", {"x": object()})):
+            with pytest.raises((ValueError, TypeError)) as info:
+                bad()
+            errors.append(str(info.value))
+        block = job.reply.start_block("structured")
+        block.append('{"a": ')
+        with pytest.raises(InvalidOutput, match="not valid JSON"):
+            block.end()
+        block.append("1}")  # mended: the runtime ends it when the handler returns
+        job.reply.text("fine")
+
+    async with running(dsn, handle):
+        prompt = await client.send("hi")
+        assert (await client.settled(prompt))["status"] == "completed"
+
+    assert "block_type" in errors[0] and "metadata" in errors[1] and "delta" in errors[2]
+    assert "name" in errors[3] and "input" in errors[4]
+    assert [(b["type"], b["content"]) for b in await client.blocks(prompt)] == [("structured", '{"a": 1}'), ("text", "fine")]
+
+
+def test_settings_refuse_out_of_range_values_naming_the_field() -> None:
+    for field, value in [("slots", 0), ("reserved_slots", 5), ("lease_seconds", 1), ("lanes", 0),
+                         ("batch_interval", "20ms"), ("worker_id", " "), ("poll_interval", 0)]:
+        with pytest.raises(ValueError, match=f"Settings.{field}"):
+            Settings(**{field: value})  # type: ignore[arg-type]
+    assert json.dumps(Settings().heartbeat_interval) == "10.0"
