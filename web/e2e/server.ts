@@ -7,7 +7,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { chmodSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -84,10 +83,11 @@ export async function launch(name: string, env: Record<string, string> = {}): Pr
   };
 
   try {
-    const port = await freePort();
-    const api = `http://127.0.0.1:${port}`;
+    // Port 0: the server listens where the kernel says and logs its URL.
+    // A port picked here and closed before the server binds it could be
+    // taken meanwhile, by the embedded PostgreSQL among others (seen in CI).
     server = start(`${name}-api`, bin, [], repo, {
-      CONVO_HTTP_ADDR: `127.0.0.1:${port}`,
+      CONVO_HTTP_ADDR: "127.0.0.1:0",
       CONVO_DATA_DIR: path.join(tmp, "pg"),
       CONVO_EMBED_PORT: "0",
       // Both replies of an A/B comparison at once, while the other test
@@ -95,6 +95,7 @@ export async function launch(name: string, env: Record<string, string> = {}): Pr
       CONVO_WORKERS: "4",
       ...env,
     });
+    const api = await servingURL(server, 60_000);
     await waitFor(`${api}/healthz`, server, 60_000);
     await checkServesDist(api);
     return { base: api, api, stop };
@@ -220,15 +221,16 @@ async function waitFor(url: string, proc: Proc, timeoutMs: number) {
   throw new Error(`${url} did not answer within ${timeoutMs} ms (${proc.logFile}):\n${proc.output().slice(-4000)}`);
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === "object" && addr ? resolve(addr.port) : reject(new Error("no port"))));
-    });
-  });
+/** servingURL waits for the server's "convo is serving" log line and returns the URL it names. */
+async function servingURL(proc: Proc, timeoutMs: number): Promise<string> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const m = proc.output().match(/msg="convo is serving" url=(http:\/\/[^\s]+)/);
+    if (m) return m[1];
+    if (proc.exited()) throw new Error(`the server exited before it served (${proc.logFile}):\n${proc.output().slice(-4000)}`);
+    await sleep(100);
+  }
+  throw new Error(`the server did not log its URL within ${timeoutMs} ms (${proc.logFile}):\n${proc.output().slice(-4000)}`);
 }
 
 function sleep(ms: number) {
