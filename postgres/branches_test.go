@@ -364,3 +364,70 @@ func TestComparisonInTree(t *testing.T) {
 		t.Errorf("regenerate a comparison's reply: %v; want FailedPrecondition", err)
 	}
 }
+
+// TestCompactionKeepsBranches: compaction merges the deltas of every
+// branch's replies and keeps the branches, their texts and the
+// branchSwitched events.
+func TestCompactionKeepsBranches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	answerInDeltas := func(promptID uuid.UUID, deltas ...string) {
+		t.Helper()
+		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		if err != nil || len(claimed) != 1 || claimed[0].PromptID != promptID {
+			t.Fatalf("claim: %v %+v", err, claimed)
+		}
+		if err := tb.q.PromptStart(ctx, promptID); err != nil {
+			t.Fatal(err)
+		}
+		block := tb.startBlock(t, promptID, "text")
+		for _, d := range deltas {
+			tb.append(t, block, d)
+		}
+		if err := tb.q.PromptComplete(ctx, promptID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := tb.sendMessage(t, uuid.Nil, "tell me")
+	conv := first.conversationID
+	answerInDeltas(first.promptID, "the ", "first ", "story")
+	re, err := tb.store.RegenerateReply(ctx, conversation.RegenerateParams{OwnerID: "local", ConversationID: conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answerInDeltas(re.PromptID, "the ", "second ", "story")
+
+	pathBefore := pathText(tb.state(t, conv))
+	switchesBefore := 0
+	for _, e := range tb.events(t, conv) {
+		if e.Kind == conversation.EventBranchSwitched {
+			switchesBefore++
+		}
+	}
+	res, err := tb.store.CompactEvents(ctx, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Prompts != 2 || res.EventsRemoved != 4 {
+		t.Errorf("compact = %+v; want both branches' prompts, 2 deltas of each merged away", res)
+	}
+	switches := 0
+	for _, e := range tb.events(t, conv) {
+		if e.Kind == conversation.EventBranchSwitched {
+			switches++
+		}
+	}
+	if switches != switchesBefore || switches == 0 {
+		t.Errorf("%d branchSwitched events after compaction, %d before", switches, switchesBefore)
+	}
+	if got := pathText(tb.state(t, conv)); got != pathBefore || got != "tell me | the second story ‹2/2›" {
+		t.Errorf("after compaction the path is %q; before %q", got, pathBefore)
+	}
+	if _, err := tb.store.SwitchBranch(ctx, "local", conv, first.messageID); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pathText(tb.state(t, conv)), "tell me | the first story ‹1/2›"; got != want {
+		t.Errorf("the first branch after compaction: %q; want %q", got, want)
+	}
+}
