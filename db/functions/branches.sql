@@ -9,21 +9,31 @@
 
 -- _context_messages is what the model answering the message p_message_id
 -- is shown of its conversation: its ancestors, and the other reply of
--- each comparison among them (prompt_context picks one of the two).
+-- each comparison among them (prompt_context picks one of the two). A
+-- loop, not a recursive query: each step up is one lookup by primary key
+-- (a comparison's other reply is found through its prompts), so the cost
+-- is the depth of the message whatever the planner's statistics say, and
+-- the function is not inlined into prompt_context, whose plan then starts
+-- from the prompt.
 CREATE OR REPLACE FUNCTION convo._context_messages(p_message_id uuid) RETURNS SETOF uuid
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE up(id, parent_id) AS (
-        SELECT m.id, m.parent_id FROM convo.messages m
-          JOIN convo.messages target ON m.id = target.parent_id
-         WHERE target.id = p_message_id
-        UNION ALL
-        SELECT m.id, m.parent_id FROM convo.messages m JOIN up ON m.id = up.parent_id
-    )
-    SELECT up.id FROM up
-    UNION
-    SELECT other.id FROM up
-      JOIN convo.messages m ON m.id = up.id AND m.comparison_id IS NOT NULL
-      JOIN convo.messages other ON other.comparison_id = m.comparison_id
+LANGUAGE plpgsql STABLE ROWS 50 AS $$
+DECLARE
+    v_id         uuid;
+    v_next       uuid;
+    v_comparison uuid;
+BEGIN
+    SELECT m.parent_id INTO v_id FROM convo.messages m WHERE m.id = p_message_id;
+    WHILE v_id IS NOT NULL LOOP
+        RETURN NEXT v_id;
+        SELECT m.parent_id, m.comparison_id INTO v_next, v_comparison FROM convo.messages m WHERE m.id = v_id;
+        IF v_comparison IS NOT NULL THEN
+            RETURN QUERY SELECT pr.message_id FROM convo.comparisons c
+                           JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
+                          WHERE c.id = v_comparison AND pr.message_id <> v_id;
+        END IF;
+        v_id := v_next;
+    END LOOP;
+END;
 $$;
 
 -- _path is the path from a first message down to p_leaf: p_leaf, its
@@ -33,26 +43,32 @@ CREATE OR REPLACE FUNCTION convo._path(p_leaf uuid) RETURNS SETOF uuid
 LANGUAGE sql STABLE AS $$
     SELECT c.id FROM convo._context_messages(p_leaf) c(id)
     UNION
-    SELECT m.id FROM convo.messages m
-      JOIN convo.messages leaf ON leaf.id = p_leaf
-     WHERE m.id = p_leaf OR m.comparison_id = leaf.comparison_id
+    SELECT p_leaf
+    UNION
+    SELECT pr.message_id FROM convo.messages leaf
+      JOIN convo.comparisons c ON c.id = leaf.comparison_id
+      JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
+     WHERE leaf.id = p_leaf
 $$;
 
 -- _sibling_place says how many versions the turn of message m has
 -- (sibling_count: the children of m's parent, or the conversation's first
 -- messages when m has none; the two replies of a comparison count once)
 -- and which of them, in the order they were made, m is (sibling_index,
--- from 0; slot "b" has its slot "a"'s).
+-- from 0; slot "b" has its slot "a"'s). The two branches of the UNION
+-- each read one index (messages_parent_idx, messages_roots_idx).
 CREATE OR REPLACE FUNCTION convo._sibling_place(m convo.messages)
 RETURNS TABLE (sibling_count integer, sibling_index integer)
 LANGUAGE sql STABLE AS $$
     SELECT count(*)::integer,
            (count(*) FILTER (WHERE s.position < m.position
                                AND (m.comparison_id IS NULL OR s.comparison_id IS DISTINCT FROM m.comparison_id)))::integer
-      FROM convo.messages s
-     WHERE s.comparison_slot IS DISTINCT FROM 'b'
-       AND CASE WHEN m.parent_id IS NULL THEN s.parent_id IS NULL AND s.conversation_id = m.conversation_id
-                ELSE s.parent_id = m.parent_id END
+      FROM (SELECT x.position, x.comparison_id FROM convo.messages x
+             WHERE m.parent_id IS NOT NULL AND x.parent_id = m.parent_id AND x.comparison_slot IS DISTINCT FROM 'b'
+            UNION ALL
+            SELECT x.position, x.comparison_id FROM convo.messages x
+             WHERE m.parent_id IS NULL AND x.parent_id IS NULL AND x.conversation_id = m.conversation_id
+               AND x.comparison_slot IS DISTINCT FROM 'b') s
 $$;
 
 -- _active_leaf is the conversation's active leaf: the newest message on

@@ -495,7 +495,7 @@ BEGIN
                            ON a.comparison_id = b.comparison_id AND a.comparison_slot = 'a'
                           WHERE b.id = p_message_id AND b.comparison_slot = 'b'), p_message_id)
         UNION ALL
-        SELECT m.id FROM convo.messages m JOIN down ON m.parent_id = down.id
+        SELECT m.id FROM down CROSS JOIN LATERAL (SELECT x.id FROM convo.messages x WHERE x.parent_id = down.id) m
     )
     SELECT m.* INTO v_leaf FROM convo.messages m JOIN down ON m.id = down.id
      ORDER BY m.position DESC LIMIT 1;

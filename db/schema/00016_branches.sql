@@ -56,22 +56,27 @@ UPDATE convo.messages m
 -- _context_messages is what the model answering the message p_message_id
 -- is shown of its conversation: its ancestors, and the other reply of
 -- each comparison among them (prompt_context picks one of the two). Its
--- current definition is in db/functions/client_api.sql.
+-- current definition is in db/functions/branches.sql.
 -- +goose StatementBegin
 CREATE FUNCTION convo._context_messages(p_message_id uuid) RETURNS SETOF uuid
-LANGUAGE sql STABLE AS $$
-    WITH RECURSIVE up(id, parent_id) AS (
-        SELECT m.id, m.parent_id FROM convo.messages m
-          JOIN convo.messages target ON m.id = target.parent_id
-         WHERE target.id = p_message_id
-        UNION ALL
-        SELECT m.id, m.parent_id FROM convo.messages m JOIN up ON m.id = up.parent_id
-    )
-    SELECT up.id FROM up
-    UNION
-    SELECT other.id FROM up
-      JOIN convo.messages m ON m.id = up.id AND m.comparison_id IS NOT NULL
-      JOIN convo.messages other ON other.comparison_id = m.comparison_id
+LANGUAGE plpgsql STABLE ROWS 50 AS $$
+DECLARE
+    v_id         uuid;
+    v_next       uuid;
+    v_comparison uuid;
+BEGIN
+    SELECT m.parent_id INTO v_id FROM convo.messages m WHERE m.id = p_message_id;
+    WHILE v_id IS NOT NULL LOOP
+        RETURN NEXT v_id;
+        SELECT m.parent_id, m.comparison_id INTO v_next, v_comparison FROM convo.messages m WHERE m.id = v_id;
+        IF v_comparison IS NOT NULL THEN
+            RETURN QUERY SELECT pr.message_id FROM convo.comparisons c
+                           JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
+                          WHERE c.id = v_comparison AND pr.message_id <> v_id;
+        END IF;
+        v_id := v_next;
+    END LOOP;
+END;
 $$;
 -- +goose StatementEnd
 
