@@ -431,3 +431,41 @@ func TestCompactionKeepsBranches(t *testing.T) {
 		t.Errorf("the first branch after compaction: %q; want %q", got, want)
 	}
 }
+
+// TestOlderMessagesFollowThePath: a snapshot's window and the pages of
+// older messages (ListMessages) hold the active path only.
+func TestOlderMessagesFollowThePath(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	_, a1 := tb.turn(t, uuid.Nil, "one")
+	conv := a1.conversationID
+	u2, _ := tb.turn(t, conv, "two")
+	tb.turn(t, conv, "three")
+	ed, err := tb.store.EditMessage(ctx, conversation.EditParams{OwnerID: "local", ConversationID: conv, MessageID: u2, Text: "deux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.answerWith(t, ed.PromptID, "re: deux")
+	// The smallest snapshot: the newest message; then a page at a time.
+	st, err := tb.store.RecentState(ctx, "local", conv, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var texts []string
+	for msgs, older := st.Messages, st.Older; ; {
+		page := pathText(conversation.State{Messages: msgs})
+		texts = append([]string{page}, texts...)
+		if !older {
+			break
+		}
+		p, err := tb.store.OlderMessages(ctx, "local", conv, msgs[0].Position, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, older = p.Messages, p.Older
+	}
+	if got, want := strings.Join(texts, " | "), "one | re: one | deux ‹2/2› | re: deux"; got != want {
+		t.Errorf("the snapshot and its pages: %q; want the active path %q", got, want)
+	}
+}
