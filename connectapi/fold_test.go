@@ -209,14 +209,13 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 }
 
 // switchBranch keeps the messages up to the fork, drops the rest and
-// appends the new path's.
+// appends the new path's. A fork the client does not hold (older than
+// its snapshot's window) keeps none: the event holds the whole path
+// after it.
 func (f *folded) switchBranch(b *convov1.BranchSwitched) error {
 	keep := 0
 	if b.ForkMessageId != "" {
 		keep = slices.IndexFunc(f.messages, func(m *convov1.Message) bool { return m.Id == b.ForkMessageId }) + 1
-		if keep == 0 {
-			return fmt.Errorf("branch switched below unknown message %s", b.ForkMessageId)
-		}
 	}
 	f.messages = f.messages[:keep]
 	for _, m := range b.Messages {
