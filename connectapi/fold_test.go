@@ -202,6 +202,24 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 		f.conversation = proto.Clone(k.HistoryCleared.Conversation).(*convov1.Conversation)
 		f.messages = nil
 		f.pending = nil
+	case *convov1.Event_BranchSwitched:
+		return f.switchBranch(k.BranchSwitched)
+	}
+	return nil
+}
+
+// switchBranch keeps the messages up to the fork, drops the rest and
+// appends the new path's. A fork the client does not hold (older than
+// its snapshot's window) keeps none: the event holds the whole path
+// after it.
+func (f *folded) switchBranch(b *convov1.BranchSwitched) error {
+	keep := 0
+	if b.ForkMessageId != "" {
+		keep = slices.IndexFunc(f.messages, func(m *convov1.Message) bool { return m.Id == b.ForkMessageId }) + 1
+	}
+	f.messages = f.messages[:keep]
+	for _, m := range b.Messages {
+		f.messages = append(f.messages, proto.Clone(m).(*convov1.Message))
 	}
 	return nil
 }

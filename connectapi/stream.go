@@ -71,7 +71,9 @@ func (s *service) startStream(ctx context.Context, req *convov1.StreamConversati
 	if req.AfterSeq != nil && req.GetAfterSeq() < 0 {
 		return nil, wire.Invalid("afterSeq", "must not be negative, got %d", req.GetAfterSeq())
 	}
-	sub, first, err := wire.OpenPauses(ctx, s.hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: req.AfterSeq}, req.GetIncludePauseEvents())
+	sub, first, err := wire.OpenPauses(ctx, s.hub, stream.OpenParams{
+		OwnerID: owner, ConversationID: id, AfterSeq: req.AfterSeq, Branches: req.GetIncludeBranches(),
+	}, req.GetIncludePauseEvents())
 	if err != nil {
 		return nil, err
 	}

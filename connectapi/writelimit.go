@@ -21,6 +21,9 @@ var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceVoteComparisonProcedure:     true,
 	convov1connect.ConversationServiceAnswerInputProcedure:        true,
 	convov1connect.ConversationServiceClaimInputProcedure:         true,
+	convov1connect.ConversationServiceEditMessageProcedure:        true,
+	convov1connect.ConversationServiceRegenerateReplyProcedure:    true,
+	convov1connect.ConversationServiceSwitchBranchProcedure:       true,
 }
 
 // writeLimiter takes one write token of the authenticated user for each

@@ -34,6 +34,10 @@ const (
 	EventInputAnswered  EventKind = "inputAnswered"
 	EventInputClaimed   EventKind = "inputClaimed"
 	EventPromptWaiting  EventKind = "promptWaiting"
+	// EventBranchSwitched changes the active path (docs/branches.md): a
+	// client that did not ask for it never receives it; its stream ends
+	// before it and resumes from a snapshot (docs/events.md).
+	EventBranchSwitched EventKind = "branchSwitched"
 )
 
 // Event is one committed change of a conversation. Seq numbers a

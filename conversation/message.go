@@ -45,6 +45,15 @@ type Message struct {
 	// replies of an A/B comparison.
 	ComparisonID   uuid.NullUUID
 	ComparisonSlot string
+	// ParentID is the message this one follows in the conversation's
+	// tree (a reply's user message); none for a first message. Messages
+	// of one parent are versions of one turn (docs/branches.md).
+	ParentID uuid.NullUUID
+	// SiblingCount is how many versions the message's turn has (1 when
+	// it was never edited or regenerated; the two replies of an A/B
+	// comparison count once), SiblingIndex which one it is, from 0.
+	SiblingCount int
+	SiblingIndex int
 }
 
 // Rating is a thumbs up or down.

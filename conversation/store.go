@@ -32,7 +32,8 @@ type SendMessageResult struct {
 type RegenerateParams struct {
 	OwnerID        string
 	ConversationID uuid.UUID
-	// MessageID is the reply to replace; none: the conversation's latest.
+	// MessageID is the reply to write again; none: the active path's
+	// latest.
 	MessageID uuid.NullUUID
 	// ModelConfig is the new prompt's model configuration (a JSON object);
 	// nil: the replaced reply's.
@@ -43,6 +44,25 @@ type RegenerateParams struct {
 type RegenerateResult struct {
 	MessageID uuid.UUID
 	PromptID  uuid.UUID
+}
+
+// EditParams names the user message to edit and its new text.
+type EditParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	MessageID      uuid.UUID
+	Text           string
+	// ModelConfig is the reply's model configuration (a JSON object);
+	// nil: the old message's reply's.
+	ModelConfig json.RawMessage
+}
+
+// EditResult names the new version of the message, its reply and the
+// reply's prompt.
+type EditResult struct {
+	UserMessageID      uuid.UUID
+	AssistantMessageID uuid.UUID
+	PromptID           uuid.UUID
 }
 
 // Cursor is a position in one conversation's event log.
@@ -62,16 +82,30 @@ type Store interface {
 	SendMessage(ctx context.Context, p SendMessageParams) (SendMessageResult, error)
 
 	// RegenerateReply queues a new prompt, with its pending assistant
-	// message, that answers the same user message as the conversation's
-	// latest reply again; the replaced reply stays in the conversation (the
-	// worker's context leaves it out). FailedPrecondition while a prompt of
-	// the conversation is unfinished, for a reply that is not the latest
-	// or that is part of an A/B comparison; NotFound for an unknown reply.
+	// message, as a new version (a sibling) of a reply, and makes it the
+	// active leaf; the old reply stays on its branch. FailedPrecondition
+	// while a prompt of the conversation is unfinished, for a user message
+	// or a reply of an A/B comparison; NotFound for an unknown message or
+	// one of another conversation.
 	RegenerateReply(ctx context.Context, p RegenerateParams) (RegenerateResult, error)
 
-	// State reads the conversation, every message and every block (with the
-	// content of streaming blocks up to State.Seq) in one consistent
-	// snapshot, so no event falls between the state and State.Seq.
+	// EditMessage makes a new version (a sibling) of a user message with
+	// a queued reply below it, and makes the reply the active leaf; the
+	// old message stays on its branch. FailedPrecondition while a prompt
+	// of the conversation is unfinished, or for a message that is not the
+	// user's; NotFound as RegenerateReply; Invalid for empty text.
+	EditMessage(ctx context.Context, p EditParams) (EditResult, error)
+
+	// SwitchBranch makes the newest message below messageID (itself when
+	// none) the active leaf and returns it. FailedPrecondition while a
+	// prompt of the conversation is unfinished; NotFound as
+	// RegenerateReply.
+	SwitchBranch(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) (uuid.UUID, error)
+
+	// State reads the conversation, every message of its active path and
+	// every block (with the content of streaming blocks up to State.Seq)
+	// in one consistent snapshot, so no event falls between the state and
+	// State.Seq.
 	State(ctx context.Context, ownerID string, conversationID uuid.UUID) (State, error)
 
 	// RecentState reads as State does, but only the latest messages whose

@@ -28,7 +28,7 @@ var functionsFS embed.FS
 // FunctionFiles are the files of functions/ in the order Migrate applies
 // them: a function of LANGUAGE sql must come after the functions it calls.
 var FunctionFiles = []string{
-	"json.sql", "events.sql", "worker_api.sql", "batch.sql", "client_api.sql", "compaction.sql", "invariants.sql",
+	"branches.sql", "json.sql", "events.sql", "worker_api.sql", "batch.sql", "client_api.sql", "compaction.sql", "invariants.sql",
 }
 
 // functionsLock is the advisory lock key that serialises the application

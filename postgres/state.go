@@ -166,6 +166,7 @@ func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
 		ID: m.ID, ConversationID: m.ConversationID, Role: conversation.Role(m.Role),
 		Status: conversation.MessageStatus(m.Status), Position: m.Position, PromptID: m.PromptID,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, ComparisonID: m.ComparisonID,
+		ParentID: m.ParentID, SiblingCount: int(m.SiblingCount), SiblingIndex: int(m.SiblingIndex),
 	}
 	if m.FeedbackRating != nil && m.FeedbackAt != nil {
 		msg.Feedback = &conversation.Feedback{

@@ -29,6 +29,13 @@ var (
 	// a snapshot.
 	ErrEventsCompacted = conversation.StreamEnd("the events after this point were compacted")
 
+	// ErrPathChanged ends the subscription of a client that did not ask
+	// for branchSwitched events (OpenParams.Branches) just before one:
+	// the conversation's active path changed (an edit, a regeneration, a
+	// switch), which the events it knows cannot say. Resuming from its
+	// last seq gives a snapshot, which holds the new path.
+	ErrPathChanged = conversation.StreamEnd("the conversation's active path changed (an edit, a regeneration or a switch)")
+
 	// ErrClosed ends subscriptions when the hub stops, and refuses new ones
 	// once it drains (the server is shutting down): the client reconnects,
 	// to another server, and resumes.
@@ -44,8 +51,14 @@ type OpenParams struct {
 	OwnerID        string
 	ConversationID uuid.UUID
 	// AfterSeq, when set, resumes after that seq without a snapshot, if
-	// the events after it are all still held (at most MaxResume of them).
+	// the events after it are all still held (at most MaxResume of them)
+	// and, without Branches, none of them is a branchSwitched.
 	AfterSeq *int64
+	// Branches says the client folds branchSwitched events. Without it
+	// the subscription ends with ErrPathChanged before one, and a resume
+	// across one starts from a snapshot: such a client only ever sees the
+	// active path through snapshots and the events it knows.
+	Branches bool
 }
 
 // Subscription follows one conversation for one client. It is not safe for
@@ -77,6 +90,8 @@ type Subscription[T any] struct {
 	cursor   int64
 	pending  []*Item[T]
 	snapshot *conversation.State
+	// branches is OpenParams.Branches.
+	branches bool
 }
 
 // Open registers a subscription with the hub and then reads where it
@@ -92,7 +107,7 @@ func (h *Hub[T]) Open(ctx context.Context, p OpenParams) (*Subscription[T], erro
 	}
 	s := &Subscription[T]{
 		hub: h, conversationID: p.ConversationID, release: release,
-		signal: make(chan struct{}, 1), endCh: make(chan struct{}),
+		signal: make(chan struct{}, 1), endCh: make(chan struct{}), branches: p.Branches,
 	}
 	if err := h.register(s); err != nil {
 		release()
@@ -117,7 +132,7 @@ func (s *Subscription[T]) begin(ctx context.Context, p OpenParams) error {
 			if err != nil {
 				return err
 			}
-			if held(events, after, conv.LastSeq) {
+			if held(events, after, conv.LastSeq) && (p.Branches || !pathChanged(events)) {
 				s.cursor = after
 				s.pending = s.hub.items(events)
 				s.hub.start(s, conv.LastSeq)
@@ -146,6 +161,16 @@ func held(events []conversation.Event, after, last int64) bool {
 		}
 	}
 	return true
+}
+
+// pathChanged reports whether one of events changed the active path.
+func pathChanged(events []conversation.Event) bool {
+	for _, e := range events {
+		if e.Kind == conversation.EventBranchSwitched {
+			return true
+		}
+	}
+	return false
 }
 
 // Snapshot returns the state the subscription started from, or false when
@@ -195,6 +220,9 @@ func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
 	for {
 		if len(s.pending) > 0 {
 			item := s.pending[0]
+			if item.Event.Seq > s.cursor && s.endsBefore(item) {
+				return nil, false, s.endError()
+			}
 			s.pending = s.pending[1:]
 			if item.Event.Seq <= s.cursor {
 				continue
@@ -226,9 +254,28 @@ func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
 			s.pending = append(s.hub.items(fill), item)
 			continue
 		}
+		if s.endsBefore(item) {
+			// Kept, so that TryNext ends again at the same place.
+			s.pending = []*Item[T]{item}
+			return nil, false, s.endError()
+		}
 		s.cursor = item.Event.Seq
 		return item, true, nil
 	}
+}
+
+// endsBefore reports whether the subscription must end before item, and
+// ends it then: a branchSwitched for a client that did not ask for it
+// (OpenParams.Branches). The cursor stays before it, so the client's
+// resume reads a snapshot.
+func (s *Subscription[T]) endsBefore(item *Item[T]) bool {
+	if s.branches || item.Event.Kind != conversation.EventBranchSwitched {
+		return false
+	}
+	s.hub.mu.Lock()
+	s.endLocked(ErrPathChanged)
+	s.hub.mu.Unlock()
+	return true
 }
 
 // take removes the oldest queued item. A drained queue gives its storage

@@ -445,6 +445,7 @@ func TestTextMustShowSomething(t *testing.T) {
 	for name, text := range texts {
 		cases = append(cases,
 			refusal{"SendMessage" + name, rpc + "SendMessage", `{"conversationId":"` + conv + `","text":"` + text + `"}`, "text"},
+			refusal{"EditMessage" + name, rpc + "EditMessage", `{"conversationId":"` + conv + `","messageId":"` + sent.Msg.UserMessageId + `","text":"` + text + `"}`, "text"},
 			refusal{"AGUI" + name, "/v1/agui", agui(text), "messages[0].content"},
 			refusal{"AISDK" + name, "/v1/ai-sdk/chat", chat(text), "messages[0].parts"},
 			refusal{"CreateTitle" + name, rpc + "CreateConversation", `{"title":"` + text + `"}`, "title"},
@@ -460,6 +461,7 @@ func TestTextMustShowSomething(t *testing.T) {
 	for name, s := range map[string]string{"LoneHigh": `a\ud800b`, "LoneLow": `\udc00`, "Reversed": `\ude00\ud83d`} {
 		cases = append(cases,
 			refusal{"SendMessage" + name, rpc + "SendMessage", `{"text":"` + s + `"}`, "text"},
+			refusal{"EditMessage" + name, rpc + "EditMessage", `{"conversationId":"` + conv + `","messageId":"` + sent.Msg.UserMessageId + `","text":"` + s + `"}`, "text"},
 			refusal{"AGUI" + name, "/v1/agui", agui(s), "messages[0].content"},
 			refusal{"AISDK" + name, "/v1/ai-sdk/chat", chat(s), "messages[0].parts[0].text"},
 			refusal{"CreateTitle" + name, rpc + "CreateConversation", `{"title":"` + s + `"}`, "title"},

@@ -225,8 +225,10 @@ BEGIN
         END IF;
     END IF;
 
-    INSERT INTO convo.messages (conversation_id, position, role, status)
-    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed')
+    -- The message hangs below the active leaf (below slot "a" of a
+    -- comparison), its replies below it.
+    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', convo._active_leaf(v_conv.id))
     RETURNING * INTO v_user;
     INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
     VALUES (v_conv.id, v_user.id, 0, 'text', 'completed', p_text, now())
@@ -240,9 +242,9 @@ BEGIN
     -- so each message's first event already carries its comparison.
     FOR v_config IN SELECT c.value FROM jsonb_array_elements(p_model_configs) c LOOP
         v_slot := v_slot + 1;
-        INSERT INTO convo.messages (conversation_id, position, role, status, comparison_slot)
+        INSERT INTO convo.messages (conversation_id, position, role, status, comparison_slot, parent_id)
         VALUES (v_conv.id, v_user.position + v_slot, 'assistant', 'pending',
-                CASE WHEN jsonb_array_length(p_model_configs) = 2 THEN chr(ascii('a') + v_slot - 1) END)
+                CASE WHEN jsonb_array_length(p_model_configs) = 2 THEN chr(ascii('a') + v_slot - 1) END, v_user.id)
         RETURNING * INTO v_assistant;
         INSERT INTO convo.prompts (conversation_id, message_id, model_config)
         VALUES (v_conv.id, v_assistant.id, v_config)
@@ -280,8 +282,81 @@ BEGIN
 END;
 $$;
 
--- regenerate_reply (00009_regenerate_reply.sql) queues a prompt too: it
--- raises CV004, changing nothing, past the owner's cap.
+-- _check_no_reply_in_flight raises CV002 when a prompt of the conversation
+-- is unfinished (queued, waiting for an answer, or running): the active
+-- path changes (edit_message, regenerate_reply, switch_branch) only
+-- between replies, so a reply is never written off the path its readers
+-- follow. The message names the prompt, which CancelPrompt stops.
+CREATE OR REPLACE FUNCTION convo._check_no_reply_in_flight(p_conversation_id uuid, p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt uuid;
+BEGIN
+    SELECT p.id INTO v_prompt FROM convo.prompts p
+     WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
+     ORDER BY p.created_at LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '%: a reply of conversation % is still being written (prompt %); cancel it or wait for it to end',
+            p_action, p_conversation_id, v_prompt USING ERRCODE = 'CV002';
+    END IF;
+END;
+$$;
+
+-- _queue_reply inserts a pending reply below p_parent at p_position (off
+-- the active path: _change_path marks it) and its queued prompt, and notifies
+-- "convo_prompts"; the caller writes promptQueued after branchSwitched.
+CREATE OR REPLACE FUNCTION convo._queue_reply(p_conversation_id uuid, p_parent uuid, p_position bigint,
+                                              p_model_config jsonb)
+RETURNS convo.prompts
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_assistant convo.messages;
+    v_prompt    convo.prompts;
+BEGIN
+    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, on_active_path)
+    VALUES (p_conversation_id, p_position, 'assistant', 'pending', p_parent, false)
+    RETURNING * INTO v_assistant;
+    INSERT INTO convo.prompts (conversation_id, message_id, model_config)
+    VALUES (p_conversation_id, v_assistant.id, p_model_config)
+    RETURNING * INTO v_prompt;
+    PERFORM convo._notify_prompt('queued', v_prompt.id);
+    RETURN v_prompt;
+END;
+$$;
+
+-- _queued_reply writes the events of a reply _queue_reply queued, after
+-- branchSwitched: promptQueued, then conversationUpdated (the prompt is
+-- the active one, the conversation's last message time now).
+CREATE OR REPLACE FUNCTION convo._queued_reply(p_prompt convo.prompts) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    PERFORM convo._append_event(p_prompt.conversation_id, 'promptQueued',
+        jsonb_build_object('prompt', convo._prompt_json(p_prompt)), p_prompt.id);
+    UPDATE convo.conversations c
+       SET active_prompt_id = p_prompt.id, last_message_at = now(), updated_at = now()
+     WHERE c.id = p_prompt.conversation_id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+END;
+$$;
+
+-- regenerate_reply writes a reply again: a new pending reply, with its
+-- queued prompt, as a sibling of p_message_id (below the same user
+-- message), which becomes the active leaf; the old reply, and whatever
+-- followed it, stay on their branch (switch_branch goes back to them).
+-- p_message_id NULL: the active path's latest reply. p_model_config is the
+-- new prompt's model configuration (NULL: the old reply's). Events:
+-- branchSwitched (the new reply, pending), promptQueued,
+-- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
+-- Errors, changing nothing: CV003 a model configuration that is not a
+-- JSON object; CV004 past the owner's cap (_check_prompt_quota); CV001 an
+-- unknown conversation or message, or a message of another conversation;
+-- CV002 a user message, a reply of an A/B comparison, a conversation with
+-- no reply, or a reply still being written
+-- (_check_no_reply_in_flight).
 CREATE OR REPLACE FUNCTION convo.regenerate_reply(p_owner_id text, p_conversation_id uuid, p_message_id uuid,
                                        p_model_config jsonb)
 RETURNS TABLE (message_id uuid, prompt_id uuid)
@@ -290,7 +365,6 @@ DECLARE
     v_conv      convo.conversations;
     v_old       convo.messages;
     v_old_model jsonb;
-    v_assistant convo.messages;
     v_prompt    convo.prompts;
 BEGIN
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
@@ -300,51 +374,140 @@ BEGIN
     PERFORM convo._check_prompt_quota(p_owner_id, 1, 'regenerate_reply');
     v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'regenerate_reply');
 
-    SELECT * INTO v_old FROM convo.messages m
-     WHERE m.conversation_id = v_conv.id AND m.role = 'assistant'
-       AND (p_message_id IS NULL OR m.id = p_message_id)
-     ORDER BY m.position DESC LIMIT 1;
-    IF NOT FOUND THEN
-        IF p_message_id IS NULL THEN
+    IF p_message_id IS NULL THEN
+        SELECT * INTO v_old FROM convo.messages m
+         WHERE m.conversation_id = v_conv.id AND m.on_active_path AND m.role = 'assistant'
+         ORDER BY m.position DESC LIMIT 1;
+        IF NOT FOUND THEN
             RAISE EXCEPTION 'regenerate_reply: conversation % has no reply to regenerate', v_conv.id USING ERRCODE = 'CV002';
         END IF;
-        RAISE EXCEPTION 'regenerate_reply: message % is not a reply in conversation %', p_message_id, v_conv.id
-            USING ERRCODE = 'CV001';
-    END IF;
-    IF EXISTS (SELECT 1 FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.position > v_old.position
-                  AND (m.role = 'user' OR (m.role = 'assistant' AND m.comparison_id IS NULL))) THEN
-        RAISE EXCEPTION 'regenerate_reply: message % is not the latest reply; only the latest can be regenerated', v_old.id
-            USING ERRCODE = 'CV002';
+    ELSE
+        SELECT * INTO v_old FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'regenerate_reply: message % is not a message of conversation %', p_message_id, v_conv.id
+                USING ERRCODE = 'CV001';
+        END IF;
+        IF v_old.role <> 'assistant' THEN
+            RAISE EXCEPTION 'regenerate_reply: message % is a % message; only replies are regenerated (edit a user message instead)',
+                v_old.id, v_old.role USING ERRCODE = 'CV002';
+        END IF;
     END IF;
     IF v_old.comparison_id IS NOT NULL THEN
         RAISE EXCEPTION 'regenerate_reply: message % is part of an A/B comparison', v_old.id USING ERRCODE = 'CV002';
     END IF;
-    IF EXISTS (SELECT 1 FROM convo.prompts p WHERE p.conversation_id = v_conv.id AND p.status IN ('queued', 'running')) THEN
-        RAISE EXCEPTION 'regenerate_reply: a reply of conversation % is still being written; stop it first', v_conv.id
-            USING ERRCODE = 'CV002';
-    END IF;
+    PERFORM convo._check_no_reply_in_flight(v_conv.id, 'regenerate_reply');
     SELECT p.model_config INTO v_old_model FROM convo.prompts p WHERE p.message_id = v_old.id;
 
-    INSERT INTO convo.messages (conversation_id, position, role, status)
-    VALUES (v_conv.id, v_conv.last_seq + 1, 'assistant', 'pending')
-    RETURNING * INTO v_assistant;
-    INSERT INTO convo.prompts (conversation_id, message_id, model_config)
-    VALUES (v_conv.id, v_assistant.id, coalesce(p_model_config, v_old_model, '{}'))
-    RETURNING * INTO v_prompt;
-    PERFORM convo._append_event(v_conv.id, 'messageCreated',
-        jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
-    PERFORM convo._append_event(v_conv.id, 'promptQueued',
-        jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
-    PERFORM convo._notify_prompt('queued', v_prompt.id);
+    v_prompt := convo._queue_reply(v_conv.id, v_old.parent_id, v_conv.last_seq + 1, coalesce(p_model_config, v_old_model, '{}'));
+    PERFORM convo._change_path(v_conv.id, v_prompt.message_id);
+    PERFORM convo._queued_reply(v_prompt);
+    RETURN QUERY SELECT v_prompt.message_id, v_prompt.id;
+END;
+$$;
 
-    UPDATE convo.conversations c
-       SET active_prompt_id = v_prompt.id, last_message_at = now(), updated_at = now()
-     WHERE c.id = v_conv.id
-    RETURNING * INTO v_conv;
-    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
-        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+-- edit_message edits the user's message p_message_id: a new user message
+-- with p_text (one text block) as its sibling (below the same parent),
+-- and a pending reply below it with its queued prompt, which becomes the
+-- active leaf; the old message and its replies stay on their branch.
+-- p_model_config is the reply's model configuration (NULL: the
+-- configuration of the old message's latest reply, slot "a" of a
+-- comparison; one reply either way). Events: branchSwitched (the new
+-- message with its block, and the pending reply), promptQueued,
+-- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
+-- Errors, changing nothing: CV003 text that shows nothing, a model
+-- configuration that is not a JSON object; CV004 past the owner's cap;
+-- CV001 an unknown conversation or message, or a message of another
+-- conversation; CV002 a message that is not the user's (an assistant or
+-- system message), or a reply still being written
+-- (_check_no_reply_in_flight: edit while a reply streams is refused).
+CREATE OR REPLACE FUNCTION convo.edit_message(p_owner_id text, p_conversation_id uuid, p_message_id uuid,
+                                              p_text text, p_model_config jsonb)
+RETURNS TABLE (user_message_id uuid, assistant_message_id uuid, prompt_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv      convo.conversations;
+    v_old       convo.messages;
+    v_old_model jsonb;
+    v_user      convo.messages;
+    v_prompt    convo.prompts;
+BEGIN
+    IF p_text IS NULL OR NOT convo._has_visible(p_text) THEN
+        RAISE EXCEPTION 'edit_message: text must not be empty or only whitespace, control, zero-width or bidi control characters'
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
+        RAISE EXCEPTION 'edit_message: model_config must be a JSON object' USING ERRCODE = 'CV003';
+    END IF;
+    PERFORM convo._check_prompt_quota(p_owner_id, 1, 'edit_message');
+    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'edit_message');
 
-    RETURN QUERY SELECT v_assistant.id, v_prompt.id;
+    SELECT * INTO v_old FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'edit_message: message % is not a message of conversation %', p_message_id, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    IF v_old.role <> 'user' THEN
+        RAISE EXCEPTION 'edit_message: message % is an % message; only the user''s messages can be edited (regenerate a reply instead)',
+            v_old.id, v_old.role USING ERRCODE = 'CV002';
+    END IF;
+    PERFORM convo._check_no_reply_in_flight(v_conv.id, 'edit_message');
+    SELECT p.model_config INTO v_old_model
+      FROM convo.messages r JOIN convo.prompts p ON p.message_id = r.id
+     WHERE r.parent_id = v_old.id AND r.comparison_slot IS DISTINCT FROM 'b'
+     ORDER BY r.position DESC LIMIT 1;
+
+    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, on_active_path)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_old.parent_id, false)
+    RETURNING * INTO v_user;
+    INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
+    VALUES (v_conv.id, v_user.id, 0, 'text', 'completed', p_text, now());
+    v_prompt := convo._queue_reply(v_conv.id, v_user.id, v_user.position + 1, coalesce(p_model_config, v_old_model, '{}'));
+    PERFORM convo._change_path(v_conv.id, v_prompt.message_id);
+    PERFORM convo._queued_reply(v_prompt);
+    RETURN QUERY SELECT v_user.id, v_prompt.message_id, v_prompt.id;
+END;
+$$;
+
+-- switch_branch shows another version: the active leaf becomes the
+-- newest message below p_message_id (p_message_id itself when nothing is
+-- below it; slot "a" for slot "b" of a comparison), and the active path
+-- the path down to it. It returns the new leaf. Switching to the branch
+-- already shown changes nothing and writes nothing. Event: branchSwitched.
+-- Errors, changing nothing: CV001 an unknown conversation or message, or
+-- a message of another conversation; CV002 while a reply is being
+-- written (_check_no_reply_in_flight).
+CREATE OR REPLACE FUNCTION convo.switch_branch(p_owner_id text, p_conversation_id uuid, p_message_id uuid)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+    v_leaf convo.messages;
+BEGIN
+    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'switch_branch');
+    IF NOT EXISTS (SELECT 1 FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id) THEN
+        RAISE EXCEPTION 'switch_branch: message % is not a message of conversation %', p_message_id, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    PERFORM convo._check_no_reply_in_flight(v_conv.id, 'switch_branch');
+    -- What follows a comparison hangs below slot "a".
+    WITH RECURSIVE down(id) AS (
+        SELECT coalesce((SELECT a.id FROM convo.messages b JOIN convo.messages a
+                           ON a.comparison_id = b.comparison_id AND a.comparison_slot = 'a'
+                          WHERE b.id = p_message_id AND b.comparison_slot = 'b'), p_message_id)
+        UNION ALL
+        SELECT m.id FROM down CROSS JOIN LATERAL (SELECT x.id FROM convo.messages x WHERE x.parent_id = down.id) m
+    )
+    SELECT m.* INTO v_leaf FROM convo.messages m JOIN down ON m.id = down.id
+     ORDER BY m.position DESC LIMIT 1;
+    -- A pair with nothing below it: its slot "b" is the newer of the two.
+    IF v_leaf.comparison_slot = 'b' THEN
+        SELECT m.* INTO v_leaf FROM convo.messages m
+         WHERE m.comparison_id = v_leaf.comparison_id AND m.comparison_slot = 'a';
+    END IF;
+    IF v_leaf.id IS DISTINCT FROM convo._active_leaf(v_conv.id) THEN
+        PERFORM convo._change_path(v_conv.id, v_leaf.id);
+    END IF;
+    RETURN v_leaf.id;
 END;
 $$;
 

@@ -31,7 +31,9 @@ LANGUAGE sql STABLE AS $$
         'lastMessageAt', convo._ts(c.last_message_at)))
 $$;
 
--- The message JSON now carries feedback and the comparison.
+-- The message JSON: feedback, the comparison, and the message's place in
+-- its conversation's tree (parentId; siblingCount and siblingIndex, see
+-- _sibling_place).
 CREATE OR REPLACE FUNCTION convo._message_json(m convo.messages) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT convo._object(jsonb_build_object(
@@ -47,7 +49,11 @@ LANGUAGE sql STABLE AS $$
             'comment', nullif(m.feedback_comment, ''),
             'createdAt', convo._ts(m.feedback_at))) END,
         'comparisonId', m.comparison_id,
-        'comparisonSlot', m.comparison_slot))
+        'comparisonSlot', m.comparison_slot,
+        'parentId', m.parent_id,
+        'siblingCount', sp.sibling_count,
+        'siblingIndex', sp.sibling_index))
+      FROM convo._sibling_place(m) sp
 $$;
 
 CREATE OR REPLACE FUNCTION convo._prompt_json(p convo.prompts) RETURNS jsonb
@@ -116,4 +122,22 @@ LANGUAGE sql STABLE AS $$
         'claimedBy', r.claimed_by,
         'claimExpiresAt', convo._ts(r.claim_expires_at),
         'createdAt', convo._ts(r.created_at)))
+$$;
+
+-- _block_json is a block in the proto3 JSON of convo.v1.Block, with its
+-- tool call; a streaming block's content and a running call's output are
+-- read back from their events.
+CREATE OR REPLACE FUNCTION convo._block_json(b convo.blocks) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT convo._object(jsonb_build_object(
+        'id', b.id,
+        'blockType', b.block_type,
+        'content', nullif(CASE WHEN b.status = 'streaming' THEN convo._block_text(b.id) ELSE b.content END, ''),
+        'metadata', b.metadata,
+        'status', b.status,
+        'toolCall', (SELECT convo._tool_call_json(t) || CASE WHEN t.status IN ('started', 'running')
+                                                            THEN convo._object(jsonb_build_object('output', nullif(convo._tool_output(t.id), '')))
+                                                            ELSE '{}' END
+                       FROM convo.tool_calls t WHERE t.block_id = b.id),
+        'position', b.position))
 $$;

@@ -6,18 +6,21 @@ SELECT s.conversation_id::uuid AS conversation_id, s.user_message_id::uuid AS us
   FROM convo.send_message(@owner_id::text, sqlc.narg(conversation_id)::uuid, @text::text, @model_configs::jsonb) s;
 
 -- name: MessageListByConversation :many
--- The conversation's messages at positions from_position up to (not
--- including) before_position, in order.
-SELECT m.*, p.id AS prompt_id
+-- The conversation's messages on its active path at positions
+-- from_position up to (not including) before_position, in order, each
+-- with its place among its siblings (convo._sibling_place).
+SELECT m.*, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   LEFT JOIN convo.prompts p ON p.message_id = m.id
- WHERE m.conversation_id = @conversation_id::uuid
+  CROSS JOIN LATERAL convo._sibling_place(m) sp
+ WHERE m.conversation_id = @conversation_id::uuid AND m.on_active_path
    AND m.position >= @from_position::bigint AND m.position < @before_position::bigint
  ORDER BY m.position;
 
 -- name: MessageTail :one
--- Where the latest messages before before_position that fit in max_bytes
--- begin (from_position), and whether messages before that remain (older).
+-- Where the latest messages of the active path before before_position
+-- that fit in max_bytes begin (from_position), and whether messages of it
+-- before that remain (older).
 -- A message's size is its blocks' text, metadata and tool calls plus 256
 -- bytes, so that many small messages count too; only sizes are read, not
 -- the text itself (octet_length of a stored value reads its header). The
@@ -28,7 +31,7 @@ SELECT m.*, p.id AS prompt_id
 WITH newest AS (
   SELECT m.id, m.position
     FROM convo.messages m
-   WHERE m.conversation_id = @conversation_id::uuid AND m.position < @before_position::bigint
+   WHERE m.conversation_id = @conversation_id::uuid AND m.on_active_path AND m.position < @before_position::bigint
    ORDER BY m.position DESC
    LIMIT @max_messages::bigint
 ), sized AS (
@@ -45,22 +48,23 @@ WITH newest AS (
   SELECT least(
            (SELECT min(position) FROM sized WHERE running <= @max_bytes::bigint OR nth = 1),
            (SELECT min(m.position) FROM convo.messages m
-             WHERE m.conversation_id = @conversation_id::uuid AND m.position < @before_position::bigint
-               AND m.status IN ('pending', 'processing'))
+             WHERE m.conversation_id = @conversation_id::uuid AND m.on_active_path
+               AND m.position < @before_position::bigint AND m.status IN ('pending', 'processing'))
          ) AS from_position
 )
 SELECT coalesce(b.from_position, @before_position::bigint)::bigint AS from_position,
        EXISTS (SELECT 1 FROM convo.messages m
-                WHERE m.conversation_id = @conversation_id::uuid
+                WHERE m.conversation_id = @conversation_id::uuid AND m.on_active_path
                   AND m.position < coalesce(b.from_position, @before_position::bigint)) AS older
   FROM bounds b;
 
 -- name: MessageGet :one
 -- The message, when its conversation belongs to owner_id.
-SELECT m.*, p.id AS prompt_id
+SELECT m.*, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   JOIN convo.conversations c ON c.id = m.conversation_id
   LEFT JOIN convo.prompts p ON p.message_id = m.id
+  CROSS JOIN LATERAL convo._sibling_place(m) sp
  WHERE m.id = @id::uuid AND c.owner_id = @owner_id::text;
 
 -- name: MessageSetFeedback :exec

@@ -186,6 +186,8 @@ func interruption(err error) (code, message string) {
 		return codeInterrupted, "the client read too slowly and was cut off; the reply goes on: follow the conversation again to see the rest"
 	case errors.Is(err, stream.ErrEventsCompacted):
 		return codeInterrupted, "the events after this point were compacted; follow the conversation again for a fresh snapshot"
+	case errors.Is(err, stream.ErrPathChanged):
+		return codeInterrupted, "the conversation's active path changed (an edit, a regeneration or a switch); follow the conversation again for a fresh snapshot"
 	}
 	return codeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
 }

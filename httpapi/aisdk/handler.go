@@ -79,7 +79,7 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 	}
 	// Subscribe before the prompt is queued, so that no event of its reply
 	// can be missed.
-	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id, Branches: true})
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
@@ -123,7 +123,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 	ctx := r.Context()
 	// Subscribe before answering, so that no event of the resumed reply
 	// can be missed.
-	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id})
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id, Branches: true})
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
@@ -200,7 +200,7 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: id, Branches: true})
 	noReply := func() {
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)

@@ -12,9 +12,10 @@ import (
 // uiMessages is a conversation as the AI SDK's UIMessage list: every
 // message in order with its blocks as parts, each part as the stream of
 // its reply builds it (see uiReply), so that useChat shows a loaded reply
-// exactly as it showed the streamed one. A reply that was regenerated
-// (another reply to the same user message followed it) is left out:
-// useChat replaces a regenerated reply. A tool call's open input request
+// exactly as it showed the streamed one. The state is the conversation's
+// active path (docs/branches.md), so a regenerated reply's older versions
+// are not in it, as useChat replaces a regenerated reply. A tool call's
+// open input request
 // shows as the stream shows it: approval-requested, approval-responded,
 // a client tool or question handed to the client (input-available, not
 // provider-executed), or its answer once given (output-available,
@@ -25,10 +26,7 @@ func uiMessages(st conversation.State) []uiMessage {
 		requests[in.ToolCallID] = in
 	}
 	out := []uiMessage{}
-	for i, m := range st.Messages {
-		if superseded(st.Messages, i) {
-			continue
-		}
+	for _, m := range st.Messages {
 		um := uiMessage{ID: m.ID.String(), Role: string(m.Role), Parts: []any{}}
 		if m.Role == conversation.RoleAssistant {
 			um.Parts = assistantParts(m, requests)
@@ -42,24 +40,6 @@ func uiMessages(st conversation.State) []uiMessage {
 		out = append(out, um)
 	}
 	return out
-}
-
-// superseded reports whether messages[i] is a reply that a regenerated
-// one replaced: an assistant message (not of an A/B comparison) followed
-// by another before the next user message.
-func superseded(messages []conversation.Message, i int) bool {
-	if messages[i].Role != conversation.RoleAssistant || messages[i].ComparisonID.Valid {
-		return false
-	}
-	for _, m := range messages[i+1:] {
-		switch {
-		case m.Role == conversation.RoleUser:
-			return false
-		case m.Role == conversation.RoleAssistant && !m.ComparisonID.Valid:
-			return true
-		}
-	}
-	return false
 }
 
 // assistantParts is an assistant message's parts, in block order, with

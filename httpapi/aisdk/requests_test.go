@@ -91,7 +91,7 @@ func TestAISDKRequests(t *testing.T) {
 		{"RegenerateAnotherUsersChat", mallory, "", chatBody(s.ConversationID.String(), "regenerate-message"), 404, "not_found", ""},
 		{"RegenerateUnknownChat", alice, "", chatBody(fresh(), "regenerate-message"), 404, "not_found", ""},
 		{"RegenerateWhileARunning", alice, "", chatBody(s.ConversationID.String(), "regenerate-message"), 409, "failed_precondition",
-			"still being written; stop it first"},
+			"is still being written"},
 		{"MessagesOfAnotherUsersChat", mallory, "/" + s.ConversationID.String() + "/messages", nil, 404, "not_found", ""},
 		{"StopAnotherUsersChat", mallory, "/" + s.ConversationID.String() + "/stop", "", 404, "not_found", ""},
 		{"ResumeNotAUUID", alice, "/x/stream", nil, 400, "invalid_argument", `conversationId: "x" is not a UUID`},
@@ -156,8 +156,9 @@ func TestAISDKRequests(t *testing.T) {
 }
 
 // TestAISDKRegenerate checks regenerate-message: a new prompt answers the
-// latest reply's user message again; the replaced reply stays in the
-// conversation but leaves the model's context and /messages.
+// reply's user message again; the old reply stays as a version of the new
+// one (docs/branches.md), off the active path, the model's context and
+// /messages.
 func TestAISDKRegenerate(t *testing.T) {
 	t.Parallel()
 	tb := apitest.Setup(t)
@@ -173,10 +174,13 @@ func TestAISDKRegenerate(t *testing.T) {
 	run := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, body)
 	start := run.Next(t)
 	st := tb.State(t, "local", s.ConversationID)
-	if len(st.Messages) != 3 {
-		t.Fatalf("after regenerate: %d messages, want the user's, the old reply and the new", len(st.Messages))
+	if len(st.Messages) != 2 {
+		t.Fatalf("after regenerate: %d messages, want the user's and the new reply", len(st.Messages))
 	}
-	fresh := st.Messages[2]
+	fresh := st.Messages[1]
+	if fresh.SiblingCount != 2 || fresh.SiblingIndex != 1 {
+		t.Errorf("the new reply is version %d of %d; want 2 of 2 (the old one kept)", fresh.SiblingIndex+1, fresh.SiblingCount)
+	}
 	if start["messageId"] != fresh.ID.String() || fresh.Role != conversation.RoleAssistant || fresh.Status != conversation.MessagePending {
 		t.Fatalf("start %v; new message %+v", start, fresh)
 	}
@@ -206,33 +210,35 @@ func TestAISDKRegenerate(t *testing.T) {
 		t.Fatalf("/messages after regenerate: %v; want the user's and the new reply", loaded)
 	}
 
-	// Regenerating a reply that is not the latest is refused, and so is an
-	// unknown one; the latest may be regenerated without naming it.
+	// An unknown reply is refused; one that is not the latest makes a
+	// version of it, and what followed it leaves the path; the latest may
+	// be regenerated without naming it.
 	next := tb.Send(t, "local", s.ConversationID, "Another")
 	tb.StartPrompt(t, next.PromptID)
 	tb.CompletePrompt(t, next.PromptID)
-	for _, tc := range []struct {
-		messageID string
-		status    int
-		message   string
-	}{
-		{fresh.ID.String(), 409, "is not the latest reply"},
-		{uuid.NewString(), 404, "is not a reply in conversation"},
-	} {
-		b := chatBody(chat, "regenerate-message")
-		b["messageId"] = tc.messageID
-		resp, cancel := apitest.Do(t, "POST", tb.URL+"/v1/ai-sdk/chat", http.Header{"Content-Type": {"application/json"}},
-			bytes.NewReader(must(json.Marshal(b))))
-		defer cancel()
-		if _, msg := apitest.ErrorBody(t, resp); resp.StatusCode != tc.status || !strings.Contains(msg, tc.message) {
-			t.Errorf("regenerate %s: %d %q; want %d %q", tc.messageID, resp.StatusCode, msg, tc.status, tc.message)
-		}
+	b := chatBody(chat, "regenerate-message")
+	b["messageId"] = uuid.NewString()
+	resp, cancel = apitest.Do(t, "POST", tb.URL+"/v1/ai-sdk/chat", http.Header{"Content-Type": {"application/json"}},
+		bytes.NewReader(must(json.Marshal(b))))
+	defer cancel()
+	if _, msg := apitest.ErrorBody(t, resp); resp.StatusCode != 404 || !strings.Contains(msg, "is not a message of conversation") {
+		t.Errorf("regenerate an unknown reply: %d %q; want 404", resp.StatusCode, msg)
 	}
+	b["messageId"] = fresh.ID.String()
+	older := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, b)
+	older.Next(t)
+	st = tb.State(t, "local", s.ConversationID)
+	if n := len(st.Messages); n != 2 || st.Messages[1].SiblingCount != 3 || st.Messages[1].Status != conversation.MessagePending {
+		t.Fatalf("regenerating a reply that is not the latest: %d messages, %+v; want the user's and a third version", n, st.Messages)
+	}
+	tb.StartPrompt(t, st.Messages[1].PromptID.UUID)
+	tb.CompletePrompt(t, st.Messages[1].PromptID.UUID)
+	older.rest(t)
 	latest := openUI(t, "POST", tb.URL+"/v1/ai-sdk/chat", nil, chatBody(chat, "regenerate-message"))
 	latest.Next(t)
 	st = tb.State(t, "local", s.ConversationID)
-	if n := len(st.Messages); n != 6 || st.Messages[5].Role != conversation.RoleAssistant {
-		t.Fatalf("regenerating the latest reply: %d messages", n)
+	if n := len(st.Messages); n != 2 || st.Messages[1].Role != conversation.RoleAssistant || st.Messages[1].SiblingCount != 4 {
+		t.Fatalf("regenerating the latest reply: %d messages, %+v", n, st.Messages)
 	}
 }
 

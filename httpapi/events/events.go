@@ -32,7 +32,10 @@ func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
 // reconnects with the last id it received. The events of pauses
 // (inputRequested, …) come only with ?include_pause_events=true, and so
 // do the snapshot's pendingInputs; without it each comes as a
-// messageUpdated of the same seq (wire.WithoutPauseEvents).
+// messageUpdated of the same seq (wire.WithoutPauseEvents). A
+// branchSwitched comes only with ?include_branches=true; without it the
+// stream ends before one, and EventSource's reconnect (after the last id,
+// before the switch) starts from a snapshot of the new path.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	owner, id, err := h.srv.Caller(r)
 	if err != nil {
@@ -44,13 +47,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	pauses, err := includePauseEvents(r)
+	pauses, err := boolParam(r, "include_pause_events")
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	branches, err := boolParam(r, "include_branches")
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
 	ctx := r.Context()
-	sub, first, err := wire.OpenPauses(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, AfterSeq: after}, pauses)
+	sub, first, err := wire.OpenPauses(ctx, h.srv.Hub, stream.OpenParams{
+		OwnerID: owner, ConversationID: id, AfterSeq: after, Branches: branches,
+	}, pauses)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
@@ -113,16 +123,16 @@ func eventName(ev *convov1.Event) string {
 	return "event"
 }
 
-// includePauseEvents reads the include_pause_events query parameter (a
-// boolean; absent: false).
-func includePauseEvents(r *http.Request) (bool, error) {
-	value := r.URL.Query().Get("include_pause_events")
+// boolParam reads a boolean query parameter (include_pause_events,
+// include_branches; absent: false).
+func boolParam(r *http.Request, name string) (bool, error) {
+	value := r.URL.Query().Get(name)
 	if value == "" {
 		return false, nil
 	}
 	b, err := strconv.ParseBool(value)
 	if err != nil {
-		return false, wire.Invalid("include_pause_events", "%q is not true or false", value)
+		return false, wire.Invalid(name, "%q is not true or false", value)
 	}
 	return b, nil
 }

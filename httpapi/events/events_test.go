@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -369,5 +370,57 @@ func TestPauseEventsOnlyWhenAsked(t *testing.T) {
 	defer cancel()
 	if code, msg := apitest.ErrorBody(t, resp); resp.StatusCode != http.StatusBadRequest || code != "invalid_argument" || !strings.Contains(msg, "include_pause_events") {
 		t.Errorf("include_pause_events=maybe: %d %s %q, want 400 naming the parameter", resp.StatusCode, code, msg)
+	}
+}
+
+// TestBranchesOnlyWhenAsked: the SSE stream sends branchSwitched only with
+// ?include_branches=true; without it the stream ends before the event,
+// and EventSource's reconnect (Last-Event-ID: the last id it got) starts
+// from a snapshot of the new path.
+func TestBranchesOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := apitest.Setup(t)
+	s := tb.Send(t, "local", uuid.Nil, "tell me")
+	tb.StartPrompt(t, s.PromptID)
+	tb.AppendText(t, tb.StartBlock(t, s.PromptID, "text", "{}"), "a story")
+	tb.CompletePrompt(t, s.PromptID)
+	plain := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), nil, nil)
+	asked := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID)+"?include_branches=true", nil, nil)
+	for _, c := range []*apitest.SSEClient{plain, asked} {
+		if first := c.Next(t); first.Name != "snapshot" {
+			t.Fatalf("first event %+v, want the snapshot", first)
+		}
+	}
+	before := tb.State(t, "local", s.ConversationID).Seq
+	re, err := tb.Store.RegenerateReply(ctx, conversation.RegenerateParams{OwnerID: "local", ConversationID: s.ConversationID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := asked.Next(t); ev.Name != "branchSwitched" || ev.ID != strconv.FormatInt(before+1, 10) ||
+		!strings.Contains(ev.Data, re.MessageID.String()) {
+		t.Errorf("asked for branches: %+v; want branchSwitched %d with the new reply", ev, before+1)
+	}
+	select {
+	case ev := <-plain.Events:
+		t.Errorf("did not ask for branches, got %+v; want the stream to end", ev)
+	case <-plain.Done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stream that did not ask for branches did not end")
+	}
+	// The reconnect: after the last id it got, before the switch.
+	again := apitest.OpenSSE(t, "GET", tb.EventsURL(s.ConversationID), http.Header{"Last-Event-ID": {strconv.FormatInt(before, 10)}}, nil)
+	first := again.Next(t)
+	snap := &convov1.Snapshot{}
+	if err := protojson.Unmarshal([]byte(first.Data), snap); err != nil || first.Name != "snapshot" {
+		t.Fatalf("resumed before the switch: %+v (%v); want a snapshot", first, err)
+	}
+	if n := len(snap.Messages); n != 2 || snap.Messages[1].Id != re.MessageID.String() || snap.Messages[1].SiblingCount != 2 {
+		t.Errorf("the snapshot after the switch: %v; want the user's message and the new reply, version 2 of 2", snap.Messages)
+	}
+	resp, cancel := apitest.Do(t, "GET", tb.EventsURL(s.ConversationID)+"?include_branches=maybe", nil, nil)
+	defer cancel()
+	if code, msg := apitest.ErrorBody(t, resp); resp.StatusCode != http.StatusBadRequest || code != "invalid_argument" || !strings.Contains(msg, "include_branches") {
+		t.Errorf("include_branches=maybe: %d %s %q, want 400 naming the parameter", resp.StatusCode, code, msg)
 	}
 }

@@ -20,7 +20,7 @@ SELECT b.id, b.message_id, b.prompt_id, b.position, b.block_type, b.status,
   FROM convo.blocks b
   JOIN convo.messages m ON m.id = b.message_id
  WHERE b.conversation_id = $1::uuid
-   AND m.position >= $2::bigint AND m.position < $3::bigint
+   AND m.on_active_path AND m.position >= $2::bigint AND m.position < $3::bigint
  ORDER BY m.position, b.position
 `
 
@@ -43,8 +43,8 @@ type BlockListByConversationRow struct {
 	EndedAt   *time.Time
 }
 
-// Every block of the conversation's messages at positions from_position up
-// to (not including) before_position, in message order. A streaming block's
+// Every block of the messages on the conversation's active path at
+// positions from_position up to (not including) before_position, in message order. A streaming block's
 // content is read back from its delta events, so inside a repeatable-read
 // transaction it is the text as it stood at the conversation's last_seq.
 func (q *Queries) BlockListByConversation(ctx context.Context, arg BlockListByConversationParams) ([]BlockListByConversationRow, error) {
@@ -86,7 +86,7 @@ SELECT t.id, t.block_id, t.prompt_id, t.name, t.input, t.status,
   JOIN convo.blocks b ON b.id = t.block_id
   JOIN convo.messages m ON m.id = b.message_id
  WHERE t.conversation_id = $1::uuid
-   AND m.position >= $2::bigint AND m.position < $3::bigint
+   AND m.on_active_path AND m.position >= $2::bigint AND m.position < $3::bigint
 `
 
 type ToolCallListByConversationParams struct {
@@ -108,8 +108,8 @@ type ToolCallListByConversationRow struct {
 	EndedAt   *time.Time
 }
 
-// Every tool call of the conversation's messages at positions from_position
-// up to (not including) before_position; a running call's output is read
+// Every tool call of the messages on the conversation's active path at
+// positions from_position up to (not including) before_position; a running call's output is read
 // back from its progress events.
 func (q *Queries) ToolCallListByConversation(ctx context.Context, arg ToolCallListByConversationParams) ([]ToolCallListByConversationRow, error) {
 	rows, err := q.db.Query(ctx, toolCallListByConversation, arg.ConversationID, arg.FromPosition, arg.BeforePosition)

@@ -14,10 +14,11 @@ import (
 )
 
 const messageGet = `-- name: MessageGet :one
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, p.id AS prompt_id
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   JOIN convo.conversations c ON c.id = m.conversation_id
   LEFT JOIN convo.prompts p ON p.message_id = m.id
+  CROSS JOIN LATERAL convo._sibling_place(m) sp
  WHERE m.id = $1::uuid AND c.owner_id = $2::text
 `
 
@@ -39,7 +40,11 @@ type MessageGetRow struct {
 	FeedbackAt      *time.Time
 	ComparisonID    uuid.NullUUID
 	ComparisonSlot  *string
+	ParentID        uuid.NullUUID
+	OnActivePath    bool
 	PromptID        uuid.NullUUID
+	SiblingCount    int32
+	SiblingIndex    int32
 }
 
 // The message, when its conversation belongs to owner_id.
@@ -59,16 +64,21 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 		&i.FeedbackAt,
 		&i.ComparisonID,
 		&i.ComparisonSlot,
+		&i.ParentID,
+		&i.OnActivePath,
 		&i.PromptID,
+		&i.SiblingCount,
+		&i.SiblingIndex,
 	)
 	return i, err
 }
 
 const messageListByConversation = `-- name: MessageListByConversation :many
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, p.id AS prompt_id
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   LEFT JOIN convo.prompts p ON p.message_id = m.id
- WHERE m.conversation_id = $1::uuid
+  CROSS JOIN LATERAL convo._sibling_place(m) sp
+ WHERE m.conversation_id = $1::uuid AND m.on_active_path
    AND m.position >= $2::bigint AND m.position < $3::bigint
  ORDER BY m.position
 `
@@ -92,11 +102,16 @@ type MessageListByConversationRow struct {
 	FeedbackAt      *time.Time
 	ComparisonID    uuid.NullUUID
 	ComparisonSlot  *string
+	ParentID        uuid.NullUUID
+	OnActivePath    bool
 	PromptID        uuid.NullUUID
+	SiblingCount    int32
+	SiblingIndex    int32
 }
 
-// The conversation's messages at positions from_position up to (not
-// including) before_position, in order.
+// The conversation's messages on its active path at positions
+// from_position up to (not including) before_position, in order, each
+// with its place among its siblings (convo._sibling_place).
 func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageListByConversationParams) ([]MessageListByConversationRow, error) {
 	rows, err := q.db.Query(ctx, messageListByConversation, arg.ConversationID, arg.FromPosition, arg.BeforePosition)
 	if err != nil {
@@ -119,7 +134,11 @@ func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageList
 			&i.FeedbackAt,
 			&i.ComparisonID,
 			&i.ComparisonSlot,
+			&i.ParentID,
+			&i.OnActivePath,
 			&i.PromptID,
+			&i.SiblingCount,
+			&i.SiblingIndex,
 		); err != nil {
 			return nil, err
 		}
@@ -197,7 +216,7 @@ const messageTail = `-- name: MessageTail :one
 WITH newest AS (
   SELECT m.id, m.position
     FROM convo.messages m
-   WHERE m.conversation_id = $2::uuid AND m.position < $1::bigint
+   WHERE m.conversation_id = $2::uuid AND m.on_active_path AND m.position < $1::bigint
    ORDER BY m.position DESC
    LIMIT $3::bigint
 ), sized AS (
@@ -214,13 +233,13 @@ WITH newest AS (
   SELECT least(
            (SELECT min(position) FROM sized WHERE running <= $4::bigint OR nth = 1),
            (SELECT min(m.position) FROM convo.messages m
-             WHERE m.conversation_id = $2::uuid AND m.position < $1::bigint
-               AND m.status IN ('pending', 'processing'))
+             WHERE m.conversation_id = $2::uuid AND m.on_active_path
+               AND m.position < $1::bigint AND m.status IN ('pending', 'processing'))
          ) AS from_position
 )
 SELECT coalesce(b.from_position, $1::bigint)::bigint AS from_position,
        EXISTS (SELECT 1 FROM convo.messages m
-                WHERE m.conversation_id = $2::uuid
+                WHERE m.conversation_id = $2::uuid AND m.on_active_path
                   AND m.position < coalesce(b.from_position, $1::bigint)) AS older
   FROM bounds b
 `
@@ -237,8 +256,9 @@ type MessageTailRow struct {
 	Older        bool
 }
 
-// Where the latest messages before before_position that fit in max_bytes
-// begin (from_position), and whether messages before that remain (older).
+// Where the latest messages of the active path before before_position
+// that fit in max_bytes begin (from_position), and whether messages of it
+// before that remain (older).
 // A message's size is its blocks' text, metadata and tool calls plus 256
 // bytes, so that many small messages count too; only sizes are read, not
 // the text itself (octet_length of a stored value reads its header). The

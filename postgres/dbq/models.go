@@ -96,6 +96,8 @@ type ConvoMessage struct {
 	FeedbackAt      *time.Time
 	ComparisonID    uuid.NullUUID
 	ComparisonSlot  *string
+	ParentID        uuid.NullUUID
+	OnActivePath    bool
 }
 
 type ConvoOwnerQueue struct {

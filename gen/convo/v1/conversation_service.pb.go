@@ -80,6 +80,367 @@ func (Preference) EnumDescriptor() ([]byte, []int) {
 	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
 }
 
+// EditMessageRequest edits a user message.
+type EditMessageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the message's conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// message_id is the user message to edit: required.
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// text is the new text: required, at most 100,000 characters.
+	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// model asks for a model for the reply; unset uses the old message's
+	// reply's model configuration.
+	Model         *ModelConfig `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditMessageRequest) Reset() {
+	*x = EditMessageRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditMessageRequest) ProtoMessage() {}
+
+func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditMessageRequest.ProtoReflect.Descriptor instead.
+func (*EditMessageRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EditMessageRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *EditMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *EditMessageRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *EditMessageRequest) GetModel() *ModelConfig {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+// EditMessageResponse names what EditMessage created.
+type EditMessageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_message_id is the new version of the message.
+	UserMessageId string `protobuf:"bytes,1,opt,name=user_message_id,json=userMessageId,proto3" json:"user_message_id,omitempty"`
+	// assistant_message_id is its pending reply.
+	AssistantMessageId string `protobuf:"bytes,2,opt,name=assistant_message_id,json=assistantMessageId,proto3" json:"assistant_message_id,omitempty"`
+	// prompt_id is the queued prompt that fills it.
+	PromptId      string `protobuf:"bytes,3,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditMessageResponse) Reset() {
+	*x = EditMessageResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditMessageResponse) ProtoMessage() {}
+
+func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditMessageResponse.ProtoReflect.Descriptor instead.
+func (*EditMessageResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *EditMessageResponse) GetUserMessageId() string {
+	if x != nil {
+		return x.UserMessageId
+	}
+	return ""
+}
+
+func (x *EditMessageResponse) GetAssistantMessageId() string {
+	if x != nil {
+		return x.AssistantMessageId
+	}
+	return ""
+}
+
+func (x *EditMessageResponse) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
+// RegenerateReplyRequest names a reply to write again.
+type RegenerateReplyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the reply's conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// message_id is the reply; empty: the active path's latest reply.
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// model asks for a model; unset uses the old reply's model
+	// configuration.
+	Model         *ModelConfig `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegenerateReplyRequest) Reset() {
+	*x = RegenerateReplyRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegenerateReplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegenerateReplyRequest) ProtoMessage() {}
+
+func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegenerateReplyRequest.ProtoReflect.Descriptor instead.
+func (*RegenerateReplyRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RegenerateReplyRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *RegenerateReplyRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *RegenerateReplyRequest) GetModel() *ModelConfig {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+// RegenerateReplyResponse names the new reply.
+type RegenerateReplyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// assistant_message_id is the new version of the reply, pending.
+	AssistantMessageId string `protobuf:"bytes,1,opt,name=assistant_message_id,json=assistantMessageId,proto3" json:"assistant_message_id,omitempty"`
+	// prompt_id is the queued prompt that fills it.
+	PromptId      string `protobuf:"bytes,2,opt,name=prompt_id,json=promptId,proto3" json:"prompt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegenerateReplyResponse) Reset() {
+	*x = RegenerateReplyResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegenerateReplyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegenerateReplyResponse) ProtoMessage() {}
+
+func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegenerateReplyResponse.ProtoReflect.Descriptor instead.
+func (*RegenerateReplyResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RegenerateReplyResponse) GetAssistantMessageId() string {
+	if x != nil {
+		return x.AssistantMessageId
+	}
+	return ""
+}
+
+func (x *RegenerateReplyResponse) GetPromptId() string {
+	if x != nil {
+		return x.PromptId
+	}
+	return ""
+}
+
+// SwitchBranchRequest names the version to show.
+type SwitchBranchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// message_id is any message of the conversation, usually a sibling of
+	// one shown: required.
+	MessageId     string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwitchBranchRequest) Reset() {
+	*x = SwitchBranchRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwitchBranchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwitchBranchRequest) ProtoMessage() {}
+
+func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwitchBranchRequest.ProtoReflect.Descriptor instead.
+func (*SwitchBranchRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SwitchBranchRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SwitchBranchRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+// SwitchBranchResponse names the new active leaf.
+type SwitchBranchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// leaf_message_id is the newest message below message_id (itself when
+	// none), now the active leaf.
+	LeafMessageId string `protobuf:"bytes,1,opt,name=leaf_message_id,json=leafMessageId,proto3" json:"leaf_message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SwitchBranchResponse) Reset() {
+	*x = SwitchBranchResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SwitchBranchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SwitchBranchResponse) ProtoMessage() {}
+
+func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SwitchBranchResponse.ProtoReflect.Descriptor instead.
+func (*SwitchBranchResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SwitchBranchResponse) GetLeafMessageId() string {
+	if x != nil {
+		return x.LeafMessageId
+	}
+	return ""
+}
+
 // SendMessageRequest is a user's message.
 type SendMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -98,7 +459,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +471,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +484,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SendMessageRequest) GetConversationId() string {
@@ -177,7 +538,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -189,7 +550,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -202,7 +563,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SendMessageResponse) GetConversationId() string {
@@ -275,13 +636,19 @@ type StreamConversationRequest struct {
 	// reply stay in progress while it waits, and no seq is skipped. It also
 	// asks for the snapshot's pending_inputs.
 	IncludePauseEvents bool `protobuf:"varint,3,opt,name=include_pause_events,json=includePauseEvents,proto3" json:"include_pause_events,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// include_branches asks for branch_switched events, which change the
+	// active path live. Without it a stream that meets one ends, before it,
+	// with Unavailable (resumable, like a compacted range); resuming after
+	// a seq before a branch_switched starts from a snapshot, which holds
+	// the new path. See docs/events.md, "Branches".
+	IncludeBranches bool `protobuf:"varint,4,opt,name=include_branches,json=includeBranches,proto3" json:"include_branches,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StreamConversationRequest) Reset() {
 	*x = StreamConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +660,7 @@ func (x *StreamConversationRequest) String() string {
 func (*StreamConversationRequest) ProtoMessage() {}
 
 func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +673,7 @@ func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationRequest.ProtoReflect.Descriptor instead.
 func (*StreamConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StreamConversationRequest) GetConversationId() string {
@@ -330,6 +697,13 @@ func (x *StreamConversationRequest) GetIncludePauseEvents() bool {
 	return false
 }
 
+func (x *StreamConversationRequest) GetIncludeBranches() bool {
+	if x != nil {
+		return x.IncludeBranches
+	}
+	return false
+}
+
 // StreamConversationResponse is one message of a conversation stream.
 type StreamConversationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -346,7 +720,7 @@ type StreamConversationResponse struct {
 
 func (x *StreamConversationResponse) Reset() {
 	*x = StreamConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -358,7 +732,7 @@ func (x *StreamConversationResponse) String() string {
 func (*StreamConversationResponse) ProtoMessage() {}
 
 func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -371,7 +745,7 @@ func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationResponse.ProtoReflect.Descriptor instead.
 func (*StreamConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StreamConversationResponse) GetKind() isStreamConversationResponse_Kind {
@@ -443,7 +817,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +829,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +842,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Snapshot) GetConversation() *Conversation {
@@ -520,7 +894,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +906,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +919,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListMessagesRequest) GetConversationId() string {
@@ -579,7 +953,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +965,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +978,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -635,7 +1009,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +1021,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +1034,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -697,7 +1071,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +1083,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +1096,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -766,7 +1140,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +1152,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +1165,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -821,7 +1195,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +1207,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +1220,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -874,7 +1248,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1260,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1273,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -920,7 +1294,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1306,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1319,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -966,7 +1340,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1352,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1365,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -1012,7 +1386,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1398,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1411,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -1060,7 +1434,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1446,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1459,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -1113,7 +1487,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1499,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1512,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -1159,7 +1533,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1545,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1558,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -1203,7 +1577,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1589,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1602,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 // ClearConversationRequest names a conversation.
@@ -1242,7 +1616,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1628,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1641,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -1288,7 +1662,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1674,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1687,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -1338,7 +1712,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1724,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1737,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -1398,7 +1772,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1784,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1797,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -1446,7 +1820,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +1832,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +1845,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -1499,7 +1873,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1885,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1898,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -1559,7 +1933,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1945,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1958,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Comparison) GetId() string {
@@ -1660,7 +2034,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +2046,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +2059,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -1731,7 +2105,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +2117,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +2130,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -1793,7 +2167,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +2179,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +2192,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -1851,7 +2225,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2237,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2250,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -1933,7 +2307,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2319,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2332,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -1986,7 +2360,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1998,7 +2372,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2011,7 +2385,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -2060,7 +2434,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2446,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2459,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -2113,7 +2487,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2499,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2512,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -2173,7 +2547,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2559,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2572,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -2270,7 +2644,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2656,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2669,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -2325,7 +2699,7 @@ type AnswerInputRequest struct {
 
 func (x *AnswerInputRequest) Reset() {
 	*x = AnswerInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2711,7 @@ func (x *AnswerInputRequest) String() string {
 func (*AnswerInputRequest) ProtoMessage() {}
 
 func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2724,7 @@ func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
 func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AnswerInputRequest) GetToolCallId() string {
@@ -2385,7 +2759,7 @@ type InputAnswer struct {
 
 func (x *InputAnswer) Reset() {
 	*x = InputAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2771,7 @@ func (x *InputAnswer) String() string {
 func (*InputAnswer) ProtoMessage() {}
 
 func (x *InputAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2784,7 @@ func (x *InputAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
 func (*InputAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *InputAnswer) GetKind() isInputAnswer_Kind {
@@ -2486,7 +2860,7 @@ type ApprovalAnswer struct {
 
 func (x *ApprovalAnswer) Reset() {
 	*x = ApprovalAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2872,7 @@ func (x *ApprovalAnswer) String() string {
 func (*ApprovalAnswer) ProtoMessage() {}
 
 func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2885,7 @@ func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
 func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ApprovalAnswer) GetApproved() bool {
@@ -2545,7 +2919,7 @@ type ClientToolAnswer struct {
 
 func (x *ClientToolAnswer) Reset() {
 	*x = ClientToolAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2931,7 @@ func (x *ClientToolAnswer) String() string {
 func (*ClientToolAnswer) ProtoMessage() {}
 
 func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2944,7 @@ func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
 func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
@@ -2631,7 +3005,7 @@ type QuestionAnswer struct {
 
 func (x *QuestionAnswer) Reset() {
 	*x = QuestionAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +3017,7 @@ func (x *QuestionAnswer) String() string {
 func (*QuestionAnswer) ProtoMessage() {}
 
 func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +3030,7 @@ func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
 func (*QuestionAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *QuestionAnswer) GetAnswer() string {
@@ -2677,7 +3051,7 @@ type AnswerInputResponse struct {
 
 func (x *AnswerInputResponse) Reset() {
 	*x = AnswerInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2689,7 +3063,7 @@ func (x *AnswerInputResponse) String() string {
 func (*AnswerInputResponse) ProtoMessage() {}
 
 func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2702,7 +3076,7 @@ func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
 func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
@@ -2729,7 +3103,7 @@ type ClaimInputRequest struct {
 
 func (x *ClaimInputRequest) Reset() {
 	*x = ClaimInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +3115,7 @@ func (x *ClaimInputRequest) String() string {
 func (*ClaimInputRequest) ProtoMessage() {}
 
 func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +3128,7 @@ func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
 func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClaimInputRequest) GetToolCallId() string {
@@ -2789,7 +3163,7 @@ type ClaimInputResponse struct {
 
 func (x *ClaimInputResponse) Reset() {
 	*x = ClaimInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2801,7 +3175,7 @@ func (x *ClaimInputResponse) String() string {
 func (*ClaimInputResponse) ProtoMessage() {}
 
 func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2814,7 +3188,7 @@ func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
 func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
@@ -2828,7 +3202,31 @@ var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
 
 const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\n" +
-	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x01\n" +
+	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x01\n" +
+	"\x12EditMessageRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12+\n" +
+	"\x05model\x18\x04 \x01(\v2\x15.convo.v1.ModelConfigR\x05model\"\x8c\x01\n" +
+	"\x13EditMessageResponse\x12&\n" +
+	"\x0fuser_message_id\x18\x01 \x01(\tR\ruserMessageId\x120\n" +
+	"\x14assistant_message_id\x18\x02 \x01(\tR\x12assistantMessageId\x12\x1b\n" +
+	"\tprompt_id\x18\x03 \x01(\tR\bpromptId\"\x8d\x01\n" +
+	"\x16RegenerateReplyRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12+\n" +
+	"\x05model\x18\x03 \x01(\v2\x15.convo.v1.ModelConfigR\x05model\"h\n" +
+	"\x17RegenerateReplyResponse\x120\n" +
+	"\x14assistant_message_id\x18\x01 \x01(\tR\x12assistantMessageId\x12\x1b\n" +
+	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\"]\n" +
+	"\x13SwitchBranchRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\">\n" +
+	"\x14SwitchBranchResponse\x12&\n" +
+	"\x0fleaf_message_id\x18\x01 \x01(\tR\rleafMessageId\"\xba\x01\n" +
 	"\x12SendMessageRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12+\n" +
@@ -2841,11 +3239,12 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\tprompt_id\x18\x04 \x01(\tR\bpromptId\x12#\n" +
 	"\rcomparison_id\x18\x05 \x01(\tR\fcomparisonId\x12?\n" +
 	"\x1ccompare_assistant_message_id\x18\x06 \x01(\tR\x19compareAssistantMessageId\x12*\n" +
-	"\x11compare_prompt_id\x18\a \x01(\tR\x0fcomparePromptId\"\xa6\x01\n" +
+	"\x11compare_prompt_id\x18\a \x01(\tR\x0fcomparePromptId\"\xd1\x01\n" +
 	"\x19StreamConversationRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12 \n" +
 	"\tafter_seq\x18\x02 \x01(\x03H\x00R\bafterSeq\x88\x01\x01\x120\n" +
-	"\x14include_pause_events\x18\x03 \x01(\bR\x12includePauseEventsB\f\n" +
+	"\x14include_pause_events\x18\x03 \x01(\bR\x12includePauseEvents\x12)\n" +
+	"\x10include_branches\x18\x04 \x01(\bR\x0fincludeBranchesB\f\n" +
 	"\n" +
 	"_after_seq\"\x7f\n" +
 	"\x1aStreamConversationResponse\x120\n" +
@@ -3010,7 +3409,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\xc8\v\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xbb\r\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -3029,7 +3428,10 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\fListMessages\x12\x1d.convo.v1.ListMessagesRequest\x1a\x1e.convo.v1.ListMessagesResponse\x12J\n" +
 	"\vAnswerInput\x12\x1c.convo.v1.AnswerInputRequest\x1a\x1d.convo.v1.AnswerInputResponse\x12G\n" +
 	"\n" +
-	"ClaimInput\x12\x1b.convo.v1.ClaimInputRequest\x1a\x1c.convo.v1.ClaimInputResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"ClaimInput\x12\x1b.convo.v1.ClaimInputRequest\x1a\x1c.convo.v1.ClaimInputResponse\x12J\n" +
+	"\vEditMessage\x12\x1c.convo.v1.EditMessageRequest\x1a\x1d.convo.v1.EditMessageResponse\x12V\n" +
+	"\x0fRegenerateReply\x12 .convo.v1.RegenerateReplyRequest\x1a!.convo.v1.RegenerateReplyResponse\x12M\n" +
+	"\fSwitchBranch\x12\x1d.convo.v1.SwitchBranchRequest\x1a\x1e.convo.v1.SwitchBranchResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -3044,143 +3446,157 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                    // 0: convo.v1.Preference
-	(*SendMessageRequest)(nil),         // 1: convo.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),        // 2: convo.v1.SendMessageResponse
-	(*StreamConversationRequest)(nil),  // 3: convo.v1.StreamConversationRequest
-	(*StreamConversationResponse)(nil), // 4: convo.v1.StreamConversationResponse
-	(*Snapshot)(nil),                   // 5: convo.v1.Snapshot
-	(*ListMessagesRequest)(nil),        // 6: convo.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 7: convo.v1.ListMessagesResponse
-	(*GetConversationRequest)(nil),     // 8: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),    // 9: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),   // 10: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),  // 11: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),        // 12: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),       // 13: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),  // 14: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil), // 15: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),  // 16: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil), // 17: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),  // 18: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil), // 19: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),   // 20: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),  // 21: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),      // 22: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),     // 23: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),      // 24: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),     // 25: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                 // 26: convo.v1.Comparison
-	(*ComparisonSide)(nil),             // 27: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),     // 28: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),    // 29: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),            // 30: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),           // 31: convo.v1.GetTraceResponse
-	(*Trace)(nil),                      // 32: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),      // 33: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),     // 34: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),               // 35: convo.v1.SearchResult
-	(*Highlight)(nil),                  // 36: convo.v1.Highlight
-	(*AnswerInputRequest)(nil),         // 37: convo.v1.AnswerInputRequest
-	(*InputAnswer)(nil),                // 38: convo.v1.InputAnswer
-	(*ApprovalAnswer)(nil),             // 39: convo.v1.ApprovalAnswer
-	(*ClientToolAnswer)(nil),           // 40: convo.v1.ClientToolAnswer
-	(*QuestionAnswer)(nil),             // 41: convo.v1.QuestionAnswer
-	(*AnswerInputResponse)(nil),        // 42: convo.v1.AnswerInputResponse
-	(*ClaimInputRequest)(nil),          // 43: convo.v1.ClaimInputRequest
-	(*ClaimInputResponse)(nil),         // 44: convo.v1.ClaimInputResponse
-	(*ModelConfig)(nil),                // 45: convo.v1.ModelConfig
-	(*Event)(nil),                      // 46: convo.v1.Event
-	(*Conversation)(nil),               // 47: convo.v1.Conversation
-	(*Message)(nil),                    // 48: convo.v1.Message
-	(*InputRequest)(nil),               // 49: convo.v1.InputRequest
-	(Rating)(0),                        // 50: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),      // 51: google.protobuf.Timestamp
-	(*Prompt)(nil),                     // 52: convo.v1.Prompt
-	(*durationpb.Duration)(nil),        // 53: google.protobuf.Duration
+	(*EditMessageRequest)(nil),         // 1: convo.v1.EditMessageRequest
+	(*EditMessageResponse)(nil),        // 2: convo.v1.EditMessageResponse
+	(*RegenerateReplyRequest)(nil),     // 3: convo.v1.RegenerateReplyRequest
+	(*RegenerateReplyResponse)(nil),    // 4: convo.v1.RegenerateReplyResponse
+	(*SwitchBranchRequest)(nil),        // 5: convo.v1.SwitchBranchRequest
+	(*SwitchBranchResponse)(nil),       // 6: convo.v1.SwitchBranchResponse
+	(*SendMessageRequest)(nil),         // 7: convo.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 8: convo.v1.SendMessageResponse
+	(*StreamConversationRequest)(nil),  // 9: convo.v1.StreamConversationRequest
+	(*StreamConversationResponse)(nil), // 10: convo.v1.StreamConversationResponse
+	(*Snapshot)(nil),                   // 11: convo.v1.Snapshot
+	(*ListMessagesRequest)(nil),        // 12: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 13: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),     // 14: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),    // 15: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),   // 16: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),  // 17: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),        // 18: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),       // 19: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),  // 20: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil), // 21: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),  // 22: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil), // 23: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),  // 24: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil), // 25: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),   // 26: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),  // 27: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),      // 28: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),     // 29: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),      // 30: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),     // 31: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                 // 32: convo.v1.Comparison
+	(*ComparisonSide)(nil),             // 33: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),     // 34: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),    // 35: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),            // 36: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),           // 37: convo.v1.GetTraceResponse
+	(*Trace)(nil),                      // 38: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),      // 39: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),     // 40: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),               // 41: convo.v1.SearchResult
+	(*Highlight)(nil),                  // 42: convo.v1.Highlight
+	(*AnswerInputRequest)(nil),         // 43: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                // 44: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),             // 45: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),           // 46: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),             // 47: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),        // 48: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),          // 49: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),         // 50: convo.v1.ClaimInputResponse
+	(*ModelConfig)(nil),                // 51: convo.v1.ModelConfig
+	(*Event)(nil),                      // 52: convo.v1.Event
+	(*Conversation)(nil),               // 53: convo.v1.Conversation
+	(*Message)(nil),                    // 54: convo.v1.Message
+	(*InputRequest)(nil),               // 55: convo.v1.InputRequest
+	(Rating)(0),                        // 56: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),      // 57: google.protobuf.Timestamp
+	(*Prompt)(nil),                     // 58: convo.v1.Prompt
+	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	45, // 0: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	45, // 1: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
-	5,  // 2: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	46, // 3: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	47, // 4: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	48, // 5: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	49, // 6: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	48, // 7: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	47, // 8: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	48, // 9: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	49, // 10: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	47, // 11: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	47, // 12: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	47, // 13: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	47, // 14: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	50, // 15: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	48, // 16: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 17: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	26, // 18: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	27, // 19: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	27, // 20: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 21: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	51, // 22: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	51, // 23: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	45, // 24: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	26, // 25: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	32, // 26: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	52, // 27: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	53, // 28: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	53, // 29: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	46, // 30: convo.v1.Trace.events:type_name -> convo.v1.Event
-	35, // 31: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	36, // 32: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	51, // 33: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	38, // 34: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
-	39, // 35: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
-	40, // 36: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
-	41, // 37: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	49, // 38: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	49, // 39: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
-	1,  // 40: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	3,  // 41: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	8,  // 42: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	10, // 43: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	12, // 44: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	14, // 45: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	16, // 46: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	18, // 47: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	20, // 48: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	22, // 49: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	24, // 50: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	28, // 51: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	30, // 52: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	33, // 53: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	6,  // 54: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	37, // 55: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
-	43, // 56: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
-	2,  // 57: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	4,  // 58: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	9,  // 59: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	11, // 60: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	13, // 61: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	15, // 62: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	17, // 63: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	19, // 64: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	21, // 65: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	23, // 66: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	25, // 67: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	29, // 68: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	31, // 69: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	34, // 70: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	7,  // 71: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	42, // 72: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	44, // 73: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	57, // [57:74] is the sub-list for method output_type
-	40, // [40:57] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	51, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	51, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	51, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	51, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	11, // 4: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
+	52, // 5: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	53, // 6: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	54, // 7: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	55, // 8: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	54, // 9: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	53, // 10: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	54, // 11: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	55, // 12: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	53, // 13: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	53, // 14: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	53, // 15: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	53, // 16: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	56, // 17: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	54, // 18: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 19: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	32, // 20: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	33, // 21: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	33, // 22: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 23: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	57, // 24: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	57, // 25: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	51, // 26: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	32, // 27: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	38, // 28: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	58, // 29: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	59, // 30: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	59, // 31: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	52, // 32: convo.v1.Trace.events:type_name -> convo.v1.Event
+	41, // 33: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	42, // 34: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	57, // 35: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	44, // 36: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	45, // 37: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	46, // 38: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	47, // 39: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	55, // 40: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	55, // 41: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	7,  // 42: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	9,  // 43: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	14, // 44: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	16, // 45: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	18, // 46: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	20, // 47: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	22, // 48: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	24, // 49: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	26, // 50: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	28, // 51: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	30, // 52: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	34, // 53: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	36, // 54: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	39, // 55: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	12, // 56: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	43, // 57: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	49, // 58: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	1,  // 59: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
+	3,  // 60: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
+	5,  // 61: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
+	8,  // 62: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	10, // 63: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	15, // 64: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	17, // 65: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	19, // 66: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	21, // 67: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	23, // 68: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	25, // 69: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	27, // 70: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	29, // 71: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	31, // 72: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	35, // 73: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	37, // 74: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	40, // 75: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	13, // 76: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	48, // 77: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	50, // 78: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	2,  // 79: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	4,  // 80: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	6,  // 81: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	62, // [62:82] is the sub-list for method output_type
+	42, // [42:62] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -3190,21 +3606,21 @@ func file_convo_v1_conversation_service_proto_init() {
 	}
 	file_convo_v1_events_proto_init()
 	file_convo_v1_types_proto_init()
-	file_convo_v1_conversation_service_proto_msgTypes[2].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[3].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[8].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[9].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[29].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[35].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[37].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[43].OneofWrappers = []any{
 		(*InputAnswer_Approval)(nil),
 		(*InputAnswer_ClientTool)(nil),
 		(*InputAnswer_Question)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[39].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[45].OneofWrappers = []any{
 		(*ClientToolAnswer_Output)(nil),
 		(*ClientToolAnswer_Error)(nil),
 	}
@@ -3214,7 +3630,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -58,6 +58,7 @@ type Event struct {
 	//	*Event_InputAnswered
 	//	*Event_InputClaimed
 	//	*Event_PromptWaiting
+	//	*Event_BranchSwitched
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -301,6 +302,15 @@ func (x *Event) GetPromptWaiting() *PromptWaiting {
 	return nil
 }
 
+func (x *Event) GetBranchSwitched() *BranchSwitched {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_BranchSwitched); ok {
+			return x.BranchSwitched
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -406,6 +416,13 @@ type Event_PromptWaiting struct {
 	PromptWaiting *PromptWaiting `protobuf:"bytes,29,opt,name=prompt_waiting,json=promptWaiting,proto3,oneof"`
 }
 
+type Event_BranchSwitched struct {
+	// branch_switched: the active path changed below a message (an edit,
+	// a regeneration, a switch). Sent only to streams that asked
+	// include_branches; see StreamConversationRequest.
+	BranchSwitched *BranchSwitched `protobuf:"bytes,30,opt,name=branch_switched,json=branchSwitched,proto3,oneof"`
+}
+
 func (*Event_MessageCreated) isEvent_Kind() {}
 
 func (*Event_MessageUpdated) isEvent_Kind() {}
@@ -445,6 +462,8 @@ func (*Event_InputAnswered) isEvent_Kind() {}
 func (*Event_InputClaimed) isEvent_Kind() {}
 
 func (*Event_PromptWaiting) isEvent_Kind() {}
+
+func (*Event_BranchSwitched) isEvent_Kind() {}
 
 // MessageCreated adds a message (a user message with its blocks).
 type MessageCreated struct {
@@ -1621,11 +1640,84 @@ func (x *PromptWaiting) GetMessage() *Message {
 	return nil
 }
 
+// BranchSwitched replaces the conversation's active path below a message:
+// EditMessage and RegenerateReply made a new version (a sibling, with its
+// pending reply) and show it, SwitchBranch showed another. A client keeps
+// its messages up to fork_message_id, drops the ones after it, and
+// appends messages.
+type BranchSwitched struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// fork_message_id is the last message the old and new paths share: the
+	// path is kept up to it. Empty when they share none (a first message
+	// was edited): every message is replaced.
+	ForkMessageId string `protobuf:"bytes,1,opt,name=fork_message_id,json=forkMessageId,proto3" json:"fork_message_id,omitempty"`
+	// leaf_message_id is the new active leaf: the next message hangs below
+	// it.
+	LeafMessageId string `protobuf:"bytes,2,opt,name=leaf_message_id,json=leafMessageId,proto3" json:"leaf_message_id,omitempty"`
+	// messages are the new path's messages after fork_message_id, in
+	// order, each with every block as it stands and its sibling_count and
+	// sibling_index.
+	Messages      []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BranchSwitched) Reset() {
+	*x = BranchSwitched{}
+	mi := &file_convo_v1_events_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BranchSwitched) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BranchSwitched) ProtoMessage() {}
+
+func (x *BranchSwitched) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BranchSwitched.ProtoReflect.Descriptor instead.
+func (*BranchSwitched) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BranchSwitched) GetForkMessageId() string {
+	if x != nil {
+		return x.ForkMessageId
+	}
+	return ""
+}
+
+func (x *BranchSwitched) GetLeafMessageId() string {
+	if x != nil {
+		return x.LeafMessageId
+	}
+	return ""
+}
+
+func (x *BranchSwitched) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
 var File_convo_v1_events_proto protoreflect.FileDescriptor
 
 const file_convo_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\v\n" +
+	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\f\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x129\n" +
 	"\n" +
@@ -1653,7 +1745,8 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\x0finput_requested\x18\x1a \x01(\v2\x18.convo.v1.InputRequestedH\x00R\x0einputRequested\x12@\n" +
 	"\x0einput_answered\x18\x1b \x01(\v2\x17.convo.v1.InputAnsweredH\x00R\rinputAnswered\x12=\n" +
 	"\rinput_claimed\x18\x1c \x01(\v2\x16.convo.v1.InputClaimedH\x00R\finputClaimed\x12@\n" +
-	"\x0eprompt_waiting\x18\x1d \x01(\v2\x17.convo.v1.PromptWaitingH\x00R\rpromptWaitingB\x06\n" +
+	"\x0eprompt_waiting\x18\x1d \x01(\v2\x17.convo.v1.PromptWaitingH\x00R\rpromptWaiting\x12C\n" +
+	"\x0fbranch_switched\x18\x1e \x01(\v2\x18.convo.v1.BranchSwitchedH\x00R\x0ebranchSwitchedB\x06\n" +
 	"\x04kind\"=\n" +
 	"\x0eMessageCreated\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.convo.v1.MessageR\amessage\"=\n" +
@@ -1733,7 +1826,11 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\rPromptWaiting\x12(\n" +
 	"\x06prompt\x18\x01 \x01(\v2\x10.convo.v1.PromptR\x06prompt\x12\"\n" +
 	"\rtool_call_ids\x18\x02 \x03(\tR\vtoolCallIds\x12+\n" +
-	"\amessage\x18\x03 \x01(\v2\x11.convo.v1.MessageR\amessageB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\amessage\x18\x03 \x01(\v2\x11.convo.v1.MessageR\amessage\"\x8f\x01\n" +
+	"\x0eBranchSwitched\x12&\n" +
+	"\x0ffork_message_id\x18\x01 \x01(\tR\rforkMessageId\x12&\n" +
+	"\x0fleaf_message_id\x18\x02 \x01(\tR\rleafMessageId\x12-\n" +
+	"\bmessages\x18\x03 \x03(\v2\x11.convo.v1.MessageR\bmessagesB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_events_proto_rawDescOnce sync.Once
@@ -1747,7 +1844,7 @@ func file_convo_v1_events_proto_rawDescGZIP() []byte {
 	return file_convo_v1_events_proto_rawDescData
 }
 
-var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_convo_v1_events_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: convo.v1.Event
 	(*MessageCreated)(nil),        // 1: convo.v1.MessageCreated
@@ -1770,17 +1867,18 @@ var file_convo_v1_events_proto_goTypes = []any{
 	(*InputAnswered)(nil),         // 18: convo.v1.InputAnswered
 	(*InputClaimed)(nil),          // 19: convo.v1.InputClaimed
 	(*PromptWaiting)(nil),         // 20: convo.v1.PromptWaiting
-	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
-	(*Message)(nil),               // 22: convo.v1.Message
-	(*Prompt)(nil),                // 23: convo.v1.Prompt
-	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
-	(*ToolCall)(nil),              // 25: convo.v1.ToolCall
-	(*structpb.Value)(nil),        // 26: google.protobuf.Value
-	(*Conversation)(nil),          // 27: convo.v1.Conversation
-	(*InputRequest)(nil),          // 28: convo.v1.InputRequest
+	(*BranchSwitched)(nil),        // 21: convo.v1.BranchSwitched
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
+	(*Message)(nil),               // 23: convo.v1.Message
+	(*Prompt)(nil),                // 24: convo.v1.Prompt
+	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
+	(*ToolCall)(nil),              // 26: convo.v1.ToolCall
+	(*structpb.Value)(nil),        // 27: google.protobuf.Value
+	(*Conversation)(nil),          // 28: convo.v1.Conversation
+	(*InputRequest)(nil),          // 29: convo.v1.InputRequest
 }
 var file_convo_v1_events_proto_depIdxs = []int32{
-	21, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	22, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
 	1,  // 1: convo.v1.Event.message_created:type_name -> convo.v1.MessageCreated
 	2,  // 2: convo.v1.Event.message_updated:type_name -> convo.v1.MessageUpdated
 	3,  // 3: convo.v1.Event.prompt_queued:type_name -> convo.v1.PromptQueued
@@ -1801,35 +1899,37 @@ var file_convo_v1_events_proto_depIdxs = []int32{
 	18, // 18: convo.v1.Event.input_answered:type_name -> convo.v1.InputAnswered
 	19, // 19: convo.v1.Event.input_claimed:type_name -> convo.v1.InputClaimed
 	20, // 20: convo.v1.Event.prompt_waiting:type_name -> convo.v1.PromptWaiting
-	22, // 21: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
-	22, // 22: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
-	23, // 23: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
-	23, // 24: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
-	23, // 25: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
-	23, // 26: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
-	23, // 27: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
-	24, // 28: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
-	24, // 29: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
-	25, // 30: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
-	26, // 31: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
-	25, // 32: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
-	25, // 33: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
-	27, // 34: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
-	27, // 35: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
-	28, // 36: convo.v1.InputRequested.input_request:type_name -> convo.v1.InputRequest
-	22, // 37: convo.v1.InputRequested.message:type_name -> convo.v1.Message
-	24, // 38: convo.v1.InputAnswered.answer:type_name -> google.protobuf.Struct
-	21, // 39: convo.v1.InputAnswered.answered_at:type_name -> google.protobuf.Timestamp
-	22, // 40: convo.v1.InputAnswered.message:type_name -> convo.v1.Message
-	21, // 41: convo.v1.InputClaimed.claim_expires_at:type_name -> google.protobuf.Timestamp
-	22, // 42: convo.v1.InputClaimed.message:type_name -> convo.v1.Message
-	23, // 43: convo.v1.PromptWaiting.prompt:type_name -> convo.v1.Prompt
-	22, // 44: convo.v1.PromptWaiting.message:type_name -> convo.v1.Message
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	21, // 21: convo.v1.Event.branch_switched:type_name -> convo.v1.BranchSwitched
+	23, // 22: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
+	23, // 23: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
+	24, // 24: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
+	24, // 25: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
+	24, // 26: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
+	24, // 27: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
+	24, // 28: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
+	25, // 29: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
+	25, // 30: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
+	26, // 31: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
+	27, // 32: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
+	26, // 33: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
+	26, // 34: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
+	28, // 35: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
+	28, // 36: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
+	29, // 37: convo.v1.InputRequested.input_request:type_name -> convo.v1.InputRequest
+	23, // 38: convo.v1.InputRequested.message:type_name -> convo.v1.Message
+	25, // 39: convo.v1.InputAnswered.answer:type_name -> google.protobuf.Struct
+	22, // 40: convo.v1.InputAnswered.answered_at:type_name -> google.protobuf.Timestamp
+	23, // 41: convo.v1.InputAnswered.message:type_name -> convo.v1.Message
+	22, // 42: convo.v1.InputClaimed.claim_expires_at:type_name -> google.protobuf.Timestamp
+	23, // 43: convo.v1.InputClaimed.message:type_name -> convo.v1.Message
+	24, // 44: convo.v1.PromptWaiting.prompt:type_name -> convo.v1.Prompt
+	23, // 45: convo.v1.PromptWaiting.message:type_name -> convo.v1.Message
+	23, // 46: convo.v1.BranchSwitched.messages:type_name -> convo.v1.Message
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_events_proto_init() }
@@ -1859,6 +1959,7 @@ func file_convo_v1_events_proto_init() {
 		(*Event_InputAnswered)(nil),
 		(*Event_InputClaimed)(nil),
 		(*Event_PromptWaiting)(nil),
+		(*Event_BranchSwitched)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1866,7 +1967,7 @@ func file_convo_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_events_proto_rawDesc), len(file_convo_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

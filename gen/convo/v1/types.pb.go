@@ -197,8 +197,21 @@ type Message struct {
 	ComparisonId string `protobuf:"bytes,10,opt,name=comparison_id,json=comparisonId,proto3" json:"comparison_id,omitempty"`
 	// comparison_slot is "a" or "b" in an A/B comparison.
 	ComparisonSlot string `protobuf:"bytes,11,opt,name=comparison_slot,json=comparisonSlot,proto3" json:"comparison_slot,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// parent_id is the message this one follows in the conversation's tree:
+	// for a reply, the user message it answers; empty for a first message.
+	// Messages with one parent are versions of one turn (an edited message,
+	// a regenerated reply); see docs/branches.md.
+	ParentId string `protobuf:"bytes,12,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	// sibling_count is how many versions this turn has (1 when it was never
+	// edited or regenerated); the two replies of an A/B comparison count
+	// once. A client shows "‹ sibling_index+1 / sibling_count ›" when it is
+	// above 1, and SwitchBranch shows another version.
+	SiblingCount int32 `protobuf:"varint,13,opt,name=sibling_count,json=siblingCount,proto3" json:"sibling_count,omitempty"`
+	// sibling_index is which version this message is, from 0, in the order
+	// they were made (slot "b" of a comparison has its slot "a"'s).
+	SiblingIndex  int32 `protobuf:"varint,14,opt,name=sibling_index,json=siblingIndex,proto3" json:"sibling_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
@@ -306,6 +319,27 @@ func (x *Message) GetComparisonSlot() string {
 		return x.ComparisonSlot
 	}
 	return ""
+}
+
+func (x *Message) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *Message) GetSiblingCount() int32 {
+	if x != nil {
+		return x.SiblingCount
+	}
+	return 0
+}
+
+func (x *Message) GetSiblingIndex() int32 {
+	if x != nil {
+		return x.SiblingIndex
+	}
+	return 0
 }
 
 // Block is an ordered piece of a message.
@@ -959,7 +993,7 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
-	"\x0flast_message_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastMessageAt\"\xa8\x03\n" +
+	"\x0flast_message_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastMessageAt\"\x8f\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
@@ -974,7 +1008,10 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\bfeedback\x18\t \x01(\v2\x12.convo.v1.FeedbackR\bfeedback\x12#\n" +
 	"\rcomparison_id\x18\n" +
 	" \x01(\tR\fcomparisonId\x12'\n" +
-	"\x0fcomparison_slot\x18\v \x01(\tR\x0ecomparisonSlot\"\xea\x01\n" +
+	"\x0fcomparison_slot\x18\v \x01(\tR\x0ecomparisonSlot\x12\x1b\n" +
+	"\tparent_id\x18\f \x01(\tR\bparentId\x12#\n" +
+	"\rsibling_count\x18\r \x01(\x05R\fsiblingCount\x12#\n" +
+	"\rsibling_index\x18\x0e \x01(\x05R\fsiblingIndex\"\xea\x01\n" +
 	"\x05Block\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +

@@ -84,6 +84,15 @@ const (
 	// ConversationServiceClaimInputProcedure is the fully-qualified name of the ConversationService's
 	// ClaimInput RPC.
 	ConversationServiceClaimInputProcedure = "/convo.v1.ConversationService/ClaimInput"
+	// ConversationServiceEditMessageProcedure is the fully-qualified name of the ConversationService's
+	// EditMessage RPC.
+	ConversationServiceEditMessageProcedure = "/convo.v1.ConversationService/EditMessage"
+	// ConversationServiceRegenerateReplyProcedure is the fully-qualified name of the
+	// ConversationService's RegenerateReply RPC.
+	ConversationServiceRegenerateReplyProcedure = "/convo.v1.ConversationService/RegenerateReply"
+	// ConversationServiceSwitchBranchProcedure is the fully-qualified name of the ConversationService's
+	// SwitchBranch RPC.
+	ConversationServiceSwitchBranchProcedure = "/convo.v1.ConversationService/SwitchBranch"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -141,6 +150,20 @@ type ConversationServiceClient interface {
 	// the request is unclaimed, its claim lapsed, or the claimant holds it (a
 	// renewal). Held by another claimant: FailedPrecondition, naming it.
 	ClaimInput(context.Context, *connect.Request[v1.ClaimInputRequest]) (*connect.Response[v1.ClaimInputResponse], error)
+	// EditMessage edits a user message: a new version of it (a sibling, the
+	// old one kept) with a queued reply below it, shown as the active path.
+	// A reply still being written in the conversation: FailedPrecondition
+	// (cancel it first); an assistant message: FailedPrecondition.
+	EditMessage(context.Context, *connect.Request[v1.EditMessageRequest]) (*connect.Response[v1.EditMessageResponse], error)
+	// RegenerateReply writes a reply again: a new version of it (a sibling,
+	// the old one kept) with a queued prompt, shown as the active path. A
+	// reply still being written, a user message, or a reply of an A/B
+	// comparison: FailedPrecondition.
+	RegenerateReply(context.Context, *connect.Request[v1.RegenerateReplyRequest]) (*connect.Response[v1.RegenerateReplyResponse], error)
+	// SwitchBranch shows another version: the active path becomes the path
+	// down to the newest message below message_id. While a reply is being
+	// written: FailedPrecondition.
+	SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -256,6 +279,24 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("ClaimInput")),
 			connect.WithClientOptions(opts...),
 		),
+		editMessage: connect.NewClient[v1.EditMessageRequest, v1.EditMessageResponse](
+			httpClient,
+			baseURL+ConversationServiceEditMessageProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("EditMessage")),
+			connect.WithClientOptions(opts...),
+		),
+		regenerateReply: connect.NewClient[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse](
+			httpClient,
+			baseURL+ConversationServiceRegenerateReplyProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("RegenerateReply")),
+			connect.WithClientOptions(opts...),
+		),
+		switchBranch: connect.NewClient[v1.SwitchBranchRequest, v1.SwitchBranchResponse](
+			httpClient,
+			baseURL+ConversationServiceSwitchBranchProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("SwitchBranch")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -278,6 +319,9 @@ type conversationServiceClient struct {
 	listMessages       *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
 	answerInput        *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
 	claimInput         *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
+	editMessage        *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
+	regenerateReply    *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
+	switchBranch       *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -365,6 +409,21 @@ func (c *conversationServiceClient) ClaimInput(ctx context.Context, req *connect
 	return c.claimInput.CallUnary(ctx, req)
 }
 
+// EditMessage calls convo.v1.ConversationService.EditMessage.
+func (c *conversationServiceClient) EditMessage(ctx context.Context, req *connect.Request[v1.EditMessageRequest]) (*connect.Response[v1.EditMessageResponse], error) {
+	return c.editMessage.CallUnary(ctx, req)
+}
+
+// RegenerateReply calls convo.v1.ConversationService.RegenerateReply.
+func (c *conversationServiceClient) RegenerateReply(ctx context.Context, req *connect.Request[v1.RegenerateReplyRequest]) (*connect.Response[v1.RegenerateReplyResponse], error) {
+	return c.regenerateReply.CallUnary(ctx, req)
+}
+
+// SwitchBranch calls convo.v1.ConversationService.SwitchBranch.
+func (c *conversationServiceClient) SwitchBranch(ctx context.Context, req *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error) {
+	return c.switchBranch.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -420,6 +479,20 @@ type ConversationServiceHandler interface {
 	// the request is unclaimed, its claim lapsed, or the claimant holds it (a
 	// renewal). Held by another claimant: FailedPrecondition, naming it.
 	ClaimInput(context.Context, *connect.Request[v1.ClaimInputRequest]) (*connect.Response[v1.ClaimInputResponse], error)
+	// EditMessage edits a user message: a new version of it (a sibling, the
+	// old one kept) with a queued reply below it, shown as the active path.
+	// A reply still being written in the conversation: FailedPrecondition
+	// (cancel it first); an assistant message: FailedPrecondition.
+	EditMessage(context.Context, *connect.Request[v1.EditMessageRequest]) (*connect.Response[v1.EditMessageResponse], error)
+	// RegenerateReply writes a reply again: a new version of it (a sibling,
+	// the old one kept) with a queued prompt, shown as the active path. A
+	// reply still being written, a user message, or a reply of an A/B
+	// comparison: FailedPrecondition.
+	RegenerateReply(context.Context, *connect.Request[v1.RegenerateReplyRequest]) (*connect.Response[v1.RegenerateReplyResponse], error)
+	// SwitchBranch shows another version: the active path becomes the path
+	// down to the newest message below message_id. While a reply is being
+	// written: FailedPrecondition.
+	SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -531,6 +604,24 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("ClaimInput")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceEditMessageHandler := connect.NewUnaryHandler(
+		ConversationServiceEditMessageProcedure,
+		svc.EditMessage,
+		connect.WithSchema(conversationServiceMethods.ByName("EditMessage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceRegenerateReplyHandler := connect.NewUnaryHandler(
+		ConversationServiceRegenerateReplyProcedure,
+		svc.RegenerateReply,
+		connect.WithSchema(conversationServiceMethods.ByName("RegenerateReply")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceSwitchBranchHandler := connect.NewUnaryHandler(
+		ConversationServiceSwitchBranchProcedure,
+		svc.SwitchBranch,
+		connect.WithSchema(conversationServiceMethods.ByName("SwitchBranch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -567,6 +658,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceAnswerInputHandler.ServeHTTP(w, r)
 		case ConversationServiceClaimInputProcedure:
 			conversationServiceClaimInputHandler.ServeHTTP(w, r)
+		case ConversationServiceEditMessageProcedure:
+			conversationServiceEditMessageHandler.ServeHTTP(w, r)
+		case ConversationServiceRegenerateReplyProcedure:
+			conversationServiceRegenerateReplyHandler.ServeHTTP(w, r)
+		case ConversationServiceSwitchBranchProcedure:
+			conversationServiceSwitchBranchHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -642,4 +739,16 @@ func (UnimplementedConversationServiceHandler) AnswerInput(context.Context, *con
 
 func (UnimplementedConversationServiceHandler) ClaimInput(context.Context, *connect.Request[v1.ClaimInputRequest]) (*connect.Response[v1.ClaimInputResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ClaimInput is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) EditMessage(context.Context, *connect.Request[v1.EditMessageRequest]) (*connect.Response[v1.EditMessageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.EditMessage is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) RegenerateReply(context.Context, *connect.Request[v1.RegenerateReplyRequest]) (*connect.Response[v1.RegenerateReplyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.RegenerateReply is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.SwitchBranch is not implemented"))
 }

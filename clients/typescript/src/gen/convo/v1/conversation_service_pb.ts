@@ -16,7 +16,200 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEijwEKElNlbmRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDAoEdGV4dBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEiwKDWNvbXBhcmVfbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyLQAQoTU2VuZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAIgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAMgASgJEhEKCXByb21wdF9pZBgEIAEoCRIVCg1jb21wYXJpc29uX2lkGAUgASgJEiQKHGNvbXBhcmVfYXNzaXN0YW50X21lc3NhZ2VfaWQYBiABKAkSGQoRY29tcGFyZV9wcm9tcHRfaWQYByABKAkieAoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAhCDAoKX2FmdGVyX3NlcSJuChpTdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzISLmNvbnZvLnYxLlNuYXBzaG90SAASIAoFZXZlbnQYAiABKAsyDy5jb252by52MS5FdmVudEgAQgYKBGtpbmQitAEKCFNuYXBzaG90EiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBCABKAkSLgoOcGVuZGluZ19pbnB1dHMYBSADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiQgoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCSJUChRMaXN0TWVzc2FnZXNSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhwKFGluY2x1ZGVfcGF1c2VfZXZlbnRzGAIgASgIIqkBChdHZXRDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIuCg5wZW5kaW5nX2lucHV0cxgEIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYwoZTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRItCg1jb252ZXJzYXRpb25zGAEgAygLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChNDYW5jZWxQcm9tcHRSZXF1ZXN0EhEKCXByb21wdF9pZBgBIAEoCSIpChRDYW5jZWxQcm9tcHRSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiKgoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBINCgV0aXRsZRgBIAEoCSJKChpDcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iQwoZUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkiSgoaUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIhwKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlIjMKGENsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiSQoZQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iXgoVU3VibWl0RmVlZGJhY2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSIAoGcmF0aW5nGAIgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAyABKAkiPAoWU3VibWl0RmVlZGJhY2tSZXNwb25zZRIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSJYChVWb3RlQ29tcGFyaXNvblJlcXVlc3QSFQoNY29tcGFyaXNvbl9pZBgBIAEoCRIoCgpwcmVmZXJlbmNlGAIgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZSJCChZWb3RlQ29tcGFyaXNvblJlc3BvbnNlEigKCmNvbXBhcmlzb24YASABKAsyFC5jb252by52MS5Db21wYXJpc29uIpwCCgpDb21wYXJpc29uEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAyABKAkSIwoBYRgEIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEiMKAWIYBSABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIoCgpwcmVmZXJlbmNlGAYgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZRIsCgh2b3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoOQ29tcGFyaXNvblNpZGUSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSKwoMbW9kZWxfY29uZmlnGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSDgoGc3RhdHVzGAQgASgJIlgKFkxpc3RDb21wYXJpc29uc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KF0xpc3RDb21wYXJpc29uc1Jlc3BvbnNlEikKC2NvbXBhcmlzb25zGAEgAygLMhQuY29udm8udjEuQ29tcGFyaXNvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoPR2V0VHJhY2VSZXF1ZXN0EhMKCXByb21wdF9pZBgBIAEoCUgAEhQKCm1lc3NhZ2VfaWQYAiABKAlIAEIICgZ0YXJnZXQiMgoQR2V0VHJhY2VSZXNwb25zZRIeCgV0cmFjZRgBIAEoCzIPLmNvbnZvLnYxLlRyYWNlIqYBCgVUcmFjZRIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSKwoIZHVyYXRpb24YAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKcXVldWVfdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfCgZldmVudHMYBCADKAsyDy5jb252by52MS5FdmVudCI5ChVTZWFyY2hNZXNzYWdlc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIkEKFlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmNvbnZvLnYxLlNlYXJjaFJlc3VsdCLdAQoMU2VhcmNoUmVzdWx0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIaChJjb252ZXJzYXRpb25fdGl0bGUYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIMCgRyb2xlGAQgASgJEg8KB3NuaXBwZXQYBSABKAkSJwoKaGlnaGxpZ2h0cxgGIAMoCzITLmNvbnZvLnYxLkhpZ2hsaWdodBIMCgRyYW5rGAcgASgBEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIicKCUhpZ2hsaWdodBINCgVzdGFydBgBIAEoBRILCgNlbmQYAiABKAUiUQoSQW5zd2VySW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIlCgZhbnN3ZXIYAiABKAsyFS5jb252by52MS5JbnB1dEFuc3dlciKkAQoLSW5wdXRBbnN3ZXISLAoIYXBwcm92YWwYASABKAsyGC5jb252by52MS5BcHByb3ZhbEFuc3dlckgAEjEKC2NsaWVudF90b29sGAIgASgLMhouY29udm8udjEuQ2xpZW50VG9vbEFuc3dlckgAEiwKCHF1ZXN0aW9uGAMgASgLMhguY29udm8udjEuUXVlc3Rpb25BbnN3ZXJIAEIGCgRraW5kIjIKDkFwcHJvdmFsQW5zd2VyEhAKCGFwcHJvdmVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSI/ChBDbGllbnRUb29sQW5zd2VyEhAKBm91dHB1dBgBIAEoCUgAEg8KBWVycm9yGAIgASgJSABCCAoGcmVzdWx0IiAKDlF1ZXN0aW9uQW5zd2VyEg4KBmFuc3dlchgBIAEoCSJEChNBbnN3ZXJJbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiUgoRQ2xhaW1JbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhAKCGNsYWltYW50GAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKAUiQwoSQ2xhaW1JbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QqYAoKUHJlZmVyZW5jZRIaChZQUkVGRVJFTkNFX1VOU1BFQ0lGSUVEEAASEAoMUFJFRkVSRU5DRV9BEAESEAoMUFJFRkVSRU5DRV9CEAISEgoOUFJFRkVSRU5DRV9USUUQAzLICwoTQ29udmVyc2F0aW9uU2VydmljZRJKCgtTZW5kTWVzc2FnZRIcLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USYQoSU3RyZWFtQ29udmVyc2F0aW9uEiMuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlMAESVgoPR2V0Q29udmVyc2F0aW9uEiAuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVxdWVzdBohLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlc3BvbnNlElwKEUxpc3RDb252ZXJzYXRpb25zEiIuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0GiMuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRJNCgxDYW5jZWxQcm9tcHQSHS5jb252by52MS5DYW5jZWxQcm9tcHRSZXF1ZXN0Gh4uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVzcG9uc2USXwoSQ3JlYXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KElJlbmFtZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRJfChJEZWxldGVDb252ZXJzYXRpb24SIy5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXAoRQ2xlYXJDb252ZXJzYXRpb24SIi5jb252by52MS5DbGVhckNvbnZlcnNhdGlvblJlcXVlc3QaIy5jb252by52MS5DbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlElMKDlN1Ym1pdEZlZWRiYWNrEh8uY29udm8udjEuU3VibWl0RmVlZGJhY2tSZXF1ZXN0GiAuY29udm8udjEuU3VibWl0RmVlZGJhY2tSZXNwb25zZRJTCg5Wb3RlQ29tcGFyaXNvbhIfLmNvbnZvLnYxLlZvdGVDb21wYXJpc29uUmVxdWVzdBogLmNvbnZvLnYxLlZvdGVDb21wYXJpc29uUmVzcG9uc2USVgoPTGlzdENvbXBhcmlzb25zEiAuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVxdWVzdBohLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1Jlc3BvbnNlEkEKCEdldFRyYWNlEhkuY29udm8udjEuR2V0VHJhY2VSZXF1ZXN0GhouY29udm8udjEuR2V0VHJhY2VSZXNwb25zZRJTCg5TZWFyY2hNZXNzYWdlcxIfLmNvbnZvLnYxLlNlYXJjaE1lc3NhZ2VzUmVxdWVzdBogLmNvbnZvLnYxLlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USTQoMTGlzdE1lc3NhZ2VzEh0uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBoeLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEkoKC0Fuc3dlcklucHV0EhwuY29udm8udjEuQW5zd2VySW5wdXRSZXF1ZXN0Gh0uY29udm8udjEuQW5zd2VySW5wdXRSZXNwb25zZRJHCgpDbGFpbUlucHV0EhsuY29udm8udjEuQ2xhaW1JbnB1dFJlcXVlc3QaHC5jb252by52MS5DbGFpbUlucHV0UmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEidQoSRWRpdE1lc3NhZ2VSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEgwKBHRleHQYAyABKAkSJAoFbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyJfChNFZGl0TWVzc2FnZVJlc3BvbnNlEhcKD3VzZXJfbWVzc2FnZV9pZBgBIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgCIAEoCRIRCglwcm9tcHRfaWQYAyABKAkiawoWUmVnZW5lcmF0ZVJlcGx5UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnIkoKF1JlZ2VuZXJhdGVSZXBseVJlc3BvbnNlEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCSJCChNTd2l0Y2hCcmFuY2hSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJIi8KFFN3aXRjaEJyYW5jaFJlc3BvbnNlEhcKD2xlYWZfbWVzc2FnZV9pZBgBIAEoCSKPAQoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJEiQKBW1vZGVsGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSLAoNY29tcGFyZV9tb2RlbBgEIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnItABChNTZW5kTWVzc2FnZVJlc3BvbnNlEhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAiABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAyABKAkSEQoJcHJvbXB0X2lkGAQgASgJEhUKDWNvbXBhcmlzb25faWQYBSABKAkSJAocY29tcGFyZV9hc3Npc3RhbnRfbWVzc2FnZV9pZBgGIAEoCRIZChFjb21wYXJlX3Byb21wdF9pZBgHIAEoCSKSAQoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAgSGAoQaW5jbHVkZV9icmFuY2hlcxgEIAEoCEIMCgpfYWZ0ZXJfc2VxIm4KGlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhIuY29udm8udjEuU25hcHNob3RIABIgCgVldmVudBgCIAEoCzIPLmNvbnZvLnYxLkV2ZW50SABCBgoEa2luZCK0AQoIU25hcHNob3QSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSGAoQb2xkZXJfcGFnZV90b2tlbhgEIAEoCRIuCg5wZW5kaW5nX2lucHV0cxgFIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJCChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJIlQKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuY29udm8udjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0Q29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAiABKAgiqQEKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEi4KDnBlbmRpbmdfaW5wdXRzGAQgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IkEKGExpc3RDb252ZXJzYXRpb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJjChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEi0KDWNvbnZlcnNhdGlvbnMYASADKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIigKE0NhbmNlbFByb21wdFJlcXVlc3QSEQoJcHJvbXB0X2lkGAEgASgJIikKFENhbmNlbFByb21wdFJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCIqChlDcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0Eg0KBXRpdGxlGAEgASgJIkoKGkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJDChlSZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCSJKChpSZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iNAoZRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiHAoaRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2UiMwoYQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSJJChlDbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJeChVTdWJtaXRGZWVkYmFja1JlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIgCgZyYXRpbmcYAiABKA4yEC5jb252by52MS5SYXRpbmcSDwoHY29tbWVudBgDIAEoCSI8ChZTdWJtaXRGZWVkYmFja1Jlc3BvbnNlEiIKB21lc3NhZ2UYASABKAsyES5jb252by52MS5NZXNzYWdlIlgKFVZvdGVDb21wYXJpc29uUmVxdWVzdBIVCg1jb21wYXJpc29uX2lkGAEgASgJEigKCnByZWZlcmVuY2UYAiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlIkIKFlZvdGVDb21wYXJpc29uUmVzcG9uc2USKAoKY29tcGFyaXNvbhgBIAEoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24inAIKCkNvbXBhcmlzb24SCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgDIAEoCRIjCgFhGAQgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSIwoBYhgFIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEigKCnByZWZlcmVuY2UYBiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlEiwKCHZvdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ0Cg5Db21wYXJpc29uU2lkZRIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIrCgxtb2RlbF9jb25maWcYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIOCgZzdGF0dXMYBCABKAkiWAoWTGlzdENvbXBhcmlzb25zUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXQoXTGlzdENvbXBhcmlzb25zUmVzcG9uc2USKQoLY29tcGFyaXNvbnMYASADKAsyFC5jb252by52MS5Db21wYXJpc29uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGCg9HZXRUcmFjZVJlcXVlc3QSEwoJcHJvbXB0X2lkGAEgASgJSAASFAoKbWVzc2FnZV9pZBgCIAEoCUgAQggKBnRhcmdldCIyChBHZXRUcmFjZVJlc3BvbnNlEh4KBXRyYWNlGAEgASgLMg8uY29udm8udjEuVHJhY2UipgEKBVRyYWNlEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdBIrCghkdXJhdGlvbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpxdWV1ZV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh8KBmV2ZW50cxgEIAMoCzIPLmNvbnZvLnYxLkV2ZW50IjkKFVNlYXJjaE1lc3NhZ2VzUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUiQQoWU2VhcmNoTWVzc2FnZXNSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYuY29udm8udjEuU2VhcmNoUmVzdWx0It0BCgxTZWFyY2hSZXN1bHQSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmNvbnZlcnNhdGlvbl90aXRsZRgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEgwKBHJvbGUYBCABKAkSDwoHc25pcHBldBgFIAEoCRInCgpoaWdobGlnaHRzGAYgAygLMhMuY29udm8udjEuSGlnaGxpZ2h0EgwKBHJhbmsYByABKAESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiJwoJSGlnaGxpZ2h0Eg0KBXN0YXJ0GAEgASgFEgsKA2VuZBgCIAEoBSJRChJBbnN3ZXJJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEiUKBmFuc3dlchgCIAEoCzIVLmNvbnZvLnYxLklucHV0QW5zd2VyIqQBCgtJbnB1dEFuc3dlchIsCghhcHByb3ZhbBgBIAEoCzIYLmNvbnZvLnYxLkFwcHJvdmFsQW5zd2VySAASMQoLY2xpZW50X3Rvb2wYAiABKAsyGi5jb252by52MS5DbGllbnRUb29sQW5zd2VySAASLAoIcXVlc3Rpb24YAyABKAsyGC5jb252by52MS5RdWVzdGlvbkFuc3dlckgAQgYKBGtpbmQiMgoOQXBwcm92YWxBbnN3ZXISEAoIYXBwcm92ZWQYASABKAgSDgoGcmVhc29uGAIgASgJIj8KEENsaWVudFRvb2xBbnN3ZXISEAoGb3V0cHV0GAEgASgJSAASDwoFZXJyb3IYAiABKAlIAEIICgZyZXN1bHQiIAoOUXVlc3Rpb25BbnN3ZXISDgoGYW5zd2VyGAEgASgJIkQKE0Fuc3dlcklucHV0UmVzcG9uc2USLQoNaW5wdXRfcmVxdWVzdBgBIAEoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJSChFDbGFpbUlucHV0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEAoIY2xhaW1hbnQYAiABKAkSFQoNbGVhc2Vfc2Vjb25kcxgDIAEoBSJDChJDbGFpbUlucHV0UmVzcG9uc2USLQoNaW5wdXRfcmVxdWVzdBgBIAEoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCpgCgpQcmVmZXJlbmNlEhoKFlBSRUZFUkVOQ0VfVU5TUEVDSUZJRUQQABIQCgxQUkVGRVJFTkNFX0EQARIQCgxQUkVGRVJFTkNFX0IQAhISCg5QUkVGRVJFTkNFX1RJRRADMrsNChNDb252ZXJzYXRpb25TZXJ2aWNlEkoKC1NlbmRNZXNzYWdlEhwuY29udm8udjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJhChJTdHJlYW1Db252ZXJzYXRpb24SIy5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2UwARJWCg9HZXRDb252ZXJzYXRpb24SIC5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0GiEuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXAoRTGlzdENvbnZlcnNhdGlvbnMSIi5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaIy5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEk0KDENhbmNlbFByb21wdBIdLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlcXVlc3QaHi5jb252by52MS5DYW5jZWxQcm9tcHRSZXNwb25zZRJfChJDcmVhdGVDb252ZXJzYXRpb24SIy5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSUmVuYW1lQ29udmVyc2F0aW9uEiMuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KEkRlbGV0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXNwb25zZRJcChFDbGVhckNvbnZlcnNhdGlvbhIiLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBojLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USUwoOU3VibWl0RmVlZGJhY2sSHy5jb252by52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaIC5jb252by52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlElMKDlZvdGVDb21wYXJpc29uEh8uY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXF1ZXN0GiAuY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXNwb25zZRJWCg9MaXN0Q29tcGFyaXNvbnMSIC5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXF1ZXN0GiEuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVzcG9uc2USQQoIR2V0VHJhY2USGS5jb252by52MS5HZXRUcmFjZVJlcXVlc3QaGi5jb252by52MS5HZXRUcmFjZVJlc3BvbnNlElMKDlNlYXJjaE1lc3NhZ2VzEh8uY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXF1ZXN0GiAuY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXNwb25zZRJNCgxMaXN0TWVzc2FnZXMSHS5jb252by52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh4uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USSgoLQW5zd2VySW5wdXQSHC5jb252by52MS5BbnN3ZXJJbnB1dFJlcXVlc3QaHS5jb252by52MS5BbnN3ZXJJbnB1dFJlc3BvbnNlEkcKCkNsYWltSW5wdXQSGy5jb252by52MS5DbGFpbUlucHV0UmVxdWVzdBocLmNvbnZvLnYxLkNsYWltSW5wdXRSZXNwb25zZRJKCgtFZGl0TWVzc2FnZRIcLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVzcG9uc2USVgoPUmVnZW5lcmF0ZVJlcGx5EiAuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVxdWVzdBohLmNvbnZvLnYxLlJlZ2VuZXJhdGVSZXBseVJlc3BvbnNlEk0KDFN3aXRjaEJyYW5jaBIdLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlcXVlc3QaHi5jb252by52MS5Td2l0Y2hCcmFuY2hSZXNwb25zZUIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * EditMessageRequest edits a user message.
+ *
+ * @generated from message convo.v1.EditMessageRequest
+ */
+export type EditMessageRequest = Message<"convo.v1.EditMessageRequest"> & {
+  /**
+   * conversation_id is the message's conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * message_id is the user message to edit: required.
+   *
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+
+  /**
+   * text is the new text: required, at most 100,000 characters.
+   *
+   * @generated from field: string text = 3;
+   */
+  text: string;
+
+  /**
+   * model asks for a model for the reply; unset uses the old message's
+   * reply's model configuration.
+   *
+   * @generated from field: convo.v1.ModelConfig model = 4;
+   */
+  model?: ModelConfig | undefined;
+};
+
+/**
+ * Describes the message convo.v1.EditMessageRequest.
+ * Use `create(EditMessageRequestSchema)` to create a new message.
+ */
+export const EditMessageRequestSchema: GenMessage<EditMessageRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 0);
+
+/**
+ * EditMessageResponse names what EditMessage created.
+ *
+ * @generated from message convo.v1.EditMessageResponse
+ */
+export type EditMessageResponse = Message<"convo.v1.EditMessageResponse"> & {
+  /**
+   * user_message_id is the new version of the message.
+   *
+   * @generated from field: string user_message_id = 1;
+   */
+  userMessageId: string;
+
+  /**
+   * assistant_message_id is its pending reply.
+   *
+   * @generated from field: string assistant_message_id = 2;
+   */
+  assistantMessageId: string;
+
+  /**
+   * prompt_id is the queued prompt that fills it.
+   *
+   * @generated from field: string prompt_id = 3;
+   */
+  promptId: string;
+};
+
+/**
+ * Describes the message convo.v1.EditMessageResponse.
+ * Use `create(EditMessageResponseSchema)` to create a new message.
+ */
+export const EditMessageResponseSchema: GenMessage<EditMessageResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 1);
+
+/**
+ * RegenerateReplyRequest names a reply to write again.
+ *
+ * @generated from message convo.v1.RegenerateReplyRequest
+ */
+export type RegenerateReplyRequest = Message<"convo.v1.RegenerateReplyRequest"> & {
+  /**
+   * conversation_id is the reply's conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * message_id is the reply; empty: the active path's latest reply.
+   *
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+
+  /**
+   * model asks for a model; unset uses the old reply's model
+   * configuration.
+   *
+   * @generated from field: convo.v1.ModelConfig model = 3;
+   */
+  model?: ModelConfig | undefined;
+};
+
+/**
+ * Describes the message convo.v1.RegenerateReplyRequest.
+ * Use `create(RegenerateReplyRequestSchema)` to create a new message.
+ */
+export const RegenerateReplyRequestSchema: GenMessage<RegenerateReplyRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 2);
+
+/**
+ * RegenerateReplyResponse names the new reply.
+ *
+ * @generated from message convo.v1.RegenerateReplyResponse
+ */
+export type RegenerateReplyResponse = Message<"convo.v1.RegenerateReplyResponse"> & {
+  /**
+   * assistant_message_id is the new version of the reply, pending.
+   *
+   * @generated from field: string assistant_message_id = 1;
+   */
+  assistantMessageId: string;
+
+  /**
+   * prompt_id is the queued prompt that fills it.
+   *
+   * @generated from field: string prompt_id = 2;
+   */
+  promptId: string;
+};
+
+/**
+ * Describes the message convo.v1.RegenerateReplyResponse.
+ * Use `create(RegenerateReplyResponseSchema)` to create a new message.
+ */
+export const RegenerateReplyResponseSchema: GenMessage<RegenerateReplyResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 3);
+
+/**
+ * SwitchBranchRequest names the version to show.
+ *
+ * @generated from message convo.v1.SwitchBranchRequest
+ */
+export type SwitchBranchRequest = Message<"convo.v1.SwitchBranchRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * message_id is any message of the conversation, usually a sibling of
+   * one shown: required.
+   *
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message convo.v1.SwitchBranchRequest.
+ * Use `create(SwitchBranchRequestSchema)` to create a new message.
+ */
+export const SwitchBranchRequestSchema: GenMessage<SwitchBranchRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 4);
+
+/**
+ * SwitchBranchResponse names the new active leaf.
+ *
+ * @generated from message convo.v1.SwitchBranchResponse
+ */
+export type SwitchBranchResponse = Message<"convo.v1.SwitchBranchResponse"> & {
+  /**
+   * leaf_message_id is the newest message below message_id (itself when
+   * none), now the active leaf.
+   *
+   * @generated from field: string leaf_message_id = 1;
+   */
+  leafMessageId: string;
+};
+
+/**
+ * Describes the message convo.v1.SwitchBranchResponse.
+ * Use `create(SwitchBranchResponseSchema)` to create a new message.
+ */
+export const SwitchBranchResponseSchema: GenMessage<SwitchBranchResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 5);
 
 /**
  * SendMessageRequest is a user's message.
@@ -59,7 +252,7 @@ export type SendMessageRequest = Message<"convo.v1.SendMessageRequest"> & {
  * Use `create(SendMessageRequestSchema)` to create a new message.
  */
 export const SendMessageRequestSchema: GenMessage<SendMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 0);
+  messageDesc(file_convo_v1_conversation_service, 6);
 
 /**
  * SendMessageResponse names what SendMessage created.
@@ -122,7 +315,7 @@ export type SendMessageResponse = Message<"convo.v1.SendMessageResponse"> & {
  * Use `create(SendMessageResponseSchema)` to create a new message.
  */
 export const SendMessageResponseSchema: GenMessage<SendMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 1);
+  messageDesc(file_convo_v1_conversation_service, 7);
 
 /**
  * StreamConversationRequest subscribes to one conversation.
@@ -162,6 +355,17 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
    * @generated from field: bool include_pause_events = 3;
    */
   includePauseEvents: boolean;
+
+  /**
+   * include_branches asks for branch_switched events, which change the
+   * active path live. Without it a stream that meets one ends, before it,
+   * with Unavailable (resumable, like a compacted range); resuming after
+   * a seq before a branch_switched starts from a snapshot, which holds
+   * the new path. See docs/events.md, "Branches".
+   *
+   * @generated from field: bool include_branches = 4;
+   */
+  includeBranches: boolean;
 };
 
 /**
@@ -169,7 +373,7 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
  * Use `create(StreamConversationRequestSchema)` to create a new message.
  */
 export const StreamConversationRequestSchema: GenMessage<StreamConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 2);
+  messageDesc(file_convo_v1_conversation_service, 8);
 
 /**
  * StreamConversationResponse is one message of a conversation stream.
@@ -206,7 +410,7 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
  * Use `create(StreamConversationResponseSchema)` to create a new message.
  */
 export const StreamConversationResponseSchema: GenMessage<StreamConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 3);
+  messageDesc(file_convo_v1_conversation_service, 9);
 
 /**
  * Snapshot is a conversation's state at seq, without streaming blocks.
@@ -262,7 +466,7 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 4);
+  messageDesc(file_convo_v1_conversation_service, 10);
 
 /**
  * ListMessagesRequest asks for a page of older messages.
@@ -291,7 +495,7 @@ export type ListMessagesRequest = Message<"convo.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 5);
+  messageDesc(file_convo_v1_conversation_service, 11);
 
 /**
  * ListMessagesResponse is a page of messages, in order, each with every
@@ -323,7 +527,7 @@ export type ListMessagesResponse = Message<"convo.v1.ListMessagesResponse"> & {
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 6);
+  messageDesc(file_convo_v1_conversation_service, 12);
 
 /**
  * GetConversationRequest names a conversation.
@@ -352,7 +556,7 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
  * Use `create(GetConversationRequestSchema)` to create a new message.
  */
 export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 7);
+  messageDesc(file_convo_v1_conversation_service, 13);
 
 /**
  * GetConversationResponse is a conversation's whole state at seq.
@@ -397,7 +601,7 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
  * Use `create(GetConversationResponseSchema)` to create a new message.
  */
 export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 8);
+  messageDesc(file_convo_v1_conversation_service, 14);
 
 /**
  * ListConversationsRequest asks for a page of conversations.
@@ -425,7 +629,7 @@ export type ListConversationsRequest = Message<"convo.v1.ListConversationsReques
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema: GenMessage<ListConversationsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 9);
+  messageDesc(file_convo_v1_conversation_service, 15);
 
 /**
  * ListConversationsResponse is a page of conversations.
@@ -453,7 +657,7 @@ export type ListConversationsResponse = Message<"convo.v1.ListConversationsRespo
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema: GenMessage<ListConversationsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 10);
+  messageDesc(file_convo_v1_conversation_service, 16);
 
 /**
  * CancelPromptRequest names a prompt.
@@ -474,7 +678,7 @@ export type CancelPromptRequest = Message<"convo.v1.CancelPromptRequest"> & {
  * Use `create(CancelPromptRequestSchema)` to create a new message.
  */
 export const CancelPromptRequestSchema: GenMessage<CancelPromptRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 11);
+  messageDesc(file_convo_v1_conversation_service, 17);
 
 /**
  * CancelPromptResponse says what CancelPrompt did.
@@ -495,7 +699,7 @@ export type CancelPromptResponse = Message<"convo.v1.CancelPromptResponse"> & {
  * Use `create(CancelPromptResponseSchema)` to create a new message.
  */
 export const CancelPromptResponseSchema: GenMessage<CancelPromptResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 12);
+  messageDesc(file_convo_v1_conversation_service, 18);
 
 /**
  * CreateConversationRequest describes a new conversation.
@@ -516,7 +720,7 @@ export type CreateConversationRequest = Message<"convo.v1.CreateConversationRequ
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 13);
+  messageDesc(file_convo_v1_conversation_service, 19);
 
 /**
  * CreateConversationResponse is the new conversation.
@@ -537,7 +741,7 @@ export type CreateConversationResponse = Message<"convo.v1.CreateConversationRes
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 14);
+  messageDesc(file_convo_v1_conversation_service, 20);
 
 /**
  * RenameConversationRequest sets a title.
@@ -565,7 +769,7 @@ export type RenameConversationRequest = Message<"convo.v1.RenameConversationRequ
  * Use `create(RenameConversationRequestSchema)` to create a new message.
  */
 export const RenameConversationRequestSchema: GenMessage<RenameConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 15);
+  messageDesc(file_convo_v1_conversation_service, 21);
 
 /**
  * RenameConversationResponse is the renamed conversation.
@@ -586,7 +790,7 @@ export type RenameConversationResponse = Message<"convo.v1.RenameConversationRes
  * Use `create(RenameConversationResponseSchema)` to create a new message.
  */
 export const RenameConversationResponseSchema: GenMessage<RenameConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 16);
+  messageDesc(file_convo_v1_conversation_service, 22);
 
 /**
  * DeleteConversationRequest names a conversation.
@@ -607,7 +811,7 @@ export type DeleteConversationRequest = Message<"convo.v1.DeleteConversationRequ
  * Use `create(DeleteConversationRequestSchema)` to create a new message.
  */
 export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 17);
+  messageDesc(file_convo_v1_conversation_service, 23);
 
 /**
  * DeleteConversationResponse is empty.
@@ -622,7 +826,7 @@ export type DeleteConversationResponse = Message<"convo.v1.DeleteConversationRes
  * Use `create(DeleteConversationResponseSchema)` to create a new message.
  */
 export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 18);
+  messageDesc(file_convo_v1_conversation_service, 24);
 
 /**
  * ClearConversationRequest names a conversation.
@@ -643,7 +847,7 @@ export type ClearConversationRequest = Message<"convo.v1.ClearConversationReques
  * Use `create(ClearConversationRequestSchema)` to create a new message.
  */
 export const ClearConversationRequestSchema: GenMessage<ClearConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 19);
+  messageDesc(file_convo_v1_conversation_service, 25);
 
 /**
  * ClearConversationResponse is the cleared conversation.
@@ -664,7 +868,7 @@ export type ClearConversationResponse = Message<"convo.v1.ClearConversationRespo
  * Use `create(ClearConversationResponseSchema)` to create a new message.
  */
 export const ClearConversationResponseSchema: GenMessage<ClearConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 20);
+  messageDesc(file_convo_v1_conversation_service, 26);
 
 /**
  * SubmitFeedbackRequest rates an assistant message.
@@ -699,7 +903,7 @@ export type SubmitFeedbackRequest = Message<"convo.v1.SubmitFeedbackRequest"> & 
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 21);
+  messageDesc(file_convo_v1_conversation_service, 27);
 
 /**
  * SubmitFeedbackResponse is the rated message.
@@ -720,7 +924,7 @@ export type SubmitFeedbackResponse = Message<"convo.v1.SubmitFeedbackResponse"> 
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 22);
+  messageDesc(file_convo_v1_conversation_service, 28);
 
 /**
  * VoteComparisonRequest is a vote.
@@ -748,7 +952,7 @@ export type VoteComparisonRequest = Message<"convo.v1.VoteComparisonRequest"> & 
  * Use `create(VoteComparisonRequestSchema)` to create a new message.
  */
 export const VoteComparisonRequestSchema: GenMessage<VoteComparisonRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 23);
+  messageDesc(file_convo_v1_conversation_service, 29);
 
 /**
  * VoteComparisonResponse is the comparison with its vote.
@@ -769,7 +973,7 @@ export type VoteComparisonResponse = Message<"convo.v1.VoteComparisonResponse"> 
  * Use `create(VoteComparisonResponseSchema)` to create a new message.
  */
 export const VoteComparisonResponseSchema: GenMessage<VoteComparisonResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 24);
+  messageDesc(file_convo_v1_conversation_service, 30);
 
 /**
  * Comparison is an A/B comparison: two prompts answering one user message.
@@ -839,7 +1043,7 @@ export type Comparison = Message<"convo.v1.Comparison"> & {
  * Use `create(ComparisonSchema)` to create a new message.
  */
 export const ComparisonSchema: GenMessage<Comparison> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 25);
+  messageDesc(file_convo_v1_conversation_service, 31);
 
 /**
  * ComparisonSide is one reply of a comparison.
@@ -881,7 +1085,7 @@ export type ComparisonSide = Message<"convo.v1.ComparisonSide"> & {
  * Use `create(ComparisonSideSchema)` to create a new message.
  */
 export const ComparisonSideSchema: GenMessage<ComparisonSide> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 26);
+  messageDesc(file_convo_v1_conversation_service, 32);
 
 /**
  * ListComparisonsRequest asks for a page of comparisons.
@@ -916,7 +1120,7 @@ export type ListComparisonsRequest = Message<"convo.v1.ListComparisonsRequest"> 
  * Use `create(ListComparisonsRequestSchema)` to create a new message.
  */
 export const ListComparisonsRequestSchema: GenMessage<ListComparisonsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 27);
+  messageDesc(file_convo_v1_conversation_service, 33);
 
 /**
  * ListComparisonsResponse is a page of comparisons.
@@ -944,7 +1148,7 @@ export type ListComparisonsResponse = Message<"convo.v1.ListComparisonsResponse"
  * Use `create(ListComparisonsResponseSchema)` to create a new message.
  */
 export const ListComparisonsResponseSchema: GenMessage<ListComparisonsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 28);
+  messageDesc(file_convo_v1_conversation_service, 34);
 
 /**
  * GetTraceRequest names a prompt, directly or through its message.
@@ -981,7 +1185,7 @@ export type GetTraceRequest = Message<"convo.v1.GetTraceRequest"> & {
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 29);
+  messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
  * GetTraceResponse is one prompt's trace.
@@ -1002,7 +1206,7 @@ export type GetTraceResponse = Message<"convo.v1.GetTraceResponse"> & {
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 30);
+  messageDesc(file_convo_v1_conversation_service, 36);
 
 /**
  * Trace is what one prompt did, step by step.
@@ -1045,7 +1249,7 @@ export type Trace = Message<"convo.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 31);
+  messageDesc(file_convo_v1_conversation_service, 37);
 
 /**
  * SearchMessagesRequest is a full-text query.
@@ -1078,7 +1282,7 @@ export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & 
  * Use `create(SearchMessagesRequestSchema)` to create a new message.
  */
 export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 32);
+  messageDesc(file_convo_v1_conversation_service, 38);
 
 /**
  * SearchMessagesResponse is the best matches, best first.
@@ -1099,7 +1303,7 @@ export type SearchMessagesResponse = Message<"convo.v1.SearchMessagesResponse"> 
  * Use `create(SearchMessagesResponseSchema)` to create a new message.
  */
 export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 33);
+  messageDesc(file_convo_v1_conversation_service, 39);
 
 /**
  * SearchResult is one matching message.
@@ -1169,7 +1373,7 @@ export type SearchResult = Message<"convo.v1.SearchResult"> & {
  * Use `create(SearchResultSchema)` to create a new message.
  */
 export const SearchResultSchema: GenMessage<SearchResult> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 34);
+  messageDesc(file_convo_v1_conversation_service, 40);
 
 /**
  * Highlight is a range of a snippet, in Unicode code points.
@@ -1197,7 +1401,7 @@ export type Highlight = Message<"convo.v1.Highlight"> & {
  * Use `create(HighlightSchema)` to create a new message.
  */
 export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 35);
+  messageDesc(file_convo_v1_conversation_service, 41);
 
 /**
  * AnswerInputRequest answers one input request.
@@ -1225,7 +1429,7 @@ export type AnswerInputRequest = Message<"convo.v1.AnswerInputRequest"> & {
  * Use `create(AnswerInputRequestSchema)` to create a new message.
  */
 export const AnswerInputRequestSchema: GenMessage<AnswerInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 36);
+  messageDesc(file_convo_v1_conversation_service, 42);
 
 /**
  * InputAnswer is the answer to an input request: exactly one of its kinds,
@@ -1271,7 +1475,7 @@ export type InputAnswer = Message<"convo.v1.InputAnswer"> & {
  * Use `create(InputAnswerSchema)` to create a new message.
  */
 export const InputAnswerSchema: GenMessage<InputAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 37);
+  messageDesc(file_convo_v1_conversation_service, 43);
 
 /**
  * ApprovalAnswer approves or denies a tool call.
@@ -1300,7 +1504,7 @@ export type ApprovalAnswer = Message<"convo.v1.ApprovalAnswer"> & {
  * Use `create(ApprovalAnswerSchema)` to create a new message.
  */
 export const ApprovalAnswerSchema: GenMessage<ApprovalAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 38);
+  messageDesc(file_convo_v1_conversation_service, 44);
 
 /**
  * ClientToolAnswer is the result of a tool the client ran: its output, or
@@ -1341,7 +1545,7 @@ export type ClientToolAnswer = Message<"convo.v1.ClientToolAnswer"> & {
  * Use `create(ClientToolAnswerSchema)` to create a new message.
  */
 export const ClientToolAnswerSchema: GenMessage<ClientToolAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 39);
+  messageDesc(file_convo_v1_conversation_service, 45);
 
 /**
  * QuestionAnswer answers a question.
@@ -1363,7 +1567,7 @@ export type QuestionAnswer = Message<"convo.v1.QuestionAnswer"> & {
  * Use `create(QuestionAnswerSchema)` to create a new message.
  */
 export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 40);
+  messageDesc(file_convo_v1_conversation_service, 46);
 
 /**
  * AnswerInputResponse is the request as answered.
@@ -1384,7 +1588,7 @@ export type AnswerInputResponse = Message<"convo.v1.AnswerInputResponse"> & {
  * Use `create(AnswerInputResponseSchema)` to create a new message.
  */
 export const AnswerInputResponseSchema: GenMessage<AnswerInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 41);
+  messageDesc(file_convo_v1_conversation_service, 47);
 
 /**
  * ClaimInputRequest claims a client tool's run.
@@ -1421,7 +1625,7 @@ export type ClaimInputRequest = Message<"convo.v1.ClaimInputRequest"> & {
  * Use `create(ClaimInputRequestSchema)` to create a new message.
  */
 export const ClaimInputRequestSchema: GenMessage<ClaimInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 42);
+  messageDesc(file_convo_v1_conversation_service, 48);
 
 /**
  * ClaimInputResponse is the request as claimed.
@@ -1442,7 +1646,7 @@ export type ClaimInputResponse = Message<"convo.v1.ClaimInputResponse"> & {
  * Use `create(ClaimInputResponseSchema)` to create a new message.
  */
 export const ClaimInputResponseSchema: GenMessage<ClaimInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 43);
+  messageDesc(file_convo_v1_conversation_service, 49);
 
 /**
  * Preference is a vote in an A/B comparison.
@@ -1682,6 +1886,44 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof ClaimInputRequestSchema;
     output: typeof ClaimInputResponseSchema;
+  },
+  /**
+   * EditMessage edits a user message: a new version of it (a sibling, the
+   * old one kept) with a queued reply below it, shown as the active path.
+   * A reply still being written in the conversation: FailedPrecondition
+   * (cancel it first); an assistant message: FailedPrecondition.
+   *
+   * @generated from rpc convo.v1.ConversationService.EditMessage
+   */
+  editMessage: {
+    methodKind: "unary";
+    input: typeof EditMessageRequestSchema;
+    output: typeof EditMessageResponseSchema;
+  },
+  /**
+   * RegenerateReply writes a reply again: a new version of it (a sibling,
+   * the old one kept) with a queued prompt, shown as the active path. A
+   * reply still being written, a user message, or a reply of an A/B
+   * comparison: FailedPrecondition.
+   *
+   * @generated from rpc convo.v1.ConversationService.RegenerateReply
+   */
+  regenerateReply: {
+    methodKind: "unary";
+    input: typeof RegenerateReplyRequestSchema;
+    output: typeof RegenerateReplyResponseSchema;
+  },
+  /**
+   * SwitchBranch shows another version: the active path becomes the path
+   * down to the newest message below message_id. While a reply is being
+   * written: FailedPrecondition.
+   *
+   * @generated from rpc convo.v1.ConversationService.SwitchBranch
+   */
+  switchBranch: {
+    methodKind: "unary";
+    input: typeof SwitchBranchRequestSchema;
+    output: typeof SwitchBranchResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);

@@ -1,0 +1,120 @@
+-- Conversations as trees: the parent of every message, the active path a
+-- reader sees, and the event that changes it (docs/branches.md; the
+-- columns are db/schema/00016_branches.sql's).
+--
+-- The current definition of each function; db.Migrate applies this file
+-- after the migrations (CREATE OR REPLACE), so a change to a function is
+-- an edit here. See db/README.md. It comes first: _message_json
+-- (json.sql) calls _sibling_place.
+
+-- _context_messages is what the model answering the message p_message_id
+-- is shown of its conversation: its ancestors, and the other reply of
+-- each comparison among them (prompt_context picks one of the two). A
+-- loop, not a recursive query: each step up is one lookup by primary key
+-- (a comparison's other reply is found through its prompts), so the cost
+-- is the depth of the message whatever the planner's statistics say, and
+-- the function is not inlined into prompt_context, whose plan then starts
+-- from the prompt.
+CREATE OR REPLACE FUNCTION convo._context_messages(p_message_id uuid) RETURNS SETOF uuid
+LANGUAGE plpgsql STABLE ROWS 50 AS $$
+DECLARE
+    v_id         uuid;
+    v_next       uuid;
+    v_comparison uuid;
+BEGIN
+    SELECT m.parent_id INTO v_id FROM convo.messages m WHERE m.id = p_message_id;
+    WHILE v_id IS NOT NULL LOOP
+        RETURN NEXT v_id;
+        SELECT m.parent_id, m.comparison_id INTO v_next, v_comparison FROM convo.messages m WHERE m.id = v_id;
+        IF v_comparison IS NOT NULL THEN
+            RETURN QUERY SELECT pr.message_id FROM convo.comparisons c
+                           JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
+                          WHERE c.id = v_comparison AND pr.message_id <> v_id;
+        END IF;
+        v_id := v_next;
+    END LOOP;
+END;
+$$;
+
+-- _path is the path from a first message down to p_leaf: p_leaf, its
+-- ancestors, and the other reply of every comparison among them (p_leaf's
+-- own included).
+CREATE OR REPLACE FUNCTION convo._path(p_leaf uuid) RETURNS SETOF uuid
+LANGUAGE sql STABLE AS $$
+    SELECT c.id FROM convo._context_messages(p_leaf) c(id)
+    UNION
+    SELECT p_leaf
+    UNION
+    SELECT pr.message_id FROM convo.messages leaf
+      JOIN convo.comparisons c ON c.id = leaf.comparison_id
+      JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
+     WHERE leaf.id = p_leaf
+$$;
+
+-- _sibling_place says how many versions the turn of message m has
+-- (sibling_count: the children of m's parent, or the conversation's first
+-- messages when m has none; the two replies of a comparison count once)
+-- and which of them, in the order they were made, m is (sibling_index,
+-- from 0; slot "b" has its slot "a"'s). The two branches of the UNION
+-- each read one index (messages_parent_idx, messages_roots_idx).
+CREATE OR REPLACE FUNCTION convo._sibling_place(m convo.messages)
+RETURNS TABLE (sibling_count integer, sibling_index integer)
+LANGUAGE sql STABLE AS $$
+    SELECT count(*)::integer,
+           (count(*) FILTER (WHERE s.position < m.position
+                               AND (m.comparison_id IS NULL OR s.comparison_id IS DISTINCT FROM m.comparison_id)))::integer
+      FROM (SELECT x.position, x.comparison_id FROM convo.messages x
+             WHERE m.parent_id IS NOT NULL AND x.parent_id = m.parent_id AND x.comparison_slot IS DISTINCT FROM 'b'
+            UNION ALL
+            SELECT x.position, x.comparison_id FROM convo.messages x
+             WHERE m.parent_id IS NULL AND x.parent_id IS NULL AND x.conversation_id = m.conversation_id
+               AND x.comparison_slot IS DISTINCT FROM 'b') s
+$$;
+
+-- _active_leaf is the conversation's active leaf: the newest message on
+-- its active path that is not slot "b" of a comparison (the next message
+-- hangs below slot "a"); NULL when the conversation has no message.
+CREATE OR REPLACE FUNCTION convo._active_leaf(p_conversation_id uuid) RETURNS uuid
+LANGUAGE sql STABLE AS $$
+    SELECT m.id FROM convo.messages m
+     WHERE m.conversation_id = p_conversation_id AND m.on_active_path
+       AND m.comparison_slot IS DISTINCT FROM 'b'
+     ORDER BY m.position DESC LIMIT 1
+$$;
+
+-- _change_path makes the path down to p_new_leaf the conversation's active
+-- path, under the conversation's lock (the caller holds it), and appends
+-- the branchSwitched event that says so: fork_message_id, the last message
+-- the old and new paths share (the path is kept up to it; none when they
+-- share nothing), leaf_message_id, and messages, every message of the new
+-- path after the fork, in order, with their blocks. Messages the caller
+-- just made must be inserted with on_active_path false: this marks them.
+-- It returns the event's seq.
+CREATE OR REPLACE FUNCTION convo._change_path(p_conversation_id uuid, p_new_leaf uuid) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_new      uuid[];
+    v_fork     convo.messages;
+    v_messages jsonb;
+BEGIN
+    v_new := ARRAY(SELECT convo._path(p_new_leaf));
+    SELECT * INTO v_fork FROM convo.messages m
+     WHERE m.id = ANY (v_new) AND m.on_active_path
+     ORDER BY m.position DESC LIMIT 1;
+    UPDATE convo.messages m SET on_active_path = (m.id = ANY (v_new))
+     WHERE m.conversation_id = p_conversation_id
+       AND (m.on_active_path OR m.id = ANY (v_new))
+       AND m.position > coalesce(v_fork.position, -1);
+    SELECT coalesce(jsonb_agg(convo._message_json(m) || jsonb_build_object('blocks',
+               (SELECT coalesce(jsonb_agg(convo._block_json(b) ORDER BY b.position), '[]')
+                  FROM convo.blocks b WHERE b.message_id = m.id))
+             ORDER BY m.position), '[]')
+      INTO v_messages
+      FROM convo.messages m
+     WHERE m.id = ANY (v_new) AND m.position > coalesce(v_fork.position, -1);
+    RETURN convo._append_event(p_conversation_id, 'branchSwitched', convo._object(jsonb_build_object(
+        'forkMessageId', v_fork.id,
+        'leafMessageId', p_new_leaf,
+        'messages', v_messages)));
+END;
+$$;

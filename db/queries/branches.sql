@@ -1,0 +1,19 @@
+-- name: MessageRegenerate :one
+-- Queues a new version of a reply (a sibling, the old one kept) and shows
+-- it; see convo.regenerate_reply.
+SELECT r.message_id::uuid AS message_id, r.prompt_id::uuid AS prompt_id
+  FROM convo.regenerate_reply(@owner_id::text, @conversation_id::uuid, sqlc.narg(message_id)::uuid,
+                              sqlc.narg(model_config)::jsonb) r;
+
+-- name: MessageEdit :one
+-- Makes a new version of a user message (a sibling, the old one kept)
+-- with a queued reply, and shows it; see convo.edit_message.
+SELECT e.user_message_id::uuid AS user_message_id, e.assistant_message_id::uuid AS assistant_message_id,
+       e.prompt_id::uuid AS prompt_id
+  FROM convo.edit_message(@owner_id::text, @conversation_id::uuid, @message_id::uuid, @text::text,
+                          sqlc.narg(model_config)::jsonb) e;
+
+-- name: BranchSwitch :one
+-- Shows the version of the conversation below message_id and returns the
+-- new active leaf; see convo.switch_branch.
+SELECT convo.switch_branch(@owner_id::text, @conversation_id::uuid, @message_id::uuid)::uuid AS leaf_message_id;

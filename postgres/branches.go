@@ -1,0 +1,50 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// The versions of a conversation's turns (docs/branches.md): each call is
+// one SQL function, which changes the active path and writes its
+// branchSwitched event under the conversation's lock.
+
+// RegenerateReply implements conversation.Store.
+func (s *Store) RegenerateReply(ctx context.Context, p conversation.RegenerateParams) (conversation.RegenerateResult, error) {
+	row, err := s.q.MessageRegenerate(ctx, dbq.MessageRegenerateParams{
+		OwnerID: p.OwnerID, ConversationID: p.ConversationID, MessageID: p.MessageID, ModelConfig: p.ModelConfig,
+	})
+	if err != nil {
+		return conversation.RegenerateResult{}, translate(err, "regenerate reply")
+	}
+	return conversation.RegenerateResult{MessageID: row.MessageID, PromptID: row.PromptID}, nil
+}
+
+// EditMessage implements conversation.Store.
+func (s *Store) EditMessage(ctx context.Context, p conversation.EditParams) (conversation.EditResult, error) {
+	row, err := s.q.MessageEdit(ctx, dbq.MessageEditParams{
+		OwnerID: p.OwnerID, ConversationID: p.ConversationID, MessageID: p.MessageID, Text: p.Text,
+		ModelConfig: p.ModelConfig,
+	})
+	if err != nil {
+		return conversation.EditResult{}, translate(err, "edit message "+p.MessageID.String())
+	}
+	return conversation.EditResult{
+		UserMessageID: row.UserMessageID, AssistantMessageID: row.AssistantMessageID, PromptID: row.PromptID,
+	}, nil
+}
+
+// SwitchBranch implements conversation.Store.
+func (s *Store) SwitchBranch(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) (uuid.UUID, error) {
+	leaf, err := s.q.BranchSwitch(ctx, dbq.BranchSwitchParams{
+		OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID,
+	})
+	if err != nil {
+		return uuid.Nil, translate(err, "switch branch to message "+messageID.String())
+	}
+	return leaf, nil
+}
