@@ -113,6 +113,7 @@ export class StreamingToolCall {
   call(input: unknown): ToolCall {
     if (this.called) return this.called;
     this.reply.check();
+    jsonOf("toolCall: input", input ?? {});
     const id = randomUUID();
     this.reply.push({ op: "start_tool_call", block: this.block.id, toolCall: id, name: this.name, input: input ?? {} });
     this.block.end({ name: this.name, callId: this.callId });
@@ -150,7 +151,7 @@ export class ToolCall {
   complete(output?: unknown): void {
     this.reply.check();
     if (this.ended) throw invalidArgument(`complete: tool call ${this.id} has ended`);
-    const text = output === undefined ? undefined : typeof output === "string" ? output : JSON.stringify(output);
+    const text = output === undefined ? undefined : typeof output === "string" ? output : jsonOf("complete: output", output);
     this.ended = true;
     this.reply.push({ op: "complete_tool_call", toolCall: this.id, ...(text ? { output: text } : {}) });
     this.result(text ?? "", false);
@@ -178,6 +179,20 @@ export class ToolCall {
 function checkMetadata(what: string, metadata: unknown): void {
   if (metadata !== undefined && (typeof metadata !== "object" || metadata === null || Array.isArray(metadata))) {
     throw invalidArgument(`${what}: metadata must be a plain object`);
+  }
+  if (metadata !== undefined) jsonOf(`${what}: metadata`, metadata);
+}
+
+/**
+ * value as JSON text, or an invalid_argument error naming what. Checked at
+ * the call: a value JSON cannot hold (a BigInt, a cycle) found only when
+ * the batch is encoded would fail every reply of the batch.
+ */
+function jsonOf(what: string, value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    throw invalidArgument(`${what} must be JSON: ${(err as Error).message}`);
   }
 }
 
@@ -263,8 +278,9 @@ export class Reply {
 
   /** Records a tool call with its whole input: its tool_use block (the input as JSON), then the call. */
   toolCall(name: string, input: unknown, callId?: string): ToolCall {
+    const json = jsonOf("toolCall: input", input ?? {});
     const s = this.startToolCall(name, callId);
-    s.inputDelta(JSON.stringify(input ?? {}));
+    s.inputDelta(json);
     return s.call(input ?? {});
   }
 

@@ -208,6 +208,48 @@ describe("Worker", () => {
     expect((await prompt(db.pool, sent.promptId)).error).toMatch(/lease expired/);
   });
 
+  it("refuses metadata or a tool input that is not JSON at the call, failing that reply alone", async () => {
+    // Both handlers write in the same tick, so their ops share a batch: a
+    // value JSON cannot hold must fail its own reply, not the batch.
+    let arrived = 0;
+    let release!: () => void;
+    const together = new Promise<void>((r) => (release = r));
+    const thrown: unknown[] = [];
+    await startWorker({
+      slots: 3,
+      lanes: 1,
+      handler: async (job) => {
+        if (++arrived === 3) release();
+        await together;
+        const text = job.history[0]?.role === "user" ? job.history[0].text : "";
+        try {
+          if (text === "bigint") job.reply.startBlock("note", { tokens: 10n });
+          if (text === "circular") {
+            const input: Record<string, unknown> = {};
+            input.self = input;
+            job.reply.startToolCall("echo").call(input);
+          }
+        } catch (err) {
+          thrown.push(err);
+          throw err;
+        }
+        job.reply.text(`fine: ${text}`);
+      },
+    });
+    const [bigint, circular, plain] = await Promise.all(
+      ["bigint", "circular", "plain"].map((t, i) => send(db.pool, t, { owner: `user${i}` })),
+    );
+    expect(await settledAs(db.pool, plain.promptId, "completed", "failed")).toMatchObject({ status: "completed" });
+    expect((await blocks(db.pool, plain.messageId)).map((b) => b.content)).toEqual(["fine: plain"]);
+    const b = await settledAs(db.pool, bigint.promptId, "completed", "failed");
+    expect(b.status).toBe("failed");
+    expect(b.error).toMatch(/^startBlock: metadata must be JSON/);
+    const c = await settledAs(db.pool, circular.promptId, "completed", "failed");
+    expect(c.status).toBe("failed");
+    expect(c.error).toMatch(/^toolCall: input must be JSON/);
+    expect(thrown.map((e) => (e as WorkerError).code)).toEqual(["invalid_argument", "invalid_argument"]);
+  });
+
   it("drains: lets replies in flight finish, then fails the rest as shutting down", async () => {
     const w = await startWorker({
       slots: 2,
