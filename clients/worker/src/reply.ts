@@ -220,6 +220,8 @@ export class Reply {
   private started = false;
   /** Set once the reply is being settled (completed or failed): handlers' writes throw this. */
   private closed: WorkerError | undefined;
+  /** fail_prompt was queued: the reply's last op. */
+  private failing = false;
   /** When the oldest queued op was queued (ms), for the batch's order. */
   private since = 0;
   /** When the lease was last extended (or set by the claim). */
@@ -325,13 +327,15 @@ export class Reply {
 
   /**
    * @internal Queues fail_prompt (also after the reply stopped for a refused
-   * write, whose later ops write_batch left out) and resolves once written.
+   * write, whose later ops write_batch left out, and after a complete_prompt
+   * whose batch failed) and resolves once written.
    */
   failWith(error: string): Promise<void> {
-    if (this.closed) return Promise.reject(this.closed);
+    if (this.failing) return Promise.reject(this.closed);
+    this.failing = true;
     // A handler still running after its signal fired keeps getting the
     // reason from every write.
-    this.closed = this.err ?? new WorkerError("settled", "the reply was failed: it takes no more writes");
+    this.closed = this.err ?? this.closed ?? new WorkerError("settled", "the reply was failed: it takes no more writes");
     this.err = undefined;
     this.enqueue({ op: "fail_prompt", error: error.trim() === "" ? "the worker failed without saying why" : error }, true);
     return this.flush();

@@ -250,6 +250,29 @@ describe("Worker", () => {
     expect(thrown.map((e) => (e as WorkerError).code)).toEqual(["invalid_argument", "invalid_argument"]);
   });
 
+  it("fails the prompt when the batch that completes it fails as a whole", async () => {
+    // A statement timeout (not retried) on the batch that carries
+    // complete_prompt, once: the prompt is still this worker's, so it must
+    // be failed with the reason now, not left running until its lease ends.
+    await db.pool.query(`
+      CREATE SEQUENCE public.completions; -- nextval is not rolled back with the batch
+      CREATE FUNCTION public.time_out_first_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF nextval('public.completions') = 1 THEN
+          RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = 'query_canceled';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER time_out_first_completion BEFORE UPDATE OF status ON convo.prompts
+        FOR EACH ROW WHEN (NEW.status = 'completed') EXECUTE FUNCTION public.time_out_first_completion();`);
+    await startWorker({ slots: 1, leaseSeconds: 60, handler: async (job) => job.reply.text("all of it") });
+    const sent = await send(db.pool, "hi");
+    const p = await settledAs(db.pool, sent.promptId, "completed", "failed");
+    expect(p.status).toBe("failed");
+    expect(p.error).toContain("statement timeout");
+    expect((await blocks(db.pool, sent.messageId)).map((b) => b.content)).toEqual(["all of it"]);
+  });
+
   it("drains: lets replies in flight finish, then fails the rest as shutting down", async () => {
     const w = await startWorker({
       slots: 2,
