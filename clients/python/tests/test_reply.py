@@ -170,3 +170,31 @@ def test_settings_refuse_out_of_range_values_naming_the_field() -> None:
         with pytest.raises(ValueError, match=f"Settings.{field}"):
             Settings(**{field: value})  # type: ignore[arg-type]
     assert json.dumps(Settings().heartbeat_interval) == "10.0"
+
+
+async def test_lone_surrogates_become_replacement_characters_and_fail_no_reply(dsn: str, client: Client) -> None:
+    # Text decoded from JSON escapes split across chunks ("\ud83d" then
+    # "\ude00") holds lone surrogates, which UTF-8 cannot encode. The three
+    # replies write in the same tick, so their ops share one batch: such
+    # text must neither fail the batch nor the other replies.
+    together = asyncio.Barrier(3)
+
+    async def handle(job: Job) -> None:
+        await together.wait()
+        if job.last_user_text == "split":
+            job.reply.text("smile \ud83d")
+            job.reply.text("\ude00 done")
+        elif job.last_user_text == "lone":
+            job.reply.text("broken \ud83d")
+        else:
+            job.reply.text("fine")
+
+    async with running(dsn, handle, slots=3, lanes=1):
+        prompts = {text: await client.send(text, owner=text) for text in ("split", "lone", "plain")}
+        settled = {text: await client.settled(p) for text, p in prompts.items()}
+
+    assert {text: s["status"] for text, s in settled.items()} == {"split": "completed", "lone": "completed", "plain": "completed"}
+    assert [b["content"] for b in await client.blocks(prompts["split"])] == ["smile \U0001f600 done"]
+    assert [b["content"] for b in await client.blocks(prompts["lone"])] == ["broken \ufffd"]
+    assert [b["content"] for b in await client.blocks(prompts["plain"])] == ["fine"]
+

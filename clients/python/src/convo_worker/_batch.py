@@ -77,14 +77,20 @@ class Op:
 
 
 _ESCAPE = re.compile(r"\\(?:u0000|.)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def encode(ops: list[dict[str, Any]]) -> str:
-    """ops as JSON for ``write_batch``, every NUL written as U+FFFD:
-    PostgreSQL's text and jsonb cannot hold NUL, and one in a model's text
-    would fail the whole batch. Escapes are matched whole, so an escaped
-    backslash followed by ``u0000`` is left alone."""
+    """ops as JSON for ``write_batch``, every NUL and every lone surrogate
+    written as U+FFFD: PostgreSQL's text and jsonb cannot hold NUL, UTF-8
+    cannot encode a lone surrogate (text decoded from JSON escapes split
+    across chunks holds them), and either would fail the whole batch, every
+    reply in it. A surrogate pair split between two pieces of one delta is
+    joined. Escapes are matched whole, so an escaped backslash followed by
+    ``u0000`` is left alone."""
     text = json.dumps(ops, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if "\\u0000" not in text:
         return text
     return _ESCAPE.sub(lambda m: "\\ufffd" if m.group(0) == "\\u0000" else m.group(0), text)
