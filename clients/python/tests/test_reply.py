@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import Client, eventually
-from convo_worker import InvalidOutput, Job, Settings
+from convo_worker import InvalidOutput, Job, PromptStopped, Settings
 from helpers import running
 
 
@@ -198,3 +198,40 @@ async def test_lone_surrogates_become_replacement_characters_and_fail_no_reply(d
     assert [b["content"] for b in await client.blocks(prompts["lone"])] == ["broken \ufffd"]
     assert [b["content"] for b in await client.blocks(prompts["plain"])] == ["fine"]
 
+
+async def test_writes_after_the_handler_returned_are_refused_not_dropped(dsn: str, client: Client) -> None:
+    # A task the handler left behind keeps writing. Every write it makes
+    # either reaches the reply or raises: once the runtime has queued
+    # complete_prompt the reply takes nothing more (as after fail_prompt),
+    # rather than accepting writes that it drops or that write_batch
+    # refuses after the completion.
+    accepted: list[int] = []
+    refused: list[PromptStopped] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def keep_writing(job: Job) -> None:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + 10
+        while loop.time() < give_up:
+            try:
+                job.reply.text(" late")
+            except PromptStopped as err:
+                refused.append(err)
+                return
+            accepted.append(1)
+            await asyncio.sleep(0)
+
+    async def handle(job: Job) -> None:
+        job.reply.text("answer")
+        tasks.append(asyncio.create_task(keep_writing(job)))
+
+    async with running(dsn, handle) as (_, recorder):
+        prompt = await client.send("hi")
+        assert (await client.settled(prompt))["status"] == "completed"
+        await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+        await asyncio.wait(tasks)
+
+    assert recorder.results[prompt].outcome == "completed", recorder.results[prompt]
+    assert [r.reason for r in refused] == ["settled"]
+    text = "".join(b["content"] for b in await client.blocks(prompt))
+    assert text == "answer" + " late" * len(accepted)

@@ -109,6 +109,7 @@ class PromptWriter:
         self.prompt_id = prompt_id
         self._on_refused = on_refused
         self.stopped: PromptStopped | None = None
+        self._last: PromptStopped | None = None  # set once the prompt's end is queued
         self.refusal: WriteRefused | None = None  # the write failure that stopped it
         self.queued: list[Op] = []
         self._bytes = 0
@@ -126,9 +127,18 @@ class PromptWriter:
     # --- queueing -----------------------------------------------------
 
     def check(self) -> None:
-        """Raises why the writer stopped, if it has."""
+        """Raises why the writer stopped, or takes no more writes, if so."""
         if self.stopped is not None:
             raise self.stopped
+        if self._last is not None:
+            raise self._last
+
+    def enqueue_last(self, op: Op) -> None:
+        """Queues op, the prompt's end (``complete_prompt``), urgently:
+        every later write raises ``PromptStopped("settled")`` rather than
+        being dropped or refused after the end."""
+        self.enqueue(op, urgent=True)
+        self._last = PromptStopped("settled", f"prompt {self.prompt_id} is being settled; nothing more is written")
 
     def enqueue(self, op: Op, urgent: bool = False) -> None:
         self.check()
@@ -168,7 +178,8 @@ class PromptWriter:
         raises why the writer stopped, if it has. Ops already in a batch
         are waited for even when the writer stops meanwhile."""
         await self._wait(self._enqueued)
-        self.check()
+        if self.stopped is not None:
+            raise self.stopped
 
     async def sync_quietly(self) -> None:
         """Waits for what is queued or in a batch, whatever became of it."""

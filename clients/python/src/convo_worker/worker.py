@@ -423,7 +423,7 @@ class _Run:
             if exc is not None:
                 return exc
             reply.end_all()
-            writer.enqueue(Op("complete_prompt"), urgent=True)
+            writer.enqueue_last(Op("complete_prompt"))
             await writer.sync()
             return None
         except Exception as err:
