@@ -90,6 +90,45 @@ async def test_cancel_stops_writing_and_frees_the_slot(dsn: str, client: Client)
     assert await client.streamed_text(second) == "<0><1><2>"
 
 
+async def test_cancel_frees_the_slot_of_a_handler_that_swallows_the_cancellation(dsn: str, client: Client) -> None:
+    """A handler that does not let the CancelledError through (a library
+    that catches it while it closes a stream, say) must not hold its slot,
+    nor stop the worker from stopping: the prompt settles when it is
+    stopped, as with the Go and TypeScript runtimes, and the handler's
+    writes from then on raise PromptStopped."""
+    release = asyncio.Event()
+    refused: list[PromptStopped] = []
+
+    async def stubborn(job: Job) -> None:
+        if job.last_user_text == "next":
+            job.reply.text("served")
+            return
+        job.reply.text("working")
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                pass  # swallowed
+        try:
+            job.reply.text(" more")
+        except PromptStopped as err:
+            refused.append(err)
+
+    async with running(dsn, stubborn, slots=1) as (_, recorder):
+        prompt = await client.send("stubborn")
+        await eventually("text to stream", lambda: client.streamed_text(prompt))
+        await client.cancel(prompt)
+        await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+        second = await client.send("next")
+        assert (await client.settled(second))["status"] == "completed"
+    release.set()
+    await eventually("the handler to write once more", lambda: asyncio.sleep(0, refused))
+
+    assert recorder.results[prompt].outcome == "cancelled"
+    assert [r.reason for r in refused] == ["cancelled"]
+    assert [b["content"] for b in await client.blocks(prompt)] == ["working"]
+
+
 @pytest.mark.parametrize("writing", [True, False], ids=["writing", "idle"])
 async def test_lost_lease_stops_the_reply(dsn: str, client: Client, writing: bool) -> None:
     """A prompt failed by lease expiry is no longer the worker's: the next

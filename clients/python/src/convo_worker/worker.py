@@ -325,6 +325,13 @@ class Worker:
         return self._lanes[zlib.crc32(uuid.UUID(conversation_id).bytes) % len(self._lanes)]
 
 
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Marks a handler task's exception as seen: the runtime reads it, or
+    has settled the prompt without it (the prompt was stopped)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class _Run:
     """One claimed prompt in the worker's hands, from its start to its end."""
 
@@ -414,7 +421,16 @@ class _Run:
             )
             reply = self.job.reply
             self.handler_task = asyncio.create_task(self.w._handler(self.job))
-            await asyncio.wait([self.handler_task])
+            # The prompt settles when it is stopped, whatever the handler
+            # does: one that swallows its CancelledError goes on in the
+            # background (every write raising PromptStopped) without
+            # holding the slot or the worker's stop.
+            self.handler_task.add_done_callback(_retrieve)
+            stopped = asyncio.create_task(self.job.stopped.wait())
+            try:
+                await asyncio.wait([self.handler_task, stopped], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
             if self.stop_error is not None:
                 return self.stop_error
             if self.handler_task.cancelled():
