@@ -144,7 +144,9 @@ async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(dsn: str
                     lambda: job.reply.start_block("note", metadata=["not", "a", "dict"]),  # type: ignore[arg-type]
                     lambda: job.reply.text(42),  # type: ignore[arg-type]
                     lambda: job.reply.start_tool_call(""),
-                    lambda: job.reply.tool_call("echo", {"x": object()})):
+                    lambda: job.reply.tool_call("echo", {"x": object()}),
+                    lambda: job.reply.start_block("note", metadata={"score": float("nan")}),
+                    lambda: job.reply.tool_call("echo", {"limit": float("inf")})):
             with pytest.raises((ValueError, TypeError)) as info:
                 bad()
             errors.append(str(info.value))
@@ -161,6 +163,7 @@ async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(dsn: str
 
     assert "block_type" in errors[0] and "metadata" in errors[1] and "delta" in errors[2]
     assert "name" in errors[3] and "input" in errors[4]
+    assert "metadata must be JSON-serializable" in errors[5] and "input must be JSON-serializable" in errors[6]
     assert [(b["type"], b["content"]) for b in await client.blocks(prompt)] == [("structured", '{"a": 1}'), ("text", "fine")]
 
 
