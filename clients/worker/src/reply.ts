@@ -399,6 +399,9 @@ export class Reply {
   /** @internal What became of ops taken: the first `applied` were written; the rest were not, for err. */
   settled(ops: Op[], applied: number, err?: WorkerError): void {
     this.done += ops.length;
+    // fail_prompt left out with an op before it that write_batch refused
+    // (the handler's last writes): it may be queued again, on its own.
+    if (ops.slice(applied).some((o) => o.op === "fail_prompt")) this.failing = false;
     for (const o of ops.slice(0, applied)) {
       if (o.op === "start_prompt") this.started = true;
       else if (o.op === "append" || o.op === "tool_progress") this.deltas++;

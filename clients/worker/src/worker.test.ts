@@ -273,6 +273,35 @@ describe("Worker", () => {
     expect((await blocks(db.pool, sent.messageId)).map((b) => b.content)).toEqual(["all of it"]);
   });
 
+  it("fails the prompt when write_batch refuses an op queued just before the handler threw", async () => {
+    // The refused op and fail_prompt share a batch: write_batch leaves out
+    // the prompt's ops from the refused one on, fail_prompt included. The
+    // prompt is still this worker's, so it must be failed now, not left
+    // running until its lease ends.
+    await db.pool.query(`
+      CREATE FUNCTION public.refuse_notes() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        RAISE EXCEPTION 'notes are not taken here';
+      END $$;
+      CREATE TRIGGER refuse_notes BEFORE INSERT ON convo.blocks
+        FOR EACH ROW WHEN (NEW.block_type = 'note') EXECUTE FUNCTION public.refuse_notes();`);
+    await startWorker({
+      slots: 1,
+      leaseSeconds: 60,
+      handler: async (job) => {
+        job.reply.text("so far");
+        await job.reply.flush();
+        job.reply.startBlock("note");
+        throw new Error("the model broke");
+      },
+    });
+    const sent = await send(db.pool, "hi");
+    const p = await settledAs(db.pool, sent.promptId, "completed", "failed");
+    expect(p.status).toBe("failed");
+    expect(p.error).toBe("the model broke"); // the handler's error, as the Go runtime fails it
+    expect((await blocks(db.pool, sent.messageId)).map((b) => b.content)).toEqual(["so far"]);
+  });
+
   it("drains: lets replies in flight finish, then fails the rest as shutting down", async () => {
     const w = await startWorker({
       slots: 2,
