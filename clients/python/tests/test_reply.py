@@ -238,3 +238,33 @@ async def test_writes_after_the_handler_returned_are_refused_not_dropped(dsn: st
     assert [r.reason for r in refused] == ["settled"]
     text = "".join(b["content"] for b in await client.blocks(prompt))
     assert text == "answer" + " late" * len(accepted)
+
+
+async def test_fails_the_prompt_when_an_op_queued_just_before_the_handler_raised_is_refused(dsn: str, client: Client) -> None:
+    # The refused op and fail_prompt share a batch: write_batch leaves out
+    # the prompt's ops from the refused one on, fail_prompt included. The
+    # prompt is still this worker's, so it must be failed now, not left
+    # running until its lease ends.
+    await client.conn.execute("""
+        CREATE FUNCTION public.refuse_notes() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'notes are not taken here';
+        END $$;
+        CREATE TRIGGER refuse_notes BEFORE INSERT ON convo.blocks
+            FOR EACH ROW WHEN (NEW.block_type = 'note') EXECUTE FUNCTION public.refuse_notes()""")
+
+    async def handle(job: Job) -> None:
+        job.reply.text("so far")
+        await job.reply.flush()
+        job.reply.start_block("note")
+        raise RuntimeError("the model broke")
+
+    async with running(dsn, handle, lease_seconds=60) as (_, recorder):
+        prompt = await client.send("hi")
+        settled = await client.settled(prompt)
+        await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+
+    # The handler's error, as the Go runtime fails it.
+    assert settled == {"status": "failed", "error": "the model broke", "worker": "pytest-worker"}
+    assert recorder.results[prompt].outcome == "failed"
+    assert [b["content"] for b in await client.blocks(prompt)] == ["so far"]

@@ -493,6 +493,12 @@ class _Run:
             await self._release()
             return "stopped", message
         refusal = await writer.write_final(Op("fail_prompt", {"error": message}))
+        if refusal is not None and reason is None and await self._why_not_ours() is None:
+            # write_batch refused an op the handler queued before
+            # fail_prompt, leaving fail_prompt out with it: the prompt is
+            # still ours, so fail it on its own.
+            log.warning("prompt %s: %s", self.prompt_id, refusal)
+            refusal = await writer.write_final(Op("fail_prompt", {"error": message}))
         if refusal is not None:
             log.warning("prompt %s: fail it (%s): %s", self.prompt_id, message, refusal)
             return "stopped", message
