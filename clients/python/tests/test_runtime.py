@@ -10,6 +10,7 @@ import pytest
 
 from conftest import Client, eventually
 from convo_worker import Job, PromptStopped
+from convo_worker import worker as worker_module
 from helpers import running
 from proxy import Proxy
 
@@ -247,6 +248,33 @@ async def test_connections_terminated_by_the_server_mid_reply(dsn: str, client: 
         assert (await client.settled(prompt, timeout=30))["status"] == "completed"
 
     assert await client.streamed_text(prompt) == streamer.text(prompt)
+
+
+async def test_listener_reconnects_when_its_connection_goes_silent(
+        dsn: str, client: Client, proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LISTEN connection that stops answering without a reset is pinged,
+    found dead and made again: a cancel is heard through the new one (the
+    heartbeat that would refuse it comes only every 20 s here)."""
+    monkeypatch.setattr(worker_module, "_LISTEN_PING_INTERVAL", 0.2)
+
+    async def wait(job: Job) -> None:
+        job.reply.text("waiting")
+        await asyncio.Event().wait()
+
+    async with running(proxy.dsn, wait, slots=1, lease_seconds=60) as (_, recorder):
+        prompt = await client.send("wait")
+        await eventually("text to stream", lambda: client.streamed_text(prompt))
+        proxy.freeze_listeners()
+        await client.cancel(prompt)
+
+        async def heard() -> object:
+            # The cancel's own notification went to the frozen connection.
+            await client.one("SELECT pg_notify('convo_prompts', %s)", f"cancelled:{prompt}")
+            return recorder.results.get(prompt)
+
+        await eventually("the cancel heard through a new LISTEN connection", heard)
+
+    assert recorder.results[prompt].outcome == "cancelled"
 
 
 async def test_drain_finishes_short_replies_and_fails_the_rest(dsn: str, client: Client) -> None:

@@ -31,6 +31,14 @@ PROMPTS_CHANNEL = "convo_prompts"
 # Claims per call of claim_prompts, at most.
 _CLAIM_BATCH = 100
 
+# A LISTEN connection silent this long is pinged, and made again when the
+# ping goes unanswered for _LISTEN_PING_TIMEOUT (as the Go runtime's
+# listener): one gone silent without a reset (a network that drops
+# packets, a middlebox that forgot the flow) would otherwise leave the
+# worker deaf to cancels and new prompts until TCP gives up.
+_LISTEN_PING_INTERVAL = 30.0
+_LISTEN_PING_TIMEOUT = 5.0
+
 _CLAIM_SQL = """
 SELECT prompt_id::text, conversation_id::text, message_id::text, model_config, attempts
   FROM convo.claim_prompts(%s, %s, %s, %s)
@@ -237,7 +245,17 @@ class Worker:
                         log.info("worker %s: listening again", s.worker_id)
                         self._wake.set()
                     delay = 0.1
-                    async for n in conn.notifies():
+                    notifies = conn.notifies()
+                    while True:
+                        try:
+                            n = await asyncio.wait_for(anext(notifies), _LISTEN_PING_INTERVAL)
+                        except TimeoutError:
+                            # The wait was cancelled while it waited for the
+                            # socket (the generator ended, the connection idle).
+                            await notifies.aclose()
+                            await asyncio.wait_for(conn.execute("SELECT 1"), _LISTEN_PING_TIMEOUT)
+                            notifies = conn.notifies()
+                            continue
                         self._notified(n.payload)
                 except (psycopg.Error, OSError, TimeoutError) as err:
                     log.warning("worker %s: listener: %s; reconnecting in %.1fs", s.worker_id, message_of(err), delay)
