@@ -20,6 +20,8 @@ class _Pipe:
         self.server = server
         self.cutting = False  # swallowing the answer to a call, to cut after its commit
         self.held = b""
+        self.listens = False  # it sent LISTEN
+        self.frozen = False  # bytes are dropped both ways, the connection kept open
 
     def close(self) -> None:
         for w in (self.client, self.server):
@@ -33,7 +35,10 @@ class Proxy:
     ``cut_after_commit(marker)``: the next call whose bytes hold marker
     reaches PostgreSQL and commits, and its connection is cut before the
     answer gets back. ``outage(seconds)``: every connection is cut and new
-    ones are refused for that long, as a database restart does."""
+    ones are refused for that long, as a database restart does.
+    ``freeze_listeners()``: the connections that sent LISTEN drop every
+    byte both ways and stay open, as on a network that loses packets
+    without a reset (TCP notices after hours)."""
 
     def __init__(self, target_dsn: str) -> None:
         self.target = conninfo_to_dict(target_dsn)
@@ -62,6 +67,11 @@ class Proxy:
 
     def cut_after_commit(self, marker: str) -> None:
         self._marker = marker.encode()
+
+    def freeze_listeners(self) -> None:
+        for pipe in self._pipes:
+            if pipe.listens:
+                pipe.frozen = True
 
     async def outage(self, seconds: float) -> None:
         self._refusing = True
@@ -98,6 +108,9 @@ class Proxy:
     async def _to_server(self, pipe: _Pipe, reader: asyncio.StreamReader) -> None:
         with contextlib.suppress(Exception):
             while data := await reader.read(65536):
+                if pipe.frozen:
+                    continue
+                pipe.listens = pipe.listens or b"LISTEN" in data
                 if self._marker is not None and self._marker in data:
                     self._marker = None
                     pipe.cutting = True
@@ -108,6 +121,8 @@ class Proxy:
     async def _to_client(self, pipe: _Pipe, reader: asyncio.StreamReader) -> None:
         with contextlib.suppress(Exception):
             while data := await reader.read(65536):
+                if pipe.frozen:
+                    continue
                 if pipe.cutting:
                     pipe.held += data
                     if READY_FOR_QUERY in pipe.held:

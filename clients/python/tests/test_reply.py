@@ -9,7 +9,7 @@ import json
 import pytest
 
 from conftest import Client, eventually
-from convo_worker import InvalidOutput, Job, Settings
+from convo_worker import InvalidOutput, Job, PromptStopped, Settings
 from helpers import running
 
 
@@ -144,7 +144,9 @@ async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(dsn: str
                     lambda: job.reply.start_block("note", metadata=["not", "a", "dict"]),  # type: ignore[arg-type]
                     lambda: job.reply.text(42),  # type: ignore[arg-type]
                     lambda: job.reply.start_tool_call(""),
-                    lambda: job.reply.tool_call("echo", {"x": object()})):
+                    lambda: job.reply.tool_call("echo", {"x": object()}),
+                    lambda: job.reply.start_block("note", metadata={"score": float("nan")}),
+                    lambda: job.reply.tool_call("echo", {"limit": float("inf")})):
             with pytest.raises((ValueError, TypeError)) as info:
                 bad()
             errors.append(str(info.value))
@@ -161,6 +163,7 @@ async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(dsn: str
 
     assert "block_type" in errors[0] and "metadata" in errors[1] and "delta" in errors[2]
     assert "name" in errors[3] and "input" in errors[4]
+    assert "metadata must be JSON-serializable" in errors[5] and "input must be JSON-serializable" in errors[6]
     assert [(b["type"], b["content"]) for b in await client.blocks(prompt)] == [("structured", '{"a": 1}'), ("text", "fine")]
 
 
@@ -170,3 +173,98 @@ def test_settings_refuse_out_of_range_values_naming_the_field() -> None:
         with pytest.raises(ValueError, match=f"Settings.{field}"):
             Settings(**{field: value})  # type: ignore[arg-type]
     assert json.dumps(Settings().heartbeat_interval) == "10.0"
+
+
+async def test_lone_surrogates_become_replacement_characters_and_fail_no_reply(dsn: str, client: Client) -> None:
+    # Text decoded from JSON escapes split across chunks ("\ud83d" then
+    # "\ude00") holds lone surrogates, which UTF-8 cannot encode. The three
+    # replies write in the same tick, so their ops share one batch: such
+    # text must neither fail the batch nor the other replies.
+    together = asyncio.Barrier(3)
+
+    async def handle(job: Job) -> None:
+        await together.wait()
+        if job.last_user_text == "split":
+            job.reply.text("smile \ud83d")
+            job.reply.text("\ude00 done")
+        elif job.last_user_text == "lone":
+            job.reply.text("broken \ud83d")
+        else:
+            job.reply.text("fine")
+
+    async with running(dsn, handle, slots=3, lanes=1):
+        prompts = {text: await client.send(text, owner=text) for text in ("split", "lone", "plain")}
+        settled = {text: await client.settled(p) for text, p in prompts.items()}
+
+    assert {text: s["status"] for text, s in settled.items()} == {"split": "completed", "lone": "completed", "plain": "completed"}
+    assert [b["content"] for b in await client.blocks(prompts["split"])] == ["smile \U0001f600 done"]
+    assert [b["content"] for b in await client.blocks(prompts["lone"])] == ["broken \ufffd"]
+    assert [b["content"] for b in await client.blocks(prompts["plain"])] == ["fine"]
+
+
+async def test_writes_after_the_handler_returned_are_refused_not_dropped(dsn: str, client: Client) -> None:
+    # A task the handler left behind keeps writing. Every write it makes
+    # either reaches the reply or raises: once the runtime has queued
+    # complete_prompt the reply takes nothing more (as after fail_prompt),
+    # rather than accepting writes that it drops or that write_batch
+    # refuses after the completion.
+    accepted: list[int] = []
+    refused: list[PromptStopped] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def keep_writing(job: Job) -> None:
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + 10
+        while loop.time() < give_up:
+            try:
+                job.reply.text(" late")
+            except PromptStopped as err:
+                refused.append(err)
+                return
+            accepted.append(1)
+            await asyncio.sleep(0)
+
+    async def handle(job: Job) -> None:
+        job.reply.text("answer")
+        tasks.append(asyncio.create_task(keep_writing(job)))
+
+    async with running(dsn, handle) as (_, recorder):
+        prompt = await client.send("hi")
+        assert (await client.settled(prompt))["status"] == "completed"
+        await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+        await asyncio.wait(tasks)
+
+    assert recorder.results[prompt].outcome == "completed", recorder.results[prompt]
+    assert [r.reason for r in refused] == ["settled"]
+    text = "".join(b["content"] for b in await client.blocks(prompt))
+    assert text == "answer" + " late" * len(accepted)
+
+
+async def test_fails_the_prompt_when_an_op_queued_just_before_the_handler_raised_is_refused(dsn: str, client: Client) -> None:
+    # The refused op and fail_prompt share a batch: write_batch leaves out
+    # the prompt's ops from the refused one on, fail_prompt included. The
+    # prompt is still this worker's, so it must be failed now, not left
+    # running until its lease ends.
+    await client.conn.execute("""
+        CREATE FUNCTION public.refuse_notes() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            RAISE EXCEPTION 'notes are not taken here';
+        END $$;
+        CREATE TRIGGER refuse_notes BEFORE INSERT ON convo.blocks
+            FOR EACH ROW WHEN (NEW.block_type = 'note') EXECUTE FUNCTION public.refuse_notes()""")
+
+    async def handle(job: Job) -> None:
+        job.reply.text("so far")
+        await job.reply.flush()
+        job.reply.start_block("note")
+        raise RuntimeError("the model broke")
+
+    async with running(dsn, handle, lease_seconds=60) as (_, recorder):
+        prompt = await client.send("hi")
+        settled = await client.settled(prompt)
+        await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+
+    # The handler's error, as the Go runtime fails it.
+    assert settled == {"status": "failed", "error": "the model broke", "worker": "pytest-worker"}
+    assert recorder.results[prompt].outcome == "failed"
+    assert [b["content"] for b in await client.blocks(prompt)] == ["so far"]

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import Client, eventually
 from convo_worker import Job, PromptStopped
+from convo_worker import worker as worker_module
 from helpers import running
 from proxy import Proxy
 
@@ -88,6 +89,45 @@ async def test_cancel_stops_writing_and_frees_the_slot(dsn: str, client: Client)
     kept = (await client.blocks(prompt))[0]["content"]
     assert kept and streamer.text(prompt).startswith(kept)
     assert await client.streamed_text(second) == "<0><1><2>"
+
+
+async def test_cancel_frees_the_slot_of_a_handler_that_swallows_the_cancellation(dsn: str, client: Client) -> None:
+    """A handler that does not let the CancelledError through (a library
+    that catches it while it closes a stream, say) must not hold its slot,
+    nor stop the worker from stopping: the prompt settles when it is
+    stopped, as with the Go and TypeScript runtimes, and the handler's
+    writes from then on raise PromptStopped."""
+    release = asyncio.Event()
+    refused: list[PromptStopped] = []
+
+    async def stubborn(job: Job) -> None:
+        if job.last_user_text == "next":
+            job.reply.text("served")
+            return
+        job.reply.text("working")
+        while not release.is_set():
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                pass  # swallowed
+        try:
+            job.reply.text(" more")
+        except PromptStopped as err:
+            refused.append(err)
+
+    async with running(dsn, stubborn, slots=1) as (_, recorder):
+        prompt = await client.send("stubborn")
+        await eventually("text to stream", lambda: client.streamed_text(prompt))
+        await client.cancel(prompt)
+        await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+        second = await client.send("next")
+        assert (await client.settled(second))["status"] == "completed"
+    release.set()
+    await eventually("the handler to write once more", lambda: asyncio.sleep(0, refused))
+
+    assert recorder.results[prompt].outcome == "cancelled"
+    assert [r.reason for r in refused] == ["cancelled"]
+    assert [b["content"] for b in await client.blocks(prompt)] == ["working"]
 
 
 @pytest.mark.parametrize("writing", [True, False], ids=["writing", "idle"])
@@ -208,6 +248,33 @@ async def test_connections_terminated_by_the_server_mid_reply(dsn: str, client: 
         assert (await client.settled(prompt, timeout=30))["status"] == "completed"
 
     assert await client.streamed_text(prompt) == streamer.text(prompt)
+
+
+async def test_listener_reconnects_when_its_connection_goes_silent(
+        dsn: str, client: Client, proxy: Proxy, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A LISTEN connection that stops answering without a reset is pinged,
+    found dead and made again: a cancel is heard through the new one (the
+    heartbeat that would refuse it comes only every 20 s here)."""
+    monkeypatch.setattr(worker_module, "_LISTEN_PING_INTERVAL", 0.2)
+
+    async def wait(job: Job) -> None:
+        job.reply.text("waiting")
+        await asyncio.Event().wait()
+
+    async with running(proxy.dsn, wait, slots=1, lease_seconds=60) as (_, recorder):
+        prompt = await client.send("wait")
+        await eventually("text to stream", lambda: client.streamed_text(prompt))
+        proxy.freeze_listeners()
+        await client.cancel(prompt)
+
+        async def heard() -> object:
+            # The cancel's own notification went to the frozen connection.
+            await client.one("SELECT pg_notify('convo_prompts', %s)", f"cancelled:{prompt}")
+            return recorder.results.get(prompt)
+
+        await eventually("the cancel heard through a new LISTEN connection", heard)
+
+    assert recorder.results[prompt].outcome == "cancelled"
 
 
 async def test_drain_finishes_short_replies_and_fails_the_rest(dsn: str, client: Client) -> None:

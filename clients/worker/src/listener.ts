@@ -2,7 +2,10 @@
 // claim loop, "cancelled:<id>" stops that prompt at once. It reconnects
 // with backoff (100 ms doubling to 5 s) and, after every connect, wakes the
 // claim loop: notifications sent while it was away are lost, so the queue
-// is looked at again.
+// is looked at again. It pings every pingMs (as the Go runtime's listener
+// does): a connection that went silent without a reset (a network that
+// drops packets, which TCP notices only after hours) would otherwise
+// leave the worker deaf to cancels and new prompts.
 
 import pg from "pg";
 import { messageOf } from "./errors.js";
@@ -10,16 +13,21 @@ import type { Logger } from "./options.js";
 
 export const promptsChannel = "convo_prompts";
 
+/** How long a ping may go unanswered before the connection is made again. */
+const pingTimeoutMs = 5000;
+
 export class Listener {
   private client: pg.Client | undefined;
   private closed = false;
   private retryMs = 100;
   private timer: NodeJS.Timeout | undefined;
+  private pinger: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly config: pg.ClientConfig,
     private readonly log: Logger,
     private readonly on: { queued: () => void; cancelled: (promptId: string) => void; connected: () => void },
+    private readonly pingMs = 30_000,
   ) {}
 
   /** Connects; resolves once listening, and throws if the first connect fails. */
@@ -54,11 +62,35 @@ export class Listener {
       return;
     }
     this.retryMs = 100;
+    this.ping(c);
     this.on.connected();
+  }
+
+  /** Pings c every pingMs; one unanswered for pingTimeoutMs drops it (and reconnects). */
+  private ping(c: pg.Client): void {
+    clearInterval(this.pinger);
+    let pending = false;
+    this.pinger = setInterval(() => {
+      if (pending || this.client !== c) return;
+      pending = true;
+      const deadline = setTimeout(() => {
+        this.log.warn("the LISTEN connection stopped answering; reconnecting", { waitedMs: pingTimeoutMs });
+        this.lost(c);
+      }, pingTimeoutMs);
+      c.query("SELECT 1").then(
+        () => {
+          pending = false;
+          clearTimeout(deadline);
+        },
+        () => clearTimeout(deadline), // its error event reconnects
+      );
+    }, this.pingMs);
+    this.pinger.unref();
   }
 
   private lost(c: pg.Client): void {
     if (this.client !== c || this.closed) return;
+    clearInterval(this.pinger);
     this.client = undefined;
     c.end().catch(() => {});
     this.schedule();
@@ -80,6 +112,7 @@ export class Listener {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
+    clearInterval(this.pinger);
     const c = this.client;
     this.client = undefined;
     await c?.end().catch(() => {});

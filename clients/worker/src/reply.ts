@@ -113,6 +113,7 @@ export class StreamingToolCall {
   call(input: unknown): ToolCall {
     if (this.called) return this.called;
     this.reply.check();
+    jsonOf("toolCall: input", input ?? {});
     const id = randomUUID();
     this.reply.push({ op: "start_tool_call", block: this.block.id, toolCall: id, name: this.name, input: input ?? {} });
     this.block.end({ name: this.name, callId: this.callId });
@@ -150,7 +151,7 @@ export class ToolCall {
   complete(output?: unknown): void {
     this.reply.check();
     if (this.ended) throw invalidArgument(`complete: tool call ${this.id} has ended`);
-    const text = output === undefined ? undefined : typeof output === "string" ? output : JSON.stringify(output);
+    const text = output === undefined ? undefined : typeof output === "string" ? output : jsonOf("complete: output", output);
     this.ended = true;
     this.reply.push({ op: "complete_tool_call", toolCall: this.id, ...(text ? { output: text } : {}) });
     this.result(text ?? "", false);
@@ -179,6 +180,20 @@ function checkMetadata(what: string, metadata: unknown): void {
   if (metadata !== undefined && (typeof metadata !== "object" || metadata === null || Array.isArray(metadata))) {
     throw invalidArgument(`${what}: metadata must be a plain object`);
   }
+  if (metadata !== undefined) jsonOf(`${what}: metadata`, metadata);
+}
+
+/**
+ * value as JSON text, or an invalid_argument error naming what. Checked at
+ * the call: a value JSON cannot hold (a BigInt, a cycle) found only when
+ * the batch is encoded would fail every reply of the batch.
+ */
+function jsonOf(what: string, value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (err) {
+    throw invalidArgument(`${what} must be JSON: ${(err as Error).message}`);
+  }
 }
 
 const blockTypePattern = /^[a-z][a-z0-9_]{0,63}$/;
@@ -205,6 +220,8 @@ export class Reply {
   private started = false;
   /** Set once the reply is being settled (completed or failed): handlers' writes throw this. */
   private closed: WorkerError | undefined;
+  /** fail_prompt was queued: the reply's last op. */
+  private failing = false;
   /** When the oldest queued op was queued (ms), for the batch's order. */
   private since = 0;
   /** When the lease was last extended (or set by the claim). */
@@ -263,8 +280,9 @@ export class Reply {
 
   /** Records a tool call with its whole input: its tool_use block (the input as JSON), then the call. */
   toolCall(name: string, input: unknown, callId?: string): ToolCall {
+    const json = jsonOf("toolCall: input", input ?? {});
     const s = this.startToolCall(name, callId);
-    s.inputDelta(JSON.stringify(input ?? {}));
+    s.inputDelta(json);
     return s.call(input ?? {});
   }
 
@@ -309,13 +327,15 @@ export class Reply {
 
   /**
    * @internal Queues fail_prompt (also after the reply stopped for a refused
-   * write, whose later ops write_batch left out) and resolves once written.
+   * write, whose later ops write_batch left out, and after a complete_prompt
+   * whose batch failed) and resolves once written.
    */
   failWith(error: string): Promise<void> {
-    if (this.closed) return Promise.reject(this.closed);
+    if (this.failing) return Promise.reject(this.closed);
+    this.failing = true;
     // A handler still running after its signal fired keeps getting the
     // reason from every write.
-    this.closed = this.err ?? new WorkerError("settled", "the reply was failed: it takes no more writes");
+    this.closed = this.err ?? this.closed ?? new WorkerError("settled", "the reply was failed: it takes no more writes");
     this.err = undefined;
     this.enqueue({ op: "fail_prompt", error: error.trim() === "" ? "the worker failed without saying why" : error }, true);
     return this.flush();
@@ -379,6 +399,9 @@ export class Reply {
   /** @internal What became of ops taken: the first `applied` were written; the rest were not, for err. */
   settled(ops: Op[], applied: number, err?: WorkerError): void {
     this.done += ops.length;
+    // fail_prompt left out with an op before it that write_batch refused
+    // (the handler's last writes): it may be queued again, on its own.
+    if (ops.slice(applied).some((o) => o.op === "fail_prompt")) this.failing = false;
     for (const o of ops.slice(0, applied)) {
       if (o.op === "start_prompt") this.started = true;
       else if (o.op === "append" || o.op === "tool_progress") this.deltas++;

@@ -208,6 +208,100 @@ describe("Worker", () => {
     expect((await prompt(db.pool, sent.promptId)).error).toMatch(/lease expired/);
   });
 
+  it("refuses metadata or a tool input that is not JSON at the call, failing that reply alone", async () => {
+    // Both handlers write in the same tick, so their ops share a batch: a
+    // value JSON cannot hold must fail its own reply, not the batch.
+    let arrived = 0;
+    let release!: () => void;
+    const together = new Promise<void>((r) => (release = r));
+    const thrown: unknown[] = [];
+    await startWorker({
+      slots: 3,
+      lanes: 1,
+      handler: async (job) => {
+        if (++arrived === 3) release();
+        await together;
+        const text = job.history[0]?.role === "user" ? job.history[0].text : "";
+        try {
+          if (text === "bigint") job.reply.startBlock("note", { tokens: 10n });
+          if (text === "circular") {
+            const input: Record<string, unknown> = {};
+            input.self = input;
+            job.reply.startToolCall("echo").call(input);
+          }
+        } catch (err) {
+          thrown.push(err);
+          throw err;
+        }
+        job.reply.text(`fine: ${text}`);
+      },
+    });
+    const [bigint, circular, plain] = await Promise.all(
+      ["bigint", "circular", "plain"].map((t, i) => send(db.pool, t, { owner: `user${i}` })),
+    );
+    expect(await settledAs(db.pool, plain.promptId, "completed", "failed")).toMatchObject({ status: "completed" });
+    expect((await blocks(db.pool, plain.messageId)).map((b) => b.content)).toEqual(["fine: plain"]);
+    const b = await settledAs(db.pool, bigint.promptId, "completed", "failed");
+    expect(b.status).toBe("failed");
+    expect(b.error).toMatch(/^startBlock: metadata must be JSON/);
+    const c = await settledAs(db.pool, circular.promptId, "completed", "failed");
+    expect(c.status).toBe("failed");
+    expect(c.error).toMatch(/^toolCall: input must be JSON/);
+    expect(thrown.map((e) => (e as WorkerError).code)).toEqual(["invalid_argument", "invalid_argument"]);
+  });
+
+  it("fails the prompt when the batch that completes it fails as a whole", async () => {
+    // A statement timeout (not retried) on the batch that carries
+    // complete_prompt, once: the prompt is still this worker's, so it must
+    // be failed with the reason now, not left running until its lease ends.
+    await db.pool.query(`
+      CREATE SEQUENCE public.completions; -- nextval is not rolled back with the batch
+      CREATE FUNCTION public.time_out_first_completion() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF nextval('public.completions') = 1 THEN
+          RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = 'query_canceled';
+        END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER time_out_first_completion BEFORE UPDATE OF status ON convo.prompts
+        FOR EACH ROW WHEN (NEW.status = 'completed') EXECUTE FUNCTION public.time_out_first_completion();`);
+    await startWorker({ slots: 1, leaseSeconds: 60, handler: async (job) => job.reply.text("all of it") });
+    const sent = await send(db.pool, "hi");
+    const p = await settledAs(db.pool, sent.promptId, "completed", "failed");
+    expect(p.status).toBe("failed");
+    expect(p.error).toContain("statement timeout");
+    expect((await blocks(db.pool, sent.messageId)).map((b) => b.content)).toEqual(["all of it"]);
+  });
+
+  it("fails the prompt when write_batch refuses an op queued just before the handler threw", async () => {
+    // The refused op and fail_prompt share a batch: write_batch leaves out
+    // the prompt's ops from the refused one on, fail_prompt included. The
+    // prompt is still this worker's, so it must be failed now, not left
+    // running until its lease ends.
+    await db.pool.query(`
+      CREATE FUNCTION public.refuse_notes() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        RAISE EXCEPTION 'notes are not taken here';
+      END $$;
+      CREATE TRIGGER refuse_notes BEFORE INSERT ON convo.blocks
+        FOR EACH ROW WHEN (NEW.block_type = 'note') EXECUTE FUNCTION public.refuse_notes();`);
+    await startWorker({
+      slots: 1,
+      leaseSeconds: 60,
+      handler: async (job) => {
+        job.reply.text("so far");
+        await job.reply.flush();
+        job.reply.startBlock("note");
+        throw new Error("the model broke");
+      },
+    });
+    const sent = await send(db.pool, "hi");
+    const p = await settledAs(db.pool, sent.promptId, "completed", "failed");
+    expect(p.status).toBe("failed");
+    expect(p.error).toBe("the model broke"); // the handler's error, as the Go runtime fails it
+    expect((await blocks(db.pool, sent.messageId)).map((b) => b.content)).toEqual(["so far"]);
+  });
+
   it("drains: lets replies in flight finish, then fails the rest as shutting down", async () => {
     const w = await startWorker({
       slots: 2,

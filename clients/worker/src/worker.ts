@@ -333,13 +333,21 @@ export class Worker {
       await reply.failWith(message);
       return out("failed", message);
     } catch (e) {
-      if (abort.signal.aborted) return this.stopped(reply, reasonOf(abort.signal), out);
+      // An op the handler queued before fail_prompt was refused, or the
+      // batch failed: fail it on its own if it is still ours, with the
+      // handler's error.
+      if (abort.signal.aborted) return this.stopped(reply, reasonOf(abort.signal), out, message);
       return out("stopped", messageOf(e));
     }
   }
 
-  /** Settles a prompt whose signal fired, for reason. */
-  private async stopped(reply: Reply, reason: WorkerError, out: (o: Settled["outcome"], e?: string) => Settled): Promise<Settled> {
+  /** Settles a prompt whose signal fired, for reason; one still this worker's is failed with failure, if given, else the reason. */
+  private async stopped(
+    reply: Reply,
+    reason: WorkerError,
+    out: (o: Settled["outcome"], e?: string) => Settled,
+    failure?: string,
+  ): Promise<Settled> {
     switch (reason.code) {
       case "cancelled":
         return out("cancelled", reason.message);
@@ -368,7 +376,7 @@ export class Worker {
           await this.releaseUnstarted(reply.promptId);
           return out("stopped", reason.message);
         }
-        return this.failAfterStop(reply, reason.message, out);
+        return this.failAfterStop(reply, failure ?? reason.message, out);
       }
     }
   }

@@ -77,14 +77,20 @@ class Op:
 
 
 _ESCAPE = re.compile(r"\\(?:u0000|.)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def encode(ops: list[dict[str, Any]]) -> str:
-    """ops as JSON for ``write_batch``, every NUL written as U+FFFD:
-    PostgreSQL's text and jsonb cannot hold NUL, and one in a model's text
-    would fail the whole batch. Escapes are matched whole, so an escaped
-    backslash followed by ``u0000`` is left alone."""
+    """ops as JSON for ``write_batch``, every NUL and every lone surrogate
+    written as U+FFFD: PostgreSQL's text and jsonb cannot hold NUL, UTF-8
+    cannot encode a lone surrogate (text decoded from JSON escapes split
+    across chunks holds them), and either would fail the whole batch, every
+    reply in it. A surrogate pair split between two pieces of one delta is
+    joined. Escapes are matched whole, so an escaped backslash followed by
+    ``u0000`` is left alone."""
     text = json.dumps(ops, ensure_ascii=False, separators=(",", ":"))
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if "\\u0000" not in text:
         return text
     return _ESCAPE.sub(lambda m: "\\ufffd" if m.group(0) == "\\u0000" else m.group(0), text)
@@ -103,6 +109,7 @@ class PromptWriter:
         self.prompt_id = prompt_id
         self._on_refused = on_refused
         self.stopped: PromptStopped | None = None
+        self._last: PromptStopped | None = None  # set once the prompt's end is queued
         self.refusal: WriteRefused | None = None  # the write failure that stopped it
         self.queued: list[Op] = []
         self._bytes = 0
@@ -120,9 +127,18 @@ class PromptWriter:
     # --- queueing -----------------------------------------------------
 
     def check(self) -> None:
-        """Raises why the writer stopped, if it has."""
+        """Raises why the writer stopped, or takes no more writes, if so."""
         if self.stopped is not None:
             raise self.stopped
+        if self._last is not None:
+            raise self._last
+
+    def enqueue_last(self, op: Op) -> None:
+        """Queues op, the prompt's end (``complete_prompt``), urgently:
+        every later write raises ``PromptStopped("settled")`` rather than
+        being dropped or refused after the end."""
+        self.enqueue(op, urgent=True)
+        self._last = PromptStopped("settled", f"prompt {self.prompt_id} is being settled; nothing more is written")
 
     def enqueue(self, op: Op, urgent: bool = False) -> None:
         self.check()
@@ -162,7 +178,8 @@ class PromptWriter:
         raises why the writer stopped, if it has. Ops already in a batch
         are waited for even when the writer stops meanwhile."""
         await self._wait(self._enqueued)
-        self.check()
+        if self.stopped is not None:
+            raise self.stopped
 
     async def sync_quietly(self) -> None:
         """Waits for what is queued or in a batch, whatever became of it."""

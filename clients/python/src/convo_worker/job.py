@@ -148,8 +148,10 @@ class Job:
     await, which closes an HTTP stream it was reading), sets ``stopped``
     and ``stop_reason``, and from then on every write of ``reply`` raises
     PromptStopped. Code that cannot be cancelled (a thread) can poll
-    ``stopped``. Let the CancelledError through: the slot frees only when
-    the handler returns."""
+    ``stopped``. Let the CancelledError through: the prompt settles and its
+    slot frees when it is stopped, whatever the handler does, and a
+    handler that swallows the cancellation goes on in the background with
+    every write raising PromptStopped."""
 
     prompt_id: str
     conversation_id: str

@@ -14,8 +14,10 @@ _BLOCK_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 def compact_json(value: Any) -> str:
-    """value as compact JSON, keeping non-ASCII text as it is."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """value as compact JSON, keeping non-ASCII text as it is. NaN and
+    infinities are refused (ValueError): PostgreSQL's JSON has no such
+    numbers, and one would fail the batch."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _metadata(metadata: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
@@ -24,7 +26,7 @@ def _metadata(metadata: dict[str, Any] | None, what: str) -> dict[str, Any] | No
     if not isinstance(metadata, dict):
         raise TypeError(f"{what}: metadata must be a dict (a JSON object), got {type(metadata).__name__}")
     try:
-        json.dumps(metadata)
+        json.dumps(metadata, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise TypeError(f"{what}: metadata must be JSON-serializable: {err}") from None
     return metadata

@@ -31,6 +31,14 @@ PROMPTS_CHANNEL = "convo_prompts"
 # Claims per call of claim_prompts, at most.
 _CLAIM_BATCH = 100
 
+# A LISTEN connection silent this long is pinged, and made again when the
+# ping goes unanswered for _LISTEN_PING_TIMEOUT (as the Go runtime's
+# listener): one gone silent without a reset (a network that drops
+# packets, a middlebox that forgot the flow) would otherwise leave the
+# worker deaf to cancels and new prompts until TCP gives up.
+_LISTEN_PING_INTERVAL = 30.0
+_LISTEN_PING_TIMEOUT = 5.0
+
 _CLAIM_SQL = """
 SELECT prompt_id::text, conversation_id::text, message_id::text, model_config, attempts
   FROM convo.claim_prompts(%s, %s, %s, %s)
@@ -237,7 +245,17 @@ class Worker:
                         log.info("worker %s: listening again", s.worker_id)
                         self._wake.set()
                     delay = 0.1
-                    async for n in conn.notifies():
+                    notifies = conn.notifies()
+                    while True:
+                        try:
+                            n = await asyncio.wait_for(anext(notifies), _LISTEN_PING_INTERVAL)
+                        except TimeoutError:
+                            # The wait was cancelled while it waited for the
+                            # socket (the generator ended, the connection idle).
+                            await notifies.aclose()
+                            await asyncio.wait_for(conn.execute("SELECT 1"), _LISTEN_PING_TIMEOUT)
+                            notifies = conn.notifies()
+                            continue
                         self._notified(n.payload)
                 except (psycopg.Error, OSError, TimeoutError) as err:
                     log.warning("worker %s: listener: %s; reconnecting in %.1fs", s.worker_id, message_of(err), delay)
@@ -323,6 +341,13 @@ class Worker:
         replies of one conversation (an A/B comparison) are written in one
         order."""
         return self._lanes[zlib.crc32(uuid.UUID(conversation_id).bytes) % len(self._lanes)]
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """Marks a handler task's exception as seen: the runtime reads it, or
+    has settled the prompt without it (the prompt was stopped)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class _Run:
@@ -414,7 +439,16 @@ class _Run:
             )
             reply = self.job.reply
             self.handler_task = asyncio.create_task(self.w._handler(self.job))
-            await asyncio.wait([self.handler_task])
+            # The prompt settles when it is stopped, whatever the handler
+            # does: one that swallows its CancelledError goes on in the
+            # background (every write raising PromptStopped) without
+            # holding the slot or the worker's stop.
+            self.handler_task.add_done_callback(_retrieve)
+            stopped = asyncio.create_task(self.job.stopped.wait())
+            try:
+                await asyncio.wait([self.handler_task, stopped], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
             if self.stop_error is not None:
                 return self.stop_error
             if self.handler_task.cancelled():
@@ -423,7 +457,7 @@ class _Run:
             if exc is not None:
                 return exc
             reply.end_all()
-            writer.enqueue(Op("complete_prompt"), urgent=True)
+            writer.enqueue_last(Op("complete_prompt"))
             await writer.sync()
             return None
         except Exception as err:
@@ -477,6 +511,12 @@ class _Run:
             await self._release()
             return "stopped", message
         refusal = await writer.write_final(Op("fail_prompt", {"error": message}))
+        if refusal is not None and reason is None and await self._why_not_ours() is None:
+            # write_batch refused an op the handler queued before
+            # fail_prompt, leaving fail_prompt out with it: the prompt is
+            # still ours, so fail it on its own.
+            log.warning("prompt %s: %s", self.prompt_id, refusal)
+            refusal = await writer.write_final(Op("fail_prompt", {"error": message}))
         if refusal is not None:
             log.warning("prompt %s: fail it (%s): %s", self.prompt_id, message, refusal)
             return "stopped", message

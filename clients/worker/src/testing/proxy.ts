@@ -10,6 +10,8 @@ interface Pair {
   server: net.Socket;
   /** The client sent write_batch and its answer has not come back yet. */
   batchInFlight: boolean;
+  /** Bytes are dropped both ways, the connection kept open (freeze). */
+  frozen: boolean;
 }
 
 export class Proxy {
@@ -53,7 +55,7 @@ export class Proxy {
       return;
     }
     const server = net.connect(this.target.port, this.target.host);
-    const pair: Pair = { client, server, batchInFlight: false };
+    const pair: Pair = { client, server, batchInFlight: false, frozen: false };
     this.pairs.add(pair);
     const close = () => {
       this.pairs.delete(pair);
@@ -63,10 +65,12 @@ export class Proxy {
     client.on("error", close).on("close", close);
     server.on("error", close).on("close", close);
     client.on("data", (d) => {
+      if (pair.frozen) return;
       if (d.includes("write_batch")) pair.batchInFlight = true;
       server.write(d);
     });
     server.on("data", (d) => {
+      if (pair.frozen) return;
       const hook = this.cutNextBatch;
       if (pair.batchInFlight && hook) {
         pair.batchInFlight = false;
@@ -104,6 +108,15 @@ export class Proxy {
         return ok;
       };
     });
+  }
+
+  /**
+   * Drops every byte of the connections open now, both ways, and keeps
+   * them open: a network that loses packets without a reset, which TCP
+   * notices only after hours. New connections go through.
+   */
+  freeze(): void {
+    for (const p of this.pairs) p.frozen = true;
   }
 
   /** Cuts every connection and refuses new ones for ms, as a database restart does. */
