@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -53,7 +53,9 @@ func (h *Handler) Follow(w http.ResponseWriter, r *http.Request) {
 // created when none exists; none at all starts a new conversation); the
 // last user message in messages becomes the user's message; forwardedProps
 // may carry the model configuration as {"model": {...}} (convo.v1
-// ModelConfig, as SendMessage's model). The prompt is queued, and the
+// ModelConfig, as SendMessage's model). A last user message that is one
+// of the thread's, with another text, is an edit of it (EditMessage); with
+// the same text, a rerun, refused. The prompt is queued, and the
 // response streams that prompt's run until it ends. The prompt does not
 // depend on the request: a client that goes away can follow the
 // conversation (GET /v1/conversations/{id}/agui) to see the rest.
@@ -102,23 +104,40 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	// User messages are complete, so the snapshot holds all of them.
-	if in.userMessageID != "" && slices.ContainsFunc(snap.GetMessages(), func(m *convov1.Message) bool {
-		return m.GetId() == in.userMessageID
-	}) {
-		h.srv.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
-			"messages: the last user message (%s) is already in the conversation; append a new user message to run again", in.userMessageID))
-		return
-	}
-	res, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
-		OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{in.modelConfig},
-	})
-	if err != nil {
-		h.srv.WriteError(w, r, err)
-		return
+	var promptID string
+	if held := heldMessage(snap, in.userMessageID); held != nil {
+		// The last user message is one of the thread's: with the text it
+		// has, a rerun (refused); with another, an edit of it (a new
+		// version of its turn, docs/branches.md).
+		if heldText(held) == in.text {
+			h.srv.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
+				"messages: the last user message (%s) is already in the conversation with this text; append a new user message to run again, or change its text to edit it",
+				in.userMessageID))
+			return
+		}
+		ed, err := h.srv.Store.EditMessage(ctx, conversation.EditParams{
+			OwnerID: owner, ConversationID: id, MessageID: uuid.MustParse(held.Id), Text: in.text, ModelConfig: in.modelConfig,
+		})
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		promptID = ed.PromptID.String()
+	} else {
+		model := in.modelConfig
+		if model == nil {
+			model = json.RawMessage("{}")
+		}
+		res, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
+			OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{model},
+		})
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		promptID = res.PromptIDs[0].String()
 	}
 	sent = true
-	promptID := res.PromptIDs[0].String()
 	runID := in.RunID
 	if runID == "" {
 		runID = promptID
@@ -126,11 +145,40 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
 	h.stream(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
 }
 
+// heldMessage is the user message of the snapshot with the id, nil when
+// there is none. The snapshot holds the latest messages of the active
+// path: a message older than its window, or on another branch, is not
+// found, and its id names a new message.
+func heldMessage(snap *convov1.Snapshot, id string) *convov1.Message {
+	if id == "" {
+		return nil
+	}
+	for _, m := range snap.GetMessages() {
+		if m.GetId() == id && m.GetRole() == string(conversation.RoleUser) {
+			return m
+		}
+	}
+	return nil
+}
+
+// heldText is a user message's text: its text blocks.
+func heldText(m *convov1.Message) string {
+	var text strings.Builder
+	for _, b := range m.GetBlocks() {
+		if b.GetBlockType() == "text" {
+			text.WriteString(b.GetContent())
+		}
+	}
+	return text.String()
+}
+
 // open opens a subscription of the conversation for an AG-UI stream
 // and returns how it starts: its snapshot, then the replayed events of the
-// blocks still streaming in it.
+// blocks still streaming in it. The stream follows changes of the active
+// path (branchSwitched): the translator shows each as a snapshot of the
+// new path.
 func (h *Handler) open(ctx context.Context, owner string, id uuid.UUID) (*wire.Subscription, *convov1.Snapshot, []*convov1.Event, error) {
-	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id})
+	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, Branches: true})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -186,8 +234,6 @@ func interruption(err error) (code, message string) {
 		return codeInterrupted, "the client read too slowly and was cut off; the reply goes on: follow the conversation again to see the rest"
 	case errors.Is(err, stream.ErrEventsCompacted):
 		return codeInterrupted, "the events after this point were compacted; follow the conversation again for a fresh snapshot"
-	case errors.Is(err, stream.ErrPathChanged):
-		return codeInterrupted, "the conversation's active path changed (an edit, a regeneration or a switch); follow the conversation again for a fresh snapshot"
 	}
 	return codeInterrupted, "the stream failed; the reply goes on: follow the conversation again to see the rest"
 }
@@ -310,15 +356,16 @@ func messageText(field string, content json.RawMessage) (string, error) {
 
 // modelConfig reads the model configuration from forwardedProps.model (a
 // convo.v1.ModelConfig in proto3 JSON), checked as SendMessage checks its
-// model; none is the default model.
+// model; none (nil) is the default model for a new message, the edited
+// message's reply's for an edit.
 func modelConfig(props json.RawMessage) (json.RawMessage, error) {
 	var fields map[string]json.RawMessage
 	if len(bytes.TrimSpace(props)) == 0 || json.Unmarshal(props, &fields) != nil {
-		return json.RawMessage("{}"), nil // not an object: nothing for convo
+		return nil, nil // not an object: nothing for convo
 	}
 	raw, ok := fields["model"]
 	if !ok || string(bytes.TrimSpace(raw)) == "null" {
-		return json.RawMessage("{}"), nil
+		return nil, nil
 	}
 	return wire.ParseModelConfig("forwardedProps.model", raw)
 }

@@ -96,6 +96,8 @@ func (t *thread) apply(ev *convov1.Event) *threadBlock {
 		}
 	case *convov1.Event_HistoryCleared:
 		t.messages, t.blocks = nil, map[string]*threadBlock{}
+	case *convov1.Event_BranchSwitched:
+		t.switchBranch(k.BranchSwitched)
 	case *convov1.Event_BlockStart:
 		s := k.BlockStart
 		m := t.message(s.MessageId)
@@ -134,6 +136,31 @@ func (t *thread) apply(ev *convov1.Event) *threadBlock {
 		t.endCall(k.ToolCallFailed.GetToolCall())
 	}
 	return nil
+}
+
+// switchBranch folds a change of the active path as docs/events.md
+// says: the messages up to the fork stay, the rest go, the new path's
+// messages after the fork come (all of them when the thread does not
+// hold the fork: it is older than the stream's snapshot).
+func (t *thread) switchBranch(s *convov1.BranchSwitched) {
+	keep := 0
+	if fork := s.GetForkMessageId(); fork != "" {
+		for i, m := range t.messages {
+			if m.id == fork {
+				keep = i + 1
+				break
+			}
+		}
+	}
+	for _, m := range t.messages[keep:] {
+		for _, b := range m.blocks {
+			delete(t.blocks, b.id)
+		}
+	}
+	t.messages = slices.Clip(t.messages[:keep])
+	for _, m := range s.GetMessages() {
+		t.addMessage(m)
+	}
 }
 
 func (t *thread) endCall(tc *convov1.ToolCall) {

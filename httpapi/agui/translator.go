@@ -1,6 +1,7 @@
 package agui
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -107,6 +108,11 @@ func (t *translator) begin() []any {
 // apply takes the stream's next event (replayed or live) and returns the
 // AG-UI events it makes.
 func (t *translator) apply(ev *convov1.Event) []any {
+	if s := ev.GetBranchSwitched(); s != nil {
+		t.th.apply(ev)
+		t.branchSwitched(ev, s)
+		return t.flush()
+	}
 	promptID := t.promptOf(ev)
 	plain := plainEvent(ev) // the thread sees a pause's message update
 	switch {
@@ -144,6 +150,50 @@ func (t *translator) apply(ev *convov1.Event) []any {
 	}
 	t.drain()
 	return t.flush()
+}
+
+// branchSwitched shows a change of the active path (already folded into
+// the thread) as AG-UI can: AG-UI has no event for it, but a
+// MESSAGES_SNAPSHOT replaces the client's messages with the thread's (its
+// reducer keeps the messages the snapshot names, drops the others and
+// appends the new ones). An edit or a regeneration queues a prompt in
+// the same transaction (its promptQueued is next), and that prompt's run
+// starts with the snapshot of the new path. A switch queues none: it is
+// a run of its own, RUN_STARTED (run id "branch-<seq>", metadata.convo
+// the fork and the new leaf), MESSAGES_SNAPSHOT, RUN_FINISHED, because
+// AG-UI allows nothing between runs. A stream that runs one prompt
+// shows none (its run's snapshot has the path; no switch happens while
+// its prompt is unfinished).
+func (t *translator) branchSwitched(ev *convov1.Event, s *convov1.BranchSwitched) {
+	var leaf *convov1.Message
+	for _, m := range s.GetMessages() {
+		for _, b := range m.GetBlocks() {
+			t.blockPrompt[b.GetId()] = m.GetPromptId()
+		}
+		if m.GetId() == s.GetLeafMessageId() {
+			leaf = m
+		}
+	}
+	ms := eventTime(ev, t.now).UnixMilli()
+	switch {
+	case t.target != "" || t.done:
+	case t.run != nil:
+		// Not written while a prompt is unfinished; should one come, the
+		// open run shows it.
+		t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: t.th.snapshot()})
+	case leaf != nil && leaf.GetPromptId() != "" && leaf.GetStatus() == "pending":
+		// An edit's or a regeneration's: its prompt's run is next.
+	default:
+		runID := fmt.Sprintf("branch-%d", ev.GetSeq())
+		meta := map[string]string{"leafMessageId": s.GetLeafMessageId()}
+		if s.GetForkMessageId() != "" {
+			meta["forkMessageId"] = s.GetForkMessageId()
+		}
+		t.emit(&runStartedEvent{Type: runStarted, Timestamp: ms, ThreadID: t.threadID, RunID: runID, Metadata: convoMeta(meta)})
+		t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: t.th.snapshot()})
+		t.emit(&runFinishedEvent{Type: runFinished, Timestamp: ms, ThreadID: t.threadID, RunID: runID,
+			Outcome: &runOutcome{Type: "success"}})
+	}
 }
 
 // interrupt ends the stream before the open run ended: RUN_ERROR with code

@@ -39,8 +39,10 @@ const (
 // DefaultChatTransport: {id, messages, trigger, messageId}, the chat id
 // being the conversation id. submit-message sends the text of the last
 // message (the user's) as a convo message, creating the conversation,
-// owned by the caller, when no conversation has the id; regenerate-message
-// runs the latest reply again as a new prompt. The response is the UI
+// owned by the caller, when no conversation has the id; with messageId it
+// is useChat's edit of that message, a new version of its turn (see
+// edit.go); regenerate-message runs a reply (messageId, or the latest)
+// again as a new version. The response is the UI
 // message stream of that prompt's reply, until it ends. The prompt does
 // not depend on the request: a client that goes away resumes with GET
 // /v1/ai-sdk/chat/{id}/stream. A submit-message whose last message is the
@@ -77,6 +79,17 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
+	var edit editTarget
+	if req.edit {
+		st, err := h.srv.Store.State(ctx, owner, req.id)
+		if err == nil {
+			edit, err = findEditTarget(st.Messages, req)
+		}
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+	}
 	// Subscribe before the prompt is queued, so that no event of its reply
 	// can be missed.
 	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: req.id, Branches: true})
@@ -87,16 +100,30 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 	defer sub.Close()
 	sub.ReleaseSnapshot() // the reply is new: nothing of the snapshot is sent
 	var promptID, messageID uuid.UUID
-	if req.trigger == triggerSubmit {
+	switch {
+	case req.trigger == triggerSubmit && edit.message != uuid.Nil:
+		ed, err := h.srv.Store.EditMessage(ctx, conversation.EditParams{
+			OwnerID: owner, ConversationID: req.id, MessageID: edit.message, Text: req.text, ModelConfig: req.model,
+		})
+		if err != nil {
+			h.srv.WriteError(w, r, err)
+			return
+		}
+		promptID, messageID = ed.PromptID, ed.AssistantMessageID
+	case req.trigger == triggerSubmit:
+		model := req.model
+		if model == nil { // an edit of a message convo never got: a new one
+			model = json.RawMessage("{}")
+		}
 		sent, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
-			OwnerID: owner, ConversationID: req.id, Text: req.text, ModelConfigs: []json.RawMessage{req.model},
+			OwnerID: owner, ConversationID: req.id, Text: req.text, ModelConfigs: []json.RawMessage{model},
 		})
 		if err != nil {
 			h.srv.WriteError(w, r, err)
 			return
 		}
 		promptID, messageID = sent.PromptIDs[0], sent.AssistantMessageIDs[0]
-	} else {
+	default:
 		re, err := h.srv.Store.RegenerateReply(ctx, conversation.RegenerateParams{
 			OwnerID: owner, ConversationID: req.id, MessageID: req.messageID, ModelConfig: req.model,
 		})
@@ -380,6 +407,9 @@ type chatRequest struct {
 	text      string
 	messageID uuid.NullUUID
 	model     json.RawMessage
+	// edit: a submit-message with messageId, useChat's edit of a user
+	// message (see edit.go).
+	edit bool
 	// answers are those of a submit-message whose last message is the
 	// assistant's (nil for a user's message).
 	answers []chatAnswer
@@ -424,11 +454,17 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 			}
 			return &req, nil
 		}
-		if req.MessageID != "" {
-			return nil, wire.Invalid("messageId", "convo cannot edit a sent message; send a new one (submit-message without messageId)")
-		}
 		if req.text, err = lastUserText(req.Messages); err != nil {
 			return nil, err
+		}
+		if req.MessageID != "" {
+			// useChat's edit (sendMessage with a messageId) posts the
+			// edited message last, under the id it replaces.
+			if last := req.Messages[len(req.Messages)-1].ID; last != req.MessageID {
+				return nil, wire.Invalid("messageId", "%q is not the id of the last message (%q): an edit sends the edited message last",
+					clip(req.MessageID), clip(last))
+			}
+			req.edit = true
 		}
 	case triggerRegenerate:
 		if req.MessageID != "" {
@@ -445,7 +481,7 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 		}
 		return nil, wire.Invalid("trigger", "%q is not a trigger convo knows; want %s or %s", t, triggerSubmit, triggerRegenerate)
 	}
-	if req.model, err = chatModel(req.Model, req.trigger); err != nil {
+	if req.model, err = chatModel(req.Model, req.trigger == triggerRegenerate || req.edit); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -486,10 +522,11 @@ func lastUserText(messages []chatMessage) (string, error) {
 
 // chatModel checks the request's model configuration as SendMessage
 // checks its model. None: "{}" (the default model) for a new message, nil
-// (the replaced reply's model) for a regenerated one.
-func chatModel(raw json.RawMessage, trigger string) (json.RawMessage, error) {
+// (the replaced turn's model) for a new version of a turn (a regenerated
+// reply, an edited message).
+func chatModel(raw json.RawMessage, newVersion bool) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		if trigger == triggerRegenerate {
+		if newVersion {
 			return nil, nil
 		}
 		return json.RawMessage("{}"), nil

@@ -184,6 +184,10 @@ type verifierReport struct {
 		IdleReconnect string         `json:"idleReconnect"`
 		Error         *string        `json:"error"`
 	} `json:"transport"`
+	Chats *struct {
+		Whole   *chatRun `json:"whole"`
+		LastTwo *chatRun `json:"lastTwo"`
+	} `json:"chats"`
 }
 
 type foldedMessage struct {
@@ -197,10 +201,13 @@ type foldedMessage struct {
 // the protocol has no part for), checks their chunks, and has the AI SDK's
 // own code judge them: every chunk passes uiMessageChunkSchema, and the
 // stream reader folds each into a UIMessage equal to what GET
-// /v1/ai-sdk/chat/{id}/messages serves and to what the store holds. Then
+// /v1/ai-sdk/chat/{id}/messages serves and to what the store holds; an
+// edited chat's and a regenerated one's new replies among them. Then
 // DefaultChatTransport itself runs against this server: a send, a send
 // whose response is dropped and resumed (the reply goes on, and the
-// resumed stream carries all of it), an idle reconnect (204: null).
+// resumed stream carries all of it), an idle reconnect (204: null); and
+// the AI SDK's chat (what useChat wraps) sends, edits, regenerates and
+// reloads, its messages equal to /messages after every step.
 func TestAISDKVerifier(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -208,6 +215,9 @@ func TestAISDKVerifier(t *testing.T) {
 	// response long enough to be resumed.
 	demo := apitest.Setup(t, apitest.Options{Workers: true, DemoPace: 150})
 	manual := apitest.Setup(t) // no workers: the test writes the replies
+	// The demo model at full speed, for the AI SDK's chat editing and
+	// regenerating its way through a conversation.
+	fast := apitest.Setup(t, apitest.Options{Workers: true})
 	// chats maps each recording to the conversation whose last message it
 	// folds into.
 	type chatOf struct {
@@ -401,6 +411,71 @@ func TestAISDKVerifier(t *testing.T) {
 				t.Errorf("data-structured %s", d)
 			}
 		})
+
+		// twoTurns is a chat of two completed turns, written by the test.
+		twoTurns := func(t *testing.T) (first, second apitest.Sent) {
+			first = manual.Send(t, "local", uuid.Nil, "What is 6*7?")
+			manual.StartPrompt(t, first.PromptID)
+			manual.AppendText(t, manual.StartBlock(t, first.PromptID, "text", "{}"), "42")
+			manual.CompletePrompt(t, first.PromptID)
+			second = manual.Send(t, "local", first.ConversationID, "And 7*8?")
+			manual.StartPrompt(t, second.PromptID)
+			manual.AppendText(t, manual.StartBlock(t, second.PromptID, "text", "{}"), "56")
+			manual.CompletePrompt(t, second.PromptID)
+			return first, second
+		}
+
+		t.Run("Edited", func(t *testing.T) {
+			t.Parallel()
+			// An edit of the second user message as useChat posts it: the
+			// chat up to the edited message, which has the client's own
+			// id (convo never learns it), and messageId.
+			s, _ := twoTurns(t)
+			edit := chatBody(s.ConversationID.String(), "submit-message", "What is 6*7?")
+			edit["messages"] = append(edit["messages"].([]any),
+				map[string]any{"id": s.MessageID.String(), "role": "assistant", "parts": []any{map[string]any{"type": "text", "text": "42"}}},
+				map[string]any{"id": "Xq3kS9aTbL0mN2pR", "role": "user", "parts": []any{map[string]any{"type": "text", "text": "And 8*9?"}}})
+			edit["messageId"] = "Xq3kS9aTbL0mN2pR"
+			edited := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, edit)
+			start := edited.Next(t)
+			st := manual.State(t, "local", s.ConversationID)
+			if len(st.Messages) != 4 || st.Messages[2].Blocks[0].Content != "And 8*9?" || st.Messages[2].SiblingCount != 2 ||
+				start["messageId"] != st.Messages[3].ID.String() {
+				t.Fatalf("after the edit: start %v; the path %+v", start, st.Messages)
+			}
+			prompt := st.Messages[3].PromptID.UUID
+			manual.StartPrompt(t, prompt)
+			r := manual.StartBlock(t, prompt, "reasoning", "{}")
+			manual.AppendText(t, r, "8 times 9.")
+			manual.EndBlock(t, r)
+			manual.AppendText(t, manual.StartBlock(t, prompt, "text", "{}"), "7", "2")
+			manual.CompletePrompt(t, prompt)
+			edited.rest(t)
+			edited.save(t, dir, "edited")
+			record("edited", manual, s.ConversationID)
+		})
+
+		t.Run("Regenerated", func(t *testing.T) {
+			t.Parallel()
+			// A regenerate of the first reply, as useChat posts it: the
+			// chat before that reply; the second turn leaves the path.
+			s, _ := twoTurns(t)
+			regen := chatBody(s.ConversationID.String(), "regenerate-message", "What is 6*7?")
+			regen["messageId"] = s.MessageID.String()
+			regenerated := openUI(t, "POST", manual.URL+"/v1/ai-sdk/chat", nil, regen)
+			start := regenerated.Next(t)
+			st := manual.State(t, "local", s.ConversationID)
+			if len(st.Messages) != 2 || st.Messages[1].SiblingCount != 2 || start["messageId"] != st.Messages[1].ID.String() {
+				t.Fatalf("after the regenerate: start %v; the path %+v", start, st.Messages)
+			}
+			prompt := st.Messages[1].PromptID.UUID
+			manual.StartPrompt(t, prompt)
+			manual.AppendText(t, manual.StartBlock(t, prompt, "text", "{}"), "Forty-", "two.")
+			manual.CompletePrompt(t, prompt)
+			regenerated.rest(t)
+			regenerated.save(t, dir, "regenerated")
+			record("regenerated", manual, s.ConversationID)
+		})
 	})
 
 	// Controls: streams the AI SDK must reject, so that a verifier that
@@ -419,7 +494,8 @@ func TestAISDKVerifier(t *testing.T) {
 	}
 
 	var report verifierReport
-	apitest.RunVerifier(t, "aisdk-verify/verify.mjs", "ai", &report, "AISDK_RECORDINGS="+dir, "AISDK_API="+demo.URL+"/v1/ai-sdk/chat")
+	apitest.RunVerifier(t, "aisdk-verify/verify.mjs", "ai", &report, "AISDK_RECORDINGS="+dir, "AISDK_API="+demo.URL+"/v1/ai-sdk/chat",
+		"AISDK_CHAT="+fast.URL+"/v1/ai-sdk/chat")
 	if len(report.Recordings) != len(chats)+len(controls) {
 		t.Fatalf("the verifier read %d recordings, want %d", len(report.Recordings), len(chats)+len(controls))
 	}
@@ -483,5 +559,98 @@ func TestAISDKVerifier(t *testing.T) {
 	}
 	if tr.IdleReconnect != "null" {
 		t.Errorf("reconnectToStream with no reply running gave %s, want null", tr.IdleReconnect)
+	}
+
+	if report.Chats == nil {
+		t.Fatal("the verifier did not run the AI SDK's chat")
+	}
+	for name, run := range map[string]*chatRun{"whole chat": report.Chats.Whole, "last two messages": report.Chats.LastTwo} {
+		checkChatRun(t, fast, name, run)
+	}
+}
+
+// chatRun is the verifier's report of the AI SDK's chat editing and
+// regenerating (see chatRuns in verify.mjs).
+type chatRun struct {
+	ChatID string `json:"chatId"`
+	Steps  []struct {
+		Name     string           `json:"name"`
+		Status   string           `json:"status"`
+		Errors   []string         `json:"errors"`
+		Messages []map[string]any `json:"messages"`
+		Loaded   any              `json:"loaded"`
+	} `json:"steps"`
+	Error *string `json:"error"`
+}
+
+// checkChatRun checks that after every step of the AI SDK's chat (sends,
+// edits, a regenerate, a reload) its messages are /messages: the same
+// turns, user messages with the same text (the client keeps its own ids
+// for the messages it sent), assistant messages identical, ids and parts;
+// and that every edit and the regenerate made a new version.
+func checkChatRun(t *testing.T, tb *apitest.Bundle, name string, run *chatRun) {
+	t.Helper()
+	if run == nil || run.Error != nil {
+		t.Errorf("%s: the chat failed: %s", name, apitest.Deref(run.Error))
+		return
+	}
+	// The user messages' texts on the path after each step.
+	want := [][]string{
+		{"What is 6 times 7?"},
+		{"What is 6 times 7?", "And 7 times 8?"},
+		{"What is 6 times 7?", "And 8 times 9?"},
+		{"What is 6 times 7?", "And 8 times 9?"},
+		{"What is 2 times 3?"},
+		{"What is 2 times 3?", "And 3 times 4?"},
+		{"What is 2 times 3?", "And 4 times 5?"},
+	}
+	if len(run.Steps) != len(want) {
+		t.Fatalf("%s: %d steps, want %d", name, len(run.Steps), len(want))
+	}
+	var lastReply any
+	for i, step := range run.Steps {
+		loaded, ok := step.Loaded.([]any)
+		if step.Status != "ready" || len(step.Errors) > 0 || !ok {
+			t.Errorf("%s, %s: status %s, errors %q, /messages %v", name, step.Name, step.Status, step.Errors, step.Loaded)
+			continue
+		}
+		var texts []string
+		for j, m := range step.Messages {
+			if j >= len(loaded) {
+				break
+			}
+			l := loaded[j].(map[string]any)
+			if m["role"] != l["role"] {
+				t.Errorf("%s, %s: message %d is the %s's in the chat, the %s's in /messages", name, step.Name, j, m["role"], l["role"])
+				continue
+			}
+			if m["role"] == "user" {
+				got, stored := uiSummary(m["parts"].([]any)), uiSummary(l["parts"].([]any))
+				if !reflect.DeepEqual(got, stored) {
+					t.Errorf("%s, %s: user message %d holds %q in the chat, %q in /messages", name, step.Name, j, got, stored)
+				}
+				texts = append(texts, strings.TrimPrefix(strings.Join(stored, ""), "text:"))
+				continue
+			}
+			if got, stored := normalized(t, m), normalized(t, l); !reflect.DeepEqual(got, stored) {
+				t.Errorf("%s, %s: message %d is\n%v\nin the chat, and in /messages\n%v", name, step.Name, j, got, stored)
+			}
+		}
+		if len(step.Messages) != len(loaded) || !reflect.DeepEqual(texts, want[i]) {
+			t.Errorf("%s, %s: the chat has %d messages, /messages %d with the user's %q; want %q", name, step.Name,
+				len(step.Messages), len(loaded), texts, want[i])
+		}
+		if step.Name == "regenerate" && reflect.DeepEqual(normalized(t, loaded[len(loaded)-1].(map[string]any)["id"]), lastReply) {
+			t.Errorf("%s: the regenerated reply has the old one's id", name)
+		}
+		if len(loaded) > 0 {
+			lastReply = normalized(t, loaded[len(loaded)-1].(map[string]any)["id"])
+		}
+	}
+	// Every version stays in the tree: the first message and the second
+	// turn's message have two versions each.
+	st := tb.State(t, "local", uuid.MustParse(run.ChatID))
+	if len(st.Messages) != 4 || st.Messages[0].SiblingCount != 2 || st.Messages[2].SiblingCount != 2 {
+		t.Errorf("%s: the chat's path %+v; want two turns, each message the second of two versions", name, st.Messages)
 	}
 }

@@ -85,7 +85,7 @@ func TestAISDKRequests(t *testing.T) {
 		{"MessageOverTheLimit", alice, "", withParts(text(strings.Repeat("x", 100_001))), 400, "invalid_argument",
 			"messages[0].parts: is 100001 characters long; the limit is 100000"},
 		{"BodyOverTheLimit", alice, "", withParts(text(strings.Repeat("x", 9<<20))), 400, "invalid_argument", "body: is larger than"},
-		{"EditingAMessage", alice, "", edit, 400, "invalid_argument", "messageId: convo cannot edit a sent message"},
+		{"EditNotOfTheLastMessage", alice, "", edit, 400, "invalid_argument", `messageId: "m1" is not the id of the last message`},
 		{"ModelOutOfRange", alice, "", badModel, 400, "invalid_argument", "model.temperature"},
 		{"AnotherUsersChat", mallory, "", chatBody(s.ConversationID.String(), "submit-message", "hi"), 404, "not_found", ""},
 		{"RegenerateAnotherUsersChat", mallory, "", chatBody(s.ConversationID.String(), "regenerate-message"), 404, "not_found", ""},

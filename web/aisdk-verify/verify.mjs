@@ -14,13 +14,21 @@
 //                         response after its first text, and resumes with
 //                         reconnectToStream; then reconnects once more (no
 //                         reply running: null).
+//   AISDK_CHAT=url        the AI SDK's own chat (AbstractChat, what useChat
+//                         wraps) runs against url: two sends, an edit of the
+//                         second message, a regenerate, an edit of the first
+//                         message, then a reload from /messages and an edit
+//                         by convo's id; once with the transport sending the
+//                         whole chat, once sending only the last two
+//                         messages (docs/protocols.md). After each step the
+//                         chat's messages and /messages are reported.
 //
 // The report is one JSON object on stdout. The script exits non-zero only
 // when it cannot run at all; the Go test judges the report.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
-import { DefaultChatTransport, readUIMessageStream, uiMessageChunkSchema } from "ai";
+import { AbstractChat, DefaultChatTransport, readUIMessageStream, uiMessageChunkSchema } from "ai";
 import { safeValidateTypes } from "@ai-sdk/provider-utils";
 
 /** The data of each SSE event of a body, in order. */
@@ -116,7 +124,73 @@ async function transportRuns(api) {
   return out;
 }
 
-const report = { recordings: [], transport: null };
+/** A chat whose state is plain memory: what useChat is, without React. */
+class MemoryChat extends AbstractChat {
+  constructor({ messages = [], ...init }) {
+    const state = {
+      status: "ready",
+      error: undefined,
+      messages,
+      pushMessage(m) {
+        this.messages = this.messages.concat(m);
+      },
+      popMessage() {
+        this.messages = this.messages.slice(0, -1);
+      },
+      replaceMessage(i, m) {
+        this.messages = [...this.messages.slice(0, i), m, ...this.messages.slice(i + 1)];
+      },
+      snapshot: (v) => structuredClone(v),
+    };
+    super({ ...init, state });
+  }
+}
+
+/** chatRuns edits and regenerates through the AI SDK's chat, as a page's
+ * useChat does, and reports the chat and /messages after every step. */
+async function chatRuns(api, trim) {
+  const id = randomUUID();
+  const transport = () =>
+    new DefaultChatTransport({
+      api,
+      prepareSendMessagesRequest: trim
+        ? ({ id, messages, trigger, messageId }) => ({ body: { id, messages: messages.slice(-2), trigger, messageId } })
+        : undefined,
+    });
+  const errors = [];
+  const out = { chatId: id, steps: [], error: null };
+  try {
+    let chat = new MemoryChat({ id, transport: transport(), onError: (e) => errors.push(String(e?.message ?? e)) });
+    const step = async (name, action) => {
+      errors.length = 0;
+      await action();
+      const res = await fetch(`${api}/${id}/messages`);
+      out.steps.push({
+        name,
+        status: chat.status,
+        errors: [...errors],
+        messages: JSON.parse(JSON.stringify(chat.messages)),
+        loaded: res.ok ? await res.json() : `GET /messages: ${res.status}`,
+      });
+    };
+    await step("send", () => chat.sendMessage({ text: "What is 6 times 7?" }));
+    await step("send again", () => chat.sendMessage({ text: "And 7 times 8?" }));
+    await step("edit the second message", () => chat.sendMessage({ text: "And 8 times 9?", messageId: chat.messages[2].id }));
+    await step("regenerate", () => chat.regenerate());
+    await step("edit the first message", () => chat.sendMessage({ text: "What is 2 times 3?", messageId: chat.messages[0].id }));
+    await step("send after the edits", () => chat.sendMessage({ text: "And 3 times 4?" }));
+    await step("reload, edit by convo's id", async () => {
+      const res = await fetch(`${api}/${id}/messages`);
+      chat = new MemoryChat({ id, transport: transport(), messages: await res.json(), onError: (e) => errors.push(String(e?.message ?? e)) });
+      await chat.sendMessage({ text: "And 4 times 5?", messageId: chat.messages[2].id });
+    });
+  } catch (err) {
+    out.error = String(err?.stack ?? err);
+  }
+  return out;
+}
+
+const report = { recordings: [], transport: null, chats: null };
 const dir = process.env.AISDK_RECORDINGS;
 if (dir) {
   for (const name of readdirSync(dir).filter((n) => n.endsWith(".sse")).sort()) {
@@ -125,5 +199,11 @@ if (dir) {
 }
 if (process.env.AISDK_API) {
   report.transport = await transportRuns(process.env.AISDK_API);
+}
+if (process.env.AISDK_CHAT) {
+  report.chats = {
+    whole: await chatRuns(process.env.AISDK_CHAT, false),
+    lastTwo: await chatRuns(process.env.AISDK_CHAT, true),
+  };
 }
 process.stdout.write(JSON.stringify(report) + "\n");
