@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
@@ -77,7 +78,16 @@ func (s *service) SwitchBranch(ctx context.Context, req *connect.Request[convov1
 	if err != nil {
 		return nil, err
 	}
-	leaf, err := s.store.SwitchBranch(ctx, owner, conversationID, messageID)
+	var leaf uuid.UUID
+	if req.Msg.SiblingIndex != nil {
+		// A step to another version of the turn ("‹ n / m ›"), by its place.
+		if i := req.Msg.GetSiblingIndex(); i < 0 {
+			return nil, wire.Invalid("siblingIndex", "must not be negative (got %d)", i)
+		}
+		leaf, err = s.store.SwitchVersion(ctx, owner, conversationID, messageID, int(req.Msg.GetSiblingIndex()))
+	} else {
+		leaf, err = s.store.SwitchBranch(ctx, owner, conversationID, messageID)
+	}
 	if err != nil {
 		return nil, err
 	}

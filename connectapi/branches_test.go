@@ -246,6 +246,14 @@ func TestBranchRPCsRefuse(t *testing.T) {
 			_, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{ConversationId: one.ConversationId, MessageId: other.UserMessageId}))
 			return err
 		}, connect.CodeNotFound, "is not a message of conversation"},
+		{"switch to a version past the turn's", func() error {
+			_, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{ConversationId: one.ConversationId, MessageId: one.UserMessageId, SiblingIndex: proto.Int32(1)}))
+			return err
+		}, connect.CodeInvalidArgument, "siblingIndex 1 is out of range"},
+		{"switch to a negative version", func() error {
+			_, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{ConversationId: one.ConversationId, MessageId: one.UserMessageId, SiblingIndex: proto.Int32(-1)}))
+			return err
+		}, connect.CodeInvalidArgument, "siblingIndex: must not be negative"},
 		{"switch without a message id", func() error {
 			_, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{ConversationId: one.ConversationId}))
 			return err
@@ -269,4 +277,44 @@ func TestBranchRPCsRefuse(t *testing.T) {
 		ConversationId: mine.ConversationId, MessageId: mine.UserMessageId,
 	}))
 	requireCode(t, err, connect.CodeNotFound)
+}
+
+// TestSwitchBranchBySiblingIndex: SwitchBranch with sibling_index shows
+// that version of the named message's turn, as a client's "‹ n / m ›"
+// asks: back to version 1 of an edited message, then forward to 2.
+func TestSwitchBranchBySiblingIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	one := tb.send(t, tb.client, "", "one")
+	conv := one.ConversationId
+	tb.writeReply(t, one.PromptId, "re: one")
+	ed, err := tb.client.EditMessage(ctx, connect.NewRequest(&convov1.EditMessageRequest{ConversationId: conv, MessageId: one.UserMessageId, Text: "uno"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.writeReply(t, ed.Msg.PromptId, "re: uno")
+	for _, step := range []struct {
+		from  string
+		index int32
+		leaf  string
+		first string
+	}{
+		{ed.Msg.UserMessageId, 0, one.AssistantMessageId, "one"},
+		{one.UserMessageId, 1, ed.Msg.AssistantMessageId, "uno"},
+	} {
+		sw, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{
+			ConversationId: conv, MessageId: step.from, SiblingIndex: proto.Int32(step.index),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sw.Msg.LeafMessageId != step.leaf {
+			t.Errorf("version %d: leaf %s; want %s", step.index+1, sw.Msg.LeafMessageId, step.leaf)
+		}
+		got := tb.state(t, conv)
+		if m := got.Messages[0]; m.Blocks[0].Content != step.first || m.SiblingIndex != step.index || m.SiblingCount != 2 {
+			t.Errorf("version %d: the first message is %q, version %d of %d", step.index+1, m.Blocks[0].Content, m.SiblingIndex+1, m.SiblingCount)
+		}
+	}
 }

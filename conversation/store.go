@@ -102,6 +102,14 @@ type Store interface {
 	// RegenerateReply.
 	SwitchBranch(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) (uuid.UUID, error)
 
+	// SwitchVersion switches to version siblingIndex (from 0, as
+	// Message.SiblingIndex numbers them) of the turn of messageID, any
+	// version of it, as SwitchBranch to that version would: a client that
+	// shows "‹ n / m ›" knows a message and the index, not the other
+	// versions' ids. Invalid for an index outside the turn's versions;
+	// otherwise as SwitchBranch.
+	SwitchVersion(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID, siblingIndex int) (uuid.UUID, error)
+
 	// State reads the conversation, every message of its active path and
 	// every block (with the content of streaming blocks up to State.Seq)
 	// in one consistent snapshot, so no event falls between the state and

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"math"
+	"strconv"
 
 	"github.com/google/uuid"
 
@@ -45,6 +47,20 @@ func (s *Store) SwitchBranch(ctx context.Context, ownerID string, conversationID
 	})
 	if err != nil {
 		return uuid.Nil, translate(err, "switch branch to message "+messageID.String())
+	}
+	return leaf, nil
+}
+
+// SwitchVersion implements conversation.Store.
+func (s *Store) SwitchVersion(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID, siblingIndex int) (uuid.UUID, error) {
+	if siblingIndex < 0 || siblingIndex > math.MaxInt32 {
+		return uuid.Nil, conversation.Errorf(conversation.Invalid, "siblingIndex: %d is out of range", siblingIndex)
+	}
+	leaf, err := s.q.BranchSwitchVersion(ctx, dbq.BranchSwitchVersionParams{
+		OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID, SiblingIndex: int32(siblingIndex),
+	})
+	if err != nil {
+		return uuid.Nil, translate(err, "switch to version "+strconv.Itoa(siblingIndex)+" of message "+messageID.String())
 	}
 	return leaf, nil
 }

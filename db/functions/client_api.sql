@@ -511,6 +511,45 @@ BEGIN
 END;
 $$;
 
+-- switch_version shows version p_sibling_index (from 0, in the order they
+-- were made, as _sibling_place numbers them) of the turn of p_message_id,
+-- any version of that turn: switch_branch to that sibling (slot "a" of a
+-- comparison). A client showing "‹ n / m ›" on a message knows the
+-- message and the index it wants, not the other versions' ids: this is
+-- the step to the previous or next version. It returns the new leaf.
+-- Errors, changing nothing: CV001 an unknown conversation or message, or
+-- a message of another conversation; CV003 an index outside the turn's
+-- versions (naming their count); CV002 while a reply is being written.
+CREATE OR REPLACE FUNCTION convo.switch_version(p_owner_id text, p_conversation_id uuid, p_message_id uuid,
+                                                p_sibling_index integer)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv     convo.conversations;
+    v_msg      convo.messages;
+    v_versions uuid[];
+BEGIN
+    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'switch_version');
+    SELECT * INTO v_msg FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'switch_version: message % is not a message of conversation %', p_message_id, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    -- The turn's versions as _sibling_place counts them: slot "b" of a
+    -- comparison shares its slot "a"'s place.
+    v_versions := ARRAY(
+        SELECT x.id FROM convo.messages x
+         WHERE x.conversation_id = v_conv.id AND x.parent_id IS NOT DISTINCT FROM v_msg.parent_id
+           AND x.comparison_slot IS DISTINCT FROM 'b'
+         ORDER BY x.position);
+    IF p_sibling_index IS NULL OR p_sibling_index < 0 OR p_sibling_index >= cardinality(v_versions) THEN
+        RAISE EXCEPTION 'switch_version: siblingIndex % is out of range: the turn of message % has % version(s), from 0',
+            coalesce(p_sibling_index::text, 'NULL'), v_msg.id, cardinality(v_versions) USING ERRCODE = 'CV003';
+    END IF;
+    RETURN convo.switch_branch(p_owner_id, v_conv.id, v_versions[p_sibling_index + 1]);
+END;
+$$;
+
 -- cancel_prompt cancels a queued (waiting for input or not) or running
 -- prompt and its message; the partial reply stays, open blocks end and
 -- open tool calls fail, their pending input requests cancelled (so an

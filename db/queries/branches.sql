@@ -17,3 +17,9 @@ SELECT e.user_message_id::uuid AS user_message_id, e.assistant_message_id::uuid 
 -- Shows the version of the conversation below message_id and returns the
 -- new active leaf; see convo.switch_branch.
 SELECT convo.switch_branch(@owner_id::text, @conversation_id::uuid, @message_id::uuid)::uuid AS leaf_message_id;
+
+-- name: BranchSwitchVersion :one
+-- Shows version sibling_index of message_id's turn and returns the new
+-- active leaf; see convo.switch_version.
+SELECT convo.switch_version(@owner_id::text, @conversation_id::uuid, @message_id::uuid,
+                            @sibling_index::integer)::uuid AS leaf_message_id;

@@ -31,6 +31,32 @@ func (q *Queries) BranchSwitch(ctx context.Context, arg BranchSwitchParams) (uui
 	return leaf_message_id, err
 }
 
+const branchSwitchVersion = `-- name: BranchSwitchVersion :one
+SELECT convo.switch_version($1::text, $2::uuid, $3::uuid,
+                            $4::integer)::uuid AS leaf_message_id
+`
+
+type BranchSwitchVersionParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	MessageID      uuid.UUID
+	SiblingIndex   int32
+}
+
+// Shows version sibling_index of message_id's turn and returns the new
+// active leaf; see convo.switch_version.
+func (q *Queries) BranchSwitchVersion(ctx context.Context, arg BranchSwitchVersionParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, branchSwitchVersion,
+		arg.OwnerID,
+		arg.ConversationID,
+		arg.MessageID,
+		arg.SiblingIndex,
+	)
+	var leaf_message_id uuid.UUID
+	err := row.Scan(&leaf_message_id)
+	return leaf_message_id, err
+}
+
 const messageEdit = `-- name: MessageEdit :one
 SELECT e.user_message_id::uuid AS user_message_id, e.assistant_message_id::uuid AS assistant_message_id,
        e.prompt_id::uuid AS prompt_id

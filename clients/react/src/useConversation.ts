@@ -5,10 +5,14 @@ import {
   activePromptIds,
   answerInput,
   cancelReply,
+  editMessage,
   errorMessage,
   follow,
   followShared,
+  regenerateReply,
   sendMessage,
+  siblingsOf,
+  switchBranch,
   type ConnectionStatus,
   type ConversationState,
   type ConvoClient,
@@ -18,6 +22,7 @@ import {
   type JsonValue,
   type SendMessageResponse,
   type SendOptions,
+  type Siblings,
 } from "@convo/client";
 import { useCallback, useEffect, useMemo, useState, useSyncExternalStore } from "react";
 import { ClientToolRunner, type ClientTool, type ClientToolRun } from "./clientTools.js";
@@ -64,6 +69,31 @@ export interface UseConversation {
   deny: (toolCallId: string, reason?: string) => Promise<boolean>;
   /** answer answers a question (one of its choices when it has some). */
   answer: (toolCallId: string, text: string) => Promise<boolean>;
+  /**
+   * writing is true while a reply of this conversation is queued or being
+   * written: edit, regenerate and switchTo are refused then (cancel first),
+   * so an app disables them and says why.
+   */
+  writing: boolean;
+  /**
+   * siblings is where a message of state stands among the versions of its
+   * turn (docs/branches.md): show "‹ index+1 / count ›" when count > 1.
+   */
+  siblings: (messageId: string) => Siblings | undefined;
+  /**
+   * edit makes a new version of a user message with text, and its reply
+   * (the old version kept). It resolves to false, with error set, when
+   * refused (a reply still being written: the error says so).
+   */
+  edit: (messageId: string, text: string) => Promise<boolean>;
+  /** regenerate writes a reply again as a new version (default: the latest reply); false and error when refused. */
+  regenerate: (messageId?: string) => Promise<boolean>;
+  /**
+   * switchTo shows another version: the branch below messageId or, with
+   * siblingIndex, below that version of messageId's turn ("‹": the
+   * message's siblingIndex - 1, "›": + 1); false and error when refused.
+   */
+  switchTo: (messageId: string, siblingIndex?: number) => Promise<boolean>;
 }
 
 /** An open input request with its tool call. */
@@ -202,6 +232,33 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
   const deny = useCallback((id: string, reason?: string) => respond(id, { approval: { approved: false, reason } }), [respond]);
   const answer = useCallback((id: string, text: string) => respond(id, { question: { answer: text } }), [respond]);
 
+  // Branches: each call changes the active path, which the stream then
+  // brings (branchSwitched) to this tab and every other.
+  const attempt = useCallback(async (call: () => Promise<unknown>) => {
+    try {
+      await call();
+      setError(null);
+      return true;
+    } catch (err) {
+      setError(errorMessage(err));
+      return false;
+    }
+  }, []);
+  const edit = useCallback(
+    (messageId: string, text: string) => attempt(() => editMessage(client, id, messageId, text)),
+    [attempt, client, id],
+  );
+  const regenerate = useCallback(
+    (messageId?: string) => attempt(() => regenerateReply(client, id, messageId)),
+    [attempt, client, id],
+  );
+  const switchTo = useCallback(
+    (messageId: string, siblingIndex?: number) => attempt(() => switchBranch(client, id, messageId, siblingIndex)),
+    [attempt, client, id],
+  );
+  const siblings = useCallback((messageId: string) => siblingsOf(state, messageId), [state]);
+  const writing = activePromptIds(state).length > 0;
+
   return {
     state,
     status,
@@ -217,6 +274,11 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
     approve,
     deny,
     answer,
+    writing,
+    siblings,
+    edit,
+    regenerate,
+    switchTo,
   };
 }
 

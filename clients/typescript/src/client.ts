@@ -6,7 +6,9 @@ import { createConnectTransport } from "@connectrpc/connect-web";
 import {
   ConversationService,
   Preference,
+  type EditMessageResponse,
   type InputAnswerSchema,
+  type RegenerateReplyResponse,
   type SendMessageResponse,
 } from "./gen/convo/v1/conversation_service_pb.js";
 import type { InputRequest } from "./gen/convo/v1/types_pb.js";
@@ -83,6 +85,67 @@ export function sendMessage(client: ConvoClient, text: string, o: SendOptions = 
     },
     { signal: o.signal },
   );
+}
+
+/**
+ * editMessage makes a new version of a user message with text (the old
+ * one kept, docs/branches.md) and a queued reply below it, shown as the
+ * active path; model unset: the old message's reply's. While a reply of
+ * the conversation is being written it is refused with
+ * FailedPrecondition (cancel it first: isReplyInProgress).
+ */
+export function editMessage(
+  client: ConvoClient,
+  conversationId: string,
+  messageId: string,
+  text: string,
+  o: { model?: ModelChoice; signal?: AbortSignal } = {},
+): Promise<EditMessageResponse> {
+  return client.editMessage({ conversationId, messageId, text, model: modelConfig(o.model) }, { signal: o.signal });
+}
+
+/**
+ * regenerateReply writes a reply again: a new version of it (the old one
+ * kept) with a queued prompt, shown as the active path. messageId unset:
+ * the active path's latest reply; model unset: the old reply's. Refused
+ * as editMessage, and for a reply of an A/B comparison.
+ */
+export function regenerateReply(
+  client: ConvoClient,
+  conversationId: string,
+  messageId = "",
+  o: { model?: ModelChoice; signal?: AbortSignal } = {},
+): Promise<RegenerateReplyResponse> {
+  return client.regenerateReply({ conversationId, messageId, model: modelConfig(o.model) }, { signal: o.signal });
+}
+
+/**
+ * switchBranch shows another version (SwitchBranch): the active path
+ * becomes the path down to the newest message below messageId or, with
+ * siblingIndex, below version siblingIndex (from 0) of messageId's turn:
+ * the step "‹" or "›" of "‹ n / m ›" is switchBranch(client, id,
+ * message.id, message.siblingIndex ∓ 1). It resolves to the new active
+ * leaf. Refused as editMessage while a reply is being written.
+ */
+export async function switchBranch(
+  client: ConvoClient,
+  conversationId: string,
+  messageId: string,
+  siblingIndex?: number,
+): Promise<string> {
+  const res = await client.switchBranch({ conversationId, messageId, siblingIndex });
+  return res.leafMessageId;
+}
+
+/**
+ * isReplyInProgress tells a refusal of editMessage, regenerateReply or
+ * switchBranch because a reply is still being written (FailedPrecondition
+ * naming the prompt) from other errors: the app says "stop the reply or
+ * wait for it" rather than "something went wrong".
+ */
+export function isReplyInProgress(err: unknown): boolean {
+  const e = ConnectError.from(err);
+  return e.code === Code.FailedPrecondition && e.rawMessage.includes("is still being written");
 }
 
 /** cancelReply stops a queued or running reply; its partial text stays. It reports whether this call cancelled it. */
@@ -164,6 +227,9 @@ export function errorMessage(err: unknown): string {
       return e.rawMessage || "Too many requests. Try again in a moment.";
     case Code.Canceled:
       return "Cancelled.";
+    case Code.FailedPrecondition:
+      if (isReplyInProgress(e)) return "A reply is still being written: stop it or wait for it to end, then try again.";
+      return e.rawMessage || "Something went wrong.";
     default:
       return e.rawMessage || "Something went wrong.";
   }

@@ -55,6 +55,16 @@
 //   The follower asks for these events (includePauseEvents) unless told
 //   not to; without them `inputs` stays empty.
 //
+// - Branches (docs/branches.md): a conversation is a tree and the state
+//   holds its active path. branchSwitched (an edit, a regeneration or a
+//   switch, in this tab or another) keeps the messages up to its
+//   forkMessageId, drops the rest with their blocks, and appends its
+//   messages with their blocks; a fork the state does not hold (older
+//   than its window) keeps none, and `older` stays for the pages before
+//   the new messages (a page skips the messages held). Each message keeps
+//   its parentId, siblingCount and siblingIndex ("‹ n / m ›"). The
+//   follower asks for these events (includeBranches).
+//
 // Applying a snapshot, its replay and then the live events yields the same
 // messages and blocks as GetConversation at the same seq; loading every
 // older page as well, at any moment, yields all of them.
@@ -338,6 +348,9 @@ function ensureMessage(state: ConversationState, id: string): ConversationState 
     promptId: "",
     comparisonId: "",
     comparisonSlot: "",
+    parentId: "",
+    siblingCount: 1,
+    siblingIndex: 0,
     blockIds: [],
   };
   return { ...setMessage(state, m), messageIds: [...state.messageIds, id] };
@@ -473,6 +486,8 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       const c = k.value.conversation;
       return c ? { ...state, conversation: conversationInfo(c) } : state;
     }
+    case "branchSwitched":
+      return switchBranch(state, k.value.forkMessageId, k.value.messages);
     case "historyCleared": {
       const c = k.value.conversation;
       return {
@@ -491,6 +506,51 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       // A kind this client does not know (undefined for protobuf-es).
       return { ...state, unknownEvents: state.unknownEvents + 1 };
   }
+}
+
+/**
+ * switchBranch applies a branchSwitched: the active path is kept up to
+ * the fork (none when there is no fork, or the state does not hold it: a
+ * fork before the window), the messages after it are dropped with their
+ * blocks, failure reasons and held updates, and the new path's messages
+ * are appended with their blocks. With no fork the new path starts at a
+ * first message, so nothing is older; a fork before the window leaves
+ * `older` as it was, and its pages bring the messages up to the fork.
+ */
+function switchBranch(state: ConversationState, forkId: string, incoming: readonly Message[]): ConversationState {
+  const at = forkId ? state.messageIds.indexOf(forkId) : -1;
+  const kept = state.messageIds.slice(0, at + 1);
+  const messages: Record<string, MessageState> = {};
+  const blocks: Record<string, BlockState> = {};
+  const errors: Record<string, string> = {};
+  for (const id of kept) {
+    const m = state.messages[id];
+    messages[id] = m;
+    for (const b of m.blockIds) if (state.blocks[b]) blocks[b] = state.blocks[b];
+    if (state.errors[id] !== undefined) errors[id] = state.errors[id];
+  }
+  const messageIds = [...kept];
+  for (const pm of incoming) {
+    if (messages[pm.id]) continue;
+    messageIds.push(pm.id);
+    messages[pm.id] = { ...messageFields(pm), blockIds: idsByPosition(pm.blocks) };
+    for (const b of pm.blocks) blocks[b.id] = blockState(b, pm.id);
+  }
+  // Requests of prompts whose messages left the path (none in practice:
+  // the server refuses a change of path while a reply is being written).
+  const dropped = new Set(
+    state.messageIds.filter((id) => !messages[id]).map((id) => state.messages[id].promptId),
+  );
+  return {
+    ...state,
+    messageIds,
+    messages,
+    blocks,
+    errors,
+    older: forkId ? state.older : null,
+    olderUpdates: forkId ? state.olderUpdates : {},
+    inputs: state.inputs.filter((i) => !dropped.has(i.promptId)),
+  };
 }
 
 /** updateMessage applies a message's new fields (messageUpdated, and the message every event of pauses carries). */
@@ -559,6 +619,18 @@ export function activePromptIds(state: ConversationState): string[] {
   return [...ids];
 }
 
+
+/** The versions of a message's turn: which one it is (from 0) and how many there are ("‹ index+1 / count ›"). */
+export interface Siblings {
+  index: number;
+  count: number;
+}
+
+/** siblingsOf is the place of a message among the versions of its turn; undefined for a message the state does not hold. */
+export function siblingsOf(state: ConversationState, messageId: string): Siblings | undefined {
+  const m = state.messages[messageId];
+  return m ? { index: m.siblingIndex, count: m.siblingCount } : undefined;
+}
 
 /** The open input request of a tool call, if any. */
 export function inputOf(state: ConversationState, toolCallId: string): InputRequestState | undefined {

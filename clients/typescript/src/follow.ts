@@ -135,7 +135,14 @@ export function follow(o: FollowOptions): () => void {
       let gap = false;
       try {
         const stream = o.client.streamConversation(
-          { conversationId: o.conversationId, afterSeq: seq ?? undefined, includePauseEvents: o.includePauseEvents ?? true },
+          {
+            conversationId: o.conversationId,
+            afterSeq: seq ?? undefined,
+            includePauseEvents: o.includePauseEvents ?? true,
+            // The fold applies branchSwitched: a change of the active path
+            // arrives live instead of ending the stream (docs/events.md, "Branches").
+            includeBranches: true,
+          },
           {
             signal: attempt.signal,
             onHeader: () => {

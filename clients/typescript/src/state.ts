@@ -41,6 +41,15 @@ export interface MessageState {
   feedback?: FeedbackInfo;
   comparisonId: string;
   comparisonSlot: string;
+  /**
+   * The message it follows in the conversation's tree ("" for a first
+   * message): a reply's is the user message it answers (docs/branches.md).
+   */
+  parentId: string;
+  /** How many versions its turn has (at least 1; a comparison's two replies count once). */
+  siblingCount: number;
+  /** Which version it is, from 0, in the order they were made: "‹ siblingIndex+1 / siblingCount ›". */
+  siblingIndex: number;
   /** The message's blocks, in order. */
   blockIds: string[];
 }
@@ -144,6 +153,10 @@ export function messageFields(m: Message): Omit<MessageState, "blockIds"> {
     feedback: feedbackInfo(m.feedback),
     comparisonId: m.comparisonId,
     comparisonSlot: m.comparisonSlot,
+    parentId: m.parentId,
+    // A server before trees leaves it out: one version.
+    siblingCount: Math.max(1, m.siblingCount),
+    siblingIndex: m.siblingIndex,
   };
 }
 

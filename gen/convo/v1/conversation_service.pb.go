@@ -345,7 +345,13 @@ type SwitchBranchRequest struct {
 	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	// message_id is any message of the conversation, usually a sibling of
 	// one shown: required.
-	MessageId     string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	MessageId string `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// sibling_index, when set, shows that version (from 0, as
+	// Message.sibling_index numbers them) of message_id's turn instead of
+	// message_id itself: a client showing "‹ n / m ›" on a message knows
+	// the message and the index, not the other versions' ids. Outside 0 …
+	// sibling_count-1: InvalidArgument.
+	SiblingIndex  *int32 `protobuf:"varint,3,opt,name=sibling_index,json=siblingIndex,proto3,oneof" json:"sibling_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,6 +398,13 @@ func (x *SwitchBranchRequest) GetMessageId() string {
 		return x.MessageId
 	}
 	return ""
+}
+
+func (x *SwitchBranchRequest) GetSiblingIndex() int32 {
+	if x != nil && x.SiblingIndex != nil {
+		return *x.SiblingIndex
+	}
+	return 0
 }
 
 // SwitchBranchResponse names the new active leaf.
@@ -3220,11 +3233,13 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x05model\x18\x03 \x01(\v2\x15.convo.v1.ModelConfigR\x05model\"h\n" +
 	"\x17RegenerateReplyResponse\x120\n" +
 	"\x14assistant_message_id\x18\x01 \x01(\tR\x12assistantMessageId\x12\x1b\n" +
-	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\"]\n" +
+	"\tprompt_id\x18\x02 \x01(\tR\bpromptId\"\x99\x01\n" +
 	"\x13SwitchBranchRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\">\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12(\n" +
+	"\rsibling_index\x18\x03 \x01(\x05H\x00R\fsiblingIndex\x88\x01\x01B\x10\n" +
+	"\x0e_sibling_index\">\n" +
 	"\x14SwitchBranchResponse\x12&\n" +
 	"\x0fleaf_message_id\x18\x01 \x01(\tR\rleafMessageId\"\xba\x01\n" +
 	"\x12SendMessageRequest\x12'\n" +
@@ -3606,6 +3621,7 @@ func file_convo_v1_conversation_service_proto_init() {
 	}
 	file_convo_v1_events_proto_init()
 	file_convo_v1_types_proto_init()
+	file_convo_v1_conversation_service_proto_msgTypes[4].OneofWrappers = []any{}
 	file_convo_v1_conversation_service_proto_msgTypes[8].OneofWrappers = []any{}
 	file_convo_v1_conversation_service_proto_msgTypes[9].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),

@@ -24,7 +24,10 @@ export function ComparisonView({
   onVote,
   actions,
   highlightedId,
+  writing = false,
 }: {
+  /** A reply of the conversation is being written (see MessageView). */
+  writing?: boolean;
   comparisonId: string;
   sides: ComparisonSide[];
   vote: Preference | undefined;
@@ -51,6 +54,7 @@ export function ComparisonView({
               actions={actions}
               hideRole
               highlighted={highlightedId === s.message.id}
+              writing={writing}
             />
           </div>
         ))}

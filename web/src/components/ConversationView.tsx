@@ -50,6 +50,7 @@ export function ConversationView({
   );
   const conv = useConversation(conversationId, { client, onEvent, clientTools });
   const { state, status, notFound, store, loadOlder, pending, clientToolRuns, approve, deny, answer } = conv;
+  const { edit, regenerate, switchTo, writing } = conv;
   const [error, setError] = useState<string | null>(null);
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
@@ -123,8 +124,21 @@ export function ConversationView({
         });
       },
       onTrace: (m: MessageState) => setTraceFor(m.id),
+      // The stream brings the new path (branchSwitched); a refusal shows
+      // as the hook's error.
+      onEdit: async (messageId, text) => {
+        scroll.stick();
+        const ok = await edit(messageId, text);
+        if (ok) onChanged();
+        return ok;
+      },
+      onRegenerate: (messageId) => {
+        scroll.stick();
+        void regenerate(messageId);
+      },
+      onSwitch: (messageId, siblingIndex) => void switchTo(messageId, siblingIndex),
     }),
-    [client, store],
+    [client, store, edit, regenerate, switchTo, onChanged, scroll],
   );
 
   const clear = async () => {
@@ -167,7 +181,7 @@ export function ConversationView({
           {state.seq !== null && state.messageIds.length === 0 ? (
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}
-          {renderMessages(state, actions, votes, vote, highlighted, models, pauses)}
+          {renderMessages(state, actions, votes, vote, highlighted, models, pauses, writing)}
         </div>
       </div>
       {error ? (
@@ -193,6 +207,7 @@ function renderMessages(
   highlighted: string | undefined,
   models: Record<string, string>,
   pauses: Record<string, ReactNode>,
+  writing: boolean,
 ): ReactNode[] {
   return groupMessages(state).map((item) =>
     item.kind === "comparison" ? (
@@ -209,6 +224,7 @@ function renderMessages(
         onVote={onVote}
         actions={actions}
         highlightedId={highlighted}
+        writing={writing}
       />
     ) : (
       <MessageView
@@ -219,6 +235,7 @@ function renderMessages(
         actions={actions}
         highlighted={highlighted === item.message.id}
         pauses={pauses[item.message.id]}
+        writing={writing}
       />
     ),
   );

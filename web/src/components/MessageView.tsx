@@ -1,15 +1,23 @@
-import { memo, type ReactNode } from "react";
+import { memo, useState, type ReactNode } from "react";
 import type { Rating } from "@convo/client";
 import type { BlockState, MessageState } from "@convo/client";
 import { absoluteTime } from "../util/format";
 import { BlockView } from "./blocks/BlockView";
 import { FeedbackButtons } from "./FeedbackButtons";
+import { MessageEditor } from "./MessageEditor";
 import { Spinner } from "./Spinner";
+import { VersionSwitcher, writingHint } from "./VersionSwitcher";
 
 export interface MessageActions {
   /** onFeedback rates a reply; comment is optional ("" for none). */
   onFeedback: (messageId: string, rating: Rating, comment: string) => void;
   onTrace: (message: MessageState) => void;
+  /** onEdit makes a new version of a user message; it resolves to whether it did. */
+  onEdit: (messageId: string, text: string) => Promise<boolean>;
+  /** onRegenerate writes a reply again, as a new version. */
+  onRegenerate: (messageId: string) => void;
+  /** onSwitch shows version siblingIndex of the message's turn. */
+  onSwitch: (messageId: string, siblingIndex: number) => void;
 }
 
 const isLive = (m: MessageState) => m.status === "pending" || m.status === "processing";
@@ -26,7 +34,10 @@ export const MessageView = memo(function MessageView({
   highlighted,
   hideRole,
   pauses,
+  writing = false,
 }: {
+  /** A reply of the conversation is being written: edits, regenerations and switches wait. */
+  writing?: boolean;
   /** The reply's open input requests (PauseCard), shown after its blocks. */
   pauses?: ReactNode;
   message: MessageState;
@@ -38,6 +49,21 @@ export const MessageView = memo(function MessageView({
 }) {
   const live = isLive(message);
   const assistant = message.role === "assistant";
+  const [editing, setEditing] = useState(false);
+  const versions = <VersionSwitcher message={message} writing={writing} onSwitch={actions.onSwitch} />;
+  // A comparison's replies are one version: not regenerated on their own.
+  const regenerate =
+    assistant && !message.comparisonId ? (
+      <button
+        type="button"
+        className="ghost small"
+        aria-disabled={writing}
+        title={writing ? writingHint : "Write this reply again, keeping this version"}
+        onClick={() => !writing && actions.onRegenerate(message.id)}
+      >
+        Regenerate
+      </button>
+    ) : null;
   return (
     <article
       id={`m-${message.id}`}
@@ -56,9 +82,17 @@ export const MessageView = memo(function MessageView({
         </header>
       )}
       <div className="message-body">
-        {blocks.map((b) => (
-          <BlockView key={b.id} block={b} messageLive={live} />
-        ))}
+        {editing ? (
+          <MessageEditor
+            messageId={message.id}
+            text={blocks.map((b) => b.content).join("")}
+            writing={writing}
+            onSave={(text) => actions.onEdit(message.id, text)}
+            onCancel={() => setEditing(false)}
+          />
+        ) : (
+          blocks.map((b) => <BlockView key={b.id} block={b} messageLive={live} />)
+        )}
         {pauses}
         {live && !pauses && !blocks.some((b) => b.status === "streaming") ? (
           <p className="muted waiting">
@@ -74,11 +108,32 @@ export const MessageView = memo(function MessageView({
       </div>
       {assistant && !live && !(message.status === "cancelled" && isEmptyReply(message, blocks)) ? (
         <footer className="message-actions">
+          {versions}
           <FeedbackButtons message={message} onFeedback={actions.onFeedback}>
+            {regenerate}
             <button type="button" className="ghost small" onClick={() => actions.onTrace(message)}>
               Trace
             </button>
           </FeedbackButtons>
+        </footer>
+      ) : assistant ? (
+        <footer className="message-actions">
+          {versions}
+          {live ? null : regenerate}
+        </footer>
+      ) : null}
+      {message.role === "user" && !editing ? (
+        <footer className="message-actions">
+          {versions}
+          <button
+            type="button"
+            className="ghost small"
+            aria-disabled={writing}
+            title={writing ? writingHint : "Edit this message: a new version, with its own reply"}
+            onClick={() => !writing && setEditing(true)}
+          >
+            Edit
+          </button>
         </footer>
       ) : null}
     </article>

@@ -10,15 +10,24 @@ import { ComparisonView, type ComparisonSide } from "./ComparisonView";
 import { Highlighted } from "./Highlighted";
 import { MessageView, type MessageActions } from "./MessageView";
 
-const actions: MessageActions = { onFeedback: () => {}, onTrace: () => {} };
+const actions: MessageActions = {
+  onFeedback: () => {},
+  onTrace: () => {},
+  onEdit: async () => true,
+  onRegenerate: () => {},
+  onSwitch: () => {},
+};
 
-const message = (id: string, status: string, slot = ""): MessageState => ({
+const message = (id: string, status: string, slot = "", versions = { index: 0, count: 1 }, role = "assistant"): MessageState => ({
   id,
-  role: "assistant",
+  role,
   status,
-  promptId: `p-${id}`,
+  promptId: role === "assistant" ? `p-${id}` : "",
   comparisonId: slot ? "cmp" : "",
   comparisonSlot: slot,
+  parentId: "",
+  siblingCount: versions.count,
+  siblingIndex: versions.index,
   blockIds: [],
 });
 
@@ -124,5 +133,51 @@ describe("a search snippet", () => {
     const shown = html.replace(/<[^>]+>/g, "");
     expect(shown).toBe("I handed 6 * 7 to the calculator tool");
     expect(html).toContain("<mark>calculator</mark>");
+  });
+});
+
+describe("versions of a turn", () => {
+  /** The version controls of rendered HTML: each button's label, whether it is aria-disabled, and its tooltip. */
+  const controls = (html: string) =>
+    [...html.matchAll(/<button[^>]*aria-label="([^"]+)"[^>]*aria-disabled="(true|false)"[^>]*title="([^"]*)"/g)].map((m) => ({
+      label: m[1],
+      off: m[2] === "true",
+      title: m[3],
+    }));
+  const render = (m: MessageState, writing = false) =>
+    renderToStaticMarkup(<MessageView message={m} blocks={[text(m.id, "Hello.")]} actions={actions} writing={writing} />);
+
+  it("shows ‹ n / m › on a message with versions, the arrows past the ends off", () => {
+    const html = render(message("r", "completed", "", { index: 1, count: 3 }));
+    expect(html).toContain('aria-label="Version 2 of 3"');
+    expect(html).toMatch(/>2 \/ 3</);
+    expect(controls(html).filter((c) => c.label.endsWith("version"))).toEqual([
+      { label: "Previous version", off: false, title: "Previous version" },
+      { label: "Next version", off: false, title: "Next version" },
+    ]);
+    const first = controls(render(message("r", "completed", "", { index: 0, count: 2 })));
+    expect(first.find((c) => c.label === "Previous version")?.off).toBe(true);
+    expect(render(message("r", "completed"))).not.toContain("Versions");
+  });
+
+  it("while a reply is being written, every branch control is off and says why", () => {
+    const writingHint = "A reply is being written: stop it or wait for it to end first.";
+    const reply = controls(render(message("r", "completed", "", { index: 1, count: 2 }), true));
+    expect(reply.map((c) => [c.label, c.off, c.title])).toEqual([
+      ["Previous version", true, writingHint],
+      ["Next version", true, writingHint],
+    ]);
+    const html = render(message("r", "completed", "", { index: 1, count: 2 }), true);
+    expect(html).toMatch(new RegExp(`aria-disabled="true" title="${writingHint}">Regenerate<`));
+    const user = render(message("u", "completed", "", { index: 0, count: 2 }, "user"), true);
+    expect(user).toMatch(new RegExp(`aria-disabled="true" title="${writingHint}">Edit<`));
+  });
+
+  it("offers Edit on the user's messages and Regenerate on replies, not on a comparison's", () => {
+    expect(render(message("u", "completed", "", undefined, "user"))).toMatch(/>Edit</);
+    expect(render(message("r", "completed"))).toMatch(/>Regenerate</);
+    expect(render(message("r", "completed"))).not.toMatch(/>Edit</);
+    const html = renderComparison([side("a", "completed", "a", "One."), side("b", "completed", "b", "Two.")]);
+    expect(html).not.toMatch(/>Regenerate</);
   });
 });

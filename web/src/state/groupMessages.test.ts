@@ -9,6 +9,9 @@ const message = (id: string, comparisonId = "", slot = ""): MessageState => ({
   promptId: comparisonId ? `p-${id}` : "",
   comparisonId,
   comparisonSlot: slot,
+  parentId: "",
+  siblingCount: 1,
+  siblingIndex: 0,
   blockIds: [],
 });
 

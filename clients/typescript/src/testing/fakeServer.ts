@@ -52,6 +52,10 @@ interface FMessage {
   comparisonId: string;
   comparisonSlot: string;
   feedback?: Rating;
+  /** The tree (docs/branches.md): the parent ("" for a first message), the turn's versions and which one this is. */
+  parentId: string;
+  siblingCount: number;
+  siblingIndex: number;
 }
 interface FInput {
   toolCallId: string;
@@ -81,6 +85,10 @@ export class FakeServer {
   private readonly states: FState[] = [{ title: "", activePromptId: "", messages: [] }];
   private cur: FState = { title: "", activePromptId: "", messages: [] };
   private ids = 0;
+  /** Every message of the tree in the order made (positions); cur.messages is the active path. */
+  private tree: FMessage[] = [];
+  /** The id of every message ever made, in order (never cleared): where a page token's place is. */
+  private readonly made: string[] = [];
 
   get seq(): bigint {
     return BigInt(this.log.length);
@@ -118,30 +126,16 @@ export class FakeServer {
 
   /** sendMessage appends a user message and a queued prompt; returns the assistant message and prompt ids. */
   sendMessage(text: string, comparison?: { id: string; slots: string[] }): { messageIds: string[]; promptIds: string[] } {
-    const user: FMessage = {
-      id: this.id("m"),
-      role: "user",
-      status: "completed",
-      promptId: "",
-      comparisonId: "",
-      comparisonSlot: "",
-      blocks: [{ id: this.id("b"), blockType: "text", content: text, metadata: {}, status: "completed", position: 0 }],
-    };
+    const user = this.userMessage(text, this.leaf()?.id ?? "");
+    this.addVersion(user);
     this.cur.messages.push(user);
     this.emit({ case: "messageCreated", value: { message: toMessage(user) } as never });
     const messageIds: string[] = [];
     const promptIds: string[] = [];
     for (const slot of comparison?.slots ?? [""]) {
-      const promptId = this.id("p");
-      const a: FMessage = {
-        id: this.id("m"),
-        role: "assistant",
-        status: "pending",
-        promptId,
-        comparisonId: comparison?.id ?? "",
-        comparisonSlot: slot,
-        blocks: [],
-      };
+      const a = this.reply(user.id, comparison?.id ?? "", slot);
+      const promptId = a.promptId;
+      this.addVersion(a);
       this.cur.messages.push(a);
       this.emit({ case: "messageCreated", value: { message: toMessage(a) } as never });
       this.emit({ case: "promptQueued", value: { prompt: this.prompt(a, "queued") } as never });
@@ -152,6 +146,143 @@ export class FakeServer {
     this.cur.activePromptId = promptIds[promptIds.length - 1];
     this.emit({ case: "conversationUpdated", value: { conversation: this.conversation() } as never });
     return { messageIds, promptIds };
+  }
+
+  private userMessage(text: string, parentId: string): FMessage {
+    return {
+      id: this.id("m"),
+      role: "user",
+      status: "completed",
+      promptId: "",
+      comparisonId: "",
+      comparisonSlot: "",
+      blocks: [{ id: this.id("b"), blockType: "text", content: text, metadata: {}, status: "completed", position: 0 }],
+      parentId,
+      siblingCount: 1,
+      siblingIndex: 0,
+    };
+  }
+
+  private reply(parentId: string, comparisonId = "", comparisonSlot = ""): FMessage {
+    const promptId = this.id("p");
+    return {
+      id: this.id("m"),
+      role: "assistant",
+      status: "pending",
+      promptId,
+      comparisonId,
+      comparisonSlot,
+      blocks: [],
+      parentId,
+      siblingCount: 1,
+      siblingIndex: 0,
+    };
+  }
+
+  /** leaf is the active leaf: the path's last message that is not slot "b" (the next message hangs below it). */
+  private leaf(): FMessage | undefined {
+    return this.cur.messages.filter((m) => m.comparisonSlot !== "b").at(-1);
+  }
+
+  /** addVersion puts m in the tree and renumbers its turn's versions (slot "b" shares slot "a"'s place). */
+  private addVersion(m: FMessage): void {
+    this.tree.push(m);
+    this.made.push(m.id);
+    const turn = this.tree.filter((x) => x.parentId === m.parentId);
+    const versions = turn.filter((x) => x.comparisonSlot !== "b");
+    for (const x of turn) {
+      x.siblingCount = versions.length;
+      const own = x.comparisonSlot === "b" ? versions.find((v) => v.comparisonId === x.comparisonId) : x;
+      x.siblingIndex = own ? versions.indexOf(own) : 0;
+    }
+  }
+
+  /** pathTo is the path from a first message down to leaf, with the slot "b" of each comparison on it, in order. */
+  private pathTo(leaf: FMessage): FMessage[] {
+    const on = new Set<FMessage>();
+    for (let m: FMessage | undefined = leaf; m; m = this.tree.find((x) => x.id === m!.parentId)) {
+      on.add(m);
+      if (m.comparisonId) for (const x of this.tree) if (x.comparisonId === m.comparisonId) on.add(x);
+    }
+    return this.tree.filter((m) => on.has(m));
+  }
+
+  /** changePath shows the path down to leaf and emits its branchSwitched, as convo._change_path does. */
+  private changePath(leaf: FMessage): void {
+    const next = this.pathTo(leaf);
+    const fork = next.filter((m) => this.cur.messages.includes(m)).at(-1);
+    const after = fork ? next.slice(next.indexOf(fork) + 1) : next;
+    this.cur.messages = next;
+    this.emit({
+      case: "branchSwitched",
+      value: {
+        forkMessageId: fork?.id ?? "",
+        leafMessageId: leaf.id,
+        messages: after.map((m) => toMessage(m, true, this.conversationId)),
+      } as never,
+    });
+  }
+
+  /** queued writes what follows a new version's branchSwitched: promptQueued, then conversationUpdated. */
+  private queued(reply: FMessage): { messageId: string; promptId: string } {
+    this.emit({ case: "promptQueued", value: { prompt: this.prompt(reply, "queued") } as never });
+    this.cur.activePromptId = reply.promptId;
+    this.emit({ case: "conversationUpdated", value: { conversation: this.conversation() } as never });
+    return { messageId: reply.id, promptId: reply.promptId };
+  }
+
+  private find(id: string): FMessage {
+    const m = this.tree.find((x) => x.id === id);
+    if (!m) throw new Error(`no message ${id}`);
+    return m;
+  }
+
+  /** editMessage makes a new version of a user message with a queued reply, shown (convo.edit_message). */
+  editMessage(messageId: string, text: string): { userMessageId: string; messageId: string; promptId: string } {
+    const old = this.find(messageId);
+    const user = this.userMessage(text, old.parentId);
+    this.addVersion(user);
+    const reply = this.reply(user.id);
+    this.addVersion(reply);
+    this.changePath(reply);
+    return { userMessageId: user.id, ...this.queued(reply) };
+  }
+
+  /** regenerate makes a new version of a reply (default: the path's latest), queued and shown (convo.regenerate_reply). */
+  regenerate(messageId?: string): { messageId: string; promptId: string } {
+    const old = messageId ? this.find(messageId) : this.cur.messages.filter((m) => m.role === "assistant").at(-1)!;
+    const reply = this.reply(old.parentId);
+    this.addVersion(reply);
+    this.changePath(reply);
+    return this.queued(reply);
+  }
+
+  /**
+   * switchTo shows the newest message below messageId (itself when none;
+   * below slot "a" for slot "b"), or below version siblingIndex of its
+   * turn, as convo.switch_branch and switch_version do; nothing when it is
+   * the branch shown. It returns the new leaf.
+   */
+  switchTo(messageId: string, siblingIndex?: number): string {
+    let from = this.find(messageId);
+    if (siblingIndex !== undefined) {
+      from = this.tree.filter((x) => x.parentId === from.parentId && x.comparisonSlot !== "b")[siblingIndex];
+      if (!from) throw new Error(`no version ${siblingIndex} of the turn of ${messageId}`);
+    }
+    const pairA = (m: FMessage) =>
+      m.comparisonSlot === "b" ? this.tree.find((x) => x.comparisonId === m.comparisonId && x.comparisonSlot === "a")! : m;
+    from = pairA(from);
+    const below = new Set<string>([from.id]);
+    let leaf = from;
+    for (const m of this.tree) {
+      if (below.has(m.parentId)) {
+        below.add(m.id);
+        leaf = m;
+      }
+    }
+    leaf = pairA(leaf);
+    if (leaf !== this.leaf()) this.changePath(leaf);
+    return leaf.id;
   }
 
   private prompt(m: FMessage, status: string) {
@@ -311,6 +442,7 @@ export class FakeServer {
 
   clearHistory(): void {
     this.cur.messages = [];
+    this.tree = [];
     this.cur.inputs = [];
     this.emit({ case: "historyCleared", value: { conversation: this.conversation() } as never });
   }
@@ -381,8 +513,14 @@ export class FakeServer {
    */
   listMessages(token: string, o: { seq?: bigint; size?: number } = {}): { messages: Message[]; nextPageToken: string } {
     const st = this.states[Number(o.seq ?? this.seq)];
-    const before = st.messages.findIndex((m) => pageToken(m.id) === token);
-    if (before < 0) return { messages: [], nextPageToken: "" }; // gone (history cleared)
+    // The token names a place (as the server's holds a position): the
+    // path's messages before it, whether or not its message is still on
+    // the path (a branchSwitched may have taken it off).
+    const place = this.made.findIndex((id) => pageToken(id) === token);
+    if (place < 0 || st.messages.length === 0) return { messages: [], nextPageToken: "" }; // gone (history cleared)
+    const madeBefore = new Set(this.made.slice(0, place));
+    let before = st.messages.findIndex((m) => !madeBefore.has(m.id));
+    if (before < 0) before = st.messages.length;
     const from = Math.max(0, before - Math.max(1, o.size ?? 2));
     return {
       messages: st.messages.slice(from, before).map((m) => toMessage(m, true, this.conversationId)),
@@ -435,6 +573,9 @@ function toMessage(m: FMessage, withBlocks = true, conversationId = "c1"): Messa
     promptId: m.promptId,
     comparisonId: m.comparisonId,
     comparisonSlot: m.comparisonSlot,
+    parentId: m.parentId,
+    siblingCount: m.siblingCount,
+    siblingIndex: m.siblingIndex,
     feedback: m.feedback ? { rating: m.feedback } : undefined,
     blocks: withBlocks ? m.blocks.map(toBlock) : [],
   });

@@ -161,7 +161,8 @@ type ConversationServiceClient interface {
 	// comparison: FailedPrecondition.
 	RegenerateReply(context.Context, *connect.Request[v1.RegenerateReplyRequest]) (*connect.Response[v1.RegenerateReplyResponse], error)
 	// SwitchBranch shows another version: the active path becomes the path
-	// down to the newest message below message_id. While a reply is being
+	// down to the newest message below message_id, or, with sibling_index,
+	// below that version of message_id's turn. While a reply is being
 	// written: FailedPrecondition.
 	SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error)
 }
@@ -490,7 +491,8 @@ type ConversationServiceHandler interface {
 	// comparison: FailedPrecondition.
 	RegenerateReply(context.Context, *connect.Request[v1.RegenerateReplyRequest]) (*connect.Response[v1.RegenerateReplyResponse], error)
 	// SwitchBranch shows another version: the active path becomes the path
-	// down to the newest message below message_id. While a reply is being
+	// down to the newest message below message_id, or, with sibling_index,
+	// below that version of message_id's turn. While a reply is being
 	// written: FailedPrecondition.
 	SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error)
 }
