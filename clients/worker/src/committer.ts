@@ -235,7 +235,7 @@ function refusal(what: string, r: RefusedRow): WorkerError {
   if (r.code === "CV002" && /is cancelled, not running/.test(r.message)) {
     return new WorkerError("cancelled", "the prompt was cancelled", { sqlState: r.code });
   }
-  if (r.code === "CV002" && /no longer held by worker|is (failed|completed), not running|held by another worker/.test(r.message)) {
+  if (r.code === "CV002" && /no longer held by worker|is (failed|completed), not running|is held by .*, not by /.test(r.message)) {
     return new WorkerError("lease_lost", `the prompt is no longer this worker's: ${r.message}`, { sqlState: r.code });
   }
   return new WorkerError("write_refused", message, { sqlState: r.code });

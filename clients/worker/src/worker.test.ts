@@ -208,6 +208,30 @@ describe("Worker", () => {
     expect((await prompt(db.pool, sent.promptId)).error).toMatch(/lease expired/);
   });
 
+  it("stops a reply another worker took over as a lost lease", async () => {
+    let stoppedWith: unknown;
+    await startWorker({
+      slots: 1,
+      handler: async (job) => {
+        try {
+          for (let i = 0; ; i++) {
+            job.reply.text(`tick${i} `);
+            await sleep(50, job.signal);
+          }
+        } catch (err) {
+          stoppedWith = err;
+        }
+      },
+    });
+    const sent = await send(db.pool, "hang on");
+    await waitFor("the reply's first words", async () => (await blocks(db.pool, sent.messageId))[0]?.content.includes("tick1"));
+    // As if the lease had run out and another worker had claimed it:
+    // write_batch refuses with "is held by other, not by <this worker>".
+    await db.pool.query("UPDATE convo.prompts SET worker = 'another-worker' WHERE id = $1", [sent.promptId]);
+    await waitFor("the handler to stop", () => stoppedWith !== undefined);
+    expect((stoppedWith as WorkerError).code).toBe("lease_lost");
+  });
+
   it("refuses metadata or a tool input that is not JSON at the call, failing that reply alone", async () => {
     // Both handlers write in the same tick, so their ops share a batch: a
     // value JSON cannot hold must fail its own reply, not the batch.
