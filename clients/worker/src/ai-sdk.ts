@@ -5,14 +5,20 @@
 // text and reasoning become blocks, tool calls (their input as it
 // streams) tool_use blocks with their recorded calls, tool results and
 // errors complete or fail the calls (each with its tool_result block), and
-// an `error` part fails the prompt with the model's error text. The
-// runtime (./worker.ts) does the rest: batching, leases, cancel.
+// an `error` part fails the prompt with the model's error text. A tool
+// with `needsApproval` pauses the prompt: its tool-approval-request parts
+// become approval requests, and the prompt is parked (wait_prompt); once
+// answered, modelMessagesOf gives streamText the answers as
+// tool-approval-response parts, so the AI SDK runs the approved tools
+// itself. The runtime (./worker.ts) does the rest: batching, leases,
+// cancel.
 
-import type { ModelMessage, TextStreamPart, ToolSet, UIMessageChunk } from "ai";
+import type { AssistantModelMessage, ModelMessage, TextStreamPart, ToolContent, ToolSet, UIMessageChunk } from "ai";
 import { WorkerError, messageOf } from "./errors.js";
 import type { HistoryMessage } from "./history.js";
 import type { Job } from "./job.js";
-import type { Block, Reply, StreamingToolCall, ToolCall } from "./reply.js";
+import type { PromptInput } from "./inputs.js";
+import type { Block, InputRequest, Reply, StreamingToolCall, ToolCall } from "./reply.js";
 
 export interface WriteOptions {
   /**
@@ -55,7 +61,13 @@ export class ModelStreamError extends Error {
  */
 export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: StreamTextSource<TOOLS>, opts: WriteOptions = {}): Promise<void> {
   const w = new ReplyWriter(job.reply, opts);
+  await w.resume(job);
   for await (const part of readUntilStopped(job.signal, partsOf(source))) {
+    if (part.type === "tool-approval-request") {
+      w.approvalRequest(part.toolCall.toolCallId, part.isAutomatic === true);
+      continue;
+    }
+    w.recordCalls();
     switch (part.type) {
       case "text-start":
         w.open(part.id, w.textType);
@@ -91,7 +103,7 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
         w.toolError(part.toolCallId, messageOf(part.error));
         break;
       case "tool-output-denied":
-        w.toolError(part.toolCallId, "denied by the user");
+        w.toolDenied(part.toolCallId);
         break;
       case "error":
         throw new ModelStreamError(messageOf(part.error), { cause: part.error });
@@ -99,11 +111,11 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
         throw stopReason(job.signal) ?? new ModelStreamError(`the model's stream was aborted${part.reason ? `: ${part.reason}` : ""}`);
       default:
         // start, start-step, finish-step, finish, source, file, custom,
-        // raw, ping, approvals, steering: nothing to write.
+        // raw, ping, approval responses, steering: nothing to write.
         break;
     }
   }
-  w.end();
+  await w.end();
 }
 
 /**
@@ -115,7 +127,13 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
  */
 export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessageChunk>, opts: WriteOptions = {}): Promise<void> {
   const w = new ReplyWriter(job.reply, opts);
+  await w.resume(job);
   for await (const chunk of readUntilStopped(job.signal, stream)) {
+    if (chunk.type === "tool-approval-request") {
+      w.approvalRequest(chunk.toolCallId, chunk.isAutomatic === true);
+      continue;
+    }
+    w.recordCalls();
     switch (chunk.type) {
       case "text-start":
         w.open(chunk.id, w.textType);
@@ -154,7 +172,7 @@ export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessag
         w.toolError(chunk.toolCallId, chunk.errorText);
         break;
       case "tool-output-denied":
-        w.toolError(chunk.toolCallId, "denied by the user");
+        w.toolDenied(chunk.toolCallId);
         break;
       case "error":
         throw new ModelStreamError(chunk.errorText);
@@ -164,7 +182,58 @@ export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessag
         break;
     }
   }
-  w.end();
+  await w.end();
+}
+
+/**
+ * The job's context as the AI SDK's messages, for streamText's `messages`:
+ * the history (toModelMessages), and for a resumed prompt its reply so
+ * far, each call that waited for approval with its tool-approval-request
+ * and the user's answer as a tool-approval-response, so that streamText
+ * runs the approved tools (their results are written) and tells the model
+ * of the denied ones (`execution-denied`, with the reason), then goes on.
+ * A client tool's output or a question's answer is the call's tool
+ * result (writeStreamText writes it).
+ *
+ * ```ts
+ * const result = streamText({ model, messages: modelMessagesOf(job), tools, abortSignal: job.signal });
+ * await writeStreamText(job, result); // may park the prompt again
+ * ```
+ */
+export function modelMessagesOf(job: Job): ModelMessage[] {
+  const out = toModelMessages(job.history);
+  if (!job.resumed) return out;
+  const own = toModelMessages(job.replySoFar);
+  const answers: ToolContent = [];
+  for (const input of job.inputs) {
+    if (!input.open) continue;
+    const id = input.toolCall.id;
+    if (input.kind === "approval") {
+      const turn = own.find(
+        (m): m is AssistantModelMessage => m.role === "assistant" && typeof m.content !== "string" && m.content.some((p) => p.type === "tool-call" && p.toolCallId === id),
+      );
+      if (!turn || typeof turn.content === "string") continue;
+      turn.content.push({ type: "tool-approval-request", approvalId: id, toolCallId: id });
+      const reason = input.answer?.reason;
+      answers.push({ type: "tool-approval-response", approvalId: id, approved: input.approved, ...(reason ? { reason } : {}) });
+    } else {
+      const failure = input.failure;
+      const value = failure ?? (input.kind === "client_tool" ? input.answer?.output : input.answer?.answer) ?? "";
+      answers.push({
+        type: "tool-result",
+        toolCallId: id,
+        toolName: input.name,
+        output: failure !== undefined ? { type: "error-text", value: failure } : { type: "text", value },
+      });
+    }
+  }
+  if (answers.length > 0) {
+    // The AI SDK reads the answers from the last message, a tool message.
+    const last = own.at(-1);
+    if (last?.role === "tool") last.content.push(...answers);
+    else own.push({ role: "tool", content: answers });
+  }
+  return [...out, ...own];
 }
 
 /**
@@ -267,6 +336,12 @@ class ReplyWriter {
   private readonly blocks = new Map<string, Block>();
   private readonly pendingCalls = new Map<string, StreamingToolCall>();
   private readonly calls = new Map<string, ToolCall>();
+  /** Calls the model made, recorded at the next part unless an approval request for them comes first. */
+  private readonly unrecorded = new Map<string, { s: StreamingToolCall; input: unknown }>();
+  /** Calls that wait for the user's approval: the prompt is parked when the stream ends. */
+  private readonly approvals: InputRequest[] = [];
+  /** What a resumed call denied by the user fails with (denied by the user: <reason>). */
+  private readonly denials = new Map<string, string>();
   readonly textType: "text" | "structured";
 
   constructor(
@@ -305,8 +380,29 @@ class ReplyWriter {
     this.pendingCalls.get(id)?.inputDelta(delta);
   }
 
+  /**
+   * A resumed prompt: the calls that waited become the stream's (the AI
+   * SDK reports an approved call's result, or its denial, under convo's
+   * id, which modelMessagesOf gave it); a client tool's output or a
+   * question's answer ends its call now.
+   */
+  async resume(job: Job): Promise<void> {
+    const settle: PromptInput[] = [];
+    for (const input of job.inputs) {
+      if (!input.open) continue;
+      if (input.kind !== "approval") {
+        settle.push(input);
+        continue;
+      }
+      this.calls.set(input.toolCall.id, input.toolCall);
+      const failure = input.failure;
+      if (failure !== undefined) this.denials.set(input.toolCall.id, failure);
+    }
+    for (const input of settle) await input.settle();
+  }
+
   toolCall(id: string, name: string, input: unknown, invalid?: string): void {
-    if (this.calls.has(id)) return;
+    if (this.calls.has(id) || this.unrecorded.has(id)) return;
     let s = this.pendingCalls.get(id);
     if (!s) {
       // No streamed input: the whole input as the block's text.
@@ -314,9 +410,35 @@ class ReplyWriter {
       s.inputDelta(JSON.stringify(input ?? {}));
     }
     this.pendingCalls.delete(id);
-    const call = s.call(input);
-    this.calls.set(id, call);
-    if (invalid) this.toolError(id, invalid);
+    if (invalid) {
+      this.calls.set(id, s.call(input));
+      this.toolError(id, invalid);
+      return;
+    }
+    // Recorded at the next part: an approval request for it may follow.
+    this.unrecorded.set(id, { s, input });
+  }
+
+  /** The AI SDK asks for the user's approval of a call: the call waits (unless the SDK decided it by itself). */
+  approvalRequest(id: string, automatic: boolean): void {
+    const u = this.unrecorded.get(id);
+    if (!u) return;
+    if (automatic) {
+      this.recordCalls();
+      return;
+    }
+    this.unrecorded.delete(id);
+    this.approvals.push({ call: u.s, input: u.input ?? {}, kind: "approval" });
+  }
+
+  /** Records the calls the model made that wait for nobody. */
+  recordCalls(): void {
+    for (const [id, u] of this.unrecorded) this.calls.set(id, u.s.call(u.input));
+    this.unrecorded.clear();
+  }
+
+  toolDenied(id: string): void {
+    this.toolError(id, this.denials.get(id) ?? "denied by the user");
   }
 
   toolResult(id: string, output: unknown): void {
@@ -333,8 +455,13 @@ class ReplyWriter {
     call.fail(error.trim() === "" ? "the tool failed without saying why" : error);
   }
 
-  /** The stream ended: blocks left open end; tool calls left open stay for the handler to settle. */
-  end(): void {
+  /**
+   * The stream ended: blocks left open end; tool calls left open stay for
+   * the handler to settle; calls that wait for approval park the prompt.
+   */
+  async end(): Promise<void> {
+    this.recordCalls();
     for (const id of [...this.blocks.keys()]) this.close(id);
+    if (this.approvals.length > 0) await this.reply.waitForInput(this.approvals);
   }
 }

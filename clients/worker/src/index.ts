@@ -9,6 +9,8 @@
 export { Worker } from "./worker.js";
 export type { Job } from "./job.js";
 export type { WorkerOptions, Logger, Settled } from "./options.js";
-export { Reply, Block, ToolCall, StreamingToolCall, type StreamedKind } from "./reply.js";
+export { Reply, Block, ToolCall, StreamingToolCall, type StreamedKind, type InputRequest } from "./reply.js";
+export { PromptInput, type InputAnswer, type InputResult } from "./inputs.js";
+export type { InputKind } from "./ops.js";
 export type { HistoryMessage, HistoryToolCall } from "./history.js";
 export { WorkerError, isWorkerError, isStopped, type WorkerErrorCode } from "./errors.js";

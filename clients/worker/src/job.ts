@@ -1,6 +1,7 @@
 // What a handler is given: one claimed prompt.
 
 import type { HistoryMessage } from "./history.js";
+import type { PromptInput } from "./inputs.js";
 import type { Reply } from "./reply.js";
 
 export interface Job {
@@ -15,6 +16,22 @@ export interface Job {
   readonly attempts: number;
   /** The conversation before this prompt (convo.prompt_context): the model's context. */
   readonly history: HistoryMessage[];
+  /**
+   * The prompt paused for input before (Reply.waitForInput) and was
+   * answered: its reply goes on in the same message. Act on the open
+   * `inputs`, then give the model `history`, then `replySoFar` with the
+   * results.
+   */
+  readonly resumed: boolean;
+  /**
+   * A resumed prompt's reply so far (convo.prompt_reply), as the model's
+   * own turns: its text, its tool calls and their results. A call that
+   * waited and is still open (an open input) has no result yet: the
+   * handler's settle() gives it. Empty unless resumed.
+   */
+  readonly replySoFar: HistoryMessage[];
+  /** A resumed prompt's input requests with their answers (convo.prompt_inputs), in the order the calls started; empty unless resumed. */
+  readonly inputs: PromptInput[];
   /**
    * Fires when the handler must stop: the user cancelled the prompt, the
    * worker lost its lease, the worker is stopping, or a write was refused.

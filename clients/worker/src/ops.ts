@@ -13,8 +13,13 @@ export type Op =
   | { op: "tool_progress"; toolCall: string; text: string }
   | { op: "complete_tool_call"; toolCall: string; output?: string }
   | { op: "fail_tool_call"; toolCall: string; error: string }
+  | { op: "request_input"; toolCall: string; kind: InputKind; request?: Record<string, unknown>; expiresAt?: string }
+  | { op: "wait_prompt" }
   | { op: "complete_prompt" }
   | { op: "fail_prompt"; error: string };
+
+/** What a tool call waits for (docs/worker-api.md, "Pauses"): an approval, a client tool's output, or an answer to a question. */
+export type InputKind = "approval" | "client_tool" | "question";
 
 /**
  * An op's weight in a batch's budget, in appends (as the Go runtime
@@ -56,6 +61,10 @@ export function describe(o: Op): string {
       return "complete tool call";
     case "fail_tool_call":
       return "fail tool call";
+    case "request_input":
+      return `request ${o.kind} input`;
+    case "wait_prompt":
+      return "wait for input";
     case "complete_prompt":
       return "complete prompt";
     case "fail_prompt":

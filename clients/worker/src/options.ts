@@ -22,9 +22,10 @@ export interface Settled {
    * completed: the handler returned; failed: it threw (or the model's stream
    * failed) and the prompt was failed with `error`; cancelled: the user
    * cancelled it; stopped: it is no longer this worker's (lease lost), or
-   * it was handed back unstarted.
+   * it was handed back unstarted; waiting: the handler parked it
+   * (Reply.waitForInput), it waits for a person, and any worker resumes it.
    */
-  outcome: "completed" | "failed" | "cancelled" | "stopped";
+  outcome: "completed" | "failed" | "cancelled" | "stopped" | "waiting";
   error?: string;
   durationMs: number;
 }
@@ -33,7 +34,7 @@ export interface WorkerOptions {
   /** A pg.Pool to use (the worker does not end it), or a connection string (the worker makes and ends its own pool). */
   pool?: pg.Pool;
   connectionString?: string;
-  /** Runs one prompt. Returns: the prompt is completed. Throws: it is failed with the error's message (the partial reply stays). */
+  /** Runs one prompt. Returns: the prompt is completed (unless the handler parked it: reply.waitForInput). Throws: it is failed with the error's message (the partial reply stays). */
   handler: (job: Job) => Promise<void>;
   /** The name this process claims prompts under, unique per process. Default: host-pid-random. */
   workerId?: string;

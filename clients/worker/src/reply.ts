@@ -6,13 +6,33 @@
 
 import { randomUUID } from "node:crypto";
 import { WorkerError, invalidArgument } from "./errors.js";
-import type { Op } from "./ops.js";
+import type { InputKind, Op } from "./ops.js";
 
 /** The part of a committer a reply talks to. */
 export interface Queue {
   /** Ops were queued; urgent ones skip the batch interval. */
   queued(urgent: boolean): void;
 }
+
+/** A tool call that waits for a person, for Reply.waitForInput. */
+export interface InputRequest {
+  /**
+   * The call: a StreamingToolCall whose arguments streamed and that was
+   * not recorded (call() not called), or the tool's name and the model's
+   * id of the call for a new one (its tool_use block holds input as JSON).
+   */
+  call: StreamingToolCall | { name: string; callId?: string };
+  /** The call's arguments (parsed). */
+  input: unknown;
+  /** approval, client_tool or question. */
+  kind: InputKind;
+  /** What is asked, by kind: {} or {"message"} for an approval, {} or {"outputSchema"} for a client tool, {"question", "choices"?} for a question. */
+  request?: Record<string, unknown>;
+  /** When the request expires (answered as a denial); default: never. */
+  expiresAt?: Date;
+}
+
+const inputKinds: readonly InputKind[] = ["approval", "client_tool", "question"];
 
 /** The kinds of block the convenience methods open: text(), reasoning(), structured(). */
 export type StreamedKind = "text" | "reasoning" | "structured";
@@ -112,10 +132,37 @@ export class StreamingToolCall {
   /** Records the call with its input (the parsed arguments), ends the block, and returns the call. */
   call(input: unknown): ToolCall {
     if (this.called) return this.called;
+    return this.record(input);
+  }
+
+  /** Whether call() recorded it. */
+  get isRecorded(): boolean {
+    return this.called !== undefined;
+  }
+
+  /**
+   * @internal Records the call, asks for input on it, and ends its block:
+   * the ops of one paused call (Reply.waitForInput queues them with
+   * wait_prompt).
+   */
+  recordWaiting(input: unknown, kind: InputKind, request: Record<string, unknown>, expiresAt?: Date): ToolCall {
+    return this.record(input, { kind, request, expiresAt });
+  }
+
+  private record(input: unknown, wait?: { kind: InputKind; request: Record<string, unknown>; expiresAt?: Date }): ToolCall {
     this.reply.check();
     jsonOf("toolCall: input", input ?? {});
     const id = randomUUID();
     this.reply.push({ op: "start_tool_call", block: this.block.id, toolCall: id, name: this.name, input: input ?? {} });
+    if (wait) {
+      this.reply.push({
+        op: "request_input",
+        toolCall: id,
+        kind: wait.kind,
+        ...(Object.keys(wait.request).length > 0 ? { request: wait.request } : {}),
+        ...(wait.expiresAt ? { expiresAt: wait.expiresAt.toISOString() } : {}),
+      });
+    }
     this.block.end({ name: this.name, callId: this.callId });
     this.called = new ToolCall(this.reply, id, this.name, this.callId);
     return this.called;
@@ -137,6 +184,8 @@ export class ToolCall {
     readonly id: string,
     readonly name: string,
     readonly callId: string,
+    /** More metadata of its tool_result block (inputKind, for a call that waited for input). */
+    private readonly resultMeta: Record<string, unknown> = {},
   ) {}
 
   /** Streams a piece of the tool's output. */
@@ -168,11 +217,30 @@ export class ToolCall {
   }
 
   private result(text: string, isError: boolean): void {
-    const meta: Record<string, unknown> = { toolCallId: this.id, callId: this.callId, tool: this.name };
+    const meta: Record<string, unknown> = { toolCallId: this.id, callId: this.callId, tool: this.name, ...this.resultMeta };
     if (isError) meta.isError = true;
     const b = this.reply.startBlock("tool_result", meta);
     b.append(text);
     b.end();
+  }
+}
+
+function checkRequest(what: string, r: InputRequest): void {
+  if (typeof r !== "object" || r === null) throw invalidArgument(`${what} must be an object`);
+  const c = r.call as unknown;
+  if (c instanceof StreamingToolCall) {
+    if (c.isRecorded) throw invalidArgument(`${what}.call: tool call ${c.callId} was recorded already; pass it unrecorded`);
+  } else if (typeof c !== "object" || c === null || typeof (c as { name?: unknown }).name !== "string" || (c as { name: string }).name.trim() === "") {
+    throw invalidArgument(`${what}.call must be a StreamingToolCall or {name, callId?}`);
+  }
+  if (!inputKinds.includes(r.kind)) throw invalidArgument(`${what}.kind must be one of ${inputKinds.join(", ")}, got ${JSON.stringify(r.kind)}`);
+  if (r.request !== undefined && (typeof r.request !== "object" || r.request === null || Array.isArray(r.request))) {
+    throw invalidArgument(`${what}.request must be a plain object`);
+  }
+  if (r.request !== undefined) jsonOf(`${what}.request`, r.request);
+  jsonOf(`${what}.input`, r.input ?? {});
+  if (r.expiresAt !== undefined && (!(r.expiresAt instanceof Date) || Number.isNaN(r.expiresAt.getTime()))) {
+    throw invalidArgument(`${what}.expiresAt must be a valid Date`);
   }
 }
 
@@ -220,6 +288,8 @@ export class Reply {
   private started = false;
   /** Set once the reply is being settled (completed or failed): handlers' writes throw this. */
   private closed: WorkerError | undefined;
+  /** wait_prompt was written: the prompt waits for input, held by no worker. */
+  private parked = false;
   /** fail_prompt was queued: the reply's last op. */
   private failing = false;
   /** When the oldest queued op was queued (ms), for the batch's order. */
@@ -294,6 +364,39 @@ export class Reply {
     return new StreamingToolCall(this, block, name, id);
   }
 
+  /**
+   * Parks the prompt until a person answers: records each call, asks for
+   * its input (request_input) and ends its tool_use block, then
+   * wait_prompt, all in one batch, so that no answer can come before the
+   * prompt is parked. Resolves once written; the handler then returns,
+   * and the worker frees the slot without completing the prompt. Whoever
+   * claims it once every request is answered (or expired) resumes it:
+   * job.resumed, job.inputs. The reply takes no writes after this.
+   */
+  async waitForInput(requests: InputRequest[]): Promise<void> {
+    this.check();
+    if (!Array.isArray(requests) || requests.length === 0) throw invalidArgument("waitForInput: requests must be a non-empty array");
+    requests.forEach((r, i) => checkRequest(`waitForInput: requests[${i}]`, r));
+    // Every paused call's ops and wait_prompt are queued in one go, so
+    // the committer takes them in one batch.
+    this.endBlock();
+    const streams = requests.map((r) => {
+      if (r.call instanceof StreamingToolCall) return r.call;
+      const s = this.startToolCall(r.call.name, r.call.callId);
+      s.inputDelta(JSON.stringify(r.input ?? {}));
+      return s;
+    });
+    requests.forEach((r, i) => streams[i].recordWaiting(r.input ?? {}, r.kind, r.request ?? {}, r.expiresAt));
+    this.push({ op: "wait_prompt" }, true);
+    this.closed = new WorkerError("settled", "the reply waits for input: it takes no more writes");
+    await this.flush();
+  }
+
+  /** Whether the prompt was parked (waitForInput): it waits for input, and this worker let it go. */
+  get isWaiting(): boolean {
+    return this.parked;
+  }
+
   /** Waits until everything queued so far is written; throws why the reply stopped, if it did. */
   flush(): Promise<void> {
     return this.waitFor(this.enqueued, true);
@@ -363,7 +466,7 @@ export class Reply {
 
   /** @internal Whether the lease was last extended before due. */
   beatDue(due: number): boolean {
-    return !this.err && this.lastBeat < due;
+    return !this.err && !this.parked && this.lastBeat < due;
   }
 
   /**
@@ -372,7 +475,8 @@ export class Reply {
    * extended before due. A stopped reply gives nothing.
    */
   take(due: number, now: number): Op[] {
-    if (this.err) return [];
+    // A parked prompt is no longer this worker's: not even a heartbeat.
+    if (this.err || this.parked) return [];
     let ops = this.queue;
     this.queue = [];
     this.bytes = 0;
@@ -404,6 +508,7 @@ export class Reply {
     if (ops.slice(applied).some((o) => o.op === "fail_prompt")) this.failing = false;
     for (const o of ops.slice(0, applied)) {
       if (o.op === "start_prompt") this.started = true;
+      else if (o.op === "wait_prompt") this.parked = true;
       else if (o.op === "append" || o.op === "tool_progress") this.deltas++;
     }
     if (err) {

@@ -16,6 +16,23 @@ export interface ClaimRow {
   message_id: string;
   model_config: Record<string, unknown> | null;
   attempts: number;
+  /** The prompt has input requests: it paused for input before, and an answer queued it again. */
+  resumed: boolean;
+}
+
+/** One input request of a prompt with its call and its answer (convo.prompt_inputs). */
+export interface InputRow {
+  tool_call_id: string;
+  block_id: string;
+  name: string;
+  input: unknown;
+  tool_call_status: string;
+  kind: string;
+  request: Record<string, unknown> | null;
+  status: string;
+  answer: Record<string, unknown> | null;
+  answered_at: Date | null;
+  expires_at: Date | null;
 }
 
 /** A prompt write_batch refused: its first op not applied, and why. */
@@ -122,8 +139,9 @@ export class Sql {
   claimPrompts(worker: string, leaseSeconds: number, max: number, reserved: number): Promise<ClaimRow[]> {
     return this.query<ClaimRow>(
       "claim prompts",
-      `SELECT prompt_id::text, conversation_id::text, message_id::text, model_config, attempts
-         FROM convo.claim_prompts($1, $2, $3, $4)`,
+      `SELECT c.prompt_id::text, c.conversation_id::text, c.message_id::text, c.model_config, c.attempts,
+              EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+         FROM convo.claim_prompts($1, $2, $3, $4) c`,
       [worker, leaseSeconds, max, reserved],
     );
   }
@@ -156,6 +174,30 @@ export class Sql {
          FROM convo.prompt_context
         WHERE prompt_id = $1
         ORDER BY message_position, block_position`,
+      [promptId],
+    );
+  }
+
+  /** The prompt's own reply so far (convo.prompt_reply): its finished blocks, in order. */
+  replySoFar(promptId: string): Promise<ContextRow[]> {
+    return this.query<ContextRow>(
+      "read the reply so far",
+      `SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
+              tool_input, tool_status, tool_output, tool_error
+         FROM convo.prompt_reply
+        WHERE prompt_id = $1
+        ORDER BY block_position`,
+      [promptId],
+    );
+  }
+
+  /** The prompt's input requests with their calls and answers, in the order the calls started. */
+  inputs(promptId: string): Promise<InputRow[]> {
+    return this.query<InputRow>(
+      "read the answers",
+      `SELECT tool_call_id::text, block_id::text, name, input, tool_call_status, kind, request, status, answer,
+              answered_at, expires_at
+         FROM convo.prompt_inputs($1)`,
       [promptId],
     );
   }

@@ -10,11 +10,12 @@ import pg from "pg";
 import { Committer } from "./committer.js";
 import { WorkerError, messageOf } from "./errors.js";
 import { historyOf } from "./history.js";
+import { PromptInput } from "./inputs.js";
 import type { Job } from "./job.js";
 import { Listener } from "./listener.js";
 import { settingsOf, type Settings, type Settled, type WorkerOptions } from "./options.js";
 import { Reply } from "./reply.js";
-import { Sql, retryable, type ClaimRow } from "./sql.js";
+import { Sql, retryable, type ClaimRow, type ContextRow, type InputRow } from "./sql.js";
 
 /** The most prompts one claim takes. */
 const claimBatch = 100;
@@ -302,7 +303,12 @@ export class Worker {
       // read; the handler runs once it is written, so a prompt cancelled
       // meanwhile never reaches the model.
       reply.start();
-      const [rows] = await Promise.all([this.readContext(promptId), reply.flush()]);
+      const [rows, resumed] = await Promise.all([
+        this.readWithRetry(() => this.sql.context(promptId)),
+        row.resumed ? this.readResumed(promptId) : undefined,
+        reply.flush(),
+      ]);
+      const inputs = resumed ? resumed.inputs.map((r) => new PromptInput(reply, r, callIdOf(resumed.reply, r.tool_call_id))) : [];
       const job: Job = {
         promptId,
         conversationId: row.conversation_id,
@@ -310,6 +316,9 @@ export class Worker {
         modelConfig: row.model_config ?? {},
         attempts: row.attempts,
         history: historyOf(rows),
+        resumed: row.resumed,
+        replySoFar: resumed ? replySoFarOf(resumed.reply, inputs) : [],
+        inputs,
         signal: abort.signal,
         reply,
       };
@@ -319,10 +328,17 @@ export class Worker {
       handled.catch(() => {});
       await Promise.race([handled, aborted(abort.signal)]);
       handlerDone = true;
+      // Parked: the prompt waits for a person and is no longer ours.
+      if (reply.isWaiting) return out("waiting");
       if (!abort.signal.aborted) await reply.complete();
       if (!abort.signal.aborted) return out("completed");
     } catch (e) {
       err = e;
+    }
+    if (reply.isWaiting) {
+      // The handler threw after it parked the prompt: it waits all the same.
+      this.s.logger.warn("the handler failed after the prompt was parked; it waits for input", { promptId, err: messageOf(err) });
+      return out("waiting");
     }
     if (abort.signal.aborted) return this.stopped(reply, reasonOf(abort.signal), out);
     // The handler (or the model in it) failed: what it wrote before stays,
@@ -390,12 +406,21 @@ export class Worker {
     }
   }
 
-  /** Reads the prompt's context, retrying while PostgreSQL is unreachable (for up to a lease). */
-  private async readContext(promptId: string) {
+  /** A resumed prompt's reply so far and its answers. */
+  private async readResumed(promptId: string): Promise<{ reply: ContextRow[]; inputs: InputRow[] }> {
+    const [reply, inputs] = await Promise.all([
+      this.readWithRetry(() => this.sql.replySoFar(promptId)),
+      this.readWithRetry(() => this.sql.inputs(promptId)),
+    ]);
+    return { reply, inputs };
+  }
+
+  /** Runs a read, retrying while PostgreSQL is unreachable (for up to a lease). */
+  private async readWithRetry<T>(read: () => Promise<T>): Promise<T> {
     const giveUp = Date.now() + this.s.leaseSeconds * 1000;
     for (let delay = 100; ; delay = Math.min(delay * 2, 2000)) {
       try {
-        return await this.sql.context(promptId);
+        return await read();
       } catch (err) {
         if (!retryable(err) || Date.now() + delay > giveUp) throw err;
         await new Promise((r) => setTimeout(r, delay));
@@ -410,6 +435,19 @@ export class Worker {
       this.s.logger.warn("release the prompt; it is claimable again when its lease expires", { promptId, err: messageOf(err) });
     }
   }
+}
+
+/** The model's id of a call (its tool_use block's callId), or convo's id when the block has none. */
+function callIdOf(reply: ContextRow[], toolCallId: string): string {
+  const b = reply.find((r) => r.tool_call_id === toolCallId);
+  const id = b?.metadata?.callId;
+  return typeof id === "string" && id !== "" ? id : toolCallId;
+}
+
+/** The reply so far as the model's turns, without results for the calls the handler has yet to settle. */
+function replySoFarOf(rows: ContextRow[], inputs: PromptInput[]) {
+  const open = new Set(inputs.filter((i) => i.open).map((i) => i.toolCall.id));
+  return historyOf(rows).filter((m) => m.role !== "tool" || !open.has(m.toolCallId));
 }
 
 function reasonOf(signal: AbortSignal): WorkerError {
