@@ -67,6 +67,7 @@ func (run *scenarioRun) answerPause(r reply) {
 	if s.worker != "" || s.leased {
 		t.Fatalf("the waiting prompt is still held (worker %q, lease %v): a pause must leave it to no worker", s.worker, s.leased)
 	}
+	run.checkPausedReply(r, s.pending[0].ToolCallID)
 	if len(run.sc.WhileWaiting) > 0 {
 		run.runWhileWaiting(r)
 	}
@@ -83,6 +84,32 @@ func (run *scenarioRun) answerPause(r reply) {
 	})
 	if err != nil {
 		t.Fatalf("answer the approval %s with %s: %v", s.pending[0].ToolCallID, raw, err)
+	}
+}
+
+// checkPausedReply checks the reply as clients read it while it waits:
+// every block ended, and the call that waits started (not run, not
+// ended) on its tool_use block.
+func (run *scenarioRun) checkPausedReply(r reply, toolCallID uuid.UUID) {
+	t := run.t
+	t.Helper()
+	found := false
+	for i, b := range run.client.message(t, r).GetBlocks() {
+		if b.GetStatus() != "completed" {
+			t.Errorf("while the prompt waits, block %d (%s) is %s: a pause ends every block of the round", i, describeGot(b), b.GetStatus())
+		}
+		tc := b.GetToolCall()
+		if tc.GetId() != toolCallID.String() {
+			continue
+		}
+		found = true
+		if b.GetBlockType() != "tool_use" || tc.GetStatus() != "started" {
+			t.Errorf("while the prompt waits, the call waiting for approval is %s on block %d (%s), want started on its tool_use block",
+				tc.GetStatus(), i, describeGot(b))
+		}
+	}
+	if !found {
+		t.Errorf("while the prompt waits, no block of the reply carries the call %s that waits for approval", toolCallID)
 	}
 }
 
