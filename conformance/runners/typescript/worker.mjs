@@ -1,10 +1,15 @@
 // The TypeScript runtime's runner of the worker conformance suite
 // (conformance/README.md, "Runners"): @convo/worker with the suite's
-// scripted model and echo tool, on the AI SDK path a user takes. Each
-// prompt runs streamText with a MockLanguageModelV4 (ai/test) that plays
-// the script in the last user message of its prompt, round n on its nth
-// call; the AI SDK runs the echo tool and calls the model again; and
-// writeStreamText writes the stream into the reply. It imports
+// scripted model and its tools echo and guarded_echo, on the AI SDK path
+// a user takes. Each prompt runs streamText with a MockLanguageModelV4
+// (ai/test) that plays the script in the last user message of its
+// prompt, round n when the prompt holds n assistant turns after that
+// message; the AI SDK runs the echo tool and calls the model again; and
+// writeStreamText writes the stream into the reply. guarded_echo is an AI
+// SDK tool with needsApproval: writeStreamText parks the prompt on its
+// approval request, and the claim that resumes it gives streamText the
+// answer (modelMessagesOf), so the AI SDK runs the approved tool or
+// reports the denial, and the model plays the round after the pause. It imports
 // @convo/worker and ai as an installed user would:
 // scripts/sdk-setup-typescript.sh installs both into a scratch project
 // and runs this file there.
@@ -19,7 +24,7 @@
 // fails the rest ("… (shutting down)") and exits 0.
 
 import { Worker } from "@convo/worker";
-import { toModelMessages, writeStreamText } from "@convo/worker/ai-sdk";
+import { modelMessagesOf, writeStreamText } from "@convo/worker/ai-sdk";
 import { jsonSchema, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 
@@ -98,12 +103,18 @@ function parseScript(text) {
   return s;
 }
 
-/** The text of the last user message of an AI SDK prompt (what the model is given). */
-function lastUserText(prompt) {
+/**
+ * The text of the last user message of an AI SDK prompt (what the model
+ * is given), and the round to play: the assistant turns after it.
+ */
+function scriptAndRound(prompt) {
+  let round = 0;
   for (let i = prompt.length - 1; i >= 0; i--) {
     const m = prompt[i];
+    if (m.role === "assistant") round++;
     if (m.role !== "user") continue;
-    return typeof m.content === "string" ? m.content : m.content.filter((p) => p.type === "text").map((p) => p.text).join("");
+    const text = typeof m.content === "string" ? m.content : m.content.filter((p) => p.type === "text").map((p) => p.text).join("");
+    return { script: parseScript(text), round };
   }
   throw new Error("conformance script: the prompt has no user message");
 }
@@ -116,19 +127,20 @@ const usage = {
 };
 
 /**
- * A model for one prompt: its nth call reads the script from the last
- * user message of its prompt and streams round n as the AI SDK's language
- * model parts. json steps stream as text parts, which the handler writes
- * as structured blocks (see the file's comment).
+ * The scripted model: each call reads the script from the last user
+ * message of its prompt and streams round n, n the assistant turns after
+ * that message, as the AI SDK's language model parts. The round comes from
+ * the prompt, not from a count of calls, so a prompt resumed after a
+ * pause (by any worker) plays the round after it. json steps stream as
+ * text parts, which the handler writes as structured blocks (see the
+ * file's comment).
  */
 function scriptedModel() {
-  let calls = 0;
   return new MockLanguageModelV4({
     provider: "conformance",
     modelId: "scripted",
     doStream: async ({ prompt, abortSignal }) => {
-      const script = parseScript(lastUserText(prompt));
-      const n = calls++;
+      const { script, round: n } = scriptAndRound(prompt);
       if (n >= script.rounds.length) throw new Error(`conformance script: the model was called for round ${n}, the script has ${script.rounds.length}`);
       const stream = new ReadableStream({
         start(c) {
@@ -212,10 +224,20 @@ function sleep(ms, signal) {
   });
 }
 
-/** The suite's one tool: returns its input's text. */
+const echoInput = jsonSchema({ type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false });
+
+/** The suite's tool: returns its input's text. */
 const echo = tool({
   description: "Returns its input's text.",
-  inputSchema: jsonSchema({ type: "object", properties: { text: { type: "string" } }, required: ["text"], additionalProperties: false }),
+  inputSchema: echoInput,
+  execute: async ({ text }) => text,
+});
+
+/** echo once the user approves the call: the prompt waits for the approval. */
+const guardedEcho = tool({
+  description: "Returns its input's text, once the user approves.",
+  inputSchema: echoInput,
+  needsApproval: true,
   execute: async ({ text }) => text,
 });
 
@@ -227,8 +249,10 @@ async function handle(job) {
   const textAs = steps.some((st) => "json" in st) && !steps.some((st) => "text" in st) ? "structured" : "text";
   const result = streamText({
     model: scriptedModel(),
-    messages: toModelMessages(job.history),
-    tools: { echo },
+    // The history, and for a resumed prompt its reply so far with the
+    // user's answer.
+    messages: modelMessagesOf(job),
+    tools: { echo, guarded_echo: guardedEcho },
     // Every round but the last ends with tool calls; one step more lets a
     // script that asks for too many rounds fail with the model's error.
     stopWhen: stepCountIs(script.rounds.length + 1),
