@@ -105,6 +105,18 @@ describe("pauses with the AI SDK (needsApproval)", () => {
     expect(state).toMatchObject({ status: "queued", waiting: true, worker: null, lease_expires_at: null });
     expect(state.requests).toMatchObject([{ kind: "approval", status: "pending", callStatus: "started" }]);
     expect(firstRuns).toEqual([]);
+    // The call, its request, the end of its block and the park were one
+    // transaction: no answer could come before the prompt was parked.
+    const { rows } = await db.pool.query(
+      `SELECT e.kind, e.xmin::text AS tx FROM convo.events e
+        WHERE e.conversation_id = $1
+          AND (e.kind IN ('toolCallStarted', 'inputRequested', 'promptWaiting')
+               OR (e.kind = 'blockEnd' AND e.block_id IN (SELECT id FROM convo.blocks WHERE message_id = $2 AND block_type = 'tool_use')))
+        ORDER BY e.seq`,
+      [sent.conversationId, sent.messageId],
+    );
+    expect(rows.map((r) => r.kind)).toEqual(["toolCallStarted", "inputRequested", "blockEnd", "promptWaiting"]);
+    expect(new Set(rows.map((r) => r.tx)).size).toBe(1);
     expect(await blocks(db.pool, sent.messageId)).toMatchObject([
       { type: "text", status: "completed", content: "Let me check." },
       { type: "tool_use", status: "completed", content: '{"text":"ping"}', toolCall: { name: "guarded_echo", input: { text: "ping" }, status: "started" } },
