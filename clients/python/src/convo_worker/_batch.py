@@ -73,6 +73,8 @@ class Op:
             "fail_tool_call": "fail a tool call",
             "complete_prompt": "complete the prompt",
             "fail_prompt": "fail the prompt",
+            "request_input": "request input",
+            "wait_prompt": "wait for input",
         }.get(self.kind, self.kind)
 
 
@@ -122,6 +124,10 @@ class PromptWriter:
         self._since = 0.0  # when the oldest queued op was queued
         self.last_beat = time.monotonic()  # the lease was set or last extended
         self.deltas = 0  # append and tool_progress ops applied
+        # request_input ops of tool calls that wait for a person, held back
+        # until park queues them with wait_prompt.
+        self.requests: list[Op] = []
+        self.parked = False  # wait_prompt was written: the prompt waits
         lane.register(self)
 
     # --- queueing -----------------------------------------------------
@@ -139,6 +145,25 @@ class PromptWriter:
         being dropped or refused after the end."""
         self.enqueue(op, urgent=True)
         self._last = PromptStopped("settled", f"prompt {self.prompt_id} is being settled; nothing more is written")
+
+    async def park(self) -> None:
+        """Writes the held input requests and ``wait_prompt`` as one run of
+        ops, which a batch never splits (the lane takes a writer's queue
+        whole): the requests commit with the park, before any answer can
+        come, so ``wait_prompt`` always parks the prompt. Once written the
+        prompt is no longer ours: the writer stops (no heartbeat, every
+        write raising ``PromptStopped("waiting")``)."""
+        self.check()
+        if not self.requests:
+            raise ValueError("no tool call of the reply requested input")
+        for op in self.requests:
+            self._push(op)
+        self.requests = []
+        self.enqueue_last(Op("wait_prompt"))
+        self._last = PromptStopped("waiting", f"prompt {self.prompt_id} waits for input; nothing more is written")
+        await self.sync()
+        self.parked = True
+        self.stop(self._last)
 
     def enqueue(self, op: Op, urgent: bool = False) -> None:
         self.check()
@@ -241,7 +266,7 @@ class PromptWriter:
         if self.stopped is not None and not self.queued:
             return []
         ops, self.queued, self._bytes = self.queued, [], 0
-        if self.last_beat < due and not any(o.kind in ("start_prompt", "complete_prompt", "fail_prompt") for o in ops):
+        if self.last_beat < due and not any(o.kind in ("start_prompt", "complete_prompt", "fail_prompt", "wait_prompt") for o in ops):
             ops.insert(0, Op("heartbeat"))
             self._enqueued += 1
             self.last_beat = now
