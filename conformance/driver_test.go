@@ -189,6 +189,8 @@ func (run *scenarioRun) act(r reply) {
 		if code != *run.sc.ExitCode {
 			t.Errorf("after SIGTERM the runner exited with status %d, want %d", code, *run.sc.ExitCode)
 		}
+	case ActionApprove, ActionDeny:
+		run.answerPause(r)
 	case ActionSigkill:
 		run.runner.kill()
 		if _, err := run.runner.waitExit(exitTimeout); err != nil {

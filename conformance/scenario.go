@@ -29,7 +29,12 @@ type Scenario struct {
 	// FollowUp is a second script, sent after the action in a new
 	// conversation: it must complete.
 	FollowUp json.RawMessage `json:"followUp"`
-	Expect   Expect          `json:"expect"`
+	// WhileWaiting, for approve and deny, is a script sent in a new
+	// conversation once the prompt waits and before it is answered: it
+	// must complete while the prompt still waits, which proves that the
+	// pause freed the runner's slot.
+	WhileWaiting json.RawMessage `json:"whileWaiting"`
+	Expect       Expect          `json:"expect"`
 	// ExitCode, for sigterm, is the status the runner must exit with.
 	ExitCode *int `json:"exitCode"`
 	// SharedTransactions, for Replies > 1: some transaction wrote deltas
@@ -44,6 +49,8 @@ type Action struct {
 	// When is the text the reply's text blocks, joined, start with before
 	// the driver acts.
 	When string `json:"when"`
+	// Reason, for deny, is the reason of the user's denial.
+	Reason string `json:"reason"`
 }
 
 // The kinds of Action.
@@ -54,9 +61,18 @@ const (
 	ActionRestart        = "restart"
 	ActionSigterm        = "sigterm"
 	ActionSigkill        = "sigkill"
+	ActionApprove        = "approve"
+	ActionDeny           = "deny"
 )
 
-var actionKinds = []string{ActionCancel, ActionExpireLease, ActionCutAfterCommit, ActionRestart, ActionSigterm, ActionSigkill}
+var actionKinds = []string{ActionCancel, ActionExpireLease, ActionCutAfterCommit, ActionRestart, ActionSigterm, ActionSigkill,
+	ActionApprove, ActionDeny}
+
+// answers reports whether the action answers a paused prompt's input
+// request (approve, deny).
+func (a *Action) answers() bool {
+	return a != nil && (a.Kind == ActionApprove || a.Kind == ActionDeny)
+}
 
 // Expect is what each reply must be at the end.
 type Expect struct {
@@ -146,6 +162,10 @@ func (s Scenario) check() error {
 		return errors.New(`script: want an object {"rounds": [[step, …], …]}`)
 	case len(s.FollowUp) > 0 && !isScript(s.FollowUp):
 		return errors.New(`followUp: want an object {"rounds": [[step, …], …]}`)
+	case len(s.WhileWaiting) > 0 && !isScript(s.WhileWaiting):
+		return errors.New(`whileWaiting: want an object {"rounds": [[step, …], …]}`)
+	case len(s.WhileWaiting) > 0 && !s.Action.answers():
+		return errors.New("whileWaiting: only with the approve or deny action (it runs while the prompt waits for the answer)")
 	case s.Replies < 1:
 		return fmt.Errorf("replies: want 1 or more, got %d", s.Replies)
 	case s.Slots < 1:
@@ -189,6 +209,12 @@ func (s Scenario) check() error {
 		}
 		if a.Kind == ActionSigterm && s.ExitCode == nil {
 			return errors.New("exitCode: required with sigterm")
+		}
+		if a.Kind == ActionDeny && a.Reason == "" {
+			return errors.New("action.reason: required with deny (the reason the user gives)")
+		}
+		if a.Kind != ActionDeny && a.Reason != "" {
+			return fmt.Errorf("action.reason: only with deny, not %s", a.Kind)
 		}
 	}
 	return nil

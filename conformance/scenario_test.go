@@ -13,7 +13,7 @@ func TestScenariosLoad(t *testing.T) {
 	}
 	// The scenarios the suite promises (README.md); more may be added.
 	for _, name := range []string{"text", "reasoning", "structured", "tool-call", "model-error", "cancel", "lost-lease",
-		"retried-batch", "database-restart", "sigterm", "sigkill", "many-replies"} {
+		"retried-batch", "database-restart", "sigterm", "sigkill", "many-replies", "approval", "approval-denied"} {
 		found := false
 		for _, s := range scenarios {
 			found = found || s.Name == name
@@ -43,6 +43,12 @@ func TestParseScenarioRefuses(t *testing.T) {
 		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "action": {"kind": "sigkill", "when": "hi"}, "followUp": {"rounds": [[]]}}`, "followUp"},
 		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "sharedTransactions": true}`, "sharedTransactions"},
 		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "replies": 2, "action": {"kind": "cancel", "when": "hi"}}`, "action: only with one reply"},
+		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "action": {"kind": "deny", "when": "hi"}}`, "action.reason: required with deny"},
+		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "action": {"kind": "approve", "when": "hi", "reason": "r"}}`, "action.reason: only with deny"},
+		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "action": {"kind": "cancel", "when": "hi", "reason": "r"}}`, "action.reason: only with deny"},
+		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "whileWaiting": {"rounds": [[]]}}`, "whileWaiting: only with the approve or deny action"},
+		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "action": {"kind": "cancel", "when": "hi"}, "whileWaiting": {"rounds": [[]]}}`, "whileWaiting: only with the approve or deny action"},
+		{`{"name": "x", "description": "d", ` + script + `, ` + ok + `, "action": {"kind": "approve", "when": "hi"}, "whileWaiting": {"rounds": []}}`, "whileWaiting: want an object"},
 	} {
 		_, err := ParseScenario([]byte(tc.json))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,9 +1,10 @@
 // Command goworker is the Go runtime's runner for the worker conformance
 // suite (conformance/README.md): a worker.Pool with the scripted model
-// (the "conformance" provider, the default) and the echo tool, configured
-// by the runner contract's environment variables. It prints "ready" once
-// the pool runs; on SIGTERM it drains for CONVO_DRAIN_TIMEOUT_MS, fails the
-// replies still running ("… (shutting down)") and exits 0.
+// (the "conformance" provider, the default) and the echo and guarded_echo
+// tools, configured by the runner contract's environment variables. It
+// prints "ready" once the pool runs; on SIGTERM it drains for
+// CONVO_DRAIN_TIMEOUT_MS, fails the replies still running ("… (shutting
+// down)") and exits 0.
 package main
 
 import (
@@ -110,7 +111,7 @@ func run() error {
 
 	models := worker.NewModels(provider)
 	models.Register(provider, scriptedModel{}, "")
-	tools, err := worker.NewTools(echoTool())
+	tools, err := worker.NewTools(echoTool(), guardedEchoTool())
 	if err != nil {
 		return err
 	}

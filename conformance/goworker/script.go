@@ -202,13 +202,27 @@ func (p *player) close() bool {
 	return ok
 }
 
-// echoTool is the suite's one tool: it returns its input's text.
+// echoParameters is the input schema of echo and guarded_echo.
+var echoParameters = json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`)
+
+// echo returns its input's text.
+func echo(_ context.Context, in struct {
+	Text string `json:"text"`
+}, _ io.Writer) (string, error) {
+	return in.Text, nil
+}
+
+// echoTool is the suite's tool that needs nobody: it returns its input's
+// text.
 func echoTool() worker.Tool {
-	return worker.NewTool("echo", "Returns its input's text.",
-		json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"],"additionalProperties":false}`),
-		func(_ context.Context, in struct {
-			Text string `json:"text"`
-		}, _ io.Writer) (string, error) {
-			return in.Text, nil
-		})
+	return worker.NewTool("echo", "Returns its input's text.", echoParameters, echo)
+}
+
+// guardedEchoTool is echo behind the user's approval: every call pauses
+// the prompt until the user approves or denies it (conformance/README.md,
+// Pauses), and runs only once approved.
+func guardedEchoTool() worker.Tool {
+	t := worker.NewTool("guarded_echo", "Returns its input's text, once the user approves the call.", echoParameters, echo)
+	t.NeedsApproval = true
+	return t
 }
