@@ -43,6 +43,9 @@ class Agent:
             job.reply.text("I will delete it.")
             call = job.reply.tool_call("delete_file", {"path": "notes.txt"}, call_id="call_del")
             call.request_input(self.kind, self.request)  # type: ignore[arg-type]
+            # Whatever is written meanwhile, the call's start is held back
+            # for the batch that parks the prompt.
+            await job.reply.flush()
             return  # the runtime parks the prompt
         for inp in job.answered:
             told = await inp.resolve(lambda inp=inp: self.delete_file(inp.input))
@@ -87,16 +90,14 @@ async def check_parked(client: Client, prompt: str, recorder: Any) -> str:
     tool_call, kind, _, status = await request_of(client, prompt)
     assert status == "pending"
     assert (await client.one("SELECT status FROM convo.tool_calls WHERE id = %s", tool_call))[0] == "started"
-    # The request and the park committed together: no answer could come
-    # between them.
-    txs = await client.all(
-        "SELECT DISTINCT xmin::text FROM convo.events WHERE prompt_id = %s AND kind IN ('inputRequested', 'promptWaiting')",
-        prompt)
-    kinds = await client.all(
-        "SELECT kind FROM convo.events WHERE prompt_id = %s AND kind IN ('inputRequested', 'promptWaiting') ORDER BY seq",
-        prompt)
-    assert [k[0] for k in kinds] == ["inputRequested", "promptWaiting"]
-    assert len(txs) == 1, txs
+    # The call's start, its request and the park committed together, as
+    # the Go runtime writes them: no answer could come before the park,
+    # and no client saw the call started without its request.
+    rows = await client.all(
+        """SELECT kind, xmin::text FROM convo.events WHERE prompt_id = %s
+              AND kind IN ('toolCallStarted', 'inputRequested', 'promptWaiting') ORDER BY seq""", prompt)
+    assert [r[0] for r in rows] == ["toolCallStarted", "inputRequested", "promptWaiting"]
+    assert len({r[1] for r in rows}) == 1, rows
     return tool_call
 
 

@@ -146,6 +146,25 @@ class PromptWriter:
         self.enqueue(op, urgent=True)
         self._last = PromptStopped("settled", f"prompt {self.prompt_id} is being settled; nothing more is written")
 
+    def hold_request(self, op: Op, tool_call: str, block: str) -> None:
+        """Holds op, the ``request_input`` of tool_call, for park. When
+        the call's record (``start_tool_call``) and the end of its block
+        are still queued they are held with it, in the Go runtime's order
+        (start, request, end of the block): a client then never sees the
+        call started without its request."""
+        self.check()
+        start = next((o for o in self.queued if o.kind == "start_tool_call" and o.fields.get("toolCall") == tool_call), None)
+        if start is None:
+            self.requests.append(op)
+            return
+        end = next((o for o in self.queued if o.kind == "end_block" and o.fields.get("block") == block), None)
+        held = [start, op] if end is None else [start, op, end]
+        for o in held:
+            if o is not op:
+                self.queued.remove(o)
+                self._enqueued -= 1  # park queues it again
+        self.requests.extend(held)
+
     async def park(self) -> None:
         """Writes the held input requests and ``wait_prompt`` as one run of
         ops, which a batch never splits (the lane takes a writer's queue

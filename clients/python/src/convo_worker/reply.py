@@ -210,7 +210,7 @@ class ToolCall:
         fields: dict[str, Any] = {"toolCall": self.id, "kind": kind, "request": request}
         if expires_at is not None:
             fields["expiresAt"] = expires_at.isoformat()
-        self._w.requests.append(Op("request_input", fields))
+        self._w.hold_request(Op("request_input", fields), self.id, self._block.id)
         self._waiting = True
         self.input_kind = kind
 
