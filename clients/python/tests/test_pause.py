@@ -276,3 +276,55 @@ async def test_bad_requests(dsn: str, client: Client) -> None:
     assert settled["status"] == "failed" and "question" in settled["error"], settled
     assert recorder.results[prompt].outcome == "failed"
     assert await client.all("SELECT 1 FROM convo.input_requests WHERE prompt_id = %s", prompt) == []
+
+
+async def test_a_handler_that_fails_after_asking_fails_the_prompt(dsn: str, client: Client) -> None:
+    """The requests are dropped (the prompt does not wait); the call that
+    asked is kept, recorded, and failed with the prompt."""
+
+    async def handle(job: Job) -> None:
+        job.reply.text("Asking.")
+        job.reply.tool_call("delete_file", {"path": "x"}, call_id="call_x").request_input("approval")
+        raise RuntimeError("the model broke")
+
+    async with running(dsn, handle) as (_, recorder):
+        prompt = await client.send("go")
+        settled = await client.settled(prompt)
+        await eventually("the run's result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
+
+    assert settled["status"] == "failed" and settled["error"] == "the model broke"
+    assert recorder.results[prompt].outcome == "failed"
+    assert await client.all("SELECT 1 FROM convo.input_requests WHERE prompt_id = %s", prompt) == []
+    blocks = await client.blocks(prompt)
+    assert [(b["type"], b["content"], (b.get("toolCall") or {}).get("status")) for b in blocks] == [
+        ("text", "Asking.", None), ("tool_use", '{"path":"x"}', "failed")]
+
+
+@pytest.mark.parametrize("kind,value,expired,told,call_status", [
+    ("client_tool", {"output": '{"lat": 1}'}, False, '{"lat": 1}', "completed"),
+    ("client_tool", {"error": "no GPS"}, False, "error: no GPS", "failed"),
+    ("client_tool", None, True, "error: the request expired", "failed"),
+    ("approval", None, True, "error: denied: the request expired", "failed"),
+])
+async def test_client_tool_answers_and_expiry(dsn: str, client: Client, kind: str, value: dict[str, Any] | None,
+                                              expired: bool, told: str, call_status: str) -> None:
+    agent = Agent(kind, {})
+    async with running(dsn, agent, slots=1) as (_, recorder):
+        prompt = await client.send("locate")
+        tool_call = await check_parked(client, prompt, recorder)
+        if expired:
+            # The request's time ran out: the server answers it with a denial.
+            await client.one("UPDATE convo.input_requests SET expires_at = now() - interval '1 second' "
+                             "WHERE tool_call_id = %s RETURNING 1", tool_call)
+            await client.one("SELECT convo.expire_leases()")
+        else:
+            assert value is not None
+            await answer(client, tool_call, value)
+        assert (await client.settled(prompt))["status"] == "completed"
+
+    assert agent.tool_runs == []
+    assert agent.told == [told]
+    assert agent.jobs[-1].inputs[0].status == ("expired" if expired else "answered")
+    blocks = await client.blocks(prompt)
+    assert blocks[1]["toolCall"]["status"] == call_status
+    assert (blocks[2]["type"], blocks[2]["content"], blocks[2]["metadata"]["inputKind"]) == ("tool_result", told, kind)

@@ -165,6 +165,17 @@ class PromptWriter:
                 self._enqueued -= 1  # park queues it again
         self.requests.extend(held)
 
+    def drop_requests(self) -> None:
+        """Forgets the held input requests (the handler failed: the prompt
+        will not wait), queueing again what was held with them, the calls'
+        records and the ends of their blocks, so the reply keeps them."""
+        held, self.requests = self.requests, []
+        if self.stopped is not None:
+            return
+        for op in held:
+            if op.kind != "request_input":
+                self._push(op)
+
     async def park(self) -> None:
         """Writes the held input requests and ``wait_prompt`` as one run of
         ops, which a batch never splits (the lane takes a writer's queue

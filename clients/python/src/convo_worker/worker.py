@@ -573,7 +573,9 @@ class _Run:
                     return gone, message
         else:
             # The handler (the model) failed: what it wrote before stays,
-            # queued ahead of the fail_prompt below.
+            # queued ahead of the fail_prompt below; the prompt does not
+            # wait for the input its calls asked for.
+            writer.drop_requests()
             message = message_of(err)
         if not writer.started:
             await self._release()
