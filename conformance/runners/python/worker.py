@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The conformance runner of convo-worker (Python): runs the runtime as a
-worker is deployed, with the scripted model and the echo tool of
-conformance/README.md, until SIGTERM (then it drains and exits 0).
+worker is deployed, with the scripted model and the echo and guarded_echo
+tools of conformance/README.md, until SIGTERM (then it drains and exits 0).
 
 The scripted model is played straight into the reply writer; where the Go
 runtime runs the tool loop itself, this runner plays that part, as agent
 code using the SDK does: it runs echo, completes the call, and plays the
-next round."""
+next round. A call of guarded_echo asks for the user's approval and the
+handler returns (the runtime parks the prompt); the claim that resumes it
+runs the tool if approved (or fails the call if denied) and plays the
+round after the one that paused."""
 
 from __future__ import annotations
 
@@ -34,15 +37,40 @@ def setting(name: str, default: int) -> int:
         raise SystemExit(f"{name} must be an integer, got {raw!r}") from None
 
 
-def echo(call: ToolCall) -> None:
-    """The suite's one tool: its output is the input's text field."""
+#: The tools that wait for the user's approval before they run.
+NEEDS_APPROVAL = {"guarded_echo"}
+
+
+def echo_output(arguments: Any) -> str:
+    """What echo (and guarded_echo, once approved) returns: the input's
+    text field."""
+    text = arguments.get("text") if isinstance(arguments, dict) else None
+    return text if isinstance(text, str) else ""
+
+
+def run_tool(call: ToolCall) -> None:
+    """Runs a call that needs nobody, or asks for the approval of one that
+    does (the call then waits, and the prompt with it)."""
     if call.status == "failed":
         return  # arguments that were not JSON: the call failed already
-    if call.name != "echo":
+    if call.name in NEEDS_APPROVAL:
+        call.request_input("approval")
+    elif call.name == "echo":
+        call.complete(echo_output(call.input))
+    else:
         call.fail(f"there is no tool called {call.name!r}")
-        return
-    text = call.input.get("text") if isinstance(call.input, dict) else None
-    call.complete(text if isinstance(text, str) else "")
+
+
+async def resume(job: Job) -> int:
+    """Acts on the answers of a resumed prompt (an approved call runs, a
+    denied one fails with the reason) and returns the round to play next:
+    the assistant's turns since the user's message, as the Go runner
+    counts them, so that any worker resumes where the pause left off."""
+    for inp in job.answered:
+        await inp.resolve(lambda inp=inp: echo_output(inp.input))
+    messages = job.messages
+    last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return sum(1 for m in messages[last_user + 1 :] if m.role == "assistant")
 
 
 async def play(job: Job) -> None:
@@ -52,7 +80,10 @@ async def play(job: Job) -> None:
         rounds: list[list[dict[str, Any]]] = script["rounds"]
     except (ValueError, KeyError, TypeError) as err:
         raise ScriptError(f"the user's message is not a conformance script: {err}") from None
-    for steps in rounds:
+    first = await resume(job) if job.resumed else 0
+    if first >= len(rounds):
+        raise ScriptError(f"the model was called for round {first}, the script has {len(rounds)}")
+    for steps in rounds[first:]:
         calls: list[ToolCall] = []
         for step in steps:
             if "text" in step:
@@ -75,8 +106,10 @@ async def play(job: Job) -> None:
         job.reply.end_block()
         if not calls:
             return
-        for call in calls:
-            echo(call)
+        for call in sorted(calls, key=lambda c: c.name in NEEDS_APPROVAL):  # the calls that need nobody first
+            run_tool(call)
+        if any(c.input_kind is not None for c in calls):
+            return  # the runtime parks the prompt until the user answers
 
 
 async def main() -> None:

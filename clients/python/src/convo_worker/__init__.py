@@ -13,7 +13,8 @@ transaction, exactly once. See docs/workers-python.md in the repository.
 
 from .errors import ConvoWorkerError, InvalidOutput, PromptStopped, WriteRefused
 from .job import ContextBlock, HistoryToolCall, Job, Message
-from .reply import Block, Reply, ToolCall
+from .pause import InputRequest
+from .reply import Block, InputKind, Reply, ToolCall
 from .settings import Settings
 from .worker import PROMPTS_CHANNEL, Handler, Outcome, Result, Worker
 
@@ -23,6 +24,8 @@ __all__ = [
     "ConvoWorkerError",
     "Handler",
     "HistoryToolCall",
+    "InputKind",
+    "InputRequest",
     "InvalidOutput",
     "Job",
     "Message",

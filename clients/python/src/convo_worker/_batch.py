@@ -73,6 +73,8 @@ class Op:
             "fail_tool_call": "fail a tool call",
             "complete_prompt": "complete the prompt",
             "fail_prompt": "fail the prompt",
+            "request_input": "request input",
+            "wait_prompt": "wait for input",
         }.get(self.kind, self.kind)
 
 
@@ -122,6 +124,10 @@ class PromptWriter:
         self._since = 0.0  # when the oldest queued op was queued
         self.last_beat = time.monotonic()  # the lease was set or last extended
         self.deltas = 0  # append and tool_progress ops applied
+        # request_input ops of tool calls that wait for a person, held back
+        # until park queues them with wait_prompt.
+        self.requests: list[Op] = []
+        self.parked = False  # wait_prompt was written: the prompt waits
         lane.register(self)
 
     # --- queueing -----------------------------------------------------
@@ -139,6 +145,55 @@ class PromptWriter:
         being dropped or refused after the end."""
         self.enqueue(op, urgent=True)
         self._last = PromptStopped("settled", f"prompt {self.prompt_id} is being settled; nothing more is written")
+
+    def hold_request(self, op: Op, tool_call: str, block: str) -> None:
+        """Holds op, the ``request_input`` of tool_call, for park. When
+        the call's record (``start_tool_call``) and the end of its block
+        are still queued they are held with it, in the Go runtime's order
+        (start, request, end of the block): a client then never sees the
+        call started without its request."""
+        self.check()
+        start = next((o for o in self.queued if o.kind == "start_tool_call" and o.fields.get("toolCall") == tool_call), None)
+        if start is None:
+            self.requests.append(op)
+            return
+        end = next((o for o in self.queued if o.kind == "end_block" and o.fields.get("block") == block), None)
+        held = [start, op] if end is None else [start, op, end]
+        for o in held:
+            if o is not op:
+                self.queued.remove(o)
+                self._enqueued -= 1  # park queues it again
+        self.requests.extend(held)
+
+    def drop_requests(self) -> None:
+        """Forgets the held input requests (the handler failed: the prompt
+        will not wait), queueing again what was held with them, the calls'
+        records and the ends of their blocks, so the reply keeps them."""
+        held, self.requests = self.requests, []
+        if self.stopped is not None:
+            return
+        for op in held:
+            if op.kind != "request_input":
+                self._push(op)
+
+    async def park(self) -> None:
+        """Writes the held input requests and ``wait_prompt`` as one run of
+        ops, which a batch never splits (the lane takes a writer's queue
+        whole): the requests commit with the park, before any answer can
+        come, so ``wait_prompt`` always parks the prompt. Once written the
+        prompt is no longer ours: the writer stops (no heartbeat, every
+        write raising ``PromptStopped("waiting")``)."""
+        self.check()
+        if not self.requests:
+            raise ValueError("no tool call of the reply requested input")
+        for op in self.requests:
+            self._push(op)
+        self.requests = []
+        self.enqueue_last(Op("wait_prompt"))
+        self._last = PromptStopped("waiting", f"prompt {self.prompt_id} waits for input; nothing more is written")
+        await self.sync()
+        self.parked = True
+        self.stop(self._last)
 
     def enqueue(self, op: Op, urgent: bool = False) -> None:
         self.check()
@@ -241,7 +296,7 @@ class PromptWriter:
         if self.stopped is not None and not self.queued:
             return []
         ops, self.queued, self._bytes = self.queued, [], 0
-        if self.last_beat < due and not any(o.kind in ("start_prompt", "complete_prompt", "fail_prompt") for o in ops):
+        if self.last_beat < due and not any(o.kind in ("start_prompt", "complete_prompt", "fail_prompt", "wait_prompt") for o in ops):
             ops.insert(0, Op("heartbeat"))
             self._enqueued += 1
             self.last_beat = now

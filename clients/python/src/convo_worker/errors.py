@@ -15,8 +15,9 @@ class PromptStopped(ConvoWorkerError):
 
     ``reason`` is ``"cancelled"`` (by the user), ``"refused"`` (a write or
     heartbeat of the prompt was refused: its lease was lost, it was
-    deleted, or the write was illegal), ``"shutdown"``, or ``"settled"``
-    (a write after the handler returned)."""
+    deleted, or the write was illegal), ``"shutdown"``, ``"settled"``
+    (a write after the handler returned), or ``"waiting"`` (a write after
+    the prompt was parked to wait for input)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .pause import InputRequest
 from .reply import Reply
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -170,11 +171,43 @@ class Job:
     #: write or heartbeat of it was refused: its lease was lost, say) or
     #: "shutdown"; None while it runs.
     stop_reason: str | None = None
+    #: The prompt paused for input before (a tool call asked, see
+    #: ``ToolCall.request_input``) and was answered: this claim resumes
+    #: it. ``reply_so_far`` and ``inputs`` are then set, and the reply
+    #: goes on in the same assistant message.
+    resumed: bool = False
+    #: The reply's own finished blocks (``convo.prompt_reply``), in order;
+    #: empty unless resumed.
+    reply_so_far: list[ContextBlock] = field(default_factory=list)
+    #: The reply's input requests with their answers
+    #: (``convo.prompt_inputs``), in the order their calls started.
+    inputs: list[InputRequest] = field(default_factory=list)
+    # tool_result blocks written for resumed calls, for the history.
+    _results: list[ContextBlock] = field(default_factory=list, repr=False)
+
+    @property
+    def answered(self) -> list[InputRequest]:
+        """The inputs to act on now: answered or expired, the call not
+        ended yet (``InputRequest.resolve``)."""
+        return [i for i in self.inputs if i.actionable]
 
     @property
     def messages(self) -> list[Message]:
-        """The model's history (see Message)."""
-        return history(self.context)
+        """The model's history (see Message). A resumed job's ends with the
+        reply so far as the assistant's turns, each call answered by its
+        result: those written before the pause, and those written since
+        (``InputRequest.resolve``), placed after the reply's last tool
+        block as the Go runtime does (text streamed after the calls then
+        reads as the next turn)."""
+        own = list(self.reply_so_far)
+        if self._results:
+            at = len(own)
+            for i in range(len(own) - 1, -1, -1):
+                if own[i].block_type in ("tool_use", "tool_result"):
+                    at = i + 1
+                    break
+            own[at:at] = self._results
+        return history(self.context + own)
 
     @property
     def last_user_text(self) -> str:

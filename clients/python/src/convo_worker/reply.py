@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 from ._batch import Op, PromptWriter
 from .errors import InvalidOutput
 
 _BLOCK_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+#: The kinds of input a tool call can wait for (``convo.request_input``).
+InputKind = Literal["approval", "client_tool", "question"]
+INPUT_KINDS: tuple[str, ...] = ("approval", "client_tool", "question")
 
 
 def compact_json(value: Any) -> str:
@@ -99,18 +105,32 @@ class ToolCall:
     ``id`` is convo's id of the call (a uuid); ``call_id`` the model's (the
     one to answer it with in the next request)."""
 
-    def __init__(self, writer: PromptWriter, name: str, call_id: str | None, metadata: dict[str, Any] | None) -> None:
+    def __init__(self, writer: PromptWriter, name: str, call_id: str | None, metadata: dict[str, Any] | None,
+                 *, resumed: tuple[str, Any, str] | None = None) -> None:
         self._w = writer
         self.name = name
-        self.id = str(uuid.uuid4())
-        self.call_id = call_id or f"call_{self.id.replace('-', '')[:24]}"
         self.input: Any = None
         #: ``streaming`` (arguments arriving), ``started``, ``running``
         #: (output written), ``completed`` or ``failed``.
         self.status = "streaming"
         self.error: str | None = None
         self.output = ""
+        #: The kind of input the call waits (or waited) for, if any.
+        self.input_kind: str | None = None
+        self._waiting = False  # input requested in this run: it ends on a later claim
         self._arguments: list[str] = []
+        # Called with each tool_result block's text and metadata (the
+        # resumed job keeps them for its history).
+        self._on_result: Callable[[str, dict[str, Any]], None] | None = None
+        if resumed is not None:
+            # A call recorded before the prompt paused: its block and the
+            # call exist; only its end is left to write.
+            self.id, self.input, self.input_kind = resumed
+            self.call_id = call_id or self.id
+            self.status = "started"
+            return
+        self.id = str(uuid.uuid4())
+        self.call_id = call_id or f"call_{self.id.replace('-', '')[:24]}"
         self._block = Block(writer, "tool_use", {**(metadata or {}), "name": name})
 
     @property
@@ -148,6 +168,51 @@ class ToolCall:
             self.fail(bad)
             return None
         return self.input
+
+    def request_input(self, kind: InputKind, request: dict[str, Any] | None = None, *,
+                      expires_at: datetime.datetime | None = None) -> None:
+        """Makes the call wait for a person: an ``approval`` (request
+        ``{}`` or ``{"message": …}``), a ``client_tool`` that the browser
+        runs (``{}`` or ``{"outputSchema": {…}}``) or a ``question``
+        (``{"question": …}``, optionally with ``"choices": […]``), until
+        ``expires_at`` (timezone-aware, in the future) or for ever. The
+        shapes are convo.request_input's (docs/worker-api.md, *Pauses*);
+        a shape it refuses fails the prompt with a message naming the field.
+
+        Nothing is written yet: when the handler returns, the runtime
+        writes every request with ``wait_prompt`` in one transaction (no
+        answer can come before the prompt is parked), the prompt waits
+        holding no slot, and the handler's work on it is over. Once
+        answered, a worker claims it again with ``Job.resumed`` set and
+        the answers in ``Job.inputs``. The call must be recorded (its
+        arguments finished) with no output, and asks once."""
+        if kind not in INPUT_KINDS:
+            raise ValueError(f"ToolCall.request_input: kind must be one of {', '.join(INPUT_KINDS)}, got {kind!r}")
+        if request is None:
+            request = {}
+        if not isinstance(request, dict):
+            raise TypeError(f"ToolCall.request_input: request must be a dict (a JSON object), got {type(request).__name__}")
+        try:
+            json.dumps(request, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"ToolCall.request_input: request must be JSON-serializable: {err}") from None
+        if expires_at is not None:
+            if not isinstance(expires_at, datetime.datetime) or expires_at.tzinfo is None:
+                raise TypeError("ToolCall.request_input: expires_at must be a timezone-aware datetime")
+            if expires_at <= datetime.datetime.now(datetime.UTC):
+                raise ValueError(f"ToolCall.request_input: expires_at must be in the future, got {expires_at.isoformat()}")
+        if self.status == "streaming":
+            self.finish_arguments()
+        if self.status != "started" or self._waiting or self.input_kind is not None:
+            what = "already requested input" if self._waiting or self.input_kind else f"has {self.status}"
+            raise ValueError(f"ToolCall.request_input: tool call {self.call_id} ({self.name}) {what}")
+        self._w.check()
+        fields: dict[str, Any] = {"toolCall": self.id, "kind": kind, "request": request}
+        if expires_at is not None:
+            fields["expiresAt"] = expires_at.isoformat()
+        self._w.hold_request(Op("request_input", fields), self.id, self._block.id)
+        self._waiting = True
+        self.input_kind = kind
 
     def progress(self, text: str) -> None:
         """Streams output of the running tool (``toolCallProgress``)."""
@@ -191,12 +256,19 @@ class ToolCall:
                 raise ValueError(f"ToolCall.{what}: {self.error}")
         if self.status in ("completed", "failed"):
             raise ValueError(f"ToolCall.{what}: tool call {self.call_id} ({self.name}) has {self.status}")
+        if self._waiting:
+            raise ValueError(f"ToolCall.{what}: tool call {self.call_id} ({self.name}) waits for input: "
+                             "it ends when the prompt is resumed")
 
     def _result(self, text: str, extra: dict[str, Any]) -> None:
         meta = {"toolCallId": self.id, "callId": self.call_id, "tool": self.name, **extra}
+        if self.input_kind is not None:
+            meta["inputKind"] = self.input_kind
         block = Block(self._w, "tool_result", meta)
         block.append(text)
         block.end()
+        if self._on_result is not None:
+            self._on_result(text, meta)
 
 
 class Reply:

@@ -18,11 +18,12 @@ from ._batch import Lane, Op, PromptWriter
 from ._db import ILLEGAL_STATE, NOT_FOUND, Pool, close_quietly, connect, log, message_of, with_retries
 from .errors import PromptStopped, WriteRefused
 from .job import ContextBlock, Job
-from .reply import Reply
+from .pause import InputRequest
+from .reply import Reply, ToolCall
 from .settings import Settings
 
 Handler = Callable[[Job], Awaitable[None]]
-Outcome = Literal["completed", "failed", "cancelled", "stopped"]
+Outcome = Literal["completed", "failed", "cancelled", "stopped", "waiting"]
 
 #: The channel the SQL worker API notifies with ``queued:<prompt id>`` and
 #: ``cancelled:<prompt id>``.
@@ -39,9 +40,12 @@ _CLAIM_BATCH = 100
 _LISTEN_PING_INTERVAL = 30.0
 _LISTEN_PING_TIMEOUT = 5.0
 
+# resumed: the prompt has input requests (it paused for input before, and
+# an answer queued it again).
 _CLAIM_SQL = """
-SELECT prompt_id::text, conversation_id::text, message_id::text, model_config, attempts
-  FROM convo.claim_prompts(%s, %s, %s, %s)
+SELECT c.prompt_id::text, c.conversation_id::text, c.message_id::text, c.model_config, c.attempts,
+       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+  FROM convo.claim_prompts(%s, %s, %s, %s) c
 """
 _CONTEXT_SQL = """
 SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
@@ -49,6 +53,17 @@ SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text
   FROM convo.prompt_context
  WHERE prompt_id = %s
  ORDER BY message_position, block_position
+"""
+_REPLY_SQL = """
+SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
+       tool_input, tool_status, tool_output, tool_error
+  FROM convo.prompt_reply
+ WHERE prompt_id = %s
+ ORDER BY block_position
+"""
+_INPUTS_SQL = """
+SELECT tool_call_id::text, name, input, tool_call_status, kind, request, status, answer, answered_at, expires_at
+  FROM convo.prompt_inputs(%s)
 """
 
 
@@ -59,7 +74,9 @@ class Result:
     ``outcome``: ``completed``; ``failed`` (the handler raised, a write was
     refused, or the worker stopped it while shutting down: ``error`` says
     why); ``cancelled`` (by the user: nothing more was written); ``stopped``
-    (no longer this worker's, or released unstarted)."""
+    (no longer this worker's, or released unstarted); ``waiting`` (a tool
+    call asked for input and the prompt was parked: an answer queues it
+    again, for any worker)."""
 
     prompt_id: str
     outcome: Outcome
@@ -317,8 +334,8 @@ class Worker:
         return await self._pool.fetch(_CLAIM_SQL, (s.worker_id, s.lease_seconds, n, reserved))
 
     def _start_run(self, row: tuple[Any, ...]) -> None:
-        prompt_id, conversation_id, message_id, model_config, attempts = row
-        run = _Run(self, prompt_id, conversation_id, message_id, model_config or {}, attempts)
+        prompt_id, conversation_id, message_id, model_config, attempts, resumed = row
+        run = _Run(self, prompt_id, conversation_id, message_id, model_config or {}, attempts, bool(resumed))
         self._runs[prompt_id] = run
         run.task = asyncio.create_task(self._run_prompt(run), name=f"convo-worker prompt {prompt_id}")
         if self._stopping:
@@ -343,6 +360,15 @@ class Worker:
         return self._lanes[zlib.crc32(uuid.UUID(conversation_id).bytes) % len(self._lanes)]
 
 
+def _blocks(rows: list[tuple[Any, ...]]) -> list[ContextBlock]:
+    return [
+        ContextBlock(message_id=r[0], role=r[1], block_type=r[2], content=r[3] or "", metadata=r[4] or {},
+                     tool_call_id=r[5], tool_name=r[6], tool_input=r[7], tool_status=r[8],
+                     tool_output=r[9], tool_error=r[10])
+        for r in rows
+    ]
+
+
 def _retrieve(task: asyncio.Task[None]) -> None:
     """Marks a handler task's exception as seen: the runtime reads it, or
     has settled the prompt without it (the prompt was stopped)."""
@@ -354,8 +380,9 @@ class _Run:
     """One claimed prompt in the worker's hands, from its start to its end."""
 
     def __init__(self, worker: Worker, prompt_id: str, conversation_id: str, message_id: str,
-                 model_config: dict[str, Any], attempts: int) -> None:
+                 model_config: dict[str, Any], attempts: int, resumed: bool = False) -> None:
         self.w = worker
+        self.resumed = resumed
         self.prompt_id = prompt_id
         self.conversation_id = conversation_id
         self.message_id = message_id
@@ -401,10 +428,15 @@ class _Run:
         if self.stop_reason is not None:
             self.writer.stop(self.stop_error)  # type: ignore[arg-type]
         err = await self._execute()
-        outcome, error = await self._settle(err)
+        if err is None and self.writer.parked:
+            outcome, error = "waiting", None
+        else:
+            outcome, error = await self._settle(err)
         self.writer.close()
         result = Result(self.prompt_id, outcome, error, time.monotonic() - started, self.writer.deltas)
-        if outcome == "completed":
+        if outcome == "waiting":
+            log.info("prompt %s waits for input (%d deltas, %.2fs)", self.prompt_id, result.deltas, result.duration)
+        elif outcome == "completed":
             log.info("prompt %s completed (%d deltas, %.2fs)", self.prompt_id, result.deltas, result.duration)
         elif outcome == "failed":
             log.warning("prompt %s failed: %s", self.prompt_id, error)
@@ -429,14 +461,16 @@ class _Run:
                 context.cancel()
                 await asyncio.wait([context])
                 raise
-            blocks = await context
+            blocks, own, inputs = await context
             if self.stop_error is not None:
                 return self.stop_error
             self.job = Job(
                 prompt_id=self.prompt_id, conversation_id=self.conversation_id, message_id=self.message_id,
                 model_config=self.model_config, attempts=self.attempts, worker_id=self.w.worker_id,
-                context=blocks, reply=Reply(writer),
+                context=blocks, reply=Reply(writer), resumed=self.resumed,
+                reply_so_far=own, inputs=inputs,
             )
+            self._bind_inputs(self.job)
             reply = self.job.reply
             self.handler_task = asyncio.create_task(self.w._handler(self.job))
             # The prompt settles when it is stopped, whatever the handler
@@ -457,26 +491,60 @@ class _Run:
             if exc is not None:
                 return exc
             reply.end_all()
+            if writer.requests:
+                # Tool calls asked for input: the prompt waits, holding
+                # nothing, until answered (then any worker resumes it).
+                await writer.park()
+                return None
             writer.enqueue_last(Op("complete_prompt"))
             await writer.sync()
             return None
         except Exception as err:
             return err
 
-    async def _read_context(self) -> list[ContextBlock]:
+    async def _read_context(self) -> tuple[list[ContextBlock], list[ContextBlock], list[InputRequest]]:
+        """The conversation before the prompt; for a resumed prompt also
+        the reply so far and its input requests with their answers."""
         pool = self.w._pool
         assert pool is not None
         deadline = asyncio.get_running_loop().time() + self.w.settings.lease_seconds / 2
-        try:
-            rows = await with_retries("read the conversation", lambda: pool.fetch(_CONTEXT_SQL, (self.prompt_id,)), deadline)
-        except Exception as err:
-            raise RuntimeError(f"read the conversation: {message_of(err)}") from err
-        return [
-            ContextBlock(message_id=r[0], role=r[1], block_type=r[2], content=r[3] or "", metadata=r[4] or {},
-                         tool_call_id=r[5], tool_name=r[6], tool_input=r[7], tool_status=r[8],
-                         tool_output=r[9], tool_error=r[10])
-            for r in rows
+
+        async def read(what: str, sql: str) -> list[tuple[Any, ...]]:
+            try:
+                return await with_retries(what, lambda: pool.fetch(sql, (self.prompt_id,)), deadline)
+            except Exception as err:
+                raise RuntimeError(f"{what}: {message_of(err)}") from err
+
+        context = _blocks(await read("read the conversation", _CONTEXT_SQL))
+        if not self.resumed:
+            return context, [], []
+        own = _blocks(await read("read the reply so far", _REPLY_SQL))
+        call_ids = {b.tool_call_id: b.metadata.get("callId") for b in own
+                    if b.tool_call_id is not None and isinstance(b.metadata, dict)}
+        inputs = [
+            InputRequest(tool_call_id=r[0], call_id=call_ids.get(r[0]) or r[0], name=r[1], input=r[2],
+                         tool_call_status=r[3], kind=r[4], request=r[5] or {}, status=r[6], answer=r[7],
+                         answered_at=r[8], expires_at=r[9])
+            for r in await read("read the answers", _INPUTS_SQL)
         ]
+        return context, own, inputs
+
+    def _bind_inputs(self, job: Job) -> None:
+        """Gives each input request whose call waits for this worker the
+        call to end, writing into the job's reply, its tool_result kept
+        for the job's history."""
+        assert self.writer is not None
+
+        def keep(text: str, meta: dict[str, Any]) -> None:
+            job._results.append(ContextBlock(message_id=self.message_id, role="assistant", block_type="tool_result",
+                                             content=text, metadata=meta))
+
+        for inp in job.inputs:
+            if inp.tool_call_status != "started":
+                continue
+            call = ToolCall(self.writer, inp.name, inp.call_id, None, resumed=(inp.tool_call_id, inp.input, inp.kind))
+            call._on_result = keep
+            inp._call = call
 
     async def _settle(self, err: BaseException | None) -> tuple[Outcome, str | None]:
         """Decides how the prompt ends after _execute returned err, and
@@ -505,7 +573,9 @@ class _Run:
                     return gone, message
         else:
             # The handler (the model) failed: what it wrote before stays,
-            # queued ahead of the fail_prompt below.
+            # queued ahead of the fail_prompt below; the prompt does not
+            # wait for the input its calls asked for.
+            writer.drop_requests()
             message = message_of(err)
         if not writer.started:
             await self._release()
