@@ -189,3 +189,69 @@ func postAGUIRefused(t *testing.T, tb *apitest.Bundle, in any, status int, code,
 		t.Fatalf("%d %s %q; want %d %s containing %q", resp.StatusCode, gotCode, gotMessage, status, code, message)
 	}
 }
+
+// TestAGUIEditOlderThanSnapshot posts an edit (and a rerun) of a user
+// message that a bounded snapshot leaves out (CONVO_SNAPSHOT_BYTES): it is
+// still one of the thread's, so the rerun is refused and the edit makes a
+// new version of its turn, instead of either being sent as a new message.
+func TestAGUIEditOlderThanSnapshot(t *testing.T) {
+	t.Parallel()
+	tb := apitest.Setup(t, apitest.Options{SnapshotBytes: 1}) // a snapshot holds the newest message only
+	reply := func(prompt uuid.UUID, text string) {
+		tb.StartPrompt(t, prompt)
+		b := tb.StartBlock(t, prompt, "text", "{}")
+		tb.AppendText(t, b, text)
+		tb.EndBlock(t, b)
+		tb.CompletePrompt(t, prompt)
+	}
+	first := tb.Send(t, "local", uuid.Nil, "What is 6*7?")
+	thread := first.ConversationID
+	reply(first.PromptID, "42")
+	second := tb.Send(t, "local", thread, "And 7*8?")
+	reply(second.PromptID, "56")
+	if st, err := tb.Store.RecentState(context.Background(), "local", thread, 1); err != nil || len(st.Messages) != 1 || !st.Older {
+		t.Fatalf("the bounded snapshot holds %d messages (older %v, %v); want the newest only", len(st.Messages), st.Older, err)
+	}
+	held := []any{
+		map[string]any{"id": first.UserMessageID.String(), "role": "user", "content": "What is 6*7?"},
+		map[string]any{"id": second.UserMessageID.String(), "role": "user", "content": "And 7*8?"},
+	}
+
+	rerun := runInput(thread.String(), "run-0")
+	rerun["messages"] = held
+	postAGUIRefused(t, tb, rerun, 409, "failed_precondition", "already in the conversation with this text")
+	if st := tb.State(t, "local", thread); len(st.Messages) != 4 {
+		t.Fatalf("after the refused rerun: %d messages on the path; want the 4 before", len(st.Messages))
+	}
+
+	edit := runInput(thread.String(), "run-edit")
+	held[1] = map[string]any{"id": second.UserMessageID.String(), "role": "user", "content": "And 8*9?"}
+	edit["messages"] = held
+	post := openAGUI(t, "POST", tb.URL+"/v1/agui", nil, edit)
+	post.Until(t, "MESSAGES_SNAPSHOT")
+	st := tb.State(t, "local", thread)
+	if got := pathText(st); got != "What is 6*7? | 42 | And 8*9? ‹2/2› | (pending)" {
+		t.Fatalf("after the edit the path is %q; want the second turn's new version", got)
+	}
+}
+
+// pathText is a path as its messages' texts, "‹i/n›" after a message with
+// versions and "(status)" for one without text.
+func pathText(st conversation.State) string {
+	var out []string
+	for _, m := range st.Messages {
+		var text strings.Builder
+		for _, b := range m.Blocks {
+			text.WriteString(b.Content)
+		}
+		s := text.String()
+		if s == "" {
+			s = "(" + string(m.Status) + ")"
+		}
+		if m.SiblingCount > 1 {
+			s += fmt.Sprintf(" ‹%d/%d›", m.SiblingIndex+1, m.SiblingCount)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, " | ")
+}

@@ -104,8 +104,13 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	held, err := h.heldMessage(ctx, owner, id, snap, in.userMessageID)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
 	var promptID string
-	if held := heldMessage(snap, in.userMessageID); held != nil {
+	if held != nil {
 		// The last user message is one of the thread's: with the text it
 		// has, a rerun (refused); with another, an edit of it (a new
 		// version of its turn, docs/branches.md).
@@ -145,20 +150,39 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
 	h.stream(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
 }
 
-// heldMessage is the user message of the snapshot with the id, nil when
-// there is none. The snapshot holds the latest messages of the active
-// path: a message older than its window, or on another branch, is not
-// found, and its id names a new message.
-func heldMessage(snap *convov1.Snapshot, id string) *convov1.Message {
+// heldMessage is the user message of the thread's active path with the
+// id, nil when there is none: a message on another branch is not found,
+// and its id names a new message. The snapshot answers unless it left
+// older messages out; the path is read then.
+func (h *Handler) heldMessage(ctx context.Context, owner string, conversationID uuid.UUID, snap *convov1.Snapshot, id string) (*convov1.Message, error) {
 	if id == "" {
-		return nil
+		return nil, nil
 	}
 	for _, m := range snap.GetMessages() {
 		if m.GetId() == id && m.GetRole() == string(conversation.RoleUser) {
-			return m
+			return m, nil
 		}
 	}
-	return nil
+	// A bounded snapshot (CONVO_SNAPSHOT_BYTES) leaves older messages
+	// out: one of those is still the thread's, and an edit of it is an
+	// edit, not a new message. Only an id of convo's can name one.
+	if snap.GetOlderPageToken() == "" {
+		return nil, nil
+	}
+	messageID, err := uuid.Parse(id)
+	if err != nil {
+		return nil, nil
+	}
+	st, err := h.srv.Store.State(ctx, owner, conversationID)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range st.Messages {
+		if m.ID == messageID && m.Role == conversation.RoleUser {
+			return wire.Message(m)
+		}
+	}
+	return nil, nil
 }
 
 // heldText is a user message's text: its text blocks.

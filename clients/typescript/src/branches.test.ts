@@ -131,6 +131,30 @@ describe("branchSwitched", () => {
     expect(view(s)).toEqual(expected(srv));
   });
 
+  it("a page read before a switch whose fork is before the window is dropped, not put before the new path", () => {
+    const srv = new FakeServer();
+    for (const q of ["one", "two", "three"]) answer(srv, srv.sendMessage(q).promptIds[0], `re: ${q}`);
+    const second = srv.getConversation().messages[2].id;
+    srv.editMessage(second, "deux");
+    srv.switchTo(second); // back to "two … three"
+    const at = srv.seq;
+    let s = fromSnapshot(srv.subscribe(at, { window: 1 }).snapshot);
+    // loadOlder asks for a page; ListMessages reads it (the old path:
+    // "re: two", "three") before the switch commits, and the page comes
+    // back after the stream brought the switch.
+    const inFlight = { type: "older" as const, pageToken: s.older!, ...srv.listMessages(s.older!, { seq: at }) };
+    expect(inFlight.messages.length).toBe(2);
+    srv.switchTo(second, 1);
+    s = apply(s, srv.eventsAfter(at));
+    s = reduce(s, inFlight);
+    expect(texts(s)).toEqual(["deux ‹2/2›", "(pending)"]);
+    expect(s.older).not.toBeNull();
+    // A page read after the switch brings the fork and what precedes it.
+    while (s.older !== null) s = reduce(s, { type: "older", pageToken: s.older, ...srv.listMessages(s.older, { size: 1 }) });
+    expect(texts(s)).toEqual(["one", "re: one", "deux ‹2/2›", "(pending)"]);
+    expect(view(s)).toEqual(expected(srv));
+  });
+
   it("subscribing at any seq and following every event equals GetConversation after every change", () => {
     const srv = conversationWithBranches();
     const end = Number(srv.seq);

@@ -61,7 +61,12 @@
 //   forkMessageId, drops the rest with their blocks, and appends its
 //   messages with their blocks; a fork the state does not hold (older
 //   than its window) keeps none, and `older` stays for the pages before
-//   the new messages (a page skips the messages held). Each message keeps
+//   the new messages (a page skips the messages held). Such a fork is
+//   remembered (`olderFork`) until a page brings it: a page read before
+//   the switch answers the same token with messages of the old path after
+//   the fork, which the new path does not hold, and is dropped (a page
+//   read after it holds, after the fork, only messages the state holds).
+//   Each message keeps
 //   its parentId, siblingCount and siblingIndex ("‹ n / m ›"). The
 //   follower asks for these events (includeBranches).
 //
@@ -112,6 +117,12 @@ export interface ConversationState {
   older: string | null;
   /** The latest messageUpdated of each message before the window, not loaded yet (applied when a page brings it). */
   olderUpdates: Readonly<Record<string, Omit<MessageState, "blockIds">>>;
+  /**
+   * The fork of a branchSwitched that was older than the window, until a
+   * page brings it: a page that holds, after it, a message the state does
+   * not hold was read before the switch, and is dropped.
+   */
+  olderFork: string | null;
   /** The open input requests (pauses), in the order they were made. */
   inputs: readonly InputRequestState[];
 }
@@ -163,6 +174,7 @@ export function initialState(conversationId: string): ConversationState {
     desync: false,
     older: null,
     olderUpdates: {},
+    olderFork: null,
     inputs: [],
   };
 }
@@ -234,6 +246,7 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
     desync: false,
     older: snap.olderPageToken || null,
     olderUpdates: {},
+    olderFork: null,
     inputs: (snap.pendingInputs ?? []).filter((r) => r.status === "pending").map(inputRequestState),
   };
 }
@@ -242,10 +255,20 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
  * applyOlder puts a page of older messages before the first message the
  * state holds, in order, skipping those it already holds; a message's
  * held messageUpdated (olderUpdates) replaces the page's fields. A page
- * that does not answer the state's current token changes nothing.
+ * that does not answer the state's current token changes nothing, nor
+ * does one read before a branchSwitched whose fork was older than the
+ * window (olderFork): the same token then named the old path's messages,
+ * and the page holds, after the fork (or without it), messages the new
+ * path does not.
  */
 function applyOlder(state: ConversationState, page: OlderPage): ConversationState {
   if (state.seq === null || state.older === null || page.pageToken !== state.older) return state;
+  let olderFork = state.olderFork;
+  if (olderFork !== null) {
+    const fork = page.messages.findIndex((m) => m.id === olderFork);
+    if (page.messages.some((m, i) => i > fork && !state.messages[m.id])) return state;
+    if (fork >= 0) olderFork = null;
+  }
   const ids: string[] = [];
   const messages: Record<string, MessageState> = { ...state.messages };
   const blocks: Record<string, BlockState> = { ...state.blocks };
@@ -264,6 +287,7 @@ function applyOlder(state: ConversationState, page: OlderPage): ConversationStat
     blocks,
     older: page.nextPageToken || null,
     olderUpdates,
+    olderFork,
   };
 }
 
@@ -289,7 +313,19 @@ function replaceKeepingOlder(state: ConversationState, next: ConversationState):
   }
   const olderUpdates = { ...next.olderUpdates, ...state.olderUpdates };
   for (const id of kept) delete olderUpdates[id];
-  return { ...next, messageIds: [...kept, ...next.messageIds], messages, blocks, errors, older: state.older, olderUpdates };
+  // The older pages are this state's (its token): so is the fork they
+  // wait for, unless it is held now.
+  const olderFork = state.olderFork !== null && !messages[state.olderFork] ? state.olderFork : null;
+  return {
+    ...next,
+    messageIds: [...kept, ...next.messageIds],
+    messages,
+    blocks,
+    errors,
+    older: state.older,
+    olderUpdates,
+    olderFork,
+  };
 }
 
 /**
@@ -499,6 +535,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
         errors: {},
         older: null,
         olderUpdates: {},
+        olderFork: null,
         inputs: [],
       };
     }
@@ -515,7 +552,8 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
  * blocks, failure reasons and held updates, and the new path's messages
  * are appended with their blocks. With no fork the new path starts at a
  * first message, so nothing is older; a fork before the window leaves
- * `older` as it was, and its pages bring the messages up to the fork.
+ * `older` as it was, and its pages bring the messages up to the fork
+ * (olderFork, until one does: a page in flight may be of the old path).
  */
 function switchBranch(state: ConversationState, forkId: string, incoming: readonly Message[]): ConversationState {
   const at = forkId ? state.messageIds.indexOf(forkId) : -1;
@@ -549,6 +587,8 @@ function switchBranch(state: ConversationState, forkId: string, incoming: readon
     errors,
     older: forkId ? state.older : null,
     olderUpdates: forkId ? state.olderUpdates : {},
+    // A fork held keeps the pages' wait for an older one (it is after it).
+    olderFork: !forkId ? null : at < 0 ? forkId : state.olderFork,
     inputs: state.inputs.filter((i) => !dropped.has(i.promptId)),
   };
 }

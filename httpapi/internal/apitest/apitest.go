@@ -65,6 +65,9 @@ type Options struct {
 	Workers   bool          // run in-process workers with the demo model at full speed
 	DemoPace  float64       // with workers: the demo model's tokens per second instead
 	KeepAlive time.Duration // default: longer than any test
+	// SnapshotBytes bounds the hub's snapshots (stream.HubOptions); 0:
+	// the default.
+	SnapshotBytes int
 }
 
 // Setup starts a server of every protocol (httpapi.NewHandler) on a new
@@ -78,7 +81,7 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 	}
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool)
-	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store})
+	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store, SnapshotBytes: o.SnapshotBytes})
 	feed := &stream.NotifyFeed{ConnConfig: pool.Config().ConnConfig.Copy(), Hub: hub}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
