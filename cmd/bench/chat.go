@@ -307,10 +307,13 @@ type chatSampler struct {
 	commits0 int64
 	xid0     int64
 	queries  int64 // its transactions, which count in xact_commit
-	stop     context.CancelFunc
-	done     chan error
-	conns    int
-	walsend  int
+	// quit stops the sampling between two queries: cancelling a query in
+	// flight would close the connection, which finish reads on after.
+	quit    chan struct{}
+	done    chan error // the sampling's end, sent once
+	ended   bool       // done was read
+	conns   int
+	walsend int
 }
 
 const chatSampleEvery = 150 * time.Millisecond
@@ -325,7 +328,7 @@ func (m *Main) startChatSampler(ctx context.Context) (*chatSampler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sampler: %w", err)
 	}
-	s := &chatSampler{conn: conn, done: make(chan error, 1)}
+	s := &chatSampler{conn: conn, quit: make(chan struct{}), done: make(chan error, 1)}
 	if err := conn.QueryRow(ctx, chatCommitsSQL).Scan(&s.commits0); err != nil {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("read xact_commit: %w", err)
@@ -335,25 +338,23 @@ func (m *Main) startChatSampler(ctx context.Context) (*chatSampler, error) {
 		return nil, fmt.Errorf("read the next transaction id: %w", err)
 	}
 	s.queries = 2
-	sctx, cancel := context.WithCancel(ctx)
-	s.stop = cancel
 	go func() {
 		t := time.NewTicker(chatSampleEvery)
 		defer t.Stop()
 		for {
 			var c, w int
-			if err := conn.QueryRow(sctx, chatBackendsSQL).Scan(&c, &w); err != nil {
-				if sctx.Err() != nil {
-					err = nil
-				}
+			if err := conn.QueryRow(ctx, chatBackendsSQL).Scan(&c, &w); err != nil {
 				s.done <- err
 				return
 			}
 			s.queries++
 			s.conns, s.walsend = max(s.conns, c), max(s.walsend, w)
 			select {
-			case <-sctx.Done():
+			case <-s.quit:
 				s.done <- nil
+				return
+			case <-ctx.Done():
+				s.done <- ctx.Err()
 				return
 			case <-t.C:
 			}
@@ -366,8 +367,7 @@ func (m *Main) startChatSampler(ctx context.Context) (*chatSampler, error) {
 // client backends and walsenders seen, and the transaction ids handed out
 // since the sampler started.
 func (s *chatSampler) finish() (conns, walsenders int, xids int64, err error) {
-	s.stop()
-	err = <-s.done
+	err = s.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer s.conn.Close(ctx) //nolint:errcheck // the figures are read
@@ -381,9 +381,20 @@ func (s *chatSampler) finish() (conns, walsenders int, xids int64, err error) {
 	return s.conns, s.walsend, xids - s.xid0, nil
 }
 
+// stop ends the sampling after its query in flight, if any, and returns
+// why it ended (nil when stopped); later calls return nil.
+func (s *chatSampler) stop() error {
+	if s.ended {
+		return nil
+	}
+	s.ended = true
+	close(s.quit)
+	return <-s.done
+}
+
 // close ends a sampler that finish did not.
 func (s *chatSampler) close() {
-	s.stop()
+	_ = s.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.conn.Close(ctx) //nolint:errcheck // best effort
