@@ -31,6 +31,10 @@ type Proxy struct {
 // proxied is one client connection and its connection to the server.
 type proxied struct {
 	client, server net.Conn
+	// dropping (guarded by the proxy's mu): this connection throws away
+	// what the server sends until it is closed, whatever the proxy's
+	// flag says.
+	dropping bool
 }
 
 func (c *proxied) close() {
@@ -75,11 +79,24 @@ func (p *Proxy) DropFromServer() {
 // Reset closes every connection and passes new ones through again, bytes
 // from the server included.
 func (p *Proxy) Reset() {
+	p.passNew()
+	p.closeAll()
+}
+
+// passNew is Reset but the closing: connections accepted from now on
+// pass everything through, and those open now drop what the server sends
+// until they are closed. Without that, bytes a server sent late (the end
+// of an answer that follows a commit the driver already saw) could slip
+// through between the end of the drop and the close: the client would
+// take an answer it must never see.
+func (p *Proxy) passNew() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.dropping = false
 	p.refuseUntil = time.Time{}
-	p.mu.Unlock()
-	p.closeAll()
+	for c := range p.conns {
+		c.dropping = true
+	}
 }
 
 // Close stops listening, closes every connection and waits for the
@@ -106,10 +123,11 @@ func (p *Proxy) closeAll() {
 	}
 }
 
-func (p *Proxy) isDropping() bool {
+// drops reports whether what the server sends on c is thrown away.
+func (p *Proxy) drops(c *proxied) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.dropping
+	return p.dropping || c.dropping
 }
 
 func (p *Proxy) serve() {
@@ -164,7 +182,7 @@ func (p *Proxy) forward(c *proxied) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := c.server.Read(buf)
-		if n > 0 && !p.isDropping() {
+		if n > 0 && !p.drops(c) {
 			if _, werr := c.client.Write(buf[:n]); werr != nil {
 				break
 			}

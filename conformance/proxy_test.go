@@ -159,6 +159,38 @@ func TestProxyDropFromServer(t *testing.T) {
 	}
 }
 
+// TestProxyDropLastsUntilClose: a connection open while the proxy drops
+// never passes the server's bytes again, even once new connections pass
+// (between the two halves of Reset): an answer the server sends late must
+// not reach the client that must never hear it.
+func TestProxyDropLastsUntilClose(t *testing.T) {
+	t.Parallel()
+	srv := newEchoServer(t)
+	p := newTestProxy(t, srv.ln.Addr().String())
+	c, r := dial(t, p.Addr())
+	if got, err := roundTrip(t, c, r, "a"); err != nil || got != "a" {
+		t.Fatalf("before dropping: %q, %v", got, err)
+	}
+	srv.received(t, "a")
+	p.DropFromServer()
+	p.passNew()
+	c2, r2 := dial(t, p.Addr())
+	if got, err := roundTrip(t, c2, r2, "new"); err != nil || got != "new" {
+		t.Fatalf("a connection made after the drop ended: %q, %v", got, err)
+	}
+	srv.received(t, "new")
+	// The old connection: the server answers "late", then "bye" and
+	// closes; the client must read neither, only the end.
+	if _, err := io.WriteString(c, "late\nbye\n"); err != nil {
+		t.Fatal(err)
+	}
+	srv.received(t, "late")
+	srv.received(t, "bye")
+	if got, err := r.ReadString('\n'); got != "" || (!errors.Is(err, io.EOF) && !isClosed(err)) {
+		t.Fatalf("the connection open while dropping read %q (%v) after the drop ended, want nothing and the end", got, err)
+	}
+}
+
 func isClosed(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) || errors.Is(err, net.ErrClosed)
