@@ -146,9 +146,12 @@ class Client:
         await self.one("SELECT convo.cancel_prompt(%s)", prompt_id)
 
     async def expire_lease(self, prompt_id: str) -> None:
-        """The lease runs out: as the driver does, then the reaper's call."""
-        await self.one("UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = %s RETURNING id", prompt_id)
-        await self.one("SELECT convo.expire_leases()")
+        """The lease runs out: as the driver does, then the reaper's call,
+        in one transaction. Apart, a heartbeat committed between the two
+        would extend the lease again and nothing would expire."""
+        async with self.conn.transaction():
+            await self.one("UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = %s RETURNING id", prompt_id)
+            await self.one("SELECT convo.expire_leases()")
 
 
 @pytest.fixture
