@@ -146,12 +146,27 @@ class Client:
         await self.one("SELECT convo.cancel_prompt(%s)", prompt_id)
 
     async def expire_lease(self, prompt_id: str) -> None:
-        """The lease runs out: as the driver does, then the reaper's call,
-        in one transaction. Apart, a heartbeat committed between the two
-        would extend the lease again and nothing would expire."""
+        """The lease runs out and the reaper fails the prompt, for sure.
+
+        One transaction that first locks the prompt's conversation, as
+        write_batch does (waiting for a batch in flight), then moves the
+        lease into the past and calls expire_leases. Apart, a heartbeat
+        committed between the update and the call would extend the lease
+        again. Without the lock, a batch that locked the conversation and
+        waits for the prompt's row (which the update holds) makes
+        expire_leases skip the prompt (it never waits for a conversation
+        locked by someone else, and takes the lock of its own transaction
+        as its own); the batch's next heartbeat then extends the lease and
+        the prompt runs on as if nothing had happened."""
         async with self.conn.transaction():
+            await self.one(
+                """SELECT 1 FROM convo.conversations c JOIN convo.prompts p ON p.conversation_id = c.id
+                    WHERE p.id = %s FOR NO KEY UPDATE OF c""", prompt_id)
             await self.one("UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = %s RETURNING id", prompt_id)
-            await self.one("SELECT convo.expire_leases()")
+            (expired,) = await self.one("SELECT convo.expire_leases()")
+        status = (await self.prompt(prompt_id))["status"]
+        assert expired == 1 and status == "failed", (
+            f"expire_leases failed {expired} prompts and left prompt {prompt_id} {status}: want it failed")
 
 
 @pytest.fixture

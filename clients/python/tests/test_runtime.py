@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
 
 from conftest import Client, eventually
@@ -128,6 +129,41 @@ async def test_cancel_frees_the_slot_of_a_handler_that_swallows_the_cancellation
     assert recorder.results[prompt].outcome == "cancelled"
     assert [r.reason for r in refused] == ["cancelled"]
     assert [b["content"] for b in await client.blocks(prompt)] == ["working"]
+
+
+async def test_expire_lease_fails_the_prompt_under_a_batch_in_flight(dsn: str, client: Client) -> None:
+    """The lost-lease tests' expire_lease fails the prompt even when a
+    batch has locked its conversation and not yet its row (the batch then
+    waits for the row behind expire_lease's update): expire_leases, which
+    skips a conversation locked by someone else, used to leave the prompt
+    running, and the batch's next heartbeat extended its lease."""
+    prompt = await client.send("hold it")
+    (claimed,) = await client.one("SELECT count(*) FROM convo.claim_prompts('holder', 30, 1)")
+    assert claimed == 1
+    await client.one("SELECT convo.start_prompt(%s)", prompt)
+    conversation = await client.conversation_of(prompt)
+    async with await psycopg.AsyncConnection.connect(dsn) as batch:
+        # The first lock write_batch takes.
+        await batch.execute("SELECT 1 FROM convo.conversations WHERE id = %s FOR NO KEY UPDATE", (conversation,))
+        expiring = asyncio.create_task(client.expire_lease(prompt))
+
+        async def blocked_or_done() -> bool:
+            if expiring.done():
+                return True
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as look:
+                cur = await look.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+                row = await cur.fetchone()
+                return row is not None and row[0] > 0
+
+        await eventually("expire_lease to wait for the batch's lock (or to return)", blocked_or_done)
+        await batch.commit()
+        try:
+            await expiring
+        except AssertionError as err:
+            raise AssertionError(f"expire_lease under a batch in flight: {err}") from None
+    settled = await client.prompt(prompt)
+    assert settled["status"] == "failed" and "lease expired" in settled["error"]
 
 
 @pytest.mark.parametrize("writing", [True, False], ids=["writing", "idle"])

@@ -4,7 +4,7 @@
 
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Worker, WorkerError, type Job, type WorkerOptions } from "./index.js";
-import { blocks, prompt, send, settledAs, testDatabase, waitFor, type TestDatabase } from "./testing/db.js";
+import { blocks, expireLease, prompt, send, settledAs, testDatabase, waitFor, type TestDatabase } from "./testing/db.js";
 import { sleep } from "./testing/models.js";
 
 let db: TestDatabase;
@@ -174,6 +174,39 @@ describe("Worker", () => {
     expect(await events()).toBe(before);
   });
 
+  it("expireLease (of the lost-lease tests) fails the prompt under a batch in flight", async () => {
+    // A batch that locked the conversation and not yet the prompt's row
+    // (it then waits for the row behind expireLease's update) made
+    // expire_leases, which skips a conversation locked by someone else,
+    // leave the prompt running; the batch's next heartbeat extended it.
+    const sent = await send(db.pool, "hold it");
+    expect((await db.pool.query("SELECT * FROM convo.claim_prompts('holder', 30, 1)")).rowCount).toBe(1);
+    await db.pool.query("SELECT convo.start_prompt($1)", [sent.promptId]);
+    const batch = await db.pool.connect();
+    try {
+      await batch.query("BEGIN");
+      // The first lock write_batch takes.
+      await batch.query("SELECT 1 FROM convo.conversations WHERE id = $1 FOR NO KEY UPDATE", [sent.conversationId]);
+      let done = false;
+      const expiring = expireLease(db.pool, sent.promptId).finally(() => (done = true));
+      expiring.catch(() => {});
+      await waitFor("expireLease to wait for the batch's lock (or to return)", async () => {
+        if (done) return true;
+        const { rows } = await db.pool.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        );
+        return rows[0].n > 0;
+      });
+      await batch.query("COMMIT");
+      await expiring;
+    } finally {
+      batch.release();
+    }
+    const p = await prompt(db.pool, sent.promptId);
+    expect(p.status).toBe("failed");
+    expect(p.error).toMatch(/lease expired/);
+  });
+
   it("stops a reply whose lease was lost, and goes on serving", async () => {
     let stoppedWith: unknown;
     await startWorker({
@@ -196,8 +229,7 @@ describe("Worker", () => {
     });
     const sent = await send(db.pool, "hang on");
     await waitFor("the reply's first words", async () => (await blocks(db.pool, sent.messageId))[0]?.content.includes("tick1"));
-    await db.pool.query("UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [sent.promptId]);
-    await db.pool.query("SELECT convo.expire_leases()");
+    await expireLease(db.pool, sent.promptId);
     const p = await prompt(db.pool, sent.promptId);
     expect(p.status).toBe("failed");
     expect(p.error).toMatch(/lease expired/);

@@ -141,3 +141,40 @@ export function settledAs(pool: pg.Pool, promptId: string, ...statuses: string[]
     return statuses.includes(p.status) ? p : undefined;
   });
 }
+
+/**
+ * The prompt's lease runs out and the reaper fails it, for sure: one
+ * transaction that first locks the prompt's conversation, as write_batch
+ * does (waiting for a batch in flight), then moves the lease into the past
+ * and calls expire_leases. Apart, a heartbeat committed between the update
+ * and the call would extend the lease again. Without the lock, a batch
+ * that locked the conversation and waits for the prompt's row (which the
+ * update holds) makes expire_leases skip the prompt (it never waits for a
+ * conversation locked by someone else, and takes its own transaction's lock
+ * as its own); the batch's next heartbeat then extends the lease and the
+ * prompt runs on. Throws unless the prompt ends failed.
+ */
+export async function expireLease(pool: pg.Pool, promptId: string): Promise<void> {
+  const c = await pool.connect();
+  let expired: number;
+  try {
+    await c.query("BEGIN");
+    await c.query(
+      `SELECT 1 FROM convo.conversations c JOIN convo.prompts p ON p.conversation_id = c.id
+        WHERE p.id = $1 FOR NO KEY UPDATE OF c`,
+      [promptId],
+    );
+    await c.query("UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = $1", [promptId]);
+    expired = (await c.query<{ n: number }>("SELECT convo.expire_leases() AS n")).rows[0].n;
+    await c.query("COMMIT");
+  } catch (err) {
+    await c.query("ROLLBACK").catch(() => {});
+    throw err;
+  } finally {
+    c.release();
+  }
+  const p = await prompt(pool, promptId);
+  if (expired !== 1 || p.status !== "failed") {
+    throw new Error(`expire_leases failed ${expired} prompts and left prompt ${promptId} ${p.status}: want it failed`);
+  }
+}
