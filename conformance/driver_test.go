@@ -251,16 +251,32 @@ func (run *scenarioRun) waitSettled(r reply, timeout time.Duration) {
 }
 
 // expireLease makes the reply's lease run out now, and has the database
-// fail it as the lease reaper would.
+// fail it as the lease reaper would, in one transaction that first takes
+// the conversation's lock, as write_batch does: expire_leases skips a
+// conversation another transaction holds (a batch in flight), and apart,
+// the runner's next heartbeat would extend the lease again.
 func (run *scenarioRun) expireLease(r reply) {
 	t := run.t
 	t.Helper()
 	ctx := context.Background()
-	if _, err := run.db.Exec(ctx, `UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, r.promptID); err != nil {
+	tx, err := run.db.Begin(ctx)
+	if err != nil {
 		t.Fatalf("expire the lease: %v", err)
 	}
-	if n, err := run.store.ExpireLeases(ctx); err != nil || n != 1 {
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	var n int
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM convo.conversations c JOIN convo.prompts p ON p.conversation_id = c.id
+	                            WHERE p.id = $1 FOR NO KEY UPDATE OF c`, r.promptID); err != nil {
+		t.Fatalf("lock the conversation: %v", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, r.promptID); err != nil {
+		t.Fatalf("expire the lease: %v", err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT convo.expire_leases()`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("expire_leases failed %d prompts (%v), want 1", n, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("expire the lease: %v", err)
 	}
 }
 
