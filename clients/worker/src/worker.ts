@@ -172,11 +172,17 @@ export class Worker {
     await Promise.all([...this.running.values()].map((r) => r.done));
     await Promise.all(this.committers.map((c) => c.stop()));
     await this.listener?.close();
-    if (!wasNew) {
+    // Our own pool keeps its listeners for good: pg's pool.end() resolves
+    // before its connections have closed, and one the server terminates
+    // meanwhile (a restart, a dropped database) makes the pool emit an
+    // error, which would crash the process with no listener to take it.
+    // A pool of the caller's gets its own listeners back as it was.
+    if (this.ownPool) {
+      await this.pool.end().catch(() => {});
+    } else if (!wasNew) {
       this.pool.off("error", this.onPoolError);
       this.pool.off("connect", this.onPoolConnect);
     }
-    if (this.ownPool) await this.pool.end().catch(() => {});
     if (!wasNew) this.s.logger.info("worker stopped", { worker: this.s.workerId });
   }
 
