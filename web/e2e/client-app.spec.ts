@@ -13,21 +13,33 @@ import { clientAppEnv } from "./client-app/build";
 import { apiAt, expect, offlineConsoleErrors, shot, test, type ApiMessage } from "./helpers";
 import { launch, type Launched } from "./server";
 
+// Each worker runs this file's tests one at a time against its own convo
+// (beforeAll runs once per worker), so what one test counts there no other
+// test changes meanwhile.
 let app: http.Server;
 let origin = "";
+// The same app on a second origin, which convo does not allow.
+let otherApp: http.Server;
+let otherOrigin = "";
 let convo: Launched;
 
-test.beforeAll(async () => {
-  const dist = process.env[clientAppEnv];
-  if (!dist || !existsSync(dist)) throw new Error(`${clientAppEnv} names no built app: run the tests with npm run e2e`);
-  app = http.createServer((req, res) => {
+/** serveApp serves the built app on a free port and returns its server and origin. */
+async function serveApp(dist: string): Promise<[http.Server, string]> {
+  const server = http.createServer((req, res) => {
     const p = path.join(dist, path.normalize(decodeURIComponent(new URL(req.url ?? "/", "http://x").pathname)));
     const file = p.startsWith(dist) && existsSync(p) && statSync(p).isFile() ? p : path.join(dist, "index.html");
     res.setHeader("Content-Type", file.endsWith(".js") ? "text/javascript" : file.endsWith(".css") ? "text/css" : "text/html");
     createReadStream(file).pipe(res);
   });
-  await new Promise<void>((resolve) => app.listen(0, "127.0.0.1", resolve));
-  origin = `http://127.0.0.1:${(app.address() as AddressInfo).port}`;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return [server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`];
+}
+
+test.beforeAll(async () => {
+  const dist = process.env[clientAppEnv];
+  if (!dist || !existsSync(dist)) throw new Error(`${clientAppEnv} names no built app: run the tests with npm run e2e`);
+  [app, origin] = await serveApp(dist);
+  [otherApp, otherOrigin] = await serveApp(dist);
   // A slower demo model, so that there is time to act mid-reply.
   convo = await launch("client-app", {
     CONVO_CORS_ORIGINS: origin,
@@ -39,6 +51,7 @@ test.beforeAll(async () => {
 test.afterAll(async () => {
   await convo?.stop();
   await new Promise((resolve) => app?.close(resolve));
+  await new Promise((resolve) => otherApp?.close(resolve));
 });
 
 test.describe("across origins", () => {
@@ -116,17 +129,19 @@ test.describe("an origin convo does not allow", () => {
   test.use({ allowedConsoleErrors: [/CORS policy|Failed to load resource/] });
 
   test("is refused by the browser, and convo changes nothing", async ({ page }) => {
-    const other = process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL ?? "";
+    // Not the shared server: the tests running beside this one add
+    // conversations there.
     const count = async () =>
-      (await apiAt<{ conversations?: unknown[] }>(other, "ListConversations", { pageSize: 100 })).conversations?.length ?? 0;
+      (await apiAt<{ conversations?: unknown[] }>(convo.api, "ListConversations", { pageSize: 100 })).conversations?.length ?? 0;
     const cors: string[] = [];
     page.on("console", (m) => {
       if (/CORS policy/.test(m.text())) cors.push(m.text());
     });
     const before = await count();
-    await page.goto(`${origin}/?convo=${encodeURIComponent(other)}`);
+    await page.goto(`${otherOrigin}/?convo=${encodeURIComponent(convo.api)}`);
     await expect(page.getByRole("alert")).toBeVisible();
-    expect(cors.length).toBeGreaterThan(0);
+    // The console message may come after the page shows its alert.
+    await expect.poll(() => cors.length).toBeGreaterThan(0);
     expect(await count()).toBe(before);
   });
 });
