@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -317,4 +318,72 @@ func TestSwitchBranchBySiblingIndex(t *testing.T) {
 			t.Errorf("version %d: the first message is %q, version %d of %d", step.index+1, m.Blocks[0].Content, m.SiblingIndex+1, m.SiblingCount)
 		}
 	}
+}
+
+// TestLargeSwitchFold: a switch to a branch larger than a snapshot
+// reaches followers as a bounded branchSwitched (the latest messages and
+// the token of the rest), on both feeds; each follower, whenever it
+// joined, then pages in the older messages and folds to GetConversation.
+// Without the bound the event would carry the whole branch.
+func TestLargeSwitchFold(t *testing.T) {
+	t.Parallel()
+	forEachFeed(t, func(t *testing.T, feed string) {
+		ctx := context.Background()
+		tb := setup(t, setupOptions{feed: feed, snapshotBytes: 8192})
+		one := tb.send(t, tb.client, "", "one")
+		conv := one.ConversationId
+		tb.writeReply(t, one.PromptId, "re: one")
+		two := tb.send(t, tb.client, conv, "two")
+		tb.writeReply(t, two.PromptId, "re: two")
+		// 30 KB more on this branch.
+		for i := range 10 {
+			s := tb.send(t, tb.client, conv, "more "+strconv.Itoa(i))
+			tb.writeReply(t, s.PromptId, strings.Repeat("a long reply ", 230))
+		}
+		ed, err := tb.client.EditMessage(ctx, connect.NewRequest(&convov1.EditMessageRequest{
+			ConversationId: conv, MessageId: two.UserMessageId, Text: "deux",
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.writeReply(t, ed.Msg.PromptId, "re: deux")
+
+		req := &convov1.StreamConversationRequest{ConversationId: conv, IncludeBranches: true}
+		early := subscribe(t, tb.client, req)
+		early.waitSeq(t, tb.mark(t, conv), streamTimeout)
+		if _, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{
+			ConversationId: conv, MessageId: two.AssistantMessageId,
+		})); err != nil {
+			t.Fatal(err)
+		}
+		late := subscribe(t, tb.client, req)
+		seq := tb.mark(t, conv)
+		want, err := tb.client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: conv}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, sub := range map[string]*subscriber{"a follower from before the switch": early, "one that joined after": late} {
+			st := sub.waitSeq(t, seq, streamTimeout)
+			if st.older == "" {
+				t.Errorf("%s holds all %d messages: want the latest that fit 8192 bytes and a token", name, len(st.messages))
+			}
+			if err := st.loadOlder(ctx, tb.client); err != nil {
+				t.Fatal(err)
+			}
+			if !st.equal(want.Msg) {
+				t.Errorf("%s, with its older pages, differs from GetConversation: %s", name, st.diff(want.Msg))
+			}
+		}
+		early.mu.Lock()
+		defer early.mu.Unlock()
+		for _, r := range early.received {
+			if s := r.GetEvent().GetBranchSwitched(); s != nil && s.OlderPageToken != "" {
+				if size := proto.Size(s); size > 2*8192 {
+					t.Errorf("the bounded branchSwitched is %d bytes; want about 8192", size)
+				}
+				return
+			}
+		}
+		t.Error("the follower from before the switch received no bounded branchSwitched")
+	})
 }

@@ -61,8 +61,8 @@ type setupOptions struct {
 	searchTimeout time.Duration
 	// searches is Options.Searches (nil: no bound).
 	searches *limit.Searches
-	// snapshotBytes bounds snapshots and ListMessages pages (default
-	// stream.DefaultSnapshotBytes).
+	// snapshotBytes bounds snapshots, ListMessages pages and the messages
+	// of a branchSwitched (default stream.DefaultSnapshotBytes).
 	snapshotBytes int
 }
 
@@ -90,7 +90,11 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	pool := pgtest.Pool(t)
+	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) {
+		if o.snapshotBytes > 0 {
+			postgres.SetSnapshotBytes(c.ConnConfig, o.snapshotBytes)
+		}
+	})
 	store := postgres.New(pool)
 	if o.searchTimeout != 0 {
 		store.SetSearchTimeout(o.searchTimeout)

@@ -26,6 +26,10 @@ type folded struct {
 	// pending are the open input requests (Snapshot.pending_inputs), for
 	// a stream that asked for the events of pauses.
 	pending []*convov1.InputRequest
+	// older pages in the messages before the first held (a bounded
+	// snapshot's or branchSwitched's older_page_token); empty when the
+	// fold holds every message.
+	older string
 }
 
 func (f *folded) input(toolCallID string) *convov1.InputRequest {
@@ -76,7 +80,7 @@ func (f *folded) blockByID(blockID string) *convov1.Block {
 
 // clone returns a deep copy, safe to read while the original keeps folding.
 func (f *folded) clone() folded {
-	out := folded{seq: f.seq}
+	out := folded{seq: f.seq, older: f.older}
 	if f.conversation != nil {
 		out.conversation = proto.Clone(f.conversation).(*convov1.Conversation)
 	}
@@ -100,6 +104,7 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 			f.messages = append(f.messages, proto.Clone(m).(*convov1.Message))
 		}
 		f.seq = snap.Seq
+		f.older = snap.OlderPageToken
 		f.pending = nil
 		for _, r := range snap.PendingInputs {
 			f.pending = append(f.pending, proto.Clone(r).(*convov1.InputRequest))
@@ -211,15 +216,39 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 // switchBranch keeps the messages up to the fork, drops the rest and
 // appends the new path's. A fork the client does not hold (older than
 // its snapshot's window) keeps none: the event holds the whole path
-// after it.
+// after it. One that left older messages out replaces every message, as
+// a bounded snapshot does.
 func (f *folded) switchBranch(b *convov1.BranchSwitched) error {
 	keep := 0
-	if b.ForkMessageId != "" {
+	if b.OlderPageToken != "" {
+		f.older = b.OlderPageToken
+	} else if b.ForkMessageId != "" {
 		keep = slices.IndexFunc(f.messages, func(m *convov1.Message) bool { return m.Id == b.ForkMessageId }) + 1
+	} else {
+		f.older = ""
 	}
 	f.messages = f.messages[:keep]
 	for _, m := range b.Messages {
 		f.messages = append(f.messages, proto.Clone(m).(*convov1.Message))
+	}
+	return nil
+}
+
+// loadOlder pages in every message before the first held, with
+// ListMessages, as a client scrolling up does.
+func (f *folded) loadOlder(ctx context.Context, client convov1connect.ConversationServiceClient) error {
+	for pages := 0; f.older != ""; pages++ {
+		if pages > 1000 {
+			return errors.New("paging older messages does not end")
+		}
+		res, err := client.ListMessages(ctx, connect.NewRequest(&convov1.ListMessagesRequest{
+			ConversationId: f.conversation.GetId(), PageToken: f.older,
+		}))
+		if err != nil {
+			return err
+		}
+		f.messages = append(res.Msg.Messages, f.messages...)
+		f.older = res.Msg.NextPageToken
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -63,4 +64,14 @@ func (s *Store) SwitchVersion(ctx context.Context, ownerID string, conversationI
 		return uuid.Nil, translate(err, "switch to version "+strconv.Itoa(siblingIndex)+" of message "+messageID.String())
 	}
 	return leaf, nil
+}
+
+// SetSnapshotBytes makes the connections of cfg bound the messages a
+// branchSwitched carries to maxBytes, sized as a snapshot's
+// (RecentState): the session setting convo.snapshot_bytes, which
+// convo._event_bytes reads. Give the Store's pool the bound its
+// streams' snapshots have, so that an event is never larger than a
+// snapshot; without it the bound is 256 KiB, the streams' default.
+func SetSnapshotBytes(cfg *pgx.ConnConfig, maxBytes int) {
+	cfg.RuntimeParams["convo.snapshot_bytes"] = strconv.Itoa(maxBytes)
 }

@@ -10,8 +10,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
 )
 
 // answerWith has worker w1 claim the queued prompt, write text as one
@@ -467,5 +473,124 @@ func TestOlderMessagesFollowThePath(t *testing.T) {
 	}
 	if got, want := strings.Join(texts, " | "), "one | re: one | deux ‹2/2› | re: deux"; got != want {
 		t.Errorf("the snapshot and its pages: %q; want the active path %q", got, want)
+	}
+}
+
+// TestLargeSwitchIsBounded: a switch to a long branch carries no more
+// messages than a snapshot would (convo.snapshot_bytes), with the page
+// token of the rest; the event's messages and its pages then make the
+// whole active path, as GetConversation reads it. A switch that fits
+// carries every message after its fork, and no token.
+func TestLargeSwitchIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const bound = 4096
+	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c.ConnConfig, bound) })
+	tb := &testBundle{pool: pool, store: postgres.New(pool)}
+	tb.q = tb.store.Queries()
+
+	_, a1 := tb.turn(t, uuid.Nil, "one")
+	conv := a1.conversationID
+	u2, _ := tb.turn(t, conv, "two")
+	// 20 more turns of about 600 bytes: 24 KB after the fork.
+	for i := range 20 {
+		tb.turn(t, conv, strconv.Itoa(i)+strings.Repeat(" long", 120))
+	}
+	long := tb.state(t, conv)
+
+	// The edit's new path after the fork is small: all of it, no token.
+	ed, err := tb.store.EditMessage(ctx, conversation.EditParams{OwnerID: "local", ConversationID: conv, MessageID: u2, Text: "deux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := tb.switched(t, conv)
+	if edit.OlderPageToken != "" || len(edit.Messages) != 2 {
+		t.Errorf("the edit's branchSwitched: %d messages, token %q; want the 2 after the fork, no token", len(edit.Messages), edit.OlderPageToken)
+	}
+	tb.answerWith(t, ed.PromptID, "re: deux")
+
+	// Back to the long version: only the latest messages that fit.
+	if _, err := tb.store.SwitchBranch(ctx, "local", conv, u2); err != nil {
+		t.Fatal(err)
+	}
+	back := tb.switched(t, conv)
+	if back.OlderPageToken == "" {
+		t.Fatalf("the switch to the long branch carried %d messages and no token; want the latest that fit %d bytes", len(back.Messages), bound)
+	}
+	size := 0
+	for _, m := range back.Messages {
+		size += 256 + len(m)
+	}
+	if len(back.Messages) < 1 || size > bound+2*1024 || len(back.Messages) >= len(long.Messages)-3 {
+		t.Errorf("the bounded branchSwitched carries %d messages (about %d bytes); want at least one, about %d bytes", len(back.Messages), size, bound)
+	}
+	// Its token is the one Go makes for its first message's position, and
+	// the pages before it bring the rest of the path.
+	var first struct {
+		ID uuid.UUID `json:"id"`
+	}
+	if err := json.Unmarshal(back.Messages[0], &first); err != nil {
+		t.Fatal(err)
+	}
+	now := tb.state(t, conv)
+	at := slices.IndexFunc(now.Messages, func(m conversation.Message) bool { return m.ID == first.ID })
+	if at < 0 {
+		t.Fatalf("the event's first message %s is not on the path", first.ID)
+	}
+	if want := wire.EncodeMessagesToken(now.Messages[at].Position); back.OlderPageToken != want {
+		t.Errorf("olderPageToken = %q; want %q, the token of position %d", back.OlderPageToken, want, now.Messages[at].Position)
+	}
+	before, err := wire.DecodeMessagesToken("olderPageToken", back.OlderPageToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := len(back.Messages)
+	for {
+		p, err := tb.store.OlderMessages(ctx, "local", conv, before, bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held += len(p.Messages)
+		if !p.Older {
+			break
+		}
+		before = p.Messages[0].Position
+	}
+	if held != len(now.Messages) || pathText(now) != strings.Replace(pathText(long), "two", "two ‹1/2›", 1) {
+		t.Errorf("the event and its pages hold %d messages; the path has %d: %q", held, len(now.Messages), pathText(now))
+	}
+}
+
+// switched is the payload of the conversation's latest branchSwitched.
+func (tb *testBundle) switched(t testing.TB, conversationID uuid.UUID) (s struct {
+	ForkMessageID  string            `json:"forkMessageId"`
+	Messages       []json.RawMessage `json:"messages"`
+	OlderPageToken string            `json:"olderPageToken"`
+}) {
+	t.Helper()
+	events := tb.events(t, conversationID)
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Kind == conversation.EventBranchSwitched {
+			if err := json.Unmarshal(events[i].Payload, &s); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	}
+	t.Fatal("no branchSwitched")
+	return s
+}
+
+// TestEventBytesDefault: without convo.snapshot_bytes a branchSwitched is
+// bounded as the streams' snapshots are by default.
+func TestEventBytesDefault(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	var got int64
+	if err := tb.pool.QueryRow(context.Background(), `SELECT convo._event_bytes()`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != stream.DefaultSnapshotBytes {
+		t.Errorf("convo._event_bytes() = %d without the setting; want stream.DefaultSnapshotBytes, %d", got, stream.DefaultSnapshotBytes)
 	}
 }

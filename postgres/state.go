@@ -91,12 +91,11 @@ func (s *Store) readState(ctx context.Context, ownerID string, conversationID uu
 }
 
 // tailParams asks where the latest messages before position before that
-// fit in maxBytes begin. A message counts at least 256 bytes, so no more
-// than maxBytes/256 + 1 of them can fit.
+// fit in maxBytes begin.
 func tailParams(conversationID uuid.UUID, before int64, maxBytes int) dbq.MessageTailParams {
 	return dbq.MessageTailParams{
 		ConversationID: conversationID, BeforePosition: before,
-		MaxBytes: int64(maxBytes), MaxMessages: int64(maxBytes)/256 + 1,
+		MaxBytes: int64(maxBytes),
 	}
 }
 

@@ -136,9 +136,10 @@ type Config struct {
 	// (CONVO_WRITE_TIMEOUT, --write-timeout): a client that does not read
 	// for this long is cut off and what its request held is released.
 	WriteTimeout time.Duration
-	// SnapshotBytes bounds a stream's snapshot and a ListMessages page
-	// (CONVO_SNAPSHOT_BYTES, --snapshot-bytes): the latest messages that
-	// add up to this; older ones are paged in with ListMessages.
+	// SnapshotBytes bounds a stream's snapshot, a ListMessages page and
+	// the messages of a branchSwitched (CONVO_SNAPSHOT_BYTES,
+	// --snapshot-bytes): the latest messages that add up to this; older
+	// ones are paged in with ListMessages.
 	SnapshotBytes int
 	// DBMaxConns bounds the API's pool of connections: RPCs, snapshots,
 	// the hub's reads and maintenance (CONVO_DB_MAX_CONNS,
@@ -380,6 +381,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
+	// A branchSwitched carries at most a snapshot's worth of messages.
+	postgres.SetSnapshotBytes(poolConfig.ConnConfig, m.Config.SnapshotBytes)
 	// openPool opens a pool of at most size connections to dsn.
 	openPool := func(size int) (*pgxpool.Pool, error) {
 		cfg := poolConfig.Copy()

@@ -82,19 +82,89 @@ LANGUAGE sql STABLE AS $$
      ORDER BY m.position DESC LIMIT 1
 $$;
 
+-- _message_tail says where the latest messages of the active path before
+-- p_before that fit in p_max_bytes begin (from_position), and whether
+-- messages of the path before that remain (older): the bound of a
+-- stream's snapshot, a ListMessages page and a large branchSwitched.
+-- A message's size is its blocks' text, metadata and tool calls plus 256
+-- bytes, so that many small messages count too; only sizes are read, not
+-- the text itself (octet_length of a stored value reads its header). The
+-- newest message is always in, however large, and so is every message
+-- still being written (pending or processing) with every message after
+-- it. At most p_max_bytes / 256 + 1 messages (the most that can fit) are
+-- sized. from_position is p_before when the path has no message before it.
+CREATE OR REPLACE FUNCTION convo._message_tail(p_conversation_id uuid, p_before bigint, p_max_bytes bigint)
+RETURNS TABLE (from_position bigint, older boolean)
+LANGUAGE sql STABLE AS $$
+    WITH newest AS (
+      SELECT m.id, m.position
+        FROM convo.messages m
+       WHERE m.conversation_id = p_conversation_id AND m.on_active_path AND m.position < p_before
+       ORDER BY m.position DESC
+       LIMIT p_max_bytes / 256 + 1
+    ), sized AS (
+      SELECT n.position,
+             sum(256 + coalesce((SELECT sum(octet_length(b.content) + pg_column_size(b.metadata))
+                                   FROM convo.blocks b WHERE b.message_id = n.id), 0)
+                     + coalesce((SELECT sum(pg_column_size(t.input) + octet_length(t.output) + coalesce(octet_length(t.error), 0))
+                                   FROM convo.blocks b JOIN convo.tool_calls t ON t.block_id = b.id
+                                  WHERE b.message_id = n.id), 0))
+               OVER (ORDER BY n.position DESC) AS running,
+             row_number() OVER (ORDER BY n.position DESC) AS nth
+        FROM newest n
+    ), bounds AS (
+      SELECT coalesce(least(
+               (SELECT min(position) FROM sized WHERE running <= p_max_bytes OR nth = 1),
+               (SELECT min(m.position) FROM convo.messages m
+                 WHERE m.conversation_id = p_conversation_id AND m.on_active_path
+                   AND m.position < p_before AND m.status IN ('pending', 'processing'))
+             ), p_before) AS from_position
+    )
+    SELECT b.from_position,
+           EXISTS (SELECT 1 FROM convo.messages m
+                    WHERE m.conversation_id = p_conversation_id AND m.on_active_path
+                      AND m.position < b.from_position)
+      FROM bounds b
+$$;
+
+-- _messages_token is the page token of the path's messages before
+-- position p_before: Snapshot.older_page_token and ListMessages' tokens,
+-- which wire.EncodeMessagesToken makes in Go (base64url, unpadded, of the
+-- byte 'm' and the position as 8 big-endian bytes). A large
+-- branchSwitched carries one.
+CREATE OR REPLACE FUNCTION convo._messages_token(p_before bigint) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT AS $$
+    SELECT rtrim(translate(encode('\x6d'::bytea || int8send(p_before), 'base64'), '+/', '-_'), '=')
+$$;
+
+-- _event_bytes bounds the messages a branchSwitched carries:
+-- convo.snapshot_bytes, which cmd/api sets to its snapshot size
+-- (CONVO_SNAPSHOT_BYTES) for the statements that change a path, or 256
+-- KiB, the snapshot's default.
+CREATE OR REPLACE FUNCTION convo._event_bytes() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(nullif(current_setting('convo.snapshot_bytes', true), '')::bigint, 262144)
+$$;
+
 -- _change_path makes the path down to p_new_leaf the conversation's active
 -- path, under the conversation's lock (the caller holds it), and appends
 -- the branchSwitched event that says so: fork_message_id, the last message
 -- the old and new paths share (the path is kept up to it; none when they
 -- share nothing), leaf_message_id, and messages, every message of the new
--- path after the fork, in order, with their blocks. Messages the caller
--- just made must be inserted with on_active_path false: this marks them.
--- It returns the event's seq.
+-- path after the fork, in order, with their blocks. When those do not fit
+-- in a snapshot's size (_event_bytes; an edit of an early turn that
+-- switches to a long branch), messages holds only the latest that fit, as
+-- a snapshot does, and olderPageToken pages in the rest: a reader then
+-- replaces every message it holds with these. Messages the caller just
+-- made must be inserted with on_active_path false: this marks them. It
+-- returns the event's seq.
 CREATE OR REPLACE FUNCTION convo._change_path(p_conversation_id uuid, p_new_leaf uuid) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_new      uuid[];
     v_fork     convo.messages;
+    v_from     bigint;
+    v_older    text;
     v_messages jsonb;
 BEGIN
     v_new := ARRAY(SELECT convo._path(p_new_leaf));
@@ -105,16 +175,27 @@ BEGIN
      WHERE m.conversation_id = p_conversation_id
        AND (m.on_active_path OR m.id = ANY (v_new))
        AND m.position > coalesce(v_fork.position, -1);
+    -- The new path's messages after the fork, or the latest of them that
+    -- fit when some before those do not (the path's tail up to the fork
+    -- is the reader's already).
+    SELECT greatest(t.from_position, coalesce(v_fork.position, -1) + 1) INTO v_from
+      FROM convo._message_tail(p_conversation_id, 9223372036854775807, convo._event_bytes()) t;
+    IF EXISTS (SELECT 1 FROM convo.messages m
+                WHERE m.conversation_id = p_conversation_id AND m.on_active_path
+                  AND m.position > coalesce(v_fork.position, -1) AND m.position < v_from) THEN
+        v_older := convo._messages_token(v_from);
+    END IF;
     SELECT coalesce(jsonb_agg(convo._message_json(m) || jsonb_build_object('blocks',
                (SELECT coalesce(jsonb_agg(convo._block_json(b) ORDER BY b.position), '[]')
                   FROM convo.blocks b WHERE b.message_id = m.id))
              ORDER BY m.position), '[]')
       INTO v_messages
       FROM convo.messages m
-     WHERE m.id = ANY (v_new) AND m.position > coalesce(v_fork.position, -1);
+     WHERE m.conversation_id = p_conversation_id AND m.on_active_path AND m.position >= v_from;
     RETURN convo._append_event(p_conversation_id, 'branchSwitched', convo._object(jsonb_build_object(
         'forkMessageId', v_fork.id,
         'leafMessageId', p_new_leaf,
-        'messages', v_messages)));
+        'messages', v_messages,
+        'olderPageToken', v_older)));
 END;
 $$;

@@ -20,43 +20,9 @@ SELECT m.*, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.si
 -- name: MessageTail :one
 -- Where the latest messages of the active path before before_position
 -- that fit in max_bytes begin (from_position), and whether messages of it
--- before that remain (older).
--- A message's size is its blocks' text, metadata and tool calls plus 256
--- bytes, so that many small messages count too; only sizes are read, not
--- the text itself (octet_length of a stored value reads its header). The
--- newest message is always in, however large, and so is every message
--- still being written (pending or processing) with every message after
--- it. At most max_messages (the most that can fit: max_bytes over 256,
--- plus one) are sized.
-WITH newest AS (
-  SELECT m.id, m.position
-    FROM convo.messages m
-   WHERE m.conversation_id = @conversation_id::uuid AND m.on_active_path AND m.position < @before_position::bigint
-   ORDER BY m.position DESC
-   LIMIT @max_messages::bigint
-), sized AS (
-  SELECT n.position,
-         sum(256 + coalesce((SELECT sum(octet_length(b.content) + pg_column_size(b.metadata))
-                               FROM convo.blocks b WHERE b.message_id = n.id), 0)
-                 + coalesce((SELECT sum(pg_column_size(t.input) + octet_length(t.output) + coalesce(octet_length(t.error), 0))
-                               FROM convo.blocks b JOIN convo.tool_calls t ON t.block_id = b.id
-                              WHERE b.message_id = n.id), 0))
-           OVER (ORDER BY n.position DESC) AS running,
-         row_number() OVER (ORDER BY n.position DESC) AS nth
-    FROM newest n
-), bounds AS (
-  SELECT least(
-           (SELECT min(position) FROM sized WHERE running <= @max_bytes::bigint OR nth = 1),
-           (SELECT min(m.position) FROM convo.messages m
-             WHERE m.conversation_id = @conversation_id::uuid AND m.on_active_path
-               AND m.position < @before_position::bigint AND m.status IN ('pending', 'processing'))
-         ) AS from_position
-)
-SELECT coalesce(b.from_position, @before_position::bigint)::bigint AS from_position,
-       EXISTS (SELECT 1 FROM convo.messages m
-                WHERE m.conversation_id = @conversation_id::uuid AND m.on_active_path
-                  AND m.position < coalesce(b.from_position, @before_position::bigint)) AS older
-  FROM bounds b;
+-- before that remain (older); see convo._message_tail.
+SELECT t.from_position::bigint AS from_position, t.older::boolean AS older
+  FROM convo._message_tail(@conversation_id::uuid, @before_position::bigint, @max_bytes::bigint) t;
 
 -- name: MessageGet :one
 -- The message, when its conversation belongs to owner_id.

@@ -255,3 +255,55 @@ func pathText(st conversation.State) string {
 	}
 	return strings.Join(out, " | ")
 }
+
+// TestAGUILargeSwitch: a switch to a branch larger than a snapshot is a
+// run whose MESSAGES_SNAPSHOT holds the latest messages of the new path
+// that fit, as a bounded first snapshot does, not the follower's messages
+// up to the fork and the whole branch after it.
+func TestAGUILargeSwitch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := apitest.Setup(t, apitest.Options{SnapshotBytes: 4096})
+	reply := func(prompt uuid.UUID, text string) {
+		tb.StartPrompt(t, prompt)
+		b := tb.StartBlock(t, prompt, "text", "{}")
+		tb.AppendText(t, b, text)
+		tb.EndBlock(t, b)
+		tb.CompletePrompt(t, prompt)
+	}
+	first := tb.Send(t, "local", uuid.Nil, "What is 6*7?")
+	thread := first.ConversationID
+	reply(first.PromptID, "42")
+	second := tb.Send(t, "local", thread, "And 7*8?")
+	reply(second.PromptID, "56")
+	for i := range 8 {
+		s := tb.Send(t, "local", thread, fmt.Sprintf("Tell me more, part %d.", i))
+		reply(s.PromptID, strings.Repeat("More. ", 150))
+	}
+	ed, err := tb.Store.EditMessage(ctx, conversation.EditParams{OwnerID: "local", ConversationID: thread, MessageID: second.UserMessageID, Text: "And 8*9?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply(ed.PromptID, "72")
+	// Subscribed once it answers 200: it holds the path of the edit.
+	follow := openAGUI(t, "GET", fmt.Sprintf("%s/v1/conversations/%s/agui", tb.URL, thread), nil, nil)
+
+	if _, err := tb.Store.SwitchBranch(ctx, "local", thread, second.UserMessageID); err != nil {
+		t.Fatal(err)
+	}
+	run := follow.Until(t, "RUN_FINISHED")
+	var snapshot map[string]any
+	for _, ev := range run {
+		if ev["type"] == "MESSAGES_SNAPSHOT" {
+			snapshot = ev
+		}
+	}
+	if snapshot == nil {
+		t.Fatalf("the switch's run %v has no MESSAGES_SNAPSHOT", typeList(run))
+	}
+	path := pathIDs(tb.State(t, "local", thread))
+	got := snapshotIDs(snapshot)
+	if len(got) == 0 || len(got) >= len(path)-2 || !reflect.DeepEqual(got, path[len(path)-len(got):]) {
+		t.Errorf("the switch's snapshot holds %v; want the latest few of the path %v", got, path)
+	}
+}

@@ -141,10 +141,12 @@ func (t *thread) apply(ev *convov1.Event) *threadBlock {
 // switchBranch folds a change of the active path as docs/events.md
 // says: the messages up to the fork stay, the rest go, the new path's
 // messages after the fork come (all of them when the thread does not
-// hold the fork: it is older than the stream's snapshot).
+// hold the fork: it is older than the stream's snapshot). A switch that
+// left messages out (older_page_token: a path larger than a snapshot)
+// replaces every message, as a bounded snapshot would.
 func (t *thread) switchBranch(s *convov1.BranchSwitched) {
 	keep := 0
-	if fork := s.GetForkMessageId(); fork != "" {
+	if fork := s.GetForkMessageId(); fork != "" && s.GetOlderPageToken() == "" {
 		for i, m := range t.messages {
 			if m.id == fork {
 				keep = i + 1

@@ -73,7 +73,21 @@ func DSN(t testing.TB) string {
 // the test ends.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), DSN(t))
+	return PoolWith(t, nil)
+}
+
+// PoolWith is Pool with its configuration changed by configure first
+// (nil: none), such as the runtime parameters of its connections.
+func PoolWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(DSN(t))
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	if configure != nil {
+		configure(cfg)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("pgtest: open pool: %v", err)
 	}

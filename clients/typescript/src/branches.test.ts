@@ -45,8 +45,9 @@ function texts(s: ConversationState): string[] {
  * by place, an A/B comparison, an edit below it and a switch back through
  * its slot b.
  */
-function conversationWithBranches(): FakeServer {
+function conversationWithBranches(switchWindow?: number): FakeServer {
   const srv = new FakeServer();
+  srv.switchWindow = switchWindow;
   const one = srv.sendMessage("one");
   answer(srv, one.promptIds[0], "re: one");
   const two = srv.sendMessage("two");
@@ -180,19 +181,59 @@ describe("branchSwitched", () => {
     expect(texts(fromSnapshot(srv.getConversation()))).toEqual(["uno ‹2/2›", "re: uno"]);
   });
 
+  it("a switch larger than a snapshot replaces every message; its token pages in the rest, and a page in flight is dropped", () => {
+    const srv = new FakeServer();
+    srv.switchWindow = 2;
+    for (const q of ["one", "two", "three", "four"]) answer(srv, srv.sendMessage(q).promptIds[0], `re: ${q}`);
+    const second = srv.getConversation().messages[2].id;
+    const ed = srv.editMessage(second, "deux");
+    answer(srv, ed.promptId, "re: deux");
+    const at = srv.seq;
+    let s = fromSnapshot(srv.subscribe(at, { window: 3 }).snapshot);
+    expect(texts(s)).toEqual(["re: one", "deux ‹2/2›", "re: deux"]);
+    const inFlight = { type: "older" as const, pageToken: s.older!, ...srv.listMessages(s.older!, { seq: at }) };
+    srv.switchTo(second); // back to "two … four": five messages after the fork "re: one"
+    const switched = srv.eventsAfter(at)[0];
+    expect(switched.kind.case === "branchSwitched" && switched.kind.value.olderPageToken).toBeTruthy();
+    s = apply(s, srv.eventsAfter(at));
+    // Not "re: one" (the fork) kept before the two latest: they replace it.
+    expect(texts(s)).toEqual(["four", "re: four"]);
+    expect(s.older).not.toBeNull();
+    s = reduce(s, inFlight);
+    expect(texts(s)).toEqual(["four", "re: four"]);
+    while (s.older !== null) s = reduce(s, { type: "older", pageToken: s.older, ...srv.listMessages(s.older, { size: 1 }) });
+    expect(texts(s)).toEqual(["one", "re: one", "two ‹1/2›", "re: two", "three", "re: three", "four", "re: four"]);
+    expect(view(s)).toEqual(expected(srv));
+  });
+
   it("bounded snapshots and pages loaded at any moment converge on GetConversation", () => {
     const srv = conversationWithBranches();
-    const end = srv.seq;
-    for (let k = 0n; k <= end; k++) {
-      for (const window of [1, 3]) {
-        let s = apply(fromSnapshot(srv.subscribe(k, { window }).snapshot), srv.subscribe(k, { window }).replay);
-        // One page at once, as a reader scrolled up, then the events, then the rest.
-        if (s.older !== null) s = reduce(s, { type: "older", pageToken: s.older, ...srv.listMessages(s.older, { seq: k }) });
-        s = apply(s, srv.eventsAfter(k));
-        while (s.older !== null) s = reduce(s, { type: "older", pageToken: s.older, ...srv.listMessages(s.older) });
-        expect(view(s), `joined at ${k}, window ${window}`).toEqual(expected(srv));
-        expect(s.desync).toBe(false);
-      }
-    }
+    converges(srv);
+  });
+
+  it("so do they when switches are bounded too", () => {
+    const srv = conversationWithBranches(1);
+    expect(srv.log.some((e) => e.kind.case === "branchSwitched" && e.kind.value.olderPageToken)).toBe(true);
+    converges(srv);
   });
 });
+
+/**
+ * converges checks that a client joining at any seq with a bounded
+ * snapshot, loading one page before the events and the rest after them,
+ * ends equal to GetConversation.
+ */
+function converges(srv: FakeServer) {
+  const end = srv.seq;
+  for (let k = 0n; k <= end; k++) {
+    for (const window of [1, 3]) {
+      let s = apply(fromSnapshot(srv.subscribe(k, { window }).snapshot), srv.subscribe(k, { window }).replay);
+      // One page at once, as a reader scrolled up, then the events, then the rest.
+      if (s.older !== null) s = reduce(s, { type: "older", pageToken: s.older, ...srv.listMessages(s.older, { seq: k }) });
+      s = apply(s, srv.eventsAfter(k));
+      while (s.older !== null) s = reduce(s, { type: "older", pageToken: s.older, ...srv.listMessages(s.older) });
+      expect(view(s), `joined at ${k}, window ${window}`).toEqual(expected(srv));
+      expect(s.desync).toBe(false);
+    }
+  }
+}

@@ -523,7 +523,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       return c ? { ...state, conversation: conversationInfo(c) } : state;
     }
     case "branchSwitched":
-      return switchBranch(state, k.value.forkMessageId, k.value.messages);
+      return switchBranch(state, k.value.forkMessageId, k.value.messages, k.value.olderPageToken);
     case "historyCleared": {
       const c = k.value.conversation;
       return {
@@ -554,8 +554,23 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
  * first message, so nothing is older; a fork before the window leaves
  * `older` as it was, and its pages bring the messages up to the fork
  * (olderFork, until one does: a page in flight may be of the old path).
+ * A switch to a path larger than a snapshot carries only its latest
+ * messages and the token of the rest (olderPageToken): every message is
+ * replaced, as by a bounded snapshot, and `older` is that token (a page
+ * in flight answers another token, and is dropped).
  */
-function switchBranch(state: ConversationState, forkId: string, incoming: readonly Message[]): ConversationState {
+function switchBranch(
+  state: ConversationState,
+  forkId: string,
+  incoming: readonly Message[],
+  olderPageToken: string,
+): ConversationState {
+  if (olderPageToken) {
+    return {
+      ...switchBranch(state, "", incoming, ""),
+      older: olderPageToken,
+    };
+  }
   const at = forkId ? state.messageIds.indexOf(forkId) : -1;
   const kept = state.messageIds.slice(0, at + 1);
   const messages: Record<string, MessageState> = {};

@@ -1644,7 +1644,9 @@ func (x *PromptWaiting) GetMessage() *Message {
 // EditMessage and RegenerateReply made a new version (a sibling, with its
 // pending reply) and show it, SwitchBranch showed another. A client keeps
 // its messages up to fork_message_id, drops the ones after it, and
-// appends messages.
+// appends messages. When older_page_token is set, the new path after the
+// fork was larger than a snapshot: a client drops every message it holds
+// and keeps messages, as from a snapshot with that older_page_token.
 type BranchSwitched struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// fork_message_id is the last message the old and new paths share: the
@@ -1656,10 +1658,16 @@ type BranchSwitched struct {
 	LeafMessageId string `protobuf:"bytes,2,opt,name=leaf_message_id,json=leafMessageId,proto3" json:"leaf_message_id,omitempty"`
 	// messages are the new path's messages after fork_message_id, in
 	// order, each with every block as it stands and its sibling_count and
-	// sibling_index.
-	Messages      []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// sibling_index. When older_page_token is set, only the latest of them
+	// that fit in the server's snapshot size (at least one).
+	Messages []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// older_page_token, when set, says that messages of the new path were
+	// left out, those before messages: ListMessages with it returns them, a
+	// page at a time, and a client replaces its messages with this event's
+	// (fork_message_id does not apply).
+	OlderPageToken string `protobuf:"bytes,4,opt,name=older_page_token,json=olderPageToken,proto3" json:"older_page_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BranchSwitched) Reset() {
@@ -1711,6 +1719,13 @@ func (x *BranchSwitched) GetMessages() []*Message {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *BranchSwitched) GetOlderPageToken() string {
+	if x != nil {
+		return x.OlderPageToken
+	}
+	return ""
 }
 
 var File_convo_v1_events_proto protoreflect.FileDescriptor
@@ -1826,11 +1841,12 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\rPromptWaiting\x12(\n" +
 	"\x06prompt\x18\x01 \x01(\v2\x10.convo.v1.PromptR\x06prompt\x12\"\n" +
 	"\rtool_call_ids\x18\x02 \x03(\tR\vtoolCallIds\x12+\n" +
-	"\amessage\x18\x03 \x01(\v2\x11.convo.v1.MessageR\amessage\"\x8f\x01\n" +
+	"\amessage\x18\x03 \x01(\v2\x11.convo.v1.MessageR\amessage\"\xb9\x01\n" +
 	"\x0eBranchSwitched\x12&\n" +
 	"\x0ffork_message_id\x18\x01 \x01(\tR\rforkMessageId\x12&\n" +
 	"\x0fleaf_message_id\x18\x02 \x01(\tR\rleafMessageId\x12-\n" +
-	"\bmessages\x18\x03 \x03(\v2\x11.convo.v1.MessageR\bmessagesB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\bmessages\x18\x03 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12(\n" +
+	"\x10older_page_token\x18\x04 \x01(\tR\x0eolderPageTokenB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_events_proto_rawDescOnce sync.Once

@@ -65,8 +65,8 @@ type Options struct {
 	Workers   bool          // run in-process workers with the demo model at full speed
 	DemoPace  float64       // with workers: the demo model's tokens per second instead
 	KeepAlive time.Duration // default: longer than any test
-	// SnapshotBytes bounds the hub's snapshots (stream.HubOptions); 0:
-	// the default.
+	// SnapshotBytes bounds the hub's snapshots (stream.HubOptions) and
+	// the messages of a branchSwitched; 0: the default.
 	SnapshotBytes int
 }
 
@@ -79,7 +79,11 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	pool := pgtest.Pool(t)
+	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) {
+		if o.SnapshotBytes > 0 {
+			postgres.SetSnapshotBytes(c.ConnConfig, o.SnapshotBytes)
+		}
+	})
 	store := postgres.New(pool)
 	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store, SnapshotBytes: o.SnapshotBytes})
 	feed := &stream.NotifyFeed{ConnConfig: pool.Config().ConnConfig.Copy(), Hub: hub}

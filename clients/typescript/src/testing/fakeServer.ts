@@ -207,11 +207,24 @@ export class FakeServer {
     return this.tree.filter((m) => on.has(m));
   }
 
+  /**
+   * switchWindow, when set, bounds a branchSwitched as the server's
+   * snapshot size does: a new path with more messages after the fork
+   * carries only the latest switchWindow of them (at least one) and the
+   * page token of the rest.
+   */
+  switchWindow?: number;
+
   /** changePath shows the path down to leaf and emits its branchSwitched, as convo._change_path does. */
   private changePath(leaf: FMessage): void {
     const next = this.pathTo(leaf);
     const fork = next.filter((m) => this.cur.messages.includes(m)).at(-1);
-    const after = fork ? next.slice(next.indexOf(fork) + 1) : next;
+    let after = fork ? next.slice(next.indexOf(fork) + 1) : next;
+    let olderPageToken = "";
+    if (this.switchWindow !== undefined && after.length > Math.max(1, this.switchWindow)) {
+      after = after.slice(after.length - Math.max(1, this.switchWindow));
+      olderPageToken = pageToken(after[0].id);
+    }
     this.cur.messages = next;
     this.emit({
       case: "branchSwitched",
@@ -219,6 +232,7 @@ export class FakeServer {
         forkMessageId: fork?.id ?? "",
         leafMessageId: leaf.id,
         messages: after.map((m) => toMessage(m, true, this.conversationId)),
+        olderPageToken,
       } as never,
     });
   }
