@@ -190,7 +190,7 @@ export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessag
         });
         break;
       case "tool-input-error":
-        w.toolCall(chunk.toolCallId, chunk.toolName, chunk.input, { invalid: chunk.errorText });
+        w.toolCall(chunk.toolCallId, chunk.toolName, chunk.input, { invalid: chunk.errorText || "invalid tool call" });
         break;
       case "tool-approval-request":
         w.approvalRequest(chunk.toolCallId, chunk.isAutomatic === true);
