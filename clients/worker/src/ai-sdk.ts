@@ -5,20 +5,34 @@
 // text and reasoning become blocks, tool calls (their input as it
 // streams) tool_use blocks with their recorded calls, tool results and
 // errors complete or fail the calls (each with its tool_result block), and
-// an `error` part fails the prompt with the model's error text. A tool
-// with `needsApproval` pauses the prompt: its tool-approval-request parts
-// become approval requests, and the prompt is parked (wait_prompt); once
-// answered, modelMessagesOf gives streamText the answers as
-// tool-approval-response parts, so the AI SDK runs the approved tools
-// itself. The runtime (./worker.ts) does the rest: batching, leases,
-// cancel.
+// an `error` part fails the prompt with the model's error text. A call
+// that waits for a person pauses the prompt: a tool with `needsApproval`
+// (its tool-approval-request parts become approval requests), a client
+// tool (a tool without `execute`, whose call the AI SDK leaves without a
+// result) and a question (a tool marked with questionMetadata, as
+// askUser() is; ./ai-sdk-tools.ts). When the stream ends, each waiting
+// call's request and the prompt's park (wait_prompt) are written in one
+// transaction; once answered, modelMessagesOf gives streamText the
+// answers (tool-approval-response parts, so the AI SDK runs the approved
+// tools itself; the client tool's output or the user's answer as the
+// call's tool-result). The runtime (./worker.ts) does the rest: batching,
+// leases, cancel.
 
 import type { AssistantModelMessage, ModelMessage, TextStreamPart, ToolContent, ToolSet, UIMessageChunk } from "ai";
+import { checkToolMetadata, pauseOf } from "./ai-sdk-tools.js";
 import { WorkerError, messageOf } from "./errors.js";
 import type { HistoryMessage } from "./history.js";
 import type { Job } from "./job.js";
 import type { PromptInput } from "./inputs.js";
 import type { Block, InputRequest, Reply, StreamingToolCall, ToolCall } from "./reply.js";
+
+export {
+  askUser,
+  askUserName,
+  clientToolMetadata,
+  questionMetadata,
+  type JSONObject,
+} from "./ai-sdk-tools.js";
 
 export interface WriteOptions {
   /**
@@ -54,6 +68,15 @@ export class ModelStreamError extends Error {
  * `error` part (the handler then fails the prompt, keeping the partial
  * reply), and the job's stop reason when its signal fires.
  *
+ * A call that waits for a person parks the prompt when the stream ends
+ * (the handler then returns; the worker frees the slot): a call the AI SDK
+ * asks approval for (`needsApproval`), and a call it left without a
+ * result at the end of its step, which is a client tool's (no `execute`)
+ * or, for a tool with questionMetadata (askUser()), a question to the
+ * user. The calls the AI SDK runs are recorded once their result (or
+ * error) comes; a call is recorded when the stream says what becomes of
+ * it, so that a waiting call's request is written with it.
+ *
  * ```ts
  * const result = streamText({ model, messages: toModelMessages(job.history), tools, abortSignal: job.signal });
  * await writeStreamText(job, result);
@@ -63,11 +86,6 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
   const w = new ReplyWriter(job.reply, opts);
   await w.resume(job);
   for await (const part of readUntilStopped(job.signal, partsOf(source))) {
-    if (part.type === "tool-approval-request") {
-      w.approvalRequest(part.toolCall.toolCallId, part.isAutomatic === true);
-      continue;
-    }
-    w.recordCalls();
     switch (part.type) {
       case "text-start":
         w.open(part.id, w.textType);
@@ -94,10 +112,17 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
         w.toolInputDelta(part.id, part.delta);
         break;
       case "tool-call":
-        w.toolCall(part.toolCallId, part.toolName, part.input, part.invalid ? messageOf(part.error ?? "invalid tool call") : undefined);
+        w.toolCall(part.toolCallId, part.toolName, part.input, {
+          invalid: part.invalid ? messageOf(part.error ?? "invalid tool call") : undefined,
+          providerExecuted: part.providerExecuted === true,
+          toolMetadata: part.toolMetadata,
+        });
+        break;
+      case "tool-approval-request":
+        w.approvalRequest(part.toolCall.toolCallId, part.isAutomatic === true);
         break;
       case "tool-result":
-        if (!part.preliminary) w.toolResult(part.toolCallId, part.output);
+        w.toolResult(part.toolCallId, part.output, part.preliminary === true);
         break;
       case "tool-error":
         w.toolError(part.toolCallId, messageOf(part.error));
@@ -107,11 +132,14 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
         break;
       case "error":
         throw new ModelStreamError(messageOf(part.error), { cause: part.error });
+      case "finish-step":
+        w.endStep();
+        break;
       case "abort":
         throw stopReason(job.signal) ?? new ModelStreamError(`the model's stream was aborted${part.reason ? `: ${part.reason}` : ""}`);
       default:
-        // start, start-step, finish-step, finish, source, file, custom,
-        // raw, ping, approval responses, steering: nothing to write.
+        // start, start-step, finish, source, file, custom, raw, ping,
+        // approval responses, steering: nothing to write.
         break;
     }
   }
@@ -123,17 +151,13 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
  * browser) into the job's reply, as writeStreamText does. An `error`
  * chunk fails the prompt with its errorText: give toUIMessageStream an
  * `onError` that returns the error's message (its default hides it behind
- * "An error occurred.").
+ * "An error occurred."). Calls that wait for a person park the prompt as
+ * writeStreamText's do.
  */
 export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessageChunk>, opts: WriteOptions = {}): Promise<void> {
   const w = new ReplyWriter(job.reply, opts);
   await w.resume(job);
   for await (const chunk of readUntilStopped(job.signal, stream)) {
-    if (chunk.type === "tool-approval-request") {
-      w.approvalRequest(chunk.toolCallId, chunk.isAutomatic === true);
-      continue;
-    }
-    w.recordCalls();
     switch (chunk.type) {
       case "text-start":
         w.open(chunk.id, w.textType);
@@ -160,19 +184,28 @@ export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessag
         w.toolInputDelta(chunk.toolCallId, chunk.inputTextDelta);
         break;
       case "tool-input-available":
-        w.toolCall(chunk.toolCallId, chunk.toolName, chunk.input);
+        w.toolCall(chunk.toolCallId, chunk.toolName, chunk.input, {
+          providerExecuted: chunk.providerExecuted === true,
+          toolMetadata: chunk.toolMetadata,
+        });
         break;
       case "tool-input-error":
-        w.toolCall(chunk.toolCallId, chunk.toolName, chunk.input, chunk.errorText);
+        w.toolCall(chunk.toolCallId, chunk.toolName, chunk.input, { invalid: chunk.errorText || "invalid tool call" });
+        break;
+      case "tool-approval-request":
+        w.approvalRequest(chunk.toolCallId, chunk.isAutomatic === true);
         break;
       case "tool-output-available":
-        if (!chunk.preliminary) w.toolResult(chunk.toolCallId, chunk.output);
+        w.toolResult(chunk.toolCallId, chunk.output, chunk.preliminary === true);
         break;
       case "tool-output-error":
         w.toolError(chunk.toolCallId, chunk.errorText);
         break;
       case "tool-output-denied":
         w.toolDenied(chunk.toolCallId);
+        break;
+      case "finish-step":
+        w.endStep();
         break;
       case "error":
         throw new ModelStreamError(chunk.errorText);
@@ -192,8 +225,10 @@ export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessag
  * and the user's answer as a tool-approval-response, so that streamText
  * runs the approved tools (their results are written) and tells the model
  * of the denied ones (`execution-denied`, with the reason), then goes on.
- * A client tool's output or a question's answer is the call's tool
- * result (writeStreamText writes it).
+ * A client tool's output or a question's answer is the call's
+ * tool-result (an error-text one for the client tool's error), so the
+ * model reads it and goes on; writeStreamText and writeUIMessageStream
+ * write it into the call as they start.
  *
  * ```ts
  * const result = streamText({ model, messages: modelMessagesOf(job), tools, abortSignal: job.signal });
@@ -331,15 +366,30 @@ function readerIterator<T>(stream: ReadableStream<T>): AsyncIterator<T> {
   };
 }
 
+/** A call the model made, not recorded yet: what the stream says of it next decides how it is recorded. */
+interface MadeCall {
+  s: StreamingToolCall;
+  input: unknown;
+  /** The provider ran it (its result comes from the provider, maybe in a later step). */
+  providerExecuted: boolean;
+  /** The tool's metadata (the AI SDK's toolMetadata): questionMetadata makes a call nobody ran a question. */
+  toolMetadata: unknown;
+}
+
 /** The state shared by both adapters: the parts' ids mapped to blocks and calls. */
 class ReplyWriter {
   private readonly blocks = new Map<string, Block>();
   private readonly pendingCalls = new Map<string, StreamingToolCall>();
   private readonly calls = new Map<string, ToolCall>();
-  /** Calls the model made, recorded at the next part unless an approval request for them comes first. */
-  private readonly unrecorded = new Map<string, { s: StreamingToolCall; input: unknown }>();
-  /** Calls that wait for the user's approval: the prompt is parked when the stream ends. */
-  private readonly approvals: InputRequest[] = [];
+  /**
+   * Calls the model made, recorded once the stream says what becomes of
+   * them: their result or error (the AI SDK ran them), an approval
+   * request (they wait for the user), or the end of their step without
+   * either (nobody ran them: they wait for the client or the user).
+   */
+  private readonly unrecorded = new Map<string, MadeCall>();
+  /** Calls that wait for a person: the prompt is parked when the stream ends. */
+  private readonly waiting: InputRequest[] = [];
   /** What a resumed call denied by the user fails with (denied by the user: <reason>). */
   private readonly denials = new Map<string, string>();
   readonly textType: "text" | "structured";
@@ -401,8 +451,15 @@ class ReplyWriter {
     for (const input of settle) await input.settle();
   }
 
-  toolCall(id: string, name: string, input: unknown, invalid?: string): void {
+  /**
+   * The model made a call (its input complete). An invalid one is recorded
+   * and failed at once; any other waits for what the stream says of it
+   * next. A tool's metadata the adapter cannot read is refused here, by
+   * name, before the call is recorded.
+   */
+  toolCall(id: string, name: string, input: unknown, how: { invalid?: string; providerExecuted?: boolean; toolMetadata?: unknown }): void {
     if (this.calls.has(id) || this.unrecorded.has(id)) return;
+    if (!how.invalid) checkToolMetadata(name, how.toolMetadata);
     let s = this.pendingCalls.get(id);
     if (!s) {
       // No streamed input: the whole input as the block's text.
@@ -410,38 +467,67 @@ class ReplyWriter {
       s.inputDelta(JSON.stringify(input ?? {}));
     }
     this.pendingCalls.delete(id);
-    if (invalid) {
+    if (how.invalid) {
       this.calls.set(id, s.call(input));
-      this.toolError(id, invalid);
+      this.toolError(id, how.invalid);
       return;
     }
-    // Recorded at the next part: an approval request for it may follow.
-    this.unrecorded.set(id, { s, input });
+    this.unrecorded.set(id, { s, input, providerExecuted: how.providerExecuted === true, toolMetadata: how.toolMetadata });
   }
 
   /** The AI SDK asks for the user's approval of a call: the call waits (unless the SDK decided it by itself). */
   approvalRequest(id: string, automatic: boolean): void {
-    const u = this.unrecorded.get(id);
-    if (!u) return;
+    const made = this.unrecorded.get(id);
+    if (!made) return;
     if (automatic) {
-      this.recordCalls();
+      this.record(id);
       return;
     }
     this.unrecorded.delete(id);
-    this.approvals.push({ call: u.s, input: u.input ?? {}, kind: "approval" });
+    this.waiting.push({ call: made.s, input: made.input ?? {}, kind: "approval" });
   }
 
-  /** Records the calls the model made that wait for nobody. */
-  recordCalls(): void {
-    for (const [id, u] of this.unrecorded) this.calls.set(id, u.s.call(u.input));
-    this.unrecorded.clear();
+  /**
+   * The end of a step: the AI SDK has run every call it runs (it ends a
+   * step once their results are in), so a call still without a result
+   * was run by nobody: a client tool's, or a question. It waits for its
+   * input. A provider-executed call is recorded and left open (the
+   * provider may send its result in a later step); a question whose input
+   * is not one fails, saying which field.
+   */
+  endStep(): void {
+    for (const [id, made] of this.unrecorded) {
+      if (made.providerExecuted) {
+        this.record(id);
+        continue;
+      }
+      const pause = pauseOf(made.s.name, made.input, made.toolMetadata);
+      if ("error" in pause) {
+        this.record(id);
+        this.toolError(id, pause.error);
+        continue;
+      }
+      this.unrecorded.delete(id);
+      this.waiting.push({ call: made.s, input: made.input ?? {}, kind: pause.kind, request: pause.request });
+    }
+  }
+
+  /** Records a call the model made, if it is not yet. */
+  private record(id: string): void {
+    const made = this.unrecorded.get(id);
+    if (!made) return;
+    this.unrecorded.delete(id);
+    this.calls.set(id, made.s.call(made.input));
   }
 
   toolDenied(id: string): void {
     this.toolError(id, this.denials.get(id) ?? "denied by the user");
   }
 
-  toolResult(id: string, output: unknown): void {
+  /** A result of the call: the AI SDK runs it. A preliminary result records the call (it runs) and writes nothing. */
+  toolResult(id: string, output: unknown, preliminary = false): void {
+    this.record(id);
+    if (preliminary) return;
     const call = this.calls.get(id);
     if (!call) return;
     this.calls.delete(id);
@@ -449,6 +535,7 @@ class ReplyWriter {
   }
 
   toolError(id: string, error: string): void {
+    this.record(id);
     const call = this.calls.get(id);
     if (!call) return;
     this.calls.delete(id);
@@ -456,12 +543,15 @@ class ReplyWriter {
   }
 
   /**
-   * The stream ended: blocks left open end; tool calls left open stay for
-   * the handler to settle; calls that wait for approval park the prompt.
+   * The stream ended: it ends the last step (a stream without finish-step
+   * parts has one), blocks left open end, and the calls that wait for a
+   * person park the prompt, all their requests with wait_prompt in one
+   * transaction (Reply.waitForInput). A provider-executed call left
+   * without a result stays open for the handler to settle.
    */
   async end(): Promise<void> {
-    this.recordCalls();
+    this.endStep();
     for (const id of [...this.blocks.keys()]) this.close(id);
-    if (this.approvals.length > 0) await this.reply.waitForInput(this.approvals);
+    if (this.waiting.length > 0) await this.reply.waitForInput(this.waiting);
   }
 }

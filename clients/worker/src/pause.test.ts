@@ -11,6 +11,7 @@ import { modelMessagesOf, writeStreamText } from "./ai-sdk.js";
 import { Worker, isWorkerError, type Job, type Settled } from "./index.js";
 import { blocks, send, settledAs, testDatabase, waitFor, type TestDatabase } from "./testing/db.js";
 import { finish, scriptedModel, textParts, toolCallParts } from "./testing/models.js";
+import { parkEvents, pauseState, waitingFor } from "./testing/pauses.js";
 
 let db: TestDatabase;
 const workers: Worker[] = [];
@@ -29,27 +30,6 @@ async function serve(workerId: string, handler: (job: Job) => Promise<void>, set
   workers.push(w);
   await w.start();
   return w;
-}
-
-/** The prompt's pause state as the database holds it. */
-async function pauseState(promptId: string) {
-  const { rows } = await db.pool.query(
-    `SELECT p.status, p.waiting, p.worker, p.lease_expires_at,
-            (SELECT json_agg(json_build_object('kind', r.kind, 'status', r.status, 'toolCallId', r.tool_call_id::text,
-                                               'callStatus', t.status))
-               FROM convo.input_requests r JOIN convo.tool_calls t ON t.id = r.tool_call_id
-              WHERE r.prompt_id = p.id) AS requests
-       FROM convo.prompts p WHERE p.id = $1`,
-    [promptId],
-  );
-  return rows[0] as { status: string; waiting: boolean; worker: string | null; lease_expires_at: Date | null; requests: Array<{ kind: string; status: string; toolCallId: string; callStatus: string }> | null };
-}
-
-function waitingFor(promptId: string) {
-  return waitFor(`prompt ${promptId} to wait for input`, async () => {
-    const s = await pauseState(promptId);
-    return s.status === "queued" && s.waiting ? s : undefined;
-  });
 }
 
 /** A tool that needs approval, counting its runs. */
@@ -91,7 +71,7 @@ async function parkOnFirstWorker() {
   const settled: Settled[] = [];
   const w1 = await serve("w1", aiSdkHandler(model, { guarded_echo: first.tool }), settled);
   const sent = await send(db.pool, "echo ping, carefully");
-  const state = await waitingFor(sent.promptId);
+  const state = await waitingFor(db.pool, sent.promptId);
   await waitFor("w1 to settle the prompt as waiting", () => settled.find((s) => s.promptId === sent.promptId));
   expect(settled).toMatchObject([{ promptId: sent.promptId, outcome: "waiting" }]);
   expect(w1.inFlight).toBe(0);
@@ -107,14 +87,7 @@ describe("pauses with the AI SDK (needsApproval)", () => {
     expect(firstRuns).toEqual([]);
     // The call, its request, the end of its block and the park were one
     // transaction: no answer could come before the prompt was parked.
-    const { rows } = await db.pool.query(
-      `SELECT e.kind, e.xmin::text AS tx FROM convo.events e
-        WHERE e.conversation_id = $1
-          AND (e.kind IN ('toolCallStarted', 'inputRequested', 'promptWaiting')
-               OR (e.kind = 'blockEnd' AND e.block_id IN (SELECT id FROM convo.blocks WHERE message_id = $2 AND block_type = 'tool_use')))
-        ORDER BY e.seq`,
-      [sent.conversationId, sent.messageId],
-    );
+    const rows = await parkEvents(db.pool, sent.conversationId, sent.messageId);
     expect(rows.map((r) => r.kind)).toEqual(["toolCallStarted", "inputRequested", "blockEnd", "promptWaiting"]);
     expect(new Set(rows.map((r) => r.tx)).size).toBe(1);
     expect(await blocks(db.pool, sent.messageId)).toMatchObject([
@@ -172,10 +145,10 @@ describe("pauses with the AI SDK (needsApproval)", () => {
     const g = guarded();
     await serve("w1", aiSdkHandler(model, { guarded_echo: g.tool }), settled);
     const sent = await send(db.pool, "echo ping, carefully");
-    await waitingFor(sent.promptId);
+    await waitingFor(db.pool, sent.promptId);
     await db.pool.query("SELECT convo.cancel_prompt($1)", [sent.promptId]);
     await settledAs(db.pool, sent.promptId, "cancelled");
-    const state = await pauseState(sent.promptId);
+    const state = await pauseState(db.pool, sent.promptId);
     expect(state.requests).toMatchObject([{ status: "cancelled", callStatus: "failed" }]);
     // The worker still serves: another prompt completes on its one slot.
     const next = await send(db.pool, "another");
@@ -202,7 +175,7 @@ describe("pauses with the core API", () => {
       job.reply.text(`You chose ${results[0].text}.`);
     });
     const sent = await send(db.pool, "ask me");
-    const state = await waitingFor(sent.promptId);
+    const state = await waitingFor(db.pool, sent.promptId);
     await db.pool.query(`SELECT convo.answer_input('local', $1, '{"answer": "blue"}')`, [state.requests![0].toolCallId]);
     expect((await settledAs(db.pool, sent.promptId, "completed", "failed")).status).toBe("completed");
     expect(seen.map((j) => j.resumed)).toEqual([false, true]);
