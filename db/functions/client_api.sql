@@ -186,12 +186,24 @@ $$;
 -- waits for an answer (wait_prompt): the user answers it, or cancels it,
 -- before sending more (a message sent meanwhile would be a turn the
 -- waiting reply's model never saw, nor the one after it a reply to it).
-CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb)
+--
+-- p_parent_message_id, when not NULL, is the message the client shows as
+-- the active leaf: the message would hang below it. When the active leaf
+-- is another (another tab switched branches, edited, regenerated or sent
+-- since the client read the conversation), it raises CV002 naming both,
+-- changing nothing: a message the user wrote below one reply never lands
+-- below another the user did not see. Either reply of a comparison that
+-- ends the path names it. It is checked under the conversation's lock, so
+-- no change of the path can come between the check and the insert. A
+-- parent without a conversation is CV003. NULL: no check.
+CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb,
+                                              p_parent_message_id uuid DEFAULT NULL)
 RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
                comparison_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_conv       convo.conversations;
+    v_leaf       uuid;
     v_user       convo.messages;
     v_assistant  convo.messages;
     v_prompt     convo.prompts;
@@ -211,6 +223,10 @@ BEGIN
        OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_model_configs) c WHERE jsonb_typeof(c.value) <> 'object') THEN
         RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
     END IF;
+    IF p_parent_message_id IS NOT NULL AND p_conversation_id IS NULL THEN
+        RAISE EXCEPTION 'send_message: parentMessageId % names a message of a conversation, and conversationId is not set',
+            p_parent_message_id USING ERRCODE = 'CV003';
+    END IF;
 
     -- The quota, before anything is written or locked.
     PERFORM convo._check_prompt_quota(p_owner_id, jsonb_array_length(p_model_configs), 'send_message');
@@ -226,9 +242,18 @@ BEGIN
     END IF;
 
     -- The message hangs below the active leaf (below slot "a" of a
-    -- comparison), its replies below it.
+    -- comparison), its replies below it; the caller's idea of the leaf is
+    -- checked here, under the lock _owned_conversation took.
+    v_leaf := convo._active_leaf(v_conv.id);
+    IF p_parent_message_id IS NOT NULL AND p_parent_message_id IS DISTINCT FROM v_leaf
+       AND NOT EXISTS (SELECT 1 FROM convo.messages b JOIN convo.messages a ON a.comparison_id = b.comparison_id
+                        WHERE b.id = p_parent_message_id AND b.conversation_id = v_conv.id AND a.id = v_leaf) THEN
+        RAISE EXCEPTION 'send_message: parentMessageId % is not the active leaf of conversation %: the active leaf is now % (the conversation changed since it was read: read it again)',
+            p_parent_message_id, v_conv.id, coalesce(v_leaf::text, 'none, the conversation has no messages')
+            USING ERRCODE = 'CV002';
+    END IF;
     INSERT INTO convo.messages (conversation_id, position, role, status, parent_id)
-    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', convo._active_leaf(v_conv.id))
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf)
     RETURNING * INTO v_user;
     INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
     VALUES (v_conv.id, v_user.id, 0, 'text', 'completed', p_text, now())
