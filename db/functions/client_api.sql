@@ -23,6 +23,24 @@ BEGIN
 END;
 $$;
 
+-- _check_owner raises CV001, as _owned_conversation does, when the
+-- conversation does not exist or belongs to someone else, without locking
+-- it. The functions that queue prompts call it before _check_prompt_quota
+-- (which must come before the conversation's lock): a request for a
+-- conversation the caller cannot see answers CV001 whatever the caller's
+-- quota, and costs nothing (not the quota's per-owner lock either).
+-- _owned_conversation checks again under the lock (the conversation may
+-- be deleted in between).
+CREATE OR REPLACE FUNCTION convo._check_owner(p_owner_id text, p_conversation_id uuid, p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM FROM convo.conversations c WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+END;
+$$;
+
 -- _invisible is the inside of a regular expression's bracket expression
 -- that matches every character that shows nothing by itself: white space,
 -- control characters (Cc), format characters (Cf: the zero-width
@@ -180,7 +198,8 @@ $$;
 --
 -- It raises CV004, changing nothing, when the owner's queued and running
 -- prompts plus the new ones would exceed convo.limits.max_active_prompts
--- (see _check_prompt_quota).
+-- (see _check_prompt_quota); CV001 first for a conversation that is not
+-- the owner's (_check_owner), whatever the quota.
 --
 -- It raises CV002, changing nothing, when a reply of the conversation
 -- waits for an answer (wait_prompt): the user answers it, or cancels it,
@@ -228,7 +247,10 @@ BEGIN
             p_parent_message_id USING ERRCODE = 'CV003';
     END IF;
 
-    -- The quota, before anything is written or locked.
+    -- The owner, then the quota, before anything is written or locked.
+    IF p_conversation_id IS NOT NULL THEN
+        PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'send_message');
+    END IF;
     PERFORM convo._check_prompt_quota(p_owner_id, jsonb_array_length(p_model_configs), 'send_message');
 
     IF p_conversation_id IS NULL THEN
@@ -377,8 +399,10 @@ $$;
 -- branchSwitched (the new reply, pending), promptQueued,
 -- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
 -- Errors, changing nothing: CV003 a model configuration that is not a
--- JSON object; CV004 past the owner's cap (_check_prompt_quota); CV001 an
--- unknown conversation or message, or a message of another conversation;
+-- JSON object; CV001 an unknown conversation (or another owner's: before
+-- the quota, _check_owner); CV004 past the owner's cap
+-- (_check_prompt_quota); CV001 an unknown message, or one of another
+-- conversation;
 -- CV002 a user message, a reply of an A/B comparison, a conversation with
 -- no reply, or a reply still being written
 -- (_check_no_reply_in_flight).
@@ -395,7 +419,9 @@ BEGIN
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
         RAISE EXCEPTION 'regenerate_reply: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
-    -- The quota, before the conversation is locked (see _check_prompt_quota).
+    -- The owner, then the quota, before the conversation is locked (see
+    -- _check_owner, _check_prompt_quota).
+    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'regenerate_reply');
     PERFORM convo._check_prompt_quota(p_owner_id, 1, 'regenerate_reply');
     v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'regenerate_reply');
 
@@ -440,8 +466,9 @@ $$;
 -- message with its block, and the pending reply), promptQueued,
 -- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
 -- Errors, changing nothing: CV003 text that shows nothing, a model
--- configuration that is not a JSON object; CV004 past the owner's cap;
--- CV001 an unknown conversation or message, or a message of another
+-- configuration that is not a JSON object; CV001 an unknown conversation
+-- (or another owner's: before the quota, _check_owner); CV004 past the
+-- owner's cap; CV001 an unknown message, or a message of another
 -- conversation; CV002 a message that is not the user's (an assistant or
 -- system message), or a reply still being written
 -- (_check_no_reply_in_flight: edit while a reply streams is refused).
@@ -463,6 +490,7 @@ BEGIN
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
         RAISE EXCEPTION 'edit_message: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
+    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'edit_message');
     PERFORM convo._check_prompt_quota(p_owner_id, 1, 'edit_message');
     v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'edit_message');
 
