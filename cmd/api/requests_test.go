@@ -235,7 +235,7 @@ func TestBodySizeLimits(t *testing.T) {
 				if resp == nil {
 					t.Fatal("closed without an answer")
 				}
-				want, code := http.StatusBadRequest, "invalid_argument"
+				want, code := http.StatusRequestEntityTooLarge, "invalid_argument"
 				if route.name == "SendMessage" {
 					want, code = http.StatusTooManyRequests, "resource_exhausted" // Connect's code for it
 				}
