@@ -22,6 +22,13 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 	if err != nil {
 		return nil, err
 	}
+	parentID, err := wire.OptionalID("parentMessageId", m.GetParentMessageId())
+	if err != nil {
+		return nil, err
+	}
+	if parentID.Valid && !conversationID.Valid {
+		return nil, wire.Invalid("parentMessageId", "is set, and conversationId is not: a new conversation has no messages to follow")
+	}
 	if err := wire.CheckMessageText("text", m.GetText()); err != nil {
 		return nil, err
 	}
@@ -39,6 +46,7 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 	}
 	res, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
 		OwnerID: owner, ConversationID: conversationID.UUID, Text: m.GetText(), ModelConfigs: configs,
+		ParentMessageID: parentID.UUID,
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,10 @@ type SendMessageParams struct {
 	// ModelConfigs holds one JSON object per prompt to queue: one for a
 	// normal reply, two for an A/B comparison.
 	ModelConfigs []json.RawMessage
+	// ParentMessageID, unless uuid.Nil, is the message the caller shows as
+	// the active leaf: when the leaf is another, SendMessage fails with
+	// FailedPrecondition naming the current one and writes nothing.
+	ParentMessageID uuid.UUID
 }
 
 // SendMessageResult names what SendMessage created.

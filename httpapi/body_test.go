@@ -2,10 +2,13 @@ package httpapi_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/convo-dev/convo/httpapi/agui"
+	"github.com/convo-dev/convo/httpapi/aisdk"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
@@ -109,4 +112,68 @@ func TestStateChangingRoutesNeedJSON(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBodyOverLimitIs413: a POST body larger than its endpoint takes is
+// answered 413 Payload Too Large, with a message that names the limit, on
+// every endpoint that takes a body, whether its Content-Length says so
+// (refused unread) or it comes chunked (refused once the limit is passed);
+// nothing is written.
+func TestBodyOverLimitIs413(t *testing.T) {
+	t.Parallel()
+	tb := apitest.Setup(t)
+	count := func() int {
+		var n int
+		if err := tb.Pool.QueryRow(context.Background(), `SELECT count(*) FROM convo.messages`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, c := range []struct {
+		path  string
+		limit int64
+		says  string
+	}{
+		{"/v1/agui", agui.MaxRunInputBytes, "4194304 bytes (4 MiB)"},
+		{"/v1/ai-sdk/chat", aisdk.MaxChatRequestBytes, "8388608 bytes (8 MiB)"},
+		{"/v1/ai-sdk/chat/6f1c1f9e-6a39-4e5c-a7c1-1d6f4f0e2b11/stop", aisdk.MaxStopBytes, "1024 bytes (1 KiB)"},
+	} {
+		// A JSON object with one long string: valid JSON, one byte over.
+		over := `{"x":"` + strings.Repeat("a", int(c.limit)-7) + `"}`
+		if int64(len(over)) != c.limit+1 {
+			t.Fatalf("body of %d bytes; want %d", len(over), c.limit+1)
+		}
+		for _, chunked := range []bool{false, true} {
+			name := strings.TrimPrefix(c.path, "/v1/") + "/ContentLength"
+			if chunked {
+				name = strings.TrimPrefix(c.path, "/v1/") + "/Chunked"
+			}
+			t.Run(name, func(t *testing.T) {
+				before := count()
+				var body io.Reader = strings.NewReader(over)
+				if chunked {
+					body = io.MultiReader(body) // no length known: sent chunked
+				}
+				req, err := http.NewRequest(http.MethodPost, tb.URL+c.path, body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != http.StatusRequestEntityTooLarge {
+					t.Errorf("status %s; want 413", resp.Status)
+				}
+				code, msg := apitest.ErrorBody(t, resp)
+				if code != "invalid_argument" || !strings.Contains(msg, "body: is larger than "+c.says) {
+					t.Errorf("error %s %q; want invalid_argument naming the limit, %s", code, msg, c.says)
+				}
+				if after := count(); after != before {
+					t.Errorf("a refused request wrote %d messages", after-before)
+				}
+			})
+		}
+	}
 }

@@ -219,6 +219,52 @@ func TestMaxActivePrompts(t *testing.T) {
 		}
 	})
 
+	// A request for another owner's conversation, or one that does not
+	// exist, answers not_found whatever the caller's quota: ownership is
+	// checked before the quota, so such a request costs nothing (not the
+	// quota's per-owner lock either) and never tells "over the cap"
+	// about a conversation the caller cannot see.
+	t.Run("NotFoundBeforeQuota", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		tb.setCap(t, 1)
+		bobs, err := tb.send(ctx, "bob", uuid.Nil, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: bobs.PromptIDs[0], OwnerID: "bob"}); err != nil {
+			t.Fatal(err)
+		}
+		hers, err := tb.send(ctx, "alice", uuid.Nil, 1)
+		if err != nil {
+			t.Fatal(err) // alice is at her cap now
+		}
+		before := tb.fingerprint(t)
+		for _, conv := range []uuid.UUID{bobs.ConversationID, uuid.New()} {
+			for name, call := range map[string]func() error{
+				"send": func() error { _, err := tb.send(ctx, "alice", conv, 1); return err },
+				"edit": func() error {
+					_, err := tb.store.EditMessage(ctx, conversation.EditParams{OwnerID: "alice", ConversationID: conv, MessageID: bobs.UserMessageID, Text: "mine now"})
+					return err
+				},
+				"regenerate": func() error {
+					_, err := tb.store.RegenerateReply(ctx, conversation.RegenerateParams{OwnerID: "alice", ConversationID: conv})
+					return err
+				},
+			} {
+				if err := call(); conversation.ErrorCode(err) != conversation.NotFound {
+					t.Errorf("%s in conversation %s (not alice's) over alice's cap: %v (code %q); want not_found", name, conv, err, conversation.ErrorCode(err))
+				}
+			}
+		}
+		if after := tb.fingerprint(t); after != before {
+			t.Errorf("refused requests changed the database:\nbefore %s\nafter  %s", before, after)
+		}
+		// Her own conversation: the quota, as before.
+		_, err = tb.send(ctx, "alice", hers.ConversationID, 1)
+		requireQuotaExceeded(t, err)
+	})
+
 	t.Run("ZeroIsNoCap", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)

@@ -18,10 +18,11 @@ func (s *Store) SendMessage(ctx context.Context, p conversation.SendMessageParam
 		return conversation.SendMessageResult{}, conversation.Errorf(conversation.Invalid, "model configuration is not valid JSON")
 	}
 	row, err := s.q.MessageSend(ctx, dbq.MessageSendParams{
-		OwnerID:        p.OwnerID,
-		ConversationID: uuid.NullUUID{UUID: p.ConversationID, Valid: p.ConversationID != uuid.Nil},
-		Text:           p.Text,
-		ModelConfigs:   configs,
+		OwnerID:         p.OwnerID,
+		ConversationID:  uuid.NullUUID{UUID: p.ConversationID, Valid: p.ConversationID != uuid.Nil},
+		Text:            p.Text,
+		ModelConfigs:    configs,
+		ParentMessageID: uuid.NullUUID{UUID: p.ParentMessageID, Valid: p.ParentMessageID != uuid.Nil},
 	})
 	if err != nil {
 		return conversation.SendMessageResult{}, translate(err, "send message")

@@ -235,7 +235,7 @@ func TestBodySizeLimits(t *testing.T) {
 				if resp == nil {
 					t.Fatal("closed without an answer")
 				}
-				want, code := http.StatusBadRequest, "invalid_argument"
+				want, code := http.StatusRequestEntityTooLarge, "invalid_argument"
 				if route.name == "SendMessage" {
 					want, code = http.StatusTooManyRequests, "resource_exhausted" // Connect's code for it
 				}
@@ -439,6 +439,10 @@ func TestTextMustShowSomething(t *testing.T) {
 		"ZeroWidth":     `\u200b\u200c\u200d\u2060\ufeff`,
 		"BidiControls":  `\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069`,
 		"SpaceControls": ` \t\r\n\u001b\u0007\u00a0\u3000`,
+		// The soft hyphen, a combining grapheme joiner, Hangul fillers, a
+		// variation selector: default-ignorable, as the web app's editor
+		// and composer count them too (showsSomething).
+		"Ignorable": `\u00ad\u034f\u3164\u115f\ufe0f`,
 	}
 	type refusal struct{ name, path, body, field string }
 	var cases []refusal

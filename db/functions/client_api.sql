@@ -23,6 +23,24 @@ BEGIN
 END;
 $$;
 
+-- _check_owner raises CV001, as _owned_conversation does, when the
+-- conversation does not exist or belongs to someone else, without locking
+-- it. The functions that queue prompts call it before _check_prompt_quota
+-- (which must come before the conversation's lock): a request for a
+-- conversation the caller cannot see answers CV001 whatever the caller's
+-- quota, and costs nothing (not the quota's per-owner lock either).
+-- _owned_conversation checks again under the lock (the conversation may
+-- be deleted in between).
+CREATE OR REPLACE FUNCTION convo._check_owner(p_owner_id text, p_conversation_id uuid, p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM FROM convo.conversations c WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+END;
+$$;
+
 -- _invisible is the inside of a regular expression's bracket expression
 -- that matches every character that shows nothing by itself: white space,
 -- control characters (Cc), format characters (Cf: the zero-width
@@ -180,18 +198,31 @@ $$;
 --
 -- It raises CV004, changing nothing, when the owner's queued and running
 -- prompts plus the new ones would exceed convo.limits.max_active_prompts
--- (see _check_prompt_quota).
+-- (see _check_prompt_quota); CV001 first for a conversation that is not
+-- the owner's (_check_owner), whatever the quota.
 --
 -- It raises CV002, changing nothing, when a reply of the conversation
 -- waits for an answer (wait_prompt): the user answers it, or cancels it,
 -- before sending more (a message sent meanwhile would be a turn the
 -- waiting reply's model never saw, nor the one after it a reply to it).
-CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb)
+--
+-- p_parent_message_id, when not NULL, is the message the client shows as
+-- the active leaf: the message would hang below it. When the active leaf
+-- is another (another tab switched branches, edited, regenerated or sent
+-- since the client read the conversation), it raises CV002 naming both,
+-- changing nothing: a message the user wrote below one reply never lands
+-- below another the user did not see. Either reply of a comparison that
+-- ends the path names it. It is checked under the conversation's lock, so
+-- no change of the path can come between the check and the insert. A
+-- parent without a conversation is CV003. NULL: no check.
+CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb,
+                                              p_parent_message_id uuid DEFAULT NULL)
 RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
                comparison_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_conv       convo.conversations;
+    v_leaf       uuid;
     v_user       convo.messages;
     v_assistant  convo.messages;
     v_prompt     convo.prompts;
@@ -211,8 +242,15 @@ BEGIN
        OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_model_configs) c WHERE jsonb_typeof(c.value) <> 'object') THEN
         RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
     END IF;
+    IF p_parent_message_id IS NOT NULL AND p_conversation_id IS NULL THEN
+        RAISE EXCEPTION 'send_message: parentMessageId % names a message of a conversation, and conversationId is not set',
+            p_parent_message_id USING ERRCODE = 'CV003';
+    END IF;
 
-    -- The quota, before anything is written or locked.
+    -- The owner, then the quota, before anything is written or locked.
+    IF p_conversation_id IS NOT NULL THEN
+        PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'send_message');
+    END IF;
     PERFORM convo._check_prompt_quota(p_owner_id, jsonb_array_length(p_model_configs), 'send_message');
 
     IF p_conversation_id IS NULL THEN
@@ -226,9 +264,18 @@ BEGIN
     END IF;
 
     -- The message hangs below the active leaf (below slot "a" of a
-    -- comparison), its replies below it.
+    -- comparison), its replies below it; the caller's idea of the leaf is
+    -- checked here, under the lock _owned_conversation took.
+    v_leaf := convo._active_leaf(v_conv.id);
+    IF p_parent_message_id IS NOT NULL AND p_parent_message_id IS DISTINCT FROM v_leaf
+       AND NOT EXISTS (SELECT 1 FROM convo.messages b JOIN convo.messages a ON a.comparison_id = b.comparison_id
+                        WHERE b.id = p_parent_message_id AND b.conversation_id = v_conv.id AND a.id = v_leaf) THEN
+        RAISE EXCEPTION 'send_message: parentMessageId % is not the active leaf of conversation %: the active leaf is now % (the conversation changed since it was read: read it again)',
+            p_parent_message_id, v_conv.id, coalesce(v_leaf::text, 'none, the conversation has no messages')
+            USING ERRCODE = 'CV002';
+    END IF;
     INSERT INTO convo.messages (conversation_id, position, role, status, parent_id)
-    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', convo._active_leaf(v_conv.id))
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf)
     RETURNING * INTO v_user;
     INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
     VALUES (v_conv.id, v_user.id, 0, 'text', 'completed', p_text, now())
@@ -352,8 +399,10 @@ $$;
 -- branchSwitched (the new reply, pending), promptQueued,
 -- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
 -- Errors, changing nothing: CV003 a model configuration that is not a
--- JSON object; CV004 past the owner's cap (_check_prompt_quota); CV001 an
--- unknown conversation or message, or a message of another conversation;
+-- JSON object; CV001 an unknown conversation (or another owner's: before
+-- the quota, _check_owner); CV004 past the owner's cap
+-- (_check_prompt_quota); CV001 an unknown message, or one of another
+-- conversation;
 -- CV002 a user message, a reply of an A/B comparison, a conversation with
 -- no reply, or a reply still being written
 -- (_check_no_reply_in_flight).
@@ -370,7 +419,9 @@ BEGIN
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
         RAISE EXCEPTION 'regenerate_reply: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
-    -- The quota, before the conversation is locked (see _check_prompt_quota).
+    -- The owner, then the quota, before the conversation is locked (see
+    -- _check_owner, _check_prompt_quota).
+    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'regenerate_reply');
     PERFORM convo._check_prompt_quota(p_owner_id, 1, 'regenerate_reply');
     v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'regenerate_reply');
 
@@ -415,8 +466,9 @@ $$;
 -- message with its block, and the pending reply), promptQueued,
 -- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
 -- Errors, changing nothing: CV003 text that shows nothing, a model
--- configuration that is not a JSON object; CV004 past the owner's cap;
--- CV001 an unknown conversation or message, or a message of another
+-- configuration that is not a JSON object; CV001 an unknown conversation
+-- (or another owner's: before the quota, _check_owner); CV004 past the
+-- owner's cap; CV001 an unknown message, or a message of another
 -- conversation; CV002 a message that is not the user's (an assistant or
 -- system message), or a reply still being written
 -- (_check_no_reply_in_flight: edit while a reply streams is refused).
@@ -438,6 +490,7 @@ BEGIN
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
         RAISE EXCEPTION 'edit_message: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
+    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'edit_message');
     PERFORM convo._check_prompt_quota(p_owner_id, 1, 'edit_message');
     v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'edit_message');
 

@@ -84,7 +84,7 @@ func TestAISDKRequests(t *testing.T) {
 			400, "invalid_argument", `messages[0].parts[1]: convo takes text only, got a "file" part`},
 		{"MessageOverTheLimit", alice, "", withParts(text(strings.Repeat("x", 100_001))), 400, "invalid_argument",
 			"messages[0].parts: is 100001 characters long; the limit is 100000"},
-		{"BodyOverTheLimit", alice, "", withParts(text(strings.Repeat("x", 9<<20))), 400, "invalid_argument", "body: is larger than"},
+		{"BodyOverTheLimit", alice, "", withParts(text(strings.Repeat("x", 9<<20))), 413, "invalid_argument", "body: is larger than 8388608 bytes (8 MiB)"},
 		{"EditNotOfTheLastMessage", alice, "", edit, 400, "invalid_argument", `messageId: "m1" is not the id of the last message`},
 		{"ModelOutOfRange", alice, "", badModel, 400, "invalid_argument", "model.temperature"},
 		{"AnotherUsersChat", mallory, "", chatBody(s.ConversationID.String(), "submit-message", "hi"), 404, "not_found", ""},

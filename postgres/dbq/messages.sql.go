@@ -154,14 +154,16 @@ const messageSend = `-- name: MessageSend :one
 SELECT s.conversation_id::uuid AS conversation_id, s.user_message_id::uuid AS user_message_id,
        s.assistant_message_ids::uuid[] AS assistant_message_ids, s.prompt_ids::uuid[] AS prompt_ids,
        s.comparison_id::uuid AS comparison_id
-  FROM convo.send_message($1::text, $2::uuid, $3::text, $4::jsonb) s
+  FROM convo.send_message($1::text, $2::uuid, $3::text, $4::jsonb,
+                          $5::uuid) s
 `
 
 type MessageSendParams struct {
-	OwnerID        string
-	ConversationID uuid.NullUUID
-	Text           string
-	ModelConfigs   json.RawMessage
+	OwnerID         string
+	ConversationID  uuid.NullUUID
+	Text            string
+	ModelConfigs    json.RawMessage
+	ParentMessageID uuid.NullUUID
 }
 
 type MessageSendRow struct {
@@ -172,13 +174,15 @@ type MessageSendRow struct {
 	ComparisonID        uuid.UUID
 }
 
-// Appends a user message and queues its prompt(s); see convo.send_message.
+// Appends a user message and queues its prompt(s); see convo.send_message
+// (parent_message_id: the active leaf the client expects, or NULL).
 func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) (MessageSendRow, error) {
 	row := q.db.QueryRow(ctx, messageSend,
 		arg.OwnerID,
 		arg.ConversationID,
 		arg.Text,
 		arg.ModelConfigs,
+		arg.ParentMessageID,
 	)
 	var i MessageSendRow
 	err := row.Scan(

@@ -71,6 +71,15 @@ export interface SendOptions {
   model?: ModelChoice;
   /** Makes it an A/B comparison: a second reply from this model. */
   compareModel?: ModelChoice;
+  /**
+   * The message the app shows as the conversation's active leaf, below
+   * which the user wrote (activeLeaf(state)). When another tab or client
+   * moved the conversation on meanwhile (switched branches, edited,
+   * regenerated, sent), the server refuses the message with
+   * FailedPrecondition (isLeafMoved) and writes nothing; omitted: no
+   * check, the message hangs below whatever the active leaf is.
+   */
+  parentMessageId?: string;
   signal?: AbortSignal;
 }
 
@@ -82,9 +91,22 @@ export function sendMessage(client: ConvoClient, text: string, o: SendOptions = 
       text,
       model: modelConfig(o.model),
       compareModel: modelConfig(o.compareModel),
+      parentMessageId: o.parentMessageId ?? "",
     },
     { signal: o.signal },
   );
+}
+
+/**
+ * isLeafMoved tells a refusal of sendMessage because the parentMessageId
+ * it named is no longer the active leaf (another tab or client moved the
+ * conversation on) from other errors: nothing was sent, and the app shows
+ * the conversation as it now is (the stream brings the change) and lets
+ * the user send again.
+ */
+export function isLeafMoved(err: unknown): boolean {
+  const e = ConnectError.from(err);
+  return e.code === Code.FailedPrecondition && e.rawMessage.includes("is not the active leaf");
 }
 
 /**
@@ -229,6 +251,9 @@ export function errorMessage(err: unknown): string {
       return "Cancelled.";
     case Code.FailedPrecondition:
       if (isReplyInProgress(e)) return "A reply is still being written: stop it or wait for it to end, then try again.";
+      if (isLeafMoved(e)) {
+        return "The conversation changed in another tab or window, so your message was not sent. It now shows the conversation as it is: send again if your message still fits.";
+      }
       return e.rawMessage || "Something went wrong.";
     default:
       return e.rawMessage || "Something went wrong.";

@@ -674,6 +674,21 @@ export function activePromptIds(state: ConversationState): string[] {
   return [...ids];
 }
 
+/**
+ * activeLeaf is the message a new one would hang below as state shows it
+ * (docs/branches.md): the last message of the active path, slot "a" of an
+ * A/B comparison that ends it; "" before the first snapshot or for a
+ * conversation without messages. It is what sendMessage's
+ * parentMessageId names.
+ */
+export function activeLeaf(state: ConversationState): string {
+  if (state.seq === null) return "";
+  for (let i = state.messageIds.length - 1; i >= 0; i--) {
+    const m = state.messages[state.messageIds[i]];
+    if (m && m.comparisonSlot !== "b") return m.id;
+  }
+  return "";
+}
 
 /** The versions of a message's turn: which one it is (from 0) and how many there are ("‹ index+1 / count ›"). */
 export interface Siblings {

@@ -17,3 +17,4 @@ export * from "./state.js";
 export * from "./gen/convo/v1/conversation_service_pb.js";
 export * from "./gen/convo/v1/events_pb.js";
 export * from "./gen/convo/v1/types_pb.js";
+export * from "./text.js";

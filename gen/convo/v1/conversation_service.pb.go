@@ -465,9 +465,19 @@ type SendMessageRequest struct {
 	Model *ModelConfig `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
 	// compare_model, when set, makes this an A/B comparison: a second prompt
 	// answers the same message with this model (slot "b"; model is slot "a").
-	CompareModel  *ModelConfig `protobuf:"bytes,4,opt,name=compare_model,json=compareModel,proto3" json:"compare_model,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CompareModel *ModelConfig `protobuf:"bytes,4,opt,name=compare_model,json=compareModel,proto3" json:"compare_model,omitempty"`
+	// parent_message_id, when set, is the message the client shows as the
+	// conversation's active leaf (docs/branches.md), below which the new
+	// message is meant to hang: its latest message (either reply of an A/B
+	// comparison). When the active leaf is another one (another tab switched
+	// branches, edited, regenerated or sent meanwhile) the call is refused
+	// with failed_precondition naming parentMessageId and the current leaf,
+	// and nothing is written. Checked under the conversation's lock, in the
+	// transaction that appends the message. Unset: no check, the message
+	// hangs below whatever the active leaf is. Requires conversation_id.
+	ParentMessageId string `protobuf:"bytes,5,opt,name=parent_message_id,json=parentMessageId,proto3" json:"parent_message_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SendMessageRequest) Reset() {
@@ -526,6 +536,13 @@ func (x *SendMessageRequest) GetCompareModel() *ModelConfig {
 		return x.CompareModel
 	}
 	return nil
+}
+
+func (x *SendMessageRequest) GetParentMessageId() string {
+	if x != nil {
+		return x.ParentMessageId
+	}
+	return ""
 }
 
 // SendMessageResponse names what SendMessage created.
@@ -3241,12 +3258,13 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\rsibling_index\x18\x03 \x01(\x05H\x00R\fsiblingIndex\x88\x01\x01B\x10\n" +
 	"\x0e_sibling_index\">\n" +
 	"\x14SwitchBranchResponse\x12&\n" +
-	"\x0fleaf_message_id\x18\x01 \x01(\tR\rleafMessageId\"\xba\x01\n" +
+	"\x0fleaf_message_id\x18\x01 \x01(\tR\rleafMessageId\"\xe6\x01\n" +
 	"\x12SendMessageRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12+\n" +
 	"\x05model\x18\x03 \x01(\v2\x15.convo.v1.ModelConfigR\x05model\x12:\n" +
-	"\rcompare_model\x18\x04 \x01(\v2\x15.convo.v1.ModelConfigR\fcompareModel\"\xc7\x02\n" +
+	"\rcompare_model\x18\x04 \x01(\v2\x15.convo.v1.ModelConfigR\fcompareModel\x12*\n" +
+	"\x11parent_message_id\x18\x05 \x01(\tR\x0fparentMessageId\"\xc7\x02\n" +
 	"\x13SendMessageResponse\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12&\n" +
 	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x120\n" +

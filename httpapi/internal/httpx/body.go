@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -19,10 +20,11 @@ import (
 // emptyOK, no body and no Content-Type at all. A text/plain or form body,
 // which a page of any site may send without a CORS preflight, is refused
 // with 415; invalid UTF-8 and a string with a lone UTF-16 surrogate
-// escape (wire.CheckJSONSurrogates) with 400, and so is a body over limit, after
-// reading at most limit bytes of it (none when its Content-Length says
-// so). A body that does not arrive in time (the server's read deadline)
-// is answered 408. The checked body is handed on in full.
+// escape (wire.CheckJSONSurrogates) with 400; a body over limit with 413
+// naming the limit (BodyTooLarge), after reading at most limit bytes of
+// it (none when its Content-Length says so). A body that does not arrive
+// in time (the server's read deadline) is answered 408. The checked body
+// is handed on in full.
 func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
@@ -40,7 +42,7 @@ func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			return
 		}
 		if r.ContentLength > limit {
-			s.WriteError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
+			s.WriteError(w, r, &BodyTooLarge{Limit: limit})
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -48,7 +50,7 @@ func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				s.WriteError(w, r, wire.Invalid("body", "is larger than %d bytes", limit))
+				s.WriteError(w, r, &BodyTooLarge{Limit: limit})
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				bodyTimeout(w, err)
 			default:
@@ -100,14 +102,42 @@ func unsupportedMediaType(w http.ResponseWriter, got string) {
 		Message: "Content-Type: want application/json (UTF-8), got " + got})
 }
 
+// BodyTooLarge is the error of a request body larger than its endpoint
+// takes. WriteError answers it 413 Payload Too Large (not 400: the request
+// may be well formed, only too big to read), code invalid_argument, with a
+// message that names the limit.
+type BodyTooLarge struct {
+	// Limit is the most the endpoint takes, in bytes.
+	Limit int64
+}
+
+func (e *BodyTooLarge) Error() string {
+	return fmt.Sprintf("body: is larger than %d bytes (%s), the most this endpoint takes", e.Limit, binarySize(e.Limit))
+}
+
+// binarySize renders n bytes in the largest binary unit that divides it
+// ("4 MiB", "1 KiB"), as docs/protocols.md states the limits.
+func binarySize(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
 // DecodeJSON decodes the request's JSON body, of at most limit bytes, into
-// v. Errors are Invalid naming the body: larger than limit, or not what
-// (the JSON the route takes, for the message).
+// v. Errors are BodyTooLarge for a body larger than limit, and Invalid
+// naming the body when it is not what (the JSON the route takes, for the
+// message).
 func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, what string) error {
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit)).Decode(v); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return wire.Invalid("body", "is larger than %d bytes", limit)
+			return &BodyTooLarge{Limit: limit}
 		}
 		return wire.Invalid("body", "is not %s: %v", what, err)
 	}

@@ -3,6 +3,7 @@ package httpx
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -45,6 +46,15 @@ type errorBody struct {
 func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away: nobody reads the answer
+	}
+	var tooLarge *BodyTooLarge
+	if errors.As(err, &tooLarge) {
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_ = json.NewEncoder(w).Encode(errorBody{Code: statuses[conversation.Invalid].name, Message: tooLarge.Error()})
+		return
 	}
 	f := wire.Classify(err)
 	if f.Log {

@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState, type FormEvent, type KeyboardEvent } from "react";
+import { showsSomething } from "@convo/client";
 
 export interface SendOptions {
   text: string;
@@ -6,7 +7,12 @@ export interface SendOptions {
   compare?: { modelA: string; modelB: string };
 }
 
-/** Composer: Enter sends, Shift+Enter adds a line; a stop button replaces send while a reply runs. */
+/**
+ * Composer: Enter sends, Shift+Enter adds a line; a stop button replaces
+ * send while a reply runs. Send is disabled while the text shows nothing
+ * (only whitespace, zero-width or bidi control characters: the server's
+ * rule, showsSomething).
+ */
 export function Composer({
   onSend,
   onStop,
@@ -37,7 +43,7 @@ export function Composer({
 
   const send = async () => {
     const t = text.trim();
-    if (!t || sending || disabled) return;
+    if (!showsSomething(t) || sending || disabled) return;
     setSending(true);
     const ok = await onSend({ text: t, compare: compare ? { modelA: modelA.trim(), modelB: modelB.trim() } : undefined });
     setSending(false);
@@ -92,7 +98,7 @@ export function Composer({
             <span className="stop-square" aria-hidden="true" /> Stop
           </button>
         ) : null}
-        <button type="submit" className="primary" disabled={!text.trim() || sending || disabled} aria-label="Send">
+        <button type="submit" className="primary" disabled={!showsSomething(text) || sending || disabled} aria-label="Send">
           {sending ? "Sending…" : "Send"}
         </button>
       </div>

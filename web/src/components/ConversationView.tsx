@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import { errorMessage, type ConvoClient } from "../api/client";
+import { isLeafMoved } from "@convo/client";
 import { stopReplies } from "../api/stop";
 import { SendMessageRequestSchema, activePromptIds, messageBlocks, type ConversationState } from "@convo/client";
 import type { Event, MessageState, Preference } from "@convo/client";
@@ -10,6 +11,7 @@ import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
+import { expectedLeaf } from "../state/leaf";
 import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConversationHeader } from "./ConversationHeader";
@@ -17,11 +19,16 @@ import { MessageView, type MessageActions } from "./MessageView";
 import { OlderMessages } from "./OlderMessages";
 import { TraceDialog } from "./TraceDialog";
 
-/** sendRequest builds a SendMessage request, an A/B comparison when asked. */
-export function sendRequest(conversationId: string, o: SendOptions) {
+/**
+ * sendRequest builds a SendMessage request, an A/B comparison when asked;
+ * parentMessageId is the leaf the tab shows (expectedLeaf), which the
+ * server checks is still the active one ("": no check).
+ */
+export function sendRequest(conversationId: string, o: SendOptions, parentMessageId = "") {
   return create(SendMessageRequestSchema, {
     conversationId,
     text: o.text,
+    parentMessageId,
     ...(o.compare ? { model: { model: o.compare.modelA }, compareModel: { model: o.compare.modelB } } : {}),
   });
 }
@@ -94,14 +101,21 @@ export function ConversationView({
     [state, pending, clientToolRuns, pauseActions],
   );
 
+  // The message below the leaf this tab shows: the server refuses it when
+  // another tab moved the conversation on meanwhile (switched, edited,
+  // sent), and the stream then brings the conversation as it now is, the
+  // text staying in the composer.
+  const sentLeaf = useRef<string | null>(null);
   const send = async (o: SendOptions) => {
     setError(null);
     scroll.stick();
     try {
-      await client.sendMessage(sendRequest(conversationId, o));
+      const res = await client.sendMessage(sendRequest(conversationId, o, expectedLeaf(store.current(), sentLeaf.current)));
+      sentLeaf.current = res.assistantMessageId || null;
       onChanged();
       return true;
     } catch (err) {
+      if (isLeafMoved(err)) sentLeaf.current = null;
       setError(errorMessage(err));
       return false;
     }

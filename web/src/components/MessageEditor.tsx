@@ -1,4 +1,5 @@
 import { useState, type FormEvent, type KeyboardEvent } from "react";
+import { showsSomething } from "@convo/client";
 import { writingHint } from "./VersionSwitcher";
 
 /**
@@ -6,7 +7,9 @@ import { writingHint } from "./VersionSwitcher";
  * of it with its own reply (EditMessage; the old version stays, one
  * "‹" away), Cancel or Escape leaves it unchanged. Keyboard: Enter saves,
  * Shift+Enter adds a line. Save waits while a reply is being written
- * (the server would refuse), and says why.
+ * (the server would refuse), and says why, and while the text shows
+ * nothing (only whitespace, zero-width or bidi control characters: the
+ * server's rule, showsSomething).
  */
 export function MessageEditor({
   messageId,
@@ -24,7 +27,7 @@ export function MessageEditor({
 }) {
   const [draft, setDraft] = useState(text);
   const [saving, setSaving] = useState(false);
-  const empty = draft.trim() === "";
+  const empty = !showsSomething(draft);
   const blocked = writing || saving || empty;
 
   const save = async (e?: FormEvent) => {
