@@ -313,6 +313,38 @@ async def test_listener_reconnects_when_its_connection_goes_silent(
     assert recorder.results[prompt].outcome == "cancelled"
 
 
+async def test_listener_survives_an_unexpected_error(
+        dsn: str, client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error the listener does not expect (here, handling a
+    notification raises) ends that connection, not the listener: it
+    listens again, and a later cancel is still heard at once."""
+    original = worker_module.Worker._notified
+    raised: list[str] = []
+
+    def notified(self: worker_module.Worker, payload: str) -> None:
+        if payload == "boom" and not raised:
+            raised.append(payload)
+            raise RuntimeError("a bug while handling a notification")
+        original(self, payload)
+
+    monkeypatch.setattr(worker_module.Worker, "_notified", notified)
+
+    async def wait(job: Job) -> None:
+        job.reply.text("waiting")
+        await asyncio.Event().wait()
+
+    # A long lease: only a notification stops the reply in time.
+    async with running(dsn, wait, slots=1, lease_seconds=60) as (_, recorder):
+        await client.one("SELECT pg_notify('convo_prompts', 'boom')")
+        await eventually("the bad notification handled", lambda: asyncio.sleep(0, bool(raised)))
+        prompt = await client.send("wait")
+        await eventually("text to stream", lambda: client.streamed_text(prompt))
+        await client.cancel(prompt)
+        await eventually("the cancel heard", lambda: asyncio.sleep(0, recorder.results.get(prompt)), timeout=10)
+
+    assert recorder.results[prompt].outcome == "cancelled"
+
+
 async def test_drain_finishes_short_replies_and_fails_the_rest(dsn: str, client: Client) -> None:
     async def handle(job: Job) -> None:
         if job.last_user_text == "short":

@@ -49,6 +49,18 @@ describe("Listener", () => {
     expect(connects).toBeGreaterThanOrEqual(2);
   });
 
+  it("closes in bounded time when its connection has gone silent", async () => {
+    listener = new Listener({ connectionString: proxy.url(db.url) }, quiet, { queued() {}, cancelled() {}, connected() {} }, 60_000);
+    await listener.start();
+    // No ping notices it first (every minute): close() itself must not
+    // wait for an answer that never comes (a drain would hang on it).
+    proxy.freeze();
+    const started = Date.now();
+    await listener.close();
+    listener = undefined;
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
   it("keeps a silent connection that answers its pings", async () => {
     let connects = 0;
     let queued = 0;

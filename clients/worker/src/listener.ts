@@ -109,12 +109,28 @@ export class Listener {
     }, wait);
   }
 
+  /**
+   * close ends the connection, waiting at most pingTimeoutMs for the
+   * server to see it go: on a connection gone silent, end() would wait
+   * for TCP to give up (minutes), holding up the worker's stop. Then the
+   * socket is dropped.
+   */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.timer);
     clearInterval(this.pinger);
     const c = this.client;
     this.client = undefined;
-    await c?.end().catch(() => {});
+    if (!c) return;
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<"timeout">((resolve) => {
+      timer = setTimeout(() => resolve("timeout"), pingTimeoutMs);
+    });
+    const ended = await Promise.race([c.end().then(() => "ended" as const, () => "ended" as const), gaveUp]);
+    clearTimeout(timer);
+    if (ended === "timeout") {
+      this.log.warn("the LISTEN connection did not close in time; dropping it", { waitedMs: pingTimeoutMs });
+      c.connection.stream.destroy();
+    }
   }
 }

@@ -274,8 +274,16 @@ class Worker:
                             notifies = conn.notifies()
                             continue
                         self._notified(n.payload)
-                except (psycopg.Error, OSError, TimeoutError) as err:
-                    log.warning("worker %s: listener: %s; reconnecting in %.1fs", s.worker_id, message_of(err), delay)
+                except Exception as err:
+                    # Not only the connection's errors (psycopg, OS, a ping
+                    # that timed out): anything else, a bug included, must
+                    # not end the listener for good, or no cancel would be
+                    # heard again until the worker restarts. (Cancelling the
+                    # task is a BaseException, not caught here.)
+                    if isinstance(err, (psycopg.Error, OSError, TimeoutError)):
+                        log.warning("worker %s: listener: %s; reconnecting in %.1fs", s.worker_id, message_of(err), delay)
+                    else:
+                        log.exception("worker %s: listener failed; reconnecting in %.1fs", s.worker_id, delay)
                     await close_quietly(conn)
                     conn = None
                     await asyncio.sleep(delay * (0.5 + random.random()))

@@ -34,7 +34,9 @@ export class Proxy {
     const u = new URL(targetURL);
     const target = { host: u.hostname, port: Number(u.port || 5432) };
     let self: Proxy | undefined;
-    const server = net.createServer((client) => self!.accept(client));
+    // Half-open, so that a frozen connection also swallows a FIN, as a
+    // network that drops every packet does; otherwise each end is passed on.
+    const server = net.createServer({ allowHalfOpen: true }, (client) => self!.accept(client));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     self = new Proxy(target, server);
     return self;
@@ -64,6 +66,9 @@ export class Proxy {
     };
     client.on("error", close).on("close", close);
     server.on("error", close).on("close", close);
+    client.on("end", () => {
+      if (!pair.frozen) server.end();
+    });
     client.on("data", (d) => {
       if (pair.frozen) return;
       if (d.includes("write_batch")) pair.batchInFlight = true;
