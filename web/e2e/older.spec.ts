@@ -1,7 +1,9 @@
 // A long conversation on a server whose snapshots hold only its latest
 // messages (CONVO_SNAPSHOT_BYTES at its minimum, 4096 bytes): the view
 // shows those first, and loads the older ones, a ListMessages page at a
-// time, as the reader scrolls up, without moving what the reader sees.
+// time, as the reader scrolls up, without moving what the reader sees. A
+// switch back to the long branch after an edit of an early turn is
+// bounded the same way (docs/branches.md).
 
 import { apiAt, expect, getConversation, shot, test } from "./helpers";
 import { launch, type Launched } from "./server";
@@ -89,4 +91,39 @@ test("a link to an old message (a search result) pages back to it", async ({ pag
   await expect(target).toBeInViewport();
   const shown = await shownIds(page);
   expect(shown).toEqual(ids.slice(ids.length - shown.length));
+});
+
+test("a switch back to the long branch after an edit of an early turn shows its latest messages, then pages in the rest", async ({ page }) => {
+  await page.goto(`${convo.base}/c/${conversationId}`);
+  await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible();
+  const messages = page.locator(".messages");
+
+  // Another client edits the second question: the page follows the short
+  // new branch (its branchSwitched is small: every message after the fork).
+  const edit = await apiAt<{ userMessageId: string }>(convo.api, "EditMessage", {
+    conversationId,
+    messageId: ids[2],
+    text: "Question 02, asked again: is the lighthouse lit at night?",
+  });
+  await expect
+    .poll(async () => (await getConversation(conversationId, convo.api)).messages?.at(-1)?.status, { timeout: 60_000 })
+    .toBe("completed");
+  await expect.poll(async () => (await shownIds(page)).slice(0, 3)).toEqual([ids[0], ids[1], edit.userMessageId]);
+
+  // And switches back: 17 long messages after the fork, more than a
+  // snapshot of 4096 bytes. The event carries the latest that fit; the
+  // page shows those, and scrolling up brings the rest of the branch.
+  await apiAt(convo.api, "SwitchBranch", { conversationId, messageId: ids[2] });
+  await expect(page.locator(`article[data-message-id="${ids[ids.length - 1]}"]`)).toBeVisible();
+  await expect(page.locator(`article[data-message-id="${edit.userMessageId}"]`)).toHaveCount(0);
+  const shown = await shownIds(page);
+  expect(shown.length).toBeLessThan(ids.length);
+  expect(shown).toEqual(ids.slice(ids.length - shown.length));
+  await expect(async () => {
+    await messages.evaluate((el) => (el.scrollTop = 0));
+    await expect(page.locator(`article[data-message-id="${ids[0]}"]`)).toBeAttached({ timeout: 2_000 });
+  }).toPass({ timeout: 60_000 });
+  expect(await shownIds(page)).toEqual(ids);
+  await expect(page.locator(`article[data-message-id="${ids[2]}"]`)).toContainText("1 / 2");
+  await shot(page, "older-after-switch");
 });
