@@ -133,7 +133,12 @@ func TestSearchVectorMigration(t *testing.T) {
 		t.Fatalf("down to 11: %v", err)
 	}
 	tb = setupDSN(t, dsn) // the pool's cached plans name the dropped column
-	during := tb.sendMessage(t, before.conversationID, "sourdough while rolled back")
+	// As a client of that schema would: send_message as it then was.
+	var during uuid.UUID
+	if err := tb.pool.QueryRow(ctx, `SELECT user_message_id FROM convo.send_message('local', $1, 'sourdough while rolled back', '[{}]')`,
+		before.conversationID).Scan(&during); err != nil {
+		t.Fatalf("send a message while rolled back: %v", err)
+	}
 	if _, err := provider.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)
 	}
