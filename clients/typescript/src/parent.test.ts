@@ -54,6 +54,19 @@ describe("activeLeaf", () => {
     }
   });
 
+  it("is a reply of a comparison that ends the path when a bounded snapshot or switch holds only slot b, the last message", () => {
+    const srv = new FakeServer();
+    answer(srv, srv.sendMessage("one").promptIds[0], "re: one");
+    const ab = srv.sendMessage("pick", { id: "cmp1", slots: ["a", "b"] });
+    answer(srv, ab.promptIds[0], "A");
+    answer(srv, ab.promptIds[1], "B");
+    // A window of one message: slot b, the newest, too large for more.
+    const s = reduce(initialState("c1"), { type: "snapshot", snapshot: srv.subscribe(srv.seq, { window: 1 }).snapshot });
+    expect([s.messageIds, s.older !== null]).toEqual([[ab.messageIds[1]], true]);
+    // The server takes either reply of the comparison as its leaf.
+    expect(activeLeaf(s)).toBe(ab.messageIds[1]);
+  });
+
   it("is slot a of a comparison that ends the path", () => {
     const srv = new FakeServer();
     const ab = srv.sendMessage("pick", { id: "cmp1", slots: ["a", "b"] });

@@ -245,6 +245,45 @@ for (const shape of ["writeStreamText", "writeUIMessageStream"] as const) {
         { type: "text", content: "You are in Paris." },
       ]);
     });
+
+    it("a model error after the step's calls, before the step ends: each call the model made is recorded and fails with the prompt, none waits", async () => {
+      // A tool the AI SDK runs, which finishes only when the test lets it:
+      // its call has no result when the model's error comes.
+      let release!: () => void;
+      const gate = new Promise<string>((resolve) => (release = () => resolve("late")));
+      const tools = {
+        ...cases[0].tools().tools,
+        ...cases[1].tools().tools,
+        ...cases[2].tools().tools,
+        slow_echo: tool({ description: "Echoes its text, slowly.", inputSchema: textInput, execute: () => gate }),
+      };
+      const model = scriptedModel([
+        [
+          ...textParts("t1", "Let me check."),
+          ...toolCallParts("c1", "guarded_echo", { text: "ping" }),
+          ...toolCallParts("c2", "get_location", { precision: "city" }),
+          ...toolCallParts("c3", askUserName, { question: "Red or blue?" }),
+          ...toolCallParts("c4", "slow_echo", { text: "pong" }),
+          { type: "error", error: new Error("upstream overloaded") },
+        ],
+      ]);
+      try {
+        await serve("w1", handler(shape, model, tools));
+        const sent = await send(db.pool, "go");
+        expect(await settledAs(db.pool, sent.promptId, "completed", "failed")).toMatchObject({ status: "failed", error: "upstream overloaded" });
+        expect(await pauseState(db.pool, sent.promptId)).toMatchObject({ waiting: false, requests: null });
+        const failed = (name: string) => ({ type: "tool_use", status: "completed", toolCall: { name, status: "failed", error: "prompt failed before the tool call finished" } });
+        expect(await blocks(db.pool, sent.messageId)).toMatchObject([
+          { type: "text", content: "Let me check." },
+          failed("guarded_echo"),
+          failed("get_location"),
+          failed(askUserName),
+          failed("slow_echo"),
+        ]);
+      } finally {
+        release();
+      }
+    });
   });
 }
 

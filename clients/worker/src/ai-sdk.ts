@@ -24,7 +24,7 @@ import { WorkerError, messageOf } from "./errors.js";
 import type { HistoryMessage } from "./history.js";
 import type { Job } from "./job.js";
 import type { PromptInput } from "./inputs.js";
-import type { Block, InputRequest, Reply, StreamingToolCall, ToolCall } from "./reply.js";
+import { StreamingToolCall, type Block, type InputRequest, type Reply, type ToolCall } from "./reply.js";
 
 export {
   askUser,
@@ -85,7 +85,7 @@ export class ModelStreamError extends Error {
 export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: StreamTextSource<TOOLS>, opts: WriteOptions = {}): Promise<void> {
   const w = new ReplyWriter(job.reply, opts);
   await w.resume(job);
-  for await (const part of readUntilStopped(job.signal, partsOf(source))) {
+  await w.read(job.signal, partsOf(source), (part) => {
     switch (part.type) {
       case "text-start":
         w.open(part.id, w.textType);
@@ -142,8 +142,7 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
         // approval responses, steering: nothing to write.
         break;
     }
-  }
-  await w.end();
+  });
 }
 
 /**
@@ -157,7 +156,7 @@ export async function writeStreamText<TOOLS extends ToolSet>(job: Job, source: S
 export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessageChunk>, opts: WriteOptions = {}): Promise<void> {
   const w = new ReplyWriter(job.reply, opts);
   await w.resume(job);
-  for await (const chunk of readUntilStopped(job.signal, stream)) {
+  await w.read(job.signal, stream, (chunk) => {
     switch (chunk.type) {
       case "text-start":
         w.open(chunk.id, w.textType);
@@ -214,8 +213,7 @@ export async function writeUIMessageStream(job: Job, stream: PartSource<UIMessag
       default:
         break;
     }
-  }
-  await w.end();
+  });
 }
 
 /**
@@ -431,6 +429,40 @@ class ReplyWriter {
   }
 
   /**
+   * Writes each part of source with write until the stream ends (then
+   * end()), or until it fails: an `error` or `abort` part, a handler's
+   * mistake, a refused write. A failed stream records the calls the model
+   * made that were not recorded yet (those waiting for what the stream
+   * would say of them, and those waiting for a person), so that the
+   * prompt's failure fails them ("prompt failed before the tool call
+   * finished"): the reply keeps each call the model made, maybe already
+   * running, instead of a tool_use block with no call. Once the job's
+   * signal fired nothing more is written.
+   */
+  async read<T>(signal: AbortSignal, source: PartSource<T>, write: (part: T) => void): Promise<void> {
+    try {
+      for await (const part of readUntilStopped(signal, source)) write(part);
+    } catch (err) {
+      if (!signal.aborted) this.recordMade();
+      throw err;
+    }
+    await this.end();
+  }
+
+  /** Records every call the model made that is not recorded, the waiting ones with no request (the stream failed before they could wait). */
+  private recordMade(): void {
+    try {
+      for (const id of [...this.unrecorded.keys()]) this.record(id);
+      for (const r of this.waiting.splice(0)) {
+        if (r.call instanceof StreamingToolCall) r.call.call(r.input);
+      }
+    } catch {
+      // The reply stopped (a refused write): the failure that follows
+      // says why, and nothing more can be written.
+    }
+  }
+
+  /**
    * A resumed prompt: the calls that waited become the stream's (the AI
    * SDK reports an approved call's result, or its denial, under convo's
    * id, which modelMessagesOf gave it); a client tool's output or a
@@ -549,7 +581,7 @@ class ReplyWriter {
    * transaction (Reply.waitForInput). A provider-executed call left
    * without a result stays open for the handler to settle.
    */
-  async end(): Promise<void> {
+  private async end(): Promise<void> {
     this.endStep();
     for (const id of [...this.blocks.keys()]) this.close(id);
     if (this.waiting.length > 0) await this.reply.waitForInput(this.waiting);

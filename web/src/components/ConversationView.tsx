@@ -11,7 +11,7 @@ import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
-import { expectedLeaf } from "../state/leaf";
+import { afterSend, expectedLeaf, type SentReplies } from "../state/leaf";
 import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConversationHeader } from "./ConversationHeader";
@@ -105,17 +105,19 @@ export function ConversationView({
   // another tab moved the conversation on meanwhile (switched, edited,
   // sent), and the stream then brings the conversation as it now is, the
   // text staying in the composer.
-  const sentLeaf = useRef<string | null>(null);
+  const sent = useRef<SentReplies | null>(null);
   const send = async (o: SendOptions) => {
     setError(null);
     scroll.stick();
+    const shown = store.current();
+    const parent = expectedLeaf(shown, sent.current);
     try {
-      const res = await client.sendMessage(sendRequest(conversationId, o, expectedLeaf(store.current(), sentLeaf.current)));
-      sentLeaf.current = res.assistantMessageId || null;
+      const res = await client.sendMessage(sendRequest(conversationId, o, parent));
+      sent.current = afterSend(shown, sent.current, parent, res.assistantMessageId);
       onChanged();
       return true;
     } catch (err) {
-      if (isLeafMoved(err)) sentLeaf.current = null;
+      if (isLeafMoved(err)) sent.current = null;
       setError(errorMessage(err));
       return false;
     }
