@@ -91,7 +91,14 @@ export const MessageView = memo(function MessageView({
             onCancel={() => setEditing(false)}
           />
         ) : (
-          blocks.map((b) => <BlockView key={b.id} block={b} messageLive={live} />)
+          blocks.map((b) => (
+            <BlockView
+              key={b.id}
+              block={b}
+              messageLive={live}
+              messageStopped={message.status === "failed" || message.status === "cancelled"}
+            />
+          ))
         )}
         {pauses}
         {live && !pauses && !blocks.some((b) => b.status === "streaming") ? (

@@ -181,3 +181,17 @@ describe("versions of a turn", () => {
     expect(html).not.toMatch(/>Regenerate</);
   });
 });
+
+describe("a tool call whose call was never recorded", () => {
+  const toolUse = (messageId: string): BlockState => ({ ...text(messageId, ""), id: `t-${messageId}`, blockType: "tool_use" });
+  const badge = (status: string) => {
+    const html = renderToStaticMarkup(<MessageView message={message("m", status)} blocks={[toolUse("m")]} actions={actions} />);
+    return html.match(/data-tool-status="([a-z]+)"/)?.[1];
+  };
+
+  it("is Done in a reply that completed, Stopped in one that failed or was cancelled", () => {
+    expect(badge("completed")).toBe("completed");
+    expect(badge("failed")).toBe("stopped");
+    expect(badge("cancelled")).toBe("stopped");
+  });
+});

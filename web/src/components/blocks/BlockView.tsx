@@ -7,8 +7,19 @@ import { TextBlock } from "./TextBlock";
 import { ToolCallPanel } from "./ToolCallPanel";
 import { ToolResultBlock } from "./ToolResultBlock";
 
-/** BlockView renders a block by its type; it re-renders only when its block changes. */
-export const BlockView = memo(function BlockView({ block, messageLive }: { block: BlockState; messageLive: boolean }) {
+/**
+ * BlockView renders a block by its type; it re-renders only when its block
+ * changes. messageStopped says its reply failed or was cancelled.
+ */
+export const BlockView = memo(function BlockView({
+  block,
+  messageLive,
+  messageStopped = false,
+}: {
+  block: BlockState;
+  messageLive: boolean;
+  messageStopped?: boolean;
+}) {
   const live = messageLive && block.status === "streaming";
   switch (block.blockType) {
     case "text":
@@ -16,7 +27,13 @@ export const BlockView = memo(function BlockView({ block, messageLive }: { block
     case "reasoning":
       return <ReasoningBlock block={block} live={live} />;
     case "tool_use":
-      return <ToolCallPanel block={block} live={messageLive && (block.status === "streaming" || isRunning(block))} />;
+      return (
+        <ToolCallPanel
+          block={block}
+          live={messageLive && (block.status === "streaming" || isRunning(block))}
+          stopped={messageStopped}
+        />
+      );
     case "tool_result":
       return <ToolResultBlock block={block} />;
     case "structured":

@@ -9,13 +9,19 @@ const statusLabel: Record<string, string> = {
   running: "Running",
   completed: "Done",
   failed: "Failed",
+  stopped: "Stopped",
 };
 
-/** ToolCallPanel shows a tool_use block: the call's name, arguments, live output, status, duration and error. */
-export function ToolCallPanel({ block, live }: { block: BlockState; live: boolean }) {
+/**
+ * ToolCallPanel shows a tool_use block: the call's name, arguments, live
+ * output, status, duration and error. A block whose call was never
+ * recorded is "Done" once its reply has ended, unless the reply failed or
+ * was cancelled (stopped): then the call never ran to its end.
+ */
+export function ToolCallPanel({ block, live, stopped = false }: { block: BlockState; live: boolean; stopped?: boolean }) {
   const tc = block.toolCall;
   const running = live && (!tc || tc.status === "started" || tc.status === "running");
-  const status = tc ? tc.status : live ? "pending" : "completed";
+  const status = tc ? tc.status : live ? "pending" : stopped ? "stopped" : "completed";
   const name = tc?.name || stringMeta(block, "name") || stringMeta(block, "tool") || "tool";
   return (
     <details className={`block block-tool tool-${status}`} {...blockAttrs(block)} data-tool-status={status} open={running || status === "failed" || undefined}>
