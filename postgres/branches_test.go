@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
@@ -485,7 +487,7 @@ func TestLargeSwitchIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const bound = 4096
-	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c.ConnConfig, bound) })
+	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c, bound) })
 	tb := &testBundle{pool: pool, store: postgres.New(pool)}
 	tb.q = tb.store.Queries()
 
@@ -579,6 +581,52 @@ func (tb *testBundle) switched(t testing.TB, conversationID uuid.UUID) (s struct
 	}
 	t.Fatal("no branchSwitched")
 	return s
+}
+
+// TestSnapshotBytesAfterConnect: SetSnapshotBytes bounds every
+// connection of the pool, after the hook the configuration had, and puts
+// nothing among the startup parameters (PgBouncer, a session pooler
+// docs/deploy.md allows, refuses a connection whose startup packet holds
+// one it does not know: "unsupported startup parameter").
+func TestSnapshotBytesAfterConnect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var startup map[string]string
+	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) {
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SELECT set_config('application_name', 'earlier-hook', false)`)
+			return err
+		}
+		postgres.SetSnapshotBytes(c, 5000)
+		startup = maps.Clone(c.ConnConfig.RuntimeParams)
+	})
+	for k, v := range startup {
+		if strings.HasPrefix(k, "convo.") {
+			t.Errorf("startup parameter %s=%s: a pooler such as PgBouncer refuses the connection", k, v)
+		}
+	}
+	// Three connections at once: each was set up.
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for i := range 3 {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var bytes int64
+		var app string
+		if err := c.QueryRow(ctx, `SELECT convo._event_bytes(), current_setting('application_name')`).Scan(&bytes, &app); err != nil {
+			t.Fatal(err)
+		}
+		if bytes != 5000 || app != "earlier-hook" {
+			t.Errorf("connection %d: convo._event_bytes() = %d, application_name %q; want 5000 and the earlier hook's", i, bytes, app)
+		}
+	}
 }
 
 // TestEventBytesDefault: without convo.snapshot_bytes a branchSwitched is
