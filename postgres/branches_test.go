@@ -642,3 +642,41 @@ func TestEventBytesDefault(t *testing.T) {
 		t.Errorf("convo._event_bytes() = %d without the setting; want stream.DefaultSnapshotBytes, %d", got, stream.DefaultSnapshotBytes)
 	}
 }
+
+// TestEventBytesRefusesGarbage: a convo.snapshot_bytes that is not a
+// whole number of bytes (set by hand) fails a change of path with an
+// error naming the setting, and writes nothing; surrounding blanks are
+// allowed.
+func TestEventBytesRefusesGarbage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	_, r := tb.turn(t, uuid.Nil, "one")
+	conn, err := tb.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	before := len(tb.events(t, r.conversationID))
+	for _, v := range []string{"abc", "-4096", "0", "4096 bytes", "99999999999999999999", "1e6"} {
+		if _, err := conn.Exec(ctx, `SELECT set_config('convo.snapshot_bytes', $1, false)`, v); err != nil {
+			t.Fatal(err)
+		}
+		_, err := conn.Exec(ctx, `SELECT * FROM convo.regenerate_reply('local', $1, $2, NULL)`, r.conversationID, r.messageID)
+		if err == nil || !strings.Contains(err.Error(), "convo.snapshot_bytes must be a whole number of bytes") || !strings.Contains(err.Error(), "(SQLSTATE 22023)") {
+			t.Errorf("convo.snapshot_bytes %q: regenerate_reply: %v; want 22023 naming convo.snapshot_bytes", v, err)
+		}
+	}
+	if after := len(tb.events(t, r.conversationID)); after != before {
+		t.Errorf("the refused regenerations wrote %d events", after-before)
+	}
+	for v, want := range map[string]int64{" 8192 ": 8192, "": 262144, "1": 1} {
+		if _, err := conn.Exec(ctx, `SELECT set_config('convo.snapshot_bytes', $1, false)`, v); err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		if err := conn.QueryRow(ctx, `SELECT convo._event_bytes()`).Scan(&got); err != nil || got != want {
+			t.Errorf("convo.snapshot_bytes %q: convo._event_bytes() = %d, %v; want %d", v, got, err, want)
+		}
+	}
+}
