@@ -11,7 +11,7 @@ import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
-import { expectedLeaf } from "../state/leaf";
+import { SentLeaf } from "../state/leaf";
 import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConversationHeader } from "./ConversationHeader";
@@ -21,7 +21,7 @@ import { TraceDialog } from "./TraceDialog";
 
 /**
  * sendRequest builds a SendMessage request, an A/B comparison when asked;
- * parentMessageId is the leaf the tab shows (expectedLeaf), which the
+ * parentMessageId is the leaf the tab shows (SentLeaf.parent), which the
  * server checks is still the active one ("": no check).
  */
 export function sendRequest(conversationId: string, o: SendOptions, parentMessageId = "") {
@@ -104,18 +104,26 @@ export function ConversationView({
   // The message below the leaf this tab shows: the server refuses it when
   // another tab moved the conversation on meanwhile (switched, edited,
   // sent), and the stream then brings the conversation as it now is, the
-  // text staying in the composer.
-  const sentLeaf = useRef<string | null>(null);
+  // text staying in the composer. The reply a send made counts as the
+  // leaf until the stream brings it (SentLeaf), so every published state
+  // is observed.
+  const [sentLeaf] = useState(() => new SentLeaf());
+  useEffect(() => {
+    const unsubscribe = store.subscribe(() => sentLeaf.observe(store.current()));
+    return () => {
+      unsubscribe();
+    };
+  }, [store, sentLeaf]);
   const send = async (o: SendOptions) => {
     setError(null);
     scroll.stick();
     try {
-      const res = await client.sendMessage(sendRequest(conversationId, o, expectedLeaf(store.current(), sentLeaf.current)));
-      sentLeaf.current = res.assistantMessageId || null;
+      const res = await client.sendMessage(sendRequest(conversationId, o, sentLeaf.parent(store.current())));
+      sentLeaf.replied(store.current(), res.assistantMessageId);
       onChanged();
       return true;
     } catch (err) {
-      if (isLeafMoved(err)) sentLeaf.current = null;
+      if (isLeafMoved(err)) sentLeaf.refused();
       setError(errorMessage(err));
       return false;
     }

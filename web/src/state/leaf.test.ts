@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { initialState, type MessageState } from "@convo/client";
 import { sendRequest } from "../components/ConversationView";
-import { expectedLeaf } from "./leaf";
+import { SentLeaf, expectedLeaf } from "./leaf";
 
 const message = (id: string, comparisonId = "", slot = ""): MessageState => ({
   id,
@@ -39,6 +39,40 @@ describe("expectedLeaf", () => {
     expect(expectedLeaf(before, "r2")).toBe("r2");
     const after = stateOf(message("u1"), message("r1"), message("u2"), message("r2"), message("u3"), message("r3"));
     expect(expectedLeaf(after, "r2")).toBe("r3");
+  });
+});
+
+describe("SentLeaf", () => {
+  it("names this tab's reply until the state holds it, then the state's leaf: a regeneration, an edit, a switch or a clear after it", () => {
+    const u1 = message("u1");
+    const r1 = message("r1");
+    const u2 = message("u2");
+    const r2 = message("r2");
+    for (const [what, after] of [
+      ["a regeneration of the reply", stateOf(u1, r1, u2, message("r2b"))],
+      ["an edit of the message", stateOf(u1, r1, message("u2b"), message("r2c"))],
+      ["a switch to another version", stateOf(u1, message("r1b"))],
+      ["a clear", stateOf()],
+    ] as const) {
+      const leaf = new SentLeaf();
+      const before = stateOf(u1, r1);
+      expect(leaf.parent(before), what).toBe("r1");
+      leaf.replied(before, "r2");
+      expect(leaf.parent(before), what).toBe("r2"); // sent again before the stream brings it
+      leaf.observe(stateOf(u1, r1, u2, r2));
+      const want = after.messageIds.length ? after.messageIds[after.messageIds.length - 1] : "";
+      expect(leaf.parent(after), what).toBe(want);
+    }
+  });
+
+  it("forgets a reply the state already held when the send answered, and one the server refused", () => {
+    const held = stateOf(message("u1"), message("r1"));
+    const leaf = new SentLeaf();
+    leaf.replied(held, "r1");
+    expect(leaf.parent(stateOf(message("u1"), message("r1b")))).toBe("r1b");
+    leaf.replied(stateOf(), "r9");
+    leaf.refused();
+    expect(leaf.parent(held)).toBe("r1");
   });
 });
 
