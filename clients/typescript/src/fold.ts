@@ -679,15 +679,21 @@ export function activePromptIds(state: ConversationState): string[] {
  * (docs/branches.md): the last message of the active path, slot "a" of an
  * A/B comparison that ends it; "" before the first snapshot or for a
  * conversation without messages. It is what sendMessage's
- * parentMessageId names.
+ * parentMessageId names. A window that holds only slot "b" of the
+ * comparison that ends the path (a bounded snapshot or branchSwitched
+ * whose slot "a" did not fit) names slot "b", which the server takes for
+ * the pair: the leaf is never "" while the state holds a message.
  */
 export function activeLeaf(state: ConversationState): string {
   if (state.seq === null) return "";
-  for (let i = state.messageIds.length - 1; i >= 0; i--) {
-    const m = state.messages[state.messageIds[i]];
-    if (m && m.comparisonSlot !== "b") return m.id;
-  }
-  return "";
+  const last = state.messages[state.messageIds[state.messageIds.length - 1] ?? ""];
+  if (!last) return "";
+  if (last.comparisonSlot !== "b") return last.id;
+  const a = state.messageIds.find((id) => {
+    const m = state.messages[id];
+    return m.comparisonId === last.comparisonId && m.comparisonSlot === "a";
+  });
+  return a ?? last.id;
 }
 
 /** The versions of a message's turn: which one it is (from 0) and how many there are ("‹ index+1 / count ›"). */

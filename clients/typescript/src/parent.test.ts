@@ -61,6 +61,19 @@ describe("activeLeaf", () => {
     expect(s.messageIds.at(-1)).toBe(ab.messageIds[1]);
     expect(activeLeaf(s)).toBe(ab.messageIds[0]);
   });
+
+  it("is slot b when the window holds only it (slot a did not fit), which the server takes for the pair", () => {
+    const srv = new FakeServer();
+    answer(srv, srv.sendMessage("one").promptIds[0], "re: one");
+    const ab = srv.sendMessage("pick", { id: "cmp1", slots: ["a", "b"] });
+    answer(srv, ab.promptIds[0], "A".repeat(5000));
+    answer(srv, ab.promptIds[1], "B");
+    const snap = srv.getConversation();
+    const window = { ...snap, messages: snap.messages.slice(-1), olderPageToken: "older" };
+    const s = reduce(initialState("c1"), { type: "snapshot", snapshot: window });
+    expect(s.messageIds).toEqual([ab.messageIds[1]]);
+    expect(activeLeaf(s)).toBe(ab.messageIds[1]);
+  });
 });
 
 describe("sendMessage", () => {
