@@ -387,3 +387,71 @@ func TestLargeSwitchFold(t *testing.T) {
 		t.Error("the follower from before the switch received no bounded branchSwitched")
 	})
 }
+
+// TestSwitchForkBeforeWindowFold: a switch whose fork is older than a
+// follower's window, to a branch made before the window's messages,
+// comes as an event with every message after the fork and no token; the
+// follower's older pages (the old window's token) then hold, before that
+// window, messages the event brought. A fold that skips them, as
+// @convo/client's does, ends equal to GetConversation, on both feeds.
+func TestSwitchForkBeforeWindowFold(t *testing.T) {
+	t.Parallel()
+	forEachFeed(t, func(t *testing.T, feed string) {
+		ctx := context.Background()
+		tb := setup(t, setupOptions{feed: feed, snapshotBytes: 8192})
+		one := tb.send(t, tb.client, "", "one")
+		conv := one.ConversationId
+		tb.writeReply(t, one.PromptId, "re: one")
+		two := tb.send(t, tb.client, conv, "two")
+		tb.writeReply(t, two.PromptId, "re: two")
+		ed, err := tb.client.EditMessage(ctx, connect.NewRequest(&convov1.EditMessageRequest{
+			ConversationId: conv, MessageId: two.UserMessageId, Text: "deux",
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tb.writeReply(t, ed.Msg.PromptId, "re: deux")
+		// Back to "two", and 30 KB more on it: the window of a snapshot
+		// now starts after the branch of "deux" was made.
+		if _, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{
+			ConversationId: conv, MessageId: two.UserMessageId,
+		})); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			s := tb.send(t, tb.client, conv, "more "+strconv.Itoa(i))
+			tb.writeReply(t, s.PromptId, strings.Repeat("a long reply ", 230))
+		}
+		req := &convov1.StreamConversationRequest{ConversationId: conv, IncludeBranches: true}
+		sub := subscribe(t, tb.client, req)
+		if st := sub.waitSeq(t, tb.mark(t, conv), streamTimeout); st.older == "" || slices.ContainsFunc(st.messages, func(m *convov1.Message) bool { return m.Id == one.AssistantMessageId }) {
+			t.Fatalf("the snapshot holds %d messages, token %q: want a window after the fork", len(st.messages), st.older)
+		}
+
+		if _, err := tb.client.SwitchBranch(ctx, connect.NewRequest(&convov1.SwitchBranchRequest{
+			ConversationId: conv, MessageId: ed.Msg.UserMessageId,
+		})); err != nil {
+			t.Fatal(err)
+		}
+		seq := tb.mark(t, conv)
+		want := tb.state(t, conv)
+		st := sub.waitSeq(t, seq, streamTimeout)
+		if err := st.loadOlder(ctx, tb.client); err != nil {
+			t.Fatal(err)
+		}
+		if !st.equal(want) {
+			t.Errorf("the follower, with its older pages, differs from GetConversation: %s", st.diff(want))
+		}
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		var last *convov1.BranchSwitched
+		for _, r := range sub.received {
+			if b := r.GetEvent().GetBranchSwitched(); b != nil {
+				last = b
+			}
+		}
+		if last == nil || last.ForkMessageId != one.AssistantMessageId || last.OlderPageToken != "" || len(last.Messages) != 2 {
+			t.Errorf("the switch's event: %v; want fork %s, the 2 messages of \"deux\", no token", last, one.AssistantMessageId)
+		}
+	})
+}

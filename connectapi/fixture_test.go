@@ -92,7 +92,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) {
 		if o.snapshotBytes > 0 {
-			postgres.SetSnapshotBytes(c.ConnConfig, o.snapshotBytes)
+			postgres.SetSnapshotBytes(c, o.snapshotBytes)
 		}
 	})
 	store := postgres.New(pool)

@@ -235,7 +235,11 @@ func (f *folded) switchBranch(b *convov1.BranchSwitched) error {
 }
 
 // loadOlder pages in every message before the first held, with
-// ListMessages, as a client scrolling up does.
+// ListMessages, as a client scrolling up does, skipping the messages it
+// holds: after a branchSwitched whose fork was older than the window the
+// token is the old window's, and its pages hold the new path before that
+// window, which may include messages the event brought (a branch older
+// than the window's messages).
 func (f *folded) loadOlder(ctx context.Context, client convov1connect.ConversationServiceClient) error {
 	for pages := 0; f.older != ""; pages++ {
 		if pages > 1000 {
@@ -247,7 +251,13 @@ func (f *folded) loadOlder(ctx context.Context, client convov1connect.Conversati
 		if err != nil {
 			return err
 		}
-		f.messages = append(res.Msg.Messages, f.messages...)
+		var page []*convov1.Message
+		for _, m := range res.Msg.Messages {
+			if f.message(m.Id) == nil {
+				page = append(page, m)
+			}
+		}
+		f.messages = append(page, f.messages...)
 		f.older = res.Msg.NextPageToken
 	}
 	return nil

@@ -2,11 +2,13 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -72,6 +74,23 @@ func (s *Store) SwitchVersion(ctx context.Context, ownerID string, conversationI
 // convo._event_bytes reads. Give the Store's pool the bound its
 // streams' snapshots have, so that an event is never larger than a
 // snapshot; without it the bound is 256 KiB, the streams' default.
-func SetSnapshotBytes(cfg *pgx.ConnConfig, maxBytes int) {
-	cfg.RuntimeParams["convo.snapshot_bytes"] = strconv.Itoa(maxBytes)
+//
+// The setting is made once a connection is open (AfterConnect, after
+// any hook cfg had), not sent among the startup parameters: PgBouncer,
+// the session pooler docs/deploy.md allows in front of convo, refuses a
+// connection whose startup packet holds a parameter it does not know
+// ("unsupported startup parameter: convo.snapshot_bytes").
+func SetSnapshotBytes(cfg *pgxpool.Config, maxBytes int) {
+	before := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if before != nil {
+			if err := before(ctx, conn); err != nil {
+				return err
+			}
+		}
+		if err := dbq.New(conn).BranchSetEventBytes(ctx, strconv.Itoa(maxBytes)); err != nil {
+			return fmt.Errorf("set convo.snapshot_bytes: %w", err)
+		}
+		return nil
+	}
 }

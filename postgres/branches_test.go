@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
@@ -485,7 +487,7 @@ func TestLargeSwitchIsBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const bound = 4096
-	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c.ConnConfig, bound) })
+	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c, bound) })
 	tb := &testBundle{pool: pool, store: postgres.New(pool)}
 	tb.q = tb.store.Queries()
 
@@ -581,6 +583,52 @@ func (tb *testBundle) switched(t testing.TB, conversationID uuid.UUID) (s struct
 	return s
 }
 
+// TestSnapshotBytesAfterConnect: SetSnapshotBytes bounds every
+// connection of the pool, after the hook the configuration had, and puts
+// nothing among the startup parameters (PgBouncer, a session pooler
+// docs/deploy.md allows, refuses a connection whose startup packet holds
+// one it does not know: "unsupported startup parameter").
+func TestSnapshotBytesAfterConnect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var startup map[string]string
+	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) {
+		c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := conn.Exec(ctx, `SELECT set_config('application_name', 'earlier-hook', false)`)
+			return err
+		}
+		postgres.SetSnapshotBytes(c, 5000)
+		startup = maps.Clone(c.ConnConfig.RuntimeParams)
+	})
+	for k, v := range startup {
+		if strings.HasPrefix(k, "convo.") {
+			t.Errorf("startup parameter %s=%s: a pooler such as PgBouncer refuses the connection", k, v)
+		}
+	}
+	// Three connections at once: each was set up.
+	var conns []*pgxpool.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for i := range 3 {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var bytes int64
+		var app string
+		if err := c.QueryRow(ctx, `SELECT convo._event_bytes(), current_setting('application_name')`).Scan(&bytes, &app); err != nil {
+			t.Fatal(err)
+		}
+		if bytes != 5000 || app != "earlier-hook" {
+			t.Errorf("connection %d: convo._event_bytes() = %d, application_name %q; want 5000 and the earlier hook's", i, bytes, app)
+		}
+	}
+}
+
 // TestEventBytesDefault: without convo.snapshot_bytes a branchSwitched is
 // bounded as the streams' snapshots are by default.
 func TestEventBytesDefault(t *testing.T) {
@@ -592,5 +640,43 @@ func TestEventBytesDefault(t *testing.T) {
 	}
 	if got != stream.DefaultSnapshotBytes {
 		t.Errorf("convo._event_bytes() = %d without the setting; want stream.DefaultSnapshotBytes, %d", got, stream.DefaultSnapshotBytes)
+	}
+}
+
+// TestEventBytesRefusesGarbage: a convo.snapshot_bytes that is not a
+// whole number of bytes (set by hand) fails a change of path with an
+// error naming the setting, and writes nothing; surrounding blanks are
+// allowed.
+func TestEventBytesRefusesGarbage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	_, r := tb.turn(t, uuid.Nil, "one")
+	conn, err := tb.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	before := len(tb.events(t, r.conversationID))
+	for _, v := range []string{"abc", "-4096", "0", "4096 bytes", "99999999999999999999", "1e6"} {
+		if _, err := conn.Exec(ctx, `SELECT set_config('convo.snapshot_bytes', $1, false)`, v); err != nil {
+			t.Fatal(err)
+		}
+		_, err := conn.Exec(ctx, `SELECT * FROM convo.regenerate_reply('local', $1, $2, NULL)`, r.conversationID, r.messageID)
+		if err == nil || !strings.Contains(err.Error(), "convo.snapshot_bytes must be a whole number of bytes") || !strings.Contains(err.Error(), "(SQLSTATE 22023)") {
+			t.Errorf("convo.snapshot_bytes %q: regenerate_reply: %v; want 22023 naming convo.snapshot_bytes", v, err)
+		}
+	}
+	if after := len(tb.events(t, r.conversationID)); after != before {
+		t.Errorf("the refused regenerations wrote %d events", after-before)
+	}
+	for v, want := range map[string]int64{" 8192 ": 8192, "": 262144, "1": 1} {
+		if _, err := conn.Exec(ctx, `SELECT set_config('convo.snapshot_bytes', $1, false)`, v); err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		if err := conn.QueryRow(ctx, `SELECT convo._event_bytes()`).Scan(&got); err != nil || got != want {
+			t.Errorf("convo.snapshot_bytes %q: convo._event_bytes() = %d, %v; want %d", v, got, err, want)
+		}
 	}
 }

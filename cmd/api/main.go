@@ -382,7 +382,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("database url: %w", err)
 	}
 	// A branchSwitched carries at most a snapshot's worth of messages.
-	postgres.SetSnapshotBytes(poolConfig.ConnConfig, m.Config.SnapshotBytes)
+	postgres.SetSnapshotBytes(poolConfig, m.Config.SnapshotBytes)
 	// openPool opens a pool of at most size connections to dsn.
 	openPool := func(size int) (*pgxpool.Pool, error) {
 		cfg := poolConfig.Copy()

@@ -140,10 +140,24 @@ $$;
 -- _event_bytes bounds the messages a branchSwitched carries:
 -- convo.snapshot_bytes, which cmd/api sets to its snapshot size
 -- (CONVO_SNAPSHOT_BYTES) for the statements that change a path, or 256
--- KiB, the snapshot's default.
+-- KiB, the snapshot's default, when it is not set. A value that is not a
+-- whole number of bytes from 1 (set by hand, ALTER ROLE ... SET) raises
+-- 22023 naming the setting: read as a number it failed with a cast error
+-- that named nothing, or, negative, with "LIMIT must not be negative".
 CREATE OR REPLACE FUNCTION convo._event_bytes() RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(nullif(current_setting('convo.snapshot_bytes', true), '')::bigint, 262144)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_setting text := btrim(coalesce(current_setting('convo.snapshot_bytes', true), ''));
+BEGIN
+    IF v_setting = '' THEN
+        RETURN 262144;
+    END IF;
+    IF v_setting !~ '^[0-9]{1,15}$' OR v_setting::bigint < 1 THEN
+        RAISE EXCEPTION 'convo.snapshot_bytes must be a whole number of bytes, at least 1 (cmd/api sets it to CONVO_SNAPSHOT_BYTES), got "%"',
+            left(v_setting, 40) USING ERRCODE = '22023';
+    END IF;
+    RETURN v_setting::bigint;
+END;
 $$;
 
 -- _change_path makes the path down to p_new_leaf the conversation's active

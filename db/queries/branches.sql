@@ -23,3 +23,9 @@ SELECT convo.switch_branch(@owner_id::text, @conversation_id::uuid, @message_id:
 -- active leaf; see convo.switch_version.
 SELECT convo.switch_version(@owner_id::text, @conversation_id::uuid, @message_id::uuid,
                             @sibling_index::integer)::uuid AS leaf_message_id;
+
+-- name: BranchSetEventBytes :exec
+-- Sets this session's bound on the messages of a branchSwitched
+-- (convo.snapshot_bytes, read by convo._event_bytes); see
+-- postgres.SetSnapshotBytes.
+SELECT set_config('convo.snapshot_bytes', @max_bytes::text, false);

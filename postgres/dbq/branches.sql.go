@@ -12,6 +12,18 @@ import (
 	"github.com/google/uuid"
 )
 
+const branchSetEventBytes = `-- name: BranchSetEventBytes :exec
+SELECT set_config('convo.snapshot_bytes', $1::text, false)
+`
+
+// Sets this session's bound on the messages of a branchSwitched
+// (convo.snapshot_bytes, read by convo._event_bytes); see
+// postgres.SetSnapshotBytes.
+func (q *Queries) BranchSetEventBytes(ctx context.Context, maxBytes string) error {
+	_, err := q.db.Exec(ctx, branchSetEventBytes, maxBytes)
+	return err
+}
+
 const branchSwitch = `-- name: BranchSwitch :one
 SELECT convo.switch_branch($1::text, $2::uuid, $3::uuid)::uuid AS leaf_message_id
 `

@@ -81,7 +81,7 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 	}
 	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) {
 		if o.SnapshotBytes > 0 {
-			postgres.SetSnapshotBytes(c.ConnConfig, o.SnapshotBytes)
+			postgres.SetSnapshotBytes(c, o.SnapshotBytes)
 		}
 	})
 	store := postgres.New(pool)
