@@ -27,6 +27,7 @@ lint:
 bench:
 	go test -run '^$$' -bench 'AppendBlock|PromptClaim' -benchtime 2000x ./postgres/
 	go test -run '^$$' -bench Search -benchtime 10x ./postgres/
+	go test -run '^$$' -bench SwitchLongBranch -benchtime 20x ./postgres/
 	go run ./cmd/bench
 
 bench-peer:
