@@ -197,13 +197,7 @@ func postAGUIRefused(t *testing.T, tb *apitest.Bundle, in any, status int, code,
 func TestAGUIEditOlderThanSnapshot(t *testing.T) {
 	t.Parallel()
 	tb := apitest.Setup(t, apitest.Options{SnapshotBytes: 1}) // a snapshot holds the newest message only
-	reply := func(prompt uuid.UUID, text string) {
-		tb.StartPrompt(t, prompt)
-		b := tb.StartBlock(t, prompt, "text", "{}")
-		tb.AppendText(t, b, text)
-		tb.EndBlock(t, b)
-		tb.CompletePrompt(t, prompt)
-	}
+	reply := func(prompt uuid.UUID, text string) { textReply(t, tb, prompt, text) }
 	first := tb.Send(t, "local", uuid.Nil, "What is 6*7?")
 	thread := first.ConversationID
 	reply(first.PromptID, "42")
@@ -264,13 +258,7 @@ func TestAGUILargeSwitch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tb := apitest.Setup(t, apitest.Options{SnapshotBytes: 4096})
-	reply := func(prompt uuid.UUID, text string) {
-		tb.StartPrompt(t, prompt)
-		b := tb.StartBlock(t, prompt, "text", "{}")
-		tb.AppendText(t, b, text)
-		tb.EndBlock(t, b)
-		tb.CompletePrompt(t, prompt)
-	}
+	reply := func(prompt uuid.UUID, text string) { textReply(t, tb, prompt, text) }
 	first := tb.Send(t, "local", uuid.Nil, "What is 6*7?")
 	thread := first.ConversationID
 	reply(first.PromptID, "42")
@@ -306,4 +294,15 @@ func TestAGUILargeSwitch(t *testing.T) {
 	if len(got) == 0 || len(got) >= len(path)-2 || !reflect.DeepEqual(got, path[len(path)-len(got):]) {
 		t.Errorf("the switch's snapshot holds %v; want the latest few of the path %v", got, path)
 	}
+}
+
+// textReply has the test play the worker: prompt's reply is one text
+// block of text, completed.
+func textReply(t *testing.T, tb *apitest.Bundle, prompt uuid.UUID, text string) {
+	t.Helper()
+	tb.StartPrompt(t, prompt)
+	b := tb.StartBlock(t, prompt, "text", "{}")
+	tb.AppendText(t, b, text)
+	tb.EndBlock(t, b)
+	tb.CompletePrompt(t, prompt)
 }
