@@ -1,9 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } from "react";
 import { errorMessage, type ConvoClient } from "../api/client";
-import { isLeafMoved } from "@convo/client";
 import { stopReplies } from "../api/stop";
-import { SendMessageRequestSchema, activePromptIds, messageBlocks, type ConversationState } from "@convo/client";
+import { SendMessageRequestSchema, activePromptIds, isLeafMoved, messageBlocks, type ConversationState } from "@convo/client";
 import type { Event, MessageState, Preference } from "@convo/client";
 import { useConversation, type ClientToolRun, type PendingInput } from "@convo/react";
 import { clientTools } from "../api/clientTools";
