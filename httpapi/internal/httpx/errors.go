@@ -47,22 +47,20 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away: nobody reads the answer
 	}
+	f := wire.Classify(err)
 	var tooLarge *BodyTooLarge
 	if errors.As(err, &tooLarge) {
-		h := w.Header()
-		h.Set("Content-Type", "application/json")
-		h.Set("Cache-Control", "no-store")
-		w.WriteHeader(http.StatusRequestEntityTooLarge)
-		_ = json.NewEncoder(w).Encode(errorBody{Code: statuses[conversation.Invalid].name, Message: tooLarge.Error()})
-		return
+		f = wire.Failure{Code: conversation.Invalid, Message: tooLarge.Error()}
 	}
-	f := wire.Classify(err)
 	if f.Log {
 		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", f.Code, "err", err)
 	}
 	st, ok := statuses[f.Code]
 	if !ok {
 		st = statuses[conversation.Internal]
+	}
+	if tooLarge != nil {
+		st.status = http.StatusRequestEntityTooLarge // see BodyTooLarge
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
