@@ -82,24 +82,28 @@ LANGUAGE sql STABLE AS $$
      ORDER BY m.position DESC LIMIT 1
 $$;
 
--- _message_tail says where the latest messages of the active path before
--- p_before that fit in p_max_bytes begin (from_position), and whether
--- messages of the path before that remain (older): the bound of a
--- stream's snapshot, a ListMessages page and a large branchSwitched.
+-- _message_tail says where the latest messages of the active path after
+-- p_after and before p_before that fit in p_max_bytes begin
+-- (from_position), and whether messages of the path before that remain
+-- (older): the bound of a stream's snapshot and a ListMessages page
+-- (p_after -1: the whole path) and of a large branchSwitched (p_after
+-- its fork: the messages before it are not sent, so not sized).
 -- A message's size is its blocks' text, metadata and tool calls plus 256
 -- bytes, so that many small messages count too; only sizes are read, not
 -- the text itself (octet_length of a stored value reads its header). The
 -- newest message is always in, however large, and so is every message
 -- still being written (pending or processing) with every message after
 -- it. At most p_max_bytes / 256 + 1 messages (the most that can fit) are
--- sized. from_position is p_before when the path has no message before it.
-CREATE OR REPLACE FUNCTION convo._message_tail(p_conversation_id uuid, p_before bigint, p_max_bytes bigint)
+-- sized. from_position is p_before when the path has no message in the
+-- range.
+CREATE OR REPLACE FUNCTION convo._message_tail(p_conversation_id uuid, p_after bigint, p_before bigint, p_max_bytes bigint)
 RETURNS TABLE (from_position bigint, older boolean)
 LANGUAGE sql STABLE AS $$
     WITH newest AS (
       SELECT m.id, m.position
         FROM convo.messages m
-       WHERE m.conversation_id = p_conversation_id AND m.on_active_path AND m.position < p_before
+       WHERE m.conversation_id = p_conversation_id AND m.on_active_path
+         AND m.position > p_after AND m.position < p_before
        ORDER BY m.position DESC
        LIMIT p_max_bytes / 256 + 1
     ), sized AS (
@@ -117,7 +121,8 @@ LANGUAGE sql STABLE AS $$
                (SELECT min(position) FROM sized WHERE running <= p_max_bytes OR nth = 1),
                (SELECT min(m.position) FROM convo.messages m
                  WHERE m.conversation_id = p_conversation_id AND m.on_active_path
-                   AND m.position < p_before AND m.status IN ('pending', 'processing'))
+                   AND m.position > p_after AND m.position < p_before
+                   AND m.status IN ('pending', 'processing'))
              ), p_before) AS from_position
     )
     SELECT b.from_position,
@@ -190,10 +195,11 @@ BEGIN
        AND (m.on_active_path OR m.id = ANY (v_new))
        AND m.position > coalesce(v_fork.position, -1);
     -- The new path's messages after the fork, or the latest of them that
-    -- fit when some before those do not (the path's tail up to the fork
-    -- is the reader's already).
-    SELECT greatest(t.from_position, coalesce(v_fork.position, -1) + 1) INTO v_from
-      FROM convo._message_tail(p_conversation_id, 9223372036854775807, convo._event_bytes()) t;
+    -- fit when some before those do not (the path up to the fork is the
+    -- reader's already, and is not sized).
+    SELECT t.from_position INTO v_from
+      FROM convo._message_tail(p_conversation_id, coalesce(v_fork.position, -1), 9223372036854775807,
+                               convo._event_bytes()) t;
     IF EXISTS (SELECT 1 FROM convo.messages m
                 WHERE m.conversation_id = p_conversation_id AND m.on_active_path
                   AND m.position > coalesce(v_fork.position, -1) AND m.position < v_from) THEN

@@ -24,7 +24,7 @@ SELECT m.*, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.si
 -- that fit in max_bytes begin (from_position), and whether messages of it
 -- before that remain (older); see convo._message_tail.
 SELECT t.from_position::bigint AS from_position, t.older::boolean AS older
-  FROM convo._message_tail(@conversation_id::uuid, @before_position::bigint, @max_bytes::bigint) t;
+  FROM convo._message_tail(@conversation_id::uuid, -1, @before_position::bigint, @max_bytes::bigint) t;
 
 -- name: MessageGet :one
 -- The message, when its conversation belongs to owner_id.

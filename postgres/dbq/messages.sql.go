@@ -218,7 +218,7 @@ func (q *Queries) MessageSetFeedback(ctx context.Context, arg MessageSetFeedback
 
 const messageTail = `-- name: MessageTail :one
 SELECT t.from_position::bigint AS from_position, t.older::boolean AS older
-  FROM convo._message_tail($1::uuid, $2::bigint, $3::bigint) t
+  FROM convo._message_tail($1::uuid, -1, $2::bigint, $3::bigint) t
 `
 
 type MessageTailParams struct {
