@@ -3,9 +3,10 @@ package conformance
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/convo-dev/convo/internal/testwait"
 )
 
 // cutLock is the advisory lock that holds a cut batch's transaction open
@@ -98,7 +99,7 @@ func (run *scenarioRun) cutAfterCommit() {
 	if _, err := conn.Exec(ctx, `UPDATE conformance.cut_after_commit SET armed = true`); err != nil {
 		t.Fatalf("cutAfterCommit: arm: %v", err)
 	}
-	run.poll("a write_batch that appends text to wait for the cut (the reply streamed nothing more?)", func() bool {
+	testwait.For(t, "a write_batch that appends text to wait for the cut (the reply streamed nothing more?)", func() bool {
 		var waiting bool
 		// The batch's backend waits for cutLock (a one-part key: objid).
 		err := conn.QueryRow(ctx, `
@@ -113,7 +114,7 @@ SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_stat_activity a USING (pid)
 	})
 	run.proxy.DropFromServer()
 	unlock()
-	run.poll("the cut batch to commit", func() bool {
+	testwait.For(t, "the cut batch to commit", func() bool {
 		var armed bool
 		if err := conn.QueryRow(ctx, `SELECT armed FROM conformance.cut_after_commit`).Scan(&armed); err != nil {
 			t.Fatalf("cutAfterCommit: read the flag: %v", err)
@@ -135,19 +136,5 @@ func (run *scenarioRun) checkResent() {
 	}
 	if resent == 0 {
 		t.Errorf("cutAfterCommit: the runner never sent the cut batch (number %d) again: it must resend a batch whose answer it lost, unchanged", batch)
-	}
-}
-
-// poll calls cond until it holds, failing the scenario after
-// actionTimeout.
-func (run *scenarioRun) poll(what string, cond func() bool) {
-	t := run.t
-	t.Helper()
-	deadline := time.Now().Add(actionTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", actionTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
