@@ -145,3 +145,33 @@ LANGUAGE sql STABLE AS $$
                        FROM convo.tool_calls t WHERE t.block_id = b.id),
         'position', b.position))
 $$;
+
+-- convo._json_check applies convo's rule for stored JSON (the Go doors
+-- apply the same one, internal/jsonlimit): every number fits a 64-bit
+-- float (no overflow to infinity, no non-zero value that rounds to zero),
+-- and arrays and objects nest at most 64 levels. A value that breaks it
+-- raises CV003 naming p_field and the JSONPath of the value; a value that
+-- keeps it is returned as it is, so a writer wraps its argument:
+-- `convo._json_check(p_metadata, 'metadata')`. (U+0000, which jsonb
+-- cannot hold, never gets this far: PostgreSQL refuses it with 22P05.)
+CREATE OR REPLACE FUNCTION convo._json_check(p_value jsonb, p_field text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+DECLARE
+  bad jsonb;
+BEGIN
+  IF p_value IS NULL OR jsonb_typeof(p_value) NOT IN ('object', 'array', 'number') THEN
+    RETURN p_value;
+  END IF;
+  bad := jsonb_path_query_first(p_value,
+    'strict $.** ? (@.type() == "number" && (@ > 1.797693134862315807e308 || @ < -1.797693134862315807e308
+                    || (@ != 0 && @ < 2.4703282292062328e-324 && @ > -2.4703282292062328e-324)))');
+  IF bad IS NOT NULL THEN
+    RAISE EXCEPTION '%: number % is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)',
+      p_field, trim(to_char((bad #>> '{}')::numeric, '9.99EEEE')) USING ERRCODE = 'CV003';
+  END IF;
+  IF jsonb_path_exists(p_value, 'strict $.**{64 to last} ? (@.type() == "object" || @.type() == "array")') THEN
+    RAISE EXCEPTION '%: nested deeper than 64 levels', p_field USING ERRCODE = 'CV003';
+  END IF;
+  RETURN p_value;
+END
+$$;
