@@ -56,6 +56,9 @@ type AnswerInputParams struct {
 	// {"approved": bool, "reason": text}, {"output": text} or
 	// {"error": text}, {"answer": text}.
 	Answer json.RawMessage
+	// Field, when set, names the answer in the caller's request (e.g.
+	// "resume[1].payload") for AnswerInputs to name a refused one.
+	Field string
 }
 
 // ClaimInputParams claims a client tool's run for a claimant.

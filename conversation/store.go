@@ -202,6 +202,13 @@ type Store interface {
 	// for one answered already, expired or cancelled (the message names
 	// which); Invalid for an answer not of the request's kind or shape.
 	AnswerInput(ctx context.Context, p AnswerInputParams) (InputRequest, error)
+	// AnswerInputs answers several of the owner's pending input requests
+	// (one request of a protocol that carries several answers) all or
+	// nothing: in one transaction, so that when any answer is refused
+	// (each as AnswerInput would), none is recorded and no event is
+	// sent. It returns the requests as answered, in ps's order. The
+	// error of a refused answer is prefixed with its Field (when set).
+	AnswerInputs(ctx context.Context, ps []AnswerInputParams) ([]InputRequest, error)
 	// ClaimInput claims the owner's pending client_tool request for
 	// p.Claimant for p.Lease (whole seconds), when it is unclaimed, its
 	// claim lapsed or p.Claimant holds it (a renewal), and returns it as

@@ -129,12 +129,13 @@ func (a runAnswer) inputAnswer(kind conversation.InputKind) (*convov1.InputAnswe
 }
 
 // answer serves a RunAgentInput that answers the thread's input requests
-// (tool messages for frontend tools, resume entries for interrupts): each
-// answer whose request is pending is given with AnswerInput, and the
-// response is the resumed run of the answered prompt. An answer to a
-// request no longer pending (the first answer won, expired, cancelled) is
-// FailedPrecondition when the input answers no pending one, changing
-// nothing; a tool call of another thread, NotFound.
+// (tool messages for frontend tools, resume entries for interrupts): the
+// answers whose requests are pending are given together with
+// AnswerInputs, all or nothing (one refused, naming its field, records
+// none), and the response is the resumed run of the answered prompt. An
+// answer to a request no longer pending (the first answer won, expired,
+// cancelled) is skipped: FailedPrecondition when the input answers no
+// pending one, changing nothing; a tool call of another thread, NotFound.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, in *runInput) {
 	ctx := r.Context()
 	id := in.threadID
@@ -156,15 +157,16 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, i
 		requests[req.ToolCallID.String()] = req
 	}
 	var promptID string
-	var refused error
+	var answers []conversation.AnswerInputParams
+	var stale []runAnswer // answers to requests not pending
 	for _, a := range in.answers {
 		req, open := requests[a.toolCallID]
 		if !open || req.Status != conversation.InputPending {
-			if refused == nil {
-				refused = notPending(ctx, h, owner, a, req, open)
-			}
+			stale = append(stale, a)
 			continue
 		}
+		// Every answer is read before any is given: a malformed one
+		// refuses the input with nothing recorded.
 		pa, err := a.inputAnswer(req.Kind)
 		if err != nil {
 			h.srv.WriteError(w, r, err)
@@ -175,14 +177,18 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, i
 			h.srv.WriteError(w, r, err)
 			return
 		}
-		if _, err := h.srv.Store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: owner, ToolCallID: req.ToolCallID, Answer: answerJSON}); err != nil {
-			h.srv.WriteError(w, r, err)
-			return
-		}
+		answers = append(answers, conversation.AnswerInputParams{
+			OwnerID: owner, ToolCallID: req.ToolCallID, Answer: answerJSON, Field: a.field})
 		promptID = req.PromptID.String()
 	}
-	if promptID == "" {
-		h.srv.WriteError(w, r, refused)
+	if len(answers) == 0 {
+		a := stale[0] // in.answers is never empty here
+		req, open := requests[a.toolCallID]
+		h.srv.WriteError(w, r, notPending(ctx, h, owner, a, req, open))
+		return
+	}
+	if _, err := h.srv.Store.AnswerInputs(ctx, answers); err != nil {
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	runID := in.RunID

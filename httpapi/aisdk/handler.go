@@ -140,12 +140,13 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 // answer serves a useChat request that answers input requests: the
 // POST that addToolApprovalResponse or addToolOutput makes (its last
 // message the assistant's, with tool parts approval-responded,
-// output-available or output-error). Each part whose tool call's request
-// is pending is answered with AnswerInput; the response is the rest of
-// the reply, as it resumes, continuing the client's copy of it (no part
-// sent again). A request answered already (the first answer won),
-// expired or cancelled is FailedPrecondition, changing nothing, when the
-// request answers no pending one.
+// output-available or output-error). The parts whose tool calls'
+// requests are pending are answered together with AnswerInputs, all or
+// nothing (one refused, naming its part, records none); the response is
+// the rest of the reply, as it resumes, continuing the client's copy of
+// it (no part sent again). A part whose request is answered already (the
+// first answer won), expired or cancelled is skipped: FailedPrecondition,
+// changing nothing, when the request answers no pending one.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, req *chatRequest) {
 	ctx := r.Context()
 	// Subscribe before answering, so that no event of the resumed reply
@@ -161,7 +162,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 	targets := answerTargets(&st)
 	var reply *conversation.Message
 	answered := map[uuid.UUID]bool{}
-	var refused error
+	var answers []conversation.AnswerInputParams
+	var stale *conversation.AnswerInputParams // the first answer to a request not pending
 	for _, a := range req.answers {
 		t, ok := targets[a.toolCallID]
 		if !ok {
@@ -171,6 +173,8 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 		if t.request != nil {
 			kind = t.request.Kind
 		}
+		// Every part is read before any is answered: a malformed one
+		// refuses the request with nothing recorded.
 		pa, err := a.inputAnswer(kind)
 		if err != nil {
 			h.srv.WriteError(w, r, err)
@@ -181,26 +185,29 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 			h.srv.WriteError(w, r, err)
 			return
 		}
+		p := conversation.AnswerInputParams{OwnerID: owner, ToolCallID: t.callID, Answer: answerJSON, Field: a.field}
 		if t.request == nil || t.request.Status != conversation.InputPending {
-			// Not pending: the store says why (first answer won, expired,
-			// cancelled), unless a request of this one is answered below.
-			if refused == nil {
-				_, refused = h.srv.Store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: owner, ToolCallID: t.callID, Answer: answerJSON})
+			if stale == nil {
+				stale = &p
 			}
 			continue
 		}
-		if _, err := h.srv.Store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: owner, ToolCallID: t.callID, Answer: answerJSON}); err != nil {
-			h.srv.WriteError(w, r, err)
-			return
-		}
+		answers = append(answers, p)
 		answered[t.callID] = true
 		reply = t.message
 	}
 	if reply == nil {
-		if refused == nil {
-			refused = wire.Invalid(fmt.Sprintf("messages[%d]", len(req.Messages)-1), "answers no input request of this chat's replies")
+		var refused error = wire.Invalid(fmt.Sprintf("messages[%d]", len(req.Messages)-1), "answers no input request of this chat's replies")
+		if stale != nil {
+			// Not pending: the store says why (first answer won,
+			// expired, cancelled), changing nothing.
+			_, refused = h.srv.Store.AnswerInput(ctx, *stale)
 		}
 		h.srv.WriteError(w, r, refused)
+		return
+	}
+	if _, err := h.srv.Store.AnswerInputs(ctx, answers); err != nil {
+		h.srv.WriteError(w, r, err)
 		return
 	}
 	ur := continued(*reply, st.PendingInputs)
