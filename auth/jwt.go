@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -101,11 +102,17 @@ func newVerifier(methods []string, key jwt.Keyfunc, opts []Option) (*verifier, *
 // issues, far below what would cost anything to refuse.
 const maxToken = 8 << 10
 
+// registeredClaims are the claims of RFC 7519 §4.1, which the JWT library
+// reads into jwt.RegisteredClaims.
+var registeredClaims = []string{"exp", "nbf", "iat", "iss", "aud", "sub", "jti"}
+
 // checkStrict refuses what the JWT library lets through: a token longer
 // than maxToken, a "crit" header (RFC 7515 §4.1.11: a recipient that does
 // not understand a listed extension must refuse the token, and convo
-// understands none), and time claims that are not JSON numbers (RFC 7519
-// §4.1.4: NumericDate; the library also takes a numeric string).
+// understands none), time claims that are not JSON numbers (RFC 7519
+// §4.1.4: NumericDate; the library also takes a numeric string), and
+// claims whose names differ from a registered claim's only in case (see
+// checkClaimNames).
 func checkStrict(token string) error {
 	if len(token) > maxToken {
 		return invalid("token is longer than %d bytes", maxToken)
@@ -121,6 +128,9 @@ func checkStrict(token string) error {
 	if _, ok := header["crit"]; ok {
 		return invalid("crit header: no extension is understood, so the token is refused (RFC 7515)")
 	}
+	if err := checkClaimNames(claims); err != nil {
+		return err
+	}
 	for _, name := range []string{"exp", "nbf", "iat"} {
 		raw, ok := claims[name]
 		if !ok {
@@ -128,6 +138,29 @@ func checkStrict(token string) error {
 		}
 		if b := bytes.TrimSpace(raw); len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
 			return invalid("%s claim must be a number (seconds since 1970), got %s", name, b)
+		}
+	}
+	return nil
+}
+
+// checkClaimNames refuses a claim named like a registered claim but for
+// case ("EXP", "Sub", or "ſub" with U+017F, which folds to s). Claim names
+// are case-sensitive (RFC 7519 §4), while the library decodes claims with
+// encoding/json, which matches names case-insensitively: it would read
+// "EXP" as the expiry when there is no "exp" (passing none of the checks
+// above), and the later of "exp" and "EXP" when there are both. claims
+// holds the names exactly as sent (a map is decoded exactly).
+func checkClaimNames(claims map[string]json.RawMessage) error {
+	names := make([]string, 0, len(claims))
+	for name := range claims {
+		names = append(names, name)
+	}
+	slices.Sort(names) // the same token, the same refusal
+	for _, name := range names {
+		for _, r := range registeredClaims {
+			if name != r && strings.EqualFold(name, r) {
+				return invalid("claim %q is not the registered claim %q: claim names are case-sensitive (RFC 7519), and a case variant of a registered one is refused", name, r)
+			}
 		}
 	}
 	return nil

@@ -224,3 +224,63 @@ func TestJWKS(t *testing.T) {
 		t.Errorf("with the JWKS unreachable: err = %v, want an error that is not ErrInvalidToken", err)
 	}
 }
+
+// TestClaimCaseVariants signs, with HS256 and through a JWKS, tokens that
+// name a registered claim but for case, which the JWT library would read
+// as the claim (encoding/json matches names case-insensitively): a
+// string expiry under "EXP" and no "exp", a past "exp" beside a future
+// "EXP", a subject under "SUB" or "ſub" (U+017F folds to s), an issuer
+// and an audience under "ISS" and "Aud". Each is refused naming the
+// claim; an ordinary token, and one with unregistered claims of any
+// case, still pass.
+func TestClaimCaseVariants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	secret := "a-secret-of-at-least-32-bytes-long!!"
+	hs := NewHS256(secret)
+	srv := newJWKSServer(t)
+	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)
+	srv.add(rsaJWK("rsa", rsaKey))
+	jwks, err := NewJWKS(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type signer func(jwt.MapClaims) string
+	verifiers := map[string]struct {
+		v    Verifier
+		sign signer
+	}{
+		"HS256": {hs, func(c jwt.MapClaims) string { return sign(t, jwt.SigningMethodHS256, []byte(secret), "", c) }},
+		"JWKS":  {jwks, func(c jwt.MapClaims) string { return sign(t, jwt.SigningMethodRS256, rsaKey, "rsa", c) }},
+	}
+	future, past := time.Now().Add(time.Hour).Unix(), time.Now().Add(-time.Hour).Unix()
+	for vname, vs := range verifiers {
+		for name, c := range map[string]struct {
+			claims jwt.MapClaims
+			reason string
+		}{
+			"StringEXPNoExp":   {jwt.MapClaims{"sub": "alice", "EXP": fmt.Sprint(future)}, `claim "EXP" is not the registered claim "exp"`},
+			"PastExpFutureEXP": {jwt.MapClaims{"sub": "alice", "exp": past, "EXP": future}, `claim "EXP"`},
+			"FutureExpPastExp": {jwt.MapClaims{"sub": "alice", "exp": future, "Exp": past}, `claim "Exp"`},
+			"NbfVariant":       {with(valid("alice"), "NBF", future), `claim "NBF"`},
+			"SubVariant":       {with(valid("alice"), "SUB", "bob"), `claim "SUB"`},
+			"SubOnlyVariant":   {with(with(valid("alice"), "sub", nil), "Sub", "bob"), `claim "Sub"`},
+			"SubLongS":         {with(with(valid("alice"), "sub", nil), "\u017fub", "bob"), `is not the registered claim "sub"`},
+			"IssVariant":       {with(valid("alice"), "ISS", "https://id.example"), `claim "ISS"`},
+			"AudVariant":       {with(valid("alice"), "Aud", "convo"), `claim "Aud"`},
+			"IatVariant":       {with(valid("alice"), "IAT", "0"), `claim "IAT"`},
+			"JtiVariant":       {with(valid("alice"), "JTI", "x"), `claim "JTI"`},
+		} {
+			expectInvalid(t, vs.v, vname+"/"+name, vs.sign(c.claims), c.reason)
+		}
+		for name, claims := range map[string]jwt.MapClaims{
+			"Ordinary":      valid("alice"),
+			"AllRegistered": with(with(with(with(valid("alice"), "nbf", past), "iat", past), "jti", "t-1"), "aud", []string{"convo"}),
+			"OtherClaims":   with(with(valid("alice"), "Email", "a@example.com"), "ROLE", "admin"),
+		} {
+			if sub, err := vs.v.Verify(ctx, vs.sign(claims)); err != nil || sub != "alice" {
+				t.Errorf("%s/%s: %q, %v; want alice", vname, name, sub, err)
+			}
+		}
+	}
+}
