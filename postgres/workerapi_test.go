@@ -467,13 +467,13 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 				return err
 			}
 		}},
-		{"SendZeroWidthText", "CV003", "text must not be empty or only whitespace, control, zero-width or bidi", func(t *testing.T, tb *testBundle) func() error {
+		{"SendZeroWidthText", "CV003", "text must not be empty or only whitespace, control, zero-width, bidi", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
 				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "\u200b\u200c\u200d\u2060\ufeff", ModelConfigs: json.RawMessage(`[{}]`)})
 				return err
 			}
 		}},
-		{"SendBidiControlText", "CV003", "text must not be empty or only whitespace, control, zero-width or bidi", func(t *testing.T, tb *testBundle) func() error {
+		{"SendBidiControlText", "CV003", "text must not be empty or only whitespace, control, zero-width, bidi", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
 				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "\u202e\u2066\u200f \x1b", ModelConfigs: json.RawMessage(`[{}]`)})
 				return err
@@ -497,7 +497,7 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 				return tb.q.ConversationRename(ctx, dbq.ConversationRenameParams{OwnerID: "local", ID: r.conversationID, Title: "\x1b[2Jbell\a"})
 			}
 		}},
-		{"RenameTitleBidiOnly", "CV003", "title must not be empty or only whitespace, zero-width or bidi", func(t *testing.T, tb *testBundle) func() error {
+		{"RenameTitleBidiOnly", "CV003", "title must not be empty or only whitespace, zero-width, bidi", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.sendMessage(t, uuid.Nil, "mine")
 			return func() error {
 				return tb.q.ConversationRename(ctx, dbq.ConversationRenameParams{OwnerID: "local", ID: r.conversationID, Title: "\u202e\u2069"})

@@ -106,7 +106,7 @@ func checkVisible(field, value string, limit int) error {
 		return err
 	}
 	if !HasVisible(value) {
-		return Invalid(field, "must not be only whitespace, control, zero-width or bidi control characters: it shows nothing")
+		return Invalid(field, "must not be only whitespace, control, zero-width, bidi control or blank (U+2800, …) characters: it shows nothing")
 	}
 	return nil
 }

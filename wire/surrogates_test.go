@@ -52,12 +52,13 @@ func TestVisible(t *testing.T) {
 	for _, s := range []string{
 		"", " \t\r\n", "\u200b", "\u200b\u200c\u200d\u2060\ufeff", "\u200e\u200f", "\u202a\u202b\u202c\u202d\u202e",
 		"\u2066\u2067\u2068\u2069", "\x1b\x07\x7f", "\u0085\u00a0\u3000", "\u00ad", "\ufe0f", "\u3164\u115f", "\U000e0041",
+		"\u2800", "\u2800 \u2800", "\U0001d159",
 	} {
 		if HasVisible(s) {
 			t.Errorf("%+q: visible", s)
 		}
 	}
-	for _, s := range []string{"a", "\u200bx", " ☃ ", "👍", "\u202e\u0645", "1"} {
+	for _, s := range []string{"a", "\u200bx", " ☃ ", "👍", "\u202e\u0645", "1", "\u2800x", "\u2801"} {
 		if !HasVisible(s) {
 			t.Errorf("%+q: not visible", s)
 		}
@@ -81,6 +82,10 @@ func TestCheckTitle(t *testing.T) {
 		{"bell\a", true, "control characters"},
 		{"del\x7f", true, "control characters"},
 		{"c1\u0085", true, "control characters"},
+		{"two\u2028lines", true, "must not contain line or paragraph separators (U+2028 at character 4)"},
+		{"two\u2029paragraphs", true, "line or paragraph separators (U+2029"},
+		{"\u2800", true, "shows nothing"},
+		{"\u2800 Plans", true, ""},
 		{"\u200b\u200b", false, "shows nothing"},
 		{"\u202e", true, "shows nothing"},
 		{"   ", false, "shows nothing"},

@@ -137,21 +137,22 @@ func DecodePageToken(field, token string) (*conversation.PageCursor, error) {
 
 // CheckMessageText checks a user's message as SendMessage does (required,
 // at most MaxMessageText characters, no NUL, and something visible: not
-// only whitespace, control, zero-width or bidi control characters; see
-// Invisible). The error is Invalid and names field.
+// only whitespace, control, zero-width, bidi control or blank characters
+// such as U+2800; see Invisible). The error is Invalid and names field.
 func CheckMessageText(field, text string) error {
 	if err := CheckText(field, text, true, MaxMessageText); err != nil {
 		return err
 	}
 	if !HasVisible(text) {
-		return Invalid(field, "must not be only whitespace, control, zero-width or bidi control characters: it shows nothing")
+		return Invalid(field, "must not be only whitespace, control, zero-width, bidi control or blank (U+2800, …) characters: it shows nothing")
 	}
 	return nil
 }
 
 // CheckTitle checks a conversation's title, in every protocol: valid
 // UTF-8, at most MaxTitle characters, one line of text (no control
-// character: no CR, LF, TAB, ESC, BEL, DEL nor C1 control), and, unless
+// character: no CR, LF, TAB, ESC, BEL, DEL nor C1 control; no line or
+// paragraph separator, U+2028 or U+2029), and, unless
 // empty, something visible (see Invisible); required refuses the empty
 // title. The error is Invalid and names field. convo._check_title applies
 // the same rule in the database.
@@ -160,12 +161,15 @@ func CheckTitle(field, title string, required bool) error {
 		return err
 	}
 	for i, r := range []rune(title) {
-		if unicode.Is(unicode.Cc, r) {
+		switch {
+		case unicode.Is(unicode.Cc, r):
 			return Invalid(field, "must not contain control characters (U+%04X at character %d): a title is one line of text", r, i+1)
+		case unicode.In(r, unicode.Zl, unicode.Zp):
+			return Invalid(field, "must not contain line or paragraph separators (U+%04X at character %d): a title is one line of text", r, i+1)
 		}
 	}
 	if title != "" && !HasVisible(title) {
-		return Invalid(field, "must not be only whitespace, zero-width or bidi control characters: it shows nothing")
+		return Invalid(field, "must not be only whitespace, zero-width, bidi control or blank (U+2800, …) characters: it shows nothing")
 	}
 	return nil
 }
@@ -174,12 +178,22 @@ func CheckTitle(field, title string, required bool) error {
 // control character (Cc), a format character (Cf: the zero-width
 // characters U+200B–U+200D, U+2060 and U+FEFF, the bidi controls U+200E,
 // U+200F, U+202A–U+202E and U+2066–U+2069, the soft hyphen, …), a
-// variation selector, or another default-ignorable code point (Hangul
-// fillers, tag characters, …). convo._has_visible in the database uses
-// the same set.
+// variation selector, another default-ignorable code point (Hangul
+// fillers, tag characters, …), or a symbol drawn blank (see blank).
+// convo._has_visible in the database uses the same set, and so does the
+// TypeScript client's showsSomething.
 func Invisible(r rune) bool {
 	return unicode.In(r, unicode.White_Space, unicode.Cc, unicode.Cf, unicode.Z,
-		unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
+		unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point, blank)
+}
+
+// blank are the symbols that fonts draw as nothing though Unicode counts
+// them as graphic: U+2800 BRAILLE PATTERN BLANK and U+1D159 MUSICAL SYMBOL
+// NULL NOTEHEAD, the two blank characters outside the sets above that
+// pass for empty text.
+var blank = &unicode.RangeTable{
+	R16: []unicode.Range16{{Lo: 0x2800, Hi: 0x2800, Stride: 1}},
+	R32: []unicode.Range32{{Lo: 0x1D159, Hi: 0x1D159, Stride: 1}},
 }
 
 // HasVisible reports whether s has a character that is not Invisible.

@@ -443,6 +443,9 @@ func TestTextMustShowSomething(t *testing.T) {
 		// variation selector: default-ignorable, as the web app's editor
 		// and composer count them too (showsSomething).
 		"Ignorable": `\u00ad\u034f\u3164\u115f\ufe0f`,
+		// Symbols drawn blank: U+2800 BRAILLE PATTERN BLANK, U+1D159
+		// MUSICAL SYMBOL NULL NOTEHEAD (a surrogate pair in JSON).
+		"Blank": `\u2800\u2800 \ud834\udd59`,
 	}
 	type refusal struct{ name, path, body, field string }
 	var cases []refusal
@@ -456,7 +459,7 @@ func TestTextMustShowSomething(t *testing.T) {
 			refusal{"RenameTitle" + name, rpc + "RenameConversation", `{"conversationId":"` + conv + `","title":"` + text + `"}`, "title"},
 		)
 	}
-	for name, title := range map[string]string{"CRLF": `two\r\nlines`, "Tab": `a\tb`, "Escape": `\u001b[2Jred`, "Bell": `ding\u0007`, "Delete": `x\u007f`, "C1": `x\u0085`} {
+	for name, title := range map[string]string{"CRLF": `two\r\nlines`, "Tab": `a\tb`, "Escape": `\u001b[2Jred`, "Bell": `ding\u0007`, "Delete": `x\u007f`, "C1": `x\u0085`, "LineSeparator": `two\u2028lines`, "ParagraphSeparator": `two\u2029paragraphs`} {
 		cases = append(cases,
 			refusal{"CreateTitle" + name, rpc + "CreateConversation", `{"title":"` + title + `"}`, "title"},
 			refusal{"RenameTitle" + name, rpc + "RenameConversation", `{"conversationId":"` + conv + `","title":"` + title + `"}`, "title"},

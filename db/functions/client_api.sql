@@ -46,12 +46,14 @@ $$;
 -- control characters (Cc), format characters (Cf: the zero-width
 -- characters U+200B-U+200D, U+2060, U+FEFF, the bidi controls U+200E,
 -- U+200F, U+202A-U+202E, U+2066-U+2069, the soft hyphen, ...), variation
--- selectors and the other default-ignorable code points (Hangul fillers,
--- tag characters, ...). wire.Invisible (wire/validate.go) is the same set:
--- TestVisibleAsInGo checks that the two agree on every code point.
+-- selectors, the other default-ignorable code points (Hangul fillers,
+-- tag characters, ...), and the blank symbols U+2800 (BRAILLE PATTERN
+-- BLANK) and U+1D159 (MUSICAL SYMBOL NULL NOTEHEAD). wire.Invisible
+-- (wire/validate.go) is the same set: TestVisibleAsInGo checks that the
+-- two agree on every code point.
 CREATE OR REPLACE FUNCTION convo._invisible() RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT '\u0001-\u0020\u007F-\u00A0\u00AD\u034F\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u115F-\u1160\u1680\u17B4-\u17B5\u180B-\u180F\u2000-\u200F\u2028-\u202F\u205F-\u206F\u3000\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFB\U000110BD\U000110CD\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D173-\U0001D17A\U000E0000-\U000E0FFF'::text
+    SELECT '\u0001-\u0020\u007F-\u00A0\u00AD\u034F\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u115F-\u1160\u1680\u17B4-\u17B5\u180B-\u180F\u2000-\u200F\u2028-\u202F\u205F-\u206F\u2800\u3000\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFB\U000110BD\U000110CD\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D159\U0001D173-\U0001D17A\U000E0000-\U000E0FFF'::text
 $$;
 
 -- _has_visible reports whether p_text has a character that shows
@@ -78,21 +80,21 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- _check_title raises CV003 unless the title is 1 to 200 characters of one
--- line (no control character: CR, LF, TAB, ESC, BEL, DEL, C1) with
--- something visible, or empty when allowed. wire.CheckTitle is the same
--- rule.
+-- line (no control character: CR, LF, TAB, ESC, BEL, DEL, C1; no line or
+-- paragraph separator U+2028, U+2029) with something visible, or empty
+-- when allowed. wire.CheckTitle is the same rule.
 CREATE OR REPLACE FUNCTION convo._check_title(p_title text, p_allow_empty boolean) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
     IF p_title IS NULL OR (NOT p_allow_empty AND p_title = '') THEN
         RAISE EXCEPTION 'title must not be empty' USING ERRCODE = 'CV003';
     END IF;
-    IF p_title ~ '[\u0001-\u001F\u007F-\u009F]' THEN
-        RAISE EXCEPTION 'title must not contain control characters (CR, LF, TAB, ESC, ...): a title is one line of text'
+    IF p_title ~ '[\u0001-\u001F\u007F-\u009F\u2028\u2029]' THEN
+        RAISE EXCEPTION 'title must not contain control characters (CR, LF, TAB, ESC, ...) or line or paragraph separators (U+2028, U+2029): a title is one line of text'
             USING ERRCODE = 'CV003';
     END IF;
     IF p_title <> '' AND NOT convo._has_visible(p_title) THEN
-        RAISE EXCEPTION 'title must not be empty or only whitespace, zero-width or bidi control characters'
+        RAISE EXCEPTION 'title must not be empty or only whitespace, zero-width, bidi control or blank (U+2800, ...) characters'
             USING ERRCODE = 'CV003';
     END IF;
     IF length(p_title) > 200 THEN
@@ -234,7 +236,7 @@ DECLARE
     v_prompts    uuid[] := '{}';
 BEGIN
     IF p_text IS NULL OR NOT convo._has_visible(p_text) THEN
-        RAISE EXCEPTION 'send_message: text must not be empty or only whitespace, control, zero-width or bidi control characters'
+        RAISE EXCEPTION 'send_message: text must not be empty or only whitespace, control, zero-width, bidi control or blank (U+2800, ...) characters'
             USING ERRCODE = 'CV003';
     END IF;
     IF jsonb_typeof(p_model_configs) IS DISTINCT FROM 'array'
@@ -484,7 +486,7 @@ DECLARE
     v_prompt    convo.prompts;
 BEGIN
     IF p_text IS NULL OR NOT convo._has_visible(p_text) THEN
-        RAISE EXCEPTION 'edit_message: text must not be empty or only whitespace, control, zero-width or bidi control characters'
+        RAISE EXCEPTION 'edit_message: text must not be empty or only whitespace, control, zero-width, bidi control or blank (U+2800, ...) characters'
             USING ERRCODE = 'CV003';
     END IF;
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN

@@ -8,13 +8,14 @@
  * in PostgreSQL's notation: white space, control characters, format
  * characters (the zero-width U+200B–U+200D, U+2060, U+FEFF, the bidi
  * controls, the soft hyphen, …), variation selectors and the other
- * default-ignorable code points (Hangul fillers, tag characters, …). It is
+ * default-ignorable code points (Hangul fillers, tag characters, …), and
+ * the blank symbols U+2800 (braille pattern blank) and U+1D159. It is
  * convo._invisible of db/functions/client_api.sql character for character
  * (the web app's editing.test.tsx checks it), which the server's Go check (wire.Invisible)
  * agrees with on every code point.
  */
 export const invisibleRanges =
-  "\\u0001-\\u0020\\u007F-\\u00A0\\u00AD\\u034F\\u0600-\\u0605\\u061C\\u06DD\\u070F\\u0890-\\u0891\\u08E2\\u115F-\\u1160\\u1680\\u17B4-\\u17B5\\u180B-\\u180F\\u2000-\\u200F\\u2028-\\u202F\\u205F-\\u206F\\u3000\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF0-\\uFFFB\\U000110BD\\U000110CD\\U00013430-\\U0001343F\\U0001BCA0-\\U0001BCA3\\U0001D173-\\U0001D17A\\U000E0000-\\U000E0FFF";
+  "\\u0001-\\u0020\\u007F-\\u00A0\\u00AD\\u034F\\u0600-\\u0605\\u061C\\u06DD\\u070F\\u0890-\\u0891\\u08E2\\u115F-\\u1160\\u1680\\u17B4-\\u17B5\\u180B-\\u180F\\u2000-\\u200F\\u2028-\\u202F\\u205F-\\u206F\\u2800\\u3000\\u3164\\uFE00-\\uFE0F\\uFEFF\\uFFA0\\uFFF0-\\uFFFB\\U000110BD\\U000110CD\\U00013430-\\U0001343F\\U0001BCA0-\\U0001BCA3\\U0001D159\\U0001D173-\\U0001D17A\\U000E0000-\\U000E0FFF";
 
 // A character outside the set (NUL too shows nothing; the server refuses
 // it in any text), in JavaScript's notation of astral code points.

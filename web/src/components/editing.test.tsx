@@ -31,7 +31,7 @@ describe("the rule of empty text", () => {
 
 describe("MessageEditor", () => {
   it("disables Save for text that shows nothing: zero-width, bidi controls, whitespace", () => {
-    for (const t of ["", "   ", "\u200b", "\u200b\u200c\u200d\u2060\ufeff", " \u200e\u202e\n", "\u3164"]) {
+    for (const t of ["", "   ", "\u200b", "\u200b\u200c\u200d\u2060\ufeff", " \u200e\u202e\n", "\u3164", "\u2800\u2800"]) {
       expect(saveDisabled(t), JSON.stringify(t)).toBe(true);
     }
   });
