@@ -108,9 +108,14 @@ BEGIN
     CASE v_kind
     WHEN 'append' THEN
         v_block_id := convo._batch_uuid(p_op, 'block');
-        IF jsonb_typeof(p_op->'seq') IS DISTINCT FROM 'number' THEN
-            RAISE EXCEPTION 'write_batch: op "append" needs "seq", the number of this append to its block (1, 2, 3, …)'
-                USING ERRCODE = 'CV003';
+        -- A whole number from 1: a seq below 1 would pass for a retry of
+        -- an append applied already (applied, doing nothing), and a
+        -- fraction would be rounded.
+        IF jsonb_typeof(p_op->'seq') IS DISTINCT FROM 'number'
+           OR (CASE WHEN p_op->>'seq' ~ '^[0-9]{1,10}$' THEN (p_op->>'seq')::bigint NOT BETWEEN 1 AND 2147483647
+                    ELSE true END) THEN
+            RAISE EXCEPTION 'write_batch: op "append" needs "seq", the number of this append to its block (a whole number: 1, 2, 3, …), got %',
+                coalesce((p_op->'seq')::text, 'nothing') USING ERRCODE = 'CV003';
         END IF;
         v_seq := (p_op->>'seq')::integer;
         PERFORM convo._batch_owner(p_prompt_id, v_block_id, NULL);

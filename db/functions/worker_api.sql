@@ -583,6 +583,12 @@ DECLARE
     v_prompt_status   text;
     v_count           integer;
 BEGIN
+    -- Appends are numbered from 1: a delta_seq below would pass for a
+    -- retry of an append applied already, doing nothing.
+    IF append_block.delta_seq < 1 THEN
+        RAISE EXCEPTION 'append_block: delta_seq must be 1 or more (the number of this append to its block: 1, 2, 3, …), got %',
+            append_block.delta_seq USING ERRCODE = 'CV003';
+    END IF;
     -- The block's immutable columns need no lock.
     SELECT b.conversation_id, b.prompt_id, b.message_id
       INTO v_conversation_id, v_prompt_id, v_message_id
