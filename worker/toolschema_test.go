@@ -150,3 +150,21 @@ func TestHostileParametersRefusedAtDeclaration(t *testing.T) {
 		t.Errorf("recursive schema: %v", err)
 	}
 }
+
+// TestHostileOutputSchemaRefusedAtDeclaration: a client tool's
+// OutputSchema over the declaration budget is refused by NewTools, naming
+// the limit, as request_input would refuse it.
+func TestHostileOutputSchemaRefusedAtDeclaration(t *testing.T) {
+	t.Parallel()
+	entries := make([]string, 200_000)
+	for i := range entries {
+		entries[i] = strconv.Itoa(i)
+	}
+	_, err := NewTools(Tool{Name: "pick", OutputSchema: json.RawMessage(`{"enum":[` + strings.Join(entries, ",") + `]}`)})
+	if err == nil || !strings.Contains(err.Error(), "tool pick: invalid OutputSchema: over the schema size limit") {
+		t.Fatalf("NewTools: %v, want the size limit named", err)
+	}
+	if _, err := NewTools(Tool{Name: "pick", OutputSchema: json.RawMessage(`{"enum":[1,2,3]}`)}); err != nil {
+		t.Fatalf("NewTools of an ordinary OutputSchema: %v", err)
+	}
+}
