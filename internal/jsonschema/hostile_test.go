@@ -243,3 +243,42 @@ func BenchmarkValidateIntegers(b *testing.B) {
 		}
 	}
 }
+
+// TestValidateConcurrently: validations of one schema at once each have
+// their own meter: one stopped at its budget or cancelled leaves the
+// others' verdicts as they are.
+func TestValidateConcurrently(t *testing.T) {
+	t.Parallel()
+	s := compileRaw(t, `{"type":"array","items":{"anyOf":[{"type":"integer"},{"$ref":"#/$defs/d0"}]},`+
+		strings.TrimPrefix(chain("anyOf", 25), `{"$ref":"#/$defs/d0",`))
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	errs := make(chan error, 24)
+	for i := range 24 {
+		go func() {
+			switch i % 3 {
+			case 0: // integers: the first alternative, cheap
+				if err := Validate(context.Background(), s, []byte(`[1,2,3]`)); err != nil {
+					errs <- fmt.Errorf("cheap value: %w", err)
+					return
+				}
+			case 1: // a number that is not an integer: the chain, to the budget
+				if err := Validate(context.Background(), s, []byte(`[1.5]`)); !errors.Is(err, ErrBudget) {
+					errs <- fmt.Errorf("expensive value: %v, want ErrBudget", err)
+					return
+				}
+			case 2:
+				if err := Validate(cancelled, s, []byte(`[1.5]`)); !errors.Is(err, context.Canceled) {
+					errs <- fmt.Errorf("cancelled: %v, want context.Canceled", err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 24 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
