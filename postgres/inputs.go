@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/jsonlimit"
 	"github.com/convo-dev/convo/internal/jsonschema"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -65,10 +67,24 @@ func inputRequestFromRow(r dbq.ConvoInputRequest) conversation.InputRequest {
 }
 
 // checkOutput checks a client tool's output against the output schema
-// of its request, if it has one: the output must be JSON, of the schema.
-// (convo.answer_input checks only the schema's top-level type; the whole
-// schema is checked here, before it.) Any other answer, or a request
-// that is not the owner's, is left to convo.answer_input.
+// of its request, if it has one, cheapest check first (convo.answer_input
+// checks only the schema's top-level type; the whole schema is checked
+// here, before it):
+//
+//  1. one read of the request (InputAnswerable): a request that is not
+//     the owner's, or that can no longer be answered (answered, expired,
+//     cancelled), is left to convo.answer_input, which refuses it
+//     without any output being validated, however expensive its schema;
+//  2. the output must keep jsonlimit's rule (numbers within float64's
+//     range, nesting at most jsonlimit.MaxDepth), checked in one pass;
+//  3. the schema is compiled within the declaration budget
+//     (jsonschema.Declare) and the output validated with ctx, within
+//     the validation's budget.
+//
+// A schema that does not compile or is over the declaration budget (one
+// stored before the budget) cannot hold the output: it is logged and
+// skipped, and the top-level type check of convo.answer_input still
+// applies. Any other answer is left to convo.answer_input.
 func (s *Store) checkOutput(ctx context.Context, p conversation.AnswerInputParams) error {
 	var answer struct {
 		Output *string `json:"output"`
@@ -76,25 +92,30 @@ func (s *Store) checkOutput(ctx context.Context, p conversation.AnswerInputParam
 	if json.Unmarshal(p.Answer, &answer) != nil || answer.Output == nil {
 		return nil
 	}
-	raw, err := s.q.InputOutputSchema(ctx, dbq.InputOutputSchemaParams{ToolCallID: p.ToolCallID, OwnerID: p.OwnerID})
+	row, err := s.q.InputAnswerable(ctx, dbq.InputAnswerableParams{ToolCallID: p.ToolCallID, OwnerID: p.OwnerID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
-		return translate(err, "read the output schema of input request "+p.ToolCallID.String())
+		return translate(err, "read input request "+p.ToolCallID.String())
 	}
-	doc, err := jsonschema.Decode(raw)
-	if err != nil {
-		return fmt.Errorf("decode the output schema of input request %s: %w", p.ToolCallID, err)
-	}
-	schema, err := jsonschema.Compile("output:"+p.ToolCallID.String(), doc)
-	if err != nil {
-		// The worker asked with a schema that does not compile: the
-		// output cannot be held to it, and the top-level type check of
-		// convo.answer_input still applies.
+	if !row.Answerable || row.OutputSchema == nil {
 		return nil
 	}
-	if err := jsonschema.Validate(schema, []byte(*answer.Output)); err != nil {
+	output := []byte(*answer.Output)
+	if err := jsonlimit.Check(output); err != nil && !jsonlimit.IsSyntax(err) {
+		return conversation.Errorf(conversation.Invalid, "answer.output: %v", err)
+	}
+	schema, err := jsonschema.Declare("output:"+p.ToolCallID.String(), row.OutputSchema)
+	if err != nil {
+		slog.WarnContext(ctx, "input request's output schema is not checked: it does not compile within the declaration budget",
+			"tool_call_id", p.ToolCallID, "err", err)
+		return nil
+	}
+	if err := jsonschema.Validate(ctx, schema, output); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
 		return conversation.Errorf(conversation.Invalid, "answer.output: does not match the client tool's output schema: %v", err)
 	}
 	return nil

@@ -24,7 +24,7 @@ var errWaiting = errors.New("the prompt waits for input")
 // not wait: it fails at once, as any call does.
 func (r *run) pauseFor(name string, input json.RawMessage) (string, json.RawMessage, *time.Time) {
 	tool, ok := r.p.cfg.Tools.lookup(name)
-	if !ok || validateArgs(tool.schema, input) != nil {
+	if !ok || validateArgs(r.ctx, tool.schema, input) != nil {
 		return "", nil, nil
 	}
 	kind, request := tool.pause(input)

@@ -86,7 +86,7 @@ func (r *run) callTool(c *pendingCall) (string, error) {
 	if !ok {
 		return "", fmt.Errorf("there is no tool called %q", c.name)
 	}
-	if err := validateArgs(tool.schema, c.input); err != nil {
+	if err := validateArgs(r.ctx, tool.schema, c.input); err != nil {
 		return "", fmt.Errorf("invalid arguments: %w", err)
 	}
 	if tool.Run == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -140,7 +141,9 @@ type registeredTool struct {
 
 // NewTools returns a registry holding tools. It fails for an invalid name,
 // a duplicate name, a client tool (no Run) that needs approval, an
-// OutputSchema on a tool with Run or one that is not a JSON object, or
+// OutputSchema on a tool with Run, one that is not a JSON object or one
+// over the declaration budget (jsonschema.Declare: the error names the
+// limit), or
 // parameters that are not a valid JSON
 // schema of an object (the error says what is wrong and where).
 func NewTools(tools ...Tool) (*Tools, error) {
@@ -168,6 +171,13 @@ func (ts *Tools) Add(t Tool) error {
 		var v map[string]any
 		if err := json.Unmarshal(t.OutputSchema, &v); err != nil {
 			return fmt.Errorf("tool %s: OutputSchema is not a JSON object: %w", t.Name, err)
+		}
+		// Within the declaration budget, as request_input and the
+		// server's answer path hold it (a schema over it would be
+		// refused by the one and not applied by the other).
+		var over *jsonschema.LimitError
+		if _, err := jsonschema.Declare("output:"+t.Name, t.OutputSchema); errors.As(err, &over) {
+			return fmt.Errorf("tool %s: invalid OutputSchema: %w", t.Name, err)
 		}
 	}
 	if len(t.Parameters) == 0 {

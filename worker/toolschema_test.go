@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -18,7 +20,7 @@ func TestValidateArgs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func(doc string) error { return validateArgs(s, json.RawMessage(doc)) }
+		return func(doc string) error { return validateArgs(context.Background(), s, json.RawMessage(doc)) }
 	}
 	check := func(t *testing.T, validate func(string) error, valid []string, invalid map[string]string) {
 		t.Helper()
@@ -108,4 +110,61 @@ func TestValidateArgs(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestHostileParametersRefusedAtDeclaration: the schemas of the attack
+// run are refused when the tool is declared, the error naming the tool
+// and the limit; an ordinary recursive schema is not.
+func TestHostileParametersRefusedAtDeclaration(t *testing.T) {
+	t.Parallel()
+	run := func(context.Context, json.RawMessage, io.Writer) (string, error) { return "", nil }
+	chain := func(op string) string {
+		var defs []string
+		for i := range 20 {
+			defs = append(defs, fmt.Sprintf(`"d%d":{%q:[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, op, i+1, i+1))
+		}
+		defs = append(defs, `"d20":{"type":"string"}`)
+		return `{"type":"object","properties":{"x":{"$ref":"#/$defs/d0"}},"$defs":{` + strings.Join(defs, ",") + `}}`
+	}
+	entries := make([]string, 200_000)
+	for i := range entries {
+		entries[i] = strconv.Itoa(i)
+	}
+	alts := strings.Join(strings.Split("abcdefghijklmnop", ""), "|")
+	for name, tc := range map[string]struct{ schema, want string }{
+		"AnyOfChain":  {chain("anyOf"), "over the schema $ref expansion limit"},
+		"AllOfChain":  {chain("allOf"), "over the schema $ref expansion limit"},
+		"Pattern":     {`{"type":"object","properties":{"s":{"type":"string","pattern":"(` + alts + `){1,1000}z"}}}`, "over the schema pattern limit"},
+		"Enum":        {`{"type":"object","properties":{"n":{"enum":[` + strings.Join(entries, ",") + `]}}}`, "over the schema size limit"},
+		"Deep":        {`{"type":"object","properties":{"a":` + strings.Repeat(`{"type":"array","items":`, 40) + `{}` + strings.Repeat(`}`, 40) + `}}`, "over the schema depth limit"},
+		"HugeMinimum": {`{"type":"object","properties":{"n":{"minimum":1e999999}}}`, "over the schema JSON limit"},
+	} {
+		_, err := NewTools(Tool{Name: "t", Run: run, Parameters: json.RawMessage(tc.schema)})
+		if err == nil || !strings.HasPrefix(err.Error(), "tool t: invalid parameters schema: ") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+	recursive := `{"type":"object","properties":{"tree":{"$ref":"#/$defs/node"}},
+		"$defs":{"node":{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}}}`
+	if _, err := NewTools(Tool{Name: "t", Run: run, Parameters: json.RawMessage(recursive)}); err != nil {
+		t.Errorf("recursive schema: %v", err)
+	}
+}
+
+// TestHostileOutputSchemaRefusedAtDeclaration: a client tool's
+// OutputSchema over the declaration budget is refused by NewTools, naming
+// the limit, as request_input would refuse it.
+func TestHostileOutputSchemaRefusedAtDeclaration(t *testing.T) {
+	t.Parallel()
+	entries := make([]string, 200_000)
+	for i := range entries {
+		entries[i] = strconv.Itoa(i)
+	}
+	_, err := NewTools(Tool{Name: "pick", OutputSchema: json.RawMessage(`{"enum":[` + strings.Join(entries, ",") + `]}`)})
+	if err == nil || !strings.Contains(err.Error(), "tool pick: invalid OutputSchema: over the schema size limit") {
+		t.Fatalf("NewTools: %v, want the size limit named", err)
+	}
+	if _, err := NewTools(Tool{Name: "pick", OutputSchema: json.RawMessage(`{"enum":[1,2,3]}`)}); err != nil {
+		t.Fatalf("NewTools of an ordinary OutputSchema: %v", err)
+	}
 }

@@ -938,6 +938,19 @@ BEGIN
         RAISE EXCEPTION 'request_input: request.outputSchema must be a JSON object (a JSON Schema), got %',
             jsonb_typeof(p_request->'outputSchema') USING ERRCODE = 'CV003';
     END IF;
+    -- The bounds of a declared schema SQL can check cheaply (the Go
+    -- answer path applies the whole declaration budget, internal/jsonschema
+    -- Declare: MaxBytes, MaxDepth).
+    IF p_kind = 'client_tool' AND p_request ? 'outputSchema' THEN
+        IF octet_length((p_request->'outputSchema')::text) > 65536 THEN
+            RAISE EXCEPTION 'request_input: request.outputSchema is over the schema size limit: % bytes, at most 65536',
+                octet_length((p_request->'outputSchema')::text) USING ERRCODE = 'CV003';
+        END IF;
+        IF jsonb_path_exists(p_request->'outputSchema', 'strict $.**{32 to last} ? (@.type() == "object" || @.type() == "array")') THEN
+            RAISE EXCEPTION 'request_input: request.outputSchema is over the schema depth limit: nested deeper than 32 levels'
+                USING ERRCODE = 'CV003';
+        END IF;
+    END IF;
     IF p_kind = 'question' THEN
         IF jsonb_typeof(p_request->'question') IS DISTINCT FROM 'string' OR NOT convo._has_visible(p_request->>'question') THEN
             RAISE EXCEPTION 'request_input: request.question must be a text that shows something' USING ERRCODE = 'CV003';

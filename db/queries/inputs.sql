@@ -28,12 +28,14 @@ SELECT r.*
    AND t.status IN ('started', 'running')
  ORDER BY t.started_at, t.id;
 
--- name: InputOutputSchema :one
--- The output schema of the owner's client_tool request on tool_call_id
--- (no row: none, or not the owner's), which AnswerInput checks an output
--- against before convo.answer_input stores it.
-SELECT (r.request -> 'outputSchema')::jsonb AS output_schema
+-- name: InputAnswerable :one
+-- What AnswerInput checks before it validates an answer, in one read: an
+-- owner's input request on tool_call_id (no row: none, or not the
+-- owner's), whether it can still be answered (pending, not past its
+-- expiry: convo.answer_input refuses any other), and its output schema
+-- (a client_tool request's; NULL for none).
+SELECT (r.status = 'pending' AND (r.expires_at IS NULL OR r.expires_at > now()))::boolean AS answerable,
+       (CASE WHEN r.kind = 'client_tool' THEN r.request -> 'outputSchema' END)::jsonb AS output_schema
   FROM convo.input_requests r
   JOIN convo.conversations c ON c.id = r.conversation_id
- WHERE r.tool_call_id = @tool_call_id::uuid AND c.owner_id = @owner_id::text
-   AND r.kind = 'client_tool' AND r.request ? 'outputSchema';
+ WHERE r.tool_call_id = @tool_call_id::uuid AND c.owner_id = @owner_id::text;

@@ -2,10 +2,25 @@
 // tool's parameters (package worker) and a client tool's output (the
 // answers of pauses), on github.com/santhosh-tekuri/jsonschema/v6, with
 // errors that name the JSON path of each bad value.
+//
+// Two guards keep a schema from costing more than it should:
+//
+//   - Declare checks a schema's budget before it is compiled for use
+//     (budget.go): its size, depth, numbers, the size of its regular
+//     expressions and its $ref expansion. A schema over one is refused
+//     with a *LimitError naming the limit.
+//   - Validate meters the work of each validation (meter.go): it stops
+//     with ErrBudget past a bound on the subschemas it evaluates, and
+//     with the context's error when its context is done.
+//
+// Values are checked with jsonlimit's rule (numbers within float64's
+// range, nesting at most jsonlimit.MaxDepth) before the library sees
+// them, so no number ever costs big-number arithmetic.
 package jsonschema
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,31 +30,22 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/convo-dev/convo/internal/jsonlimit"
 )
 
-// Schema is a compiled schema.
-type Schema = jsonschema.Schema
-
-// Compile compiles doc, a decoded JSON schema of draft 2020-12 (or of the
-// draft its $schema names), known as name in errors. References may point
-// inside the schema ($defs, anchors) but never outside it: no file or
-// network is read.
-func Compile(name string, doc any) (*Schema, error) {
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.UseLoader(jsonschema.SchemeURLLoader{}) // no loader for any scheme: nothing outside the schema
-	loc := "urn:convo:schema:" + name
-	if err := c.AddResource(loc, doc); err != nil {
+// Decode decodes JSON as Compile and Validate want it (numbers kept
+// exact), after jsonlimit.Check: JSON the rule refuses (a number past
+// float64's range, nesting past jsonlimit.MaxDepth) is an error in one
+// linear pass, before any number is made exact.
+func Decode(raw []byte) (any, error) {
+	if err := jsonlimit.Check(raw); err != nil && !jsonlimit.IsSyntax(err) {
 		return nil, err
 	}
-	return c.Compile(loc)
-}
-
-// Decode decodes JSON as Compile and Validate want it (numbers kept
-// exact).
-func Decode(raw []byte) (any, error) {
+	// Bytes that are not JSON at all: the decoder says why, as before.
 	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 }
 
@@ -51,13 +57,20 @@ const maxErrors = 5
 
 // Validate checks raw JSON against s. The error names the JSON path of
 // each bad value (at most maxErrors, sorted), for example `$.unit: value
-// must be one of 'c', 'f'`; JSON that does not decode is an error too.
-func Validate(s *Schema, raw []byte) error {
+// must be one of 'c', 'f'`; JSON that does not decode, or that
+// jsonlimit's rule refuses, is an error too ("not JSON: …"). Validation
+// is metered: past its budget (see Budget) the error is ErrBudget, and
+// when ctx is done it is ctx's error (errors.Is works for both); either
+// stops the validation within a bounded amount of work.
+func Validate(ctx context.Context, s *Schema, raw []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	v, err := Decode(raw)
 	if err != nil {
 		return fmt.Errorf("not JSON: %w", err)
 	}
-	err = s.Validate(v)
+	err = s.validate(ctx, v, Budget(len(raw)))
 	var ve *jsonschema.ValidationError
 	if err == nil || !errors.As(err, &ve) {
 		return err
@@ -71,7 +84,13 @@ func Validate(s *Schema, raw []byte) error {
 			}
 			return
 		}
-		msgs = append(msgs, jsonPath(v, e.InstanceLocation)+": "+e.ErrorKind.LocalizedString(printer))
+		k := e.ErrorKind
+		if f, ok := k.(*kind.Format); ok {
+			// The metered schema names its formats after its nodes:
+			// the message says the format the schema asked for.
+			k = &kind.Format{Got: f.Got, Want: s.formatName(f.Want), Err: f.Err}
+		}
+		msgs = append(msgs, jsonPath(v, e.InstanceLocation)+": "+k.LocalizedString(printer))
 	}
 	walk(ve)
 	// The validator visits an object's properties in map order: sorted,

@@ -36,6 +36,36 @@ func (q *Queries) InputAnswer(ctx context.Context, arg InputAnswerParams) (json.
 	return input_request, err
 }
 
+const inputAnswerable = `-- name: InputAnswerable :one
+SELECT (r.status = 'pending' AND (r.expires_at IS NULL OR r.expires_at > now()))::boolean AS answerable,
+       (CASE WHEN r.kind = 'client_tool' THEN r.request -> 'outputSchema' END)::jsonb AS output_schema
+  FROM convo.input_requests r
+  JOIN convo.conversations c ON c.id = r.conversation_id
+ WHERE r.tool_call_id = $1::uuid AND c.owner_id = $2::text
+`
+
+type InputAnswerableParams struct {
+	ToolCallID uuid.UUID
+	OwnerID    string
+}
+
+type InputAnswerableRow struct {
+	Answerable   bool
+	OutputSchema json.RawMessage
+}
+
+// What AnswerInput checks before it validates an answer, in one read: an
+// owner's input request on tool_call_id (no row: none, or not the
+// owner's), whether it can still be answered (pending, not past its
+// expiry: convo.answer_input refuses any other), and its output schema
+// (a client_tool request's; NULL for none).
+func (q *Queries) InputAnswerable(ctx context.Context, arg InputAnswerableParams) (InputAnswerableRow, error) {
+	row := q.db.QueryRow(ctx, inputAnswerable, arg.ToolCallID, arg.OwnerID)
+	var i InputAnswerableRow
+	err := row.Scan(&i.Answerable, &i.OutputSchema)
+	return i, err
+}
+
 const inputClaim = `-- name: InputClaim :one
 SELECT convo._input_request_json(r)::jsonb AS input_request
   FROM convo.claim_input($1::text, $2::uuid, $3::text, $4::int) r
@@ -61,29 +91,6 @@ func (q *Queries) InputClaim(ctx context.Context, arg InputClaimParams) (json.Ra
 	var input_request json.RawMessage
 	err := row.Scan(&input_request)
 	return input_request, err
-}
-
-const inputOutputSchema = `-- name: InputOutputSchema :one
-SELECT (r.request -> 'outputSchema')::jsonb AS output_schema
-  FROM convo.input_requests r
-  JOIN convo.conversations c ON c.id = r.conversation_id
- WHERE r.tool_call_id = $1::uuid AND c.owner_id = $2::text
-   AND r.kind = 'client_tool' AND r.request ? 'outputSchema'
-`
-
-type InputOutputSchemaParams struct {
-	ToolCallID uuid.UUID
-	OwnerID    string
-}
-
-// The output schema of the owner's client_tool request on tool_call_id
-// (no row: none, or not the owner's), which AnswerInput checks an output
-// against before convo.answer_input stores it.
-func (q *Queries) InputOutputSchema(ctx context.Context, arg InputOutputSchemaParams) (json.RawMessage, error) {
-	row := q.db.QueryRow(ctx, inputOutputSchema, arg.ToolCallID, arg.OwnerID)
-	var output_schema json.RawMessage
-	err := row.Scan(&output_schema)
-	return output_schema, err
 }
 
 const inputRequestListOpen = `-- name: InputRequestListOpen :many
