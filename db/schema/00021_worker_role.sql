@@ -66,15 +66,12 @@ $$;
 -- block_position. CV001 unless worker holds the prompt.
 -- +goose StatementBegin
 CREATE FUNCTION convo.worker_context(prompt_id uuid, worker text)
-RETURNS TABLE (message_id uuid, role text, block_type text, content text, metadata jsonb,
-               tool_call_id uuid, tool_name text, tool_input jsonb, tool_status text, tool_output text,
-               tool_error text, message_position bigint, block_position integer)
+RETURNS SETOF convo.prompt_context
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     PERFORM convo._held_prompt(worker_context.prompt_id, worker_context.worker, 'worker_context');
     RETURN QUERY
-    SELECT c.message_id, c.role, c.block_type, c.content, c.metadata, c.tool_call_id, c.tool_name,
-           c.tool_input, c.tool_status, c.tool_output, c.tool_error, c.message_position, c.block_position
+    SELECT c.*
       FROM convo.prompt_context c
      WHERE c.prompt_id = worker_context.prompt_id
      ORDER BY c.message_position, c.block_position;
@@ -88,15 +85,12 @@ $$;
 -- worker holds the prompt.
 -- +goose StatementBegin
 CREATE FUNCTION convo.worker_reply(prompt_id uuid, worker text)
-RETURNS TABLE (message_id uuid, role text, block_type text, content text, metadata jsonb,
-               tool_call_id uuid, tool_name text, tool_input jsonb, tool_status text, tool_output text,
-               tool_error text, block_position integer)
+RETURNS SETOF convo.prompt_reply
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
     PERFORM convo._held_prompt(worker_reply.prompt_id, worker_reply.worker, 'worker_reply');
     RETURN QUERY
-    SELECT r.message_id, r.role, r.block_type, r.content, r.metadata, r.tool_call_id, r.tool_name,
-           r.tool_input, r.tool_status, r.tool_output, r.tool_error, r.block_position
+    SELECT r.*
       FROM convo.prompt_reply r
      WHERE r.prompt_id = worker_reply.prompt_id
      ORDER BY r.block_position;
