@@ -26,10 +26,19 @@ var schemaFS embed.FS
 var functionsFS embed.FS
 
 // FunctionFiles are the files of functions/ in the order Migrate applies
-// them: a function of LANGUAGE sql must come after the functions it calls.
+// them: a function of LANGUAGE sql must come after the functions it calls,
+// and privileges.sql (who may call what) comes last, after every function
+// it names was replaced.
 var FunctionFiles = []string{
-	"branches.sql", "json.sql", "events.sql", "worker_api.sql", "batch.sql", "client_api.sql", "compaction.sql", "invariants.sql",
+	"branches.sql", "json.sql", "events.sql", "worker_api.sql", "worker_reads.sql", "batch.sql", "client_api.sql",
+	"compaction.sql", "invariants.sql", "privileges.sql",
 }
+
+// WorkerRole is the group role that may only call the SQL worker API
+// (docs/deploy.md, "The worker role"): the migrations create it when the
+// user that migrates may create roles, and Migrate grants it the worker
+// functions on every start. A worker's login is a member of it.
+const WorkerRole = "convo_worker"
 
 // functionsLock is the advisory lock key that serialises the application
 // of functions/ by servers starting at once (two concurrent CREATE OR
@@ -72,7 +81,19 @@ func migrateDB(ctx context.Context, sqlDB *sql.DB) error {
 	for _, r := range results {
 		slog.Debug("migration applied", "version", r.Source.Version, "duration", r.Duration)
 	}
-	return applyFunctions(ctx, sqlDB)
+	if err := applyFunctions(ctx, sqlDB); err != nil {
+		return err
+	}
+	var hasRole bool
+	if err := sqlDB.QueryRowContext(ctx, "SELECT to_regrole($1) IS NOT NULL", WorkerRole).Scan(&hasRole); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if !hasRole {
+		slog.Warn("there is no worker role: this database user may not create roles, so workers must connect as the owner; "+
+			"docs/deploy.md (\"The worker role\") has the SQL an administrator runs to create it, and the next start grants it",
+			"role", WorkerRole)
+	}
+	return nil
 }
 
 // applyFunctions applies functions/ in one transaction.

@@ -173,11 +173,12 @@ func TestPause(t *testing.T) {
 			if !jsonEqual(got, want) {
 				t.Errorf("answer read = %s, want %s", inputs[0].Answer, tc.answer)
 			}
-			// convo.prompt_inputs, for workers in other languages, reads the same.
+			// convo.prompt_inputs, for workers in other languages, reads the same
+			// for the worker that holds the prompt.
 			var fnCall uuid.UUID
 			var fnStatus string
 			var fnAnswer json.RawMessage
-			if err := tb.pool.QueryRow(ctx, `SELECT tool_call_id, status, answer FROM convo.prompt_inputs($1)`, r.promptID).
+			if err := tb.pool.QueryRow(ctx, `SELECT tool_call_id, status, answer FROM convo.prompt_inputs($1, 'w1')`, r.promptID).
 				Scan(&fnCall, &fnStatus, &fnAnswer); err != nil || fnCall != call || fnStatus != "answered" || string(fnAnswer) != string(inputs[0].Answer) {
 				t.Errorf("convo.prompt_inputs = %s %s %s, %v", fnCall, fnStatus, fnAnswer, err)
 			}

@@ -29,6 +29,21 @@ type testBundle struct {
 	dsn   string
 	db    *pgxpool.Pool
 	store *postgres.Store
+	// workerDB, when set, is what start runs pools on instead of db: a
+	// login of the worker role (useWorkerRole).
+	workerDB *pgxpool.Pool
+}
+
+// useWorkerRole makes start run pools as a login of the worker role, which
+// may only call the SQL worker API (docs/deploy.md, "The worker role").
+func (tb *testBundle) useWorkerRole(t testing.TB) {
+	t.Helper()
+	db, err := pgxpool.New(context.Background(), pgtest.WorkerDSN(t, tb.dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	tb.workerDB = db
 }
 
 func setup(t testing.TB) *testBundle {
@@ -112,7 +127,11 @@ func (tb *testBundle) start(t testing.TB, cfg Config) (*Pool, *results) {
 		}
 		res.ch <- r
 	}
-	p, err := Start(context.Background(), tb.db, cfg)
+	db := tb.db
+	if tb.workerDB != nil {
+		db = tb.workerDB
+	}
+	p, err := Start(context.Background(), db, cfg)
 	if err != nil {
 		t.Fatalf("start workers: %v", err)
 	}
@@ -343,7 +362,7 @@ func (c *countingAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) 
 	return err
 }
 
-func (c *countingAPI) WorkerContextList(ctx context.Context, id uuid.UUID) ([]dbq.WorkerContextListRow, error) {
-	c.note("WorkerContextList", false)
-	return c.SQLAPI.WorkerContextList(ctx, id)
+func (c *countingAPI) WorkerContext(ctx context.Context, arg dbq.WorkerContextParams) ([]dbq.WorkerContextRow, error) {
+	c.note("WorkerContext", false)
+	return c.SQLAPI.WorkerContext(ctx, arg)
 }

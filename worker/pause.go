@@ -56,14 +56,15 @@ type inputAnswer struct {
 // runs now; a denied one fails with the reason; a client tool's output or
 // error and a question's answer complete or fail the call.
 func (r *run) resume() ([]Message, error) {
-	var inputs []dbq.PromptInputsRow
-	var rows []dbq.WorkerReplyListRow
+	var inputs []dbq.WorkerInputsRow
+	var rows []dbq.WorkerReplyRow
 	if err := r.call("read the reply so far and its answers", func(ctx context.Context) error {
 		var err error
-		if inputs, err = r.p.api.PromptInputs(ctx, r.claim.PromptID); err != nil {
+		held := dbq.WorkerInputsParams{PromptID: r.claim.PromptID, Worker: r.worker}
+		if inputs, err = r.p.api.WorkerInputs(ctx, held); err != nil {
 			return err
 		}
-		rows, err = r.p.api.WorkerReplyList(ctx, r.claim.PromptID)
+		rows, err = r.p.api.WorkerReply(ctx, dbq.WorkerReplyParams(held))
 		return err
 	}); err != nil {
 		return nil, err
@@ -112,7 +113,7 @@ func (r *run) resume() ([]Message, error) {
 
 // actOn ends a call that waited for input as its answer says, writes its
 // tool_result block, and returns what the model is told.
-func (r *run) actOn(c *pendingCall, in dbq.PromptInputsRow) (string, error) {
+func (r *run) actOn(c *pendingCall, in dbq.WorkerInputsRow) (string, error) {
 	var a inputAnswer
 	if err := json.Unmarshal(in.Answer, &a); err != nil {
 		return "", fmt.Errorf("read the answer to tool call %s: %w", c.toolCallID, err)

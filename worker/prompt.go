@@ -97,8 +97,11 @@ func (r *run) execute() (err error) {
 
 	var rows []dbq.WorkerContextListRow
 	if err := r.call("read the conversation", func(ctx context.Context) error {
-		var err error
-		rows, err = r.p.api.WorkerContextList(ctx, r.claim.PromptID)
+		held, err := r.p.api.WorkerContext(ctx, dbq.WorkerContextParams{PromptID: r.claim.PromptID, Worker: r.worker})
+		rows = make([]dbq.WorkerContextListRow, len(held))
+		for i, b := range held {
+			rows[i] = dbq.WorkerContextListRow(b)
+		}
 		return err
 	}); err != nil {
 		return err
@@ -292,7 +295,7 @@ func (r *run) release() {
 func (r *run) whyNotOurs(err error) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()
-	if status, serr := r.p.api.PromptStatus(ctx, r.claim.PromptID); serr == nil && status == "cancelled" {
+	if status, serr := r.p.api.PromptStatus(ctx, dbq.PromptStatusParams{PromptID: r.claim.PromptID, Worker: r.worker}); serr == nil && status == "cancelled" {
 		return OutcomeCancelled, errCancelled
 	}
 	return OutcomeStopped, err

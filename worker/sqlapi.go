@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -13,7 +12,10 @@ import (
 // sqlAPI is all the runtime asks of PostgreSQL: the SQL worker API
 // (db/queries/worker.sql): claims, the batches of every reply's writes
 // (convo.write_batch), and the few single calls made when a prompt ends
-// badly; and the context query (db/queries/worker_context.sql).
+// badly; and the context queries (db/queries/worker_context.sql). Each
+// is a function a connection of the worker role may call (docs/deploy.md,
+// "The worker role"); the reads answer only about a prompt the worker
+// holds.
 // *dbq.Queries on a pool implements it; tests wrap it to watch the calls.
 type sqlAPI interface {
 	PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error)
@@ -22,10 +24,10 @@ type sqlAPI interface {
 	PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error)
 	PromptFail(ctx context.Context, arg dbq.PromptFailParams) error
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)
-	PromptStatus(ctx context.Context, promptID uuid.UUID) (string, error)
-	WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]dbq.WorkerContextListRow, error)
-	PromptInputs(ctx context.Context, promptID uuid.UUID) ([]dbq.PromptInputsRow, error)
-	WorkerReplyList(ctx context.Context, promptID uuid.UUID) ([]dbq.WorkerReplyListRow, error)
+	PromptStatus(ctx context.Context, arg dbq.PromptStatusParams) (string, error)
+	WorkerContext(ctx context.Context, arg dbq.WorkerContextParams) ([]dbq.WorkerContextRow, error)
+	WorkerInputs(ctx context.Context, arg dbq.WorkerInputsParams) ([]dbq.WorkerInputsRow, error)
+	WorkerReply(ctx context.Context, arg dbq.WorkerReplyParams) ([]dbq.WorkerReplyRow, error)
 }
 
 var _ sqlAPI = (*dbq.Queries)(nil)

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -146,6 +147,12 @@ type Config struct {
 	// --db-max-conns). The workers have their own pool
 	// (CONVO_WORKER_DB_CONNS); see connectionUses.
 	DBMaxConns int
+	// WorkerDatabaseURL is what the in-process workers connect to
+	// (CONVO_WORKER_DATABASE_URL): a login of the worker role
+	// (docs/deploy.md, "The worker role"), so that they can do no more than
+	// an outside worker. Empty: DatabaseURL, or with the embedded default
+	// its worker login.
+	WorkerDatabaseURL string
 	// Workers configures the in-process workers (CONVO_WORKERS and the
 	// model settings; see package worker).
 	Workers worker.Settings
@@ -219,6 +226,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 	}
 	fromEnv(&c.DatabaseURL, "DATABASE_URL")
+	fromEnv(&c.WorkerDatabaseURL, "CONVO_WORKER_DATABASE_URL")
 	fromEnv(&c.HTTPAddr, "CONVO_HTTP_ADDR")
 	fromEnv(&c.DataDir, "CONVO_DATA_DIR")
 	fromEnv(&c.LogLevel, "CONVO_LOG_LEVEL")
@@ -279,6 +287,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (CONVO_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
 	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL (CONVO_EMBED_PORT); a free one is used when it is taken")
+	fs.StringVar(&c.WorkerDatabaseURL, "worker-database-url", c.WorkerDatabaseURL,
+		"what the in-process workers connect to, a login of the worker role convo_worker (CONVO_WORKER_DATABASE_URL); empty: --database-url, or the embedded default's worker login")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connections the API's pool may open (CONVO_DB_MAX_CONNS); the workers' are --worker-db-conns")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
@@ -377,22 +387,35 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := db.Migrate(ctx, dsn); err != nil {
 		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
 	}
+	workerDSN := cmp.Or(m.Config.WorkerDatabaseURL, dsn)
+	if m.cluster != nil && m.Config.WorkerDatabaseURL == "" {
+		var err error
+		if workerDSN, err = m.embeddedWorkerLogin(ctx, dsn); err != nil {
+			return err
+		}
+	}
 	poolConfig, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
 	// A branchSwitched carries at most a snapshot's worth of messages.
 	postgres.SetSnapshotBytes(poolConfig, m.Config.SnapshotBytes)
+	workerPoolConfig, err := pgxpool.ParseConfig(workerDSN)
+	if err != nil {
+		return fmt.Errorf("worker database url: %w", err)
+	}
+	postgres.SetSnapshotBytes(workerPoolConfig, m.Config.SnapshotBytes)
 	// openPool opens a pool of at most size connections to dsn.
-	openPool := func(size int) (*pgxpool.Pool, error) {
-		cfg := poolConfig.Copy()
+	openPoolOf := func(config *pgxpool.Config, size int) (*pgxpool.Pool, error) {
+		cfg := config.Copy()
 		cfg.MaxConns = int32(size)
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", redact(dsn), err)
+			return nil, fmt.Errorf("connect to %s: %w", redact(cfg.ConnString()), err)
 		}
 		return pool, nil
 	}
+	openPool := func(size int) (*pgxpool.Pool, error) { return openPoolOf(poolConfig, size) }
 	if m.pool, err = openPool(m.Config.DBMaxConns); err != nil {
 		return err
 	}
@@ -423,7 +446,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// load never holds up a reply's writes, nor the workers' the API.
 	workerDB := m.pool // unused without workers
 	if m.Config.Workers.Workers > 0 {
-		if m.workerPool, err = openPool(m.Config.Workers.DBConns); err != nil {
+		if m.workerPool, err = openPoolOf(workerPoolConfig, m.Config.Workers.DBConns); err != nil {
 			return err
 		}
 		workerDB = m.workerPool
@@ -560,11 +583,31 @@ func (m *Main) startEmbedded(ctx context.Context) (string, error) {
 	if err := cluster.CreateDatabase(ctx, "convo"); err != nil {
 		return "", fmt.Errorf("embedded PostgreSQL: %w", err)
 	}
-	dsn := cluster.DSN("convo")
-	m.Logger.Info("embedded PostgreSQL is running; workers and psql can connect with this URL",
-		"database_url", dsn, "data_dir", cluster.DataDir())
-	fmt.Fprintf(m.Stdout, "\nconvo database (workers, psql): %s\n\n", dsn)
-	return dsn, nil
+	return cluster.DSN("convo"), nil
+}
+
+// workerLoginRole and workerPasswordFile are the embedded default's login
+// of the worker role, and the file of the data directory that keeps its
+// password.
+const (
+	workerLoginRole    = "convo_worker_login"
+	workerPasswordFile = "convo-worker-password"
+)
+
+// embeddedWorkerLogin gives the embedded PostgreSQL (migrated: the worker
+// role exists) a login of the worker role for workers, and logs and prints
+// both URLs: the worker's, which may only call the SQL worker API, and the
+// superuser's (adminDSN), for psql. It returns the worker's.
+func (m *Main) embeddedWorkerLogin(ctx context.Context, adminDSN string) (string, error) {
+	workerDSN, err := m.cluster.Login(ctx, "convo", workerLoginRole, workerPasswordFile, db.WorkerRole)
+	if err != nil {
+		return "", fmt.Errorf("embedded PostgreSQL: a login for workers: %w", err)
+	}
+	m.Logger.Info("embedded PostgreSQL is running; workers connect with worker_database_url (the worker role: "+
+		"the SQL worker API only), psql with admin_database_url (the superuser: everything)",
+		"worker_database_url", workerDSN, "admin_database_url", adminDSN, "data_dir", m.cluster.DataDir())
+	fmt.Fprintf(m.Stdout, "\nconvo database for workers: %s\nconvo database for psql (superuser): %s\n\n", workerDSN, adminDSN)
+	return workerDSN, nil
 }
 
 // URL is the base URL the server answers on.

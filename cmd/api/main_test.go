@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/convo-dev/convo/internal/testwait"
 )
 
 // TestEmbeddedDefault runs the production wiring with nothing configured
@@ -56,6 +58,24 @@ func TestEmbeddedDefault(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM convo.conversations`).Scan(&n); err != nil {
 		t.Fatalf("schema not migrated: %v", err)
 	}
+
+	// The in-process worker runs as the worker login, whose password is
+	// the data directory's, for its owner only, and writes a whole reply.
+	if user := m.workerPool.Config().ConnConfig.User; user != workerLoginRole {
+		t.Errorf("the in-process worker connects as %q, want %q", user, workerLoginRole)
+	}
+	if info, err := os.Stat(filepath.Join(dataDir, workerPasswordFile)); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the worker's password file: %v, %v; want mode 0600", info, err)
+	}
+	var promptID string
+	if err := conn.QueryRow(ctx, `SELECT prompt_ids[1]::text FROM convo.send_message('local', NULL, 'Hello', '[{"provider": "demo"}]')`).
+		Scan(&promptID); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the in-process worker completes the reply", func() bool {
+		var status string
+		return conn.QueryRow(ctx, `SELECT status FROM convo.prompts WHERE id = $1`, promptID).Scan(&status) == nil && status == "completed"
+	})
 	conn.Close(ctx)
 
 	pid := postmasterPID(t, dataDir)
@@ -97,8 +117,9 @@ func TestEmbeddedDefaultAsProcess(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) //nolint:errcheck
 
 	urlRE := regexp.MustCompile(`msg="convo is serving" url="?([^"\s]+)`)
-	dsnRE := regexp.MustCompile(`database_url="?([^"\s]+)`)
-	var baseURL, dsn string
+	dsnRE := regexp.MustCompile(`admin_database_url="?([^"\s]+)`)
+	workerRE := regexp.MustCompile(`worker_database_url="?([^"\s]+)`)
+	var baseURL, dsn, workerDSN string
 	var logs strings.Builder
 	scanner := bufio.NewScanner(stderr)
 	deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) //nolint:errcheck
@@ -108,26 +129,45 @@ func TestEmbeddedDefaultAsProcess(t *testing.T) {
 		if m := dsnRE.FindStringSubmatch(line); m != nil {
 			dsn = m[1]
 		}
+		if m := workerRE.FindStringSubmatch(line); m != nil {
+			workerDSN = m[1]
+		}
 		if m := urlRE.FindStringSubmatch(line); m != nil {
 			baseURL = m[1]
 		}
 	}
 	deadline.Stop()
 	go io.Copy(io.Discard, stderr) //nolint:errcheck
-	if baseURL == "" || dsn == "" {
-		t.Fatalf("server did not log its url and database url:\n%s", logs.String())
+	if baseURL == "" || dsn == "" || workerDSN == "" {
+		t.Fatalf("server did not log its url and database urls:\n%s", logs.String())
 	}
 
 	expectHealth(t, baseURL, http.StatusOK)
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		t.Fatalf("connect with the logged database url %s: %v", dsn, err)
+		t.Fatalf("connect with the logged admin url %s: %v", dsn, err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT convo.expire_leases()`); err != nil {
-		t.Fatalf("worker API missing: %v", err)
+	if _, err := conn.Exec(ctx, `SELECT count(*) FROM convo.messages`); err != nil {
+		t.Fatalf("the admin url reads the tables: %v", err)
 	}
 	conn.Close(ctx)
+	// The workers' URL is a login of the worker role: the worker API,
+	// and no table.
+	if !strings.HasPrefix(workerDSN, "postgres://"+workerLoginRole+":") {
+		t.Errorf("the worker url %s is not the worker login's", workerDSN)
+	}
+	wconn, err := pgx.Connect(ctx, workerDSN)
+	if err != nil {
+		t.Fatalf("connect with the logged worker url %s: %v", workerDSN, err)
+	}
+	if _, err := wconn.Exec(ctx, `SELECT convo.expire_leases()`); err != nil {
+		t.Errorf("worker API, on the worker url: %v", err)
+	}
+	if _, err := wconn.Exec(ctx, `SELECT count(*) FROM convo.messages`); err == nil {
+		t.Error("the worker url reads convo.messages")
+	}
+	wconn.Close(ctx)
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -176,8 +176,24 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.workers, err = worker.Start(ctx, m.db, cfg); err != nil {
 		return err
 	}
+	// A login of the worker role (docs/deploy.md, "The worker role") may
+	// reap leases (expire_leases) but neither compact nor read the queue's
+	// tables: those are left to the API servers, rather than failing at
+	// every turn.
+	var mayCompact, mayReadQueue bool
+	if err := m.db.QueryRow(ctx, `SELECT
+			coalesce((SELECT bool_and(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_proc p
+			           WHERE p.pronamespace = 'convo'::regnamespace AND p.proname = 'compact_events'), false),
+			has_table_privilege('convo.prompts', 'SELECT')`).Scan(&mayCompact, &mayReadQueue); err != nil {
+		return fmt.Errorf("read this login's privileges: %w", err)
+	}
+	compactAfter := m.Config.CompactAfter
+	if !mayCompact && compactAfter > 0 {
+		m.Logger.Info("no compaction: this login (the worker role) may not call convo.compact_events; the API servers compact")
+		compactAfter = 0
+	}
 	loops := maintenance.New(maintenance.Options{
-		Store: store, ReapEvery: m.reapEvery, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
+		Store: store, ReapEvery: m.reapEvery, CompactAfter: compactAfter, Logger: m.Logger,
 	})
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopMaintenance, m.maintenanceDone = stop, make(chan struct{})
@@ -187,7 +203,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}()
 	if m.Config.AdminAddr != "" {
 		reg := metrics.NewRegistry()
-		reg.MustRegister(m.workers, loops, maintenance.QueueCollector{Store: store})
+		reg.MustRegister(m.workers, loops)
+		if mayReadQueue {
+			reg.MustRegister(maintenance.QueueCollector{Store: store})
+		}
 		if m.admin, err = metrics.ServeAdmin(m.Config.AdminAddr, reg, m.Logger); err != nil {
 			return err
 		}

@@ -1080,22 +1080,3 @@ BEGIN
     RETURN true;
 END;
 $$;
-
--- prompt_inputs returns the input requests of a prompt's tool calls, in
--- the order the calls started, each with its call and its answer: what a
--- worker that resumes the prompt reads. status is pending, answered,
--- expired (answer is then the denial expire_leases wrote) or cancelled;
--- answer is NULL unless answered or expired. A request whose tool call is
--- still open (tool_call_status started) is one the worker has not acted
--- on yet. An unknown prompt has none.
-CREATE OR REPLACE FUNCTION convo.prompt_inputs(prompt_id uuid)
-RETURNS TABLE (tool_call_id uuid, block_id uuid, name text, input jsonb, tool_call_status text, kind text,
-               request jsonb, status text, answer jsonb, answered_at timestamptz, expires_at timestamptz)
-LANGUAGE sql STABLE AS $$
-    SELECT r.tool_call_id, t.block_id, t.name, t.input, t.status, r.kind,
-           r.request, r.status, r.answer, r.answered_at, r.expires_at
-      FROM convo.input_requests r
-      JOIN convo.tool_calls t ON t.id = r.tool_call_id
-     WHERE r.prompt_id = prompt_inputs.prompt_id
-     ORDER BY t.started_at, t.id
-$$;

@@ -7,7 +7,7 @@
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed
   FROM convo.claim_prompt(@worker::text, @lease_seconds::int) c;
 
 -- name: PromptStart :exec
@@ -23,9 +23,9 @@ SELECT convo.complete_prompt(@prompt_id::uuid);
 SELECT convo.fail_prompt(@prompt_id::uuid, @error::text);
 
 -- name: PromptStatus :one
--- Not a worker API function: the Go runtime reads why a prompt it was
--- running is no longer its own.
-SELECT status FROM convo.prompts WHERE id = @prompt_id::uuid;
+-- Why a prompt the worker was running is no longer its own (cancelled, or
+-- not: a lost lease).
+SELECT convo.prompt_status(@prompt_id::uuid, @worker::text)::text AS status;
 
 -- name: PromptRelease :one
 SELECT convo.release_prompt(@prompt_id::uuid, @worker::text)::bool AS released;
@@ -58,7 +58,7 @@ SELECT convo.fail_tool_call(@tool_call_id::uuid, @error::text);
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed
   FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c;
 
 -- name: BatchWrite :many
@@ -71,7 +71,7 @@ SELECT b.prompt_id::uuid AS prompt_id, b.op_index::int AS op_index,
 -- The number of the last batch write_batch applied for a worker's lane,
 -- so that a worker that starts (or restarts with its name) numbers on
 -- from there.
-SELECT batch FROM convo.worker_batches WHERE worker = @worker::text AND lane = @lane::int;
+SELECT m.batch::bigint AS batch FROM convo.worker_batch_mark(@worker::text, @lane::int) m;
 
 -- name: InputRequest :exec
 -- Asks a person for input on a started tool call; see convo.request_input.
@@ -83,11 +83,21 @@ SELECT convo.request_input(@tool_call_id::uuid, @kind::text, @request::jsonb, sq
 SELECT convo.wait_prompt(@prompt_id::uuid, @worker::text)::bool AS parked;
 
 -- name: PromptInputs :many
--- The input requests of a prompt's tool calls with their answers, for a
--- worker that resumes it: convo.prompt_inputs, read from the tables.
+-- The input requests of a prompt's tool calls with their answers, read
+-- from the tables on the owner's connection (the server's, tests); a
+-- worker reads WorkerInputs.
 SELECT r.tool_call_id, t.block_id, t.name, t.input, t.status AS tool_call_status, r.kind,
        r.request, r.status, r.answer, r.answered_at, r.expires_at
   FROM convo.input_requests r
   JOIN convo.tool_calls t ON t.id = r.tool_call_id
  WHERE r.prompt_id = @prompt_id::uuid
  ORDER BY t.started_at, t.id;
+
+-- name: WorkerInputs :many
+-- PromptInputs of a prompt worker holds, for a worker that resumes it
+-- (convo.prompt_inputs); CV001 otherwise. answer is NULL (a nil
+-- RawMessage) unless answered or expired; the runtime reads no time.
+SELECT i.tool_call_id::uuid AS tool_call_id, i.block_id::uuid AS block_id, i.name::text AS name,
+       i.input::jsonb AS input, i.tool_call_status::text AS tool_call_status, i.kind::text AS kind,
+       i.request::jsonb AS request, i.status::text AS status, i.answer::jsonb AS answer
+  FROM convo.prompt_inputs(@prompt_id::uuid, @worker::text) i;

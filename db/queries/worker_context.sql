@@ -1,8 +1,12 @@
 -- What the Go worker runtime reads, besides the SQL worker API: the
--- conversation a prompt answers, as context for the model. Both read the
+-- conversation a prompt answers, as context for the model. All read the
 -- views every worker runtime reads (db/schema/00015_prompt_context.sql
 -- says what they hold), so the Go runtime and the SDKs in other languages
--- give a model the same conversation.
+-- give a model the same conversation. The runtime reads them through the
+-- functions a worker's connection may call (WorkerContext, WorkerReply:
+-- db/functions/worker_reads.sql), which answer only about a prompt the
+-- worker holds; WorkerContextList and WorkerReplyList read the views of
+-- any prompt, on the owner's connection (the server's, tests).
 
 -- name: WorkerContextList :many
 -- The finished blocks of the messages before the prompt's message, in
@@ -22,3 +26,19 @@ SELECT message_id, role, block_type, content, metadata,
   FROM convo.prompt_reply
  WHERE prompt_id = @prompt_id::uuid
  ORDER BY block_position;
+
+-- name: WorkerContext :many
+-- WorkerContextList of a prompt worker holds (convo.worker_context);
+-- CV001 otherwise.
+SELECT c.message_id, c.role, c.block_type, c.content, c.metadata,
+       c.tool_call_id, c.tool_name, c.tool_input, c.tool_status, c.tool_output, c.tool_error
+  FROM convo.worker_context(@prompt_id::uuid, @worker::text) c
+ ORDER BY c.message_position, c.block_position;
+
+-- name: WorkerReply :many
+-- WorkerReplyList of a prompt worker holds (convo.worker_reply); CV001
+-- otherwise.
+SELECT r.message_id, r.role, r.block_type, r.content, r.metadata,
+       r.tool_call_id, r.tool_name, r.tool_input, r.tool_status, r.tool_output, r.tool_error
+  FROM convo.worker_reply(@prompt_id::uuid, @worker::text) r
+ ORDER BY r.block_position;

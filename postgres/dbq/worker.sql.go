@@ -14,7 +14,7 @@ import (
 )
 
 const batchMark = `-- name: BatchMark :one
-SELECT batch FROM convo.worker_batches WHERE worker = $1::text AND lane = $2::int
+SELECT m.batch::bigint AS batch FROM convo.worker_batch_mark($1::text, $2::int) m
 `
 
 type BatchMarkParams struct {
@@ -157,7 +157,7 @@ const promptClaim = `-- name: PromptClaim :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed
   FROM convo.claim_prompt($1::text, $2::int) c
 `
 
@@ -210,7 +210,7 @@ const promptClaimMany = `-- name: PromptClaimMany :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed
   FROM convo.claim_prompts($1::text, $2::int, $3::int, $4::int) c
 `
 
@@ -326,8 +326,9 @@ type PromptInputsRow struct {
 	ExpiresAt      *time.Time
 }
 
-// The input requests of a prompt's tool calls with their answers, for a
-// worker that resumes it: convo.prompt_inputs, read from the tables.
+// The input requests of a prompt's tool calls with their answers, read
+// from the tables on the owner's connection (the server's, tests); a
+// worker reads WorkerInputs.
 func (q *Queries) PromptInputs(ctx context.Context, promptID uuid.UUID) ([]PromptInputsRow, error) {
 	rows, err := q.db.Query(ctx, promptInputs, promptID)
 	if err != nil {
@@ -386,13 +387,18 @@ func (q *Queries) PromptStart(ctx context.Context, promptID uuid.UUID) error {
 }
 
 const promptStatus = `-- name: PromptStatus :one
-SELECT status FROM convo.prompts WHERE id = $1::uuid
+SELECT convo.prompt_status($1::uuid, $2::text)::text AS status
 `
 
-// Not a worker API function: the Go runtime reads why a prompt it was
-// running is no longer its own.
-func (q *Queries) PromptStatus(ctx context.Context, promptID uuid.UUID) (string, error) {
-	row := q.db.QueryRow(ctx, promptStatus, promptID)
+type PromptStatusParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+// Why a prompt the worker was running is no longer its own (cancelled, or
+// not: a lost lease).
+func (q *Queries) PromptStatus(ctx context.Context, arg PromptStatusParams) (string, error) {
+	row := q.db.QueryRow(ctx, promptStatus, arg.PromptID, arg.Worker)
 	var status string
 	err := row.Scan(&status)
 	return status, err
@@ -473,4 +479,61 @@ func (q *Queries) ToolCallStart(ctx context.Context, arg ToolCallStartParams) (u
 	var tool_call_id uuid.UUID
 	err := row.Scan(&tool_call_id)
 	return tool_call_id, err
+}
+
+const workerInputs = `-- name: WorkerInputs :many
+SELECT i.tool_call_id::uuid AS tool_call_id, i.block_id::uuid AS block_id, i.name::text AS name,
+       i.input::jsonb AS input, i.tool_call_status::text AS tool_call_status, i.kind::text AS kind,
+       i.request::jsonb AS request, i.status::text AS status, i.answer::jsonb AS answer
+  FROM convo.prompt_inputs($1::uuid, $2::text) i
+`
+
+type WorkerInputsParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+type WorkerInputsRow struct {
+	ToolCallID     uuid.UUID
+	BlockID        uuid.UUID
+	Name           string
+	Input          json.RawMessage
+	ToolCallStatus string
+	Kind           string
+	Request        json.RawMessage
+	Status         string
+	Answer         json.RawMessage
+}
+
+// PromptInputs of a prompt worker holds, for a worker that resumes it
+// (convo.prompt_inputs); CV001 otherwise. answer is NULL (a nil
+// RawMessage) unless answered or expired; the runtime reads no time.
+func (q *Queries) WorkerInputs(ctx context.Context, arg WorkerInputsParams) ([]WorkerInputsRow, error) {
+	rows, err := q.db.Query(ctx, workerInputs, arg.PromptID, arg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerInputsRow
+	for rows.Next() {
+		var i WorkerInputsRow
+		if err := rows.Scan(
+			&i.ToolCallID,
+			&i.BlockID,
+			&i.Name,
+			&i.Input,
+			&i.ToolCallStatus,
+			&i.Kind,
+			&i.Request,
+			&i.Status,
+			&i.Answer,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -12,6 +12,66 @@ import (
 	"github.com/google/uuid"
 )
 
+const workerContext = `-- name: WorkerContext :many
+SELECT c.message_id, c.role, c.block_type, c.content, c.metadata,
+       c.tool_call_id, c.tool_name, c.tool_input, c.tool_status, c.tool_output, c.tool_error
+  FROM convo.worker_context($1::uuid, $2::text) c
+ ORDER BY c.message_position, c.block_position
+`
+
+type WorkerContextParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+type WorkerContextRow struct {
+	MessageID  uuid.UUID
+	Role       string
+	BlockType  string
+	Content    string
+	Metadata   json.RawMessage
+	ToolCallID uuid.NullUUID
+	ToolName   *string
+	ToolInput  json.RawMessage
+	ToolStatus *string
+	ToolOutput *string
+	ToolError  *string
+}
+
+// WorkerContextList of a prompt worker holds (convo.worker_context);
+// CV001 otherwise.
+func (q *Queries) WorkerContext(ctx context.Context, arg WorkerContextParams) ([]WorkerContextRow, error) {
+	rows, err := q.db.Query(ctx, workerContext, arg.PromptID, arg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerContextRow
+	for rows.Next() {
+		var i WorkerContextRow
+		if err := rows.Scan(
+			&i.MessageID,
+			&i.Role,
+			&i.BlockType,
+			&i.Content,
+			&i.Metadata,
+			&i.ToolCallID,
+			&i.ToolName,
+			&i.ToolInput,
+			&i.ToolStatus,
+			&i.ToolOutput,
+			&i.ToolError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerContextList = `-- name: WorkerContextList :many
 
 SELECT message_id, role, block_type, content, metadata,
@@ -36,10 +96,14 @@ type WorkerContextListRow struct {
 }
 
 // What the Go worker runtime reads, besides the SQL worker API: the
-// conversation a prompt answers, as context for the model. Both read the
+// conversation a prompt answers, as context for the model. All read the
 // views every worker runtime reads (db/schema/00015_prompt_context.sql
 // says what they hold), so the Go runtime and the SDKs in other languages
-// give a model the same conversation.
+// give a model the same conversation. The runtime reads them through the
+// functions a worker's connection may call (WorkerContext, WorkerReply:
+// db/functions/worker_reads.sql), which answer only about a prompt the
+// worker holds; WorkerContextList and WorkerReplyList read the views of
+// any prompt, on the owner's connection (the server's, tests).
 // The finished blocks of the messages before the prompt's message, in
 // order, that a model sees as context (convo.prompt_context).
 func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]WorkerContextListRow, error) {
@@ -51,6 +115,66 @@ func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]
 	var items []WorkerContextListRow
 	for rows.Next() {
 		var i WorkerContextListRow
+		if err := rows.Scan(
+			&i.MessageID,
+			&i.Role,
+			&i.BlockType,
+			&i.Content,
+			&i.Metadata,
+			&i.ToolCallID,
+			&i.ToolName,
+			&i.ToolInput,
+			&i.ToolStatus,
+			&i.ToolOutput,
+			&i.ToolError,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const workerReply = `-- name: WorkerReply :many
+SELECT r.message_id, r.role, r.block_type, r.content, r.metadata,
+       r.tool_call_id, r.tool_name, r.tool_input, r.tool_status, r.tool_output, r.tool_error
+  FROM convo.worker_reply($1::uuid, $2::text) r
+ ORDER BY r.block_position
+`
+
+type WorkerReplyParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+type WorkerReplyRow struct {
+	MessageID  uuid.UUID
+	Role       string
+	BlockType  string
+	Content    string
+	Metadata   json.RawMessage
+	ToolCallID uuid.NullUUID
+	ToolName   *string
+	ToolInput  json.RawMessage
+	ToolStatus *string
+	ToolOutput *string
+	ToolError  *string
+}
+
+// WorkerReplyList of a prompt worker holds (convo.worker_reply); CV001
+// otherwise.
+func (q *Queries) WorkerReply(ctx context.Context, arg WorkerReplyParams) ([]WorkerReplyRow, error) {
+	rows, err := q.db.Query(ctx, workerReply, arg.PromptID, arg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerReplyRow
+	for rows.Next() {
+		var i WorkerReplyRow
 		if err := rows.Scan(
 			&i.MessageID,
 			&i.Role,

@@ -140,7 +140,7 @@ export class Sql {
     return this.query<ClaimRow>(
       "claim prompts",
       `SELECT c.prompt_id::text, c.conversation_id::text, c.message_id::text, c.model_config, c.attempts,
-              EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+              EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1)) AS resumed
          FROM convo.claim_prompts($1, $2, $3, $4) c`,
       [worker, leaseSeconds, max, reserved],
     );
@@ -159,46 +159,44 @@ export class Sql {
   async batchMark(worker: string, lane: number): Promise<bigint | undefined> {
     const rows = await this.query<{ batch: string }>(
       "read the batch mark",
-      `SELECT batch::text FROM convo.worker_batches WHERE worker = $1 AND lane = $2`,
+      `SELECT batch::text FROM convo.worker_batch_mark($1, $2)`,
       [worker, lane],
     );
     return rows.length > 0 ? BigInt(rows[0].batch) : undefined;
   }
 
-  /** The finished blocks of the messages before the prompt's own, in order. */
-  context(promptId: string): Promise<ContextRow[]> {
+  /** The finished blocks of the messages before the prompt's own, in order (the prompt must be held by worker). */
+  context(promptId: string, worker: string): Promise<ContextRow[]> {
     return this.query<ContextRow>(
       "read the conversation",
       `SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
               tool_input, tool_status, tool_output, tool_error
-         FROM convo.prompt_context
-        WHERE prompt_id = $1
+         FROM convo.worker_context($1, $2)
         ORDER BY message_position, block_position`,
-      [promptId],
+      [promptId, worker],
     );
   }
 
-  /** The prompt's own reply so far (convo.prompt_reply): its finished blocks, in order. */
-  replySoFar(promptId: string): Promise<ContextRow[]> {
+  /** The prompt's own reply so far (convo.prompt_reply, through convo.worker_reply): its finished blocks, in order. */
+  replySoFar(promptId: string, worker: string): Promise<ContextRow[]> {
     return this.query<ContextRow>(
       "read the reply so far",
       `SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
               tool_input, tool_status, tool_output, tool_error
-         FROM convo.prompt_reply
-        WHERE prompt_id = $1
+         FROM convo.worker_reply($1, $2)
         ORDER BY block_position`,
-      [promptId],
+      [promptId, worker],
     );
   }
 
   /** The prompt's input requests with their calls and answers, in the order the calls started. */
-  inputs(promptId: string): Promise<InputRow[]> {
+  inputs(promptId: string, worker: string): Promise<InputRow[]> {
     return this.query<InputRow>(
       "read the answers",
       `SELECT tool_call_id::text, block_id::text, name, input, tool_call_status, kind, request, status, answer,
               answered_at, expires_at
-         FROM convo.prompt_inputs($1)`,
-      [promptId],
+         FROM convo.prompt_inputs($1, $2)`,
+      [promptId, worker],
     );
   }
 
@@ -218,9 +216,12 @@ export class Sql {
     return rows[0]?.released === true;
   }
 
-  /** The prompt's status: queued, running, completed, failed, cancelled. */
-  async status(promptId: string): Promise<string | undefined> {
-    const rows = await this.query<{ status: string }>("read the prompt's status", `SELECT status FROM convo.prompts WHERE id = $1`, [promptId]);
+  /** The status (queued, running, completed, failed, cancelled) of a prompt worker holds or held last. */
+  async status(promptId: string, worker: string): Promise<string | undefined> {
+    const rows = await this.query<{ status: string }>("read the prompt's status", `SELECT convo.prompt_status($1, $2) AS status`, [
+      promptId,
+      worker,
+    ]);
     return rows[0]?.status;
   }
 }

@@ -310,7 +310,7 @@ export class Worker {
       // meanwhile never reaches the model.
       reply.start();
       const [rows, resumed] = await Promise.all([
-        this.readWithRetry(() => this.sql.context(promptId)),
+        this.readWithRetry(() => this.sql.context(promptId, this.s.workerId)),
         row.resumed ? this.readResumed(promptId) : undefined,
         reply.flush(),
       ]);
@@ -391,7 +391,7 @@ export class Worker {
           return out("stopped", reason.message);
         }
         if (!keep) {
-          const status = await this.sql.status(reply.promptId).catch(() => undefined);
+          const status = await this.sql.status(reply.promptId, this.s.workerId).catch(() => undefined);
           return out(status === "cancelled" ? "cancelled" : "stopped", reason.message);
         }
         if (!reply.isStarted) {
@@ -415,8 +415,8 @@ export class Worker {
   /** A resumed prompt's reply so far and its answers. */
   private async readResumed(promptId: string): Promise<{ reply: ContextRow[]; inputs: InputRow[] }> {
     const [reply, inputs] = await Promise.all([
-      this.readWithRetry(() => this.sql.replySoFar(promptId)),
-      this.readWithRetry(() => this.sql.inputs(promptId)),
+      this.readWithRetry(() => this.sql.replySoFar(promptId, this.s.workerId)),
+      this.readWithRetry(() => this.sql.inputs(promptId, this.s.workerId)),
     ]);
     return { reply, inputs };
   }

@@ -489,7 +489,7 @@ class Lane:
     async def _number_from_mark(self) -> None:
         try:
             rows = await self._call(
-                "SELECT batch FROM convo.worker_batches WHERE worker = %s AND lane = %s",
+                "SELECT batch FROM convo.worker_batch_mark(%s, %s)",
                 (self.settings.worker_id, self.number),
             )
         except Exception as err:

@@ -44,26 +44,24 @@ _LISTEN_PING_TIMEOUT = 5.0
 # an answer queued it again).
 _CLAIM_SQL = """
 SELECT c.prompt_id::text, c.conversation_id::text, c.message_id::text, c.model_config, c.attempts,
-       EXISTS (SELECT 1 FROM convo.input_requests r WHERE r.prompt_id = c.prompt_id) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, %s)) AS resumed
   FROM convo.claim_prompts(%s, %s, %s, %s) c
 """
 _CONTEXT_SQL = """
 SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
        tool_input, tool_status, tool_output, tool_error
-  FROM convo.prompt_context
- WHERE prompt_id = %s
+  FROM convo.worker_context(%s, %s)
  ORDER BY message_position, block_position
 """
 _REPLY_SQL = """
 SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
        tool_input, tool_status, tool_output, tool_error
-  FROM convo.prompt_reply
- WHERE prompt_id = %s
+  FROM convo.worker_reply(%s, %s)
  ORDER BY block_position
 """
 _INPUTS_SQL = """
 SELECT tool_call_id::text, name, input, tool_call_status, kind, request, status, answer, answered_at, expires_at
-  FROM convo.prompt_inputs(%s)
+  FROM convo.prompt_inputs(%s, %s)
 """
 
 
@@ -339,7 +337,7 @@ class Worker:
     async def _claim(self, n: int, reserved: int) -> list[tuple[Any, ...]]:
         assert self._pool is not None
         s = self.settings
-        return await self._pool.fetch(_CLAIM_SQL, (s.worker_id, s.lease_seconds, n, reserved))
+        return await self._pool.fetch(_CLAIM_SQL, (s.worker_id, s.worker_id, s.lease_seconds, n, reserved))
 
     def _start_run(self, row: tuple[Any, ...]) -> None:
         prompt_id, conversation_id, message_id, model_config, attempts, resumed = row
@@ -519,7 +517,7 @@ class _Run:
 
         async def read(what: str, sql: str) -> list[tuple[Any, ...]]:
             try:
-                return await with_retries(what, lambda: pool.fetch(sql, (self.prompt_id,)), deadline)
+                return await with_retries(what, lambda: pool.fetch(sql, (self.prompt_id, self.w.worker_id)), deadline)
             except Exception as err:
                 raise RuntimeError(f"{what}: {message_of(err)}") from err
 
@@ -608,8 +606,8 @@ class _Run:
         deadline = asyncio.get_running_loop().time() + self.w.settings.call_timeout
         try:
             rows = await with_retries("heartbeat", lambda: pool.fetch(
-                "SELECT convo.heartbeat(%s, %s), (SELECT status FROM convo.prompts WHERE id = %s)",
-                (self.prompt_id, self.w.worker_id, self.prompt_id)), deadline)
+                "SELECT convo.heartbeat(%s, %s), convo.prompt_status(%s, %s)",
+                (self.prompt_id, self.w.worker_id, self.prompt_id, self.w.worker_id)), deadline)
         except Exception as err:
             log.warning("prompt %s: heartbeat after a refused write: %s", self.prompt_id, message_of(err))
             return None
