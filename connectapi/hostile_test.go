@@ -59,9 +59,10 @@ func TestHostileClientToolOutput(t *testing.T) {
 			if ce := requireCode(t, err, connect.CodeInvalidArgument); !strings.Contains(ce.Message(), tc.message) {
 				t.Errorf("message %q does not say %q", ce.Message(), tc.message)
 			}
-			// Loose bound (the benchmark measures): the attack's first
-			// number alone took 72 ms, a thousand more than 30 s.
-			if took > 2*time.Second {
+			// Loose bound, for -race on a loaded machine (the benchmark
+			// measures: some 15 ms of CPU): before the rule, 100 of these
+			// numbers took 6 s to validate, and this is 100,000.
+			if took > 10*time.Second {
 				t.Errorf("refusing took %s", took)
 			}
 			if after := tb.countRows(t); after != before {
