@@ -145,7 +145,8 @@ func (e *encoding) get(m proto.Message, marshal func(proto.Message) ([]byte, err
 // protojson with default options, unmarshalling JSON with DiscardUnknown),
 // except that a shared message (see sharedEncodings) is marshalled once,
 // and that JSON with a lone UTF-16 surrogate escape is refused naming the
-// field (wire.CheckJSONSurrogates).
+// field (wire.CheckJSONSurrogates), as is JSON that breaks convo's rule for
+// accepted JSON (wire.CheckJSONBody).
 //
 // It implements connect's optional MarshalAppend, which the handler uses:
 // connect copies the result into its own pooled buffer, so the cached
@@ -225,6 +226,13 @@ func (c *codec) Unmarshal(data []byte, message any) error {
 		// protojson refuses a lone surrogate too, but without naming the
 		// field (connect makes this error InvalidArgument).
 		if err := wire.CheckJSONSurrogates(data); err != nil {
+			return err
+		}
+		// convo's rule for accepted JSON (numbers within a float64's
+		// range, nesting, \u0000), naming the value's path: protojson
+		// would refuse a number like 1e400 in a double field without
+		// saying where, and nothing later should see such a value.
+		if err := wire.CheckJSONBody(data); err != nil {
 			return err
 		}
 		// Unknown fields are dropped so that clients and servers need not

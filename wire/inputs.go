@@ -58,7 +58,9 @@ func InputRequests(rs []conversation.InputRequest) ([]*convov1.InputRequest, err
 // InputAnswerJSON checks an answer and returns it as the JSON object
 // convo.answer_input takes: {"approved": bool, "reason": text} (reason
 // only when given), {"output": text} or {"error": text}, {"answer": text}.
-// The error is Invalid and names the field (field.approval.reason, …).
+// The error is Invalid and names the field (field.approval.reason, …); a
+// client tool's output that is JSON must follow convo's rule for accepted
+// JSON (CheckJSONText), which is checked first.
 // Whether the answer is of the request's kind, one of a question's
 // choices, or of a client tool's outputSchema type, the database checks.
 func InputAnswerJSON(field string, a *convov1.InputAnswer) (json.RawMessage, error) {
@@ -76,6 +78,11 @@ func InputAnswerJSON(field string, a *convov1.InputAnswer) (json.RawMessage, err
 	case *convov1.InputAnswer_ClientTool:
 		switch r := k.ClientTool.GetResult().(type) {
 		case *convov1.ClientToolAnswer_Output:
+			// The rule for accepted JSON first: an output schema (and the
+			// worker that reads the output) would read it as JSON.
+			if err := CheckJSONText(field+".clientTool.output", r.Output); err != nil {
+				return nil, err
+			}
 			if err := CheckText(field+".clientTool.output", r.Output, false, MaxInputOutput); err != nil {
 				return nil, err
 			}

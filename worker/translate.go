@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/internal/jsonlimit"
 )
 
 // item is one output item of a round: an index of the model's stream, and
@@ -192,6 +194,9 @@ func (t *translator) flush(it *item, metadata map[string]any) error {
 		if err := checkJSON(it.text.String()); err != nil {
 			return modelErrorf("the model's structured output is not valid JSON: %v", err)
 		}
+		if err := jsonlimit.Check([]byte(it.text.String())); err != nil {
+			return modelErrorf("the model's structured output is JSON convo does not accept: %v", err)
+		}
 	}
 	if it.blockID == uuid.Nil {
 		return nil // nothing was streamed: no empty block
@@ -220,6 +225,13 @@ func (t *translator) flushToolCall(it *item) error {
 	if err := checkJSON(args); err != nil {
 		call.badArgs = fmt.Sprintf("invalid argument JSON for tool %s: %v", call.name, err)
 		// Keep what the model sent, as a JSON string, so the call shows it.
+		input, _ = json.Marshal(call.arguments)
+	} else if err := jsonlimit.Check([]byte(args)); err != nil {
+		// JSON that convo's rule refuses ({"expression": 1e400}): the
+		// call fails as for arguments its schema refuses, the model is
+		// told why, and the arguments are kept as a JSON string, never
+		// as such (stored, they would make the conversation unreadable).
+		call.badArgs = fmt.Sprintf("invalid arguments for tool %s: %v", call.name, err)
 		input, _ = json.Marshal(call.arguments)
 	} else {
 		input = json.RawMessage(args)
@@ -280,7 +292,13 @@ func checkJSON(s string) error {
 }
 
 // marshalObject encodes metadata as a JSON object; nil stays nil (SQL
-// NULL, which the worker API reads as "nothing to merge").
+// NULL, which the worker API reads as "nothing to merge"). Metadata
+// follows convo's rule for accepted JSON: a value the rule refuses (a
+// json.Number 1e400 a model handed over, nesting past 64 levels) is
+// written as jsonlimit's placeholder, so that the block keeps the rest of
+// its metadata and the conversation stays readable; NUL becomes U+FFFD,
+// as in every write (withoutNUL). Metadata that still breaks the rule (a
+// lone surrogate in a json.RawMessage) is an error.
 func marshalObject(m map[string]any) (json.RawMessage, error) {
 	if len(m) == 0 {
 		return nil, nil
@@ -288,6 +306,13 @@ func marshalObject(m map[string]any) (json.RawMessage, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode metadata: %w", err)
+	}
+	b = withoutNUL(b)
+	if jsonlimit.Check(b) != nil {
+		b = jsonlimit.Sanitize(b)
+		if err := jsonlimit.Check(b); err != nil {
+			return nil, fmt.Errorf("encode metadata: %w", err)
+		}
 	}
 	return b, nil
 }

@@ -40,7 +40,9 @@ import (
 // from two servers, and a driver injects faults at random: the LISTEN
 // connections are killed, every backend is terminated, PostgreSQL
 // restarts, a server is stopped with SIGTERM and a new one started,
-// compaction runs. At the end every
+// compaction runs; hostile clients send values convo's rule for accepted
+// JSON refuses (1e400, nesting past 64, \u0000) to every door, each of
+// which must be refused 400 invalid_argument, none stored. At the end every
 // subscriber's blocks must equal the conversation's, with no seq skipped or
 // repeated. CONVO_SOAK_DURATION (default 20s), CONVO_SOAK_SUBSCRIBERS
 // (default 200) and CONVO_SOAK_FEEDS size it; docs/operations.md shows a
@@ -132,6 +134,12 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 			writers.Go(func() { s.write(run, w) })
 		}
 	}
+	// Hostile clients send values convo's rule for accepted JSON refuses
+	// (1e400, nesting past 64, \u0000) through every door, meanwhile.
+	var hostile hostileStats
+	for range 3 {
+		writers.Go(func() { s.hostile(run, &hostile) })
+	}
 	subs := make([]*soakSubscriber, subscribers)
 	for i := range subs {
 		subs[i] = &soakSubscriber{s: s, conversation: s.conversations[i%conversations], sse: i%2 == 1, blocks: map[string]*strings.Builder{}}
@@ -146,6 +154,13 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 	// client may still commit, after the last seq is read below.
 	s.stop.Store(true)
 	writers.Wait()
+
+	if hostile.refused.Load() == 0 {
+		t.Errorf("no hostile request was refused (%d unreachable)", hostile.unreachable.Load())
+	}
+	if err := s.checkStoredValues(ctx); err != nil {
+		t.Errorf("stored values break the rule for accepted JSON: %v", err)
+	}
 
 	// Let every subscriber catch up with its conversation's last seq.
 	last := map[string]int64{}
@@ -218,8 +233,8 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 	if gaps != 0 || repeats != 0 || wrong != 0 {
 		t.Errorf("%d seqs skipped, %d repeated, %d subscribers with the wrong blocks; want none", gaps, repeats, wrong)
 	}
-	t.Logf("soak (%s feed): %v, %d subscribers over %d conversations; %d deltas written; %d events received, %d resumes, %d snapshots; faults: %s",
-		feed, duration, len(subs), conversations, s.deltas.Load(), events, resumes, snapshots, faults)
+	t.Logf("soak (%s feed): %v, %d subscribers over %d conversations; %d deltas written; %d events received, %d resumes, %d snapshots; hostile requests: %d refused, %d unanswered (server restarting); faults: %s",
+		feed, duration, len(subs), conversations, s.deltas.Load(), events, resumes, snapshots, hostile.refused.Load(), hostile.unreachable.Load(), faults)
 	for _, p := range s.servers {
 		p.stop(t)
 	}

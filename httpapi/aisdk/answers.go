@@ -64,6 +64,11 @@ func chatAnswers(messages []chatMessage) ([]chatAnswer, error) {
 			s := string(p.Output)
 			if err := json.Unmarshal(p.Output, &s); err != nil {
 				s = string(p.Output) // JSON output other than a string: as JSON text
+			} else if err := wire.CheckJSONText(field+".output", s); err != nil {
+				// A string that is JSON: convo's rule for accepted JSON,
+				// before any answer of the request is written (the body
+				// itself was checked whole by httpx.JSONBody).
+				return nil, err
 			}
 			a.output = &s
 		case p.State == "output-error" && !p.ProviderExecuted:

@@ -435,18 +435,32 @@ func (s *scanner) number() {
 		}
 		mantissaEnd = s.pos
 	}
+	exp := 0 // the exponent's magnitude, capped
 	if s.pos < len(s.in) && (s.in[s.pos] == 'e' || s.in[s.pos] == 'E') {
 		s.pos++
 		if s.pos < len(s.in) && (s.in[s.pos] == '+' || s.in[s.pos] == '-') {
 			s.pos++
 		}
+		expStart := s.pos
 		if digits() == 0 {
 			s.fail(errSyntaxAt(from, "invalid number"))
 			return
 		}
+		for _, d := range s.in[expStart:s.pos] {
+			if exp = exp*10 + int(d-'0'); exp > 1000 {
+				break
+			}
+		}
 	}
 	lit := s.in[from:s.pos]
-	reason := numberProblem(lit, s.in[intStart:mantissaEnd])
+	reason := ""
+	// Most numbers are plainly in range: a short literal with at most 20
+	// characters of mantissa (a value between 1e-20 and 1e20 unless zero)
+	// scaled by at most 10^±280. Only the others are parsed (ParseFloat
+	// was most of the time of a check).
+	if len(lit) > 40 || mantissaEnd-intStart > 20 || exp > 280 {
+		reason = numberProblem(lit, s.in[intStart:mantissaEnd])
+	}
 	switch {
 	case reason == "":
 		s.emit(from)

@@ -13,8 +13,8 @@ type Input struct {
 }
 
 // PauseForInputs pauses as PauseForInput does, with one tool_use block
-// and tool call (send_mail) per input, each asking its request, so that
-// the prompt waits for all of them. It returns the prompt's id and the
+// and tool call per input (tool_0, tool_1, …), each asking its request,
+// so that the prompt waits for all of them. It returns the prompt's id and the
 // tool calls' ids, in inputs' order.
 func PauseForInputs(ctx context.Context, db DB, worker string, inputs ...Input) (promptID string, toolCallIDs []string, err error) {
 	if err := db.QueryRow(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 30)`, worker).Scan(&promptID); err != nil {
@@ -27,8 +27,8 @@ func PauseForInputs(ctx context.Context, db DB, worker string, inputs ...Input) 
 		var call string
 		err := db.QueryRow(ctx, `
 			WITH block AS (SELECT convo.start_block($1::uuid, 'tool_use') AS id)
-			SELECT convo.start_tool_call(block.id, 'send_mail', '{"to": "a@example.com"}')::text FROM block`,
-			promptID).Scan(&call)
+			SELECT convo.start_tool_call(block.id, $2, '{}')::text FROM block`,
+			promptID, fmt.Sprintf("tool_%d", i)).Scan(&call)
 		if err != nil {
 			return "", nil, fmt.Errorf("start tool call %d: %w", i, err)
 		}

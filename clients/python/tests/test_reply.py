@@ -136,6 +136,45 @@ async def test_invalid_structured_output_fails_prompt(dsn: str, client: Client) 
     assert settled["error"].startswith("the structured output is not valid JSON")
 
 
+async def test_tool_arguments_out_of_range_fail_the_call_and_are_kept_as_text(dsn: str, client: Client) -> None:
+    # json.loads reads 1e400 as inf: convo's rule (jsonlimit) reads the
+    # text the model streamed, and the call fails with the wording of the
+    # Go and TypeScript runtimes; the reply completes.
+    why = ("invalid arguments for tool calculator: $.expression: number 1e400 is outside the range of a "
+           "64-bit float (magnitude between 5e-324 and 1.7e308, or 0)")
+    refused: list[str] = []
+
+    async def handle(job: Job) -> None:
+        call = job.reply.start_tool_call("calculator", call_id="call_1")
+        call.arguments('{"expression": ')
+        call.arguments("1e400}")
+        assert call.finish_arguments() is None and call.status == "failed" and call.error == why
+        deep = job.reply.start_tool_call("calculator", call_id="call_2")
+        deep.arguments("[" * 65 + "]" * 65)
+        assert deep.finish_arguments() is None and deep.status == "failed"
+        huge: dict[str, object] = {"n": 10**400}
+        for bad in (lambda: job.reply.start_block("note", metadata=huge),
+                    lambda: job.reply.tool_call("calculator", {"expression": "1"}).request_input("client_tool", {"outputSchema": huge})):
+            with pytest.raises(ValueError) as info:
+                bad()
+            refused.append(str(info.value))
+        job.reply.text("My number was too big.")
+
+    async with running(dsn, handle):
+        prompt = await client.send("compute")
+        assert (await client.settled(prompt))["status"] == "completed"
+
+    blocks = await client.blocks(prompt)
+    assert [b["type"] for b in blocks] == ["tool_use", "tool_result", "tool_use", "tool_result", "tool_use", "text"]
+    call = blocks[0]["toolCall"]
+    assert (call["name"], call["input"], call["status"], call["error"]) == ("calculator", '{"expression": 1e400}', "failed", why)
+    assert blocks[1]["content"] == f"error: {why}"
+    assert blocks[2]["toolCall"]["error"] == ("invalid arguments for tool calculator: $" + "[0]" * 64
+                                              + ": nested deeper than 64 levels")
+    assert refused[0].startswith("Reply.start_block: metadata: $.n: number 1000000000") and "outside the range" in refused[0]
+    assert refused[1].startswith("ToolCall.request_input: request: $.outputSchema.n: number 1000000000")
+
+
 async def test_bad_input_is_refused_naming_the_field_and_writes_nothing(dsn: str, client: Client) -> None:
     errors: list[str] = []
 

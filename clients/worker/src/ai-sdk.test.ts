@@ -85,6 +85,34 @@ describe("writeStreamText", () => {
     expect(prompt[4].content).toMatchObject([{ type: "text", text: "again" }]);
   });
 
+  it("fails a tool call whose arguments break convo's rule for JSON, keeping them as text, and completes", async () => {
+    // The AI SDK parses {"n": 1e400} into {n: Infinity} (JSON.stringify
+    // would write null): the rule reads the text the model streamed.
+    const args = '{"text": "ping", "n": 1e400}';
+    const model = scriptedModel([
+      [
+        { type: "tool-input-start", id: "c1", toolName: "echo" },
+        { type: "tool-input-delta", id: "c1", delta: args.slice(0, 20) },
+        { type: "tool-input-delta", id: "c1", delta: args.slice(20) },
+        { type: "tool-input-end", id: "c1" },
+        { type: "tool-call", toolCallId: "c1", toolName: "echo", input: args },
+        finish("tool-calls"),
+      ],
+      [...textParts("t2", "Done."), finish()],
+    ]);
+    await serve(async (job) => {
+      await writeStreamText(job, streamText({ model, prompt: "x", tools: { echo }, stopWhen: stepCountIs(5), abortSignal: job.signal }));
+    });
+    const sent = await send(db.pool, "echo ping");
+    expect((await settledAs(db.pool, sent.promptId, "completed", "failed")).status).toBe("completed");
+    const why = "invalid arguments for tool echo: $.n: number 1e400 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)";
+    expect(await blocks(db.pool, sent.messageId)).toMatchObject([
+      { type: "tool_use", content: args, toolCall: { name: "echo", input: args, status: "failed", error: why } },
+      { type: "tool_result", content: `error: ${why}`, metadata: { isError: true } },
+      { type: "text", content: "Done." },
+    ]);
+  });
+
   it("fails a tool call whose tool throws, and the model goes on", async () => {
     const broken = tool({
       inputSchema: jsonSchema<{ text: string }>({ type: "object", properties: { text: { type: "string" } } }),

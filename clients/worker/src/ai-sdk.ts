@@ -22,6 +22,7 @@ import type { AssistantModelMessage, ModelMessage, TextStreamPart, ToolContent, 
 import { checkToolMetadata, pauseOf } from "./ai-sdk-tools.js";
 import { WorkerError, messageOf } from "./errors.js";
 import type { HistoryMessage } from "./history.js";
+import * as jsonlimit from "./jsonlimit.js";
 import type { Job } from "./job.js";
 import type { PromptInput } from "./inputs.js";
 import { StreamingToolCall, type Block, type InputRequest, type Reply, type ToolCall } from "./reply.js";
@@ -499,6 +500,16 @@ class ReplyWriter {
       s.inputDelta(JSON.stringify(input ?? {}));
     }
     this.pendingCalls.delete(id);
+    // convo's rule for accepted JSON, on the arguments as the model sent
+    // them: the AI SDK has parsed them already ({"expression": 1e400}
+    // is {expression: Infinity}, which JSON.stringify would write as
+    // null). A call that breaks it fails as an invalid call does, its
+    // arguments kept as the text the model sent.
+    const problem = how.invalid ? undefined : jsonlimit.check(s.inputText);
+    if (problem !== undefined) {
+      how = { ...how, invalid: `invalid arguments for tool ${name}: ${problem}` };
+      input = s.inputText;
+    }
     if (how.invalid) {
       this.calls.set(id, s.call(input));
       this.toolError(id, how.invalid);

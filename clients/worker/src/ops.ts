@@ -84,7 +84,8 @@ export function encodeOps(ops: Array<Op & { prompt: string }>): string {
   return JSON.stringify(ops, (_key, value: unknown) => (typeof value === "string" ? clean(value) : value));
 }
 
-function clean(s: string): string {
+/** s as written: lone surrogates and NUL become U+FFFD (see encodeOps). */
+export function clean(s: string): string {
   const wellFormed = s.isWellFormed() ? s : s.toWellFormed();
   return wellFormed.includes("\0") ? wellFormed.replaceAll("\0", "\uFFFD") : wellFormed;
 }

@@ -6,7 +6,8 @@
 
 import { randomUUID } from "node:crypto";
 import { WorkerError, invalidArgument } from "./errors.js";
-import type { InputKind, Op } from "./ops.js";
+import * as jsonlimit from "./jsonlimit.js";
+import { clean, type InputKind, type Op } from "./ops.js";
 
 /** The part of a committer a reply talks to. */
 export interface Queue {
@@ -113,6 +114,7 @@ export class Block {
  */
 export class StreamingToolCall {
   private called: ToolCall | undefined;
+  private text = "";
 
   constructor(
     private readonly reply: Reply,
@@ -127,6 +129,12 @@ export class StreamingToolCall {
   inputDelta(text: string): void {
     if (this.called) throw invalidArgument(`inputDelta: tool call ${this.callId} was already recorded`);
     this.block.append(text);
+    this.text += text;
+  }
+
+  /** The argument text streamed so far (inputDelta), as the model sent it. */
+  get inputText(): string {
+    return this.text;
   }
 
   /** Records the call with its input (the parsed arguments), ends the block, and returns the call. */
@@ -151,7 +159,7 @@ export class StreamingToolCall {
 
   private record(input: unknown, wait?: { kind: InputKind; request: Record<string, unknown>; expiresAt?: Date }): ToolCall {
     this.reply.check();
-    jsonOf("toolCall: input", input ?? {});
+    limitedJsonOf("toolCall: input", input ?? {});
     const id = randomUUID();
     this.reply.push({ op: "start_tool_call", block: this.block.id, toolCall: id, name: this.name, input: input ?? {} });
     if (wait) {
@@ -237,8 +245,8 @@ function checkRequest(what: string, r: InputRequest): void {
   if (r.request !== undefined && (typeof r.request !== "object" || r.request === null || Array.isArray(r.request))) {
     throw invalidArgument(`${what}.request must be a plain object`);
   }
-  if (r.request !== undefined) jsonOf(`${what}.request`, r.request);
-  jsonOf(`${what}.input`, r.input ?? {});
+  if (r.request !== undefined) limitedJsonOf(`${what}.request`, r.request);
+  limitedJsonOf(`${what}.input`, r.input ?? {});
   if (r.expiresAt !== undefined && (!(r.expiresAt instanceof Date) || Number.isNaN(r.expiresAt.getTime()))) {
     throw invalidArgument(`${what}.expiresAt must be a valid Date`);
   }
@@ -248,7 +256,23 @@ function checkMetadata(what: string, metadata: unknown): void {
   if (metadata !== undefined && (typeof metadata !== "object" || metadata === null || Array.isArray(metadata))) {
     throw invalidArgument(`${what}: metadata must be a plain object`);
   }
-  if (metadata !== undefined) jsonOf(`${what}: metadata`, metadata);
+  if (metadata !== undefined) limitedJsonOf(`${what}: metadata`, metadata);
+}
+
+/**
+ * jsonOf, for a value that must also follow convo's rule for accepted
+ * JSON (jsonlimit) as it will be written (strings cleaned as encodeOps
+ * cleans them): a tool call's input, a request, metadata. JSON.stringify
+ * has already made an out-of-range number null, so what the rule can
+ * refuse here is nesting past 64 levels (and a key holding NUL). The
+ * error is invalid_argument naming what and the value's JSONPath.
+ */
+function limitedJsonOf(what: string, value: unknown): string {
+  const text = jsonOf(what, value);
+  const written = JSON.stringify(value, (_key, v: unknown) => (typeof v === "string" ? clean(v) : v));
+  const problem = jsonlimit.check(written);
+  if (problem !== undefined) throw invalidArgument(`${what}: ${problem}`);
+  return text;
 }
 
 /**
@@ -350,7 +374,7 @@ export class Reply {
 
   /** Records a tool call with its whole input: its tool_use block (the input as JSON), then the call. */
   toolCall(name: string, input: unknown, callId?: string): ToolCall {
-    const json = jsonOf("toolCall: input", input ?? {});
+    const json = limitedJsonOf("toolCall: input", input ?? {});
     const s = this.startToolCall(name, callId);
     s.inputDelta(json);
     return s.call(input ?? {});

@@ -280,6 +280,11 @@ describe("Worker", () => {
         const text = job.history[0]?.role === "user" ? job.history[0].text : "";
         try {
           if (text === "bigint") job.reply.startBlock("note", { tokens: 10n });
+          if (text === "deep") {
+            let deep: unknown = "bottom";
+            for (let i = 0; i < 70; i++) deep = { d: deep };
+            job.reply.startBlock("note", { deep });
+          }
           if (text === "circular") {
             const input: Record<string, unknown> = {};
             input.self = input;
@@ -292,8 +297,8 @@ describe("Worker", () => {
         job.reply.text(`fine: ${text}`);
       },
     });
-    const [bigint, circular, plain] = await Promise.all(
-      ["bigint", "circular", "plain"].map((t, i) => send(db.pool, t, { owner: `user${i}` })),
+    const [bigint, circular, deep, plain] = await Promise.all(
+      ["bigint", "circular", "deep", "plain"].map((t, i) => send(db.pool, t, { owner: `user${i}` })),
     );
     expect(await settledAs(db.pool, plain.promptId, "completed", "failed")).toMatchObject({ status: "completed" });
     expect((await blocks(db.pool, plain.messageId)).map((b) => b.content)).toEqual(["fine: plain"]);
@@ -303,7 +308,11 @@ describe("Worker", () => {
     const c = await settledAs(db.pool, circular.promptId, "completed", "failed");
     expect(c.status).toBe("failed");
     expect(c.error).toMatch(/^toolCall: input must be JSON/);
-    expect(thrown.map((e) => (e as WorkerError).code)).toEqual(["invalid_argument", "invalid_argument"]);
+    // convo's rule for accepted JSON (jsonlimit): nesting past 64 levels.
+    const d = await settledAs(db.pool, deep.promptId, "completed", "failed");
+    expect(d.status).toBe("failed");
+    expect(d.error).toBe(`startBlock: metadata: $.deep${".d".repeat(63)}: nested deeper than 64 levels`);
+    expect(thrown.map((e) => (e as WorkerError).code)).toEqual(["invalid_argument", "invalid_argument", "invalid_argument"]);
   });
 
   it("fails the prompt when the batch that completes it fails as a whole", async () => {

@@ -20,7 +20,9 @@ import (
 // emptyOK, no body and no Content-Type at all. A text/plain or form body,
 // which a page of any site may send without a CORS preflight, is refused
 // with 415; invalid UTF-8 and a string with a lone UTF-16 surrogate
-// escape (wire.CheckJSONSurrogates) with 400; a body over limit with 413
+// escape (wire.CheckJSONSurrogates) and JSON that breaks convo's rule for
+// accepted JSON (wire.CheckJSONBody: numbers within a 64-bit float's
+// range, nesting at most 64, no \u0000) with 400; a body over limit with 413
 // naming the limit (BodyTooLarge), after reading at most limit bytes of
 // it (none when its Content-Length says so). A body that does not arrive
 // in time (the server's read deadline) is answered 408. The checked body
@@ -64,6 +66,13 @@ func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 		}
 		// encoding/json would read a lone surrogate as U+FFFD, silently.
 		if err := wire.CheckJSONSurrogates(body); err != nil {
+			s.WriteError(w, r, err)
+			return
+		}
+		// convo's rule for accepted JSON, before anything decodes the
+		// body: a number like 1e999999 would cost a schema big-number
+		// arithmetic, and one PostgreSQL stores would make readers fail.
+		if err := wire.CheckJSONBody(body); err != nil {
 			s.WriteError(w, r, err)
 			return
 		}

@@ -90,7 +90,12 @@ def encode(ops: list[dict[str, Any]]) -> str:
     reply in it. A surrogate pair split between two pieces of one delta is
     joined. Escapes are matched whole, so an escaped backslash followed by
     ``u0000`` is left alone."""
-    text = json.dumps(ops, ensure_ascii=False, separators=(",", ":"))
+    return clean(json.dumps(ops, ensure_ascii=False, separators=(",", ":")))
+
+
+def clean(text: str) -> str:
+    """JSON text with every escaped NUL and every lone surrogate written as
+    U+FFFD, as ``encode`` writes it."""
     if _SURROGATE.search(text):
         text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
     if "\\u0000" not in text:

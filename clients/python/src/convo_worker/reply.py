@@ -9,7 +9,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ._batch import Op, PromptWriter
+from . import jsonlimit
+from ._batch import Op, PromptWriter, clean
 from .errors import InvalidOutput
 
 _BLOCK_TYPE = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
@@ -35,7 +36,19 @@ def _metadata(metadata: dict[str, Any] | None, what: str) -> dict[str, Any] | No
         json.dumps(metadata, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise TypeError(f"{what}: metadata must be JSON-serializable: {err}") from None
+    _check_limits(metadata, f"{what}: metadata")
     return metadata
+
+
+def _check_limits(value: Any, what: str) -> None:
+    """Raises ValueError naming what and the value's JSONPath when value,
+    as it will be written (NUL and lone surrogates become U+FFFD, as in
+    every batch), breaks convo's rule for accepted JSON (jsonlimit): an
+    int too big for a 64-bit float (a float inf is refused before), or
+    nesting past 64 levels."""
+    problem = jsonlimit.check(clean(compact_json(value)))
+    if problem is not None:
+        raise ValueError(f"{what}: {problem}")
 
 
 def _text(value: object, what: str) -> str:
@@ -151,7 +164,11 @@ class ToolCall:
         input, and its block ends. Returns the parsed input. Arguments that
         are not JSON fail the call (not the prompt), as the Go runtime
         does: the input is then the text as a JSON string, ``status`` is
-        ``failed`` and ``error`` says why (and None is returned)."""
+        ``failed`` and ``error`` says why (and None is returned). So do
+        arguments that break convo's rule for accepted JSON (``jsonlimit``:
+        ``{"expression": 1e400}``, nesting past 64 levels, ``\u0000``):
+        ``error`` is ``invalid arguments for tool <name>: <JSONPath>:
+        <reason>``, the wording of the Go and TypeScript runtimes."""
         if self.status != "streaming":
             return self.input
         raw = self.arguments_text.strip() or "{}"
@@ -161,6 +178,15 @@ class ToolCall:
         except ValueError as err:
             self.input = self.arguments_text
             bad = f"invalid argument JSON for tool {self.name}: {err}"
+        else:
+            # convo's rule for accepted JSON, on the text the model sent:
+            # json.loads made 1e400 inf (and keeps a 400-digit int), which
+            # stored would make the conversation unreadable. The call fails
+            # as for arguments that are not JSON, the text kept.
+            problem = jsonlimit.check(raw)
+            if problem is not None:
+                self.input = self.arguments_text
+                bad = f"invalid arguments for tool {self.name}: {problem}"
         self._w.enqueue(Op("start_tool_call", {"block": self._block.id, "toolCall": self.id, "name": self.name, "input": self.input}))
         self._block.end({"name": self.name, "callId": self.call_id})
         self.status = "started"
@@ -196,6 +222,7 @@ class ToolCall:
             json.dumps(request, allow_nan=False)
         except (TypeError, ValueError) as err:
             raise TypeError(f"ToolCall.request_input: request must be JSON-serializable: {err}") from None
+        _check_limits(request, "ToolCall.request_input: request")
         if expires_at is not None:
             if not isinstance(expires_at, datetime.datetime) or expires_at.tzinfo is None:
                 raise TypeError("ToolCall.request_input: expires_at must be a timezone-aware datetime")
