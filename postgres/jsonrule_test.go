@@ -220,20 +220,30 @@ func TestSQLJSONRule(t *testing.T) {
 	}
 }
 
-// TestSQLJSONRuleOutputOverflowsNumeric: a client tool's output holding a
-// number past even numeric's range (1e999999) is refused with CV003
-// naming answer.output, not with numeric's own 22003.
-func TestSQLJSONRuleOutputOverflowsNumeric(t *testing.T) {
+// TestSQLJSONRuleOutputNotStorable: a client tool's output holding what
+// jsonb cannot hold — a number past even numeric's range (1e999999,
+// 22003), \u0000 (22P05) — is refused with CV003 naming answer.output,
+// not with PostgreSQL's own SQLSTATE, whether the output schema names a
+// type or not.
+func TestSQLJSONRuleOutputNotStorable(t *testing.T) {
 	t.Parallel()
-	tb := setup(t)
-	_, call := tb.paused(t, "client_tool", `{"outputSchema":{"items":{"type":"integer"}}}`)
-	before := tb.fingerprint(t)
-	err := tb.answer(context.Background(), call, `{"output":`+strconv.Quote("[1e999999]")+`}`)
-	pgErr := requireSQLState(t, err, sqlstate.InvalidArgument)
-	if !strings.Contains(pgErr.Message, "answer_input: answer.output: a number is outside the range of a 64-bit float") {
-		t.Errorf("message %q", pgErr.Message)
-	}
-	if tb.fingerprint(t) != before {
-		t.Error("the refused answer changed the database")
+	for name, tc := range map[string]struct{ schema, output, want string }{
+		"NumericOverflow": {`{"items":{"type":"integer"}}`, "[1e999999]", "answer_input: answer.output: a number is outside the range of a 64-bit float"},
+		"NulTyped":        {`{"type":"string"}`, `"\u0000"`, "answer_input: answer.output: unsupported Unicode escape sequence (JSON text must not hold \\u0000)"},
+		"NulUntyped":      {`{"items":{"type":"string"}}`, `["\u0000"]`, "answer_input: answer.output: unsupported Unicode escape sequence"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tb := setup(t)
+			_, call := tb.paused(t, "client_tool", `{"outputSchema":`+tc.schema+`}`)
+			before := tb.fingerprint(t)
+			err := tb.answer(context.Background(), call, `{"output":`+strconv.Quote(tc.output)+`}`)
+			if pgErr := requireSQLState(t, err, sqlstate.InvalidArgument); !strings.Contains(pgErr.Message, tc.want) {
+				t.Errorf("message %q; want %q", pgErr.Message, tc.want)
+			}
+			if tb.fingerprint(t) != before {
+				t.Error("the refused answer changed the database")
+			}
+		})
 	}
 }

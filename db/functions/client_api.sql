@@ -829,7 +829,10 @@ BEGIN
                 EXCEPTION WHEN numeric_value_out_of_range THEN
                     RAISE EXCEPTION 'answer_input: answer.output: a number is outside the range of a 64-bit float (%)', SQLERRM
                         USING ERRCODE = 'CV003';
-                WHEN invalid_text_representation OR untranslatable_character THEN
+                WHEN untranslatable_character THEN
+                    RAISE EXCEPTION 'answer_input: answer.output: % (%)', SQLERRM, 'JSON text must not hold \u0000'
+                        USING ERRCODE = 'CV003';
+                WHEN invalid_text_representation THEN
                     IF v_type IS NOT NULL THEN
                         RAISE EXCEPTION 'answer_input: answer.output must be JSON (the request''s outputSchema has type %): %', v_type, SQLERRM
                             USING ERRCODE = 'CV003';
