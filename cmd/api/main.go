@@ -383,6 +383,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	// A branchSwitched carries at most a snapshot's worth of messages.
 	postgres.SetSnapshotBytes(poolConfig, m.Config.SnapshotBytes)
+	// A value nested past encoding/json's limit reads (as a placeholder).
+	postgres.KeepRawJSON(poolConfig)
 	// openPool opens a pool of at most size connections to dsn.
 	openPool := func(size int) (*pgxpool.Pool, error) {
 		cfg := poolConfig.Copy()
