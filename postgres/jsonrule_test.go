@@ -247,3 +247,39 @@ func TestSQLJSONRuleOutputNotStorable(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkJSONCheck measures convo._json_check on a stored value of
+// about 1 MB: 20,000 objects of 4 numbers and a string each
+// ("numbers"), the same as one string ("text"), and the numbers with
+// one out of range at the end ("refused"), which the check walks number
+// by number. A worker's metadata or tool input is checked once, when it
+// is stored.
+//
+//	go test -run '^$' -bench JSONCheck ./postgres/
+func BenchmarkJSONCheck(b *testing.B) {
+	ctx := context.Background()
+	items := `string_agg('{"a":' || g || ',"b":"' || repeat('x', 20) || '","c":[1.5,2,3]}', ',')`
+	for name, value := range map[string]string{
+		"numbers": `('{"items":[' || ` + items + ` || ']}')::jsonb`,
+		"text":    `jsonb_build_object('items', ` + items + `)`,
+		"refused": `('{"items":[' || ` + items + ` || ',1e400]}')::jsonb`,
+	} {
+		b.Run(name, func(b *testing.B) {
+			tb := setup(b)
+			if _, err := tb.pool.Exec(ctx, `CREATE TABLE bench_json AS SELECT `+value+` AS v FROM generate_series(1, 20000) g`); err != nil {
+				b.Fatal(err)
+			}
+			var size int
+			if err := tb.pool.QueryRow(ctx, `SELECT length(v::text) FROM bench_json`).Scan(&size); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				_, err := tb.pool.Exec(ctx, `SELECT convo._json_check(v, 'metadata') FROM bench_json`)
+				if (err == nil) == (name == "refused") {
+					b.Fatalf("check: %v", err)
+				}
+			}
+		})
+	}
+}
