@@ -40,6 +40,11 @@ func translate(err error, doing string) error {
 			return conversation.Errorf(conversation.Invalid, "%s", pgErr.Message)
 		case pgErr.Code == sqlstate.QuotaExceeded:
 			return conversation.Errorf(conversation.ResourceExhausted, "%s", pgErr.Message)
+		case sqlstate.IsDataException(pgErr.Code):
+			// A value PostgreSQL cannot take (1e999999 overflows numeric,
+			// 22003; \u0000 in JSON, 22P05; a lone surrogate, 22P02; …)
+			// is the caller's input, refused before anything was written.
+			return dataException(doing, pgErr)
 		case strings.HasPrefix(pgErr.Code, "08"), // connection exception
 			strings.HasPrefix(pgErr.Code, "53"),                                 // insufficient resources: too many connections, out of memory, disk full
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03": // shutdown, crash, starting up
@@ -51,6 +56,18 @@ func translate(err error, doing string) error {
 		return unavailable(err)
 	}
 	return fmt.Errorf("%s: %w", doing, err)
+}
+
+// dataException is conversation.Invalid for a data exception (class 22),
+// with PostgreSQL's message and its detail, which says what was wrong:
+// "answer input request …: unsupported Unicode escape sequence (\u0000
+// cannot be converted to text.)".
+func dataException(doing string, pgErr *pgconn.PgError) *conversation.Error {
+	msg := pgErr.Message
+	if pgErr.Detail != "" {
+		msg += " (" + pgErr.Detail + ")"
+	}
+	return conversation.Errorf(conversation.Invalid, "%s: %s", doing, msg)
 }
 
 // unavailableRetryAfter is how long a client is told to wait when the

@@ -3,6 +3,7 @@ package postgres
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +39,38 @@ func TestTranslateUnavailable(t *testing.T) {
 				t.Error("the cause is not kept for the logs")
 			}
 		})
+	}
+}
+
+// TestTranslateDataException: a value PostgreSQL cannot take (class 22:
+// a number past numeric's range, \u0000 in JSON, a lone surrogate, …) is
+// the caller's input: Invalid, with PostgreSQL's message and detail, not
+// an internal error.
+func TestTranslateDataException(t *testing.T) {
+	t.Parallel()
+	for name, pgErr := range map[string]*pgconn.PgError{
+		"NumericOverflow":  {Code: "22003", Message: "value overflows numeric format"},
+		"Untranslatable":   {Code: "22P05", Message: "unsupported Unicode escape sequence", Detail: `\u0000 cannot be converted to text.`},
+		"InvalidText":      {Code: "22P02", Message: "invalid input syntax for type json", Detail: "Unicode low surrogate must follow a high surrogate."},
+		"InvalidParameter": {Code: "22023", Message: "invalid parameter value"},
+		"BadByteSequence":  {Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00`},
+		"InvalidDatetime":  {Code: "22007", Message: "invalid input syntax for type timestamp with time zone"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := translate(fmt.Errorf("wrapped: %w", pgErr), "answer input request x")
+			if conversation.ErrorCode(got) != conversation.Invalid {
+				t.Fatalf("translate(%s) = %v (code %q); want invalid", pgErr.Code, got, conversation.ErrorCode(got))
+			}
+			msg := conversation.ErrorMessage(got)
+			if !strings.HasPrefix(msg, "answer input request x: "+pgErr.Message) || !strings.Contains(msg, pgErr.Detail) {
+				t.Errorf("message %q; want what was done, PostgreSQL's message and its detail", msg)
+			}
+		})
+	}
+	// Other classes stay what they were: a constraint violation is the
+	// server's bug, internal.
+	if got := translate(&pgconn.PgError{Code: "23514", Message: "check"}, "x"); conversation.ErrorCode(got) != conversation.Internal {
+		t.Errorf("23514: code %q; want internal", conversation.ErrorCode(got))
 	}
 }

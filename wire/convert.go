@@ -15,11 +15,62 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/internal/jsonlimit"
 )
 
 // The event log stores payloads in proto3 JSON; fields a newer schema adds
 // must not break an older server.
 var payloadJSON = protojson.UnmarshalOptions{DiscardUnknown: true}
+
+// unmarshalStored decodes stored JSON (an event's payload, a block's
+// metadata, a tool call's input, a model configuration, …) into m. A
+// value that protojson cannot decode because it breaks convo's rule for
+// JSON (internal/jsonlimit) — a number past float64's range (1e400),
+// nesting past protojson's limit — can only be one stored before the
+// rule was applied at every door; it is decoded again from
+// jsonlimit.Sanitize's copy, where it reads as a marked placeholder
+// string (jsonlimit.PlaceholderNumber, PlaceholderDeep), so one such value
+// never makes a conversation unreadable. Valid JSON is decoded once, at
+// no extra cost. Any other failure is returned as it is.
+func unmarshalStored(raw []byte, m proto.Message) error {
+	err := payloadJSON.Unmarshal(raw, m)
+	if err == nil || jsonlimit.Valid(raw) {
+		return err // decoded, or failed for another reason than the rule
+	}
+	proto.Reset(m)
+	if payloadJSON.Unmarshal(jsonlimit.Sanitize(raw), m) != nil {
+		return err
+	}
+	return nil
+}
+
+// unmarshalFields decodes a stored JSON object into m as unmarshalStored
+// does, and when that fails, member by member, leaving out the members
+// that do not decode: a typed message (a ModelConfig) has no place for a
+// placeholder, and the SQL API stores any JSON object as a model
+// configuration ({"temperature": "hot"}, {"maxTokens": 1e400}).
+func unmarshalFields(raw []byte, m proto.Message) error {
+	err := unmarshalStored(raw, m)
+	if err == nil {
+		return nil
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(jsonlimit.Sanitize(raw), &members) != nil {
+		return err
+	}
+	proto.Reset(m)
+	for name, value := range members {
+		one, merr := json.Marshal(map[string]json.RawMessage{name: value})
+		if merr != nil {
+			continue
+		}
+		field := m.ProtoReflect().New().Interface()
+		if payloadJSON.Unmarshal(one, field) == nil {
+			proto.Merge(m, field)
+		}
+	}
+	return nil
+}
 
 func ts(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {
@@ -107,7 +158,7 @@ func Block(b conversation.Block) (*convov1.Block, error) {
 // ToolCall is tc in its wire form.
 func ToolCall(tc conversation.ToolCall) (*convov1.ToolCall, error) {
 	input := &structpb.Value{}
-	if err := payloadJSON.Unmarshal(tc.Input, input); err != nil {
+	if err := unmarshalStored(tc.Input, input); err != nil {
 		return nil, fmt.Errorf("tool call %s input: %w", tc.ID, err)
 	}
 	return &convov1.ToolCall{
@@ -122,7 +173,7 @@ func jsonStruct(raw json.RawMessage) (*structpb.Struct, error) {
 	if len(raw) == 0 {
 		return s, nil
 	}
-	if err := payloadJSON.Unmarshal(raw, s); err != nil {
+	if err := unmarshalStored(raw, s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -156,7 +207,7 @@ func Event(e conversation.Event) (*convov1.Event, error) {
 	}
 	out := &convov1.Event{Seq: e.Seq, CreatedAt: ts(e.CreatedAt), Replay: e.Replay}
 	body := out.ProtoReflect().Mutable(fd).Message().Interface()
-	if err := payloadJSON.Unmarshal(e.Payload, body); err != nil {
+	if err := unmarshalStored(e.Payload, body); err != nil {
 		return nil, fmt.Errorf("event %d (%s): decode payload: %w", e.Seq, e.Kind, err)
 	}
 	return out, nil
@@ -240,7 +291,7 @@ func Preference(p conversation.Preference) convov1.Preference {
 func Comparison(c conversation.Comparison) (*convov1.Comparison, error) {
 	side := func(s conversation.ComparisonSide) (*convov1.ComparisonSide, error) {
 		cfg := &convov1.ModelConfig{}
-		if err := payloadJSON.Unmarshal(s.ModelConfig, cfg); err != nil {
+		if err := unmarshalFields(s.ModelConfig, cfg); err != nil {
 			return nil, fmt.Errorf("comparison %s model config: %w", c.ID, err)
 		}
 		return &convov1.ComparisonSide{

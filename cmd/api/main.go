@@ -405,6 +405,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("worker database url: %w", err)
 	}
 	postgres.SetSnapshotBytes(workerPoolConfig, m.Config.SnapshotBytes)
+	// A value nested past encoding/json's limit reads (as a placeholder).
+	postgres.KeepRawJSON(poolConfig)
+	postgres.KeepRawJSON(workerPoolConfig)
 	// openPool opens a pool of at most size connections to dsn.
 	openPoolOf := func(config *pgxpool.Config, size int) (*pgxpool.Pool, error) {
 		cfg := config.Copy()

@@ -163,6 +163,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	// However many prompts run at once (see worker.Start).
 	poolConfig.MaxConns = int32(m.Config.Worker.DBConns)
+	// A conversation's context reads whatever its JSON's nesting.
+	postgres.KeepRawJSON(poolConfig)
 	if m.db, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
 		return fmt.Errorf("connect to the database: %w", err)
 	}

@@ -244,6 +244,7 @@ BEGIN
        OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_model_configs) c WHERE jsonb_typeof(c.value) <> 'object') THEN
         RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
     END IF;
+    PERFORM convo._json_check(p_model_configs, 'send_message: model_configs');
     IF p_parent_message_id IS NOT NULL AND p_conversation_id IS NULL THEN
         RAISE EXCEPTION 'send_message: parentMessageId % names a message of a conversation, and conversationId is not set',
             p_parent_message_id USING ERRCODE = 'CV003';
@@ -421,6 +422,7 @@ BEGIN
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
         RAISE EXCEPTION 'regenerate_reply: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
+    PERFORM convo._json_check(p_model_config, 'regenerate_reply: model_config');
     -- The owner, then the quota, before the conversation is locked (see
     -- _check_owner, _check_prompt_quota).
     PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'regenerate_reply');
@@ -492,6 +494,7 @@ BEGIN
     IF p_model_config IS NOT NULL AND jsonb_typeof(p_model_config) <> 'object' THEN
         RAISE EXCEPTION 'edit_message: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
+    PERFORM convo._json_check(p_model_config, 'edit_message: model_config');
     PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'edit_message');
     PERFORM convo._check_prompt_quota(p_owner_id, 1, 'edit_message');
     v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'edit_message');
@@ -775,8 +778,10 @@ $$;
 -- empty)}, and when the request has an outputSchema with a "type" (a
 -- name or an array of names), output must be JSON whose top-level type is
 -- one of them ("integer": a number without a fraction); nothing else of
--- the schema is checked; question {"answer": text that shows something},
--- one of the request's choices when it has some.
+-- the schema is checked, except that output under any outputSchema that
+-- parses as JSON keeps convo's rule for JSON (_json_check); question
+-- {"answer": text that shows something}, one of the request's choices
+-- when it has some.
 CREATE OR REPLACE FUNCTION convo._check_input_answer(p_kind text, p_request jsonb, p_answer jsonb) RETURNS void
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -818,16 +823,29 @@ BEGIN
                 RAISE EXCEPTION 'answer_input: answer.output must be a text (the tool''s output), got %',
                     jsonb_typeof(p_answer->'output') USING ERRCODE = 'CV003';
             END IF;
+            IF p_request ? 'outputSchema' THEN
+                -- Output held to a schema is JSON: it keeps convo's rule
+                -- for JSON values as any stored value does.
+                BEGIN
+                    v_output := (p_answer->>'output')::jsonb;
+                EXCEPTION WHEN numeric_value_out_of_range THEN
+                    RAISE EXCEPTION 'answer_input: answer.output: a number is outside the range of a 64-bit float (%)', SQLERRM
+                        USING ERRCODE = 'CV003';
+                WHEN untranslatable_character THEN
+                    RAISE EXCEPTION 'answer_input: answer.output: % (%)', SQLERRM, 'JSON text must not hold \u0000'
+                        USING ERRCODE = 'CV003';
+                WHEN invalid_text_representation THEN
+                    IF v_type IS NOT NULL THEN
+                        RAISE EXCEPTION 'answer_input: answer.output must be JSON (the request''s outputSchema has type %): %', v_type, SQLERRM
+                            USING ERRCODE = 'CV003';
+                    END IF;
+                END;
+                PERFORM convo._json_check(v_output, 'answer_input: answer.output');
+            END IF;
             IF v_type IS NOT NULL THEN
                 v_types := CASE jsonb_typeof(v_type)
                     WHEN 'string' THEN ARRAY[v_type #>> '{}']
                     WHEN 'array' THEN ARRAY(SELECT jsonb_array_elements_text(v_type)) END;
-                BEGIN
-                    v_output := (p_answer->>'output')::jsonb;
-                EXCEPTION WHEN invalid_text_representation THEN
-                    RAISE EXCEPTION 'answer_input: answer.output must be JSON (the request''s outputSchema has type %)', v_type
-                        USING ERRCODE = 'CV003';
-                END;
                 IF v_types IS NOT NULL AND NOT (jsonb_typeof(v_output) = ANY (v_types)
                         OR ('integer' = ANY (v_types) AND jsonb_typeof(v_output) = 'number'
                             AND v_output::text::numeric = trunc(v_output::text::numeric))) THEN
@@ -867,6 +885,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_request convo.input_requests;
 BEGIN
+    PERFORM convo._json_check(p_answer, 'answer_input: answer');
     v_request := convo._owned_input(p_owner_id, p_tool_call_id, 'answer_input');
     PERFORM convo._check_input_answer(v_request.kind, v_request.request, p_answer);
     v_request := convo._pending_input(v_request, 'answer_input');

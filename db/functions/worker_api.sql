@@ -72,8 +72,8 @@ DECLARE
 BEGIN
     IF p_validate AND p_block.block_type = 'structured' THEN
         BEGIN
-            PERFORM v_content::jsonb;
-        EXCEPTION WHEN invalid_text_representation THEN
+            PERFORM convo._json_check(v_content::jsonb, 'end_block: content');
+        EXCEPTION WHEN invalid_text_representation OR untranslatable_character OR numeric_value_out_of_range THEN
             RAISE EXCEPTION 'end_block: structured block % does not hold valid JSON: %', p_block.id, SQLERRM
                 USING ERRCODE = 'CV003';
         END;
@@ -522,6 +522,7 @@ BEGIN
             USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo._check_metadata(p_metadata);
+    PERFORM convo._json_check(p_metadata, 'start_block: metadata');
     v_prompt := convo._running_prompt(p_prompt_id, 'start_block');
     INSERT INTO convo.blocks (id, conversation_id, message_id, prompt_id, position, block_type, status, metadata, start_seq)
     VALUES (p_block_id, v_prompt.conversation_id, v_prompt.message_id, v_prompt.id,
@@ -682,12 +683,14 @@ END;
 $$;
 
 -- end_block ends a streaming block, merging metadata (a JSON object) into
--- the block's. A structured block must then hold valid JSON (CV003
--- otherwise). Event: blockEnd.
+-- the block's. A structured block must then hold valid JSON that keeps
+-- convo's rule for JSON values (_json_check; CV003 otherwise). Event:
+-- blockEnd.
 CREATE OR REPLACE FUNCTION convo.end_block(block_id uuid, metadata jsonb DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM convo._check_metadata(metadata);
+    PERFORM convo._json_check(metadata, 'end_block: metadata');
     PERFORM convo._end_block(convo._streaming_block(end_block.block_id, 'end_block'), end_block.metadata, true);
 END;
 $$;
@@ -707,6 +710,7 @@ BEGIN
     IF p_input IS NULL THEN
         RAISE EXCEPTION 'start_tool_call: input must be JSON, not NULL' USING ERRCODE = 'CV003';
     END IF;
+    PERFORM convo._json_check(p_input, 'start_tool_call: input');
     SELECT * INTO v_block FROM convo.blocks b WHERE b.id = p_block_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'start_tool_call: block % does not exist', p_block_id USING ERRCODE = 'CV001';
@@ -983,6 +987,7 @@ DECLARE
     v_request convo.input_requests;
 BEGIN
     PERFORM convo._check_input_request(p_kind, p_request);
+    PERFORM convo._json_check(p_request, 'request_input: request');
     IF p_expires_at IS NOT NULL AND p_expires_at <= now() THEN
         RAISE EXCEPTION 'request_input: expires_at must be in the future, got %', p_expires_at USING ERRCODE = 'CV003';
     END IF;

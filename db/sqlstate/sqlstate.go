@@ -5,6 +5,7 @@ package sqlstate
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -36,3 +37,11 @@ func Of(err error) string {
 	}
 	return ""
 }
+
+// IsDataException reports whether code is of class 22, data exception:
+// PostgreSQL could not take a value the caller gave (22003 numeric value
+// out of range: a JSON number such as 1e999999; 22P05 untranslatable
+// character: \u0000 in JSON; 22P02 invalid text representation: a lone
+// surrogate escape; 22021, 22023, 2201x, …). Such an error is the
+// caller's, as CV003 is: the API answers invalid_argument.
+func IsDataException(code string) bool { return strings.HasPrefix(code, "22") }

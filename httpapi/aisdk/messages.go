@@ -91,7 +91,7 @@ func toolPart(b conversation.Block, requests map[uuid.UUID]conversation.InputReq
 	case tc != nil:
 		p.ToolName, p.Input = wire.ToolName(tc.Name), json.RawMessage("null")
 		if len(tc.Input) > 0 {
-			p.Input = tc.Input
+			p.Input = storedJSON(tc.Input)
 		}
 		switch tc.Status {
 		case conversation.ToolCallCompleted:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/internal/jsonlimit"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -117,7 +118,7 @@ func (r *uiReply) resume(m conversation.Message) {
 			r.blockEnd(id, b.Metadata)
 		}
 		if tc := b.ToolCall; tc != nil {
-			r.toolStarted(id, tc.ID.String(), tc.Name, tc.Input)
+			r.toolStarted(id, tc.ID.String(), tc.Name, storedJSON(tc.Input))
 			switch tc.Status {
 			case conversation.ToolCallCompleted:
 				r.toolCompleted(id, tc.Output)
@@ -392,7 +393,7 @@ type approvalAnswer struct {
 func askMetadata(kind conversation.InputKind, request json.RawMessage) map[string]any {
 	in := map[string]any{"kind": string(kind)}
 	if len(request) > 0 && string(request) != "null" {
-		in["request"] = request
+		in["request"] = storedJSON(request)
 	}
 	return map[string]any{"convoInput": in}
 }
@@ -401,7 +402,7 @@ func inputOrNull(input json.RawMessage) json.RawMessage {
 	if len(input) == 0 {
 		return json.RawMessage("null")
 	}
-	return input
+	return storedJSON(input)
 }
 
 func (r *uiReply) toolCompleted(blockID, output string) {
@@ -472,14 +473,15 @@ func (r *uiReply) abort() {
 }
 
 // contentJSON is a block's content as a JSON value: itself when it is
-// valid JSON, else a JSON string holding it (null when empty).
+// valid JSON (with storedJSON's placeholders), else a JSON string holding
+// it (null when empty).
 func contentJSON(content string) json.RawMessage {
 	trimmed := strings.TrimSpace(content)
 	if trimmed == "" {
 		return json.RawMessage("null")
 	}
 	if json.Valid([]byte(trimmed)) {
-		return json.RawMessage(trimmed)
+		return storedJSON(json.RawMessage(trimmed))
 	}
 	b, _ := json.Marshal(content)
 	return b
@@ -489,9 +491,21 @@ func contentJSON(content string) json.RawMessage {
 func otherData(content string, metadata json.RawMessage) map[string]any {
 	d := map[string]any{"content": content}
 	if len(bytes.TrimSpace(metadata)) > 0 && string(bytes.TrimSpace(metadata)) != "{}" {
-		d["metadata"] = metadata
+		d["metadata"] = storedJSON(metadata)
 	}
 	return d
+}
+
+// storedJSON is stored JSON (a tool call's input, a block's metadata, an
+// input request) as this protocol passes it through, unparsed: a value
+// that breaks convo's rule for JSON, which only a database written before
+// the rule was applied at every door can hold, reads as
+// jsonlimit.Sanitize's marked placeholder, as it does in every other
+// protocol (wire), instead of 1e400 (Infinity to a browser) or, nested
+// past encoding/json's limit, a failed write of the whole chunk. Valid
+// JSON comes back as it is.
+func storedJSON(raw json.RawMessage) json.RawMessage {
+	return jsonlimit.Sanitize(raw)
 }
 
 // structJSON is a protobuf Struct as a JSON object (null when absent).

@@ -38,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/pgembed"
+	"github.com/convo-dev/convo/postgres"
 )
 
 // EnvDatabaseURL names the environment variable that points the tests at an
@@ -77,13 +78,15 @@ func Pool(t testing.TB) *pgxpool.Pool {
 }
 
 // PoolWith is Pool with its configuration changed by configure first
-// (nil: none), such as the runtime parameters of its connections.
+// (nil: none), such as the runtime parameters of its connections. Its
+// connections scan JSON as the servers' do (postgres.KeepRawJSON).
 func PoolWith(t testing.TB, configure func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(DSN(t))
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
+	postgres.KeepRawJSON(cfg)
 	if configure != nil {
 		configure(cfg)
 	}
