@@ -13,6 +13,8 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/limit"
 )
 
 // maxBodyBytes bounds the HTTP body of a call: one request message of at
@@ -41,7 +43,16 @@ type admission struct {
 	// refused, when set, is told of every call refused here, by procedure
 	// (metrics: connect's interceptors never see these calls).
 	refused func(procedure string, err error)
-	next    http.Handler
+	// reads caps each user's readProcedures running at once (nil: no cap).
+	reads *limit.Reads
+	next  http.Handler
+}
+
+// readProcedures are the RPCs that read a conversation's messages whole
+// up to the snapshot size, and count against Options.Reads.
+var readProcedures = map[string]bool{
+	convov1connect.ConversationServiceGetConversationProcedure: true,
+	convov1connect.ConversationServiceListMessagesProcedure:    true,
 }
 
 // procedures are the paths of ConversationService's RPCs: only these are
@@ -60,6 +71,16 @@ func (a *admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.refuse(w, r, err)
 		return
+	}
+	if readProcedures[r.URL.Path] {
+		// Held until the handler returns, once connect has written the
+		// answer: a client that does not read holds its place.
+		release, err := a.reads.Acquire(owner)
+		if err != nil {
+			a.refuse(w, r, err)
+			return
+		}
+		defer release()
 	}
 	r = r.WithContext(conversation.WithUser(r.Context(), owner))
 	if r.Body != nil && r.Body != http.NoBody {

@@ -358,10 +358,7 @@ func TestLargeSwitchFold(t *testing.T) {
 		}
 		late := subscribe(t, tb.client, req)
 		seq := tb.mark(t, conv)
-		want, err := tb.client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: conv}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		want := wholeConversation(t, tb.client, &convov1.GetConversationRequest{ConversationId: conv})
 		for name, sub := range map[string]*subscriber{"a follower from before the switch": early, "one that joined after": late} {
 			st := sub.waitSeq(t, seq, streamTimeout)
 			if st.older == "" {
@@ -370,8 +367,8 @@ func TestLargeSwitchFold(t *testing.T) {
 			if err := st.loadOlder(ctx, tb.client); err != nil {
 				t.Fatal(err)
 			}
-			if !st.equal(want.Msg) {
-				t.Errorf("%s, with its older pages, differs from GetConversation: %s", name, st.diff(want.Msg))
+			if !st.equal(want) {
+				t.Errorf("%s, with its older pages, differs from GetConversation: %s", name, st.diff(want))
 			}
 		}
 		early.mu.Lock()

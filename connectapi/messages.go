@@ -65,12 +65,18 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 	return connect.NewResponse(out), nil
 }
 
+// GetConversation returns the conversation's latest messages that fit the
+// snapshot size (Options.PageBytes), every block as it stands, and an
+// older_page_token when older ones were left out.
 func (s *service) GetConversation(ctx context.Context, req *connect.Request[convov1.GetConversationRequest]) (*connect.Response[convov1.GetConversationResponse], error) {
 	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.store.State(ctx, owner, id)
+	// The latest messages, as a snapshot holds them: a whole
+	// conversation of any length, held until a client that may never
+	// read it has read it, is what a stream's snapshot stopped being.
+	st, err := s.store.RecentState(ctx, owner, id, s.pageBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -79,6 +85,9 @@ func (s *service) GetConversation(ctx context.Context, req *connect.Request[conv
 		return nil, err
 	}
 	out := &convov1.GetConversationResponse{Conversation: wire.Conversation(st.Conversation), Messages: messages, Seq: st.Seq}
+	if st.Older && len(st.Messages) > 0 {
+		out.OlderPageToken = wire.EncodeMessagesToken(st.Messages[0].Position)
+	}
 	if req.Msg.GetIncludePauseEvents() {
 		if out.PendingInputs, err = wire.InputRequests(st.PendingInputs); err != nil {
 			return nil, err

@@ -50,8 +50,13 @@ type Options struct {
 	// Connect protocol over HTTP/1.1 (park.go); nil: every stream keeps
 	// its handler.
 	Parking *Parking
-	// PageBytes bounds a ListMessages page as HubOptions.SnapshotBytes
-	// bounds a snapshot. Default stream.DefaultSnapshotBytes.
+	// Reads, when set, caps each user's GetConversation and ListMessages
+	// calls running at once, each held until its answer is written;
+	// refusals are ResourceExhausted with Retry-After.
+	Reads *limit.Reads
+	// PageBytes bounds GetConversation's messages and a ListMessages page
+	// as HubOptions.SnapshotBytes bounds a snapshot. Default
+	// stream.DefaultSnapshotBytes.
 	PageBytes int
 	// WriteTimeout bounds every write to a StreamConversation client that
 	// keeps its handler, the snapshot's included: a client that does not
@@ -86,7 +91,7 @@ func NewHandler(opts Options) (string, http.Handler) {
 	handlerOpts := handlerOptions(interceptors, shared)
 	path, handler := convov1connect.NewConversationServiceHandler(svc, handlerOpts...)
 	return path, &admission{
-		auth: opts.Auth, logger: opts.Logger, errors: connect.NewErrorWriter(handlerOpts...), refused: opts.Refused,
+		auth: opts.Auth, logger: opts.Logger, errors: connect.NewErrorWriter(handlerOpts...), refused: opts.Refused, reads: opts.Reads,
 		next: withCoalescing(handler, opts.Parking != nil, opts.WriteTimeout),
 	}
 }

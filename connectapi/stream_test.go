@@ -63,11 +63,31 @@ func waitReceived(t testing.TB, sub *subscriber, n int) []*convov1.StreamConvers
 
 func (tb *testBundle) state(t testing.TB, conversationID string) *convov1.GetConversationResponse {
 	t.Helper()
-	res, err := tb.client.GetConversation(context.Background(), connect.NewRequest(&convov1.GetConversationRequest{ConversationId: conversationID}))
+	return wholeConversation(t, tb.client, &convov1.GetConversationRequest{ConversationId: conversationID})
+}
+
+// wholeConversation is GetConversation with every older page put before
+// its messages (ListMessages from its older_page_token on): the whole
+// conversation, whatever the page size. The pages are read after it, and
+// the messages before its window do not change but by feedback.
+func wholeConversation(t testing.TB, client convov1connect.ConversationServiceClient, req *convov1.GetConversationRequest) *convov1.GetConversationResponse {
+	t.Helper()
+	ctx := context.Background()
+	res, err := client.GetConversation(ctx, connect.NewRequest(req))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.Msg
+	out := res.Msg
+	for token := out.OlderPageToken; token != ""; {
+		page, err := client.ListMessages(ctx, connect.NewRequest(&convov1.ListMessagesRequest{ConversationId: req.ConversationId, PageToken: token}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Messages = append(page.Msg.Messages, out.Messages...)
+		token = page.Msg.NextPageToken
+	}
+	out.OlderPageToken = ""
+	return out
 }
 
 // running sends a message and starts its prompt as a worker would.

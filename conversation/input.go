@@ -9,7 +9,10 @@ import (
 
 // InputRequest is what a tool call waits for from a person: an approval,
 // a client tool's run, or the answer to a question (docs/worker-api.md,
-// "Pauses"). Request and Answer are JSON objects of the kind's shape.
+// "Pauses"). Request and Answer are JSON objects of the kind's shape. In
+// a bounded snapshot (Store.RecentState) an answered request's Answer is
+// nil once the snapshot's budget is spent: its Status still says it was
+// answered.
 type InputRequest struct {
 	ToolCallID     uuid.UUID       `json:"toolCallId"`
 	PromptID       uuid.UUID       `json:"promptId"`

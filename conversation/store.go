@@ -123,7 +123,10 @@ type Store interface {
 	// RecentState reads as State does, but only the latest messages whose
 	// size adds up to at most maxBytes (always the newest message, and
 	// every message still being written with all that follow it), and sets
-	// State.Older when older messages were left out.
+	// State.Older when older messages were left out. Its PendingInputs
+	// count in the same budget: every open request is there, but an
+	// answered one's Answer only while the messages and the requests up to
+	// it fit maxBytes (nil past it).
 	RecentState(ctx context.Context, ownerID string, conversationID uuid.UUID, maxBytes int) (State, error)
 
 	// OlderMessages reads, as RecentState does, the latest messages before

@@ -13,6 +13,7 @@ import (
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -37,6 +38,15 @@ type Options struct {
 	// (the snapshot) included: a client that does not read for this long
 	// is cut off. Default 30 s.
 	WriteTimeout time.Duration
+	// Reads, when set, caps each user's history exports and AI SDK
+	// messages reads running at once, each held until its answer is
+	// written: a refusal is 429 with Retry-After.
+	Reads *limit.Reads
+	// PageBytes bounds the messages of a history export or an AI SDK
+	// messages read (the latest ones, then pages of older ones) as
+	// HubOptions.SnapshotBytes bounds a snapshot. Default
+	// stream.DefaultSnapshotBytes.
+	PageBytes int
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -55,8 +65,11 @@ func NewHandler(opts Options) http.Handler {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 30 * time.Second
 	}
+	if opts.PageBytes <= 0 {
+		opts.PageBytes = stream.DefaultSnapshotBytes
+	}
 	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
-		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout}
+		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout, Reads: opts.Reads, PageBytes: opts.PageBytes}
 	ag, ai := agui.New(s), aisdk.New(s)
 	mux := http.NewServeMux()
 	// Every route authenticates first, before any body is read.

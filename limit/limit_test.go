@@ -222,3 +222,40 @@ func TestRetryAfterHeader(t *testing.T) {
 		}
 	}
 }
+
+func TestReads(t *testing.T) {
+	t.Parallel()
+	r := NewReads(2)
+	first, err := r.Acquire("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Acquire("alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Acquire("alice")
+	requireExhausted(t, err, "max reads per user")
+	if conversation.ErrorRetryAfter(err) <= 0 {
+		t.Error("no retry after")
+	}
+	if _, err := r.Acquire("bob"); err != nil {
+		t.Errorf("bob refused because of alice: %v", err)
+	}
+	first()
+	first() // only once counts
+	if _, err := r.Acquire("alice"); err != nil {
+		t.Errorf("after one of alice's reads ended: %v", err)
+	}
+	_, err = r.Acquire("alice")
+	requireExhausted(t, err, "max reads per user")
+
+	var none *Reads = NewReads(0)
+	if none != nil {
+		t.Fatal("a cap of 0 limits")
+	}
+	for range 10 {
+		if _, err := none.Acquire("alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

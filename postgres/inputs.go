@@ -52,8 +52,9 @@ func decodeInputRequest(raw json.RawMessage) (conversation.InputRequest, error) 
 	return r, nil
 }
 
-// inputRequestFromRow converts a row of convo.input_requests.
-func inputRequestFromRow(r dbq.ConvoInputRequest) conversation.InputRequest {
+// inputRequestFromRow converts an open input request (its answer nil
+// when the snapshot's budget left it out).
+func inputRequestFromRow(r dbq.InputRequestListOpenRow) conversation.InputRequest {
 	out := conversation.InputRequest{
 		ToolCallID: r.ToolCallID, PromptID: r.PromptID, ConversationID: r.ConversationID,
 		Kind: conversation.InputKind(r.Kind), Request: r.Request, Status: conversation.InputStatus(r.Status),

@@ -136,7 +136,7 @@ func TestPause(t *testing.T) {
 				t.Errorf("active prompt = %v, want the waiting one", st.Conversation.ActivePromptID)
 			}
 
-			open, err := tb.q.InputRequestListOpen(ctx, r.conversationID)
+			open, err := tb.q.InputRequestListOpen(ctx, dbq.InputRequestListOpenParams{ConversationID: r.conversationID, MaxBytes: -1})
 			if err != nil || len(open) != 1 || open[0].ToolCallID != call || open[0].Status != "pending" || open[0].Kind != tc.kind {
 				t.Errorf("open requests while waiting = %+v, %v", open, err)
 			}
@@ -188,7 +188,7 @@ func TestPause(t *testing.T) {
 			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
-			if open, err := tb.q.InputRequestListOpen(ctx, r.conversationID); err != nil || len(open) != 0 {
+			if open, err := tb.q.InputRequestListOpen(ctx, dbq.InputRequestListOpenParams{ConversationID: r.conversationID, MaxBytes: -1}); err != nil || len(open) != 0 {
 				t.Errorf("open requests once complete = %+v, %v", open, err)
 			}
 

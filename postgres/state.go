@@ -78,7 +78,16 @@ func (s *Store) readState(ctx context.Context, ownerID string, conversationID uu
 		if !conv.ActivePromptID.Valid {
 			return nil
 		}
-		open, err := q.InputRequestListOpen(ctx, conversationID)
+		// They count in the same budget: what the messages left of it.
+		// Past it an answered request comes without its answer (a
+		// client tool's output may be 100,000 characters, and a reply
+		// may have many): the client still knows it was answered, and
+		// the answer reaches it as the tool call's output.
+		inputBytes := int64(-1)
+		if maxBytes > 0 {
+			inputBytes = max(int64(maxBytes)-messagesBytes(st.Messages), 0)
+		}
+		open, err := q.InputRequestListOpen(ctx, dbq.InputRequestListOpenParams{ConversationID: conversationID, MaxBytes: inputBytes})
 		for _, r := range open {
 			st.PendingInputs = append(st.PendingInputs, inputRequestFromRow(r))
 		}
@@ -88,6 +97,22 @@ func (s *Store) readState(ctx context.Context, ownerID string, conversationID uu
 		return conversation.State{}, translate(err, "read conversation "+conversationID.String())
 	}
 	return st, nil
+}
+
+// messagesBytes is the size of messages as convo._message_tail counts
+// it: each message's blocks' text, metadata and tool calls plus 256 bytes.
+func messagesBytes(messages []conversation.Message) int64 {
+	var n int64
+	for _, m := range messages {
+		n += 256
+		for _, b := range m.Blocks {
+			n += int64(len(b.Content) + len(b.Metadata))
+			if tc := b.ToolCall; tc != nil {
+				n += int64(len(tc.Input) + len(tc.Output) + len(tc.Error))
+			}
+		}
+	}
+	return n
 }
 
 // tailParams asks where the latest messages before position before that

@@ -41,6 +41,8 @@ func (m *Main) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", m.healthz)
 	// One write limiter for both APIs: a user's writes count together.
 	writes := m.Config.Limits.writes()
+	// One read cap for both APIs: a user's reads count together.
+	reads := m.Config.Limits.reads()
 	if m.Config.ParkStreams && m.parking == nil {
 		m.parking = connectapi.NewParking(m.Logger)
 		m.parking.WriteTimeout = m.Config.WriteTimeout
@@ -49,6 +51,7 @@ func (m *Main) routes() http.Handler {
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
 		Interceptors: []connect.Interceptor{m.metrics.rpc}, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
 		Searches: m.Config.Limits.searches(), PageBytes: m.Config.SnapshotBytes, WriteTimeout: m.Config.WriteTimeout,
+		Reads: reads,
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {
@@ -58,7 +61,7 @@ func (m *Main) routes() http.Handler {
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
-		WriteTimeout: m.Config.WriteTimeout,
+		WriteTimeout: m.Config.WriteTimeout, Reads: reads, PageBytes: m.Config.SnapshotBytes,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
 	return guard.BodyDeadline(m.Config.BodyTimeout,

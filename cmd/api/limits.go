@@ -42,6 +42,12 @@ type Limits struct {
 	// SearchTimeout bounds one search in the database
 	// (CONVO_SEARCH_TIMEOUT, --search-timeout): its statement_timeout.
 	SearchTimeout time.Duration
+	// MaxReadsPerUser caps one user's whole-conversation reads running at
+	// once on this server: GetConversation, ListMessages, the history
+	// export and the AI SDK's messages, every protocol together, each
+	// until its answer is written (CONVO_MAX_READS_PER_USER,
+	// --max-reads-per-user).
+	MaxReadsPerUser int
 }
 
 // DefaultLimits are safe for a server on the internet and roomy for one
@@ -49,7 +55,7 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 8,
-		SearchRate: 2, SearchBurst: 20, MaxSearches: 4, SearchTimeout: 3 * time.Second,
+		SearchRate: 2, SearchBurst: 20, MaxSearches: 4, SearchTimeout: 3 * time.Second, MaxReadsPerUser: 8,
 	}
 }
 
@@ -58,6 +64,7 @@ func (l *Limits) fromEnv(getenv func(string) string) error {
 		"CONVO_MAX_STREAMS_PER_USER": &l.MaxStreamsPerUser, "CONVO_MAX_STREAMS": &l.MaxStreams,
 		"CONVO_WRITE_BURST": &l.WriteBurst, "CONVO_MAX_ACTIVE_PROMPTS": &l.MaxActivePrompts,
 		"CONVO_SEARCH_BURST": &l.SearchBurst, "CONVO_MAX_SEARCHES": &l.MaxSearches,
+		"CONVO_MAX_READS_PER_USER": &l.MaxReadsPerUser,
 	} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -95,6 +102,7 @@ func (l *Limits) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.SearchBurst, "search-burst", l.SearchBurst, "searches each user may make at once before --search-rate applies (CONVO_SEARCH_BURST)")
 	fs.IntVar(&l.MaxSearches, "max-searches", l.MaxSearches, "most searches this server runs at once (CONVO_MAX_SEARCHES); 0: no limit")
 	fs.DurationVar(&l.SearchTimeout, "search-timeout", l.SearchTimeout, "how long one search may run in the database (CONVO_SEARCH_TIMEOUT); 0: no limit")
+	fs.IntVar(&l.MaxReadsPerUser, "max-reads-per-user", l.MaxReadsPerUser, "most whole-conversation reads (GetConversation, ListMessages, history, AI SDK messages) one user may have running at once on this server (CONVO_MAX_READS_PER_USER); 0: no limit")
 	fs.IntVar(&l.MaxActivePrompts, "max-active-prompts", l.MaxActivePrompts, "most prompts one user may have queued or running, across all servers of the database (CONVO_MAX_ACTIVE_PROMPTS); 0: no limit")
 }
 
@@ -103,6 +111,7 @@ func (l *Limits) check() error {
 		"--max-streams-per-user": l.MaxStreamsPerUser, "--max-streams": l.MaxStreams,
 		"--write-burst": l.WriteBurst, "--max-active-prompts": l.MaxActivePrompts,
 		"--search-burst": l.SearchBurst, "--max-searches": l.MaxSearches,
+		"--max-reads-per-user": l.MaxReadsPerUser,
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s %d: want 0 or more", name, n)
@@ -133,3 +142,6 @@ func (l Limits) writes() *limit.Writes { return limit.NewWrites(l.WriteRate, l.W
 func (l Limits) searches() *limit.Searches {
 	return limit.NewSearches(l.SearchRate, l.SearchBurst, l.MaxSearches)
 }
+
+// reads is the read cap these limits ask for (nil: none).
+func (l Limits) reads() *limit.Reads { return limit.NewReads(l.MaxReadsPerUser) }

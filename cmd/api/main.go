@@ -466,6 +466,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
 	}
+	// A client that stops reading is cut off within the write timeout
+	// even when what it was sent fits the kernel's buffers (stall.go).
+	m.listener = watchStalls(m.listener, m.Config.WriteTimeout)
 	authCtx, stopAuth := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopAuth = stopAuth
 	if m.auth, err = m.newAuthenticator(authCtx); err != nil {

@@ -206,3 +206,79 @@ func TestStalledStreamsAreCutOff(t *testing.T) {
 		})
 	}
 }
+
+// TestStalledStreamIsCutWithinWriteTimeout: a client that opens a stream
+// of a small conversation and then stops reading, while what it is sent
+// fits the kernel's socket buffers, is cut off within the write timeout
+// (1 s here) and a margin. No write of the server blocks, so no write
+// deadline fires: the stall watcher (stall.go) sees the bytes queued on
+// its socket that the client does not acknowledge, and closes the
+// connection. Before it, such streams stayed open as long as their
+// clients (past 166 s in an attack run).
+func TestStalledStreamIsCutWithinWriteTimeout(t *testing.T) {
+	if !stallWatchSupported {
+		t.Skip("the stall watcher reads Linux's send queue")
+	}
+	const writeTimeout = time.Second
+	m := startMain(t, map[string]string{"CONVO_WORKERS": "0", "CONVO_WRITE_TIMEOUT": writeTimeout.String(), "CONVO_WRITE_RATE": "0", "CONVO_MAX_ACTIVE_PROMPTS": "0"})
+	id, err := pgtest.FillConversation(context.Background(), m.Config.DatabaseURL, "local", 5, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher := m.listener.(*stallListener).w
+	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
+	for _, p := range []struct {
+		name    string
+		request string
+	}{
+		{"SSE", "GET /v1/conversations/" + id.String() + "/events HTTP/1.1\r\nHost: localhost\r\n\r\n"},
+		{"ConnectHTTP1", func() string {
+			body := envelope([]byte(`{"conversationId":"` + id.String() + `"}`))
+			return fmt.Sprintf("POST /convo.v1.ConversationService/StreamConversation HTTP/1.1\r\n"+
+				"Host: localhost\r\nContent-Type: application/connect+json\r\nConnect-Protocol-Version: 1\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}()},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			const streams = 3
+			cut := watcher.cutCount()
+			var open []net.Conn
+			for range streams {
+				// Default buffers: the 50 KB snapshot fits them, and the
+				// client never reads a byte.
+				conn, err := net.Dial("tcp", strings.TrimPrefix(m.URL(), "http://"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				if _, err := io.WriteString(conn, p.request); err != nil {
+					t.Fatal(err)
+				}
+				open = append(open, conn)
+			}
+			eventually(t, "every stream has its subscription", func() bool { return m.hub.Stats().Subscribers == streams })
+			// 450 KB of events: more than the clients' receive windows
+			// take, far less than the server's send buffers hold.
+			text := strings.Repeat("stalled ", 11_000)
+			for range 5 {
+				if _, err := client.SendMessage(context.Background(), connect.NewRequest(&convov1.SendMessageRequest{
+					ConversationId: id.String(), Text: text,
+				})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sent := time.Now()
+			deadline := sent.Add(writeTimeout + 5*time.Second)
+			for m.hub.Stats().Subscribers > 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d stalled streams still open %v after their last event (write timeout %v)",
+						m.hub.Stats().Subscribers, streams, time.Since(sent).Round(100*time.Millisecond), writeTimeout)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("%s: %d stalled streams cut off %v after their last event", p.name, streams, time.Since(sent).Round(10*time.Millisecond))
+			if got := watcher.cutCount() - cut; got != streams {
+				t.Errorf("the stall watcher cut %d connections; want %d (a write deadline cut the others: the test's events did not fit the buffers)", got, streams)
+			}
+		})
+	}
+}

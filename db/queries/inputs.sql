@@ -19,8 +19,19 @@ SELECT convo._input_request_json(r)::jsonb AS input_request
 -- The input requests of a conversation's unfinished prompts whose tool
 -- calls are still open (pending, or answered and not yet acted on by a
 -- worker), in the order the calls started: what a snapshot of the
--- conversation shows besides its messages.
-SELECT r.*
+-- conversation shows besides its messages. Each counts 256 bytes, its
+-- request and its answer; a client tool's or a question's answer (up to
+-- 100,000 characters) is left out (NULL) once the requests up to and
+-- including its own add up to more than max_bytes (a negative max_bytes:
+-- never). A pending request has no answer, and an approval's is small
+-- (a reason of at most 2,000 characters) and says how it was decided:
+-- both are always whole.
+SELECT r.tool_call_id, r.conversation_id, r.prompt_id, r.kind, r.request, r.status,
+       (CASE WHEN @max_bytes::bigint < 0 OR r.kind = 'approval'
+              OR sum(256 + octet_length(r.request::text) + coalesce(r.answer_bytes, 0))
+                   OVER (ORDER BY t.started_at, t.id) <= @max_bytes::bigint
+            THEN r.answer END)::jsonb AS answer,
+       r.answered_at, r.expires_at, r.claimed_by, r.claim_expires_at, r.created_at
   FROM convo.input_requests r
   JOIN convo.tool_calls t ON t.id = r.tool_call_id
  WHERE r.prompt_id IN (SELECT p.id FROM convo.prompts p

@@ -286,15 +286,31 @@ func runningReply(st conversation.State) *conversation.Message {
 	return nil
 }
 
+// OlderPageTokenHeader is the response header of a messages read that
+// left older messages out: GET …/messages?page_token= with its value
+// answers them, a page at a time.
+const OlderPageTokenHeader = "Convo-Older-Page-Token"
+
 // Messages serves GET /v1/ai-sdk/chat/{id}/messages: the conversation
-// as UIMessage[] (see uiMessages), for useChat's initial messages.
+// as UIMessage[] (see uiMessages), for useChat's initial messages: its
+// latest messages that fit the snapshot size, or with ?page_token= the
+// page before the token; OlderPageTokenHeader names the messages before
+// those.
 func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 	owner, id, err := h.srv.Caller(r)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	st, err := h.srv.Store.State(r.Context(), owner, id)
+	// Held until the answer is written: a client that does not read
+	// holds its place (httpx.Server.Reads).
+	release, err := h.srv.Reads.Acquire(owner)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	defer release()
+	read, err := h.srv.ReadMessages(r, owner, id)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
@@ -302,7 +318,10 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 	header := w.Header()
 	header.Set("Content-Type", "application/json")
 	header.Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(uiMessages(st))
+	if read.OlderPageToken != "" {
+		header.Set(OlderPageTokenHeader, read.OlderPageToken)
+	}
+	_ = json.NewEncoder(w).Encode(uiMessages(read.State))
 }
 
 // stopResponse is the body of POST /v1/ai-sdk/chat/{id}/stop.

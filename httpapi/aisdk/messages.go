@@ -117,6 +117,11 @@ func toolPart(b conversation.Block, requests map[uuid.UUID]conversation.InputReq
 	return p
 }
 
+// answerLeftOut is the output of a client tool or question answered, whose
+// answer a bounded read left out: the reply's worker reads the answer
+// itself, and the tool's output shows it once the reply resumes.
+var answerLeftOut = "(answered; the answer is left out here for its size, and shows as the tool's output once the reply resumes)"
+
 // askedPart sets an open tool call's part to its input request's state.
 func askedPart(p *uiToolPart, in conversation.InputRequest) {
 	if in.Status == conversation.InputCancelled {
@@ -135,6 +140,12 @@ func askedPart(p *uiToolPart, in conversation.InputRequest) {
 	p.ProviderExecuted = false
 	p.ToolMetadata = askMetadata(in.Kind, in.Request)
 	if in.Status == conversation.InputPending {
+		return
+	}
+	if in.Answer == nil {
+		// Answered, its answer left out of the read for size (see
+		// conversation.Store.RecentState): answered all the same.
+		p.State, p.Output = "output-available", &answerLeftOut
 		return
 	}
 	var a struct{ Output, Error, Answer *string }

@@ -29,6 +29,9 @@ type document struct {
 	Seq         string  `json:"seq"`
 	ContentType string  `json:"contentType"`
 	Content     []entry `json:"content"`
+	// OlderPageToken, when set, says that older messages were left out:
+	// ?page_token= with it exports them, a page at a time.
+	OlderPageToken string `json:"olderPageToken,omitempty"`
 }
 
 // entry is one message.
@@ -51,19 +54,31 @@ type Handler struct{ srv *httpx.Server }
 func New(srv *httpx.Server) *Handler { return &Handler{srv: srv} }
 
 // ServeHTTP serves GET /v1/conversations/{id}/history: the conversation as
-// history entries, one per message, as it stands at one seq.
+// history entries, one per message, as it stands at one seq: its latest
+// messages that fit the snapshot size (httpx.Server.PageBytes), or with
+// ?page_token= the page of messages before the token; olderPageToken
+// names the messages before those.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	owner, id, err := h.srv.Caller(r)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	ctx := r.Context()
-	st, err := h.srv.Store.State(ctx, owner, id)
+	// Held until the document is written: a client that does not read
+	// holds its place (httpx.Server.Reads).
+	release, err := h.srv.Reads.Acquire(owner)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
+	defer release()
+	ctx := r.Context()
+	read, err := h.srv.ReadMessages(r, owner, id)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	st := read.State
 	// The prompts whose events the export carries.
 	wanted := map[uuid.UUID]bool{}
 	for _, m := range st.Messages {
@@ -99,7 +114,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	doc := document{ConversationID: id.String(), Title: st.Conversation.Title, Seq: strconv.FormatInt(st.Seq, 10),
-		ContentType: contentType, Content: []entry{}}
+		ContentType: contentType, Content: []entry{}, OlderPageToken: read.OlderPageToken}
 	for _, m := range st.Messages {
 		e := entry{ID: m.ID.String(), Role: string(m.Role), Status: string(m.Status), Text: joinedText(m)}
 		if m.PromptID.Valid && wanted[m.PromptID.UUID] {

@@ -8,6 +8,7 @@ package dbq
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -94,28 +95,59 @@ func (q *Queries) InputClaim(ctx context.Context, arg InputClaimParams) (json.Ra
 }
 
 const inputRequestListOpen = `-- name: InputRequestListOpen :many
-SELECT r.tool_call_id, r.conversation_id, r.prompt_id, r.kind, r.request, r.status, r.answer, r.answered_at, r.expires_at, r.claimed_by, r.claim_expires_at, r.created_at
+SELECT r.tool_call_id, r.conversation_id, r.prompt_id, r.kind, r.request, r.status,
+       (CASE WHEN $1::bigint < 0 OR r.kind = 'approval'
+              OR sum(256 + octet_length(r.request::text) + coalesce(r.answer_bytes, 0))
+                   OVER (ORDER BY t.started_at, t.id) <= $1::bigint
+            THEN r.answer END)::jsonb AS answer,
+       r.answered_at, r.expires_at, r.claimed_by, r.claim_expires_at, r.created_at
   FROM convo.input_requests r
   JOIN convo.tool_calls t ON t.id = r.tool_call_id
  WHERE r.prompt_id IN (SELECT p.id FROM convo.prompts p
-                        WHERE p.conversation_id = $1::uuid AND p.status IN ('queued', 'running'))
+                        WHERE p.conversation_id = $2::uuid AND p.status IN ('queued', 'running'))
    AND t.status IN ('started', 'running')
  ORDER BY t.started_at, t.id
 `
 
+type InputRequestListOpenParams struct {
+	MaxBytes       int64
+	ConversationID uuid.UUID
+}
+
+type InputRequestListOpenRow struct {
+	ToolCallID     uuid.UUID
+	ConversationID uuid.UUID
+	PromptID       uuid.UUID
+	Kind           string
+	Request        json.RawMessage
+	Status         string
+	Answer         json.RawMessage
+	AnsweredAt     *time.Time
+	ExpiresAt      *time.Time
+	ClaimedBy      *string
+	ClaimExpiresAt *time.Time
+	CreatedAt      time.Time
+}
+
 // The input requests of a conversation's unfinished prompts whose tool
 // calls are still open (pending, or answered and not yet acted on by a
 // worker), in the order the calls started: what a snapshot of the
-// conversation shows besides its messages.
-func (q *Queries) InputRequestListOpen(ctx context.Context, conversationID uuid.UUID) ([]ConvoInputRequest, error) {
-	rows, err := q.db.Query(ctx, inputRequestListOpen, conversationID)
+// conversation shows besides its messages. Each counts 256 bytes, its
+// request and its answer; a client tool's or a question's answer (up to
+// 100,000 characters) is left out (NULL) once the requests up to and
+// including its own add up to more than max_bytes (a negative max_bytes:
+// never). A pending request has no answer, and an approval's is small
+// (a reason of at most 2,000 characters) and says how it was decided:
+// both are always whole.
+func (q *Queries) InputRequestListOpen(ctx context.Context, arg InputRequestListOpenParams) ([]InputRequestListOpenRow, error) {
+	rows, err := q.db.Query(ctx, inputRequestListOpen, arg.MaxBytes, arg.ConversationID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ConvoInputRequest
+	var items []InputRequestListOpenRow
 	for rows.Next() {
-		var i ConvoInputRequest
+		var i InputRequestListOpenRow
 		if err := rows.Scan(
 			&i.ToolCallID,
 			&i.ConversationID,

@@ -76,6 +76,7 @@ type ConvoInputRequest struct {
 	ClaimedBy      *string
 	ClaimExpiresAt *time.Time
 	CreatedAt      time.Time
+	AnswerBytes    *int64
 }
 
 type ConvoLimit struct {

@@ -839,7 +839,10 @@ type Snapshot struct {
 	// pending_inputs are the input requests of the conversation's unfinished
 	// prompts whose tool calls are still open (pending, or answered and not
 	// yet acted on by a worker) at seq, in the order the calls started. Set
-	// only for a stream that asked include_pause_events.
+	// only for a stream that asked include_pause_events. Each one is there;
+	// they count in the snapshot's size with the messages, and past it an
+	// answered client tool's or question's answer is left out (status
+	// answered, no answer): it reaches the client as the tool call's output.
 	PendingInputs []*InputRequest `protobuf:"bytes,5,rep,name=pending_inputs,json=pendingInputs,proto3" json:"pending_inputs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1081,13 +1084,17 @@ func (x *GetConversationRequest) GetIncludePauseEvents() bool {
 	return false
 }
 
-// GetConversationResponse is a conversation's whole state at seq.
+// GetConversationResponse is a conversation's state at seq: its latest
+// messages, as a stream's snapshot holds them.
 type GetConversationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// conversation is the conversation.
 	Conversation *Conversation `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
-	// messages are every message in order with every block, streaming ones
-	// included with their content so far.
+	// messages are the conversation's messages in order with every block,
+	// streaming ones included with their content so far: every message, or,
+	// when older_page_token is set, the latest ones (those that fit the
+	// server's snapshot size, at least one, and every message still being
+	// written), as in Snapshot.messages.
 	Messages []*Message `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	// seq is the last event the state reflects.
 	Seq int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -1095,8 +1102,12 @@ type GetConversationResponse struct {
 	// Snapshot.pending_inputs); set only when the request asked
 	// include_pause_events.
 	PendingInputs []*InputRequest `protobuf:"bytes,4,rep,name=pending_inputs,json=pendingInputs,proto3" json:"pending_inputs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// older_page_token, when set, says that older messages were left out:
+	// ListMessages with it returns them, a page at a time (see
+	// Snapshot.older_page_token).
+	OlderPageToken string `protobuf:"bytes,5,opt,name=older_page_token,json=olderPageToken,proto3" json:"older_page_token,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetConversationResponse) Reset() {
@@ -1155,6 +1166,13 @@ func (x *GetConversationResponse) GetPendingInputs() []*InputRequest {
 		return x.PendingInputs
 	}
 	return nil
+}
+
+func (x *GetConversationResponse) GetOlderPageToken() string {
+	if x != nil {
+		return x.OlderPageToken
+	}
+	return ""
 }
 
 // ListConversationsRequest asks for a page of conversations.
@@ -3299,12 +3317,13 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"s\n" +
 	"\x16GetConversationRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x120\n" +
-	"\x14include_pause_events\x18\x02 \x01(\bR\x12includePauseEvents\"\xd5\x01\n" +
+	"\x14include_pause_events\x18\x02 \x01(\bR\x12includePauseEvents\"\xff\x01\n" +
 	"\x17GetConversationResponse\x12:\n" +
 	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\x12-\n" +
 	"\bmessages\x18\x02 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12=\n" +
-	"\x0epending_inputs\x18\x04 \x03(\v2\x16.convo.v1.InputRequestR\rpendingInputs\"V\n" +
+	"\x0epending_inputs\x18\x04 \x03(\v2\x16.convo.v1.InputRequestR\rpendingInputs\x12(\n" +
+	"\x10older_page_token\x18\x05 \x01(\tR\x0eolderPageToken\"V\n" +
 	"\x18ListConversationsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +

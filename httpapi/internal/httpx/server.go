@@ -26,6 +26,12 @@ type Server struct {
 	// Retry the reconnection delay StartSSE asks EventSource for;
 	// WriteTimeout bounds each write to a stream (SSEWriter).
 	KeepAlive, Retry, WriteTimeout time.Duration
+	// Reads caps each user's whole-conversation reads running at once
+	// (the history export, the AI SDK's messages); nil: no cap.
+	Reads *limit.Reads
+	// PageBytes bounds the messages those reads answer with, as a
+	// snapshot is bounded (stream.HubOptions.SnapshotBytes).
+	PageBytes int
 }
 
 // ProtoJSON is the JSON the Connect API uses: proto3 JSON names, zero
