@@ -10,8 +10,10 @@ import (
 // TestAnswerInputUnstorableOutput: a client tool's output that is JSON
 // PostgreSQL cannot take (a number past numeric's range, SQLSTATE 22003;
 // \u0000, 22P05) or that breaks convo's rule for JSON (1e400) is
-// InvalidArgument naming answer.output, never internal, and changes
-// nothing.
+// InvalidArgument naming the output, never internal, and changes
+// nothing. (The Connect door refuses each before the database sees it,
+// as answer.clientTool.output; postgres' TestTranslateDataException and
+// TestSQLJSONRuleOutputNotStorable hold the database's own refusals.)
 func TestAnswerInputUnstorableOutput(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct{ schema, output string }{
@@ -29,8 +31,8 @@ func TestAnswerInputUnstorableOutput(t *testing.T) {
 			_, _, call := tb.paused(t, "client_tool", `{"outputSchema": `+tc.schema+`}`)
 			before := tb.countRows(t)
 			_, err := answerInput(tb.client, call, clientOutput(tc.output))
-			if ce := requireCode(t, err, connect.CodeInvalidArgument); !strings.Contains(ce.Message(), "answer.output") {
-				t.Errorf("message %q does not name answer.output", ce.Message())
+			if ce := requireCode(t, err, connect.CodeInvalidArgument); !strings.Contains(ce.Message(), "answer.clientTool.output: ") {
+				t.Errorf("message %q does not name answer.clientTool.output", ce.Message())
 			}
 			if after := tb.countRows(t); after != before {
 				t.Errorf("a refused answer changed something:\nbefore %s\nafter  %s", before, after)

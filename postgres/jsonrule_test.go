@@ -204,13 +204,16 @@ func TestSQLJSONRule(t *testing.T) {
 			// magnitudes, and nesting of 64 in all (the argument itself
 			// nests 1 to 3 deep around v).
 			depth := 63
-			switch c.name {
-			case "request_input":
-				depth = 61
-			case "write_batch_request_input", "send_message":
+			if c.name == "send_message" {
 				depth = 62
 			}
-			for _, v := range []string{"1.7976931348623157e308", "-5e-324", "0.0e-999", nested(depth, "1")} {
+			inside := []string{"1.7976931348623157e308", "-5e-324", "0.0e-999", nested(depth, "1")}
+			if strings.HasSuffix(c.name, "request_input") {
+				// The value sits in an outputSchema, which has a depth
+				// bound of its own, 32 (TestRequestInputSchemaBounds).
+				inside = inside[:3]
+			}
+			for _, v := range inside {
 				tb := setup(t)
 				if err := c.prepare(t, tb, v)(); err != nil {
 					t.Errorf("value %.40s…: %v; want it accepted", v, err)

@@ -986,8 +986,10 @@ DECLARE
     v_call    convo.tool_calls;
     v_request convo.input_requests;
 BEGIN
-    PERFORM convo._check_input_request(p_kind, p_request);
+    -- The rule for every JSON value first (its depth check also keeps
+    -- the schema's own bounds below from meeting a 12,000-deep value).
     PERFORM convo._json_check(p_request, 'request_input: request');
+    PERFORM convo._check_input_request(p_kind, p_request);
     IF p_expires_at IS NOT NULL AND p_expires_at <= now() THEN
         RAISE EXCEPTION 'request_input: expires_at must be in the future, got %', p_expires_at USING ERRCODE = 'CV003';
     END IF;
