@@ -553,8 +553,8 @@ BEGIN
     -- children are a LATERAL subquery kept apart (OFFSET 0), so the only
     -- plan is that look-up per message: as a plain join, the planner ran
     -- a scan of the conversation per level (1.4 s down a branch of 1,600
-    -- messages), and a loop of one statement per level cost 20 to 60 µs a
-    -- level.
+    -- messages), and a loop of one statement per level cost most of a
+    -- long switch (docs/performance.md).
     WITH RECURSIVE below AS (
         SELECT m.id, m.position FROM convo.messages m WHERE m.id = v_start
         UNION ALL

@@ -7,12 +7,11 @@
 -- to their conversations to keep the caller's: a word that the caller's
 -- messages hold rarely or not at all, but others' often, read (and
 -- rechecked, their vectors detoasted) every matching block of every
--- owner, 0.4 to 0.7 s on 10,000 messages of others for a word the caller
--- has nowhere. The index now also keys each text block by its
--- conversation: a search asks it for the blocks that hold the words AND
--- belong to one of the caller's conversations (db/queries/search.sql), so
--- the index intersects the two and only the caller's matching blocks are
--- read. A block's conversation never changes, so no column is added and
+-- owner (BenchmarkSearch's othersWord, docs/performance.md). The index
+-- now also keys each text block by its conversation: a search asks it for
+-- the blocks that hold the words AND belong to one of the caller's
+-- conversations (db/queries/search.sql), so the index intersects the two
+-- and only the caller's matching blocks are read. A block's conversation never changes, so no column is added and
 -- no row rewritten (an owner_id copied into convo.blocks would have had
 -- PostgreSQL compute every block's stored search vector again).
 --
