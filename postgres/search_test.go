@@ -154,3 +154,54 @@ func TestSearchVectorMigration(t *testing.T) {
 		t.Fatalf("search after up = %+v; want both messages (%v, %v)", got, before, during)
 	}
 }
+
+// TestSearchOwnConversationsOnly checks that a search finds the caller's
+// messages and never another owner's: the index is asked for the caller's
+// conversations (00024_search_by_owner.sql), whatever others hold of the
+// words searched.
+func TestSearchOwnConversationsOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	fillSearch(t, tb, "bob", 200, 300, "sourdough levain")
+	fillSearch(t, tb, "alice", 30, 300, "levain")
+	fillSearch(t, tb, "alice", 1, 100, "sourdough")
+	conversations := func(owner string) map[uuid.UUID]bool {
+		rows, err := tb.pool.Query(ctx, `SELECT id FROM convo.conversations WHERE owner_id = $1`, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		ids := map[uuid.UUID]bool{}
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids[id] = true
+		}
+		return ids
+	}
+	owned := map[string]map[uuid.UUID]bool{"alice": conversations("alice"), "bob": conversations("bob")}
+
+	for _, c := range []struct {
+		owner, query string
+		want         int
+	}{
+		{"alice", "sourdough", 1},            // bob's 200 hold it too
+		{"bob", "sourdough", 20},             // a full page, all his
+		{"alice", "levain", 20},              // a page of her 30; bob\'s 200 hold it too
+		{"alice", "sourdough or zymurgy", 2}, // her first message and her last; bob\'s hold both
+		{"carol", "sourdough", 0},            // no conversation at all
+	} {
+		got := tb.search(t, c.owner, c.query)
+		if len(got) != c.want {
+			t.Errorf("%s searching %q: %d results, want %d", c.owner, c.query, len(got), c.want)
+		}
+		for _, r := range got {
+			if !owned[c.owner][r.ConversationID] {
+				t.Errorf("%s searching %q found message %s of conversation %s, not theirs", c.owner, c.query, r.MessageID, r.ConversationID)
+			}
+		}
+	}
+}

@@ -13,10 +13,11 @@ import (
 	"github.com/convo-dev/convo/conversation"
 )
 
-// recursiveLeaf is the leaf switch_branch chose before it walked the tree
-// a level at a time: one recursive query over every message below the
-// one named (slot "a" for a comparison's "b"), the newest of them, and
-// slot "a" when that is a pair's "b".
+// recursiveLeaf is the leaf switch_branch must choose, as a plain
+// recursive query finds it: every message below the one named (slot "a"
+// for a comparison's "b"), the newest of them, and slot "a" when that is
+// a pair's "b". (switch_branch's own query keeps each level's look-up
+// apart, OFFSET 0, for its plan.)
 const recursiveLeaf = `
 WITH RECURSIVE down(id) AS (
     SELECT coalesce((SELECT a.id FROM convo.messages b JOIN convo.messages a
@@ -31,12 +32,27 @@ SELECT CASE WHEN m.comparison_slot = 'b'
   FROM convo.messages m JOIN down ON m.id = down.id
  ORDER BY m.position DESC LIMIT 1`
 
+// loopPath is the path down to a leaf as convo._path made it before it
+// became one recursive query: _context_messages' loop up the tree (the
+// ancestors, and the other reply of each comparison among them), the
+// leaf, and the leaf's own comparison's replies.
+const loopPath = `
+SELECT ARRAY(SELECT p FROM (
+    SELECT c.id AS p FROM convo._context_messages($1) c(id)
+    UNION
+    SELECT $1
+    UNION
+    SELECT pr.message_id FROM convo.messages leaf
+      JOIN convo.comparisons c ON c.id = leaf.comparison_id
+      JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
+     WHERE leaf.id = $1) x ORDER BY p)`
+
 // TestSwitchBranchWalkMatchesRecursive grows random trees (sends, A/B
 // comparisons, edits of any user message, regenerations of any reply,
 // switches to any message) and switches to every message of each: the
 // leaf switch_branch chooses is the recursive query's, and the active
-// path is then the path down to it (convo._path), with _active_leaf that
-// leaf.
+// path is then the path down to it (convo._path, which gives the path
+// loopPath does), with _active_leaf that leaf.
 func TestSwitchBranchWalkMatchesRecursive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -127,7 +143,7 @@ func TestSwitchBranchWalkMatchesRecursive(t *testing.T) {
 			if got != want {
 				t.Fatalf("seed %d: switch_branch to %s chose %s; the recursive query, %s", seed, m, got, want)
 			}
-			var marked, path []uuid.UUID
+			var marked, path, loop []uuid.UUID
 			var leaf uuid.UUID
 			if err := tb.pool.QueryRow(ctx, `
 				SELECT ARRAY(SELECT id FROM convo.messages WHERE conversation_id = $1 AND on_active_path ORDER BY id),
@@ -135,8 +151,12 @@ func TestSwitchBranchWalkMatchesRecursive(t *testing.T) {
 				       convo._active_leaf($1)`, conv, got).Scan(&marked, &path, &leaf); err != nil {
 				t.Fatal(err)
 			}
-			if !slices.Equal(marked, path) || leaf != got {
-				t.Fatalf("seed %d: after the switch to %s (leaf %s) the marked path is %v, _active_leaf %s; want _path: %v", seed, m, got, marked, leaf, path)
+			if err := tb.pool.QueryRow(ctx, loopPath, got).Scan(&loop); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(marked, path) || !slices.Equal(path, loop) || leaf != got {
+				t.Fatalf("seed %d: after the switch to %s (leaf %s) the marked path is %v, _active_leaf %s; want _path: %v, which must be the loop's: %v",
+					seed, m, got, marked, leaf, path, loop)
 			}
 		}
 		t.Logf("seed %d: %d messages, each switched to twice", seed, len(ids))

@@ -38,17 +38,30 @@ $$;
 
 -- _path is the path from a first message down to p_leaf: p_leaf, its
 -- ancestors, and the other reply of every comparison among them (p_leaf's
--- own included).
+-- own included). One recursive query up the tree, each step one look-up
+-- by primary key: the parent (and a comparison's replies) is a LATERAL
+-- subquery kept apart (OFFSET 0), so no other plan is possible (as for
+-- switch_branch's walk down), and a branch of thousands of messages costs
+-- no statement per message (the loop of _context_messages did).
 CREATE OR REPLACE FUNCTION convo._path(p_leaf uuid) RETURNS SETOF uuid
 LANGUAGE sql STABLE AS $$
-    SELECT c.id FROM convo._context_messages(p_leaf) c(id)
+    WITH RECURSIVE up AS (
+        SELECT m.id, m.parent_id, m.comparison_id FROM convo.messages m WHERE m.id = p_leaf
+        UNION ALL
+        SELECT p.id, p.parent_id, p.comparison_id
+          FROM up
+         CROSS JOIN LATERAL (SELECT x.id, x.parent_id, x.comparison_id FROM convo.messages x
+                              WHERE x.id = up.parent_id OFFSET 0) p
+    )
+    SELECT up.id FROM up
     UNION
     SELECT p_leaf
     UNION
-    SELECT pr.message_id FROM convo.messages leaf
-      JOIN convo.comparisons c ON c.id = leaf.comparison_id
-      JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
-     WHERE leaf.id = p_leaf
+    SELECT o.message_id FROM up
+     CROSS JOIN LATERAL (SELECT pr.message_id FROM convo.comparisons c
+                           JOIN convo.prompts pr ON pr.id IN (c.prompt_a, c.prompt_b)
+                          WHERE c.id = up.comparison_id OFFSET 0) o
+     WHERE up.comparison_id IS NOT NULL
 $$;
 
 -- _sibling_place says how many versions the turn of message m has

@@ -541,11 +541,7 @@ DECLARE
     v_conv   convo.conversations;
     v_leaf   convo.messages;
     v_start  uuid;
-    v_level  uuid[];
     v_newest uuid;
-    v_top    uuid;
-    v_top_at bigint;
-    v_at     bigint;
 BEGIN
     v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'switch_branch');
     IF NOT EXISTS (SELECT 1 FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id) THEN
@@ -557,23 +553,22 @@ BEGIN
     v_start := coalesce((SELECT a.id FROM convo.messages b JOIN convo.messages a
                            ON a.comparison_id = b.comparison_id AND a.comparison_slot = 'a'
                           WHERE b.id = p_message_id AND b.comparison_slot = 'b'), p_message_id);
-    -- The newest message below it: down the tree a level at a time, each
-    -- level one look-up of messages_parent_idx per message. (A recursive
-    -- query was planned as a scan of the conversation per level: 1.4 s
-    -- down a branch of 1,600 messages.)
-    SELECT m.position INTO v_at FROM convo.messages m WHERE m.id = v_start;
-    v_newest := v_start;
-    v_level := ARRAY[v_start];
-    LOOP
-        SELECT array_agg(x.id), (array_agg(x.id ORDER BY x.position DESC))[1], max(x.position)
-          INTO v_level, v_top, v_top_at
-          FROM convo.messages x WHERE x.parent_id = ANY (v_level);
-        EXIT WHEN v_level IS NULL;
-        IF v_top_at > v_at THEN
-            v_newest := v_top;
-            v_at := v_top_at;
-        END IF;
-    END LOOP;
+    -- The newest message below it: down the tree in one recursive query,
+    -- each message's children one look-up of messages_parent_idx. The
+    -- children are a LATERAL subquery kept apart (OFFSET 0), so the only
+    -- plan is that look-up per message: as a plain join, the planner ran
+    -- a scan of the conversation per level (1.4 s down a branch of 1,600
+    -- messages), and a loop of one statement per level cost most of a
+    -- long switch (docs/performance.md).
+    WITH RECURSIVE below AS (
+        SELECT m.id, m.position FROM convo.messages m WHERE m.id = v_start
+        UNION ALL
+        SELECT x.id, x.position
+          FROM below
+         CROSS JOIN LATERAL (SELECT c.id, c.position FROM convo.messages c
+                              WHERE c.parent_id = below.id OFFSET 0) x
+    )
+    SELECT b.id INTO v_newest FROM below b ORDER BY b.position DESC LIMIT 1;
     SELECT m.* INTO v_leaf FROM convo.messages m WHERE m.id = v_newest;
     -- A pair with nothing below it: its slot "b" is the newer of the two.
     IF v_leaf.comparison_slot = 'b' THEN

@@ -71,6 +71,48 @@ BEGIN
 END;
 $$;
 
+-- _append_events appends a batch of events to the conversation's log, in
+-- the order of the arrays (element i of each is event i), with the next
+-- seqs, and returns the last seq (the conversation's last_seq unchanged
+-- when the batch is empty). The caller holds the conversation's lock. One
+-- update of the conversation's row and one insert for the whole batch, and
+-- one notification, with the last seq (a subscriber reads everything after
+-- what it has delivered): a change that writes an event per row it touches
+-- (the open tool calls of a cancelled prompt) costs the same per event
+-- however many there are. _append_event once per event updates the
+-- conversation's row once per event, and in one transaction each update
+-- walks past the row's earlier versions of that transaction: quadratic.
+CREATE OR REPLACE FUNCTION convo._append_events(
+    p_conversation_id uuid, p_kinds text[], p_payloads jsonb[],
+    p_prompt_ids uuid[], p_block_ids uuid[], p_tool_call_ids uuid[]
+) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_n    integer := coalesce(cardinality(p_kinds), 0);
+    v_last bigint;
+BEGIN
+    IF coalesce(cardinality(p_payloads), 0) <> v_n OR coalesce(cardinality(p_prompt_ids), 0) <> v_n
+       OR coalesce(cardinality(p_block_ids), 0) <> v_n OR coalesce(cardinality(p_tool_call_ids), 0) <> v_n THEN
+        RAISE EXCEPTION '_append_events: the arrays of a batch must have one element per event (% kinds)', v_n;
+    END IF;
+    IF v_n = 0 THEN
+        RETURN (SELECT c.last_seq FROM convo.conversations c WHERE c.id = p_conversation_id);
+    END IF;
+    UPDATE convo.conversations SET last_seq = last_seq + v_n
+     WHERE id = p_conversation_id
+    RETURNING last_seq INTO v_last;
+    INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, tool_call_id, payload)
+    SELECT p_conversation_id, v_last - v_n + e.nth, e.kind, e.prompt_id, e.block_id, e.tool_call_id, e.payload
+      FROM unnest(p_kinds, p_payloads, p_prompt_ids, p_block_ids, p_tool_call_ids)
+           WITH ORDINALITY AS e(kind, payload, prompt_id, block_id, tool_call_id, nth)
+     ORDER BY e.nth;
+    IF current_setting('convo.notify_events', true) IS DISTINCT FROM 'off' THEN
+        PERFORM convo._notify_event(p_conversation_id, v_last);
+    END IF;
+    RETURN v_last;
+END;
+$$;
+
 -- set_event_notify sets whether the events of this database notify
 -- "convo_events": for the database (ALTER DATABASE … SET
 -- convo.notify_events, which sessions opened afterwards start with) and for

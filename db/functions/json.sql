@@ -5,8 +5,11 @@
 -- after the migrations (CREATE OR REPLACE), so a change to a function is
 -- an edit here. See db/README.md.
 
+-- _ts is STABLE, as its body is (to_char): an SQL function declared
+-- IMMUTABLE around a STABLE body is never inlined, and was called, and
+-- planned, anew for every timestamp of every message JSON.
 CREATE OR REPLACE FUNCTION convo._ts(t timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 $$;
 
@@ -130,20 +133,26 @@ $$;
 
 -- _block_json is a block in the proto3 JSON of convo.v1.Block, with its
 -- tool call; a streaming block's content and a running call's output are
--- read back from their events.
+-- read back from their events. The keys that can be absent (content, a
+-- text, and toolCall) are added only when present, rather than dropped by
+-- _object: _object, an SQL function with a FROM, is planned anew on every
+-- call from here, and a branchSwitched builds the JSON of hundreds of
+-- blocks.
 CREATE OR REPLACE FUNCTION convo._block_json(b convo.blocks) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-    SELECT convo._object(jsonb_build_object(
-        'id', b.id,
-        'blockType', b.block_type,
-        'content', nullif(CASE WHEN b.status = 'streaming' THEN convo._block_text(b.id) ELSE b.content END, ''),
-        'metadata', b.metadata,
-        'status', b.status,
-        'toolCall', (SELECT convo._tool_call_json(t) || CASE WHEN t.status IN ('started', 'running')
-                                                            THEN convo._object(jsonb_build_object('output', nullif(convo._tool_output(t.id), '')))
-                                                            ELSE '{}' END
-                       FROM convo.tool_calls t WHERE t.block_id = b.id),
-        'position', b.position))
+    SELECT jsonb_build_object(
+               'id', b.id,
+               'blockType', b.block_type,
+               'metadata', b.metadata,
+               'status', b.status,
+               'position', b.position)
+        || jsonb_strip_nulls(jsonb_build_object('content',
+               nullif(CASE WHEN b.status = 'streaming' THEN convo._block_text(b.id) ELSE b.content END, '')))
+        || coalesce((SELECT jsonb_build_object('toolCall',
+                                convo._tool_call_json(t) || CASE WHEN t.status IN ('started', 'running')
+                                                                 THEN convo._object(jsonb_build_object('output', nullif(convo._tool_output(t.id), '')))
+                                                                 ELSE '{}' END)
+                       FROM convo.tool_calls t WHERE t.block_id = b.id), '{}')
 $$;
 
 -- convo._json_check applies convo's rule for stored JSON (the Go doors

@@ -124,27 +124,96 @@ BEGIN
 END;
 $$;
 
+-- _fail_open_calls fails every open (started or running) tool call of the
+-- prompt with p_error, as _end_tool_call fails one, whatever their number
+-- in a few statements: the requests for input still pending on them are
+-- cancelled, each call's output is what its toolCallProgress events hold
+-- (read in one pass over the prompt's events from the first call's
+-- block), and the events, call by call in the order the calls started
+-- (inputAnswered, status cancelled, when a request was pending; then
+-- toolCallFailed), are appended as one batch. The caller holds the
+-- conversation's lock. (A loop of _end_tool_call read the prompt's later
+-- events once per call and updated the conversation's row once per
+-- event: cancelling a reply waiting on 1,000 inputs took seconds.)
+CREATE OR REPLACE FUNCTION convo._fail_open_calls(p_prompt_id uuid, p_error text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids          uuid[];
+    v_from         bigint;
+    v_conversation uuid;
+    v_message      jsonb;
+    v_last         bigint;
+BEGIN
+    SELECT array_agg(t.id), min(coalesce(b.start_seq, 0)) INTO v_ids, v_from
+      FROM convo.tool_calls t JOIN convo.blocks b ON b.id = t.block_id
+     WHERE t.prompt_id = p_prompt_id AND t.status IN ('started', 'running');
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    -- The prompt's message as an input event carries it (_input_event):
+    -- the same for every call, so built once.
+    SELECT p.conversation_id, convo._message_json(m) INTO v_conversation, v_message
+      FROM convo.prompts p JOIN convo.messages m ON m.id = p.message_id
+     WHERE p.id = p_prompt_id;
+    WITH cancelled AS (
+        UPDATE convo.input_requests r
+           SET status = 'cancelled', answered_at = now()
+         WHERE r.tool_call_id = ANY (v_ids) AND r.status = 'pending'
+        RETURNING r.*
+    ), progress AS (
+        SELECT e.tool_call_id, string_agg(e.payload->>'output', '' ORDER BY e.seq) AS output
+          FROM convo.events e
+         WHERE e.prompt_id = p_prompt_id AND e.seq > v_from
+           AND e.kind = 'toolCallProgress' AND e.tool_call_id = ANY (v_ids)
+         GROUP BY e.tool_call_id
+    ), failed AS (
+        UPDATE convo.tool_calls t
+           SET status = 'failed', output = coalesce(o.output, ''), error = p_error, ended_at = now()
+          FROM unnest(v_ids) AS i(id)
+          LEFT JOIN progress o ON o.tool_call_id = i.id
+         WHERE t.id = i.id
+        RETURNING t
+    ), batch AS (
+        SELECT (f.t).started_at, (f.t).id, 0 AS nth, 'inputAnswered' AS kind, (f.t).block_id,
+               -- _input_answered's payload; a cancelled request has no
+               -- answer, and none of these is null.
+               jsonb_build_object(
+                   'toolCallId', c.tool_call_id,
+                   'promptId', c.prompt_id,
+                   'status', c.status,
+                   'answeredAt', convo._ts(c.answered_at),
+                   'message', v_message) AS payload
+          FROM failed f JOIN cancelled c ON c.tool_call_id = (f.t).id
+        UNION ALL
+        SELECT (f.t).started_at, (f.t).id, 1, 'toolCallFailed', (f.t).block_id,
+               jsonb_build_object('toolCall', convo._tool_call_json(f.t), 'error', p_error)
+          FROM failed f
+    )
+    SELECT convo._append_events(v_conversation,
+        array_agg(x.kind ORDER BY x.started_at, x.id, x.nth),
+        array_agg(x.payload ORDER BY x.started_at, x.id, x.nth),
+        array_agg(p_prompt_id ORDER BY x.started_at, x.id, x.nth),
+        array_agg(x.block_id ORDER BY x.started_at, x.id, x.nth),
+        array_agg(x.id ORDER BY x.started_at, x.id, x.nth))
+      INTO v_last
+      FROM batch x;
+END;
+$$;
+
 -- _finish_prompt ends a queued (waiting or not) or running prompt: it
--- fails its open tool calls (cancelling their pending input requests),
--- ends its open blocks, sets the prompt and its message to the final
--- status, and moves the conversation's active prompt on. The caller holds
--- the conversation lock.
+-- fails its open tool calls (cancelling their pending input requests,
+-- _fail_open_calls), ends its open blocks, sets the prompt and its
+-- message to the final status, and moves the conversation's active prompt
+-- on. The caller holds the conversation lock.
 CREATE OR REPLACE FUNCTION convo._finish_prompt(p_prompt_id uuid, p_status text, p_error text) RETURNS convo.prompts
 LANGUAGE plpgsql AS $$
 DECLARE
     v_prompt  convo.prompts;
     v_message convo.messages;
     v_block   convo.blocks;
-    v_call_id uuid;
     v_kind    text;
 BEGIN
-    FOR v_call_id IN
-        SELECT t.id FROM convo.tool_calls t
-         WHERE t.prompt_id = p_prompt_id AND t.status IN ('started', 'running')
-         ORDER BY t.started_at, t.id
-    LOOP
-        PERFORM convo._end_tool_call(v_call_id, NULL, 'prompt ' || p_status || ' before the tool call finished');
-    END LOOP;
+    PERFORM convo._fail_open_calls(p_prompt_id, 'prompt ' || p_status || ' before the tool call finished');
     FOR v_block IN
         SELECT * FROM convo.blocks b
          WHERE b.prompt_id = p_prompt_id AND b.status = 'streaming'

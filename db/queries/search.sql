@@ -14,7 +14,12 @@ SELECT set_config('statement_timeout', @timeout::text, true) AS timeout,
 -- Full-text search over the owner's text blocks, one row per message (its
 -- best-matching block), best match first. Matching and ranking read the
 -- stored blocks.search_vector (00012_search_vector.sql) and never parse
--- text, and the work is bounded whatever the owner holds: ranking reads
+-- text. Matching reads only the owner's blocks: the index is keyed by the
+-- words and by each block's conversation (00024_search_by_owner.sql), and
+-- the match asks for both, the owner's conversation ids as an array that
+-- the index looks up (its expression, ARRAY[conversation_id], must stay
+-- as it is written there), so other owners' matches are never read. The
+-- work is bounded whatever the owner holds: ranking reads
 -- the vectors of the 1,000 most recent matching blocks at most (a word in
 -- every message ranks the newest 1,000), and only the snippets of the page
 -- returned are computed from text, each from the block's first 10,000
@@ -26,8 +31,7 @@ WITH query AS (
 ), match AS (
     SELECT b.message_id, b.id AS block_id, b.search_vector
       FROM query, convo.blocks b
-      JOIN convo.conversations c ON c.id = b.conversation_id
-     WHERE c.owner_id = @owner_id::text
+     WHERE ARRAY[b.conversation_id] && ARRAY(SELECT c.id FROM convo.conversations c WHERE c.owner_id = @owner_id::text)
        AND b.block_type = 'text'
        AND b.search_vector @@ query.q
      ORDER BY b.created_at DESC, b.id
