@@ -14,6 +14,7 @@ import (
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest"
 )
 
 // stalledReads are the whole-conversation reads, each as a client that
@@ -111,19 +112,25 @@ func TestReadCap(t *testing.T) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return resp
 	}
+	// The cap is the user's, whatever the conversation: the probes read a
+	// small one, so that each costs little on a loaded machine.
+	small, err := pgtest.FillConversation(context.Background(), m.Config.DatabaseURL, "local", 1, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
 	getConversation := func() *http.Response {
-		return get("/convo.v1.ConversationService/GetConversation", `{"conversationId":"`+id+`"}`)
+		return get("/convo.v1.ConversationService/GetConversation", `{"conversationId":"`+small.String()+`"}`)
 	}
 	// The stalled reads take their places as the server reads them.
 	var resp *http.Response
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for resp = getConversation(); resp.StatusCode == http.StatusOK && time.Now().Before(deadline); resp = getConversation() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("GetConversation past the cap: %s, Retry-After %q; want 429 (resource_exhausted) with Retry-After", resp.Status, resp.Header.Get("Retry-After"))
 	}
-	for _, path := range []string{"/v1/conversations/" + id + "/history", "/v1/ai-sdk/chat/" + id + "/messages"} {
+	for _, path := range []string{"/v1/conversations/" + small.String() + "/history", "/v1/ai-sdk/chat/" + small.String() + "/messages"} {
 		if resp := get(path, ""); resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("GET %s past the cap: %s, Retry-After %q; want 429 with Retry-After", path, resp.Status, resp.Header.Get("Retry-After"))
 		}
