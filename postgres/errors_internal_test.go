@@ -42,19 +42,18 @@ func TestTranslateUnavailable(t *testing.T) {
 	}
 }
 
-// TestTranslateDataException: a value PostgreSQL cannot take (class 22:
+// TestTranslateDataException: a value PostgreSQL cannot take (of class 22:
 // a number past numeric's range, \u0000 in JSON, a lone surrogate, …) is
 // the caller's input: Invalid, with PostgreSQL's message and detail, not
 // an internal error.
 func TestTranslateDataException(t *testing.T) {
 	t.Parallel()
 	for name, pgErr := range map[string]*pgconn.PgError{
-		"NumericOverflow":  {Code: "22003", Message: "value overflows numeric format"},
-		"Untranslatable":   {Code: "22P05", Message: "unsupported Unicode escape sequence", Detail: `\u0000 cannot be converted to text.`},
-		"InvalidText":      {Code: "22P02", Message: "invalid input syntax for type json", Detail: "Unicode low surrogate must follow a high surrogate."},
-		"InvalidParameter": {Code: "22023", Message: "invalid parameter value"},
-		"BadByteSequence":  {Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00`},
-		"InvalidDatetime":  {Code: "22007", Message: "invalid input syntax for type timestamp with time zone"},
+		"NumericOverflow": {Code: "22003", Message: "value overflows numeric format"},
+		"Untranslatable":  {Code: "22P05", Message: "unsupported Unicode escape sequence", Detail: `\u0000 cannot be converted to text.`},
+		"InvalidText":     {Code: "22P02", Message: "invalid input syntax for type json", Detail: "Unicode low surrogate must follow a high surrogate."},
+		"BadByteSequence": {Code: "22021", Message: `invalid byte sequence for encoding "UTF8": 0x00`},
+		"InvalidDatetime": {Code: "22007", Message: "invalid input syntax for type timestamp with time zone"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -70,6 +69,13 @@ func TestTranslateDataException(t *testing.T) {
 	}
 	// Other classes stay what they were: a constraint violation is the
 	// server's bug, internal.
+	// A data exception of convo's own SQL, not of the caller's value,
+	// stays internal.
+	for _, code := range []string{"22012", "22023", "22001", "22004"} {
+		if got := translate(&pgconn.PgError{Code: code, Message: "fault"}, "x"); conversation.ErrorCode(got) != conversation.Internal {
+			t.Errorf("%s: code %q; want internal", code, conversation.ErrorCode(got))
+		}
+	}
 	if got := translate(&pgconn.PgError{Code: "23514", Message: "check"}, "x"); conversation.ErrorCode(got) != conversation.Internal {
 		t.Errorf("23514: code %q; want internal", conversation.ErrorCode(got))
 	}

@@ -5,7 +5,6 @@ package sqlstate
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -38,10 +37,20 @@ func Of(err error) string {
 	return ""
 }
 
-// IsDataException reports whether code is of class 22, data exception:
-// PostgreSQL could not take a value the caller gave (22003 numeric value
-// out of range: a JSON number such as 1e999999; 22P05 untranslatable
-// character: \u0000 in JSON; 22P02 invalid text representation: a lone
-// surrogate escape; 22021, 22023, 2201x, …). Such an error is the
-// caller's, as CV003 is: the API answers invalid_argument.
-func IsDataException(code string) bool { return strings.HasPrefix(code, "22") }
+// inputExceptions are the data exceptions (class 22) that a value the
+// caller gave causes when PostgreSQL reads it: 22003 numeric value out of
+// range (a JSON number such as 1e999999), 22P05 untranslatable character
+// (\u0000 in JSON), 22P02 invalid text representation (a lone surrogate
+// escape, a malformed uuid or timestamp), 22021 a byte sequence invalid
+// in UTF-8, 22025 an invalid escape sequence, 22007 and 22008 a malformed
+// or out-of-range date or time. The rest of class 22 (division by zero,
+// a truncation, a bad parameter inside a function, …) is a fault of
+// convo's own SQL and stays internal, logged.
+var inputExceptions = map[string]bool{
+	"22003": true, "22P05": true, "22P02": true, "22021": true, "22025": true, "22007": true, "22008": true,
+}
+
+// IsDataException reports whether code is a data exception that the
+// caller's value caused (inputExceptions): the API answers
+// invalid_argument, as for CV003.
+func IsDataException(code string) bool { return inputExceptions[code] }
