@@ -186,7 +186,12 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 			return
 		}
 		p := conversation.AnswerInputParams{OwnerID: owner, ToolCallID: t.callID, Answer: answerJSON, Field: a.field}
-		if t.request == nil || t.request.Status != conversation.InputPending {
+		if t.request == nil {
+			// A tool call with no request in the snapshot: nothing to
+			// answer (and nothing recorded).
+			continue
+		}
+		if t.request.Status != conversation.InputPending {
 			if stale == nil {
 				stale = &p
 			}
@@ -201,7 +206,9 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 		if stale != nil {
 			// Not pending: the store says why (first answer won,
 			// expired, cancelled), changing nothing.
-			_, refused = h.srv.Store.AnswerInput(ctx, *stale)
+			if _, err := h.srv.Store.AnswerInput(ctx, *stale); err != nil {
+				refused = err
+			}
 		}
 		h.srv.WriteError(w, r, refused)
 		return
