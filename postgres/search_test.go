@@ -157,7 +157,7 @@ func TestSearchVectorMigration(t *testing.T) {
 
 // TestSearchOwnConversationsOnly checks that a search finds the caller's
 // messages and never another owner's: the index is asked for the caller's
-// conversations (00024_search_by_owner.sql), whatever others hold of the
+// conversations (00024_batched_ends_owner_search.sql), whatever others hold of the
 // words searched.
 func TestSearchOwnConversationsOnly(t *testing.T) {
 	t.Parallel()

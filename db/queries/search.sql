@@ -15,7 +15,7 @@ SELECT set_config('statement_timeout', @timeout::text, true) AS timeout,
 -- best-matching block), best match first. Matching and ranking read the
 -- stored blocks.search_vector (00012_search_vector.sql) and never parse
 -- text. Matching reads only the owner's blocks: the index is keyed by the
--- words and by each block's conversation (00024_search_by_owner.sql), and
+-- words and by each block's conversation (00024_batched_ends_owner_search.sql), and
 -- the match asks for both, the owner's conversation ids as an array that
 -- the index looks up (its expression, ARRAY[conversation_id], must stay
 -- as it is written there), so other owners' matches are never read. The
