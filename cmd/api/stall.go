@@ -131,29 +131,40 @@ func (w *stallWatcher) run() {
 }
 
 // sweep looks at every connection once, closes the stalled ones, and
-// returns how many are watched.
+// returns how many are watched. The system calls run outside w.mu, so
+// that accepting and closing connections never waits on a sweep; only
+// sweep reads or writes a stallState, so its fields need no lock.
 func (w *stallWatcher) sweep() int {
 	now := w.now()
+	type watched struct {
+		c  *watchedConn
+		st *stallState
+	}
 	w.mu.Lock()
-	var stalled []*watchedConn
+	all := make([]watched, 0, len(w.conns))
 	for c, st := range w.conns {
-		queued, acked, ok := sendQueue(c.raw)
-		switch {
+		all = append(all, watched{c, st})
+	}
+	w.mu.Unlock()
+	var stalled []*watchedConn
+	for _, x := range all {
+		queued, acked, ok := sendQueue(x.c.raw)
+		switch st := x.st; {
 		case !ok || queued == 0:
 			st.stuckSince = time.Time{}
 		case st.stuckSince.IsZero() || acked != st.acked:
 			st.stuckSince, st.acked = now, acked
 		case now.Sub(st.stuckSince) >= w.timeout:
-			stalled = append(stalled, c)
+			stalled = append(stalled, x.c)
 		}
 	}
-	n := len(w.conns)
+	w.mu.Lock()
 	w.cut += len(stalled)
 	w.mu.Unlock()
 	for _, c := range stalled {
 		c.Close()
 	}
-	return n - len(stalled)
+	return len(all) - len(stalled)
 }
 
 // cutCount is how many connections the watcher has closed.
