@@ -29,6 +29,8 @@ func hostileSchemas() map[string]struct{ schema, limit string } {
 		bigEnum[i] = fmt.Sprint(i)
 	}
 	deep := strings.Repeat(`{"type":"array","items":`, 40) + `{}` + strings.Repeat(`}`, 40)
+	// Past jsonlimit's depth too: refused by its rule, still as "depth".
+	deeper := strings.Repeat(`{"items":`, 70) + `{}` + strings.Repeat(`}`, 70)
 	return map[string]struct{ schema, limit string }{
 		"AnyOfChain": {chain("anyOf", 20), "$ref expansion"},
 		"AllOfChain": {chain("allOf", 20), "$ref expansion"},
@@ -37,6 +39,7 @@ func hostileSchemas() map[string]struct{ schema, limit string } {
 			"pattern"},
 		"Enum":       {`{"enum":[` + strings.Join(bigEnum, ",") + `]}`, "size"},
 		"Deep":       {deep, "depth"},
+		"Deeper":     {deeper, "depth"},
 		"HugeNumber": {`{"type":"array","items":{"type":"integer","minimum":1e999999}}`, "JSON"},
 	}
 }
