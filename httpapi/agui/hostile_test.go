@@ -1,7 +1,6 @@
 package agui_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
+	"github.com/convo-dev/convo/internal/jsonlimit/jsonlimittest"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/wire"
 )
 
 // TestAGUIHostileAnswers: a RunAgentInput whose answers break convo's rule
@@ -55,21 +56,23 @@ func TestAGUIHostileAnswers(t *testing.T) {
 		body    string
 		message string
 	}{
-		"ToolMessageOfHugeNumbers": {marshal(t, input(hostileList(1_000_000), nil, approve)),
+		// The longest output an answer may have (a longer one is refused
+		// by its length, before the rule).
+		"ToolMessageOfHugeNumbers": {apitest.Marshal(t, input(jsonlimittest.HugeNumbers(wire.MaxInputOutput), nil, approve)),
 			"messages[1].clientTool.output: $[0]: number 1e999999 is outside the range of a 64-bit float"},
-		"ToolMessageParts": {marshal(t, input([]any{map[string]any{"type": "text", "text": "[1, 1e400]"}}, nil, approve)),
+		"ToolMessageParts": {apitest.Marshal(t, input([]any{map[string]any{"type": "text", "text": "[1, 1e400]"}}, nil, approve)),
 			"messages[1].clientTool.output: $[1]: number 1e400 is outside the range"},
-		"ResumePayloadText": {marshal(t, input(nil, "[1e-400]", approve)),
+		"ResumePayloadText": {apitest.Marshal(t, input(nil, "[1e-400]", approve)),
 			"resume[1].clientTool.output: $[0]: number 1e-400 is outside the range"},
-		"ResumePayloadOutput": {marshal(t, input(nil, map[string]any{"output": deep}, approve)),
+		"ResumePayloadOutput": {apitest.Marshal(t, input(nil, map[string]any{"output": deep}, approve)),
 			"resume[1].clientTool.output: $" + strings.Repeat("[0]", 64) + ": nested deeper than 64 levels"},
-		"NumberInTheBody": {strings.Replace(marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "n": "N"})), `"N"`, "1e400", 1),
+		"NumberInTheBody": {strings.Replace(apitest.Marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "n": "N"})), `"N"`, "1e400", 1),
 			"body: $.resume[0].payload.n: number 1e400 is outside the range"},
-		"NULInTheOutput": {marshal(t, input(`["a\u0000"]`, nil, approve)),
+		"NULInTheOutput": {apitest.Marshal(t, input(`["a\u0000"]`, nil, approve)),
 			`messages[1].clientTool.output: $[0]: a string holds \u0000`},
-		"NULInTheBody": {marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "reason": "a\x00"})),
+		"NULInTheBody": {apitest.Marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "reason": "a\x00"})),
 			`body: $.resume[0].payload.reason: a string holds \u0000`},
-		"DeepBody": {marshal(t, map[string]any{"threadId": sent.ConversationID.String(), "forwardedProps": json.RawMessage(deep)}),
+		"DeepBody": {apitest.Marshal(t, map[string]any{"threadId": sent.ConversationID.String(), "forwardedProps": json.RawMessage(deep)}),
 			"body: $.forwardedProps" + strings.Repeat("[0]", 63) + ": nested deeper than 64 levels"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -99,22 +102,4 @@ func TestAGUIHostileAnswers(t *testing.T) {
 			}
 		})
 	}
-}
-
-func marshal(t testing.TB, v any) string {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
-// hostileList is about n bytes of a JSON list of numbers no 64-bit float
-// holds.
-func hostileList(n int) string {
-	const item = "1e999999, "
-	return "[" + strings.Repeat(item, n/len(item)) + "1e999999]"
 }
