@@ -11,19 +11,15 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
+	"github.com/convo-dev/convo/internal/jsonlimit/jsonlimittest"
+	"github.com/convo-dev/convo/wire"
 )
 
 // integerListSchema is the ordinary output schema the attack used: a
 // list of integers, whose validation turned each 1e999999 into a big
 // number.
 const integerListSchema = `{"outputSchema": {"type": "array", "items": {"type": "integer"}}}`
-
-// hostileList is about n bytes of a JSON list of numbers no 64-bit float
-// holds.
-func hostileList(n int) string {
-	const item = "1e999999, "
-	return "[" + strings.Repeat(item, n/len(item)) + "1e999999]"
-}
 
 // TestHostileClientToolOutput: a client tool's output that is JSON
 // breaking convo's rule for accepted JSON (numbers out of a float64's
@@ -37,9 +33,12 @@ func TestHostileClientToolOutput(t *testing.T) {
 	for name, tc := range map[string]struct {
 		output, message string
 	}{
-		// About 1 MB, the most a Connect request holds: the attack's
-		// shape, refused at its first number.
-		"MegabyteOfHugeNumbers": {hostileList(1_000_000), "answer.clientTool.output: $[0]: number 1e999999 is outside the range of a 64-bit float"},
+		// 1 MB, the most a Connect request holds: the attack's shape,
+		// refused by the length check, before the rule reads it.
+		"MegabyteOfHugeNumbers": {jsonlimittest.HugeNumbers(1_000_000), "answer.clientTool.output: is 1000000 characters long; the limit is 100000"},
+		// The longest output an answer may have: refused at its first
+		// number.
+		"LongestOutputOfHugeNumbers": {jsonlimittest.HugeNumbers(wire.MaxInputOutput), "answer.clientTool.output: $[0]: number 1e999999 is outside the range of a 64-bit float"},
 		// Valid numbers first, so the check reads the whole text.
 		"HugeNumberLast":   {"[" + valid + "1e999999]", "answer.clientTool.output: $[30000]: number 1e999999 is outside the range"},
 		"TinyNumber":       {"[1, 1e-999999]", "answer.clientTool.output: $[1]: number 1e-999999 is outside the range"},
@@ -140,8 +139,8 @@ func postJSON(t testing.TB, url, body string) (code, message string) {
 func BenchmarkHostileClientToolOutput(b *testing.B) {
 	tb := setup(b)
 	_, _, call := tb.paused(b, "client_tool", integerListSchema)
-	// 99,999 characters of valid numbers and one huge: the longest output
-	// an answer may have (the length limit is checked after the rule).
+	// 100 KB (the longest output an answer may have: the rule reads all
+	// of it) and 1 MB (refused by the length check, before the rule).
 	for _, size := range []int{100_000, 1_000_000} {
 		output := "[" + strings.Repeat("1,", (size-12)/2) + "1e999999]"
 		b.Run(fmt.Sprintf("%dKB", size/1000), func(b *testing.B) {

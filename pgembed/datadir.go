@@ -33,7 +33,7 @@ func initialised(dir string) bool {
 // directory, initdb writes into it directly.)
 func (c *Cluster) prepareDataDir(ctx context.Context) error {
 	if initialised(c.dataDir) {
-		pw, err := readPassword(c.dataDir)
+		pw, err := readSecret(filepath.Join(c.dataDir, PasswordFileName))
 		if err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 		os.RemoveAll(tmp)
 		return err
 	}
-	if err := c.writePassword(tmp, c.password); err != nil {
+	if err := c.writeSecret(filepath.Join(tmp, PasswordFileName), c.password); err != nil {
 		os.RemoveAll(tmp)
 		return err
 	}
@@ -105,7 +105,7 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 	if err := c.initdb(ctx, c.dataDir); err != nil {
 		return err
 	}
-	if err := c.writePassword(c.dataDir, c.password); err != nil {
+	if err := c.writeSecret(filepath.Join(c.dataDir, PasswordFileName), c.password); err != nil {
 		return err
 	}
 	c.logger.Info("postgres data directory initialised", "data_dir", c.dataDir)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -19,8 +16,10 @@ import (
 // of database as role. The password is generated the first time and kept
 // in the data directory in file (mode 0600, as PasswordFileName), and set
 // again at every call, so that the file and the role always agree (a
-// deleted file gets a new password). It is how the embedded default gives
-// workers a login that is not the superuser's.
+// deleted file gets a new password); a password a person wrote in file is
+// used as written, whatever its characters (the server quotes it). It is
+// how the embedded default gives workers a login that is not the
+// superuser's.
 func (c *Cluster) Login(ctx context.Context, database, role, file string, inRoles ...string) (string, error) {
 	path := filepath.Join(c.dataDir, file)
 	password, err := readSecret(path)
@@ -31,10 +30,7 @@ func (c *Cluster) Login(ctx context.Context, database, role, file string, inRole
 		if password, err = newPassword(); err != nil {
 			return "", err
 		}
-		if err := os.WriteFile(path, []byte(password+"\n"), 0o600); err != nil {
-			return "", fmt.Errorf("keep the password of %s: %w", role, err)
-		}
-		if err := c.as.chown(path); err != nil {
+		if err := c.writeSecret(path, password); err != nil {
 			return "", err
 		}
 	}
@@ -44,10 +40,9 @@ func (c *Cluster) Login(ctx context.Context, database, role, file string, inRole
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	name := pgx.Identifier{role}.Sanitize()
-	// The password is URL-safe base64: no quote can end the literal.
-	_, err = conn.Exec(ctx, "CREATE ROLE "+name+" LOGIN PASSWORD '"+password+"'")
+	err = setPassword(ctx, conn, "CREATE ROLE %I LOGIN PASSWORD %L", role, password)
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42710" { // duplicate_object
-		_, err = conn.Exec(ctx, "ALTER ROLE "+name+" LOGIN PASSWORD '"+password+"'")
+		err = setPassword(ctx, conn, "ALTER ROLE %I LOGIN PASSWORD %L", role, password)
 	}
 	if err != nil {
 		return "", fmt.Errorf("login %s: %w", role, err)
@@ -63,16 +58,4 @@ func (c *Cluster) Login(ctx context.Context, database, role, file string, inRole
 	}
 	u.User = url.UserPassword(role, password)
 	return u.String(), nil
-}
-
-// readSecret returns the trimmed content of path, or "" when there is none.
-func readSecret(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }

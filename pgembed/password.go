@@ -41,25 +41,40 @@ func newPassword() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// readPassword returns the password kept in dir, or "" when there is none.
-func readPassword(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PasswordFileName))
+// readSecret returns the password kept in the file path, without the
+// white space around it, or "" when there is none. A person may have
+// written it: it is passed to SQL only through setPassword.
+func readSecret(path string) (string, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read the postgres password: %w", err)
+		return "", fmt.Errorf("read the password in %s: %w", path, err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
 
-// writePassword keeps password in dir, readable by its owner only.
-func (c *Cluster) writePassword(dir, password string) error {
-	path := filepath.Join(dir, PasswordFileName)
+// writeSecret keeps password in the file path, readable by its owner (the
+// server user) only.
+func (c *Cluster) writeSecret(path, password string) error {
 	if err := os.WriteFile(path, []byte(password+"\n"), 0o600); err != nil {
-		return fmt.Errorf("keep the postgres password: %w", err)
+		return fmt.Errorf("keep the password in %s: %w", path, err)
 	}
 	return c.as.chown(path)
+}
+
+// setPassword runs stmt, a CREATE ROLE or ALTER ROLE whose role name is
+// %I and password %L, with role and password formatted into it by the
+// server (format), so that no character of either, whatever a person
+// wrote in a password file, can end its identifier or literal.
+func setPassword(ctx context.Context, conn *pgx.Conn, stmt, role, password string) error {
+	var sql string
+	if err := conn.QueryRow(ctx, "SELECT format($1::text, $2::text, $3::text)", stmt, role, password).Scan(&sql); err != nil {
+		return err
+	}
+	_, err := conn.Exec(ctx, sql)
+	return err
 }
 
 // pwfile writes password to a temporary file the server user can read,
@@ -92,8 +107,7 @@ func (c *Cluster) protect(ctx context.Context) error {
 		return fmt.Errorf("set the postgres password: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	// The password is URL-safe base64: no quote can end the literal.
-	if _, err := conn.Exec(ctx, "ALTER ROLE postgres PASSWORD '"+c.password+"'"); err != nil {
+	if err := setPassword(ctx, conn, "ALTER ROLE %I PASSWORD %L", "postgres", c.password); err != nil {
 		return fmt.Errorf("set the postgres password: %w", err)
 	}
 	hba := filepath.Join(c.dataDir, "pg_hba.conf")
@@ -106,7 +120,7 @@ func (c *Cluster) protect(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 		return fmt.Errorf("reload pg_hba.conf: %w", err)
 	}
-	if err := c.writePassword(c.dataDir, c.password); err != nil {
+	if err := c.writeSecret(filepath.Join(c.dataDir, PasswordFileName), c.password); err != nil {
 		return err
 	}
 	c.logger.Info("postgres now requires a password over TCP", "password_file", filepath.Join(c.dataDir, PasswordFileName))

@@ -29,7 +29,7 @@ func TestPassword(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("password file mode %v, want 0600", fi.Mode().Perm())
 	}
-	pw, _ := readPassword(dataDir)
+	pw, _ := readSecret(pwFile)
 	if len(pw) < 24 || !strings.Contains(c.DSN("postgres"), ":"+pw+"@") {
 		t.Fatalf("password %q, DSN %q: the DSN must carry it", pw, c.DSN("postgres"))
 	}
@@ -53,7 +53,7 @@ func TestPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = startCluster(t, Options{DataDir: dataDir, Fast: true})
-	if again, _ := readPassword(dataDir); again != pw || c.password != pw {
+	if again, _ := readSecret(pwFile); again != pw || c.password != pw {
 		t.Fatalf("password changed across a restart")
 	}
 	refused("restarted")
@@ -75,7 +75,7 @@ func TestPassword(t *testing.T) {
 		t.Fatal(err)
 	}
 	c = startCluster(t, Options{DataDir: dataDir, Fast: true})
-	newPW, _ := readPassword(dataDir)
+	newPW, _ := readSecret(pwFile)
 	if newPW == "" || newPW == pw {
 		t.Fatalf("an old data directory got password %q", newPW)
 	}

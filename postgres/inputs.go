@@ -76,11 +76,14 @@ func inputRequestFromRow(r dbq.InputRequestListOpenRow) conversation.InputReques
 //     the owner's, or that can no longer be answered (answered, expired,
 //     cancelled), is left to convo.answer_input, which refuses it
 //     without any output being validated, however expensive its schema;
-//  2. the output must keep jsonlimit's rule (numbers within float64's
-//     range, nesting at most jsonlimit.MaxDepth), checked in one pass;
-//  3. the schema is compiled within the declaration budget
-//     (jsonschema.Declare) and the output validated with ctx, within
-//     the validation's budget.
+//  2. the schema is compiled within the declaration budget
+//     (jsonschema.Declare), whose cost does not depend on the output;
+//  3. the output is validated with ctx, within the validation's budget:
+//     jsonschema.Validate first applies jsonlimit's rule (numbers within
+//     float64's range, nesting at most jsonlimit.MaxDepth) in one pass,
+//     refused here as "answer.output: $[0]: …". This is the store's one
+//     check of the rule, for every caller (the doors checked it already,
+//     with wire.InputAnswerJSON; convo.answer_input checks it last).
 //
 // A schema that does not compile or is over the declaration budget (one
 // stored before the budget) cannot hold the output: it is logged and
@@ -104,9 +107,6 @@ func (s *Store) checkOutput(ctx context.Context, p conversation.AnswerInputParam
 		return nil
 	}
 	output := []byte(*answer.Output)
-	if err := jsonlimit.Check(output); err != nil && !jsonlimit.IsSyntax(err) {
-		return conversation.Errorf(conversation.Invalid, "answer.output: %v", err)
-	}
 	schema, err := jsonschema.Declare("output:"+p.ToolCallID.String(), row.OutputSchema)
 	if err != nil {
 		slog.WarnContext(ctx, "input request's output schema is not checked: it does not compile within the declaration budget",
@@ -116,6 +116,10 @@ func (s *Store) checkOutput(ctx context.Context, p conversation.AnswerInputParam
 	if err := jsonschema.Validate(ctx, schema, output); err != nil {
 		if ctx.Err() != nil {
 			return err
+		}
+		if refused, ok := errors.AsType[*jsonlimit.Error](err); ok {
+			// Validate applies the rule before the schema sees a number.
+			return conversation.Errorf(conversation.Invalid, "answer.output: %v", refused)
 		}
 		return conversation.Errorf(conversation.Invalid, "answer.output: does not match the client tool's output schema: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/db/sqlstate"
+	"github.com/convo-dev/convo/internal/jsonlimit/jsonlimittest"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -27,11 +28,6 @@ func clientToolAnswer(t testing.TB, output string) json.RawMessage {
 	return raw
 }
 
-// hugeNumbers is a JSON array of some size bytes of 1e999999.
-func hugeNumbers(size int) string {
-	return "[" + strings.TrimSuffix(strings.Repeat("1e999999,", size/len("1e999999,")), ",") + "]"
-}
-
 // TestAnswerInputHugeNumbers: a client tool's output of 1 MB of
 // [1e999999, …] (each number once 72 ms of big-number arithmetic in the
 // schema library) is refused at once, naming the first number, and
@@ -43,7 +39,7 @@ func TestAnswerInputHugeNumbers(t *testing.T) {
 	_, call := tb.paused(t, "client_tool", `{"outputSchema": {"type": "array", "items": {"type": "integer", "minimum": 0, "multipleOf": 3}}}`)
 	start := time.Now()
 	_, err := tb.store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: "local", ToolCallID: call,
-		Answer: clientToolAnswer(t, hugeNumbers(1<<20))})
+		Answer: clientToolAnswer(t, jsonlimittest.HugeNumbers(1<<20))})
 	took := time.Since(start)
 	if conversation.ErrorCode(err) != conversation.Invalid || !strings.Contains(err.Error(), "answer.output: $[0]: number") {
 		t.Fatalf("AnswerInput: %v, want answer.output's first number refused", err)
@@ -65,7 +61,7 @@ func BenchmarkAnswerInputHugeNumbers(b *testing.B) {
 	ctx := context.Background()
 	tb := setup(b)
 	_, call := tb.paused(b, "client_tool", `{"outputSchema": {"type": "array", "items": {"type": "integer", "minimum": 0}}}`)
-	answer := clientToolAnswer(b, hugeNumbers(1<<20))
+	answer := clientToolAnswer(b, jsonlimittest.HugeNumbers(1<<20))
 	b.SetBytes(int64(len(answer)))
 	for b.Loop() {
 		if _, err := tb.store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: "local", ToolCallID: call, Answer: answer}); conversation.ErrorCode(err) != conversation.Invalid {

@@ -60,7 +60,8 @@ func InputRequests(rs []conversation.InputRequest) ([]*convov1.InputRequest, err
 // only when given), {"output": text} or {"error": text}, {"answer": text}.
 // The error is Invalid and names the field (field.approval.reason, …); a
 // client tool's output that is JSON must follow convo's rule for accepted
-// JSON (CheckJSONText), which is checked first.
+// JSON (CheckJSONText), checked after its length. A question's answer is
+// text, never held to that rule.
 // Whether the answer is of the request's kind, one of a question's
 // choices, or of a client tool's outputSchema type, the database checks.
 func InputAnswerJSON(field string, a *convov1.InputAnswer) (json.RawMessage, error) {
@@ -78,12 +79,16 @@ func InputAnswerJSON(field string, a *convov1.InputAnswer) (json.RawMessage, err
 	case *convov1.InputAnswer_ClientTool:
 		switch r := k.ClientTool.GetResult().(type) {
 		case *convov1.ClientToolAnswer_Output:
-			// The rule for accepted JSON first: an output schema (and the
-			// worker that reads the output) would read it as JSON.
-			if err := CheckJSONText(field+".clientTool.output", r.Output); err != nil {
+			// The length first (the cheapest), then the rule for accepted
+			// JSON (one linear scan): an output schema, and the worker
+			// that reads the output, would read it as JSON. This is the
+			// door's one check of the rule; the store's schema validation
+			// (jsonschema.Validate) applies it again for callers that come
+			// by no door, and convo.answer_input in SQL last.
+			if err := CheckText(field+".clientTool.output", r.Output, false, MaxInputOutput); err != nil {
 				return nil, err
 			}
-			if err := CheckText(field+".clientTool.output", r.Output, false, MaxInputOutput); err != nil {
+			if err := CheckJSONText(field+".clientTool.output", r.Output); err != nil {
 				return nil, err
 			}
 			answer = map[string]any{"output": r.Output}

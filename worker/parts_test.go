@@ -102,7 +102,7 @@ func TestParts(t *testing.T) {
 		}
 		call := use.ToolCall
 		if call.Name != "calculator" || call.Status != conversation.ToolCallFailed ||
-			!strings.Contains(call.Error, "invalid argument JSON for tool calculator: unexpected end of JSON input") {
+			!strings.Contains(call.Error, "invalid argument JSON for tool calculator: not valid JSON: unterminated string at byte 19") {
 			t.Errorf("call %s %s %q", call.Name, call.Status, call.Error)
 		}
 		var raw string

@@ -191,10 +191,11 @@ func (t *translator) flush(it *item, metadata map[string]any) error {
 		if it.blockID == uuid.Nil {
 			return nil
 		}
-		if err := checkJSON(it.text.String()); err != nil {
+		// One pass: jsonlimit.Check tells text that is not JSON from JSON
+		// its rule refuses.
+		if err := jsonlimit.Check([]byte(it.text.String())); jsonlimit.IsSyntax(err) {
 			return modelErrorf("the model's structured output is not valid JSON: %v", err)
-		}
-		if err := jsonlimit.Check([]byte(it.text.String())); err != nil {
+		} else if err != nil {
 			return modelErrorf("the model's structured output is JSON convo does not accept: %v", err)
 		}
 	}
@@ -222,11 +223,11 @@ func (t *translator) flushToolCall(it *item) error {
 		args = "{}" // no arguments at all: an empty object
 	}
 	var input json.RawMessage
-	if err := checkJSON(args); err != nil {
+	if err := jsonlimit.Check([]byte(args)); jsonlimit.IsSyntax(err) {
 		call.badArgs = fmt.Sprintf("invalid argument JSON for tool %s: %v", call.name, err)
 		// Keep what the model sent, as a JSON string, so the call shows it.
 		input, _ = json.Marshal(call.arguments)
-	} else if err := jsonlimit.Check([]byte(args)); err != nil {
+	} else if err != nil {
 		// JSON that convo's rule refuses ({"expression": 1e400}): the
 		// call fails as for arguments its schema refuses, the model is
 		// told why, and the arguments are kept as a JSON string, never
@@ -283,12 +284,6 @@ func (t *translator) answerText() string {
 		}
 	}
 	return b.String()
-}
-
-// checkJSON reports why s is not one valid JSON value.
-func checkJSON(s string) error {
-	var v json.RawMessage
-	return json.Unmarshal([]byte(s), &v)
 }
 
 // marshalObject encodes metadata as a JSON object; nil stays nil (SQL

@@ -27,9 +27,11 @@ type hostileRequest struct {
 
 // hostileRequests are the soak's hostile values: numbers out of a
 // float64's range (1e400, 1e999999, 1e-400), nesting past 64 levels and
-// \u0000, in a client tool's output (Connect, AG-UI, the AI SDK), in a
-// Connect body and in HTTP bodies. Each is refused 400 invalid_argument
-// before anything reads the database.
+// \u0000, in a client tool's output text (Connect), in a Connect body and
+// in HTTP bodies (AG-UI, the AI SDK). Each is refused 400 invalid_argument
+// before anything reads the database. (AG-UI and the AI SDK hold an
+// output text to the rule once they know the request is a client tool's,
+// after reading the thread: TestAGUIHostileAnswers, TestAISDKHostileAnswers.)
 func hostileRequests() []hostileRequest {
 	huge := "[" + strings.Repeat("1e999999, ", 1_000) + "1]"
 	deep := strings.Repeat("[", 65) + strings.Repeat("]", 65)
@@ -49,17 +51,17 @@ func hostileRequests() []hostileRequest {
 			`{"text": "hi", "model": {"temperature": 1e400}}`, "body: $.model.temperature: number 1e400"},
 		{"ConnectNUL", "/convo.v1.ConversationService/SendMessage",
 			`{"text": "a\u0000b"}`, `body: $.text: a string holds \u0000`},
-		{"AGUIToolMessage", "/v1/agui",
-			`{"threadId": "` + thread + `", "messages": [{"id": "u", "role": "user", "content": "x"}, {"id": "t", "role": "tool", "toolCallId": "` + call + `", "content": ` + quote("[1, 1e-400]") + `}]}`,
-			"messages[1].content: $[1]: number 1e-400"},
+		{"AGUIResumePayload", "/v1/agui",
+			`{"threadId": "` + thread + `", "resume": [{"interruptId": "` + call + `", "status": "resolved", "payload": {"approved": true, "n": 1e-400}}]}`,
+			"body: $.resume[0].payload.n: number 1e-400"},
 		{"AGUIDeepBody", "/v1/agui",
 			`{"threadId": "` + thread + `", "forwardedProps": ` + deep + `}`, "body: $.forwardedProps"},
 		{"AISDKOutput", "/v1/ai-sdk/chat",
 			`{"id": "` + thread + `", "trigger": "submit-message", "messages": [{"id": "a", "role": "assistant", "parts": [{"type": "tool-x", "toolCallId": "` + call + `", "state": "output-available", "output": ` + huge + `}]}]}`,
 			"body: $.messages[0].parts[0].output[0]: number 1e999999"},
-		{"AISDKOutputTextNUL", "/v1/ai-sdk/chat",
-			`{"id": "` + thread + `", "trigger": "submit-message", "messages": [{"id": "a", "role": "assistant", "parts": [{"type": "tool-x", "toolCallId": "` + call + `", "state": "output-available", "output": ` + quote(`["\u0000"]`) + `}]}]}`,
-			`messages[0].parts[0].output: $[0]: a string holds \u0000`},
+		{"AISDKOutputNUL", "/v1/ai-sdk/chat",
+			`{"id": "` + thread + `", "trigger": "submit-message", "messages": [{"id": "a", "role": "assistant", "parts": [{"type": "tool-x", "toolCallId": "` + call + `", "state": "output-available", "output": ["\u0000"]}]}]}`,
+			`body: $.messages[0].parts[0].output[0]: a string holds \u0000`},
 	}
 }
 

@@ -41,11 +41,6 @@ func runAnswers(in *runInput) ([]runAnswer, error) {
 		if m.ToolCallID == "" {
 			return nil, wire.Invalid(field+".toolCallId", "is required in a tool message")
 		}
-		if m.Error == nil {
-			if err := checkOutputText(field+".content", m.Content); err != nil {
-				return nil, err
-			}
-		}
 		out = append(out, runAnswer{field: field, toolCallID: m.ToolCallID, tool: m})
 	}
 	for i := range in.Resume {
@@ -57,40 +52,9 @@ func runAnswers(in *runInput) ([]runAnswer, error) {
 		if e.Status != "resolved" && e.Status != "cancelled" {
 			return nil, wire.Invalid(field+".status", "must be resolved or cancelled, got %q", e.Status)
 		}
-		if err := checkPayloadText(field+".payload", e.Payload); err != nil {
-			return nil, err
-		}
 		out = append(out, runAnswer{field: field, toolCallID: e.InterruptID, resume: e})
 	}
 	return out, nil
-}
-
-// checkOutputText applies convo's rule for accepted JSON to the text of a
-// tool message (a client tool's output, which may be JSON), so that every
-// answer of the input is checked before any is written. The body itself
-// was checked whole (httpx.JSONBody); this is the JSON inside its strings.
-func checkOutputText(field string, content json.RawMessage) error {
-	text, err := messageText(field, content)
-	if err != nil {
-		return err
-	}
-	return wire.CheckJSONText(field, text)
-}
-
-// checkPayloadText is checkOutputText for a resume entry's payload: a
-// string, or the output of {"output": "…"}.
-func checkPayloadText(field string, payload json.RawMessage) error {
-	var text string
-	if json.Unmarshal(payload, &text) == nil {
-		return wire.CheckJSONText(field, text)
-	}
-	var obj struct {
-		Output *string `json:"output"`
-	}
-	if json.Unmarshal(payload, &obj) == nil && obj.Output != nil {
-		return wire.CheckJSONText(field+".output", *obj.Output)
-	}
-	return nil
 }
 
 // inputAnswer is a's answer to a request of kind: a tool message's

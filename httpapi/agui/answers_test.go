@@ -85,3 +85,48 @@ func TestAGUIAnswersAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAGUIQuestionAnswerIsText: a question's answer is plain text, not
+// JSON, so text that convo's rule for accepted JSON would refuse as JSON
+// (1e400, a list nested 70 deep) answers a question as it stands, in a
+// tool message or in a resume entry (a string or {"answer"}), and is
+// recorded as that text. (A client tool's output of that text is refused:
+// TestAGUIHostileAnswers.)
+func TestAGUIQuestionAnswerIsText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := apitest.Setup(t) // no workers: the test plays the worker
+	sent := tb.Send(t, "local", uuid.Nil, "ask me four things")
+	question := pgtest.Input{Kind: "question", Request: `{"question": "Which value?"}`}
+	_, calls, err := pgtest.PauseForInputs(ctx, tb.Pool, "w1", question, question, question, question)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := strings.Repeat("[", 70) + strings.Repeat("]", 70)
+	want := map[string]string{calls[0]: "1e400", calls[1]: deep, calls[2]: "1e400", calls[3]: deep}
+	in := runInput(sent.ConversationID.String(), "run-2", "ask me four things")
+	in["messages"] = append(in["messages"].([]map[string]any),
+		map[string]any{"id": uuid.NewString(), "role": "tool", "toolCallId": calls[0], "content": "1e400"},
+		map[string]any{"id": uuid.NewString(), "role": "tool", "toolCallId": calls[1], "content": deep})
+	in["resume"] = []any{
+		map[string]any{"interruptId": calls[2], "status": "resolved", "payload": "1e400"},
+		map[string]any{"interruptId": calls[3], "status": "resolved", "payload": map[string]any{"answer": deep}},
+	}
+	raw, _ := json.Marshal(in)
+	resp, cancel := apitest.Do(t, "POST", tb.URL+"/v1/agui", http.Header{"Content-Type": {"application/json"}, "Accept": {"text/event-stream"}}, bytes.NewReader(raw))
+	defer cancel()
+	if resp.StatusCode != http.StatusOK {
+		code, msg := apitest.ErrorBody(t, resp)
+		t.Fatalf("got %s %s %q, want 200 (the questions answered)", resp.Status, code, msg)
+	}
+	inputs := tb.State(t, "local", sent.ConversationID).PendingInputs
+	if len(inputs) != len(want) {
+		t.Fatalf("%d requests, want %d", len(inputs), len(want))
+	}
+	for _, r := range inputs {
+		var answer struct{ Answer *string }
+		if r.Status != conversation.InputAnswered || json.Unmarshal(r.Answer, &answer) != nil || answer.Answer == nil || *answer.Answer != want[r.ToolCallID.String()] {
+			t.Errorf("request %s is %s with answer %.80s, want answered with %.20q…", r.ToolCallID, r.Status, r.Answer, want[r.ToolCallID.String()])
+		}
+	}
+}

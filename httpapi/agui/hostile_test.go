@@ -1,7 +1,6 @@
 package agui_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -13,15 +12,18 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
+	"github.com/convo-dev/convo/internal/jsonlimit/jsonlimittest"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/wire"
 )
 
 // TestAGUIHostileAnswers: a RunAgentInput whose answers break convo's rule
 // for accepted JSON (numbers out of a float64's range, too deep, \u0000),
 // in the body or inside a client tool's output text, is refused 400
-// invalid_argument naming the field and the JSONPath, quickly, and
-// nothing changes: not even the good answer it carries beside the bad one
-// (an approval) is recorded.
+// invalid_argument naming the field (an output text as the answer's
+// clientTool.output, as every door names it) and the JSONPath, quickly,
+// and nothing changes: not even the good answer it carries beside the bad
+// one (an approval) is recorded.
 func TestAGUIHostileAnswers(t *testing.T) {
 	t.Parallel()
 	tb := apitest.Setup(t) // no workers: the test plays the worker
@@ -54,21 +56,23 @@ func TestAGUIHostileAnswers(t *testing.T) {
 		body    string
 		message string
 	}{
-		"ToolMessageOfHugeNumbers": {marshal(t, input(hostileList(1_000_000), nil, approve)),
-			"messages[1].content: $[0]: number 1e999999 is outside the range of a 64-bit float"},
-		"ToolMessageParts": {marshal(t, input([]any{map[string]any{"type": "text", "text": "[1, 1e400]"}}, nil, approve)),
-			"messages[1].content: $[1]: number 1e400 is outside the range"},
-		"ResumePayloadText": {marshal(t, input(nil, "[1e-400]", approve)),
-			"resume[1].payload: $[0]: number 1e-400 is outside the range"},
-		"ResumePayloadOutput": {marshal(t, input(nil, map[string]any{"output": deep}, approve)),
-			"resume[1].payload.output: $" + strings.Repeat("[0]", 64) + ": nested deeper than 64 levels"},
-		"NumberInTheBody": {strings.Replace(marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "n": "N"})), `"N"`, "1e400", 1),
+		// The longest output an answer may have (a longer one is refused
+		// by its length, before the rule).
+		"ToolMessageOfHugeNumbers": {apitest.Marshal(t, input(jsonlimittest.HugeNumbers(wire.MaxInputOutput), nil, approve)),
+			"messages[1].clientTool.output: $[0]: number 1e999999 is outside the range of a 64-bit float"},
+		"ToolMessageParts": {apitest.Marshal(t, input([]any{map[string]any{"type": "text", "text": "[1, 1e400]"}}, nil, approve)),
+			"messages[1].clientTool.output: $[1]: number 1e400 is outside the range"},
+		"ResumePayloadText": {apitest.Marshal(t, input(nil, "[1e-400]", approve)),
+			"resume[1].clientTool.output: $[0]: number 1e-400 is outside the range"},
+		"ResumePayloadOutput": {apitest.Marshal(t, input(nil, map[string]any{"output": deep}, approve)),
+			"resume[1].clientTool.output: $" + strings.Repeat("[0]", 64) + ": nested deeper than 64 levels"},
+		"NumberInTheBody": {strings.Replace(apitest.Marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "n": "N"})), `"N"`, "1e400", 1),
 			"body: $.resume[0].payload.n: number 1e400 is outside the range"},
-		"NULInTheOutput": {marshal(t, input(`["a\u0000"]`, nil, approve)),
-			`messages[1].content: $[0]: a string holds \u0000`},
-		"NULInTheBody": {marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "reason": "a\x00"})),
+		"NULInTheOutput": {apitest.Marshal(t, input(`["a\u0000"]`, nil, approve)),
+			`messages[1].clientTool.output: $[0]: a string holds \u0000`},
+		"NULInTheBody": {apitest.Marshal(t, input(`[1]`, nil, map[string]any{"approved": true, "reason": "a\x00"})),
 			`body: $.resume[0].payload.reason: a string holds \u0000`},
-		"DeepBody": {marshal(t, map[string]any{"threadId": sent.ConversationID.String(), "forwardedProps": json.RawMessage(deep)}),
+		"DeepBody": {apitest.Marshal(t, map[string]any{"threadId": sent.ConversationID.String(), "forwardedProps": json.RawMessage(deep)}),
 			"body: $.forwardedProps" + strings.Repeat("[0]", 63) + ": nested deeper than 64 levels"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -98,22 +102,4 @@ func TestAGUIHostileAnswers(t *testing.T) {
 			}
 		})
 	}
-}
-
-func marshal(t testing.TB, v any) string {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
-// hostileList is about n bytes of a JSON list of numbers no 64-bit float
-// holds.
-func hostileList(n int) string {
-	const item = "1e999999, "
-	return "[" + strings.Repeat(item, n/len(item)) + "1e999999]"
 }

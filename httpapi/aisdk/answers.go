@@ -61,14 +61,13 @@ func chatAnswers(messages []chatMessage) ([]chatAnswer, error) {
 			}
 			a.approval = &convov1.ApprovalAnswer{Approved: *p.Approval.Approved, Reason: p.Approval.Reason}
 		case p.State == "output-available" && !p.ProviderExecuted:
+			// A string is the output (or a question's answer) as such;
+			// other JSON is its text. A client tool's output is held to
+			// convo's rule for accepted JSON by wire.InputAnswerJSON, once
+			// the request's kind is known, before any answer is written.
 			s := string(p.Output)
 			if err := json.Unmarshal(p.Output, &s); err != nil {
-				s = string(p.Output) // JSON output other than a string: as JSON text
-			} else if err := wire.CheckJSONText(field+".output", s); err != nil {
-				// A string that is JSON: convo's rule for accepted JSON,
-				// before any answer of the request is written (the body
-				// itself was checked whole by httpx.JSONBody).
-				return nil, err
+				s = string(p.Output)
 			}
 			a.output = &s
 		case p.State == "output-error" && !p.ProviderExecuted:

@@ -101,3 +101,52 @@ func TestAISDKAnswersAllOrNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestAISDKQuestionAnswerIsText: a question's answer is plain text, not
+// JSON, so an output-available part whose output is text that convo's
+// rule for accepted JSON would refuse as JSON (1e400, a list nested 70
+// deep) answers its question as it stands, and is recorded as that text.
+// (A client tool's output of that text is refused: TestAISDKHostileAnswers.)
+func TestAISDKQuestionAnswerIsText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := apitest.Setup(t) // no workers: the test plays the worker
+	sent := tb.Send(t, "local", uuid.Nil, "ask me two things")
+	question := pgtest.Input{Kind: "question", Request: `{"question": "Which value?"}`}
+	_, calls, err := pgtest.PauseForInputs(ctx, tb.Pool, "w1", question, question)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deep := strings.Repeat("[", 70) + strings.Repeat("]", 70)
+	want := map[string]string{calls[0]: "1e400", calls[1]: deep}
+	var parts []any
+	for i, call := range calls {
+		// A tool part's toolCallId is its tool_use block's id.
+		var block string
+		if err := tb.Pool.QueryRow(ctx, `SELECT block_id::text FROM convo.tool_calls WHERE id = $1`, call).Scan(&block); err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, map[string]any{"type": fmt.Sprintf("tool-tool_%d", i), "toolCallId": block,
+			"state": "output-available", "input": map[string]any{}, "output": want[call]})
+	}
+	body, _ := json.Marshal(map[string]any{"id": sent.ConversationID.String(), "trigger": "submit-message", "messages": []any{
+		map[string]any{"id": uuid.NewString(), "role": "user", "parts": []any{map[string]any{"type": "text", "text": "ask me two things"}}},
+		map[string]any{"id": sent.MessageID.String(), "role": "assistant", "parts": parts},
+	}})
+	resp, cancel := apitest.Do(t, "POST", tb.URL+"/v1/ai-sdk/chat", http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(body))
+	defer cancel()
+	if resp.StatusCode != http.StatusOK {
+		code, msg := apitest.ErrorBody(t, resp)
+		t.Fatalf("got %s %s %q, want 200 (the questions answered)", resp.Status, code, msg)
+	}
+	inputs := tb.State(t, "local", sent.ConversationID).PendingInputs
+	if len(inputs) != len(want) {
+		t.Fatalf("%d requests, want %d", len(inputs), len(want))
+	}
+	for _, r := range inputs {
+		var answer struct{ Answer *string }
+		if r.Status != conversation.InputAnswered || json.Unmarshal(r.Answer, &answer) != nil || answer.Answer == nil || *answer.Answer != want[r.ToolCallID.String()] {
+			t.Errorf("request %s is %s with answer %.80s, want answered with %.20q…", r.ToolCallID, r.Status, r.Answer, want[r.ToolCallID.String()])
+		}
+	}
+}

@@ -1,9 +1,7 @@
 package aisdk_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,7 +11,9 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
+	"github.com/convo-dev/convo/internal/jsonlimit/jsonlimittest"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/wire"
 )
 
 // TestAISDKHostileAnswers: a useChat request whose tool parts break
@@ -58,18 +58,19 @@ func TestAISDKHostileAnswers(t *testing.T) {
 		message string
 	}{
 		// About 1 MB as the output's JSON, in the body itself.
-		"OutputOfHugeNumbers": {strings.Replace(marshal(t, body("OUT")), `"OUT"`, hostileList(1_000_000), 1),
+		"OutputOfHugeNumbers": {strings.Replace(apitest.Marshal(t, body("OUT")), `"OUT"`, jsonlimittest.HugeNumbers(1_000_000), 1),
 			"body: $.messages[1].parts[1].output[0]: number 1e999999 is outside the range of a 64-bit float"},
-		// The same as an output string (JSON text).
-		"OutputTextOfHugeNumbers": {marshal(t, body(hostileList(1_000_000))),
-			"messages[1].parts[1].output: $[0]: number 1e999999 is outside the range of a 64-bit float"},
-		"OutputTextTooDeep": {marshal(t, body(deep)),
-			"messages[1].parts[1].output: $" + strings.Repeat("[0]", 64) + ": nested deeper than 64 levels"},
-		"OutputTextWithNUL": {marshal(t, body(`["\u0000"]`)),
-			`messages[1].parts[1].output: $[0]: a string holds \u0000`},
-		"TinyNumberInTheBody": {strings.Replace(marshal(t, body("OUT")), `"OUT"`, `[1, 1e-400]`, 1),
+		// As an output string (JSON text): the longest an answer may have
+		// (a longer one is refused by its length, before the rule).
+		"OutputTextOfHugeNumbers": {apitest.Marshal(t, body(jsonlimittest.HugeNumbers(wire.MaxInputOutput))),
+			"messages[1].parts[1].clientTool.output: $[0]: number 1e999999 is outside the range of a 64-bit float"},
+		"OutputTextTooDeep": {apitest.Marshal(t, body(deep)),
+			"messages[1].parts[1].clientTool.output: $" + strings.Repeat("[0]", 64) + ": nested deeper than 64 levels"},
+		"OutputTextWithNUL": {apitest.Marshal(t, body(`["\u0000"]`)),
+			`messages[1].parts[1].clientTool.output: $[0]: a string holds \u0000`},
+		"TinyNumberInTheBody": {strings.Replace(apitest.Marshal(t, body("OUT")), `"OUT"`, `[1, 1e-400]`, 1),
 			"body: $.messages[1].parts[1].output[1]: number 1e-400 is outside the range"},
-		"DeepModel": {strings.Replace(marshal(t, map[string]any{"id": sent.ConversationID.String(), "model": "M"}), `"M"`, deep, 1),
+		"DeepModel": {strings.Replace(apitest.Marshal(t, map[string]any{"id": sent.ConversationID.String(), "model": "M"}), `"M"`, deep, 1),
 			"body: $.model" + strings.Repeat("[0]", 63) + ": nested deeper than 64 levels"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -99,22 +100,4 @@ func TestAISDKHostileAnswers(t *testing.T) {
 			}
 		})
 	}
-}
-
-func marshal(t testing.TB, v any) string {
-	t.Helper()
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
-// hostileList is about n bytes of a JSON list of numbers no 64-bit float
-// holds.
-func hostileList(n int) string {
-	const item = "1e999999, "
-	return "[" + strings.Repeat(item, n/len(item)) + "1e999999]"
 }

@@ -40,10 +40,27 @@ const (
 	PlaceholderSyntax = "[convo: unrenderable JSON]"
 )
 
+// Kind is which part of the rule a refused value breaks.
+type Kind int
+
+const (
+	// OutOfRange: a number a 64-bit float does not hold (1e400, 1e-400).
+	OutOfRange Kind = iota + 1
+	// LongNumber: a number's literal is longer than MaxNumberLen.
+	LongNumber
+	// TooDeep: arrays and objects nest deeper than MaxDepth.
+	TooDeep
+	// Unstorable: a string or key holds \u0000 or an unpaired surrogate,
+	// which PostgreSQL's jsonb cannot store.
+	Unstorable
+)
+
 // Error is a value the rule refuses. Path is the JSONPath of the value
-// ($, $.a, $.list[3]); Reason says what is wrong with it.
+// ($, $.a, $.list[3]); Kind is the part of the rule it breaks, and Reason
+// says in words what is wrong with it.
 type Error struct {
 	Path   string
+	Kind   Kind
 	Reason string
 }
 
@@ -122,8 +139,8 @@ func (s *scanner) fail(err error) {
 }
 
 // refuse records a value the rule refuses at the current path.
-func (s *scanner) refuse(format string, args ...any) {
-	s.fail(&Error{Path: s.pathString(), Reason: fmt.Sprintf(format, args...)})
+func (s *scanner) refuse(kind Kind, format string, args ...any) {
+	s.fail(&Error{Path: s.pathString(), Kind: kind, Reason: fmt.Sprintf(format, args...)})
 }
 
 func (s *scanner) pathString() string {
@@ -214,7 +231,7 @@ func (s *scanner) value() {
 func (s *scanner) container(array bool) {
 	if len(s.path) >= MaxDepth {
 		if !s.rewrite {
-			s.refuse("nested deeper than %d levels", MaxDepth)
+			s.refuse(TooDeep, "nested deeper than %d levels", MaxDepth)
 			return
 		}
 		// Skip the whole container and write the placeholder instead.
@@ -385,7 +402,7 @@ func (s *scanner) escape() {
 	s.pos += 6
 	switch {
 	case r == 0:
-		s.refuse(`a string holds \u0000, which PostgreSQL cannot store`)
+		s.refuse(Unstorable, `a string holds \u0000, which PostgreSQL cannot store`)
 	case r >= 0xD800 && r <= 0xDBFF:
 		if s.pos+1 < len(s.in) && s.in[s.pos] == '\\' && s.in[s.pos+1] == 'u' {
 			if lo, ok := s.hex4(s.pos + 2); ok && lo >= 0xDC00 && lo <= 0xDFFF {
@@ -393,9 +410,9 @@ func (s *scanner) escape() {
 				return
 			}
 		}
-		s.refuse(`a string holds an unpaired surrogate \u%04x`, r)
+		s.refuse(Unstorable, `a string holds an unpaired surrogate \u%04x`, r)
 	case r >= 0xDC00 && r <= 0xDFFF:
-		s.refuse(`a string holds an unpaired surrogate \u%04x`, r)
+		s.refuse(Unstorable, `a string holds an unpaired surrogate \u%04x`, r)
 	}
 }
 
@@ -453,13 +470,13 @@ func (s *scanner) number() {
 		}
 	}
 	lit := s.in[from:s.pos]
-	reason := ""
+	kind, reason := Kind(0), ""
 	// Most numbers are plainly in range: a short literal with at most 20
 	// characters of mantissa (a value between 1e-20 and 1e20 unless zero)
 	// scaled by at most 10^±280. Only the others are parsed (ParseFloat
 	// was most of the time of a check).
 	if len(lit) > 40 || mantissaEnd-intStart > 20 || exp > 280 {
-		reason = numberProblem(lit, s.in[intStart:mantissaEnd])
+		kind, reason = numberProblem(lit, s.in[intStart:mantissaEnd])
 	}
 	switch {
 	case reason == "":
@@ -467,15 +484,16 @@ func (s *scanner) number() {
 	case s.rewrite:
 		s.out = strconv.AppendQuote(s.out, PlaceholderNumber)
 	default:
-		s.refuse("%s", reason)
+		s.refuse(kind, "%s", reason)
 	}
 }
 
-// numberProblem says what the rule refuses in a number's literal, or "".
-// mantissa is its digits and point, without sign or exponent.
-func numberProblem(lit, mantissa []byte) string {
+// numberProblem says what the rule refuses in a number's literal (its
+// kind and in words), or "". mantissa is its digits and point, without
+// sign or exponent.
+func numberProblem(lit, mantissa []byte) (Kind, string) {
 	if len(lit) > MaxNumberLen {
-		return fmt.Sprintf("a number of %d characters (at most %d)", len(lit), MaxNumberLen)
+		return LongNumber, fmt.Sprintf("a number of %d characters (at most %d)", len(lit), MaxNumberLen)
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || f == 0 && strings.Trim(string(mantissa), "0.") != "" {
@@ -483,7 +501,7 @@ func numberProblem(lit, mantissa []byte) string {
 		if len(shown) > 32 {
 			shown = shown[:32] + "…"
 		}
-		return fmt.Sprintf("number %s is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)", shown)
+		return OutOfRange, fmt.Sprintf("number %s is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)", shown)
 	}
-	return ""
+	return 0, ""
 }

@@ -2,6 +2,7 @@ package jsonlimit
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,24 +14,25 @@ func TestCheck(t *testing.T) {
 	atLimit := strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)
 	for _, tc := range []struct {
 		in, want string // want: "" for accepted, else the error's text
+		kind     Kind   // the refusal's Kind
 	}{
-		{`{"a":[1,2.5,-3e10,1.7e308,5e-324,0,-0,0.0e-999999]}`, ""},
-		{atLimit, ""},
-		{`"\ud83d\ude00 \u00e9"`, ""},
-		{` true `, ""},
-		{`{"expression": 1e400}`, "$.expression: number 1e400 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)"},
-		{`[1, -1e999999]`, "$[1]: number -1e999999 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)"},
-		{`[1e280, 99999999999999999999e280, 0.0000000000000000001e-280, 1e-0000000000000000000000000000308]`, ""},
-		{`[1e309]`, "$[0]: number 1e309 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)"},
-		{`[0.00000000000000000000001e-310]`, "$[0]: number 0.00000000000000000000001e-310 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)"},
-		{`[1e` + strings.Repeat("0", MaxNumberLen) + `1]`, "$[0]: a number of 1003 characters (at most 1000)"},
-		{`[1e-400]`, "$[0]: number 1e-400 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)"},
-		{`{"odd key":{"n":[0,` + strings.Repeat("1", MaxNumberLen+1) + `]}}`, `$["odd key"].n[1]: a number of 1001 characters (at most 1000)`},
-		{deep, "$" + strings.Repeat("[0]", MaxDepth) + ": nested deeper than 64 levels"},
-		{`{"a":"x\u0000"}`, `$.a: a string holds \u0000, which PostgreSQL cannot store`},
-		{`{"\u0000":1}`, `$: a string holds \u0000, which PostgreSQL cannot store`},
-		{`["\ud800"]`, `$[0]: a string holds an unpaired surrogate \ud800`},
-		{`["\udc00\ud800"]`, `$[0]: a string holds an unpaired surrogate \udc00`},
+		{`{"a":[1,2.5,-3e10,1.7e308,5e-324,0,-0,0.0e-999999]}`, "", 0},
+		{atLimit, "", 0},
+		{`"\ud83d\ude00 \u00e9"`, "", 0},
+		{` true `, "", 0},
+		{`{"expression": 1e400}`, "$.expression: number 1e400 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)", OutOfRange},
+		{`[1, -1e999999]`, "$[1]: number -1e999999 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)", OutOfRange},
+		{`[1e280, 99999999999999999999e280, 0.0000000000000000001e-280, 1e-0000000000000000000000000000308]`, "", 0},
+		{`[1e309]`, "$[0]: number 1e309 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)", OutOfRange},
+		{`[0.00000000000000000000001e-310]`, "$[0]: number 0.00000000000000000000001e-310 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)", OutOfRange},
+		{`[1e` + strings.Repeat("0", MaxNumberLen) + `1]`, "$[0]: a number of 1003 characters (at most 1000)", LongNumber},
+		{`[1e-400]`, "$[0]: number 1e-400 is outside the range of a 64-bit float (magnitude between 5e-324 and 1.7e308, or 0)", OutOfRange},
+		{`{"odd key":{"n":[0,` + strings.Repeat("1", MaxNumberLen+1) + `]}}`, `$["odd key"].n[1]: a number of 1001 characters (at most 1000)`, LongNumber},
+		{deep, "$" + strings.Repeat("[0]", MaxDepth) + ": nested deeper than 64 levels", TooDeep},
+		{`{"a":"x\u0000"}`, `$.a: a string holds \u0000, which PostgreSQL cannot store`, Unstorable},
+		{`{"\u0000":1}`, `$: a string holds \u0000, which PostgreSQL cannot store`, Unstorable},
+		{`["\ud800"]`, `$[0]: a string holds an unpaired surrogate \ud800`, Unstorable},
+		{`["\udc00\ud800"]`, `$[0]: a string holds an unpaired surrogate \udc00`, Unstorable},
 	} {
 		err := Check([]byte(tc.in))
 		got := ""
@@ -39,6 +41,10 @@ func TestCheck(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("Check(%.60s) = %q, want %q", tc.in, got, tc.want)
+		}
+		var refused *Error
+		if errors.As(err, &refused) != (tc.kind != 0) || refused != nil && refused.Kind != tc.kind {
+			t.Errorf("Check(%.60s) = %#v, want an *Error of kind %d", tc.in, err, tc.kind)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func Declare(name string, raw []byte) (*Schema, error) {
 			return nil, fmt.Errorf("not JSON: %w", err)
 		}
 		var le *jsonlimit.Error
-		if errors.As(err, &le) && le.Reason == fmt.Sprintf("nested deeper than %d levels", jsonlimit.MaxDepth) {
+		if errors.As(err, &le) && le.Kind == jsonlimit.TooDeep {
 			return nil, &LimitError{"depth", fmt.Sprintf("nested deeper than %d levels", MaxDepth)}
 		}
 		return nil, &LimitError{"JSON", err.Error()}

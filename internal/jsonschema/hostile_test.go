@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/convo-dev/convo/internal/jsonlimit/jsonlimittest"
 )
 
 // chain is a schema of levels $defs, each naming the next twice through
@@ -29,6 +31,8 @@ func hostileSchemas() map[string]struct{ schema, limit string } {
 		bigEnum[i] = fmt.Sprint(i)
 	}
 	deep := strings.Repeat(`{"type":"array","items":`, 40) + `{}` + strings.Repeat(`}`, 40)
+	// Past jsonlimit's depth too: refused by its rule, still as "depth".
+	deeper := strings.Repeat(`{"items":`, 70) + `{}` + strings.Repeat(`}`, 70)
 	return map[string]struct{ schema, limit string }{
 		"AnyOfChain": {chain("anyOf", 20), "$ref expansion"},
 		"AllOfChain": {chain("allOf", 20), "$ref expansion"},
@@ -37,6 +41,7 @@ func hostileSchemas() map[string]struct{ schema, limit string } {
 			"pattern"},
 		"Enum":       {`{"enum":[` + strings.Join(bigEnum, ",") + `]}`, "size"},
 		"Deep":       {deep, "depth"},
+		"Deeper":     {deeper, "depth"},
 		"HugeNumber": {`{"type":"array","items":{"type":"integer","minimum":1e999999}}`, "JSON"},
 	}
 }
@@ -154,7 +159,7 @@ func TestValidateStopsWhenCancelled(t *testing.T) {
 func TestValidateRefusesHugeNumbersFast(t *testing.T) {
 	t.Parallel()
 	s := compileRaw(t, `{"type":"array","items":{"type":"integer","minimum":0,"multipleOf":3}}`)
-	value := hugeNumbers(1 << 20)
+	value := []byte(jsonlimittest.HugeNumbers(1 << 20))
 	start := time.Now()
 	err := Validate(context.Background(), s, value)
 	if err == nil || !strings.Contains(err.Error(), "not JSON: $[0]: number") {
@@ -166,11 +171,6 @@ func TestValidateRefusesHugeNumbersFast(t *testing.T) {
 	if _, err := Decode(value); err == nil {
 		t.Error("Decode accepted 1e999999")
 	}
-}
-
-func hugeNumbers(size int) []byte {
-	n := size / len("1e999999,")
-	return []byte("[" + strings.TrimSuffix(strings.Repeat("1e999999,", n), ",") + "]")
 }
 
 // TestFormatsKeepTheirMeaning: the meter's hooks take the place of
@@ -211,7 +211,7 @@ func compileRaw(t testing.TB, schema string) *Schema {
 // of integers with minimum and multipleOf.
 func BenchmarkValidateHugeNumbers(b *testing.B) {
 	s := compileRaw(b, `{"type":"array","items":{"type":"integer","minimum":0,"multipleOf":3}}`)
-	value := hugeNumbers(1 << 20)
+	value := []byte(jsonlimittest.HugeNumbers(1 << 20))
 	b.SetBytes(int64(len(value)))
 	for b.Loop() {
 		if Validate(context.Background(), s, value) == nil {

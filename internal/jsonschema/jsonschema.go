@@ -58,7 +58,8 @@ const maxErrors = 5
 // Validate checks raw JSON against s. The error names the JSON path of
 // each bad value (at most maxErrors, sorted), for example `$.unit: value
 // must be one of 'c', 'f'`; JSON that does not decode, or that
-// jsonlimit's rule refuses, is an error too ("not JSON: …"). Validation
+// jsonlimit's rule refuses, is an error too ("not JSON: …"; a refusal of
+// the rule wraps its *jsonlimit.Error, for errors.As). Validation
 // is metered: past its budget (see Budget) the error is ErrBudget, and
 // when ctx is done it is ctx's error (errors.Is works for both); either
 // stops the validation within a bounded amount of work.
