@@ -77,6 +77,23 @@ export async function getConversation(conversationId: string, base = sharedAPI()
   return apiAt<{ messages?: ApiMessage[]; seq?: string }>(base, "GetConversation", { conversationId });
 }
 
+/**
+ * allMessages reads every message of a conversation: GetConversation
+ * answers the latest that fit the server's snapshot size, and ListMessages
+ * the older ones, a page at a time, from its olderPageToken.
+ */
+export async function allMessages(conversationId: string, base = sharedAPI()): Promise<ApiMessage[]> {
+  const first = await apiAt<{ messages?: ApiMessage[]; olderPageToken?: string }>(base, "GetConversation", { conversationId });
+  let messages = first.messages ?? [];
+  let pageToken = first.olderPageToken ?? "";
+  while (pageToken) {
+    const page = await apiAt<{ messages?: ApiMessage[]; nextPageToken?: string }>(base, "ListMessages", { conversationId, pageToken });
+    messages = [...(page.messages ?? []), ...messages];
+    pageToken = page.nextPageToken ?? "";
+  }
+  return messages;
+}
+
 export function conversationIdOf(page: Page): string {
   const m = /\/c\/([^/?#]+)/.exec(page.url());
   if (!m) throw new Error(`not on a conversation: ${page.url()}`);

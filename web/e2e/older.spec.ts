@@ -5,7 +5,7 @@
 // switch back to the long branch after an edit of an early turn is
 // bounded the same way (docs/branches.md).
 
-import { apiAt, expect, getConversation, shot, test } from "./helpers";
+import { allMessages, apiAt, expect, getConversation, shot, test } from "./helpers";
 import { launch, type Launched } from "./server";
 
 let convo: Launched;
@@ -32,7 +32,9 @@ test.beforeAll(async () => {
       })
       .toBe(true);
   }
-  ids = ((await getConversation(conversationId, convo.api)).messages ?? []).map((m) => m.id);
+  // GetConversation holds only the latest (the snapshot's size): the rest
+  // are ListMessages pages.
+  ids = (await allMessages(conversationId, convo.api)).map((m) => m.id);
   expect(ids).toHaveLength(2 * exchanges);
 });
 
