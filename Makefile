@@ -19,6 +19,7 @@ test:
 
 generate:
 	go tool sqlc generate
+	scripts/sqlc-sum.sh write
 	web/node_modules/.bin/buf generate
 
 lint:

@@ -2,57 +2,91 @@
 # The one test command (README, CI): sets up what a fresh machine lacks,
 # checks generated code and lint, then runs every test with the race
 # detector against real PostgreSQL, and last the browser tests in Chromium.
+#
+# Each phase prints its time ("-- phase: 1m05s") and a table of them ends
+# the run. What waits on the network (apt-get, npm) overlaps with what
+# waits on the CPU (compiling the Go code and its tests), so that a fresh
+# 2-core machine runs it all in about 15 minutes (README, "Tests").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/phases.sh
 
-# PostgreSQL server binaries: the tests start a private cluster from them
-# (unless CONVO_TEST_DATABASE_URL names a server to use instead).
+cleanup() {
+  local status=$?
+  # Background jobs still running when a phase failed.
+  jobs -p | xargs -r kill 2>/dev/null || true
+  phases_summary "$status"
+}
+trap cleanup EXIT
+
+phase "system packages"
+# Debian's packages the tests need, installed with one apt-get (as root)
+# while the Go code compiles: PostgreSQL's server binaries (the tests start
+# private clusters from them, unless CONVO_TEST_DATABASE_URL names a
+# server), Chromium (Playwright cannot download its own browser here), and
+# Python with psycopg for the Python worker SDK (scripts/sdk-setup-python.sh).
+debs=()
 if [ -z "${CONVO_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 \
    && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ]; then
-    echo "== installing PostgreSQL server binaries"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  else
-    echo "PostgreSQL server binaries not found: install postgresql (apt-get install postgresql) or set CONVO_TEST_DATABASE_URL" >&2
-    exit 1
-  fi
+  debs+=(postgresql)
 fi
-
-# Chromium for the browser tests (web/e2e): Playwright cannot download its
-# own browser here, so they run in Debian's.
 chromium="${CONVO_E2E_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "$chromium" ]; then
-  if [ "$(id -u)" = 0 ] && [ "$chromium" = /usr/bin/chromium ]; then
-    echo "== installing Chromium (browser tests)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "Chromium not found at $chromium: the browser tests need it; install Debian's chromium package (apt-get install chromium)" >&2
+  if [ "$chromium" != /usr/bin/chromium ]; then
+    echo "Chromium not found at CONVO_E2E_CHROMIUM=$chromium" >&2
     exit 1
   fi
+  debs+=(chromium)
+fi
+if ! /usr/bin/python3 -c 'import psycopg, venv, ensurepip, pytest, pytest_asyncio, setuptools' 2>/dev/null; then
+  debs+=(python3 python3-psycopg python3-venv python3-pytest python3-pytest-asyncio python3-setuptools python3-pip)
+fi
+if [ "${#debs[@]}" -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "missing Debian packages: ${debs[*]}: install them (apt-get install ${debs[*]}) or run this as root" >&2
+    exit 1
+  fi
+  background "apt-get install ${debs[*]}" \
+    sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${debs[*]}"
 fi
 
-echo "== go modules"
+phase "go modules"
 go mod download
 
-echo "== npm packages (web)"
-# npm ci rejects this lockfile (npm 11 omits buf's optional per-platform
+# Compiling is most of a fresh machine's CPU time: go vet, and every test
+# binary with the race detector (run by /bin/true, so none of it runs
+# yet); both fill the build cache that the phases below use.
+background "go vet" go vet ./...
+background "compile the Go tests (-race)" \
+  go test -race -count=1 -run '^$' -exec /bin/true ./...
+
+phase "npm packages"
+# npm ci rejects web's lockfile (npm 11 omits buf's optional per-platform
 # packages from it); npm install installs the locked versions all the same.
-npm install --prefix web --no-audit --no-fund --loglevel=error
+# @convo/client and @convo/react (clients/) each have their own
+# dependencies, and @convo/react builds against @convo/client's build.
+npm_install() { npm install --prefix "$1" --no-audit --no-fund --loglevel=error --no-update-notifier; }
+npm_install web & web_npm=$!
+npm_install clients/typescript & ts_npm=$!
+npm_install clients/react & react_npm=$!
+wait "$web_npm"
+wait "$ts_npm"
+wait "$react_npm"
+npm run build --prefix clients/typescript --silent
+npm run build --prefix clients/react --silent
 
-# The npm packages @convo/client and @convo/react (clients/): each has its
-# own dependencies, and @convo/react builds against @convo/client's build.
-echo "== npm packages (clients), built"
-for pkg in clients/typescript clients/react; do
-  npm install --prefix "$pkg" --no-audit --no-fund --loglevel=error
-  npm run build --prefix "$pkg" --silent
-done
+phase "lint"
+CONVO_LINT_VET=no ./scripts/lint.sh
+await "go vet"
 
-./scripts/lint.sh
-
-echo "== unit tests of the client packages and the web app (vitest)"
+phase "unit tests: client packages and web app (vitest)"
 npm test --prefix clients/typescript
 npm test --prefix clients/react
 npm test --prefix web
+
+if [ "${#debs[@]}" -gt 0 ]; then
+  await "apt-get install ${debs[*]}"
+fi
 
 # The worker SDKs, @convo/worker (clients/worker) and convo-worker
 # (clients/python): scripts/sdk-setup.sh packs each and installs it from
@@ -61,31 +95,33 @@ npm test --prefix web
 # which the conformance suite (./conformance, in go test below) reads.
 # Then each SDK's own tests against real PostgreSQL: withdb prepares a
 # migrated template, each test makes its own database from it.
-echo "== worker SDKs: packed, installed into scratch projects"
+phase "worker SDKs: packed, installed, tested against PostgreSQL"
 sdk_env=$(scripts/sdk-setup.sh)
 while IFS= read -r line; do
   export "${line?}" # CONVO_CONFORMANCE_TYPESCRIPT, CONVO_CONFORMANCE_PYTHON
 done <<< "$sdk_env"
-echo "== @convo/worker against PostgreSQL (vitest under withdb)"
+echo "@convo/worker (vitest under withdb)"
 go run ./internal/pgtest/withdb -- npm test --prefix clients/worker
-echo "== convo-worker (Python) against PostgreSQL (pytest under withdb, on the installed sdist)"
+echo "convo-worker (pytest under withdb, on the installed sdist)"
 CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
   "$(dirname "$CONVO_CONFORMANCE_PYTHON")/venv/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests
 
-echo "== go test -race"
+await "compile the Go tests (-race)"
+
+phase "go test -race"
 go test -race -count=1 -timeout 20m -skip '^TestFaultSoak$' ./...
 
 # The fault soak on its own (it loads both cores), both feeds one after
-# the other, with its figures shown;
-# docs/operations.md says how to run it longer.
-echo "== fault soak (cmd/api TestFaultSoak)"
+# the other, with its figures shown; docs/operations.md says how to run it
+# longer.
+phase "fault soak (cmd/api TestFaultSoak)"
 go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
   grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
 
 # The web app in Chromium against the server built from this tree (with the
 # race detector, and the web/dist rebuilt from web/src: a stale committed
 # bundle fails here), real PostgreSQL and the demo model.
-echo "== browser tests (Playwright, web/e2e)"
+phase "browser tests (Playwright, web/e2e)"
 if ! npm run e2e --prefix web; then
   echo "browser tests failed: each test's final screenshot, the traces of failed ones (npx --prefix web playwright show-trace <trace.zip>)" >&2
   echo "and the server's log are under web/test-results/" >&2
