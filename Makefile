@@ -7,8 +7,9 @@
 #   make bench-peer convo next to a push server in one shape (CONVO_PEER_RUN: its script)
 #   make bench-chat many replies at once, one reader each (CONVO_PEER_CHAT_RUN: the peer's script)
 #   make conformance the worker conformance suite (CONVO_CONFORMANCE_RUNTIMES: default go,typescript,python)
+#   make python-sdk the Python worker runtime, convo-worker, as a wheel in dist/python (docs/workers-python.md)
 
-.PHONY: run test generate lint bench bench-peer bench-chat conformance
+.PHONY: run test generate lint bench bench-peer bench-chat conformance python-sdk
 
 run:
 	go build -o bin/convo-api ./cmd/api
@@ -42,3 +43,8 @@ bench-chat:
 # variables, or CONVO_CONFORMANCE_RUNTIMES=go.
 conformance:
 	go test -race -count=1 ./conformance/
+
+# convo-worker (clients/python) built with no network, for pip install
+# --no-index: docs/workers-python.md#installing.
+python-sdk:
+	@scripts/python-sdk.sh >/dev/null

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up convo-worker (clients/python) as a user would install it, with no
-# network: builds its sdist with setuptools' PEP 517 backend, installs it
+# network: builds its sdist (scripts/python-sdk.sh, as `make python-sdk`
+# does), installs it
 # with pip --no-index --no-build-isolation into a virtualenv that sees
 # Debian's psycopg (--system-site-packages), copies the conformance runner
 # next to it and writes run-worker, an executable that starts the runner
@@ -23,7 +24,7 @@ scratch="${CONVO_SDK_SCRATCH:-$repo/.cache/sdk}/python"
 missing() {
   "$python" - <<'PY' 2>/dev/null
 import importlib.util, sys
-need = ["psycopg", "venv", "ensurepip", "pytest", "pytest_asyncio", "setuptools"]
+need = ["psycopg", "venv", "ensurepip", "pytest", "pytest_asyncio", "setuptools", "wheel"]
 sys.exit(1 if all(importlib.util.find_spec(m) for m in need) else 0)
 PY
 }
@@ -33,7 +34,7 @@ if [ ! -x "$python" ] || missing; then
     echo "== installing Debian's Python packages (python3-psycopg python3-venv python3-pytest python3-pytest-asyncio)" >&2
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-psycopg python3-venv python3-pytest \
-      python3-pytest-asyncio python3-setuptools python3-pip >/dev/null
+      python3-pytest-asyncio python3-setuptools python3-wheel python3-pip >/dev/null
   else
     echo "convo-worker needs Debian's python3 with python3-psycopg, python3-venv, python3-pytest and python3-pytest-asyncio: apt-get install them (as root)" >&2
     exit 1
@@ -43,17 +44,11 @@ fi
 rm -rf "$scratch"
 mkdir -p "$scratch/dist"
 scratch=$(cd "$scratch" && pwd)
-
-# Build from a copy, so that the tree gets no build files.
-src="$scratch/src"
-mkdir -p "$src"
-cp -r clients/python/pyproject.toml clients/python/README.md clients/python/src "$src/"
-find "$src" \( -name __pycache__ -o -name '*.egg-info' \) -prune -exec rm -rf {} +
-sdist=$(cd "$src" && "$python" -c 'import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))' "$scratch/dist" | tail -n 1)
-echo "== built $scratch/dist/$sdist" >&2
+sdist=$(scripts/python-sdk.sh --quiet "$scratch/dist" | tail -n 1)
+echo "== built $sdist" >&2
 
 "$python" -m venv --system-site-packages "$scratch/venv"
-"$scratch/venv/bin/python" -m pip install --quiet --no-index --no-build-isolation --disable-pip-version-check "$scratch/dist/$sdist" >&2
+"$scratch/venv/bin/python" -m pip install --quiet --no-index --no-build-isolation --disable-pip-version-check "$sdist" >&2
 echo "== installed $("$scratch/venv/bin/python" -c 'import importlib.metadata as m; print("convo-worker", m.version("convo-worker"))') in $scratch/venv" >&2
 
 cp conformance/runners/python/worker.py "$scratch/worker.py"
