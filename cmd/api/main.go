@@ -283,6 +283,63 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		fmt.Fprintf(fs.Output(), "Usage: api [flags]\n\nServes convo. Every flag has an environment variable; flags win.\n\n")
 		fs.PrintDefaults()
 	}
+	c.registerFlags(fs, &corsOrigins, &allowedHosts)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	names := newSettingNames(fs, getenv)
+	if err := c.Limits.check(names.name); err != nil {
+		return err
+	}
+	var err error
+	if c.CORSOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
+		return err
+	}
+	if c.AllowedHosts, err = guard.ParseHosts(allowedHosts); err != nil {
+		return fmt.Errorf("CONVO_ALLOWED_HOSTS: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for name, d := range map[string]time.Duration{
+		"compact-after": c.CompactAfter, "drain-grace": c.DrainGrace, "drain-timeout": c.DrainTimeout, "body-timeout": c.BodyTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("%s: want a duration of 0 or more", names.name(name))
+		}
+	}
+	if c.DBMaxConns < 2 {
+		return fmt.Errorf("%s: want 2 or more", names.name("db-max-conns"))
+	}
+	if c.WriteTimeout < time.Second {
+		return fmt.Errorf("%s: want 1s or more", names.name("write-timeout"))
+	}
+	if c.SnapshotBytes < 4096 {
+		return fmt.Errorf("%s: want 4096 or more", names.name("snapshot-bytes"))
+	}
+	if c.MigrateOnly && c.DatabaseURL == "" {
+		return errors.New("--migrate needs DATABASE_URL (or --database-url): the database to migrate")
+	}
+	if err := checkFeed(c.Feed); err != nil {
+		return err
+	}
+	if c.AuthSecret != "" && c.AuthJWKSURL != "" {
+		return errors.New("set CONVO_AUTH_SECRET or CONVO_AUTH_JWKS_URL, not both")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return nil
+}
+
+// registerFlags defines every setting's flag on fs, the current values as
+// defaults; each usage names the setting's environment variable in
+// parentheses, which errors about its value use (settingNames).
+func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *string) {
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to use (DATABASE_URL); empty: start a private PostgreSQL from the local binaries")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (CONVO_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
@@ -306,59 +363,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.IntVar(&c.SnapshotBytes, "snapshot-bytes", c.SnapshotBytes, "a stream's snapshot holds the latest messages that add up to this many bytes; older ones are paged with ListMessages (CONVO_SNAPSHOT_BYTES)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", c.BodyTimeout, "how long a request's body may take to arrive; a slower client is cut off (CONVO_BODY_TIMEOUT); 0: no bound")
-	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
-	fs.StringVar(&allowedHosts, "allowed-hosts", allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
+	fs.StringVar(corsOrigins, "cors-origins", *corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
+	fs.StringVar(allowedHosts, "allowed-hosts", *allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := c.Limits.check(); err != nil {
-		return err
-	}
-	var err error
-	if c.CORSOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
-		return err
-	}
-	if c.AllowedHosts, err = guard.ParseHosts(allowedHosts); err != nil {
-		return fmt.Errorf("CONVO_ALLOWED_HOSTS: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	for name, d := range map[string]time.Duration{
-		"--compact-after": c.CompactAfter, "--drain-grace": c.DrainGrace, "--drain-timeout": c.DrainTimeout, "--body-timeout": c.BodyTimeout,
-	} {
-		if d < 0 {
-			return fmt.Errorf("%s %v: want a duration of 0 or more", name, d)
-		}
-	}
-	if c.DBMaxConns < 2 {
-		return fmt.Errorf("--db-max-conns %d: want 2 or more", c.DBMaxConns)
-	}
-	if c.WriteTimeout < time.Second {
-		return fmt.Errorf("--write-timeout %v: want 1s or more", c.WriteTimeout)
-	}
-	if c.SnapshotBytes < 4096 {
-		return fmt.Errorf("--snapshot-bytes %d: want 4096 or more", c.SnapshotBytes)
-	}
-	if c.MigrateOnly && c.DatabaseURL == "" {
-		return errors.New("--migrate needs DATABASE_URL (or --database-url): the database to migrate")
-	}
-	if err := checkFeed(c.Feed); err != nil {
-		return err
-	}
-	if c.AuthSecret != "" && c.AuthJWKSURL != "" {
-		return errors.New("set CONVO_AUTH_SECRET or CONVO_AUTH_JWKS_URL, not both")
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
-	}
-	if m.Logger == nil {
-		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	}
-	return nil
 }
 
 // Migrate applies the migrations to Config.DatabaseURL (--migrate).
