@@ -160,14 +160,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.removeSocketDir()
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	if opts.KeepPort && c.Port() != recorded {
-		if err := c.recordPort(c.Port()); err != nil {
-			logger.Warn("the port will not be kept for the next start", "err", err)
-		} else {
-			logger.Info(fmt.Sprintf("the embedded PostgreSQL keeps port %d from now on", c.Port()),
-				"port_file", filepath.Join(c.dataDir, PortFileName))
-		}
-	}
 	if c.unprotected {
 		if err := c.protect(ctx); err != nil {
 			c.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the protect error says more
@@ -177,6 +169,14 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	logger.Info(fmt.Sprintf("embedded PostgreSQL started on port %d", c.Port()), "password_file", filepath.Join(c.dataDir, PasswordFileName), "pid", c.srv.cmd.Process.Pid,
 		"data_dir", c.dataDir, "log", logPath, "supervised", c.supervised)
+	if opts.KeepPort && c.Port() != recorded {
+		if err := c.recordPort(c.Port()); err != nil {
+			logger.Warn("the port will not be kept for the next start", "err", err)
+		} else {
+			logger.Info(fmt.Sprintf("the embedded PostgreSQL keeps port %d from now on", c.Port()),
+				"port_file", filepath.Join(c.dataDir, PortFileName))
+		}
+	}
 	if c.supervised {
 		superviseCtx, cancel := context.WithCancel(context.Background())
 		c.stopSupervisor, c.supervisorDone = cancel, make(chan struct{})

@@ -172,3 +172,7 @@ func emptyDir(dir string) error {
 	}
 	return nil
 }
+
+// HoldsCluster reports whether dir holds a PostgreSQL cluster (initdb has
+// run in it).
+func HoldsCluster(dir string) bool { return initialised(dir) }

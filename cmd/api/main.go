@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func main() {
 	}
 	if err := m.Run(ctx); err != nil {
 		m.Close()
-		m.Logger.Error("convo failed to start", "err", err)
+		logFailure(m.Logger, os.Stderr, "convo failed to start", err)
 		os.Exit(1)
 	}
 	<-ctx.Done()
@@ -85,10 +86,15 @@ type Config struct {
 	DatabaseURL string // DATABASE_URL, --database-url
 	HTTPAddr    string // CONVO_HTTP_ADDR, --http-addr
 	DataDir     string // CONVO_DATA_DIR, --data-dir: the embedded PostgreSQL's data
-	EmbedPort   int    // CONVO_EMBED_PORT, --embed-port: the embedded PostgreSQL's port
-	LogLevel    string // CONVO_LOG_LEVEL, --log-level
-	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
-	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: the keys (RSA, ECDSA, Ed25519) of an identity provider
+	// EmbedPort is the embedded PostgreSQL's port when embedPortGiven
+	// (CONVO_EMBED_PORT, --embed-port; 0: a free one); otherwise the
+	// port its data directory took on its first start, EmbedPort then
+	// (or a free one when that was taken).
+	EmbedPort      int
+	embedPortGiven bool
+	LogLevel       string // CONVO_LOG_LEVEL, --log-level
+	AuthSecret     string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
+	AuthJWKSURL    string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: the keys (RSA, ECDSA, Ed25519) of an identity provider
 	// AuthIssuer and AuthAudience, when set, must match the tokens' iss
 	// and aud claims (CONVO_AUTH_ISSUER, CONVO_AUTH_AUDIENCE).
 	AuthIssuer   string
@@ -170,6 +176,9 @@ type Main struct {
 	Stdout io.Writer
 
 	cluster *pgembed.Cluster
+	// running holds the embedded data directory's running file
+	// (running.go) from before PostgreSQL starts until Close.
+	running *runningLock
 	pool    *pgxpool.Pool
 	store   *postgres.Store
 	hub     *wire.Hub
@@ -288,6 +297,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	names := newSettingNames(fs, getenv)
+	c.embedPortGiven = names.given["embed-port"] || getenv("CONVO_EMBED_PORT") != ""
 	if err := c.Limits.check(names.name); err != nil {
 		return err
 	}
@@ -343,7 +353,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to use (DATABASE_URL); empty: start a private PostgreSQL from the local binaries")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (CONVO_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
-	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL (CONVO_EMBED_PORT); a free one is used when it is taken")
+	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL for this start, 0 for a free one (CONVO_EMBED_PORT); unset: the port its data directory took on its first start (this one, or a free one when it was taken)")
 	fs.StringVar(&c.WorkerDatabaseURL, "worker-database-url", c.WorkerDatabaseURL,
 		"what the in-process workers connect to, a login of the worker role convo_worker (CONVO_WORKER_DATABASE_URL); empty: --database-url, or the embedded default's worker login")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connections the API's pool may open (CONVO_DB_MAX_CONNS); the workers' are --worker-db-conns")
@@ -392,6 +402,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	m.Logger.Info("migrating the database")
 	if err := db.Migrate(ctx, dsn); err != nil {
 		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
 	}
@@ -470,6 +481,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Config.Workers.Workers == 0 {
 		m.Logger.Info(noWorkersMessage)
 	}
+	m.Logger.Info("starting the web server", "addr", m.Config.HTTPAddr)
 
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
@@ -493,7 +505,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if slices.Equal(m.Config.CORSOrigins, []string{"*"}) && m.Config.AuthSecret == "" && m.Config.AuthJWKSURL == "" {
 		m.Logger.Warn("CONVO_CORS_ORIGINS=* without auth: any web page the user visits can read and write every conversation; list the app's origins instead")
 	}
-	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
+	if m.running != nil {
+		if err := m.running.write(m.URL()); err != nil {
+			m.Logger.Warn("a second convo on this data directory will not be told where this one serves", "err", err)
+		}
+	}
+	if m.cluster != nil {
+		// The URLs, with their passwords, are logged above.
+		m.Logger.Info("convo is serving", "url", m.URL())
+	} else {
+		m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
+	}
 	m.Logger.Info(fmt.Sprintf("open %s in a browser", m.URL()))
 	return nil
 }
@@ -576,13 +598,40 @@ func (m *Main) connectionUses() []postgres.ConnectionUse {
 }
 
 // startEmbedded starts (or reuses the data of) the private PostgreSQL and
-// returns the connection string of its convo database.
+// returns the connection string of its convo database. It refuses first,
+// before touching PostgreSQL, when another convo serves on the data
+// directory (running.go).
 func (m *Main) startEmbedded(ctx context.Context) (string, error) {
+	dataDir := m.Config.DataDir
+	if dataDir == "" {
+		var err error
+		if dataDir, err = pgembed.DefaultDataDir(); err != nil {
+			return "", fmt.Errorf("no DATABASE_URL, and no data directory for the embedded PostgreSQL: %w (set CONVO_DATA_DIR)", err)
+		}
+	}
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	// A data directory that holds no cluster yet must stay empty until
+	// initdb has run: its running file is written after the start.
+	if pgembed.HoldsCluster(dataDir) {
+		if m.running, err = lockRunning(dataDir); err != nil {
+			return "", err
+		}
+		m.Logger.Info("starting the embedded PostgreSQL", "data_dir", dataDir)
+	} else {
+		m.Logger.Info("starting the embedded PostgreSQL; its data directory is new", "data_dir", dataDir)
+	}
+	port := m.Config.EmbedPort
 	cluster, err := pgembed.Start(ctx, pgembed.Options{
-		DataDir: m.Config.DataDir,
-		Port:    m.Config.EmbedPort,
-		Logical: true,
-		Logger:  m.Logger,
+		DataDir: dataDir,
+		Port:    port,
+		// Unless a port is given for this start, the data directory
+		// keeps the port of its first: saved URLs stay valid.
+		KeepPort: !m.Config.embedPortGiven,
+		Logical:  true,
+		Logger:   m.Logger,
 		// A killed or crashed postmaster is started again; the pools,
 		// the listener and the feed reconnect by themselves.
 		Supervise: true,
@@ -590,10 +639,22 @@ func (m *Main) startEmbedded(ctx context.Context) (string, error) {
 		// workers and psql.
 		MaxConnections: max(pgembed.DefaultMaxConnections, 2*postgres.TotalConnections(m.connectionUses())+10),
 	})
+	if taken, ok := errors.AsType[*pgembed.PortTakenError](err); ok {
+		return "", fmt.Errorf("the embedded PostgreSQL did not start: port %d, which its data directory %s has used since its first start "+
+			"(so that the URLs printed then keep working), is taken by another program. Stop that program "+
+			"(`ss -ltnp 'sport = :%d'` shows it), or start this once on another port with CONVO_EMBED_PORT=<port> "+
+			"(CONVO_EMBED_PORT=0: any free one), or remove %s to have the next start pick a new port and keep it",
+			taken.Port, taken.DataDir, taken.Port, taken.File)
+	}
 	if err != nil {
 		return "", fmt.Errorf("no DATABASE_URL, and the embedded PostgreSQL did not start: %w", err)
 	}
 	m.cluster = cluster
+	if m.running == nil {
+		if m.running, err = lockRunning(dataDir); err != nil {
+			return "", err
+		}
+	}
 	if err := cluster.CreateDatabase(ctx, "convo"); err != nil {
 		return "", fmt.Errorf("embedded PostgreSQL: %w", err)
 	}
@@ -662,6 +723,10 @@ func (m *Main) Close() error {
 			errs = append(errs, fmt.Errorf("stop embedded postgres: %w", err))
 		}
 		m.cluster = nil
+	}
+	if m.running != nil {
+		m.running.release()
+		m.running = nil
 	}
 	return errors.Join(errs...)
 }
