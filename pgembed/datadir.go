@@ -77,7 +77,7 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 		return fmt.Errorf("data directory %s: its parent directory %s must be writable by this process "+
 			"(the new data directory is made beside it, in %s, then renamed): %w", c.dataDir, parent, filepath.Base(tmp), err)
 	}
-	c.logger.Info("initialising a new PostgreSQL data directory (initdb; first start only, a few seconds)", "data_dir", c.dataDir)
+	c.logger.Info("initialising a new PostgreSQL data directory (initdb; first start only)", "data_dir", c.dataDir)
 	if err := c.as.chown(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return err
