@@ -301,6 +301,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := c.Limits.check(names.name); err != nil {
 		return err
 	}
+	if err := c.Workers.Check(names.name); err != nil {
+		return err
+	}
 	var err error
 	if c.CORSOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
 		return err

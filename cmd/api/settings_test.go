@@ -27,6 +27,9 @@ func TestSettingErrorsNameTheSource(t *testing.T) {
 		{nil, map[string]string{"CONVO_WRITE_BURST": "0"}, "CONVO_WRITE_BURST=0: want at least 1 while the write rate is above 0 (--write-rate 2)"},
 		{[]string{"--max-streams", "-1"}, map[string]string{"CONVO_MAX_STREAMS": "5"}, "--max-streams -1: want 0 or more"},
 		{[]string{"--search-burst", "0"}, map[string]string{"CONVO_SEARCH_RATE": "1"}, "--search-burst 0: want at least 1 while the search rate is above 0 (CONVO_SEARCH_RATE=1)"},
+		{nil, map[string]string{"CONVO_WORKER_DB_CONNS": "1"}, "CONVO_WORKER_DB_CONNS=1: want 2 or more (the batches and the claims each need one)"},
+		{[]string{"--workers", "-1"}, nil, "--workers -1: want 0 or more"},
+		{[]string{"--reserved-slots", "3"}, map[string]string{"CONVO_WORKERS": "2"}, "--reserved-slots 3: want 0 to the number of workers (CONVO_WORKERS=2)"},
 	} {
 		m := NewMain()
 		err := m.ParseFlags(c.args, func(k string) string { return c.env[k] })
