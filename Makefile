@@ -11,7 +11,10 @@
 
 .PHONY: run test generate lint bench bench-peer bench-chat conformance python-sdk
 
+# The first build compiles every dependency (a few minutes on a small
+# machine, silent after `go: downloading`): say so before it starts.
 run:
+	@echo "building bin/convo-api (the first build takes a few minutes; later ones, seconds)"
 	go build -o bin/convo-api ./cmd/api
 	exec bin/convo-api
 

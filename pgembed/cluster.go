@@ -75,7 +75,9 @@ const startTimeout = 2 * time.Minute
 // Start runs a PostgreSQL server as described by opts and returns once it
 // accepts connections. It initialises the data directory when needed,
 // removes a postmaster.pid left by a crashed earlier run, and moves to a
-// free port when opts.Port is taken.
+// free port when opts.Port is taken (with opts.KeepPort, a port recorded
+// in the data directory is used instead, and never moved from: a taken one
+// fails with *PortTakenError).
 //
 // The error wraps ErrNotInstalled when the binaries are missing; when the
 // server exits during startup, it includes the end of the server log.
@@ -133,11 +135,28 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 
 	port := opts.Port
-	if port != 0 && !portFree(port) {
+	recorded := 0
+	if opts.KeepPort {
+		if recorded, err = recordedPort(c.dataDir); err != nil {
+			c.removeSocketDir()
+			return nil, fmt.Errorf("start postgres: %w", err)
+		}
+	}
+	switch {
+	case recorded != 0:
+		port = recorded
+		// A postgres of this data directory still on the port (the
+		// orphan of a crashed run, going away) is waited for below;
+		// anything else is another program's.
+		if !portFree(port) && clearStalePIDFile(c.dataDir, logger) == nil {
+			c.removeSocketDir()
+			return nil, fmt.Errorf("start postgres: %w", &PortTakenError{Port: port, File: filepath.Join(c.dataDir, PortFileName), DataDir: c.dataDir})
+		}
+	case port != 0 && !portFree(port):
 		logger.Warn("postgres port taken, using a free one", "port", port)
 		port = 0
 	}
-	if err := c.runRetrying(ctx, port, true); err != nil {
+	if err := c.runRetrying(ctx, port, recorded == 0); err != nil {
 		c.removeSocketDir()
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
@@ -148,8 +167,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		c.unprotected = false
 	}
-	logger.Info("postgres started", "dsn", dsn(c.Port(), "postgres", ""), "password_file", filepath.Join(c.dataDir, PasswordFileName), "pid", c.srv.cmd.Process.Pid,
+	logger.Info(fmt.Sprintf("embedded PostgreSQL started on port %d", c.Port()), "password_file", filepath.Join(c.dataDir, PasswordFileName), "pid", c.srv.cmd.Process.Pid,
 		"data_dir", c.dataDir, "log", logPath, "supervised", c.supervised)
+	if opts.KeepPort && c.Port() != recorded {
+		if err := c.recordPort(c.Port()); err != nil {
+			logger.Warn("the port will not be kept for the next start", "err", err)
+		} else {
+			logger.Info(fmt.Sprintf("the embedded PostgreSQL keeps port %d from now on", c.Port()),
+				"port_file", filepath.Join(c.dataDir, PortFileName))
+		}
+	}
 	if c.supervised {
 		superviseCtx, cancel := context.WithCancel(context.Background())
 		c.stopSupervisor, c.supervisorDone = cancel, make(chan struct{})

@@ -32,6 +32,9 @@ func initialised(dir string) bool {
 // because the data directory is a mount point or an existing empty
 // directory, initdb writes into it directly.)
 func (c *Cluster) prepareDataDir(ctx context.Context) error {
+	if err := c.as.reach(c.dataDir); err != nil {
+		return err
+	}
 	if initialised(c.dataDir) {
 		pw, err := readSecret(filepath.Join(c.dataDir, PasswordFileName))
 		if err != nil {
@@ -61,17 +64,20 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 		return fmt.Errorf("data directory %s is not empty and holds no PostgreSQL cluster: "+
 			"empty it or choose another one", c.dataDir)
 	}
-	if err := os.MkdirAll(filepath.Dir(c.dataDir), 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	parent := filepath.Dir(c.dataDir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("data directory %s: cannot make its parent directory: %w", c.dataDir, err)
 	}
 
 	tmp := c.dataDir + ".initdb"
 	if err := os.RemoveAll(tmp); err != nil { // left by an interrupted earlier run
-		return fmt.Errorf("data directory: %w", err)
+		return fmt.Errorf("data directory %s: %w", c.dataDir, err)
 	}
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+		return fmt.Errorf("data directory %s: its parent directory %s must be writable by this process "+
+			"(the new data directory is made beside it, in %s, then renamed): %w", c.dataDir, parent, filepath.Base(tmp), err)
 	}
+	c.logger.Info("initialising a new PostgreSQL data directory (initdb; first start only)", "data_dir", c.dataDir)
 	if err := c.as.chown(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return err
@@ -97,7 +103,7 @@ func (c *Cluster) prepareDataDir(ctx context.Context) error {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	if err := os.MkdirAll(c.dataDir, 0o700); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+		return fmt.Errorf("data directory %s: %w", c.dataDir, err)
 	}
 	if err := c.as.chown(c.dataDir); err != nil {
 		return err
@@ -148,7 +154,9 @@ func (c *Cluster) initdb(ctx context.Context, dir string) error {
 	if len(tail) > 2000 {
 		tail = tail[len(tail)-2000:]
 	}
-	return fmt.Errorf("initdb %s: %w%s\n%s", c.dataDir, err, c.as.hint(), tail)
+	// initdb's own lines, one to a line, indented under ours.
+	return fmt.Errorf("initdb %s: %w%s; initdb said:\n  %s", c.dataDir, err, c.as.hint(),
+		strings.ReplaceAll(tail, "\n", "\n  "))
 }
 
 // emptyDir removes everything inside dir but dir itself.
@@ -164,3 +172,7 @@ func emptyDir(dir string) error {
 	}
 	return nil
 }
+
+// HoldsCluster reports whether dir holds a PostgreSQL cluster (initdb has
+// run in it).
+func HoldsCluster(dir string) bool { return initialised(dir) }

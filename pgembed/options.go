@@ -7,11 +7,10 @@ import (
 	"path/filepath"
 )
 
-// RootDataDir is the default data directory when the process runs as root.
-// Root's own cache directory (/root/.cache) sits inside /root, which is mode
-// 0700, so the postgres user that must own and run the cluster could not
-// reach it; /var/lib is the conventional place for service state and is
-// traversable by every user.
+// RootDataDir is the default data directory of root when root's own cache
+// directory is one the postgres user, who runs root's clusters, cannot
+// reach (/root is mode 0700): /var/lib is the conventional place for
+// service state and every user can enter it.
 const RootDataDir = "/var/lib/convo/pgdata"
 
 // Options configures Start. The zero value starts a durable cluster in the
@@ -30,6 +29,15 @@ type Options struct {
 	// logged): read the effective one back with Cluster.Port or
 	// Cluster.DSN.
 	Port int
+
+	// KeepPort gives the data directory one port across starts: the port
+	// the server listens on is recorded in the data directory
+	// (PortFileName) when it is not the recorded one, and a later Start
+	// with KeepPort listens on the recorded port instead of Port. That
+	// port is never moved from: when another program holds it, Start
+	// fails with *PortTakenError, which names it. With no port recorded
+	// yet, Port (or a free one when it is taken) is used and recorded.
+	KeepPort bool
 
 	// MaxConnections is the cluster's max_connections. 0:
 	// DefaultMaxConnections.
@@ -65,17 +73,28 @@ type Options struct {
 }
 
 // DefaultDataDir returns the data directory used when Options.DataDir is
-// empty: RootDataDir for root, otherwise <user cache dir>/convo/pgdata
-// (for example ~/.cache/convo/pgdata on Linux).
+// empty: <user cache dir>/convo/pgdata, that is $XDG_CACHE_HOME/convo/pgdata
+// or ~/.cache/convo/pgdata on Linux, per user (per HOME). Root gets the
+// same, as long as the postgres user who runs root's clusters can enter
+// every existing parent directory of it; when it cannot (HOME=/root, mode
+// 0700), RootDataDir.
 func DefaultDataDir() (string, error) {
-	if os.Geteuid() == 0 {
+	cache, err := os.UserCacheDir()
+	if os.Geteuid() != 0 {
+		if err != nil {
+			return "", fmt.Errorf("default data directory: %w (set Options.DataDir)", err)
+		}
+		return filepath.Join(cache, "convo", "pgdata"), nil
+	}
+	if err != nil {
 		return RootDataDir, nil
 	}
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("default data directory: %w (set Options.DataDir)", err)
+	dir := filepath.Join(cache, "convo", "pgdata")
+	as, err := serverUser()
+	if err != nil || as.reach(dir) != nil {
+		return RootDataDir, nil
 	}
-	return filepath.Join(cache, "convo", "pgdata"), nil
+	return dir, nil
 }
 
 // DefaultMaxConnections is the max_connections of a cluster whose Options

@@ -1,10 +1,14 @@
 package pgembed
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
+	"syscall"
 )
 
 // runAs is the identity the postgres processes run as when it differs from
@@ -56,4 +60,57 @@ func (r *runAs) hint() string {
 	}
 	return fmt.Sprintf(" (postgres runs as user %s because this process is root: the data directory and "+
 		"every parent directory must be reachable by that user)", r.name)
+}
+
+// reach checks that the server user can enter every existing parent
+// directory of dataDir (search permission, x), which PostgreSQL needs to
+// reach its data directory; the missing ones are made with mode 0755. The
+// error names the first parent that fails and the rule. It does nothing
+// when postgres runs as the current user.
+func (r *runAs) reach(dataDir string) error {
+	if r == nil {
+		return nil
+	}
+	var parents []string
+	for dir := filepath.Dir(dataDir); ; dir = filepath.Dir(dir) {
+		parents = append(parents, dir)
+		if dir == filepath.Dir(dir) {
+			break
+		}
+	}
+	for i := len(parents) - 1; i >= 0; i-- {
+		dir := parents[i]
+		fi, err := os.Stat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // made by Start, mode 0755
+		}
+		if err != nil {
+			return fmt.Errorf("data directory %s: parent directory %s: %w", dataDir, dir, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("data directory %s: parent %s is not a directory", dataDir, dir)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return nil // cannot tell; postgres will say
+		}
+		mode := fi.Mode().Perm()
+		var can bool
+		switch {
+		case int(st.Uid) == r.uid:
+			can = mode&0o100 != 0
+		case int(st.Gid) == r.gid:
+			can = mode&0o010 != 0
+		default:
+			can = mode&0o001 != 0
+		}
+		if !can {
+			return fmt.Errorf("data directory %s: user %s cannot enter its parent directory %s (mode %04o, owner uid %d): "+
+				"PostgreSQL runs as user %s because this process is root, and every parent directory of the data "+
+				"directory must let that user in (x permission). Run `chmod o+x %s`, or choose a data directory "+
+				"under a directory that user can enter (for example /var/lib/convo/pgdata)",
+				dataDir, r.name, dir, mode, st.Uid, r.name, dir)
+		}
+	}
+	return nil
 }

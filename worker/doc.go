@@ -32,7 +32,7 @@
 // The runtime imports no model: a Config is given its Models. The
 // built-in ones live in their own packages, by what they depend on:
 // worker/demo (the demo model and its tools, no network), worker/openai
-// (OpenAI-compatible servers, on the official Go SDK), and worker/builtin,
+// (OpenAI-compatible servers, over plain HTTP), and worker/builtin,
 // which chooses them from Settings for cmd/api and cmd/worker.
 //
 // docs/workers.md describes the runtime; Start, Run and Settings are the

@@ -115,21 +115,47 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.OpenAIModel, "openai-model", s.OpenAIModel, "model of openai prompts that name none (CONVO_OPENAI_MODEL)")
 }
 
-// RuntimeConfig turns the settings of the runtime into a Config. Models
-// and Tools are left empty: builtin.Config (package worker/builtin) fills
-// them from the settings of the built-in models (demo, openai).
-func (s Settings) RuntimeConfig(logger *slog.Logger) (Config, error) {
+// envOfFlag is the environment variable of each flag Check names.
+var envOfFlag = map[string]string{
+	"workers": "CONVO_WORKERS", "reserved-slots": "CONVO_WORKER_RESERVED_SLOTS",
+	"input-expiry": "CONVO_INPUT_EXPIRY", "worker-db-conns": "CONVO_WORKER_DB_CONNS",
+}
+
+// Check refuses settings out of range. It names each setting through
+// name, given the flag's name without dashes (for example
+// "worker-db-conns"), so that a program that knows whether the user set
+// the variable or the flag names that one; a nil name gives the variable
+// and the value, such as CONVO_WORKERS=-1.
+func (s Settings) Check(name func(flag string) string) error {
+	if name == nil {
+		name = func(flag string) string {
+			v := map[string]any{"workers": s.Workers, "reserved-slots": s.ReservedSlots,
+				"input-expiry": s.InputExpiry, "worker-db-conns": s.DBConns}[flag]
+			return fmt.Sprintf("%s=%v", envOfFlag[flag], v)
+		}
+	}
 	if s.Workers < 0 {
-		return Config{}, fmt.Errorf("CONVO_WORKERS: want 0 or more, got %d", s.Workers)
+		return fmt.Errorf("%s: want 0 or more", name("workers"))
 	}
 	if s.ReservedSlots < 0 || s.ReservedSlots > max(s.Workers, 0) {
-		return Config{}, fmt.Errorf("CONVO_WORKER_RESERVED_SLOTS: want 0 to CONVO_WORKERS (%d), got %d", s.Workers, s.ReservedSlots)
+		return fmt.Errorf("%s: want 0 to the number of workers (%s)", name("reserved-slots"), name("workers"))
 	}
 	if s.InputExpiry < 0 {
-		return Config{}, fmt.Errorf("CONVO_INPUT_EXPIRY: want 0 (never) or more, got %v", s.InputExpiry)
+		return fmt.Errorf("%s: want 0 (never) or more", name("input-expiry"))
 	}
 	if s.DBConns < 2 {
-		return Config{}, fmt.Errorf("CONVO_WORKER_DB_CONNS: want 2 or more (the batches and the claims each need one), got %d", s.DBConns)
+		return fmt.Errorf("%s: want 2 or more (the batches and the claims each need one)", name("worker-db-conns"))
+	}
+	return nil
+}
+
+// RuntimeConfig turns the settings of the runtime into a Config. Models
+// and Tools are left empty: builtin.Config (package worker/builtin) fills
+// them from the settings of the built-in models (demo, openai). It fails
+// as Check(nil) does.
+func (s Settings) RuntimeConfig(logger *slog.Logger) (Config, error) {
+	if err := s.Check(nil); err != nil {
+		return Config{}, err
 	}
 	return Config{
 		Workers: s.Workers, ReservedSlots: s.ReservedSlots, Name: s.Name, LeaseSeconds: s.LeaseSeconds, PollInterval: s.PollInterval,

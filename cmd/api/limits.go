@@ -106,31 +106,33 @@ func (l *Limits) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxActivePrompts, "max-active-prompts", l.MaxActivePrompts, "most prompts one user may have queued or running, across all servers of the database (CONVO_MAX_ACTIVE_PROMPTS); 0: no limit")
 }
 
-func (l *Limits) check() error {
-	for name, n := range map[string]int{
-		"--max-streams-per-user": l.MaxStreamsPerUser, "--max-streams": l.MaxStreams,
-		"--write-burst": l.WriteBurst, "--max-active-prompts": l.MaxActivePrompts,
-		"--search-burst": l.SearchBurst, "--max-searches": l.MaxSearches,
-		"--max-reads-per-user": l.MaxReadsPerUser,
+// check refuses limits out of range, naming each setting through name
+// (settingNames.name: as the user gave it, variable or flag).
+func (l *Limits) check(name func(flag string) string) error {
+	for flag, n := range map[string]int{
+		"max-streams-per-user": l.MaxStreamsPerUser, "max-streams": l.MaxStreams,
+		"write-burst": l.WriteBurst, "max-active-prompts": l.MaxActivePrompts,
+		"search-burst": l.SearchBurst, "max-searches": l.MaxSearches,
+		"max-reads-per-user": l.MaxReadsPerUser,
 	} {
 		if n < 0 {
-			return fmt.Errorf("%s %d: want 0 or more", name, n)
+			return fmt.Errorf("%s: want 0 or more", name(flag))
 		}
 	}
 	if l.WriteRate < 0 {
-		return fmt.Errorf("--write-rate %v: want 0 or more", l.WriteRate)
+		return fmt.Errorf("%s: want 0 or more", name("write-rate"))
 	}
 	if l.WriteRate > 0 && l.WriteBurst < 1 {
-		return fmt.Errorf("--write-burst %d: want at least 1 while --write-rate is set", l.WriteBurst)
+		return fmt.Errorf("%s: want at least 1 while the write rate is above 0 (%s)", name("write-burst"), name("write-rate"))
 	}
 	if l.SearchRate < 0 {
-		return fmt.Errorf("--search-rate %v: want 0 or more", l.SearchRate)
+		return fmt.Errorf("%s: want 0 or more", name("search-rate"))
 	}
 	if l.SearchRate > 0 && l.SearchBurst < 1 {
-		return fmt.Errorf("--search-burst %d: want at least 1 while --search-rate is set", l.SearchBurst)
+		return fmt.Errorf("%s: want at least 1 while the search rate is above 0 (%s)", name("search-burst"), name("search-rate"))
 	}
 	if l.SearchTimeout < 0 {
-		return fmt.Errorf("--search-timeout %v: want 0 or more", l.SearchTimeout)
+		return fmt.Errorf("%s: want 0 or more", name("search-timeout"))
 	}
 	return nil
 }

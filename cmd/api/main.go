@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,7 +69,7 @@ func main() {
 	}
 	if err := m.Run(ctx); err != nil {
 		m.Close()
-		m.Logger.Error("convo failed to start", "err", err)
+		logFailure(m.Logger, os.Stderr, "convo failed to start", err)
 		os.Exit(1)
 	}
 	<-ctx.Done()
@@ -85,10 +86,15 @@ type Config struct {
 	DatabaseURL string // DATABASE_URL, --database-url
 	HTTPAddr    string // CONVO_HTTP_ADDR, --http-addr
 	DataDir     string // CONVO_DATA_DIR, --data-dir: the embedded PostgreSQL's data
-	EmbedPort   int    // CONVO_EMBED_PORT, --embed-port: the embedded PostgreSQL's port
-	LogLevel    string // CONVO_LOG_LEVEL, --log-level
-	AuthSecret  string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
-	AuthJWKSURL string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: the keys (RSA, ECDSA, Ed25519) of an identity provider
+	// EmbedPort is the embedded PostgreSQL's port when embedPortGiven
+	// (CONVO_EMBED_PORT, --embed-port; 0: a free one); otherwise the
+	// port its data directory took on its first start, EmbedPort then
+	// (or a free one when that was taken).
+	EmbedPort      int
+	embedPortGiven bool
+	LogLevel       string // CONVO_LOG_LEVEL, --log-level
+	AuthSecret     string // CONVO_AUTH_SECRET, --auth-secret: HS256 secret of bearer tokens
+	AuthJWKSURL    string // CONVO_AUTH_JWKS_URL, --auth-jwks-url: the keys (RSA, ECDSA, Ed25519) of an identity provider
 	// AuthIssuer and AuthAudience, when set, must match the tokens' iss
 	// and aud claims (CONVO_AUTH_ISSUER, CONVO_AUTH_AUDIENCE).
 	AuthIssuer   string
@@ -170,6 +176,9 @@ type Main struct {
 	Stdout io.Writer
 
 	cluster *pgembed.Cluster
+	// running holds the embedded data directory's running file
+	// (running.go) from before PostgreSQL starts until Close.
+	running *runningLock
 	pool    *pgxpool.Pool
 	store   *postgres.Store
 	hub     *wire.Hub
@@ -283,10 +292,71 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		fmt.Fprintf(fs.Output(), "Usage: api [flags]\n\nServes convo. Every flag has an environment variable; flags win.\n\n")
 		fs.PrintDefaults()
 	}
+	c.registerFlags(fs, &corsOrigins, &allowedHosts)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	names := newSettingNames(fs, getenv)
+	c.embedPortGiven = names.given["embed-port"] || getenv("CONVO_EMBED_PORT") != ""
+	if err := c.Limits.check(names.name); err != nil {
+		return err
+	}
+	if err := c.Workers.Check(names.name); err != nil {
+		return err
+	}
+	var err error
+	if c.CORSOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
+		return err
+	}
+	if c.AllowedHosts, err = guard.ParseHosts(allowedHosts); err != nil {
+		return fmt.Errorf("CONVO_ALLOWED_HOSTS: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	for name, d := range map[string]time.Duration{
+		"compact-after": c.CompactAfter, "drain-grace": c.DrainGrace, "drain-timeout": c.DrainTimeout, "body-timeout": c.BodyTimeout,
+	} {
+		if d < 0 {
+			return fmt.Errorf("%s: want a duration of 0 or more", names.name(name))
+		}
+	}
+	if c.DBMaxConns < 2 {
+		return fmt.Errorf("%s: want 2 or more", names.name("db-max-conns"))
+	}
+	if c.WriteTimeout < time.Second {
+		return fmt.Errorf("%s: want 1s or more", names.name("write-timeout"))
+	}
+	if c.SnapshotBytes < 4096 {
+		return fmt.Errorf("%s: want 4096 or more", names.name("snapshot-bytes"))
+	}
+	if c.MigrateOnly && c.DatabaseURL == "" {
+		return errors.New("--migrate needs DATABASE_URL (or --database-url): the database to migrate")
+	}
+	if err := checkFeed(c.Feed); err != nil {
+		return err
+	}
+	if c.AuthSecret != "" && c.AuthJWKSURL != "" {
+		return errors.New("set CONVO_AUTH_SECRET or CONVO_AUTH_JWKS_URL, not both")
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if m.Logger == nil {
+		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return nil
+}
+
+// registerFlags defines every setting's flag on fs, the current values as
+// defaults; each usage names the setting's environment variable in
+// parentheses, which errors about its value use (settingNames).
+func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *string) {
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to use (DATABASE_URL); empty: start a private PostgreSQL from the local binaries")
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (CONVO_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
-	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL (CONVO_EMBED_PORT); a free one is used when it is taken")
+	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL for this start, 0 for a free one (CONVO_EMBED_PORT); unset: the port its data directory took on its first start (this one, or a free one when it was taken)")
 	fs.StringVar(&c.WorkerDatabaseURL, "worker-database-url", c.WorkerDatabaseURL,
 		"what the in-process workers connect to, a login of the worker role convo_worker (CONVO_WORKER_DATABASE_URL); empty: --database-url, or the embedded default's worker login")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connections the API's pool may open (CONVO_DB_MAX_CONNS); the workers' are --worker-db-conns")
@@ -306,59 +376,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.IntVar(&c.SnapshotBytes, "snapshot-bytes", c.SnapshotBytes, "a stream's snapshot holds the latest messages that add up to this many bytes; older ones are paged with ListMessages (CONVO_SNAPSHOT_BYTES)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on SIGTERM, how long in-process workers may take to finish the replies in flight (CONVO_DRAIN_TIMEOUT)")
 	fs.DurationVar(&c.BodyTimeout, "body-timeout", c.BodyTimeout, "how long a request's body may take to arrive; a slower client is cut off (CONVO_BODY_TIMEOUT); 0: no bound")
-	fs.StringVar(&corsOrigins, "cors-origins", corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
-	fs.StringVar(&allowedHosts, "allowed-hosts", allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
+	fs.StringVar(corsOrigins, "cors-origins", *corsOrigins, "comma-separated origins whose pages may call convo, e.g. http://localhost:5173, or * for any (CONVO_CORS_ORIGINS); empty: same origin only")
+	fs.StringVar(allowedHosts, "allowed-hosts", *allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := c.Limits.check(); err != nil {
-		return err
-	}
-	var err error
-	if c.CORSOrigins, err = parseCORSOrigins(corsOrigins); err != nil {
-		return err
-	}
-	if c.AllowedHosts, err = guard.ParseHosts(allowedHosts); err != nil {
-		return fmt.Errorf("CONVO_ALLOWED_HOSTS: %w", err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
-	}
-	for name, d := range map[string]time.Duration{
-		"--compact-after": c.CompactAfter, "--drain-grace": c.DrainGrace, "--drain-timeout": c.DrainTimeout, "--body-timeout": c.BodyTimeout,
-	} {
-		if d < 0 {
-			return fmt.Errorf("%s %v: want a duration of 0 or more", name, d)
-		}
-	}
-	if c.DBMaxConns < 2 {
-		return fmt.Errorf("--db-max-conns %d: want 2 or more", c.DBMaxConns)
-	}
-	if c.WriteTimeout < time.Second {
-		return fmt.Errorf("--write-timeout %v: want 1s or more", c.WriteTimeout)
-	}
-	if c.SnapshotBytes < 4096 {
-		return fmt.Errorf("--snapshot-bytes %d: want 4096 or more", c.SnapshotBytes)
-	}
-	if c.MigrateOnly && c.DatabaseURL == "" {
-		return errors.New("--migrate needs DATABASE_URL (or --database-url): the database to migrate")
-	}
-	if err := checkFeed(c.Feed); err != nil {
-		return err
-	}
-	if c.AuthSecret != "" && c.AuthJWKSURL != "" {
-		return errors.New("set CONVO_AUTH_SECRET or CONVO_AUTH_JWKS_URL, not both")
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return fmt.Errorf("log level %q: want debug, info, warn or error", c.LogLevel)
-	}
-	if m.Logger == nil {
-		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	}
-	return nil
 }
 
 // Migrate applies the migrations to Config.DatabaseURL (--migrate).
@@ -384,6 +405,7 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	m.Logger.Info("migrating the database")
 	if err := db.Migrate(ctx, dsn); err != nil {
 		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
 	}
@@ -462,6 +484,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Config.Workers.Workers == 0 {
 		m.Logger.Info(noWorkersMessage)
 	}
+	m.Logger.Info("starting the web server", "addr", m.Config.HTTPAddr)
 
 	if m.listener, err = net.Listen("tcp", m.Config.HTTPAddr); err != nil {
 		return fmt.Errorf("listen on %s: %w", m.Config.HTTPAddr, err)
@@ -485,7 +508,17 @@ func (m *Main) Run(ctx context.Context) error {
 	if slices.Equal(m.Config.CORSOrigins, []string{"*"}) && m.Config.AuthSecret == "" && m.Config.AuthJWKSURL == "" {
 		m.Logger.Warn("CONVO_CORS_ORIGINS=* without auth: any web page the user visits can read and write every conversation; list the app's origins instead")
 	}
-	m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
+	if m.running != nil {
+		if err := m.running.write(m.URL()); err != nil {
+			m.Logger.Warn("a second convo on this data directory will not be told where this one serves", "err", err)
+		}
+	}
+	if m.cluster != nil {
+		// The URLs, with their passwords, are logged above.
+		m.Logger.Info("convo is serving", "url", m.URL())
+	} else {
+		m.Logger.Info("convo is serving", "url", m.URL(), "database", redact(dsn))
+	}
 	m.Logger.Info(fmt.Sprintf("open %s in a browser", m.URL()))
 	return nil
 }
@@ -568,13 +601,40 @@ func (m *Main) connectionUses() []postgres.ConnectionUse {
 }
 
 // startEmbedded starts (or reuses the data of) the private PostgreSQL and
-// returns the connection string of its convo database.
+// returns the connection string of its convo database. It refuses first,
+// before touching PostgreSQL, when another convo serves on the data
+// directory (running.go).
 func (m *Main) startEmbedded(ctx context.Context) (string, error) {
+	dataDir := m.Config.DataDir
+	if dataDir == "" {
+		var err error
+		if dataDir, err = pgembed.DefaultDataDir(); err != nil {
+			return "", fmt.Errorf("no DATABASE_URL, and no data directory for the embedded PostgreSQL: %w (set CONVO_DATA_DIR)", err)
+		}
+	}
+	dataDir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("data directory %s: %w", dataDir, err)
+	}
+	// A data directory that holds no cluster yet must stay empty until
+	// initdb has run: its running file is written after the start.
+	if pgembed.HoldsCluster(dataDir) {
+		if m.running, err = lockRunning(dataDir); err != nil {
+			return "", err
+		}
+		m.Logger.Info("starting the embedded PostgreSQL", "data_dir", dataDir)
+	} else {
+		m.Logger.Info("starting the embedded PostgreSQL; its data directory is new", "data_dir", dataDir)
+	}
+	port := m.Config.EmbedPort
 	cluster, err := pgembed.Start(ctx, pgembed.Options{
-		DataDir: m.Config.DataDir,
-		Port:    m.Config.EmbedPort,
-		Logical: true,
-		Logger:  m.Logger,
+		DataDir: dataDir,
+		Port:    port,
+		// Unless a port is given for this start, the data directory
+		// keeps the port of its first: saved URLs stay valid.
+		KeepPort: !m.Config.embedPortGiven,
+		Logical:  true,
+		Logger:   m.Logger,
 		// A killed or crashed postmaster is started again; the pools,
 		// the listener and the feed reconnect by themselves.
 		Supervise: true,
@@ -582,10 +642,22 @@ func (m *Main) startEmbedded(ctx context.Context) (string, error) {
 		// workers and psql.
 		MaxConnections: max(pgembed.DefaultMaxConnections, 2*postgres.TotalConnections(m.connectionUses())+10),
 	})
+	if taken, ok := errors.AsType[*pgembed.PortTakenError](err); ok {
+		return "", fmt.Errorf("the embedded PostgreSQL did not start: port %d, which its data directory %s has used since its first start "+
+			"(so that the URLs printed then keep working), is taken by another program. Stop that program "+
+			"(`ss -ltnp 'sport = :%d'` shows it), or start this once on another port with CONVO_EMBED_PORT=<port> "+
+			"(CONVO_EMBED_PORT=0: any free one), or remove %s to have the next start pick a new port and keep it",
+			taken.Port, taken.DataDir, taken.Port, taken.File)
+	}
 	if err != nil {
 		return "", fmt.Errorf("no DATABASE_URL, and the embedded PostgreSQL did not start: %w", err)
 	}
 	m.cluster = cluster
+	if m.running == nil {
+		if m.running, err = lockRunning(dataDir); err != nil {
+			return "", err
+		}
+	}
 	if err := cluster.CreateDatabase(ctx, "convo"); err != nil {
 		return "", fmt.Errorf("embedded PostgreSQL: %w", err)
 	}
@@ -654,6 +726,10 @@ func (m *Main) Close() error {
 			errs = append(errs, fmt.Errorf("stop embedded postgres: %w", err))
 		}
 		m.cluster = nil
+	}
+	if m.running != nil {
+		m.running.release()
+		m.running = nil
 	}
 	return errors.Join(errs...)
 }

@@ -119,7 +119,8 @@ func TestCtrlC(t *testing.T) {
 	}
 }
 
-// TestMakeRunCtrlC runs `make run` and interrupts it as a terminal's
+// TestMakeRunCtrlC runs `make run`, which first says that it builds, and
+// interrupts it as a terminal's
 // Ctrl-C does (SIGINT to the whole foreground process group: make, the
 // shell, the server): the server drains and exits 0, so make reports no
 // error (`go run` would exit 1 on SIGINT whatever the server did, and
@@ -183,5 +184,10 @@ func TestMakeRunCtrlC(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "] Error ") || !strings.Contains(out.String(), `msg="shutting down"`) {
 		t.Errorf("make run did not stop cleanly on Ctrl-C:\n%s", out)
+	}
+	// Before the silent build, make says what it is doing.
+	building := strings.Index(out.String(), "building bin/convo-api (the first build takes a few minutes")
+	if building < 0 || building > strings.Index(out.String(), "go build") || building > strings.Index(out.String(), "time=") {
+		t.Errorf("make run does not say it is building before it builds and serves:\n%s", out)
 	}
 }

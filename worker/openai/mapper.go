@@ -3,10 +3,33 @@ package openai
 import (
 	"encoding/json"
 
-	sdk "github.com/openai/openai-go/v3"
-
 	"github.com/convo-dev/convo/worker"
 )
+
+// chatChunk is one streamed chunk of a chat completion: the fields convo
+// reads.
+type chatChunk struct {
+	Choices []struct {
+		Index        int64      `json:"index"`
+		Delta        chunkDelta `json:"delta"`
+		FinishReason string     `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+type chunkDelta struct {
+	Content string `json:"content"`
+	Refusal string `json:"refusal"`
+	// ReasoningContent (DeepSeek, vLLM, llama.cpp) and Reasoning
+	// (Ollama, OpenRouter) carry reasoning text; kept raw, since a server
+	// may send something else than a string there.
+	ReasoningContent json.RawMessage `json:"reasoning_content"`
+	Reasoning        json.RawMessage `json:"reasoning"`
+	ToolCalls        []struct {
+		Index    int64        `json:"index"`
+		ID       string       `json:"id"`
+		Function chatFunction `json:"function"`
+	} `json:"tool_calls"`
+}
 
 // textKind is the kind of text item a delta adds to.
 type textKind int
@@ -77,18 +100,13 @@ func (mp *mapper) text(kind textKind, s string) []worker.Event {
 	return append(events, worker.Part{Index: mp.textIndex, Chunk: c})
 }
 
-// reasoning is the reasoning text of a delta: reasoning_content (DeepSeek,
-// vLLM, llama.cpp) or reasoning (Ollama, OpenRouter), fields the SDK keeps
-// as extra fields.
-func reasoning(d sdk.ChatCompletionChunkChoiceDelta) []string {
+// reasoning is the reasoning text of a delta: reasoning_content or
+// reasoning, when a string.
+func reasoning(d chunkDelta) []string {
 	var out []string
-	for _, name := range []string{"reasoning_content", "reasoning"} {
-		f, ok := d.JSON.ExtraFields[name]
-		if !ok {
-			continue
-		}
+	for _, raw := range []json.RawMessage{d.ReasoningContent, d.Reasoning} {
 		var s string
-		if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+		if len(raw) > 0 && json.Unmarshal(raw, &s) == nil && s != "" {
 			out = append(out, s)
 		}
 	}
@@ -96,7 +114,7 @@ func reasoning(d sdk.ChatCompletionChunkChoiceDelta) []string {
 }
 
 // chunk maps one chunk; done is true once the answer finished.
-func (mp *mapper) chunk(c sdk.ChatCompletionChunk) (events []worker.Event, done bool) {
+func (mp *mapper) chunk(c chatChunk) (events []worker.Event, done bool) {
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue // only the first choice is asked for

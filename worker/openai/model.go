@@ -1,11 +1,15 @@
 // Package openai is a worker.Model for OpenAI-compatible chat-completions
-// servers (OpenAI, Ollama, vLLM, llama.cpp's server and others), on the
-// official Go SDK, github.com/openai/openai-go. It streams the prompt's
-// context and tools to POST {BaseURL}/chat/completions and maps the
-// streamed content, reasoning and tool-call deltas to worker Parts.
+// servers (OpenAI, Ollama, vLLM, llama.cpp's server and others). It
+// streams the prompt's context and tools to POST {BaseURL}/chat/completions
+// and maps the streamed content, reasoning and tool-call deltas to worker
+// Parts. It speaks the wire format itself (a JSON body, then Server-Sent
+// Events of chat.completion.chunk): the official SDK's hundreds of
+// generated endpoint files took more to compile than the rest of the
+// server for the one call used here.
 package openai
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,10 +21,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/convo-dev/convo/worker"
 )
@@ -52,13 +52,12 @@ type Options struct {
 // HTTP errors, rate limits, timeouts and errors sent mid-stream fail the
 // prompt with a message that names the server and the cause; nothing is
 // retried (the prompt's error says what happened, and a retry belongs to
-// whoever sends the prompt again). It fails for a base URL that is not
-// http(s)://host/….
+// whoever sends the prompt again: a reply half streamed before a broken
+// connection would otherwise be asked again from the start). It fails for
+// a base URL that is not http(s)://host/….
 //
-// The SDK is given every setting explicitly: the OPENAI_* environment
-// variables it reads by default (base URL, key, organization, project,
-// headers) are not used, so a key meant for OpenAI never reaches another
-// server.
+// Only Options are used: no OPENAI_* environment variable is read, so a
+// key meant for OpenAI never reaches another server.
 func NewModel(opts Options) (worker.Model, error) {
 	u, err := url.Parse(opts.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -73,26 +72,12 @@ func NewModel(opts Options) (worker.Model, error) {
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
 	}
-	reqOpts := []option.RequestOption{
-		option.WithBaseURL(strings.TrimRight(opts.BaseURL, "/") + "/"),
-		option.WithHTTPClient(opts.HTTPClient),
-		// The SDK retries 429s, 5xx and broken connections twice by
-		// default, waiting up to a minute: the prompt would hold its lease
-		// silently meanwhile, and a reply half streamed before a broken
-		// connection would be asked again from the start.
-		option.WithMaxRetries(0),
-	}
-	if opts.APIKey != "" {
-		reqOpts = append(reqOpts, option.WithAPIKey(opts.APIKey))
-	}
-	// The service alone, not sdk.NewClient: the client reads OPENAI_*
-	// from the environment.
-	return &model{opts: opts, chat: sdk.NewChatCompletionService(reqOpts...)}, nil
+	return &model{opts: opts, endpoint: strings.TrimRight(opts.BaseURL, "/") + "/chat/completions"}, nil
 }
 
 type model struct {
-	opts Options
-	chat sdk.ChatCompletionService
+	opts     Options
+	endpoint string
 }
 
 // providerError is a failure of the provider, worded for the prompt's
@@ -105,10 +90,18 @@ func (m *model) errorf(format string, args ...any) error {
 	return &providerError{msg: fmt.Sprintf("openai-compatible server %s: ", m.opts.BaseURL) + fmt.Sprintf(format, args...)}
 }
 
+// maxEventBytes bounds one line of the event stream (a chunk).
+const maxEventBytes = 32 << 20
+
 // Stream implements worker.Model.
 func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker.Event, error] {
 	return func(yield func(worker.Event, error) bool) {
-		params, extra, err := m.params(req)
+		body, err := m.request(req)
+		if err != nil {
+			yield(nil, m.errorf("%v", err))
+			return
+		}
+		b, err := json.Marshal(body)
 		if err != nil {
 			yield(nil, m.errorf("%v", err))
 			return
@@ -121,31 +114,35 @@ func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker
 			cancel(m.errorf("no response within %s", m.opts.ResponseTimeout))
 		})
 		defer watchdog.Stop()
-
-		var resp *http.Response
-		stream := m.chat.NewStreaming(rctx, params, append(extra, option.WithResponseInto(&resp))...)
-		defer stream.Close()
-		// failed words the error that ended the stream: ours (a timeout),
-		// the server's, or the connection's.
+		// failed words the error that ended the request or the stream:
+		// ours (a timeout), or the connection's.
 		failed := func(err error) error {
 			if cause := context.Cause(rctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				return cause
 			}
-			var se *ssestream.StreamError
-			switch {
-			case errors.As(err, &se):
-				return m.errorf("the stream failed: %s", streamErrorMessage(se.Event.Data))
-			case resp != nil && resp.StatusCode >= 300:
-				return m.httpError(resp)
-			case isNetworkError(err):
-				return m.errorf("request failed: %v", unwrapURLError(err))
-			}
-			return m.errorf("the stream sent something that is not JSON: %v", err)
+			return m.errorf("request failed: %v", unwrapURLError(err))
 		}
-		if err := stream.Err(); err != nil {
+
+		hreq, err := http.NewRequestWithContext(rctx, http.MethodPost, m.endpoint, bytes.NewReader(b))
+		if err != nil {
+			yield(nil, m.errorf("%v", err))
+			return
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("Accept", "text/event-stream")
+		if m.opts.APIKey != "" {
+			hreq.Header.Set("Authorization", "Bearer "+m.opts.APIKey)
+		}
+		resp, err := m.opts.HTTPClient.Do(hreq)
+		if err != nil {
 			if ctx.Err() == nil {
 				yield(nil, failed(err))
 			}
+			return
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			yield(nil, m.httpError(resp))
 			return
 		}
 		watchdog.Stop()
@@ -155,10 +152,32 @@ func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker
 		defer stall.Stop()
 
 		mp := &mapper{structured: len(req.Config.ResponseFormat) > 0, tools: map[int64]int{}}
-		for stream.Next() {
+		events := readEvents(resp.Body)
+		for data, err := range events {
+			if err != nil {
+				if ctx.Err() == nil {
+					yield(nil, failed(err))
+				}
+				return
+			}
 			stall.Reset(m.opts.IdleTimeout)
-			events, done := mp.chunk(stream.Current())
-			for _, ev := range events {
+			if bytes.HasPrefix(data, []byte("[DONE]")) {
+				break
+			}
+			var c struct {
+				chatChunk
+				Error json.RawMessage `json:"error"`
+			}
+			if err := json.Unmarshal(data, &c); err != nil {
+				yield(nil, m.errorf("the stream sent something that is not JSON: %v", err))
+				return
+			}
+			if len(c.Error) > 0 {
+				yield(nil, m.errorf("the stream failed: %s", streamErrorMessage(data)))
+				return
+			}
+			evs, done := mp.chunk(c.chatChunk)
+			for _, ev := range evs {
 				if !yield(ev, nil) {
 					return
 				}
@@ -170,22 +189,46 @@ func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker
 		if ctx.Err() != nil {
 			return // the prompt stopped; nobody is listening
 		}
-		if err := stream.Err(); err != nil {
-			yield(nil, failed(err))
-			return
-		}
 		// The stream ended ([DONE] or the end of the body) before a
 		// finish_reason.
 		yield(nil, m.errorf("the stream ended before the answer finished"))
 	}
 }
 
-// isNetworkError tells a failed connection from a body that did not
-// decode.
-func isNetworkError(err error) bool {
-	var ue *url.Error
-	var ne interface{ Timeout() bool }
-	return errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF)
+// readEvents yields the data of each Server-Sent Event of r (its data
+// lines joined by newlines), then the read error that ended r, if any
+// but its end.
+func readEvents(r io.Reader) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(nil, maxEventBytes)
+		var data []byte
+		for sc.Scan() {
+			line := sc.Bytes()
+			if len(line) == 0 {
+				if len(data) > 0 && !yield(data, nil) {
+					return
+				}
+				data = nil
+				continue
+			}
+			name, value, _ := bytes.Cut(line, []byte(":"))
+			value = bytes.TrimPrefix(value, []byte(" "))
+			if string(name) == "data" {
+				if data != nil {
+					data = append(data, '\n')
+				}
+				data = append(data, value...)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield(nil, err)
+			return
+		}
+		if len(data) > 0 {
+			yield(data, nil)
+		}
+	}
 }
 
 // unwrapURLError drops the "Post "<url>": " prefix, the error already
@@ -242,8 +285,7 @@ func streamErrorMessage(data []byte) string {
 	return errorDetail(bytes.TrimSpace(data))
 }
 
-// httpError words a non-2xx response. The SDK keeps the body readable
-// for this.
+// httpError words a non-2xx response.
 func (m *model) httpError(resp *http.Response) error {
 	var b []byte
 	if resp.Body != nil {

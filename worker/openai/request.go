@@ -4,73 +4,103 @@ import (
 	"encoding/json"
 	"fmt"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
-
 	"github.com/convo-dev/convo/worker"
 )
 
-// params is the chat.completions request for req: the SDK's parameters,
-// and the options that set what the SDK has no field for (a
-// response_format given as raw JSON). max_tokens is sent, not
-// max_completion_tokens: every compatible server knows it.
-func (m *model) params(req worker.Request) (sdk.ChatCompletionNewParams, []option.RequestOption, error) {
-	p := sdk.ChatCompletionNewParams{Model: req.Config.Model}
+// chatRequest is the body of POST /chat/completions: the fields convo
+// sends, in the wire format every OpenAI-compatible server reads.
+type chatRequest struct {
+	Model          string        `json:"model"`
+	Messages       []chatMessage `json:"messages"`
+	Tools          []chatTool    `json:"tools,omitempty"`
+	Temperature    *float64      `json:"temperature,omitempty"`
+	MaxTokens      *int64        `json:"max_tokens,omitempty"`
+	ResponseFormat any           `json:"response_format,omitempty"`
+	Stream         bool          `json:"stream"`
+}
+
+type chatMessage struct {
+	Role string `json:"role"`
+	// Content is left out of an assistant message that only calls tools.
+	Content    *string        `json:"content,omitempty"`
+	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+type chatToolCall struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"` // "function"
+	Function chatFunction `json:"function"`
+}
+
+type chatFunction struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+type chatTool struct {
+	Type     string           `json:"type"` // "function"
+	Function chatToolFunction `json:"function"`
+}
+
+type chatToolFunction struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Parameters  map[string]any `json:"parameters"`
+}
+
+// request is the chat.completions request for req, streamed. max_tokens
+// is sent, not max_completion_tokens: every compatible server knows it.
+// It fails for a tool's parameters that are not a JSON object and a
+// response format that is not JSON.
+func (m *model) request(req worker.Request) (chatRequest, error) {
+	p := chatRequest{Model: req.Config.Model, Messages: []chatMessage{}, Stream: true}
 	if p.Model == "" {
 		p.Model = m.opts.Model
 	}
+	text := func(s string) *string { return &s }
 	for _, msg := range req.Messages {
 		switch msg.Role {
 		case worker.RoleSystem:
-			p.Messages = append(p.Messages, sdk.SystemMessage(msg.Text))
+			p.Messages = append(p.Messages, chatMessage{Role: "system", Content: text(msg.Text)})
 		case worker.RoleUser:
-			p.Messages = append(p.Messages, sdk.UserMessage(msg.Text))
+			p.Messages = append(p.Messages, chatMessage{Role: "user", Content: text(msg.Text)})
 		case worker.RoleAssistant:
 			if msg.Text == "" && len(msg.ToolCalls) == 0 {
 				continue
 			}
-			var a sdk.ChatCompletionAssistantMessageParam
+			a := chatMessage{Role: "assistant"}
 			if msg.Text != "" {
-				a.Content.OfString = sdk.String(msg.Text)
+				a.Content = text(msg.Text)
 			}
 			for _, tc := range msg.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-						ID:       tc.ID,
-						Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: tc.Name, Arguments: tc.Arguments},
-					},
-				})
+				a.ToolCalls = append(a.ToolCalls, chatToolCall{ID: tc.ID, Type: "function",
+					Function: chatFunction{Name: tc.Name, Arguments: tc.Arguments}})
 			}
-			p.Messages = append(p.Messages, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
+			p.Messages = append(p.Messages, a)
 		case worker.RoleTool:
-			p.Messages = append(p.Messages, sdk.ToolMessage(msg.Text, msg.ToolCallID))
+			p.Messages = append(p.Messages, chatMessage{Role: "tool", Content: text(msg.Text), ToolCallID: msg.ToolCallID})
 		}
 	}
 	for _, t := range req.Tools {
 		var schema map[string]any
 		if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-			return p, nil, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
+			return p, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
 		}
-		def := shared.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-		if t.Description != "" {
-			def.Description = sdk.String(t.Description)
-		}
-		p.Tools = append(p.Tools, sdk.ChatCompletionFunctionTool(def))
+		p.Tools = append(p.Tools, chatTool{Type: "function",
+			Function: chatToolFunction{Name: t.Name, Description: t.Description, Parameters: schema}})
 	}
-	if req.Config.Temperature != nil {
-		p.Temperature = sdk.Float(*req.Config.Temperature)
-	}
+	p.Temperature = req.Config.Temperature
 	if req.Config.MaxTokens != nil {
-		p.MaxTokens = sdk.Int(int64(*req.Config.MaxTokens))
+		n := int64(*req.Config.MaxTokens)
+		p.MaxTokens = &n
 	}
-	var extra []option.RequestOption
 	if len(req.Config.ResponseFormat) > 0 {
 		var rf any
 		if err := json.Unmarshal(req.Config.ResponseFormat, &rf); err != nil {
-			return p, nil, fmt.Errorf("responseFormat: %w", err)
+			return p, fmt.Errorf("responseFormat: %w", err)
 		}
-		extra = append(extra, option.WithJSONSet("response_format", rf))
+		p.ResponseFormat = rf
 	}
-	return p, extra, nil
+	return p, nil
 }
