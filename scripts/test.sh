@@ -38,8 +38,8 @@ if [ ! -x "$chromium" ]; then
   fi
   debs+=(chromium)
 fi
-if ! /usr/bin/python3 -c 'import psycopg, venv, ensurepip, pytest, pytest_asyncio, setuptools' 2>/dev/null; then
-  debs+=(python3 python3-psycopg python3-venv python3-pytest python3-pytest-asyncio python3-setuptools python3-pip)
+if ! /usr/bin/python3 -c 'import psycopg, venv, ensurepip, pytest, pytest_asyncio, setuptools, wheel' 2>/dev/null; then
+  debs+=(python3 python3-psycopg python3-venv python3-pytest python3-pytest-asyncio python3-setuptools python3-wheel python3-pip)
 fi
 if [ "${#debs[@]}" -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
