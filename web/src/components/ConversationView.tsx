@@ -17,6 +17,7 @@ import { ConversationHeader } from "./ConversationHeader";
 import { MessageView, type MessageActions } from "./MessageView";
 import { OlderMessages } from "./OlderMessages";
 import { TraceDialog } from "./TraceDialog";
+import { PersonWaits, waitingForPerson } from "./blocks/waiting";
 
 /**
  * sendRequest builds a SendMessage request, an A/B comparison when asked;
@@ -99,6 +100,7 @@ export function ConversationView({
     () => pausesByMessage(state, pending, clientToolRuns, pauseActions),
     [state, pending, clientToolRuns, pauseActions],
   );
+  const personWaits = useMemo(() => waitingForPerson(state.inputs), [state.inputs]);
 
   // The message below the leaf this tab shows: the server refuses it when
   // another tab moved the conversation on meanwhile (switched, edited,
@@ -196,7 +198,9 @@ export function ConversationView({
           {state.seq !== null && state.messageIds.length === 0 ? (
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}
-          {renderMessages(state, actions, votes, vote, highlighted, models, pauses, writing)}
+          <PersonWaits.Provider value={personWaits}>
+            {renderMessages(state, actions, votes, vote, highlighted, models, pauses, writing)}
+          </PersonWaits.Provider>
         </div>
       </div>
       {error ? (
