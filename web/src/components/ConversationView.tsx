@@ -8,6 +8,7 @@ import { useConversation, type ClientToolRun, type PendingInput } from "@convo/r
 import { clientTools } from "../api/clientTools";
 import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
+import { useFailureReasons } from "../hooks/useFailureReasons";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
 import { afterSend, expectedLeaf, type SentReplies } from "../state/leaf";
@@ -62,6 +63,7 @@ export function ConversationView({
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
   const { votes, models, vote } = useComparisonVotes(client, conversationId, state, setError);
+  const reasons = useFailureReasons(client, state);
   const first = state.messageIds[0];
   const scroll = useStickToBottom<HTMLDivElement>(state, Boolean(focusMessageId), first && `m-${first}`);
 
@@ -199,7 +201,7 @@ export function ConversationView({
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}
           <PersonWaits.Provider value={personWaits}>
-            {renderMessages(state, actions, votes, vote, highlighted, models, pauses, writing)}
+            {renderMessages(state, reasons, actions, votes, vote, highlighted, models, pauses, writing)}
           </PersonWaits.Provider>
         </div>
       </div>
@@ -220,6 +222,7 @@ export function ConversationView({
 /** renderMessages renders groupMessages' items: messages, and comparisons side by side. */
 function renderMessages(
   state: ConversationState,
+  reasons: Readonly<Record<string, string>>,
   actions: MessageActions,
   votes: Record<string, Preference>,
   onVote: (comparisonId: string, p: Preference) => void,
@@ -236,7 +239,7 @@ function renderMessages(
         sides={item.sides.map((x) => ({
           message: x,
           blocks: messageBlocks(state, x.id),
-          error: state.errors[x.id],
+          error: reasons[x.id],
           model: models[x.id],
         }))}
         vote={votes[item.comparisonId]}
@@ -250,7 +253,7 @@ function renderMessages(
         key={item.message.id}
         message={item.message}
         blocks={messageBlocks(state, item.message.id)}
-        error={state.errors[item.message.id]}
+        error={reasons[item.message.id]}
         actions={actions}
         highlighted={highlighted === item.message.id}
         pauses={pauses[item.message.id]}
