@@ -165,7 +165,8 @@ func TestEditRegenerateSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	events := tb.events(t, conv)[before:]
-	if got := kinds(events); !slices.Equal(got, []string{"branchSwitched", "promptQueued", "conversationUpdated"}) {
+	// The title follows the first message (TestTitleFollowsFirstMessage).
+	if got := kinds(events); !slices.Equal(got, []string{"branchSwitched", "conversationUpdated", "promptQueued", "conversationUpdated"}) {
 		t.Errorf("edit wrote %v", got)
 	}
 	var switched struct {

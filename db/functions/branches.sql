@@ -188,8 +188,10 @@ $$;
 -- switches to a long branch), messages holds only the latest that fit, as
 -- a snapshot does, and olderPageToken pages in the rest: a reader then
 -- replaces every message it holds with these. Messages the caller just
--- made must be inserted with on_active_path false: this marks them. It
--- returns the event's seq.
+-- made must be inserted with on_active_path false: this marks them. When
+-- the paths share nothing (another version of the first message: an edit
+-- of it, or a switch), the title follows the first message
+-- (_follow_first_message). It returns the branchSwitched event's seq.
 CREATE OR REPLACE FUNCTION convo._change_path(p_conversation_id uuid, p_new_leaf uuid) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -198,11 +200,18 @@ DECLARE
     v_from     bigint;
     v_older    text;
     v_messages jsonb;
+    v_old_root uuid;
+    v_seq      bigint;
 BEGIN
     v_new := ARRAY(SELECT convo._path(p_new_leaf));
     SELECT * INTO v_fork FROM convo.messages m
      WHERE m.id = ANY (v_new) AND m.on_active_path
      ORDER BY m.position DESC LIMIT 1;
+    IF v_fork.id IS NULL THEN
+        SELECT m.id INTO v_old_root FROM convo.messages m
+         WHERE m.conversation_id = p_conversation_id AND m.on_active_path AND m.parent_id IS NULL
+         ORDER BY m.position LIMIT 1;
+    END IF;
     UPDATE convo.messages m SET on_active_path = (m.id = ANY (v_new))
      WHERE m.conversation_id = p_conversation_id
        AND (m.on_active_path OR m.id = ANY (v_new))
@@ -225,10 +234,58 @@ BEGIN
       INTO v_messages
       FROM convo.messages m
      WHERE m.conversation_id = p_conversation_id AND m.on_active_path AND m.position >= v_from;
-    RETURN convo._append_event(p_conversation_id, 'branchSwitched', convo._object(jsonb_build_object(
+    v_seq := convo._append_event(p_conversation_id, 'branchSwitched', convo._object(jsonb_build_object(
         'forkMessageId', v_fork.id,
         'leafMessageId', p_new_leaf,
         'messages', v_messages,
         'olderPageToken', v_older)));
+    IF v_fork.id IS NULL AND v_old_root IS NOT NULL THEN
+        PERFORM convo._follow_first_message(p_conversation_id, v_old_root);
+    END IF;
+    RETURN v_seq;
+END;
+$$;
+
+-- _message_text is what a message says: its text blocks, in order.
+CREATE OR REPLACE FUNCTION convo._message_text(p_message_id uuid) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(string_agg(b.content, '' ORDER BY b.position), '')
+      FROM convo.blocks b WHERE b.message_id = p_message_id AND b.block_type = 'text'
+$$;
+
+-- _follow_first_message retitles the conversation after its active path
+-- moved from the first message p_old_root to another version of it (an
+-- edit of the first message, or a switch between its versions): a title
+-- that is the one the old first message gives (_title_from_text, as
+-- send_message took it) becomes the one the new first message gives; a
+-- title set otherwise (rename_conversation, create_conversation) stays.
+-- A title that changes is written with its conversationUpdated event. The
+-- caller holds the conversation's lock.
+CREATE OR REPLACE FUNCTION convo._follow_first_message(p_conversation_id uuid, p_old_root uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv     convo.conversations;
+    v_new_root uuid;
+    v_title    text;
+BEGIN
+    SELECT m.id INTO v_new_root FROM convo.messages m
+     WHERE m.conversation_id = p_conversation_id AND m.on_active_path AND m.parent_id IS NULL
+     ORDER BY m.position LIMIT 1;
+    IF v_new_root IS NULL OR v_new_root = p_old_root THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_conv FROM convo.conversations c WHERE c.id = p_conversation_id;
+    IF v_conv.title <> convo._title_from_text(convo._message_text(p_old_root)) THEN
+        RETURN;
+    END IF;
+    v_title := convo._title_from_text(convo._message_text(v_new_root));
+    IF v_title = v_conv.title THEN
+        RETURN;
+    END IF;
+    UPDATE convo.conversations c SET title = v_title, updated_at = now()
+     WHERE c.id = p_conversation_id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(p_conversation_id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
 END;
 $$;

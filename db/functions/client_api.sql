@@ -467,8 +467,10 @@ $$;
 -- p_model_config is the reply's model configuration (NULL: the
 -- configuration of the old message's latest reply, slot "a" of a
 -- comparison; one reply either way). Events: branchSwitched (the new
--- message with its block, and the pending reply), promptQueued,
--- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
+-- message with its block, and the pending reply), conversationUpdated when
+-- the edit of the first message retitles the conversation
+-- (_follow_first_message), promptQueued, conversationUpdated. Notifies
+-- "convo_prompts" with 'queued:<prompt id>'.
 -- Errors, changing nothing: CV003 text that shows nothing, a model
 -- configuration that is not a JSON object; CV001 an unknown conversation
 -- (or another owner's: before the quota, _check_owner); CV004 past the
@@ -530,7 +532,9 @@ $$;
 -- newest message below p_message_id (p_message_id itself when nothing is
 -- below it; slot "a" for slot "b" of a comparison), and the active path
 -- the path down to it. It returns the new leaf. Switching to the branch
--- already shown changes nothing and writes nothing. Event: branchSwitched.
+-- already shown changes nothing and writes nothing. Event: branchSwitched,
+-- then conversationUpdated when a switch between versions of the first
+-- message retitles the conversation (_follow_first_message).
 -- Errors, changing nothing: CV001 an unknown conversation or message, or
 -- a message of another conversation; CV002 while a reply is being
 -- written (_check_no_reply_in_flight).

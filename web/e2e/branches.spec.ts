@@ -56,6 +56,12 @@ test("edit a message: its new reply and ‹ 2 / 2 ›, back to ‹ 1 / 2 › and
 
   await expect(user).toContainText("Tell me a long story about a fruit.");
   await expect(user.getByRole("group", { name: "Versions" })).toContainText("2 / 2");
+  // The title came from the first message: it follows the edit, in the
+  // header and in the list.
+  const title = page.locator("h1.title");
+  await expect(title).toHaveText("Tell me a long story about a fruit.");
+  await expect(page).toHaveTitle("Tell me a long story about a fruit. · convo");
+  await expect(page.locator(`a[href="/c/${conv}"]`).first()).toContainText("Tell me a long story about a fruit.");
   expect(await versionOf(user)).toBe("Version 2 of 2");
   // While its reply is written, the arrows are off and say why.
   const back = user.getByRole("button", { name: "Previous version" });
@@ -73,6 +79,7 @@ test("edit a message: its new reply and ‹ 2 / 2 ›, back to ‹ 1 / 2 › and
   await back.focus();
   await page.keyboard.press("Enter");
   await expect(user).toContainText("Name a colour.");
+  await expect(title).toHaveText("Name a colour.");
   expect(await versionOf(page.locator("article.message-user").first())).toBe("Version 1 of 2");
   await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
   expect(await shownIds(page)).toEqual(await serverIds(conv));
@@ -90,6 +97,36 @@ test("edit a message: its new reply and ‹ 2 / 2 ›, back to ‹ 1 / 2 › and
   await expect(lastReply(page)).toHaveAttribute("data-message-id", regenerated!);
   expect(await shownIds(page)).toEqual(await serverIds(conv));
   await shot(page, "branches-regenerated");
+
+  // The switcher is easy to see and to hit, and stays in reach: with the
+  // top of a reply taller than the screen in view, it sits at the bottom
+  // edge of the list rather than below it.
+  await page.setViewportSize({ width: 1280, height: 520 });
+  const switcher = lastReply(page).getByRole("group", { name: "Versions" });
+  const look = await switcher.evaluate((el) => {
+    const place = el.querySelector(".version-place") as HTMLElement;
+    const step = el.querySelector(".version-step") as HTMLElement;
+    return {
+      fontSize: parseFloat(getComputedStyle(place).fontSize),
+      color: getComputedStyle(place).color,
+      text: getComputedStyle(document.body).color,
+      stepHeight: step.getBoundingClientRect().height,
+    };
+  });
+  expect(look.fontSize).toBeGreaterThanOrEqual(14);
+  expect(look.color).toBe(look.text); // full contrast, not muted
+  expect(look.stepHeight).toBeGreaterThanOrEqual(30);
+  await lastReply(page).evaluate((el) => el.scrollIntoView({ block: "start" }));
+  const list = await page.locator(".messages").boundingBox();
+  const replyBox = await lastReply(page).boundingBox();
+  const box = await switcher.boundingBox();
+  expect(replyBox!.y + replyBox!.height).toBeGreaterThan(list!.y + list!.height); // the reply runs on below
+  expect(box!.y).toBeGreaterThanOrEqual(list!.y);
+  expect(box!.y + box!.height).toBeLessThanOrEqual(list!.y + list!.height + 1);
+  await expect(switcher).toBeInViewport();
+  await shot(page, "branches-switcher-in-reach");
+  await switcher.getByRole("button", { name: "Previous version" }).click();
+  await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
 });
 
 test("a switch in one tab shows in the others live, in the same browser and in another", async ({ page, browser }) => {

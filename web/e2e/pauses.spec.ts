@@ -1,8 +1,10 @@
 // Pauses in the web app against the demo model (docs/workers.md "Pauses"):
 // a message starting with /approve asks to approve publish_note, /ask asks
-// a question with choices, /client-tool has the browser run browser_info
-// (exactly once across tabs). After the answer the reply goes on in the
-// same assistant message.
+// a question that fits the message, /client-tool has the browser run
+// browser_info (exactly once across tabs). While a person is asked, the
+// tool's panel says "Waiting for you" (nothing spins, no time runs). After
+// the answer the reply goes on in the same assistant message, under a
+// heading that says what happened.
 
 import type { Page } from "@playwright/test";
 import { api, expect, lastReply, send, shot, test } from "./helpers";
@@ -20,7 +22,15 @@ test("an approval: Approve, and the reply goes on in the same message", async ({
   const card = page.getByRole("group", { name: "Approval needed" });
   await expect(card).toBeVisible(done);
   await expect(card).toContainText("publish_note");
-  await expect(card).toContainText("the tides"); // the call's input
+  // The call's input is in the tool's panel above, once: not in the card.
+  const panel = page.locator('[data-block-type="tool_use"]');
+  await expect(panel).toHaveAttribute("data-tool-status", "waiting");
+  await expect(panel.locator("summary")).toContainText("Waiting for you");
+  await expect(panel).toContainText("the tides");
+  await expect(card).not.toContainText("the tides");
+  // Waiting, not busy: no spinner, no running time.
+  await expect(panel.locator(".spinner, .tool-duration")).toHaveCount(0);
+  await expect(lastReply(page).locator(".spinner")).toHaveCount(0);
   const before = await assistantIds(page);
   expect(before).toHaveLength(1);
   await shot(page, "approval");
@@ -29,6 +39,8 @@ test("an approval: Approve, and the reply goes on in the same message", async ({
   const reply = lastReply(page);
   await expect(reply).toHaveAttribute("data-status", "completed", done);
   await expect(reply).toContainText("published a note");
+  await expect(reply.getByRole("heading", { name: "Approved: the note is published" })).toBeVisible();
+  await expect(panel).toHaveAttribute("data-tool-status", "completed");
   expect(await assistantIds(page)).toEqual(before);
 });
 
@@ -124,8 +136,11 @@ test.describe("tabs racing", () => {
     for (const t of tabs) {
       await expect(t.locator("article.message-assistant")).toHaveCount(2);
       await expect(lastReply(t)).toHaveAttribute("data-status", "completed", done);
-      await expect(lastReply(t)).toContainText("your browser ran it and answered");
+      await expect(lastReply(t)).toContainText("your browser ran it and sent back its result");
       await expect(lastReply(t)).toContainText("timeZone");
+      // Nobody answered anything: the heading says what happened.
+      await expect(lastReply(t).getByRole("heading", { name: "Your browser ran browser_info" })).toBeVisible();
+      await expect(lastReply(t)).not.toContainText("Thanks for your answer");
     }
     const runs = await Promise.all(tabs.map((t) => t.evaluate(() => window.convoClientToolRuns ?? 0)));
     expect(runs.reduce((a, b) => a + b, 0)).toBe(1);
@@ -146,6 +161,25 @@ test("a question: choosing green, the reply mentions green", async ({ page }) =>
   const reply = lastReply(page);
   await expect(reply).toHaveAttribute("data-status", "completed", done);
   await expect(reply.locator('[data-block-type="text"]').last()).toContainText("green");
+});
+
+test("a question fits the message: which fruit, answered in words", async ({ page }) => {
+  await page.goto("/");
+  await send(page, "/ask which fruit should I eat?");
+  await page.waitForURL(/\/c\//);
+  const card = page.getByRole("group", { name: "Question" });
+  await expect(card).toBeVisible(done);
+  await expect(card.getByRole("heading")).toHaveText("Which fruit do you like best?");
+  const panel = page.locator('[data-block-type="tool_use"]');
+  await expect(panel.locator("summary")).toContainText("Waiting for you");
+  await expect(panel.locator(".spinner, .tool-duration")).toHaveCount(0);
+  await shot(page, "question-fruit");
+  await card.getByRole("textbox", { name: "Your answer" }).fill("mango");
+  await card.getByRole("button", { name: "Answer" }).click();
+  const reply = lastReply(page);
+  await expect(reply).toHaveAttribute("data-status", "completed", done);
+  await expect(reply.getByRole("heading", { name: "Thanks for your answer" })).toBeVisible();
+  await expect(reply.locator('[data-block-type="text"]').last()).toContainText("mango");
 });
 
 test("a client tool claimed by a tab that closed shows as running elsewhere, then this tab takes it over", async ({ page }) => {
@@ -173,6 +207,6 @@ test("a client tool claimed by a tab that closed shows as running elsewhere, the
   // The claim lapses: this tab runs the tool once, and the reply goes on.
   const reply = lastReply(page);
   await expect(reply).toHaveAttribute("data-status", "completed", done);
-  await expect(reply).toContainText("your browser ran it and answered");
+  await expect(reply).toContainText("your browser ran it and sent back its result");
   expect(await page.evaluate(() => window.convoClientToolRuns ?? 0)).toBe(1);
 });

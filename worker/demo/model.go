@@ -110,7 +110,7 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	case pause == "browser_info":
 		tool, args = pause, map[string]string{}
 	case pause == worker.AskUserName:
-		tool, args = pause, map[string]any{"question": "Which colour do you like best?", "choices": []string{"red", "green", "blue"}}
+		tool, args = pause, askArgs(text)
 	case expr != "":
 		tool, args = "calculator", map[string]string{"expression": expr}
 	default:
@@ -133,7 +133,7 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	case pause == "publish_note":
 		r.WriteString("It asks for something that needs approval: I will publish it as a note with publish_note, which waits for the user to approve. ")
 	case pause == "browser_info":
-		r.WriteString("It asks for a client tool: browser_info runs in the user's browser, and the reply waits for its answer. ")
+		r.WriteString("It asks for a client tool: browser_info runs in the user's browser, and the reply waits for its result. ")
 	case pause == worker.AskUserName:
 		r.WriteString("It asks me to ask: I will put a question to the user with ask_user and wait for the answer. ")
 	case expr != "":
@@ -311,7 +311,7 @@ func demoAnswer(voice demoVoice, text, tool, args, result string, isError bool, 
 			for i, w := range st.MostFrequent {
 				words[i] = "*" + escapeMarkdown(w) + "*"
 			}
-			fmt.Fprintf(&b, "The %s that come back most often: %s. ", plural(len(st.MostFrequent), "word", "words"), strings.Join(words, ", "))
+			fmt.Fprintf(&b, "%s most often: %s. ", plural(len(st.MostFrequent), "The word that comes back", "The words that come back"), strings.Join(words, ", "))
 		} else if st.Words > 1 {
 			b.WriteString("No word appears twice. ")
 		}
@@ -323,13 +323,15 @@ func demoAnswer(voice demoVoice, text, tool, args, result string, isError bool, 
 		fmt.Fprintf(&b, "## Not done: you did not approve it\n\nYou asked: *%s*\n\nThe **%s** tool needs your approval, and the answer was:\n\n```\n%s\n```\n\n", quote, tool, strings.TrimPrefix(result, "error: "))
 		b.WriteString("So I did not run it. Ask again if you change your mind.\n\n")
 	case (tool == "publish_note" || tool == "browser_info" || tool == worker.AskUserName) && !isError:
-		what := map[string]string{
-			"publish_note":     "You approved the **publish_note** call, so it ran. It answered:",
-			"browser_info":     "**browser_info** is a client tool: your browser ran it and answered:",
-			worker.AskUserName: "I asked you a question with **ask_user**, and you answered:",
+		// What happened, said as it happened: only a question has an answer
+		// from the user; a client tool's result came from the browser.
+		done := map[string]struct{ heading, what, waited string }{
+			"publish_note":     {"Approved: the note is published", "You approved the **publish_note** call, so it ran. It returned:", "for your approval"},
+			"browser_info":     {"Your browser ran browser_info", "**browser_info** is a client tool: your browser ran it and sent back its result:", "for your browser"},
+			worker.AskUserName: {"Thanks for your answer", "I asked you a question with **ask_user**, and you answered:", "for your answer"},
 		}[tool]
-		fmt.Fprintf(&b, "## Thanks for your answer\n\nYou asked: *%s*\n\n%s\n\n```\n%s\n```\n\n", quote, what, result)
-		b.WriteString("The reply waited for you without holding a worker, then went on in the same message.\n\n")
+		fmt.Fprintf(&b, "## %s\n\nYou asked: *%s*\n\n%s\n\n```\n%s\n```\n\n", done.heading, quote, done.what, result)
+		fmt.Fprintf(&b, "The reply waited %s without holding a worker, then went on in the same message.\n\n", done.waited)
 	case isError:
 		fmt.Fprintf(&b, "## The %s tool failed\n\n", tool)
 		fmt.Fprintf(&b, "You asked: *%s*\n\nThe tool answered with an error:\n\n```\n%s\n```\n\n", quote, result)

@@ -8,6 +8,7 @@ import { useConversation, type ClientToolRun, type PendingInput } from "@convo/r
 import { clientTools } from "../api/clientTools";
 import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
+import { useFailureReasons } from "../hooks/useFailureReasons";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
 import { afterSend, expectedLeaf, type SentReplies } from "../state/leaf";
@@ -17,6 +18,7 @@ import { ConversationHeader } from "./ConversationHeader";
 import { MessageView, type MessageActions } from "./MessageView";
 import { OlderMessages } from "./OlderMessages";
 import { TraceDialog } from "./TraceDialog";
+import { PersonWaits, waitingForPerson } from "./blocks/waiting";
 
 /**
  * sendRequest builds a SendMessage request, an A/B comparison when asked;
@@ -61,6 +63,7 @@ export function ConversationView({
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
   const { votes, models, vote } = useComparisonVotes(client, conversationId, state, setError);
+  const reasons = useFailureReasons(client, state);
   const first = state.messageIds[0];
   const scroll = useStickToBottom<HTMLDivElement>(state, Boolean(focusMessageId), first && `m-${first}`);
 
@@ -99,6 +102,7 @@ export function ConversationView({
     () => pausesByMessage(state, pending, clientToolRuns, pauseActions),
     [state, pending, clientToolRuns, pauseActions],
   );
+  const personWaits = useMemo(() => waitingForPerson(state.inputs), [state.inputs]);
 
   // The message below the leaf this tab shows: the server refuses it when
   // another tab moved the conversation on meanwhile (switched, edited,
@@ -196,7 +200,9 @@ export function ConversationView({
           {state.seq !== null && state.messageIds.length === 0 ? (
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}
-          {renderMessages(state, actions, votes, vote, highlighted, models, pauses, writing)}
+          <PersonWaits.Provider value={personWaits}>
+            {renderMessages(state, reasons, actions, votes, vote, highlighted, models, pauses, writing)}
+          </PersonWaits.Provider>
         </div>
       </div>
       {error ? (
@@ -216,6 +222,7 @@ export function ConversationView({
 /** renderMessages renders groupMessages' items: messages, and comparisons side by side. */
 function renderMessages(
   state: ConversationState,
+  reasons: Readonly<Record<string, string>>,
   actions: MessageActions,
   votes: Record<string, Preference>,
   onVote: (comparisonId: string, p: Preference) => void,
@@ -232,7 +239,7 @@ function renderMessages(
         sides={item.sides.map((x) => ({
           message: x,
           blocks: messageBlocks(state, x.id),
-          error: state.errors[x.id],
+          error: reasons[x.id],
           model: models[x.id],
         }))}
         vote={votes[item.comparisonId]}
@@ -246,7 +253,7 @@ function renderMessages(
         key={item.message.id}
         message={item.message}
         blocks={messageBlocks(state, item.message.id)}
-        error={state.errors[item.message.id]}
+        error={reasons[item.message.id]}
         actions={actions}
         highlighted={highlighted === item.message.id}
         pauses={pauses[item.message.id]}

@@ -67,7 +67,7 @@ export const MessageView = memo(function MessageView({
   return (
     <article
       id={`m-${message.id}`}
-      className={`message message-${message.role} status-${message.status}${highlighted ? " is-highlighted" : ""}`}
+      className={`message message-${message.role} status-${message.status}${message.siblingCount > 1 ? " has-versions" : ""}${highlighted ? " is-highlighted" : ""}`}
       data-message-id={message.id}
       data-status={message.status}
       aria-label={`${roleName(message.role)} message`}

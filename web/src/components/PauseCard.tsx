@@ -1,6 +1,5 @@
 import { useState } from "react";
 import type { ClientToolRun, PendingInput } from "@convo/react";
-import { stringifyJson } from "../util/format";
 import { Spinner } from "./Spinner";
 
 export interface PauseActions {
@@ -12,9 +11,10 @@ export interface PauseActions {
 const str = (v: unknown) => (typeof v === "string" ? v : "");
 
 /**
- * PauseCard shows an open input request of a reply: an approval (the tool
- * and its input, Approve / Deny with an optional reason), a question (its
- * choices, or a text box), or a client tool's run (here, elsewhere).
+ * PauseCard shows an open input request of a reply: an approval (the tool,
+ * Approve / Deny with an optional reason; its arguments are in the tool's
+ * panel right above, "Waiting for you", and are not repeated), a question
+ * (its choices, or a text box), or a client tool's run (here, elsewhere).
  */
 export function PauseCard({ p, actions }: { p: PendingInput; actions: PauseActions }) {
   const [busy, setBusy] = useState(false);
@@ -33,7 +33,7 @@ export function PauseCard({ p, actions }: { p: PendingInput; actions: PauseActio
           Approve <code>{p.toolName || "the tool call"}</code>?
         </h4>
         {message ? <p>{message}</p> : null}
-        {p.input !== undefined ? <pre className="code">{stringifyJson(p.input)}</pre> : null}
+        {p.input !== undefined ? <p className="muted small">Its arguments are shown above.</p> : null}
         <label className="pause-reason">
           Reason (optional)
           <input type="text" value={text} maxLength={2000} onChange={(e) => setText(e.target.value)} disabled={busy} />

@@ -11,7 +11,10 @@ export const writingHint = "A reply is being written: stop it or wait for it to 
  * VersionSwitcher is "‹ n / m ›" on a message whose turn has versions (an
  * edited message, a regenerated reply): the arrows show the previous or
  * next version (SwitchBranch by sibling index), in this tab and, through
- * the stream, in every other. While a reply is being written they are
+ * the stream, in every other. It is a pill in full contrast, and the
+ * footer that holds it sticks to the bottom of the list while the message
+ * is on screen (.has-versions), so it never scrolls out of reach. While a
+ * reply is being written they are
  * aria-disabled rather than disabled, so that they keep their place in the
  * tab order and their tooltip, which says why.
  */
@@ -47,7 +50,7 @@ export function VersionSwitcher({
   return (
     <span className="versions" role="group" aria-label="Versions">
       {arrow(index - 1, "Previous version", "‹")}
-      <span className="version-place small" aria-label={`Version ${index + 1} of ${count}`}>
+      <span className="version-place" aria-label={`Version ${index + 1} of ${count}`}>
         {index + 1} / {count}
       </span>
       {arrow(index + 1, "Next version", "›")}

@@ -1,8 +1,9 @@
-import { useEffect, useState } from "react";
+import { useContext, useEffect, useState } from "react";
 import type { BlockState, ToolCallState } from "@convo/client";
 import { blockAttrs } from "./attrs";
 import { formatDuration, stringifyJson } from "../../util/format";
 import { Spinner } from "../Spinner";
+import { PersonWaits } from "./waiting";
 
 const statusLabel: Record<string, string> = {
   started: "Started",
@@ -10,21 +11,25 @@ const statusLabel: Record<string, string> = {
   completed: "Done",
   failed: "Failed",
   stopped: "Stopped",
+  waiting: "Waiting for you",
 };
 
 /**
  * ToolCallPanel shows a tool_use block: the call's name, arguments, live
  * output, status, duration and error. A block whose call was never
  * recorded is "Done" once its reply has ended, unless the reply failed or
- * was cancelled (stopped): then the call never ran to its end.
+ * was cancelled (stopped): then the call never ran to its end. A call that
+ * waits for a person (an approval, a question: PersonWaits) is "Waiting for
+ * you", open, with no spinner and no running time: nothing is running.
  */
 export function ToolCallPanel({ block, live, stopped = false }: { block: BlockState; live: boolean; stopped?: boolean }) {
   const tc = block.toolCall;
-  const running = live && (!tc || tc.status === "started" || tc.status === "running");
-  const status = tc ? tc.status : live ? "pending" : stopped ? "stopped" : "completed";
+  const waits = useContext(PersonWaits).has(tc?.id ?? "") && live;
+  const running = live && !waits && (!tc || tc.status === "started" || tc.status === "running");
+  const status = waits ? "waiting" : tc ? tc.status : live ? "pending" : stopped ? "stopped" : "completed";
   const name = tc?.name || stringMeta(block, "name") || stringMeta(block, "tool") || "tool";
   return (
-    <details className={`block block-tool tool-${status}`} {...blockAttrs(block)} data-tool-status={status} open={running || status === "failed" || undefined}>
+    <details className={`block block-tool tool-${status}`} {...blockAttrs(block)} data-tool-status={status} open={running || waits || status === "failed" || undefined}>
       <summary>
         <span className="tool-icon" aria-hidden="true">⚙</span>
         <span className="tool-name">{name}</span>
@@ -32,7 +37,7 @@ export function ToolCallPanel({ block, live, stopped = false }: { block: BlockSt
           {running ? <Spinner /> : null}
           {statusLabel[status] ?? (running ? "Waiting" : status)}
         </span>
-        {tc ? <Elapsed tc={tc} running={running} /> : null}
+        {tc && !waits ? <Elapsed tc={tc} running={running} /> : null}
       </summary>
       <div className="tool-body">
         {tc?.input !== undefined ? (
