@@ -50,21 +50,20 @@ if [ "${#debs[@]}" -gt 0 ]; then
     sh -c "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${debs[*]}"
 fi
 
-phase "go modules"
-go mod download
-
-# Compiling is most of a fresh machine's CPU time: go vet, and every test
-# binary with the race detector (run by /bin/true, so none of it runs
-# yet); both fill the build cache that the phases below use.
+phase "npm packages, and the Go build in the background"
+# Compiling is most of a fresh machine's CPU time, and it starts first:
+# go vet (which compiles every package without the race detector, as the
+# tests that run the server as a process build it), and every test binary
+# with the race detector (run by /bin/true, so none of it runs yet); the Go
+# modules they need are downloaded as they go. Both fill the build cache
+# that the phases below use, while npm and the phases before go test run.
 background "go vet" go vet ./...
 background "compile the Go tests (-race)" \
   go test -race -count=1 -run '^$' -exec /bin/true ./...
 
-phase "npm packages"
-# npm ci rejects web's lockfile (npm 11 omits buf's optional per-platform
-# packages from it); npm install installs the locked versions all the same.
-# @convo/client and @convo/react (clients/) each have their own
-# dependencies, and @convo/react builds against @convo/client's build.
+# The three npm installs wait on the network, side by side. (npm ci
+# rejects web's lockfile, as npm 11 omits buf's optional per-platform
+# packages from it; npm install installs the locked versions all the same.)
 npm_install() { npm install --prefix "$1" --no-audit --no-fund --loglevel=error --no-update-notifier; }
 npm_install web & web_npm=$!
 npm_install clients/typescript & ts_npm=$!
@@ -72,6 +71,9 @@ npm_install clients/react & react_npm=$!
 wait "$web_npm"
 wait "$ts_npm"
 wait "$react_npm"
+
+phase "build @convo/client and @convo/react"
+# @convo/react builds against @convo/client's build.
 npm run build --prefix clients/typescript --silent
 npm run build --prefix clients/react --silent
 
