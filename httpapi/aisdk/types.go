@@ -174,6 +174,14 @@ type uiMessage struct {
 	ID    string `json:"id"`
 	Role  string `json:"role"`
 	Parts []any  `json:"parts"`
+	// Metadata is UIMessage.metadata: for a failed reply, {"error": why}
+	// (its prompt's error), which the stream's error chunk said live.
+	Metadata *uiMessageMetadata `json:"metadata,omitempty"`
+}
+
+// uiMessageMetadata is the metadata convo gives a loaded UIMessage.
+type uiMessageMetadata struct {
+	Error string `json:"error,omitempty"`
 }
 
 type uiTextPart struct {
