@@ -165,6 +165,9 @@ type uiAbortChunk struct {
 type uiFinishChunk struct {
 	Type         string `json:"type"`
 	FinishReason string `json:"finishReason"`
+	// MessageMetadata, for a failed reply, is {"error": why}: useChat
+	// keeps it on the message, as /messages serves it after a reload.
+	MessageMetadata *uiMessageMetadata `json:"messageMetadata,omitempty"`
 }
 
 // uiMessage is a UIMessage (GET /v1/ai-sdk/chat/{id}/messages), its parts
