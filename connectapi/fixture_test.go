@@ -64,6 +64,8 @@ type setupOptions struct {
 	// snapshotBytes bounds snapshots, ListMessages pages and the messages
 	// of a branchSwitched (default stream.DefaultSnapshotBytes).
 	snapshotBytes int
+	// demoModel is Options.DemoModel.
+	demoModel bool
 }
 
 // The feeds the stream tests run under.
@@ -116,7 +118,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	path, handler := connectapi.NewHandler(connectapi.Options{
 		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, Parking: parking,
-		Searches: o.searches, PageBytes: o.snapshotBytes,
+		Searches: o.searches, PageBytes: o.snapshotBytes, DemoModel: o.demoModel,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)

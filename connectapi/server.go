@@ -64,6 +64,9 @@ type Options struct {
 	// Default DefaultWriteTimeout. (A parked stream has its own:
 	// Parking.WriteTimeout.)
 	WriteTimeout time.Duration
+	// DemoModel says GetServerInfo's demo_model: the server runs
+	// in-process workers whose default model is the demo model.
+	DemoModel bool
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's default.
@@ -82,7 +85,7 @@ func NewHandler(opts Options) (string, http.Handler) {
 	}
 	shared := newSharedEncodings()
 	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now,
-		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches}
+		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches, demoModel: opts.DemoModel}
 	if opts.Parking != nil {
 		opts.Parking.shared = shared
 	}
@@ -123,6 +126,8 @@ type service struct {
 	pageBytes int
 	// searches bounds SearchMessages (nil: no bound).
 	searches *limit.Searches
+	// demoModel is GetServerInfo's demo_model.
+	demoModel bool
 }
 
 var _ convov1connect.ConversationServiceHandler = (*service)(nil)

@@ -54,6 +54,9 @@ type Message struct {
 	// comparison count once), SiblingIndex which one it is, from 0.
 	SiblingCount int
 	SiblingIndex int
+	// Error is why a failed message failed: its prompt's error as
+	// stored. Empty unless Status is MessageFailed.
+	Error string
 }
 
 // Rating is a thumbs up or down.

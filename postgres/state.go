@@ -100,11 +100,12 @@ func (s *Store) readState(ctx context.Context, ownerID string, conversationID uu
 }
 
 // messagesBytes is the size of messages as convo._message_tail counts
-// it: each message's blocks' text, metadata and tool calls plus 256 bytes.
+// it: each message's blocks' text, metadata and tool calls, and a failed
+// one's error, plus 256 bytes.
 func messagesBytes(messages []conversation.Message) int64 {
 	var n int64
 	for _, m := range messages {
-		n += 256
+		n += 256 + int64(len(m.Error))
 		for _, b := range m.Blocks {
 			n += int64(len(b.Content) + len(b.Metadata))
 			if tc := b.ToolCall; tc != nil {
@@ -191,6 +192,7 @@ func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
 		Status: conversation.MessageStatus(m.Status), Position: m.Position, PromptID: m.PromptID,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, ComparisonID: m.ComparisonID,
 		ParentID: m.ParentID, SiblingCount: int(m.SiblingCount), SiblingIndex: int(m.SiblingIndex),
+		Error: m.PromptError,
 	}
 	if m.FeedbackRating != nil && m.FeedbackAt != nil {
 		msg.Feedback = &conversation.Feedback{

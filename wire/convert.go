@@ -111,6 +111,7 @@ func Message(m conversation.Message) (*convov1.Message, error) {
 		CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt),
 		ComparisonId: NullID(m.ComparisonID), ComparisonSlot: m.ComparisonSlot,
 		ParentId: NullID(m.ParentID), SiblingCount: int32(m.SiblingCount), SiblingIndex: int32(m.SiblingIndex),
+		Error: m.Error,
 	}
 	if f := m.Feedback; f != nil {
 		out.Feedback = &convov1.Feedback{Rating: Rating(f.Rating), Comment: f.Comment, CreatedAt: ts(f.CreatedAt)}

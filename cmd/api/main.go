@@ -183,6 +183,9 @@ type Main struct {
 	store   *postgres.Store
 	hub     *wire.Hub
 	workers *worker.Pool
+	// demoModel: the in-process workers run and default to the demo
+	// model (GetServerInfo).
+	demoModel bool
 	// workerPool is the in-process workers' pool (CONVO_WORKER_DB_CONNS),
 	// hubPool the stream hub's (hubConns).
 	workerPool *pgxpool.Pool
@@ -467,6 +470,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("workers: %w", err)
 	}
 	workerConfig.Listener = m.pgListener
+	// The app says replies come from the demo model only when they do:
+	// this server's workers run, and a prompt naming no model gets it.
+	m.demoModel = m.Config.Workers.Workers > 0 && workerConfig.Models.Default() == "demo"
 	// The workers write through a pool of their own, so that the API's
 	// load never holds up a reply's writes, nor the workers' the API.
 	workerDB := m.pool // unused without workers

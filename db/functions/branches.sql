@@ -101,8 +101,9 @@ $$;
 -- (older): the bound of a stream's snapshot and a ListMessages page
 -- (p_after -1: the whole path) and of a large branchSwitched (p_after
 -- its fork: the messages before it are not sent, so not sized).
--- A message's size is its blocks' text, metadata and tool calls plus 256
--- bytes, so that many small messages count too; only sizes are read, not
+-- A message's size is its blocks' text, metadata and tool calls, and a
+-- failed one's error (its prompt's), plus 256 bytes, so that many small
+-- messages count too; only sizes are read, not
 -- the text itself (octet_length of a stored value reads its header). The
 -- newest message is always in, however large, and so is every message
 -- still being written (pending or processing) with every message after
@@ -113,7 +114,7 @@ CREATE OR REPLACE FUNCTION convo._message_tail(p_conversation_id uuid, p_after b
 RETURNS TABLE (from_position bigint, older boolean)
 LANGUAGE sql STABLE AS $$
     WITH newest AS (
-      SELECT m.id, m.position
+      SELECT m.id, m.position, m.status
         FROM convo.messages m
        WHERE m.conversation_id = p_conversation_id AND m.on_active_path
          AND m.position > p_after AND m.position < p_before
@@ -125,7 +126,11 @@ LANGUAGE sql STABLE AS $$
                                    FROM convo.blocks b WHERE b.message_id = n.id), 0)
                      + coalesce((SELECT sum(pg_column_size(t.input) + octet_length(t.output) + coalesce(octet_length(t.error), 0))
                                    FROM convo.blocks b JOIN convo.tool_calls t ON t.block_id = b.id
-                                  WHERE b.message_id = n.id), 0))
+                                  WHERE b.message_id = n.id), 0)
+                     + CASE WHEN n.status = 'failed'
+                            THEN coalesce((SELECT octet_length(p.error) FROM convo.prompts p
+                                            WHERE p.message_id = n.id), 0)
+                            ELSE 0 END)
                OVER (ORDER BY n.position DESC) AS running,
              row_number() OVER (ORDER BY n.position DESC) AS nth
         FROM newest n

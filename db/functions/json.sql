@@ -34,8 +34,9 @@ LANGUAGE sql STABLE AS $$
         'lastMessageAt', convo._ts(c.last_message_at)))
 $$;
 
--- The message JSON: feedback, the comparison, and the message's place in
--- its conversation's tree (parentId; siblingCount and siblingIndex, see
+-- The message JSON: its prompt (promptId; error, the prompt's error, for
+-- a failed message only), feedback, the comparison, and the message's
+-- place in its conversation's tree (parentId; siblingCount and siblingIndex, see
 -- _sibling_place). Null fields are left out as _object leaves them out,
 -- but by jsonb_strip_nulls: every value here is a column, so the nulls it
 -- also strips below the top level (feedback's) are ones _object dropped
@@ -48,7 +49,8 @@ LANGUAGE sql STABLE AS $$
         'conversationId', m.conversation_id,
         'role', m.role,
         'status', m.status,
-        'promptId', (SELECT p.id FROM convo.prompts p WHERE p.message_id = m.id),
+        'promptId', p.id,
+        'error', CASE WHEN m.status = 'failed' THEN nullif(p.error, '') END,
         'createdAt', convo._ts(m.created_at),
         'updatedAt', convo._ts(m.updated_at),
         'feedback', CASE WHEN m.feedback_rating IS NOT NULL THEN jsonb_build_object(
@@ -61,6 +63,7 @@ LANGUAGE sql STABLE AS $$
         'siblingCount', sp.sibling_count,
         'siblingIndex', sp.sibling_index))
       FROM convo._sibling_place(m) sp
+      LEFT JOIN convo.prompts p ON p.message_id = m.id
 $$;
 
 CREATE OR REPLACE FUNCTION convo._prompt_json(p convo.prompts) RETURNS jsonb

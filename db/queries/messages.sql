@@ -10,8 +10,11 @@ SELECT s.conversation_id::uuid AS conversation_id, s.user_message_id::uuid AS us
 -- name: MessageListByConversation :many
 -- The conversation's messages on its active path at positions
 -- from_position up to (not including) before_position, in order, each
--- with its place among its siblings (convo._sibling_place).
-SELECT m.*, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
+-- with its place among its siblings (convo._sibling_place) and, for a
+-- failed one, its prompt's error (prompts.message_id is unique: one
+-- index lookup a message, which the join to p made already).
+SELECT m.*, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+       sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   LEFT JOIN convo.prompts p ON p.message_id = m.id
   CROSS JOIN LATERAL convo._sibling_place(m) sp
@@ -27,8 +30,10 @@ SELECT t.from_position::bigint AS from_position, t.older::boolean AS older
   FROM convo._message_tail(@conversation_id::uuid, -1, @before_position::bigint, @max_bytes::bigint) t;
 
 -- name: MessageGet :one
--- The message, when its conversation belongs to owner_id.
-SELECT m.*, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
+-- The message, when its conversation belongs to owner_id (the columns of
+-- MessageListByConversation).
+SELECT m.*, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+       sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   JOIN convo.conversations c ON c.id = m.conversation_id
   LEFT JOIN convo.prompts p ON p.message_id = m.id

@@ -19,7 +19,9 @@ import (
 // shows as the stream shows it: approval-requested, approval-responded,
 // a client tool or question handed to the client (input-available, not
 // provider-executed), or its answer once given (output-available,
-// output-error) until the worker ends the call.
+// output-error) until the worker ends the call. A failed reply carries
+// why in its metadata ({"error": …}): the UIMessage schema has no error
+// part, and the stream said it in an error chunk, which is not kept.
 func uiMessages(st conversation.State) []uiMessage {
 	requests := map[uuid.UUID]conversation.InputRequest{}
 	for _, in := range st.PendingInputs {
@@ -30,6 +32,9 @@ func uiMessages(st conversation.State) []uiMessage {
 		um := uiMessage{ID: m.ID.String(), Role: string(m.Role), Parts: []any{}}
 		if m.Role == conversation.RoleAssistant {
 			um.Parts = assistantParts(m, requests)
+			if m.Error != "" {
+				um.Metadata = &uiMessageMetadata{Error: m.Error}
+			}
 		} else {
 			for _, b := range m.Blocks {
 				if b.Type == "text" {

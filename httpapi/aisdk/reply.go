@@ -443,7 +443,8 @@ func (r *uiReply) closeAll() {
 }
 
 // finish ends the reply: finish-step, then for a failed prompt the error,
-// then finish with its reason.
+// then finish with its reason (and a failed prompt's error as the
+// message's metadata, which /messages serves too).
 func (r *uiReply) finish(reason, errText string) {
 	if r.done {
 		return
@@ -452,13 +453,16 @@ func (r *uiReply) finish(reason, errText string) {
 	if r.stepOpen {
 		r.emit(&uiTypeOnly{Type: uiFinishStep})
 	}
+	finish := &uiFinishChunk{Type: uiFinish, FinishReason: reason}
 	if reason == uiFinishError {
 		if errText == "" {
 			errText = "the reply failed"
+		} else {
+			finish.MessageMetadata = &uiMessageMetadata{Error: errText}
 		}
 		r.emit(&uiErrorChunk{Type: uiError, ErrorText: errText})
 	}
-	r.emit(&uiFinishChunk{Type: uiFinish, FinishReason: reason})
+	r.emit(finish)
 	r.done = true
 }
 

@@ -165,6 +165,9 @@ type uiAbortChunk struct {
 type uiFinishChunk struct {
 	Type         string `json:"type"`
 	FinishReason string `json:"finishReason"`
+	// MessageMetadata, for a failed reply, is {"error": why}: useChat
+	// keeps it on the message, as /messages serves it after a reload.
+	MessageMetadata *uiMessageMetadata `json:"messageMetadata,omitempty"`
 }
 
 // uiMessage is a UIMessage (GET /v1/ai-sdk/chat/{id}/messages), its parts
@@ -174,6 +177,14 @@ type uiMessage struct {
 	ID    string `json:"id"`
 	Role  string `json:"role"`
 	Parts []any  `json:"parts"`
+	// Metadata is UIMessage.metadata: for a failed reply, {"error": why}
+	// (its prompt's error), which the stream's error chunk said live.
+	Metadata *uiMessageMetadata `json:"metadata,omitempty"`
+}
+
+// uiMessageMetadata is the metadata convo gives a loaded UIMessage.
+type uiMessageMetadata struct {
+	Error string `json:"error,omitempty"`
 }
 
 type uiTextPart struct {

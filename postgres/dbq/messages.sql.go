@@ -14,7 +14,8 @@ import (
 )
 
 const messageGet = `-- name: MessageGet :one
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+       sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   JOIN convo.conversations c ON c.id = m.conversation_id
   LEFT JOIN convo.prompts p ON p.message_id = m.id
@@ -43,11 +44,13 @@ type MessageGetRow struct {
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
 	PromptID        uuid.NullUUID
+	PromptError     string
 	SiblingCount    int32
 	SiblingIndex    int32
 }
 
-// The message, when its conversation belongs to owner_id.
+// The message, when its conversation belongs to owner_id (the columns of
+// MessageListByConversation).
 func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (MessageGetRow, error) {
 	row := q.db.QueryRow(ctx, messageGet, arg.ID, arg.OwnerID)
 	var i MessageGetRow
@@ -67,6 +70,7 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 		&i.ParentID,
 		&i.OnActivePath,
 		&i.PromptID,
+		&i.PromptError,
 		&i.SiblingCount,
 		&i.SiblingIndex,
 	)
@@ -74,7 +78,8 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 }
 
 const messageListByConversation = `-- name: MessageListByConversation :many
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+       sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   LEFT JOIN convo.prompts p ON p.message_id = m.id
   CROSS JOIN LATERAL convo._sibling_place(m) sp
@@ -105,13 +110,16 @@ type MessageListByConversationRow struct {
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
 	PromptID        uuid.NullUUID
+	PromptError     string
 	SiblingCount    int32
 	SiblingIndex    int32
 }
 
 // The conversation's messages on its active path at positions
 // from_position up to (not including) before_position, in order, each
-// with its place among its siblings (convo._sibling_place).
+// with its place among its siblings (convo._sibling_place) and, for a
+// failed one, its prompt's error (prompts.message_id is unique: one
+// index lookup a message, which the join to p made already).
 func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageListByConversationParams) ([]MessageListByConversationRow, error) {
 	rows, err := q.db.Query(ctx, messageListByConversation, arg.ConversationID, arg.FromPosition, arg.BeforePosition)
 	if err != nil {
@@ -137,6 +145,7 @@ func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageList
 			&i.ParentID,
 			&i.OnActivePath,
 			&i.PromptID,
+			&i.PromptError,
 			&i.SiblingCount,
 			&i.SiblingIndex,
 		); err != nil {

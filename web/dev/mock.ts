@@ -211,6 +211,10 @@ export function mockTransport(): Transport {
       async voteComparison(req) {
         return { comparison: { id: req.comparisonId, preference: req.preference } };
       },
+      async getServerInfo() {
+        // The mock answers as the demo model does.
+        return { demoModel: true };
+      },
       async listComparisons() {
         return { comparisons: [], nextPageToken: "" };
       },

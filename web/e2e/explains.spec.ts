@@ -2,8 +2,8 @@
 // where replies come from (the demo model, when it is the one) and what
 // the demo's commands do. A reply that fails says why in the chat, however
 // the page came to know of it: live (the promptFailed event), after a reload, and in a tab opened
-// later (both from a snapshot, which carries no reason: the app reads it
-// from the prompt). The demo worker fails a prompt that names a provider
+// later (both from a snapshot, whose failed messages carry their error):
+// never with a GetTrace call. The demo worker fails a prompt that names a provider
 // it does not run, at once, as a worker that cannot reach its model does.
 
 import type { Page } from "@playwright/test";
@@ -41,29 +41,31 @@ test("a failed reply shows its cause: live, after a reload, and in a tab opened 
   expect(live()).toBe(0);
   await shot(page, "failed-reply-live");
 
-  // After a reload: from the snapshot, the reason read from the prompt.
-  await page.reload();
+  // After a reload: the snapshot's message carries the reason.
   const reloaded = traceReads(page);
+  await page.reload();
   await expectFailedWithReason(page);
-  expect(reloaded()).toBe(1);
+  expect(reloaded()).toBe(0);
   await shot(page, "failed-reply-reloaded");
 
   // A tab that joins later, and a reply that failed before any tab saw it.
   await api("SendMessage", { conversationId: id, text: "And again?", model: { provider: "nonesuch" } });
   const later = await context.newPage();
+  const laterReads = traceReads(later);
   await later.goto(`/c/${id}`);
   await expect(later.locator("article.message-assistant")).toHaveCount(2);
   for (const reply of await later.locator("article.message-assistant").all()) {
     await expect(reply).toHaveAttribute("data-status", "failed", done);
     await expect(reply.getByRole("alert")).toContainText(`The reply failed: ${reason}`);
   }
+  expect(laterReads()).toBe(0);
   await shot(later, "failed-reply-later-tab");
 });
 
 test("the empty screen says replies come from the demo model and what its commands do", async ({ page }) => {
   await page.goto("/");
   const intro = page.getByRole("region", { name: "About the demo model" });
-  await expect(intro).toContainText("built-in demo model: no API key, no network");
+  await expect(intro).toContainText("Replies come from the built-in demo model (no key, no network)");
   for (const [command, does] of [
     ["/approve", "asks you to approve"],
     ["/ask", "asks you a question made from your message"],

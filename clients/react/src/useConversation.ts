@@ -30,7 +30,11 @@ import { useClient } from "./provider.js";
 import { ConversationStore } from "./store.js";
 
 export interface UseConversation {
-  /** The folded state, published at most once per animation frame. */
+  /**
+   * The folded state, published at most once per animation frame. A
+   * failed reply's message has `error`, why it failed, however the state
+   * learnt of it (a snapshot after a reload included).
+   */
   state: ConversationState;
   status: ConnectionStatus;
   /** The last failed call's message (send, cancel or loadOlder), or null. */

@@ -485,6 +485,34 @@ describe("prompt lifecycle", () => {
     s = apply(s, srv.eventsAfter(s.seq!));
     expect(s.messages[messageIds[0]].status).toBe("failed");
     expect(s.errors[messageIds[0]]).toBe("model overloaded");
+    expect(s.messages[messageIds[0]].error).toBe("model overloaded");
+  });
+
+  it("a failed reply's error comes in a later snapshot, with no promptFailed seen", () => {
+    const srv = new FakeServer();
+    const { promptIds, messageIds } = srv.sendMessage("x");
+    srv.startPrompt(promptIds[0]);
+    srv.endPrompt(promptIds[0], "failed", "getaddrinfo ENOTFOUND api.openai.com");
+    const { snapshot } = srv.subscribe();
+    expect(snapshot.messages.find((m) => m.id === messageIds[0])?.error).toBe("getaddrinfo ENOTFOUND api.openai.com");
+    const s = reduce(initialState("c1"), { type: "snapshot", snapshot });
+    expect(s.messages[messageIds[0]].error).toBe("getaddrinfo ENOTFOUND api.openai.com");
+    expect(s.errors[messageIds[0]]).toBe("getaddrinfo ENOTFOUND api.openai.com");
+    expect(s.messages[snapshot.messages[0].id].error).toBe("");
+  });
+
+  it("a reason learnt live survives a snapshot without one (an older server)", () => {
+    const srv = new FakeServer();
+    const { promptIds, messageIds } = srv.sendMessage("x");
+    srv.startPrompt(promptIds[0]);
+    let s = subscribeAt(srv, srv.seq);
+    srv.endPrompt(promptIds[0], "failed", "model overloaded");
+    s = apply(s, srv.eventsAfter(s.seq!));
+    const { snapshot } = srv.subscribe();
+    const old = { ...snapshot, messages: snapshot.messages.map((m) => create(MessageSchema, { ...m, error: "" })) };
+    s = reduce(s, { type: "snapshot", snapshot: old });
+    expect(s.messages[messageIds[0]].error).toBe("model overloaded");
+    expect(s.errors[messageIds[0]]).toBe("model overloaded");
   });
 
   it("an A/B comparison has two replies with their slots", () => {

@@ -97,7 +97,11 @@ export interface ConversationState {
   messageIds: string[];
   messages: Readonly<Record<string, MessageState>>;
   blocks: Readonly<Record<string, BlockState>>;
-  /** Why a failed prompt failed, by assistant message id. */
+  /**
+   * Why a failed prompt failed, by assistant message id: each failed
+   * message's `error` (from the snapshot, a page, a branchSwitched, a
+   * messageUpdated or promptFailed), kept here too for readers by id.
+   */
   errors: Readonly<Record<string, string>>;
   /** The last applied seq; null until the first snapshot. */
   seq: bigint | null;
@@ -226,11 +230,18 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
     messages[m.id] = { ...messageFields(m), blockIds: idsByPosition(m.blocks) };
     for (const b of m.blocks) blocks[b.id] = blockState(b, m.id);
   }
-  // Keep failure reasons of messages that are still there and still failed:
-  // the snapshot itself does not carry them.
+  // A snapshot's failed messages carry their errors; a reason this state
+  // learnt live is kept for a still-failed message the snapshot brought
+  // without one (a server before Message.error).
   const errors: Record<string, string> = {};
-  for (const [id, err] of Object.entries(state.errors)) {
-    if (messages[id]?.status === "failed") errors[id] = err;
+  for (const id of messageIds) {
+    const m = messages[id];
+    if (m.status !== "failed") continue;
+    const err = m.error || state.errors[id];
+    if (err) {
+      errors[id] = err;
+      if (!m.error) messages[id] = { ...m, error: err };
+    }
   }
   return {
     conversationId: snap.conversation?.id || state.conversationId,
@@ -273,10 +284,13 @@ function applyOlder(state: ConversationState, page: OlderPage): ConversationStat
   const messages: Record<string, MessageState> = { ...state.messages };
   const blocks: Record<string, BlockState> = { ...state.blocks };
   const olderUpdates: Record<string, Omit<MessageState, "blockIds">> = { ...state.olderUpdates };
+  const errors: Record<string, string> = { ...state.errors };
   for (const m of page.messages) {
     if (messages[m.id]) continue;
     ids.push(m.id);
-    messages[m.id] = { ...messageFields(m), ...olderUpdates[m.id], blockIds: idsByPosition(m.blocks) };
+    const held = { ...messageFields(m), ...olderUpdates[m.id], blockIds: idsByPosition(m.blocks) };
+    messages[m.id] = held;
+    if (held.status === "failed" && held.error) errors[m.id] = held.error;
     delete olderUpdates[m.id];
     for (const b of m.blocks) blocks[b.id] = blockState(b, m.id);
   }
@@ -285,6 +299,7 @@ function applyOlder(state: ConversationState, page: OlderPage): ConversationStat
     messageIds: [...ids, ...state.messageIds],
     messages,
     blocks,
+    errors,
     older: page.nextPageToken || null,
     olderUpdates,
     olderFork,
@@ -387,6 +402,7 @@ function ensureMessage(state: ConversationState, id: string): ConversationState 
     parentId: "",
     siblingCount: 1,
     siblingIndex: 0,
+    error: "",
     blockIds: [],
   };
   return { ...setMessage(state, m), messageIds: [...state.messageIds, id] };
@@ -452,7 +468,10 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       const status = promptToMessageStatus[p.status];
       if (m && status && m.status !== status) next = setMessage(next, { ...m, status });
       if (k.case === "promptFailed") {
-        next = { ...next, errors: { ...next.errors, [p.messageId]: k.value.error || p.error } };
+        const error = k.value.error || p.error;
+        next = { ...next, errors: { ...next.errors, [p.messageId]: error } };
+        const failed = next.messages[p.messageId];
+        if (failed && error) next = setMessage(next, { ...failed, error });
       }
       if (k.case !== "promptQueued" && k.case !== "promptStarted") {
         next = withoutInputs(next, (i) => i.promptId === p.id);
@@ -587,6 +606,7 @@ function switchBranch(
     if (messages[pm.id]) continue;
     messageIds.push(pm.id);
     messages[pm.id] = { ...messageFields(pm), blockIds: idsByPosition(pm.blocks) };
+    if (pm.status === "failed" && pm.error) errors[pm.id] = pm.error;
     for (const b of pm.blocks) blocks[b.id] = blockState(b, pm.id);
   }
   // Requests of prompts whose messages left the path (none in practice:
@@ -618,7 +638,15 @@ function updateMessage(state: ConversationState, pm: Message | undefined): Conve
   }
   const next = ensureMessage(state, pm.id);
   const existing = next.messages[pm.id];
-  return setMessage(next, { ...messageFields(pm), blockIds: existing.blockIds });
+  const fields = messageFields(pm);
+  // A failed message's update without its error (a server before
+  // Message.error) keeps the one promptFailed gave.
+  if (fields.status === "failed" && !fields.error) fields.error = next.errors[pm.id] ?? "";
+  const updated = setMessage(next, { ...fields, blockIds: existing.blockIds });
+  if (fields.status === "failed" && fields.error && updated.errors[pm.id] !== fields.error) {
+    return { ...updated, errors: { ...updated.errors, [pm.id]: fields.error } };
+  }
+  return updated;
 }
 
 /** withoutInputs drops the open input requests that match (the state itself when none does). */

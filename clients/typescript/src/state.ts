@@ -50,6 +50,12 @@ export interface MessageState {
   siblingCount: number;
   /** Which version it is, from 0, in the order they were made: "‹ siblingIndex+1 / siblingCount ›". */
   siblingIndex: number;
+  /**
+   * Why a failed reply failed: its prompt's error, as the server stored
+   * it ("" unless status is "failed"). Snapshots, pages, branchSwitched
+   * and messageUpdated carry it, and promptFailed sets it.
+   */
+  error: string;
   /** The message's blocks, in order. */
   blockIds: string[];
 }
@@ -157,6 +163,7 @@ export function messageFields(m: Message): Omit<MessageState, "blockIds"> {
     // A server before trees leaves it out: one version.
     siblingCount: Math.max(1, m.siblingCount),
     siblingIndex: m.siblingIndex,
+    error: m.error,
   };
 }
 

@@ -3246,6 +3246,93 @@ func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
 	return nil
 }
 
+// GetServerInfoRequest asks for the server's set-up; it has no fields.
+type GetServerInfoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoRequest) Reset() {
+	*x = GetServerInfoRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoRequest) ProtoMessage() {}
+
+func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
+func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
+}
+
+// GetServerInfoResponse is the server's set-up as a client shows it.
+type GetServerInfoResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// demo_model is true when the server runs in-process workers whose
+	// default model is the built-in demo model (no key, no network): a
+	// prompt that names no model gets its reply from it. False when the
+	// server runs no workers (replies come from outside workers) or
+	// defaults to another provider.
+	DemoModel     bool `protobuf:"varint,1,opt,name=demo_model,json=demoModel,proto3" json:"demo_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetServerInfoResponse) Reset() {
+	*x = GetServerInfoResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetServerInfoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetServerInfoResponse) ProtoMessage() {}
+
+func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
+func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *GetServerInfoResponse) GetDemoModel() bool {
+	if x != nil {
+		return x.DemoModel
+	}
+	return false
+}
+
 var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
 
 const file_convo_v1_conversation_service_proto_rawDesc = "" +
@@ -3455,13 +3542,17 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\bclaimant\x18\x02 \x01(\tR\bclaimant\x12#\n" +
 	"\rlease_seconds\x18\x03 \x01(\x05R\fleaseSeconds\"Q\n" +
 	"\x12ClaimInputResponse\x12;\n" +
-	"\rinput_request\x18\x01 \x01(\v2\x16.convo.v1.InputRequestR\finputRequest*`\n" +
+	"\rinput_request\x18\x01 \x01(\v2\x16.convo.v1.InputRequestR\finputRequest\"\x16\n" +
+	"\x14GetServerInfoRequest\"6\n" +
+	"\x15GetServerInfoResponse\x12\x1d\n" +
+	"\n" +
+	"demo_model\x18\x01 \x01(\bR\tdemoModel*`\n" +
 	"\n" +
 	"Preference\x12\x1a\n" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\xbb\r\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\x8d\x0e\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -3483,7 +3574,8 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"ClaimInput\x12\x1b.convo.v1.ClaimInputRequest\x1a\x1c.convo.v1.ClaimInputResponse\x12J\n" +
 	"\vEditMessage\x12\x1c.convo.v1.EditMessageRequest\x1a\x1d.convo.v1.EditMessageResponse\x12V\n" +
 	"\x0fRegenerateReply\x12 .convo.v1.RegenerateReplyRequest\x1a!.convo.v1.RegenerateReplyResponse\x12M\n" +
-	"\fSwitchBranch\x12\x1d.convo.v1.SwitchBranchRequest\x1a\x1e.convo.v1.SwitchBranchResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\fSwitchBranch\x12\x1d.convo.v1.SwitchBranchRequest\x1a\x1e.convo.v1.SwitchBranchResponse\x12P\n" +
+	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -3498,7 +3590,7 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                    // 0: convo.v1.Preference
 	(*EditMessageRequest)(nil),         // 1: convo.v1.EditMessageRequest
@@ -3551,59 +3643,61 @@ var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(*AnswerInputResponse)(nil),        // 48: convo.v1.AnswerInputResponse
 	(*ClaimInputRequest)(nil),          // 49: convo.v1.ClaimInputRequest
 	(*ClaimInputResponse)(nil),         // 50: convo.v1.ClaimInputResponse
-	(*ModelConfig)(nil),                // 51: convo.v1.ModelConfig
-	(*Event)(nil),                      // 52: convo.v1.Event
-	(*Conversation)(nil),               // 53: convo.v1.Conversation
-	(*Message)(nil),                    // 54: convo.v1.Message
-	(*InputRequest)(nil),               // 55: convo.v1.InputRequest
-	(Rating)(0),                        // 56: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),      // 57: google.protobuf.Timestamp
-	(*Prompt)(nil),                     // 58: convo.v1.Prompt
-	(*durationpb.Duration)(nil),        // 59: google.protobuf.Duration
+	(*GetServerInfoRequest)(nil),       // 51: convo.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),      // 52: convo.v1.GetServerInfoResponse
+	(*ModelConfig)(nil),                // 53: convo.v1.ModelConfig
+	(*Event)(nil),                      // 54: convo.v1.Event
+	(*Conversation)(nil),               // 55: convo.v1.Conversation
+	(*Message)(nil),                    // 56: convo.v1.Message
+	(*InputRequest)(nil),               // 57: convo.v1.InputRequest
+	(Rating)(0),                        // 58: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),      // 59: google.protobuf.Timestamp
+	(*Prompt)(nil),                     // 60: convo.v1.Prompt
+	(*durationpb.Duration)(nil),        // 61: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	51, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
-	51, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
-	51, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	51, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	53, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	53, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	53, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	53, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
 	11, // 4: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	52, // 5: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	53, // 6: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	54, // 7: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	55, // 8: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	54, // 9: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	53, // 10: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	54, // 11: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	55, // 12: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	53, // 13: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	53, // 14: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	53, // 15: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	53, // 16: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	56, // 17: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	54, // 18: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	54, // 5: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	55, // 6: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	56, // 7: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	57, // 8: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	56, // 9: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	55, // 10: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	56, // 11: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	57, // 12: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	55, // 13: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	55, // 14: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	55, // 15: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	55, // 16: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	58, // 17: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	56, // 18: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
 	0,  // 19: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
 	32, // 20: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
 	33, // 21: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
 	33, // 22: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
 	0,  // 23: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	57, // 24: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	57, // 25: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	51, // 26: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	59, // 24: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	59, // 25: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	53, // 26: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
 	32, // 27: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
 	38, // 28: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	58, // 29: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	59, // 30: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	59, // 31: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	52, // 32: convo.v1.Trace.events:type_name -> convo.v1.Event
+	60, // 29: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	61, // 30: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	61, // 31: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	54, // 32: convo.v1.Trace.events:type_name -> convo.v1.Event
 	41, // 33: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
 	42, // 34: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	57, // 35: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	59, // 35: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
 	44, // 36: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
 	45, // 37: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
 	46, // 38: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
 	47, // 39: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	55, // 40: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	55, // 41: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	57, // 40: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	57, // 41: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
 	7,  // 42: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
 	9,  // 43: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
 	14, // 44: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
@@ -3624,28 +3718,30 @@ var file_convo_v1_conversation_service_proto_depIdxs = []int32{
 	1,  // 59: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
 	3,  // 60: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
 	5,  // 61: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
-	8,  // 62: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	10, // 63: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	15, // 64: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	17, // 65: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	19, // 66: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	21, // 67: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	23, // 68: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	25, // 69: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	27, // 70: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	29, // 71: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	31, // 72: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	35, // 73: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	37, // 74: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	40, // 75: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	13, // 76: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	48, // 77: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	50, // 78: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	2,  // 79: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
-	4,  // 80: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
-	6,  // 81: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
-	62, // [62:82] is the sub-list for method output_type
-	42, // [42:62] is the sub-list for method input_type
+	51, // 62: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
+	8,  // 63: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	10, // 64: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	15, // 65: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	17, // 66: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	19, // 67: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	21, // 68: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	23, // 69: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	25, // 70: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	27, // 71: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	29, // 72: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	31, // 73: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	35, // 74: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	37, // 75: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	40, // 76: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	13, // 77: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	48, // 78: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	50, // 79: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	2,  // 80: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	4,  // 81: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	6,  // 82: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	52, // 83: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
+	63, // [63:84] is the sub-list for method output_type
+	42, // [42:63] is the sub-list for method input_type
 	42, // [42:42] is the sub-list for extension type_name
 	42, // [42:42] is the sub-list for extension extendee
 	0,  // [0:42] is the sub-list for field type_name
@@ -3683,7 +3779,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

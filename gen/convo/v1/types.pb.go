@@ -209,7 +209,14 @@ type Message struct {
 	SiblingCount int32 `protobuf:"varint,13,opt,name=sibling_count,json=siblingCount,proto3" json:"sibling_count,omitempty"`
 	// sibling_index is which version this message is, from 0, in the order
 	// they were made (slot "b" of a comparison has its slot "a"'s).
-	SiblingIndex  int32 `protobuf:"varint,14,opt,name=sibling_index,json=siblingIndex,proto3" json:"sibling_index,omitempty"`
+	SiblingIndex int32 `protobuf:"varint,14,opt,name=sibling_index,json=siblingIndex,proto3" json:"sibling_index,omitempty"`
+	// error is why a failed reply failed: the error its prompt recorded
+	// (convo.fail_prompt's, a worker's message, or the server's when a
+	// lease expired), as long as it was stored. Empty unless status is
+	// "failed". Snapshots, GetConversation, ListMessages, branchSwitched
+	// and the events that carry a message all have it, so a client that
+	// missed promptFailed still knows why.
+	Error         string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -340,6 +347,13 @@ func (x *Message) GetSiblingIndex() int32 {
 		return x.SiblingIndex
 	}
 	return 0
+}
+
+func (x *Message) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 // Block is an ordered piece of a message.
@@ -993,7 +1007,7 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
-	"\x0flast_message_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastMessageAt\"\x8f\x04\n" +
+	"\x0flast_message_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastMessageAt\"\xa5\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
@@ -1011,7 +1025,8 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\x0fcomparison_slot\x18\v \x01(\tR\x0ecomparisonSlot\x12\x1b\n" +
 	"\tparent_id\x18\f \x01(\tR\bparentId\x12#\n" +
 	"\rsibling_count\x18\r \x01(\x05R\fsiblingCount\x12#\n" +
-	"\rsibling_index\x18\x0e \x01(\x05R\fsiblingIndex\"\xea\x01\n" +
+	"\rsibling_index\x18\x0e \x01(\x05R\fsiblingIndex\x12\x14\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\"\xea\x01\n" +
 	"\x05Block\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +

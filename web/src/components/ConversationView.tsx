@@ -8,7 +8,6 @@ import { useConversation, type ClientToolRun, type PendingInput } from "@convo/r
 import { clientTools } from "../api/clientTools";
 import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
-import { useFailureReasons } from "../hooks/useFailureReasons";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
 import { afterSend, expectedLeaf, type SentReplies } from "../state/leaf";
@@ -63,7 +62,9 @@ export function ConversationView({
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
   const { votes, models, vote } = useComparisonVotes(client, conversationId, state, setError);
-  const reasons = useFailureReasons(client, state);
+  // Why each failed reply failed: the fold has it from the snapshot, a
+  // page, a branchSwitched or the live events alike.
+  const reasons = state.errors;
   const first = state.messageIds[0];
   const scroll = useStickToBottom<HTMLDivElement>(state, Boolean(focusMessageId), first && `m-${first}`);
 

@@ -1,3 +1,6 @@
+import { useEffect, useState } from "react";
+import type { ConvoClient } from "../api/client";
+
 /**
  * demoCommands are the commands convo's demo model pauses on (a message
  * that starts with one; worker/demo, docs/workers.md "Pauses"), each with
@@ -22,19 +25,26 @@ export const demoCommands: readonly { command: string; example: string; does: st
 ];
 
 /**
- * DemoIntro says where replies come from and lists the demo model's
- * commands. The app cannot tell which worker will answer (the server's
- * own, or one outside it), so it says when the demo model is the one: a
- * server running its own workers with no OpenAI provider configured.
+ * DemoIntro says where replies come from, as the server says
+ * (GetServerInfo's demo_model): with demo true, convo's built-in demo
+ * model, with its commands; with false, the workers serving the server,
+ * and nothing about a demo; with null (not known yet, or the server did
+ * not say), nothing.
  */
-export function DemoIntro() {
+export function DemoIntro({ demo }: { demo: boolean | null }) {
+  if (demo === null) return null;
+  if (!demo) {
+    return (
+      <section className="demo-intro" aria-label="Where replies come from">
+        <p>Replies come from the workers serving this server.</p>
+      </section>
+    );
+  }
   return (
     <section className="demo-intro" aria-label="About the demo model">
       <p>
-        Replies come from the workers serving this server. With its own workers and no OpenAI key or URL set (
-        <code>make run</code> as it comes), that is convo&apos;s built-in <strong>demo model</strong>: no API key, no
-        network. It answers any message, does arithmetic with a calculator tool, and pauses for you when a message starts
-        with a command:
+        Replies come from the built-in <strong>demo model</strong> (no key, no network). It answers any message, does
+        arithmetic with a calculator tool, and pauses for you when a message starts with a command:
       </p>
       <dl className="demo-commands">
         {demoCommands.map((c) => (
@@ -51,4 +61,24 @@ export function DemoIntro() {
       </dl>
     </section>
   );
+}
+
+/**
+ * useDemoModel asks the server once whether its replies come from the
+ * demo model (GetServerInfo): null until it answers, and when the call
+ * fails (the intro then claims nothing).
+ */
+export function useDemoModel(client: ConvoClient): boolean | null {
+  const [demo, setDemo] = useState<boolean | null>(null);
+  useEffect(() => {
+    let live = true;
+    client.getServerInfo({}).then(
+      (res) => live && setDemo(res.demoModel),
+      () => live && setDemo(null),
+    );
+    return () => {
+      live = false;
+    };
+  }, [client]);
+  return demo;
 }

@@ -3,11 +3,12 @@ import { errorMessage, type ConvoClient } from "../api/client";
 import { conversationPath, navigate } from "../router";
 import { Composer, type SendOptions } from "./Composer";
 import { sendRequest } from "./ConversationView";
-import { DemoIntro } from "./DemoIntro";
+import { DemoIntro, useDemoModel } from "./DemoIntro";
 
 /** HomeView is a new, empty conversation: the first message creates it. */
 export function HomeView({ client, onChanged, header }: { client: ConvoClient; onChanged: () => void; header?: ReactNode }) {
   const [error, setError] = useState<string | null>(null);
+  const demo = useDemoModel(client);
   useEffect(() => {
     document.title = "convo";
   }, []);
@@ -35,7 +36,7 @@ export function HomeView({ client, onChanged, header }: { client: ConvoClient; o
         <div className="messages-inner empty">
           <h2 className="hello">What can I help with?</h2>
           <p className="muted">Replies stream in live; reload, or open a second tab, and nothing is lost.</p>
-          <DemoIntro />
+          <DemoIntro demo={demo} />
         </div>
       </div>
       {error ? (

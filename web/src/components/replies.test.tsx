@@ -28,6 +28,7 @@ const message = (id: string, status: string, slot = "", versions = { index: 0, c
   parentId: "",
   siblingCount: versions.count,
   siblingIndex: versions.index,
+  error: "",
   blockIds: [],
 });
 

@@ -12,6 +12,7 @@ const message = (id: string, comparisonId = "", slot = ""): MessageState => ({
   parentId: "",
   siblingCount: 1,
   siblingIndex: 0,
+  error: "",
   blockIds: [],
 });
 

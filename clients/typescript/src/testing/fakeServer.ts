@@ -56,6 +56,8 @@ interface FMessage {
   parentId: string;
   siblingCount: number;
   siblingIndex: number;
+  /** Why it failed (its prompt's error), as the server's Message.error. */
+  error?: string;
 }
 interface FInput {
   toolCallId: string;
@@ -391,6 +393,7 @@ export class FakeServer {
       how === "completed" ? "promptCompleted" : how === "failed" ? "promptFailed" : "promptCancelled";
     this.emit({ case: kind, value: { prompt: this.prompt(m, how), error } as never });
     m.status = how;
+    if (how === "failed") m.error = error;
     this.emit({ case: "messageUpdated", value: { message: toMessage(m, false) } as never });
     if (this.cur.activePromptId === promptId) {
       const other = this.cur.messages.find((x) => x.status === "pending" || x.status === "processing");
@@ -590,6 +593,7 @@ function toMessage(m: FMessage, withBlocks = true, conversationId = "c1"): Messa
     parentId: m.parentId,
     siblingCount: m.siblingCount,
     siblingIndex: m.siblingIndex,
+    error: m.error ?? "",
     feedback: m.feedback ? { rating: m.feedback } : undefined,
     blocks: withBlocks ? m.blocks.map(toBlock) : [],
   });

@@ -93,6 +93,9 @@ const (
 	// ConversationServiceSwitchBranchProcedure is the fully-qualified name of the ConversationService's
 	// SwitchBranch RPC.
 	ConversationServiceSwitchBranchProcedure = "/convo.v1.ConversationService/SwitchBranch"
+	// ConversationServiceGetServerInfoProcedure is the fully-qualified name of the
+	// ConversationService's GetServerInfo RPC.
+	ConversationServiceGetServerInfoProcedure = "/convo.v1.ConversationService/GetServerInfo"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -165,6 +168,10 @@ type ConversationServiceClient interface {
 	// below that version of message_id's turn. While a reply is being
 	// written: FailedPrecondition.
 	SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error)
+	// GetServerInfo says what this server is set up to do that a client
+	// shows its user: whether its own workers answer with the demo model.
+	// It reads no data, only the server's settings.
+	GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -298,6 +305,12 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("SwitchBranch")),
 			connect.WithClientOptions(opts...),
 		),
+		getServerInfo: connect.NewClient[v1.GetServerInfoRequest, v1.GetServerInfoResponse](
+			httpClient,
+			baseURL+ConversationServiceGetServerInfoProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("GetServerInfo")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -323,6 +336,7 @@ type conversationServiceClient struct {
 	editMessage        *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
 	regenerateReply    *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
 	switchBranch       *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
+	getServerInfo      *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -425,6 +439,11 @@ func (c *conversationServiceClient) SwitchBranch(ctx context.Context, req *conne
 	return c.switchBranch.CallUnary(ctx, req)
 }
 
+// GetServerInfo calls convo.v1.ConversationService.GetServerInfo.
+func (c *conversationServiceClient) GetServerInfo(ctx context.Context, req *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error) {
+	return c.getServerInfo.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -495,6 +514,10 @@ type ConversationServiceHandler interface {
 	// below that version of message_id's turn. While a reply is being
 	// written: FailedPrecondition.
 	SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error)
+	// GetServerInfo says what this server is set up to do that a client
+	// shows its user: whether its own workers answer with the demo model.
+	// It reads no data, only the server's settings.
+	GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -624,6 +647,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("SwitchBranch")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceGetServerInfoHandler := connect.NewUnaryHandler(
+		ConversationServiceGetServerInfoProcedure,
+		svc.GetServerInfo,
+		connect.WithSchema(conversationServiceMethods.ByName("GetServerInfo")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -666,6 +695,8 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceRegenerateReplyHandler.ServeHTTP(w, r)
 		case ConversationServiceSwitchBranchProcedure:
 			conversationServiceSwitchBranchHandler.ServeHTTP(w, r)
+		case ConversationServiceGetServerInfoProcedure:
+			conversationServiceGetServerInfoHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -753,4 +784,8 @@ func (UnimplementedConversationServiceHandler) RegenerateReply(context.Context, 
 
 func (UnimplementedConversationServiceHandler) SwitchBranch(context.Context, *connect.Request[v1.SwitchBranchRequest]) (*connect.Response[v1.SwitchBranchResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.SwitchBranch is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.GetServerInfo is not implemented"))
 }
