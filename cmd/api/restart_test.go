@@ -67,7 +67,10 @@ func testRepliesSurvive(t *testing.T, fault func(ctx context.Context, cluster *p
 	m.Stdout = io.Discard
 	env := map[string]string{
 		"DATABASE_URL": dsn, "CONVO_HTTP_ADDR": "127.0.0.1:0", "CONVO_LOG_LEVEL": "error", "CONVO_WORKERS": "40",
-		"CONVO_DEMO_TOKENS_PER_SECOND": "100", "CONVO_MAX_ACTIVE_PROMPTS": "0", "CONVO_WRITE_RATE": "0",
+		// Slow enough that every reply is still running when the last
+		// one starts, on a loaded machine too (at 100 tokens/s, under
+		// make test's load, half had ended by then).
+		"CONVO_DEMO_TOKENS_PER_SECOND": "25", "CONVO_MAX_ACTIVE_PROMPTS": "0", "CONVO_WRITE_RATE": "0",
 	}
 	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
