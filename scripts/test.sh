@@ -110,8 +110,10 @@ CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
 
 await "compile the Go tests (-race)"
 
+# -parallel 4: most tests wait (on PostgreSQL, on a server process, on a
+# model's pace), so four of a package's tests at a time, not one per core.
 phase "go test -race"
-go test -race -count=1 -timeout 20m -skip '^TestFaultSoak$' ./...
+go test -race -count=1 -parallel 4 -timeout 20m -skip '^TestFaultSoak$' ./...
 
 # The fault soak on its own (it loads both cores), both feeds one after
 # the other, with its figures shown; docs/operations.md says how to run it
