@@ -110,6 +110,14 @@ test("a switch back to the long branch after an edit of an early turn shows its 
   await expect
     .poll(async () => (await getConversation(conversationId, convo.api)).messages?.at(-1)?.status, { timeout: 60_000 })
     .toBe("completed");
+  // The messages before the fork were never loaded (the snapshot held the
+  // latest of the long branch): scrolling up pages them in above the edit.
+  // (Whether the loader fires by itself depends on whether the new branch
+  // fills the screen: the demo's reply to the edit can.)
+  await expect(async () => {
+    await messages.evaluate((el) => (el.scrollTop = 0));
+    await expect(page.locator(`article[data-message-id="${ids[0]}"]`)).toBeAttached({ timeout: 2_000 });
+  }).toPass({ timeout: 60_000 });
   await expect.poll(async () => (await shownIds(page)).slice(0, 3)).toEqual([ids[0], ids[1], edit.userMessageId]);
 
   // And switches back: 17 long messages after the fork, more than a
