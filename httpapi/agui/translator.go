@@ -5,10 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/wire"
+	"github.com/convo-dev/convo/wire/view"
 )
 
 // translator turns a conversation's stream (a snapshot, then its events)
@@ -23,7 +22,11 @@ import (
 // It is not safe for concurrent use.
 type translator struct {
 	threadID string
-	th       *thread
+	conv     *view.Conversation
+	// queued names the blocks whose changes wait in a deferred run's
+	// queue: they reach the client then, so no snapshot may hold them
+	// before.
+	queued map[string]bool
 	// target, when set, is the one prompt the stream runs (POST /v1/agui),
 	// under the run id targetRun: other prompts' events only update the
 	// thread, and the stream is done when the target's run ends. Empty:
@@ -34,9 +37,6 @@ type translator struct {
 	run      *openRun
 	waiting  []*waitingRun
 	finished map[string]bool // prompts whose run ended
-	// blockPrompt names the prompt of every block seen, so that tool call
-	// events (which name only the block) find their run.
-	blockPrompt map[string]string
 
 	out []any
 	now func() time.Time
@@ -66,39 +66,30 @@ type runBlock struct {
 }
 
 // waitingRun is a prompt whose run waits for the open one to end, with its
-// events so far.
+// changes so far.
 type waitingRun struct {
 	promptID string
-	queue    []*convov1.Event
-	// lastOwned: queue's last event is this run's copy (coalesced deltas),
-	// not the hub's shared one.
-	lastOwned bool
+	queue    []view.Change
 }
 
 // newTranslator starts from a stream's snapshot. target, when set, is the
 // only prompt to run, as run runID.
 func newTranslator(threadID string, snap *convov1.Snapshot, target, runID string) *translator {
-	t := &translator{
-		threadID: threadID, th: newThread(snap), target: target, targetRun: runID,
-		finished: map[string]bool{}, blockPrompt: map[string]string{}, now: time.Now,
+	return &translator{
+		threadID: threadID, conv: view.New(snap), queued: map[string]bool{}, target: target, targetRun: runID,
+		finished: map[string]bool{}, now: time.Now,
 	}
-	for _, m := range snap.GetMessages() {
-		for _, b := range m.Blocks {
-			t.blockPrompt[b.Id] = m.PromptId
-		}
-	}
-	return t
 }
 
 // begin returns the stream's first events: following every prompt, the
 // run of the first prompt already active (the others wait for theirs).
 func (t *translator) begin() []any {
 	if t.target == "" {
-		for _, p := range t.th.active() {
+		for _, m := range t.conv.Unfinished() {
 			if t.run == nil {
-				t.startRun(p.promptID, p.messageID, t.now())
+				t.startRun(m.PromptID, m.ID, t.now())
 			} else {
-				t.waiting = append(t.waiting, &waitingRun{promptID: p.promptID})
+				t.waiting = append(t.waiting, &waitingRun{promptID: m.PromptID})
 			}
 		}
 	}
@@ -108,48 +99,61 @@ func (t *translator) begin() []any {
 // apply takes the stream's next event (replayed or live) and returns the
 // AG-UI events it makes.
 func (t *translator) apply(ev *convov1.Event) []any {
-	if s := ev.GetBranchSwitched(); s != nil {
-		t.th.apply(ev)
-		t.branchSwitched(ev, s)
-		return t.flush()
+	for _, c := range t.conv.Read(ev) {
+		t.change(c)
 	}
-	promptID := t.promptOf(ev)
-	plain := plainEvent(ev) // the thread sees a pause's message update
+	t.drain()
+	return t.flush()
+}
+
+// change takes one change of the conversation: the thread's state takes
+// every change; a change of a prompt (see runPrompt) goes to its run,
+// opening it when no other is open, or waits with its prompt's others.
+func (t *translator) change(c view.Change) {
+	if s, ok := c.(view.PathSwitched); ok {
+		t.conv.Apply(c)
+		t.branchSwitched(s)
+		return
+	}
+	promptID := runPrompt(c)
 	switch {
 	case promptID == "" || t.finished[promptID] || t.done:
-		t.th.apply(plain)
+		t.conv.Apply(c)
 	case t.run != nil && t.run.promptID == promptID:
-		t.th.apply(plain)
-		t.translate(ev)
+		t.conv.Apply(c)
+		t.translate(c)
 	case t.target != "":
 		if promptID == t.target && t.run == nil {
-			t.startRun(promptID, t.messageOf(ev, promptID), eventTime(ev, t.now))
-			t.th.apply(plain)
-			t.translate(ev)
+			t.startRun(promptID, t.messageOf(c, promptID), t.timeOf(c))
+			t.conv.Apply(c)
+			t.translate(c)
 		} else {
-			t.th.apply(plain)
+			t.conv.Apply(c)
 		}
 	default:
 		w := t.waitingFor(promptID)
 		if w == nil && t.run == nil {
-			// The snapshot is taken before the event is applied: what the
-			// event adds reaches the client as this run's events.
-			t.startRun(promptID, t.messageOf(ev, promptID), eventTime(ev, t.now))
-			t.th.apply(plain)
-			t.translate(ev)
+			// The snapshot is taken before the change is applied: what
+			// it adds reaches the client as this run's events.
+			t.startRun(promptID, t.messageOf(c, promptID), t.timeOf(c))
+			t.conv.Apply(c)
+			t.translate(c)
 			break
 		}
 		if w == nil {
 			w = &waitingRun{promptID: promptID}
 			t.waiting = append(t.waiting, w)
 		}
-		w.push(ev)
-		if b := t.th.apply(plain); b != nil {
-			b.queued = true
+		w.push(c)
+		if s, ok := c.(view.BlockStarted); ok && t.conv.Block(s.BlockID) == nil {
+			t.conv.Apply(c)
+			if t.conv.Block(s.BlockID) != nil {
+				t.queued[s.BlockID] = true
+			}
+			break
 		}
+		t.conv.Apply(c)
 	}
-	t.drain()
-	return t.flush()
 }
 
 // branchSwitched shows a change of the active path (already folded into
@@ -164,33 +168,31 @@ func (t *translator) apply(ev *convov1.Event) []any {
 // AG-UI allows nothing between runs. A stream that runs one prompt
 // shows none (its run's snapshot has the path; no switch happens while
 // its prompt is unfinished).
-func (t *translator) branchSwitched(ev *convov1.Event, s *convov1.BranchSwitched) {
+func (t *translator) branchSwitched(c view.PathSwitched) {
+	s := c.Switch
 	var leaf *convov1.Message
 	for _, m := range s.GetMessages() {
-		for _, b := range m.GetBlocks() {
-			t.blockPrompt[b.GetId()] = m.GetPromptId()
-		}
 		if m.GetId() == s.GetLeafMessageId() {
 			leaf = m
 		}
 	}
-	ms := eventTime(ev, t.now).UnixMilli()
+	ms := t.timeOf(c).UnixMilli()
 	switch {
 	case t.target != "" || t.done:
 	case t.run != nil:
 		// Not written while a prompt is unfinished; should one come, the
 		// open run shows it.
-		t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: t.th.snapshot()})
+		t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: messagesOf(t.conv, t.queued)})
 	case leaf != nil && leaf.GetPromptId() != "" && leaf.GetStatus() == "pending":
 		// An edit's or a regeneration's: its prompt's run is next.
 	default:
-		runID := fmt.Sprintf("branch-%d", ev.GetSeq())
+		runID := fmt.Sprintf("branch-%d", c.Seq())
 		meta := map[string]string{"leafMessageId": s.GetLeafMessageId()}
 		if s.GetForkMessageId() != "" {
 			meta["forkMessageId"] = s.GetForkMessageId()
 		}
 		t.emit(&runStartedEvent{Type: runStarted, Timestamp: ms, ThreadID: t.threadID, RunID: runID, Metadata: convoMeta(meta)})
-		t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: t.th.snapshot()})
+		t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: messagesOf(t.conv, t.queued)})
 		t.emit(&runFinishedEvent{Type: runFinished, Timestamp: ms, ThreadID: t.threadID, RunID: runID,
 			Outcome: &runOutcome{Type: "success"}})
 	}
@@ -220,59 +222,29 @@ func (t *translator) flush() []any {
 	return out
 }
 
-// promptOf returns the prompt an event belongs to, for the events that
-// make up runs: prompts', blocks' and tool calls'. Others (messages, the
-// conversation) only update the thread.
-func (t *translator) promptOf(ev *convov1.Event) string {
-	switch k := ev.Kind.(type) {
-	case *convov1.Event_PromptQueued:
-		return k.PromptQueued.GetPrompt().GetId()
-	case *convov1.Event_PromptStarted:
-		return k.PromptStarted.GetPrompt().GetId()
-	case *convov1.Event_PromptCompleted:
-		return k.PromptCompleted.GetPrompt().GetId()
-	case *convov1.Event_PromptFailed:
-		return k.PromptFailed.GetPrompt().GetId()
-	case *convov1.Event_PromptCancelled:
-		return k.PromptCancelled.GetPrompt().GetId()
-	case *convov1.Event_BlockStart:
-		t.blockPrompt[k.BlockStart.BlockId] = k.BlockStart.PromptId
-		return k.BlockStart.PromptId
-	case *convov1.Event_BlockDelta:
-		return k.BlockDelta.PromptId
-	case *convov1.Event_BlockEnd:
-		return k.BlockEnd.PromptId
-	case *convov1.Event_ToolCallStarted:
-		return t.blockPrompt[k.ToolCallStarted.GetToolCall().GetBlockId()]
-	case *convov1.Event_ToolCallProgress:
-		return t.blockPrompt[k.ToolCallProgress.BlockId]
-	case *convov1.Event_ToolCallCompleted:
-		return t.blockPrompt[k.ToolCallCompleted.GetToolCall().GetBlockId()]
-	case *convov1.Event_ToolCallFailed:
-		return t.blockPrompt[k.ToolCallFailed.GetToolCall().GetBlockId()]
-	case *convov1.Event_InputRequested:
-		return k.InputRequested.GetInputRequest().GetPromptId()
-	case *convov1.Event_PromptWaiting:
-		return k.PromptWaiting.GetPrompt().GetId()
+// runPrompt returns the prompt whose run a change belongs to, for the
+// changes that make up runs: prompts', blocks', tool calls' and input
+// requests'. Others (messages, answers, the conversation) only update the
+// thread.
+func runPrompt(c view.Change) string {
+	switch c.(type) {
+	case view.PromptQueued, view.PromptStarted, view.PromptWaiting, view.PromptEnded,
+		view.BlockStarted, view.BlockAppended, view.BlockEnded,
+		view.CallStarted, view.CallProgressed, view.CallEnded, view.InputRequested:
+		return c.Prompt()
 	}
 	return ""
 }
 
-// plainEvent is ev for the thread: a pause's event is the messageUpdated
-// a client that did not ask for pauses gets (the thread has no requests).
-func plainEvent(ev *convov1.Event) *convov1.Event {
-	return wire.WithoutPauseEvents(&wire.Response{Kind: &convov1.StreamConversationResponse_Event{Event: ev}}).GetEvent()
-}
-
 // messageOf returns the assistant message a prompt fills.
-func (t *translator) messageOf(ev *convov1.Event, promptID string) string {
-	switch k := ev.Kind.(type) {
-	case *convov1.Event_PromptQueued:
-		return k.PromptQueued.GetPrompt().GetMessageId()
-	case *convov1.Event_BlockStart:
-		return k.BlockStart.MessageId
+func (t *translator) messageOf(c view.Change, promptID string) string {
+	switch c := c.(type) {
+	case view.PromptQueued:
+		return c.MessageID
+	case view.BlockStarted:
+		return c.MessageID
 	}
-	return t.th.messageOf(promptID)
+	return t.conv.MessageOf(promptID)
 }
 
 func (t *translator) waitingFor(promptID string) *waitingRun {
@@ -296,7 +268,7 @@ func (t *translator) startRun(promptID, messageID string, at time.Time) {
 	ms := at.UnixMilli()
 	t.emit(&runStartedEvent{Type: runStarted, Timestamp: ms, ThreadID: t.threadID, RunID: runID,
 		Metadata: convoMeta(map[string]string{"promptId": promptID, "messageId": messageID})})
-	t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: t.th.snapshot()})
+	t.emit(&messagesSnapshotEvent{Type: messagesSnapshot, Timestamp: ms, Messages: messagesOf(t.conv, t.queued)})
 }
 
 // drain starts the runs of waiting prompts, in order, while no run is
@@ -307,57 +279,51 @@ func (t *translator) drain() {
 		t.waiting = t.waiting[1:]
 		at := t.now()
 		if len(w.queue) > 0 {
-			at = eventTime(w.queue[0], t.now)
+			at = t.timeOf(w.queue[0])
 		}
-		t.startRun(w.promptID, t.th.messageOf(w.promptID), at)
-		for _, ev := range w.queue {
+		t.startRun(w.promptID, t.conv.MessageOf(w.promptID), at)
+		for _, c := range w.queue {
 			if t.run == nil {
 				break
 			}
-			t.translate(ev)
+			t.translate(c)
 		}
 	}
 }
 
-// push queues ev, merging a block delta into the previous one of the same
-// block (the client sees the text so far in one piece, as a late joiner
-// does). Tool call progress has no AG-UI event and is not kept.
-func (w *waitingRun) push(ev *convov1.Event) {
-	if ev.GetToolCallProgress() != nil {
+// push queues c, merging text appended to a block into the previous
+// append to the same block (the client sees the text so far in one piece,
+// as a late joiner does). Tool call progress has no AG-UI event and is not
+// kept.
+func (w *waitingRun) push(c view.Change) {
+	switch c := c.(type) {
+	case view.CallProgressed:
 		return
-	}
-	if d := ev.GetBlockDelta(); d != nil && len(w.queue) > 0 {
-		last := w.queue[len(w.queue)-1]
-		if prev := last.GetBlockDelta(); prev != nil && prev.BlockId == d.BlockId {
-			if !w.lastOwned {
-				last = proto.Clone(last).(*convov1.Event)
-				w.queue[len(w.queue)-1] = last
-				w.lastOwned = true
+	case view.BlockAppended:
+		if n := len(w.queue); n > 0 {
+			if prev, ok := w.queue[n-1].(view.BlockAppended); ok && prev.BlockID == c.BlockID {
+				prev.Delta += c.Delta
+				w.queue[n-1] = prev
+				return
 			}
-			last.GetBlockDelta().Content += d.Content
-			return
 		}
 	}
-	w.queue = append(w.queue, ev)
-	w.lastOwned = false
+	w.queue = append(w.queue, c)
 }
 
-// translate turns one event of the open run's prompt into AG-UI events.
-func (t *translator) translate(ev *convov1.Event) {
+// translate turns one change of the open run's prompt into AG-UI events.
+func (t *translator) translate(c view.Change) {
 	r := t.run
-	ms := eventTime(ev, t.now).UnixMilli()
-	switch k := ev.Kind.(type) {
-	case *convov1.Event_BlockStart:
-		s := k.BlockStart
-		if b := t.th.blocks[s.BlockId]; b != nil {
-			b.queued = false
-		}
-		if r.blocks[s.BlockId] != nil {
+	ms := t.timeOf(c).UnixMilli()
+	switch c := c.(type) {
+	case view.BlockStarted:
+		delete(t.queued, c.BlockID)
+		if r.blocks[c.BlockID] != nil {
 			return
 		}
-		rb := &runBlock{id: s.BlockId, typ: s.BlockType, messageID: s.MessageId, kind: kindOf(s.BlockType),
-			name: wire.MetadataString(s.Metadata, "name")}
-		r.blocks[s.BlockId] = rb
+		rb := &runBlock{id: c.BlockID, typ: c.Type, messageID: c.MessageID, kind: shownAs(c.Kind),
+			name: wire.MetadataString(c.Metadata, "name")}
+		r.blocks[c.BlockID] = rb
 		r.order = append(r.order, rb)
 		switch rb.kind {
 		case blockText:
@@ -370,34 +336,32 @@ func (t *translator) translate(ev *convov1.Event) {
 			t.emit(&messageEvent{Type: reasoningMessageStart, Timestamp: ms, MessageID: rb.id, Role: "reasoning",
 				Metadata: blockMeta(rb.messageID, rb.typ)})
 		}
-	case *convov1.Event_BlockDelta:
-		d := k.BlockDelta
-		rb := r.blocks[d.BlockId]
-		if rb == nil || d.Content == "" {
+	case view.BlockAppended:
+		rb := r.blocks[c.BlockID]
+		if rb == nil || c.Delta == "" {
 			return
 		}
 		switch rb.kind {
 		case blockText:
 			if rb.open {
-				t.emit(&contentEvent{Type: textMessageContent, Timestamp: ms, MessageID: rb.id, Delta: d.Content})
+				t.emit(&contentEvent{Type: textMessageContent, Timestamp: ms, MessageID: rb.id, Delta: c.Delta})
 			}
 		case blockReasoning:
 			if rb.open {
-				t.emit(&contentEvent{Type: reasoningMessageContent, Timestamp: ms, MessageID: rb.id, Delta: d.Content})
+				t.emit(&contentEvent{Type: reasoningMessageContent, Timestamp: ms, MessageID: rb.id, Delta: c.Delta})
 			}
 		case blockToolUse:
 			switch {
 			case !rb.started:
-				rb.args.WriteString(d.Content)
+				rb.args.WriteString(c.Delta)
 			case !rb.ended && !rb.fromInput:
-				t.emit(&toolCallArgsEvent{Type: toolCallArgs, Timestamp: ms, ToolCallID: rb.callID, Delta: d.Content})
+				t.emit(&toolCallArgsEvent{Type: toolCallArgs, Timestamp: ms, ToolCallID: rb.callID, Delta: c.Delta})
 			}
 		case blockOther:
-			rb.content.WriteString(d.Content)
+			rb.content.WriteString(c.Delta)
 		}
-	case *convov1.Event_BlockEnd:
-		e := k.BlockEnd
-		rb := r.blocks[e.BlockId]
+	case view.BlockEnded:
+		rb := r.blocks[c.BlockID]
 		if rb == nil {
 			return
 		}
@@ -408,7 +372,7 @@ func (t *translator) translate(ev *convov1.Event) {
 			if !rb.started {
 				// A tool_use block that never got its tool call: the call
 				// is the block (as in the snapshot).
-				if name := wire.MetadataString(e.Metadata, "name"); name != "" {
+				if name := wire.MetadataString(c.Metadata, "name"); name != "" {
 					rb.name = name
 				}
 				t.startToolCall(rb, rb.id, rb.name, rb.args.String(), ms)
@@ -417,50 +381,47 @@ func (t *translator) translate(ev *convov1.Event) {
 		case blockOther:
 			value := map[string]any{"messageId": rb.messageID, "blockId": rb.id, "blockType": rb.typ,
 				"content": rb.content.String()}
-			if e.Metadata != nil {
-				value["metadata"] = e.Metadata.AsMap()
+			if c.Metadata != nil {
+				value["metadata"] = c.Metadata.AsMap()
 			}
 			t.emit(&customEvent{Type: custom, Timestamp: ms, Name: "convo.block", Value: value})
 		}
-	case *convov1.Event_ToolCallStarted:
-		tc := k.ToolCallStarted.GetToolCall()
-		rb := r.blocks[tc.GetBlockId()]
+	case view.CallStarted:
+		tc := c.Call
+		rb := r.blocks[c.BlockID]
 		if rb == nil || rb.kind != blockToolUse {
 			return
 		}
-		r.calls[tc.Id] = rb
+		r.calls[tc.GetId()] = rb
 		if rb.started {
 			return
 		}
 		args := rb.args.String()
 		if args == "" {
-			input := k.ToolCallStarted.Input
-			if input == nil {
-				input = tc.Input
-			}
-			args, rb.fromInput = toolArguments("", input), true
+			args, rb.fromInput = toolArguments("", c.Input), true
 		}
-		t.startToolCall(rb, tc.Id, tc.Name, args, ms)
-	case *convov1.Event_ToolCallCompleted:
-		t.toolResult(k.ToolCallCompleted.GetToolCall(), ms)
-	case *convov1.Event_ToolCallFailed:
-		t.toolResult(k.ToolCallFailed.GetToolCall(), ms)
-	case *convov1.Event_InputRequested:
-		r.asks = append(r.asks, k.InputRequested.GetInputRequest())
-	case *convov1.Event_PromptWaiting:
+		t.startToolCall(rb, tc.GetId(), tc.GetName(), args, ms)
+	case view.CallEnded:
+		t.toolResult(c.Call, ms)
+	case view.InputRequested:
+		r.asks = append(r.asks, c.Request)
+	case view.PromptWaiting:
 		t.pause(ms)
-	case *convov1.Event_PromptCompleted:
-		t.finish(ms, "success")
-	case *convov1.Event_PromptCancelled:
-		t.finish(ms, "cancelled")
-	case *convov1.Event_PromptFailed:
-		t.closeAll(ms)
-		msg := k.PromptFailed.Error
-		if msg == "" {
-			msg = "the reply failed"
+	case view.PromptEnded:
+		switch c.Outcome {
+		case view.Completed:
+			t.finish(ms, "success")
+		case view.Cancelled:
+			t.finish(ms, "cancelled")
+		case view.Failed:
+			t.closeAll(ms)
+			msg := c.Error
+			if msg == "" {
+				msg = "the reply failed"
+			}
+			t.emit(&runErrorEvent{Type: runError, Timestamp: ms, Message: msg, Code: codePromptFailed})
+			t.endRun()
 		}
-		t.emit(&runErrorEvent{Type: runError, Timestamp: ms, Message: msg, Code: codePromptFailed})
-		t.endRun()
 	}
 }
 
@@ -571,11 +532,10 @@ func (t *translator) endRun() {
 	}
 }
 
-// eventTime is when the event was committed (now for an event without a
-// time).
-func eventTime(ev *convov1.Event, now func() time.Time) time.Time {
-	if ev.GetCreatedAt() == nil {
-		return now()
+// timeOf is when a change was committed (now for one without a time).
+func (t *translator) timeOf(c view.Change) time.Time {
+	if at := c.Time(); !at.IsZero() {
+		return at
 	}
-	return ev.GetCreatedAt().AsTime()
+	return t.now()
 }

@@ -144,7 +144,7 @@ func TestTranslatorMapsEveryBlockKind(t *testing.T) {
 	// it from those events: reasoning, the tool call in an assistant
 	// message with the convo message's id, its result right after, then
 	// the text messages. The citation has no message.
-	snap, _ := json.Marshal(tr.th.snapshot())
+	snap, _ := json.Marshal(messagesOf(tr.conv, tr.queued))
 	want, _ := json.Marshal([]obj{
 		{"id": "U", "role": "user", "content": "What is 6*7?"},
 		{"id": "R", "role": "reasoning", "content": "Use the calculator.", "metadata": meta("M", "reasoning")},
