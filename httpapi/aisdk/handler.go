@@ -217,7 +217,11 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	ur := continued(*reply, st.PendingInputs)
+	ur, err := continued(*reply, st.PendingInputs)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
 	for _, in := range st.PendingInputs {
 		if in.PromptID == reply.PromptID.UUID && in.Status == conversation.InputPending && !answered[in.ToolCallID] {
 			// Another request of the reply still waits: so does the prompt.
@@ -271,8 +275,10 @@ func (h *Handler) Resume(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	reply := newUIReply(m.PromptID.UUID.String(), m.ID.String())
-	reply.resume(*m)
-	reply.resumeInputs(st.PendingInputs)
+	if err := reply.resume(*m, st.PendingInputs); err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
 	sub.ReleaseSnapshot() // the reply's chunks so far hold what the stream needs of it
 	h.streamUIReply(w, r, sub, reply)
 }
@@ -322,13 +328,18 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		h.srv.WriteError(w, r, err)
 		return
 	}
+	messages, err := uiMessages(read.State)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
 	header := w.Header()
 	header.Set("Content-Type", "application/json")
 	header.Set("Cache-Control", "no-store")
 	if read.OlderPageToken != "" {
 		header.Set(OlderPageTokenHeader, read.OlderPageToken)
 	}
-	_ = json.NewEncoder(w).Encode(uiMessages(read.State))
+	_ = json.NewEncoder(w).Encode(messages)
 }
 
 // stopResponse is the body of POST /v1/ai-sdk/chat/{id}/stop.

@@ -3,10 +3,10 @@ package aisdk
 import (
 	"encoding/json"
 
-	"github.com/google/uuid"
-
 	"github.com/convo-dev/convo/conversation"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/wire"
+	"github.com/convo-dev/convo/wire/view"
 )
 
 // uiMessages is a conversation as the AI SDK's UIMessage list: every
@@ -15,71 +15,78 @@ import (
 // exactly as it showed the streamed one. The state is the conversation's
 // active path (docs/branches.md), so a regenerated reply's older versions
 // are not in it, as useChat replaces a regenerated reply. A tool call's
-// open input request
-// shows as the stream shows it: approval-requested, approval-responded,
-// a client tool or question handed to the client (input-available, not
-// provider-executed), or its answer once given (output-available,
-// output-error) until the worker ends the call. A failed reply carries
-// why in its metadata ({"error": …}): the UIMessage schema has no error
-// part, and the stream said it in an error chunk, which is not kept.
-func uiMessages(st conversation.State) []uiMessage {
-	requests := map[uuid.UUID]conversation.InputRequest{}
-	for _, in := range st.PendingInputs {
-		requests[in.ToolCallID] = in
+// open input request shows as the stream shows it: approval-requested,
+// approval-responded, a client tool or question handed to the client
+// (input-available, not provider-executed), or its answer once given
+// (output-available, output-error) until the worker ends the call. A
+// failed reply carries why in its metadata ({"error": …}): the UIMessage
+// schema has no error part, and the stream said it in an error chunk,
+// which is not kept. It fails only for stored JSON that does not decode
+// (wire.Message).
+func uiMessages(st conversation.State) ([]uiMessage, error) {
+	messages, err := wire.Messages(st.Messages)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := wire.InputRequests(st.PendingInputs)
+	if err != nil {
+		return nil, err
+	}
+	requests := map[string]*convov1.InputRequest{}
+	for _, in := range inputs {
+		requests[in.GetToolCallId()] = in
 	}
 	out := []uiMessage{}
-	for _, m := range st.Messages {
-		um := uiMessage{ID: m.ID.String(), Role: string(m.Role), Parts: []any{}}
-		if m.Role == conversation.RoleAssistant {
+	for _, m := range view.New(&convov1.Snapshot{Messages: messages}).Messages {
+		um := uiMessage{ID: m.ID, Role: m.Role, Parts: []any{}}
+		if m.Role == string(conversation.RoleAssistant) {
 			um.Parts = assistantParts(m, requests)
 			if m.Error != "" {
 				um.Metadata = &uiMessageMetadata{Error: m.Error}
 			}
 		} else {
 			for _, b := range m.Blocks {
-				if b.Type == "text" {
-					um.Parts = append(um.Parts, &uiTextPart{Type: "text", Text: b.Content})
+				if b.Kind == view.Text {
+					um.Parts = append(um.Parts, &uiTextPart{Type: "text", Text: b.Content()})
 				}
 			}
 		}
 		out = append(out, um)
 	}
-	return out
+	return out, nil
 }
 
 // assistantParts is an assistant message's parts, in block order, with
 // the steps uiReply marks.
-func assistantParts(m conversation.Message, requests map[uuid.UUID]conversation.InputRequest) []any {
+func assistantParts(m *view.Message, requests map[string]*convov1.InputRequest) []any {
 	parts := []any{}
 	stepOpen, afterTool := false, false
 	for _, b := range m.Blocks {
-		kind := uiKindOf(b.Type)
-		if !stepOpen || (afterTool && !kind.isTool()) {
+		if !stepOpen || (afterTool && !b.Kind.IsTool()) {
 			parts = append(parts, &uiStepStartPart{Type: "step-start"})
 			stepOpen = true
 		}
-		afterTool = kind.isTool()
-		ended := b.Status == conversation.BlockCompleted
+		afterTool = b.Kind.IsTool()
 		state := "streaming"
-		if ended {
+		if b.Completed {
 			state = "done"
 		}
-		switch kind {
-		case uiKindText:
-			parts = append(parts, &uiTextPart{Type: "text", Text: b.Content, State: state})
-		case uiKindReasoning:
-			parts = append(parts, &uiReasoningPart{Type: "reasoning", ID: b.ID.String(), Text: b.Content, State: state})
-		case uiKindTool:
+		switch b.Kind {
+		case view.Text:
+			parts = append(parts, &uiTextPart{Type: "text", Text: b.Content(), State: state})
+		case view.Reasoning:
+			parts = append(parts, &uiReasoningPart{Type: "reasoning", ID: b.ID, Text: b.Content(), State: state})
+		case view.ToolUse:
 			if p := toolPart(b, requests); p != nil {
 				parts = append(parts, p)
 			}
-		case uiKindStructured:
-			if ended {
-				parts = append(parts, &uiDataChunk{Type: "data-structured", ID: b.ID.String(), Data: contentJSON(b.Content)})
+		case view.Structured:
+			if b.Completed {
+				parts = append(parts, &uiDataChunk{Type: "data-structured", ID: b.ID, Data: contentJSON(b.Content())})
 			}
-		case uiKindOther:
-			if ended {
-				parts = append(parts, &uiDataChunk{Type: "data-" + b.Type, ID: b.ID.String(), Data: otherData(b.Content, b.Metadata)})
+		case view.Other:
+			if b.Completed {
+				parts = append(parts, &uiDataChunk{Type: "data-" + b.Type, ID: b.ID, Data: otherData(b.Content(), structJSON(b.Metadata))})
 			}
 		}
 	}
@@ -88,32 +95,30 @@ func assistantParts(m conversation.Message, requests map[uuid.UUID]conversation.
 
 // toolPart is a tool_use block's dynamic-tool part; nil while the stream
 // has not opened it yet (no tool name so far).
-func toolPart(b conversation.Block, requests map[uuid.UUID]conversation.InputRequest) *uiToolPart {
-	name := jsonString(b.Metadata, "name")
-	p := &uiToolPart{Type: "dynamic-tool", ToolCallID: b.ID.String(), ProviderExecuted: true}
-	tc := b.ToolCall
+func toolPart(b *view.Block, requests map[string]*convov1.InputRequest) *uiToolPart {
+	name := wire.MetadataString(b.Metadata, "name")
+	p := &uiToolPart{Type: "dynamic-tool", ToolCallID: b.ID, ProviderExecuted: true}
+	tc := b.Call
 	switch {
 	case tc != nil:
-		p.ToolName, p.Input = wire.ToolName(tc.Name), json.RawMessage("null")
-		if len(tc.Input) > 0 {
-			p.Input = storedJSON(tc.Input)
-		}
-		switch tc.Status {
-		case conversation.ToolCallCompleted:
-			p.State, p.Output = "output-available", &tc.Output
-		case conversation.ToolCallFailed:
-			p.State, p.ErrorText = "output-error", tc.Error
+		p.ToolName, p.Input = wire.ToolName(tc.GetName()), valueJSON(b.Input)
+		switch tc.GetStatus() {
+		case string(conversation.ToolCallCompleted):
+			output := b.Output()
+			p.State, p.Output = "output-available", &output
+		case string(conversation.ToolCallFailed):
+			p.State, p.ErrorText = "output-error", tc.GetError()
 			if p.ErrorText == "" {
 				p.ErrorText = "the tool call failed"
 			}
 		default:
 			p.State = "input-available"
-			if in, ok := requests[tc.ID]; ok {
+			if in, ok := requests[tc.GetId()]; ok {
 				askedPart(p, in)
 			}
 		}
-	case b.Status == conversation.BlockCompleted:
-		p.ToolName, p.State, p.Input = wire.ToolName(name), "input-available", contentJSON(b.Content)
+	case b.Completed:
+		p.ToolName, p.State, p.Input = wire.ToolName(name), "input-available", contentJSON(b.Content())
 	case name != "":
 		p.ToolName, p.State = name, "input-streaming"
 	default:
@@ -128,33 +133,35 @@ func toolPart(b conversation.Block, requests map[uuid.UUID]conversation.InputReq
 var answerLeftOut = "(answered; the answer is left out here for its size, and shows as the tool's output once the reply resumes)"
 
 // askedPart sets an open tool call's part to its input request's state.
-func askedPart(p *uiToolPart, in conversation.InputRequest) {
-	if in.Status == conversation.InputCancelled {
+func askedPart(p *uiToolPart, in *convov1.InputRequest) {
+	status := conversation.InputStatus(in.GetStatus())
+	if status == conversation.InputCancelled {
 		return
 	}
-	if in.Kind == conversation.InputApproval {
+	kind := conversation.InputKind(in.GetKind())
+	if kind == conversation.InputApproval {
 		p.State = "approval-requested"
-		p.Approval = &uiApproval{ID: in.ToolCallID.String(), RequestReason: jsonString(in.Request, "message")}
-		if in.Status != conversation.InputPending {
+		p.Approval = &uiApproval{ID: in.GetToolCallId(), RequestReason: wire.MetadataString(in.GetRequest(), "message")}
+		if status != conversation.InputPending {
 			var a approvalAnswer
-			_ = json.Unmarshal(in.Answer, &a)
+			_ = json.Unmarshal(structJSON(in.GetAnswer()), &a)
 			p.State, p.Approval.Approved, p.Approval.Reason = "approval-responded", &a.Approved, a.Reason
 		}
 		return
 	}
 	p.ProviderExecuted = false
-	p.ToolMetadata = askMetadata(in.Kind, in.Request)
-	if in.Status == conversation.InputPending {
+	p.ToolMetadata = askMetadata(kind, structJSON(in.GetRequest()))
+	if status == conversation.InputPending {
 		return
 	}
-	if in.Answer == nil {
+	if in.GetAnswer() == nil {
 		// Answered, its answer left out of the read for size (see
 		// conversation.Store.RecentState): answered all the same.
 		p.State, p.Output = "output-available", &answerLeftOut
 		return
 	}
 	var a struct{ Output, Error, Answer *string }
-	_ = json.Unmarshal(in.Answer, &a)
+	_ = json.Unmarshal(structJSON(in.GetAnswer()), &a)
 	switch {
 	case a.Error != nil:
 		p.State, p.ErrorText = "output-error", *a.Error

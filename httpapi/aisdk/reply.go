@@ -11,6 +11,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/internal/jsonlimit"
 	"github.com/convo-dev/convo/wire"
+	"github.com/convo-dev/convo/wire/view"
 )
 
 // uiReply turns one prompt's reply into UI message stream chunks: start
@@ -42,6 +43,8 @@ import (
 // concurrent use.
 type uiReply struct {
 	promptID, messageID string
+	// reader reads the conversation's events as changes.
+	reader              *view.Reader
 	blocks              map[string]*uiBlock
 	calls               map[string]*uiBlock // by convo's tool call id
 	order               []*uiBlock          // in start order
@@ -53,7 +56,7 @@ type uiReply struct {
 // uiBlock is what the stream has sent of one block.
 type uiBlock struct {
 	id, typ string
-	kind    uiKind
+	kind    view.Kind
 	open    bool // text, reasoning: started, not yet ended
 	// tool_use blocks: whether tool-input-start and tool-input-available
 	// were sent, and the tool's name when known.
@@ -70,149 +73,106 @@ type uiBlock struct {
 	content strings.Builder
 }
 
-type uiKind int
-
-const (
-	uiKindText uiKind = iota
-	uiKindReasoning
-	uiKindTool       // tool_use
-	uiKindToolResult // tool_result: no part
-	uiKindStructured
-	uiKindOther
-)
-
-func uiKindOf(blockType string) uiKind {
-	switch blockType {
-	case "text":
-		return uiKindText
-	case "reasoning":
-		return uiKindReasoning
-	case "tool_use":
-		return uiKindTool
-	case "tool_result":
-		return uiKindToolResult
-	case "structured":
-		return uiKindStructured
-	}
-	return uiKindOther
-}
-
-func (k uiKind) isTool() bool { return k == uiKindTool || k == uiKindToolResult }
-
 func newUIReply(promptID, messageID string) *uiReply {
-	r := &uiReply{promptID: promptID, messageID: messageID, blocks: map[string]*uiBlock{}, calls: map[string]*uiBlock{}}
+	r := &uiReply{promptID: promptID, messageID: messageID, reader: view.NewReader(),
+		blocks: map[string]*uiBlock{}, calls: map[string]*uiBlock{}}
 	r.emit(&uiStartChunk{Type: uiStart, MessageID: messageID})
 	return r
 }
 
-// resume feeds the reply as the message holds it at a snapshot: its
-// blocks in order, each with its content so far, ended when it has
-// ended, with its tool call. The message is still being written: the
-// prompt's end comes as an event.
-func (r *uiReply) resume(m conversation.Message) {
-	for _, b := range m.Blocks {
-		id := b.ID.String()
-		r.blockStart(id, b.Type, jsonString(b.Metadata, "name"))
-		r.blockDelta(id, b.Content)
-		if b.Status == conversation.BlockCompleted {
-			r.blockEnd(id, b.Metadata)
-		}
-		if tc := b.ToolCall; tc != nil {
-			r.toolStarted(id, tc.ID.String(), tc.Name, storedJSON(tc.Input))
-			switch tc.Status {
-			case conversation.ToolCallCompleted:
-				r.toolCompleted(id, tc.Output)
-			case conversation.ToolCallFailed:
-				r.toolFailed(id, tc.Error)
-			}
-		}
+// resume feeds the reply as message m holds it at a snapshot (view.Replay:
+// its blocks in order, each with its content so far, ended when it has
+// ended, with its tool call; then its prompt's input requests among
+// inputs, answered when they are). The message is still being written:
+// the prompt's end comes as an event.
+func (r *uiReply) resume(m conversation.Message, inputs []conversation.InputRequest) error {
+	pm, err := wire.Message(m)
+	if err != nil {
+		return err
 	}
-}
-
-// resumeInputs feeds the reply's input requests as a snapshot holds them
-// (after resume): requested, and answered when they are.
-func (r *uiReply) resumeInputs(inputs []conversation.InputRequest) {
-	for _, in := range inputs {
-		if in.PromptID.String() != r.promptID {
-			continue
-		}
-		id := in.ToolCallID.String()
-		r.inputRequested(id, in.Kind, in.Request)
-		if in.Status != conversation.InputPending {
-			r.inputAnswered(id, in.Status, in.Answer)
-		}
+	pi, err := wire.InputRequests(inputs)
+	if err != nil {
+		return err
 	}
+	r.reader.Learn(pm)
+	for _, c := range view.Replay(pm, pi) {
+		r.change(c)
+	}
+	return nil
 }
 
 // continued is the reply as a client that holds m (its assistant message
 // as the stream built it, with its input requests) sees it continue: the
 // start chunk, then only what follows.
-func continued(m conversation.Message, inputs []conversation.InputRequest) *uiReply {
+func continued(m conversation.Message, inputs []conversation.InputRequest) (*uiReply, error) {
 	r := newUIReply(m.PromptID.UUID.String(), m.ID.String())
 	start := r.flush()
-	r.resume(m)
-	r.resumeInputs(inputs)
+	if err := r.resume(m, inputs); err != nil {
+		return nil, err
+	}
 	r.out = start
-	return r
+	return r, nil
 }
 
 // apply takes the conversation's next event.
 func (r *uiReply) apply(ev *convov1.Event) {
+	for _, c := range r.reader.Read(ev) {
+		r.change(c)
+	}
+}
+
+// change takes one change of the conversation: those of this reply's
+// prompt (its tool calls' by their blocks) make chunks, others nothing.
+func (r *uiReply) change(c view.Change) {
 	if r.done {
 		return
 	}
-	switch k := ev.Kind.(type) {
-	case *convov1.Event_BlockStart:
-		if s := k.BlockStart; s.PromptId == r.promptID {
-			r.blockStart(s.BlockId, s.BlockType, wire.MetadataString(s.Metadata, "name"))
+	ours := c.Prompt() == r.promptID
+	switch c := c.(type) {
+	case view.BlockStarted:
+		if ours {
+			r.blockStart(c.BlockID, c.Type, c.Kind, wire.MetadataString(c.Metadata, "name"))
 		}
-	case *convov1.Event_BlockDelta:
-		if d := k.BlockDelta; d.PromptId == r.promptID {
-			r.blockDelta(d.BlockId, d.Content)
+	case view.BlockAppended:
+		if ours {
+			r.blockDelta(c.BlockID, c.Delta)
 		}
-	case *convov1.Event_BlockEnd:
-		if e := k.BlockEnd; e.PromptId == r.promptID {
-			r.blockEnd(e.BlockId, structJSON(e.Metadata))
+	case view.BlockEnded:
+		if ours {
+			r.blockEnd(c.BlockID, structJSON(c.Metadata))
 		}
-	case *convov1.Event_ToolCallStarted:
-		tc := k.ToolCallStarted.GetToolCall()
-		input := k.ToolCallStarted.Input
-		if input == nil {
-			input = tc.GetInput()
+	case view.CallStarted:
+		r.toolStarted(c.BlockID, c.Call.GetId(), c.Call.GetName(), valueJSON(c.Input))
+	case view.CallEnded:
+		if c.Failed {
+			r.toolFailed(c.BlockID, c.Error)
+		} else {
+			r.toolCompleted(c.BlockID, c.Call.GetOutput())
 		}
-		r.toolStarted(tc.GetBlockId(), tc.GetId(), tc.GetName(), valueJSON(input))
-	case *convov1.Event_ToolCallCompleted:
-		tc := k.ToolCallCompleted.GetToolCall()
-		r.toolCompleted(tc.GetBlockId(), tc.GetOutput())
-	case *convov1.Event_ToolCallFailed:
-		tc := k.ToolCallFailed.GetToolCall()
-		errText := k.ToolCallFailed.Error
-		if errText == "" {
-			errText = tc.GetError()
-		}
-		r.toolFailed(tc.GetBlockId(), errText)
-	case *convov1.Event_InputRequested:
-		if in := k.InputRequested.GetInputRequest(); in.GetPromptId() == r.promptID {
+	case view.InputRequested:
+		if ours {
+			in := c.Request
 			r.inputRequested(in.GetToolCallId(), conversation.InputKind(in.GetKind()), structJSON(in.GetRequest()))
 		}
-	case *convov1.Event_InputAnswered:
-		if a := k.InputAnswered; a.PromptId == r.promptID {
-			r.inputAnswered(a.ToolCallId, conversation.InputStatus(a.Status), structJSON(a.Answer))
+	case view.InputAnswered:
+		if ours {
+			a := c.Answer
+			r.inputAnswered(a.GetToolCallId(), conversation.InputStatus(a.GetStatus()), structJSON(a.GetAnswer()))
 		}
-	case *convov1.Event_PromptWaiting:
-		if k.PromptWaiting.GetPrompt().GetId() == r.promptID {
+	case view.PromptWaiting:
+		if ours {
 			r.finish(uiFinishPause, "")
 		}
-	case *convov1.Event_PromptCompleted:
-		if k.PromptCompleted.GetPrompt().GetId() == r.promptID {
+	case view.PromptEnded:
+		if !ours {
+			return
+		}
+		switch c.Outcome {
+		case view.Completed:
 			r.finish(uiFinishStop, "")
-		}
-	case *convov1.Event_PromptFailed:
-		if k.PromptFailed.GetPrompt().GetId() == r.promptID {
-			r.finish(uiFinishError, k.PromptFailed.Error)
-		}
-	case *convov1.Event_PromptCancelled:
-		if k.PromptCancelled.GetPrompt().GetId() == r.promptID {
+		case view.Failed:
+			r.finish(uiFinishError, c.Error)
+		case view.Cancelled:
 			r.abort()
 		}
 	}
@@ -227,30 +187,30 @@ func (r *uiReply) flush() []any {
 	return out
 }
 
-func (r *uiReply) blockStart(id, typ, name string) {
+func (r *uiReply) blockStart(id, typ string, kind view.Kind, name string) {
 	if r.done || r.blocks[id] != nil {
 		return
 	}
-	b := &uiBlock{id: id, typ: typ, kind: uiKindOf(typ), name: name}
+	b := &uiBlock{id: id, typ: typ, kind: kind, name: name}
 	r.blocks[id] = b
 	r.order = append(r.order, b)
 	switch {
 	case !r.stepOpen:
 		r.emit(&uiTypeOnly{Type: uiStartStep})
 		r.stepOpen = true
-	case r.afterTool && !b.kind.isTool():
+	case r.afterTool && !b.kind.IsTool():
 		r.emit(&uiTypeOnly{Type: uiFinishStep})
 		r.emit(&uiTypeOnly{Type: uiStartStep})
 	}
-	r.afterTool = b.kind.isTool()
+	r.afterTool = b.kind.IsTool()
 	switch b.kind {
-	case uiKindText:
+	case view.Text:
 		b.open = true
 		r.emit(&uiPartChunk{Type: uiTextStart, ID: id})
-	case uiKindReasoning:
+	case view.Reasoning:
 		b.open = true
 		r.emit(&uiPartChunk{Type: uiReasoningStart, ID: id})
-	case uiKindTool:
+	case view.ToolUse:
 		if name != "" {
 			r.startTool(b)
 		}
@@ -269,20 +229,20 @@ func (r *uiReply) blockDelta(id, delta string) {
 		return
 	}
 	switch b.kind {
-	case uiKindText:
+	case view.Text:
 		if b.open {
 			r.emit(&uiDeltaChunk{Type: uiTextDelta, ID: id, Delta: delta})
 		}
-	case uiKindReasoning:
+	case view.Reasoning:
 		if b.open {
 			r.emit(&uiDeltaChunk{Type: uiReasoningDelta, ID: id, Delta: delta})
 		}
-	case uiKindTool:
+	case view.ToolUse:
 		b.content.WriteString(delta)
 		if b.started && !b.available {
 			r.emit(&uiToolInputDeltaChunk{Type: uiToolInputDelta, ToolCallID: id, InputTextDelta: delta})
 		}
-	case uiKindStructured, uiKindOther:
+	case view.Structured, view.Other:
 		b.content.WriteString(delta)
 	}
 }
@@ -294,16 +254,16 @@ func (r *uiReply) blockEnd(id string, metadata json.RawMessage) {
 		return
 	}
 	switch b.kind {
-	case uiKindText, uiKindReasoning:
+	case view.Text, view.Reasoning:
 		r.closePart(b)
-	case uiKindTool:
+	case view.ToolUse:
 		if !b.available {
 			// No tool call (yet): the block's content is the input.
 			r.inputAvailable(b, jsonString(metadata, "name"), contentJSON(b.content.String()))
 		}
-	case uiKindStructured:
+	case view.Structured:
 		r.emit(&uiDataChunk{Type: "data-structured", ID: id, Data: contentJSON(b.content.String())})
-	case uiKindOther:
+	case view.Other:
 		r.emit(&uiDataChunk{Type: "data-" + b.typ, ID: id, Data: otherData(b.content.String(), metadata)})
 	}
 }
@@ -314,7 +274,7 @@ func (r *uiReply) closePart(b *uiBlock) {
 	}
 	b.open = false
 	typ := uiTextEnd
-	if b.kind == uiKindReasoning {
+	if b.kind == view.Reasoning {
 		typ = uiReasoningEnd
 	}
 	r.emit(&uiPartChunk{Type: typ, ID: b.id})
@@ -334,7 +294,7 @@ func (r *uiReply) inputAvailable(b *uiBlock, name string, input json.RawMessage)
 
 // tool returns the tool_use block blockID of this reply.
 func (r *uiReply) tool(blockID string) *uiBlock {
-	if b := r.blocks[blockID]; b != nil && b.kind == uiKindTool && !r.done {
+	if b := r.blocks[blockID]; b != nil && b.kind == view.ToolUse && !r.done {
 		return b
 	}
 	return nil

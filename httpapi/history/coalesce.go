@@ -4,18 +4,17 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire/view"
 )
 
-// coalescedBlockTypes are the blocks whose deltas coalesce merges: text and
-// reasoning. Everything else (tool_use arguments, tool calls' events,
-// structured output, workers' own block types) is kept as it was sent.
-var coalescedBlockTypes = map[string]bool{"text": true, "reasoning": true}
-
 // coalesce returns events with each run of adjacent blockDelta events of
-// one text or reasoning block merged into one event: the run's first
+// one block whose kind streams (view.Kind.Streams: text, reasoning)
+// merged into one event: the run's first
 // (with its seq and createdAt) carrying the run's content concatenated.
 // Every other event is kept as it is and where it is, so the boundaries
-// between blocks, and around tool calls, stay where they were. A block's
+// between blocks, and around tool calls, stay where they were; the deltas
+// of other kinds (tool_use arguments, structured output, workers' own
+// block types) are kept as they were sent. A block's
 // type is read from its blockStart in events; the deltas of a block whose
 // start is not there are kept as they are. events is not modified.
 func coalesce(events []*convov1.Event) []*convov1.Event {
@@ -27,7 +26,7 @@ func coalesce(events []*convov1.Event) []*convov1.Event {
 			types[s.BlockId] = s.BlockType
 		}
 		d := ev.GetBlockDelta()
-		if d != nil && coalescedBlockTypes[types[d.BlockId]] && len(out) > 0 {
+		if d != nil && view.KindOf(types[d.BlockId]).Streams() && len(out) > 0 {
 			if prev := out[len(out)-1].GetBlockDelta(); prev != nil && prev.BlockId == d.BlockId {
 				if !owned {
 					out[len(out)-1] = proto.Clone(out[len(out)-1]).(*convov1.Event)

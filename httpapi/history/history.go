@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-
-	"github.com/google/uuid"
+	"strings"
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/wire"
+	"github.com/convo-dev/convo/wire/view"
 )
 
 // contentType says which vocabulary a history entry's events use:
@@ -79,14 +79,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st := read.State
+	messages, err := wire.Messages(st.Messages)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
+	conv := view.New(&convov1.Snapshot{Messages: messages})
 	// The prompts whose events the export carries.
-	wanted := map[uuid.UUID]bool{}
-	for _, m := range st.Messages {
-		if m.PromptID.Valid && !textOnly(m) {
-			wanted[m.PromptID.UUID] = true
+	wanted := map[string]bool{}
+	for _, m := range conv.Messages {
+		if m.PromptID != "" && !textOnly(m) {
+			wanted[m.PromptID] = true
 		}
 	}
-	events := map[uuid.UUID][]*convov1.Event{}
+	events := map[string][]*convov1.Event{}
 	for after := int64(0); len(wanted) > 0 && after < st.Seq; {
 		page, err := h.srv.Store.EventsAfter(ctx, id, after, pageSize)
 		if err != nil {
@@ -98,7 +104,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			after = e.Seq
-			if !e.PromptID.Valid || !wanted[e.PromptID.UUID] || !replyEvent(e.Kind) {
+			if !e.PromptID.Valid || !wanted[e.PromptID.UUID.String()] || !replyEvent(e.Kind) {
 				continue
 			}
 			decoded, err := wire.DecodeEvent(e)
@@ -106,7 +112,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.srv.WriteError(w, r, err)
 				return
 			}
-			events[e.PromptID.UUID] = append(events[e.PromptID.UUID], decoded.GetEvent())
+			prompt := e.PromptID.UUID.String()
+			events[prompt] = append(events[prompt], decoded.GetEvent())
 		}
 		if len(page) < pageSize {
 			break
@@ -115,11 +122,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	doc := document{ConversationID: id.String(), Title: st.Conversation.Title, Seq: strconv.FormatInt(st.Seq, 10),
 		ContentType: contentType, Content: []entry{}, OlderPageToken: read.OlderPageToken}
-	for _, m := range st.Messages {
-		e := entry{ID: m.ID.String(), Role: string(m.Role), Status: string(m.Status), Text: joinedText(m)}
-		if m.PromptID.Valid && wanted[m.PromptID.UUID] {
+	for _, m := range conv.Messages {
+		e := entry{ID: m.ID, Role: m.Role, Status: m.Status, Text: joinedText(m)}
+		if wanted[m.PromptID] {
 			e.Events = []json.RawMessage{}
-			for _, ev := range coalesce(events[m.PromptID.UUID]) {
+			for _, ev := range coalesce(events[m.PromptID]) {
 				b, err := httpx.ProtoJSON.Marshal(ev)
 				if err != nil {
 					h.srv.WriteError(w, r, err)
@@ -138,9 +145,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // textOnly reports whether a message has nothing but text blocks, so that
 // its text says everything.
-func textOnly(m conversation.Message) bool {
+func textOnly(m *view.Message) bool {
 	for _, b := range m.Blocks {
-		if b.Type != "text" {
+		if b.Kind != view.Text {
 			return false
 		}
 	}
@@ -148,14 +155,14 @@ func textOnly(m conversation.Message) bool {
 }
 
 // joinedText is a message's text blocks concatenated.
-func joinedText(m conversation.Message) string {
-	var text []byte
+func joinedText(m *view.Message) string {
+	var text strings.Builder
 	for _, b := range m.Blocks {
-		if b.Type == "text" {
-			text = append(text, b.Content...)
+		if b.Kind == view.Text {
+			text.WriteString(b.Content())
 		}
 	}
-	return string(text)
+	return text.String()
 }
 
 // replyEvent reports whether an event of a prompt is part of its reply:
