@@ -2,13 +2,15 @@ package agui
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 
+	"github.com/google/uuid"
+
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -129,13 +131,13 @@ func (a runAnswer) inputAnswer(kind conversation.InputKind) (*convov1.InputAnswe
 }
 
 // answer serves a RunAgentInput that answers the thread's input requests
-// (tool messages for frontend tools, resume entries for interrupts): the
-// answers whose requests are pending are given together with
-// AnswerInputs, all or nothing (one refused, naming its field, records
+// (tool messages for frontend tools, resume entries for interrupts) with
+// httpx.Server.AnswerInputs: the answers whose requests are pending are
+// given together, all or nothing (one refused, naming its field, records
 // none), and the response is the resumed run of the answered prompt. An
 // answer to a request no longer pending (the first answer won, expired,
 // cancelled) is skipped: FailedPrecondition when the input answers no
-// pending one, changing nothing; a tool call of another thread, NotFound.
+// pending one, changing nothing.
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, in *runInput) {
 	ctx := r.Context()
 	id := in.threadID
@@ -152,72 +154,26 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, i
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	requests := map[string]conversation.InputRequest{}
-	for _, req := range st.PendingInputs {
-		requests[req.ToolCallID.String()] = req
+	answers := make([]httpx.Answer, len(in.answers))
+	for i, a := range in.answers {
+		// An interrupt's id and a tool message's toolCallId are convo's
+		// tool call ids; one that is not a UUID answers nothing.
+		callID, _ := uuid.Parse(a.toolCallID)
+		answers[i] = httpx.Answer{Field: a.field, ToolCallID: callID, Read: a.inputAnswer}
 	}
-	var promptID string
-	var answers []conversation.AnswerInputParams
-	var stale []runAnswer // answers to requests not pending
-	for _, a := range in.answers {
-		req, open := requests[a.toolCallID]
-		if !open || req.Status != conversation.InputPending {
-			stale = append(stale, a)
-			continue
-		}
-		// Every answer is read before any is given: a malformed one
-		// refuses the input with nothing recorded.
-		pa, err := a.inputAnswer(req.Kind)
-		if err != nil {
-			h.srv.WriteError(w, r, err)
-			return
-		}
-		answerJSON, err := wire.InputAnswerJSON(a.field, pa)
-		if err != nil {
-			h.srv.WriteError(w, r, err)
-			return
-		}
-		answers = append(answers, conversation.AnswerInputParams{
-			OwnerID: owner, ToolCallID: req.ToolCallID, Answer: answerJSON, Field: a.field})
-		promptID = req.PromptID.String()
-	}
-	if len(answers) == 0 {
-		a := stale[0] // in.answers is never empty here
-		req, open := requests[a.toolCallID]
-		h.srv.WriteError(w, r, notPending(ctx, h, owner, a, req, open))
-		return
-	}
-	if _, err := h.srv.Store.AnswerInputs(ctx, answers); err != nil {
+	answered, err := h.srv.AnswerInputs(ctx, owner, st.PendingInputs, answers, func(httpx.Answer) error {
+		first := in.answers[0]
+		return conversation.Errorf(conversation.FailedPrecondition,
+			"%s: tool call %q has no pending input request in this thread (answered and acted on already, or none)", first.field, first.toolCallID)
+	})
+	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
+	promptID := answered[len(answered)-1].PromptID.String()
 	runID := in.RunID
 	if runID == "" {
 		runID = promptID
 	}
 	h.stream(w, r, sub, newTranslator(id.String(), snap, promptID, runID), replay)
-}
-
-// notPending is the refusal of an answer whose request is not pending:
-// for a request still open (answered, not yet acted on), the store's
-// FailedPrecondition naming why (asked with an answer of its kind, which
-// changes nothing); for a tool call with no open request in the thread,
-// FailedPrecondition saying so.
-func notPending(ctx context.Context, h *Handler, owner string, a runAnswer, req conversation.InputRequest, open bool) error {
-	if !open {
-		return conversation.Errorf(conversation.FailedPrecondition,
-			"%s: tool call %q has no pending input request in this thread (answered and acted on already, or none)", a.field, a.toolCallID)
-	}
-	pa, err := a.inputAnswer(req.Kind)
-	if err != nil {
-		return err
-	}
-	answerJSON, err := wire.InputAnswerJSON(a.field, pa)
-	if err != nil {
-		return err
-	}
-	if _, err := h.srv.Store.AnswerInput(ctx, conversation.AnswerInputParams{OwnerID: owner, ToolCallID: req.ToolCallID, Answer: answerJSON}); err != nil {
-		return err
-	}
-	return conversation.Errorf(conversation.FailedPrecondition, "%s: the request is not pending", a.field)
 }

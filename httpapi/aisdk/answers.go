@@ -99,26 +99,21 @@ func (a chatAnswer) inputAnswer(kind conversation.InputKind) (*convov1.InputAnsw
 		Result: &convov1.ClientToolAnswer_Output{Output: *a.output}}}}, nil
 }
 
-// answerTarget is the tool call and request an answer names.
+// answerTarget is the tool call a tool part names, and its message.
 type answerTarget struct {
 	callID  uuid.UUID
 	message *conversation.Message
-	request *conversation.InputRequest // nil: none open
 }
 
 // answerTargets maps each tool part id (a block id) of st's messages to
-// its tool call, and the call's open request if any.
+// its tool call.
 func answerTargets(st *conversation.State) map[string]answerTarget {
-	requests := map[uuid.UUID]*conversation.InputRequest{}
-	for i := range st.PendingInputs {
-		requests[st.PendingInputs[i].ToolCallID] = &st.PendingInputs[i]
-	}
 	out := map[string]answerTarget{}
 	for i := range st.Messages {
 		m := &st.Messages[i]
 		for _, b := range m.Blocks {
 			if tc := b.ToolCall; tc != nil {
-				out[b.ID.String()] = answerTarget{callID: tc.ID, message: m, request: requests[tc.ID]}
+				out[b.ID.String()] = answerTarget{callID: tc.ID, message: m}
 			}
 		}
 	}

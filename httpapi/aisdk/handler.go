@@ -160,70 +160,44 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, owner string, r
 	st, _ := sub.Snapshot()
 	sub.ReleaseSnapshot()
 	targets := answerTargets(&st)
-	var reply *conversation.Message
-	answered := map[uuid.UUID]bool{}
-	var answers []conversation.AnswerInputParams
-	var stale *conversation.AnswerInputParams // the first answer to a request not pending
+	var answers []httpx.Answer
 	for _, a := range req.answers {
-		t, ok := targets[a.toolCallID]
-		if !ok {
-			continue
+		// A part names its tool call by its block; a part of no tool call
+		// in the snapshot answers nothing.
+		if t, ok := targets[a.toolCallID]; ok {
+			answers = append(answers, httpx.Answer{Field: a.field, ToolCallID: t.callID, Read: a.inputAnswer})
 		}
-		kind := conversation.InputKind("")
-		if t.request != nil {
-			kind = t.request.Kind
-		}
-		// Every part is read before any is answered: a malformed one
-		// refuses the request with nothing recorded.
-		pa, err := a.inputAnswer(kind)
-		if err != nil {
-			h.srv.WriteError(w, r, err)
-			return
-		}
-		answerJSON, err := wire.InputAnswerJSON(a.field, pa)
-		if err != nil {
-			h.srv.WriteError(w, r, err)
-			return
-		}
-		p := conversation.AnswerInputParams{OwnerID: owner, ToolCallID: t.callID, Answer: answerJSON, Field: a.field}
-		if t.request == nil {
-			// A tool call with no request in the snapshot: nothing to
-			// answer (and nothing recorded).
-			continue
-		}
-		if t.request.Status != conversation.InputPending {
-			if stale == nil {
-				stale = &p
-			}
-			continue
-		}
-		answers = append(answers, p)
-		answered[t.callID] = true
-		reply = t.message
 	}
-	if reply == nil {
-		var refused error = wire.Invalid(fmt.Sprintf("messages[%d]", len(req.Messages)-1), "answers no input request of this chat's replies")
-		if stale != nil {
-			// Not pending: the store says why (first answer won,
-			// expired, cancelled), changing nothing.
-			if _, err := h.srv.Store.AnswerInput(ctx, *stale); err != nil {
-				refused = err
-			}
-		}
-		h.srv.WriteError(w, r, refused)
+	none := func(httpx.Answer) error {
+		return wire.Invalid(fmt.Sprintf("messages[%d]", len(req.Messages)-1), "answers no input request of this chat's replies")
+	}
+	if len(answers) == 0 {
+		h.srv.WriteError(w, r, none(httpx.Answer{}))
 		return
 	}
-	if _, err := h.srv.Store.AnswerInputs(ctx, answers); err != nil {
+	answered, err := h.srv.AnswerInputs(ctx, owner, st.PendingInputs, answers, none)
+	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
+	}
+	// The reply is the message of the (last) answered request's prompt.
+	var reply *conversation.Message
+	for _, t := range targets {
+		if t.callID == answered[len(answered)-1].ToolCallID {
+			reply = t.message
+		}
 	}
 	ur, err := continued(*reply, st.PendingInputs)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return
 	}
+	given := map[uuid.UUID]bool{}
+	for _, in := range answered {
+		given[in.ToolCallID] = true
+	}
 	for _, in := range st.PendingInputs {
-		if in.PromptID == reply.PromptID.UUID && in.Status == conversation.InputPending && !answered[in.ToolCallID] {
+		if in.PromptID == reply.PromptID.UUID && in.Status == conversation.InputPending && !given[in.ToolCallID] {
 			// Another request of the reply still waits: so does the prompt.
 			ur.finish(uiFinishPause, "")
 			break
