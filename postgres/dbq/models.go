@@ -160,6 +160,12 @@ type ConvoPromptReply struct {
 	BlockPosition   int32
 }
 
+type ConvoServerKey struct {
+	Name      string
+	Key       []byte
+	CreatedAt time.Time
+}
+
 type ConvoToolCall struct {
 	ID             uuid.UUID
 	ConversationID uuid.UUID
