@@ -7,6 +7,7 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/httpapi/agui"
 	"github.com/convo-dev/convo/httpapi/aisdk"
 	"github.com/convo-dev/convo/httpapi/events"
@@ -47,6 +48,9 @@ type Options struct {
 	// HubOptions.SnapshotBytes bounds a snapshot. Default
 	// stream.DefaultSnapshotBytes.
 	PageBytes int
+	// Files uploads and serves users' files (docs/files.md); nil: no
+	// file routes.
+	Files *files.Service
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it

@@ -31,6 +31,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/maintenance"
@@ -164,6 +165,8 @@ type Config struct {
 	Workers worker.Settings
 	// Limits bounds what one user (and the server) may hold (limits.go).
 	Limits Limits
+	// Files bounds uploads and says when unsent files go (files.go).
+	Files FileSettings
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -181,6 +184,8 @@ type Main struct {
 	running *runningLock
 	pool    *pgxpool.Pool
 	store   *postgres.Store
+	// files uploads, reads and collects files, in PostgreSQL.
+	files   *files.Service
 	hub     *wire.Hub
 	workers *worker.Pool
 	// demoModel: the in-process workers run and default to the demo
@@ -222,7 +227,7 @@ func NewMain() *Main {
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
-			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
+			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), Files: DefaultFileSettings(),
 		},
 		Stdout: os.Stdout,
 	}
@@ -251,6 +256,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.Limits.fromEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.Files.fromEnv(getenv); err != nil {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
@@ -302,6 +310,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	names := newSettingNames(fs, getenv)
 	c.embedPortGiven = names.given["embed-port"] || getenv("CONVO_EMBED_PORT") != ""
 	if err := c.Limits.check(names.name); err != nil {
+		return err
+	}
+	if err := c.Files.check(names.name); err != nil {
 		return err
 	}
 	if err := c.Workers.Check(names.name); err != nil {
@@ -383,6 +394,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(allowedHosts, "allowed-hosts", *allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
+	c.Files.registerFlags(fs)
 }
 
 // Migrate applies the migrations to Config.DatabaseURL (--migrate).
@@ -449,6 +461,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.store = postgres.New(m.pool)
 	m.store.SetSearchTimeout(m.Config.Limits.SearchTimeout)
+	m.files = files.NewService(files.Options{
+		Store: postgres.NewFileStore(m.pool), Blobs: postgres.NewFileBlobs(m.pool), Storage: files.StoragePostgres,
+		Limits: m.Config.Files.limits(), Logger: m.Logger,
+	})
 	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {
 		return err
 	}
@@ -553,7 +569,8 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	m.stopBackground = cancel
 	m.background.Go(func() { m.hub.Run(bg) })
 	m.background.Go(func() { feed.Run(bg) })
-	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger})
+	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
+		Files: m.files, FileGrace: m.Config.Files.Grace})
 	m.metrics.registry.MustRegister(loops)
 	m.background.Go(func() { loops.Run(bg) })
 	m.background.Go(func() { returnIdleMemory(bg, m.Logger, memoryCheckInterval, idleMemoryBytes) })

@@ -54,7 +54,7 @@ func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			case errors.As(err, &tooLarge):
 				s.WriteError(w, r, &BodyTooLarge{Limit: limit})
 			case errors.Is(err, os.ErrDeadlineExceeded):
-				bodyTimeout(w, err)
+				BodyTimeout(w, err)
 			default:
 				s.WriteError(w, r, wire.Invalid("body", "could not be read: %v", err))
 			}
@@ -82,11 +82,12 @@ func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 	}
 }
 
-// bodyTimeout answers 408 to a request whose body did not arrive in time.
+// BodyTimeout answers 408 to a request whose body did not arrive in time
+// (a read of it failed with os.ErrDeadlineExceeded: guard.BodyDeadline).
 // It answers even though the request's context may be cancelled (over
 // HTTP/1.1 the failed read cancels it): the client is still there, only
 // slow, and the connection is closed after the answer.
-func bodyTimeout(w http.ResponseWriter, err error) {
+func BodyTimeout(w http.ResponseWriter, err error) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")

@@ -33,6 +33,18 @@ var statuses = map[conversation.Code]struct {
 	conversation.DeadlineExceeded: {http.StatusGatewayTimeout, "deadline_exceeded"},
 }
 
+// Refusal is an error answered with its own HTTP status and code name,
+// for the refusals no domain code has (a file too large: 413; a signed
+// URL that does not verify: 403 permission_denied). Message is shown to
+// the caller as it is.
+type Refusal struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Refusal) Error() string { return e.Message }
+
 // errorBody is the JSON of every error response.
 type errorBody struct {
 	Code    string `json:"code"`
@@ -52,6 +64,10 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.As(err, &tooLarge) {
 		f = wire.Failure{Code: conversation.Invalid, Message: tooLarge.Error()}
 	}
+	var refusal *Refusal
+	if errors.As(err, &refusal) {
+		f = wire.Failure{Code: conversation.Invalid, Message: refusal.Message}
+	}
 	if f.Log {
 		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", f.Code, "err", err)
 	}
@@ -61,6 +77,9 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if tooLarge != nil {
 		st.status = http.StatusRequestEntityTooLarge // see BodyTooLarge
+	}
+	if refusal != nil {
+		st.status, st.name = refusal.Status, refusal.Code
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
