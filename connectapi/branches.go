@@ -25,7 +25,8 @@ func (s *service) EditMessage(ctx context.Context, req *connect.Request[convov1.
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.CheckMessageText("text", m.GetText()); err != nil {
+	fileIDs, err := wire.UserMessage("text", m.GetText(), "fileIds", m.GetFileIds(), s.maxFiles)
+	if err != nil {
 		return nil, err
 	}
 	config, err := optionalModelConfig("model", m.GetModel())
@@ -34,6 +35,7 @@ func (s *service) EditMessage(ctx context.Context, req *connect.Request[convov1.
 	}
 	res, err := s.store.EditMessage(ctx, conversation.EditParams{
 		OwnerID: owner, ConversationID: conversationID, MessageID: messageID, Text: m.GetText(), ModelConfig: config,
+		FileIDs: fileIDs,
 	})
 	if err != nil {
 		return nil, err

@@ -29,7 +29,8 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 	if parentID.Valid && !conversationID.Valid {
 		return nil, wire.Invalid("parentMessageId", "is set, and conversationId is not: a new conversation has no messages to follow")
 	}
-	if err := wire.CheckMessageText("text", m.GetText()); err != nil {
+	fileIDs, err := wire.UserMessage("text", m.GetText(), "fileIds", m.GetFileIds(), s.maxFiles)
+	if err != nil {
 		return nil, err
 	}
 	configA, err := wire.ModelConfigJSON("model", m.GetModel())
@@ -46,7 +47,7 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 	}
 	res, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
 		OwnerID: owner, ConversationID: conversationID.UUID, Text: m.GetText(), ModelConfigs: configs,
-		ParentMessageID: parentID.UUID,
+		ParentMessageID: parentID.UUID, FileIDs: fileIDs,
 	})
 	if err != nil {
 		return nil, err
@@ -84,6 +85,7 @@ func (s *service) GetConversation(ctx context.Context, req *connect.Request[conv
 	if err != nil {
 		return nil, err
 	}
+	wire.SignFiles(s.urls, messages...)
 	out := &convov1.GetConversationResponse{Conversation: wire.Conversation(st.Conversation), Messages: messages, Seq: st.Seq}
 	if st.Older && len(st.Messages) > 0 {
 		out.OlderPageToken = wire.EncodeMessagesToken(st.Messages[0].Position)
@@ -115,6 +117,7 @@ func (s *service) ListMessages(ctx context.Context, req *connect.Request[convov1
 	if err != nil {
 		return nil, err
 	}
+	wire.SignFiles(s.urls, messages...)
 	out := &convov1.ListMessagesResponse{Messages: messages}
 	if page.Older && len(page.Messages) > 0 {
 		out.NextPageToken = wire.EncodeMessagesToken(page.Messages[0].Position)
@@ -159,6 +162,7 @@ func (s *service) SubmitFeedback(ctx context.Context, req *connect.Request[convo
 	if err != nil {
 		return nil, err
 	}
+	wire.SignFiles(s.urls, pm)
 	return connect.NewResponse(&convov1.SubmitFeedbackResponse{Message: pm}), nil
 }
 

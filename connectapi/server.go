@@ -14,6 +14,7 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/stream"
@@ -64,6 +65,11 @@ type Options struct {
 	// Default DefaultWriteTimeout. (A parked stream has its own:
 	// Parking.WriteTimeout.)
 	WriteTimeout time.Duration
+	// FileURLs signs the URLs of the files messages hold (nil: none).
+	FileURLs wire.FileURLs
+	// MaxFilesPerMessage bounds the file_ids of SendMessage and
+	// EditMessage. Default files.DefaultMaxFilesPerMessage.
+	MaxFilesPerMessage int
 	// DemoModel says GetServerInfo's demo_model: the server runs
 	// in-process workers whose default model is the demo model.
 	DemoModel bool
@@ -83,9 +89,13 @@ func NewHandler(opts Options) (string, http.Handler) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
+	if opts.MaxFilesPerMessage <= 0 {
+		opts.MaxFilesPerMessage = files.DefaultMaxFilesPerMessage
+	}
 	shared := newSharedEncodings()
 	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now,
-		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches, demoModel: opts.DemoModel}
+		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches, demoModel: opts.DemoModel,
+		maxFiles: opts.MaxFilesPerMessage, urls: opts.FileURLs}
 	if opts.Parking != nil {
 		opts.Parking.shared = shared
 	}
@@ -128,6 +138,10 @@ type service struct {
 	searches *limit.Searches
 	// demoModel is GetServerInfo's demo_model.
 	demoModel bool
+	// maxFiles bounds the files of one message.
+	maxFiles int
+	// urls signs the URLs of files in the messages it returns.
+	urls wire.FileURLs
 }
 
 var _ convov1connect.ConversationServiceHandler = (*service)(nil)

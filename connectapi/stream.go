@@ -73,7 +73,7 @@ func (s *service) startStream(ctx context.Context, req *convov1.StreamConversati
 	}
 	sub, first, err := wire.OpenPauses(ctx, s.hub, stream.OpenParams{
 		OwnerID: owner, ConversationID: id, AfterSeq: req.AfterSeq, Branches: req.GetIncludeBranches(),
-	}, req.GetIncludePauseEvents())
+	}, req.GetIncludePauseEvents(), s.urls)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,11 @@ type SendMessageParams struct {
 	// the active leaf: when the leaf is another, SendMessage fails with
 	// FailedPrecondition naming the current one and writes nothing.
 	ParentMessageID uuid.UUID
+	// FileIDs are the files the message holds (the owner's uploads), in
+	// order, each a "file" block after the text; another owner's or an
+	// unknown one is NotFound, and nothing is written. With files, Text
+	// may be empty.
+	FileIDs []uuid.UUID
 }
 
 // SendMessageResult names what SendMessage created.
@@ -59,6 +64,8 @@ type EditParams struct {
 	// ModelConfig is the reply's model configuration (a JSON object);
 	// nil: the old message's reply's.
 	ModelConfig json.RawMessage
+	// FileIDs are the files the new version holds, as SendMessageParams'.
+	FileIDs []uuid.UUID
 }
 
 // EditResult names the new version of the message, its reply and the

@@ -48,6 +48,8 @@ type Options struct {
 	// HubOptions.SnapshotBytes bounds a snapshot. Default
 	// stream.DefaultSnapshotBytes.
 	PageBytes int
+	// FileURLs signs the URLs of the files messages hold (nil: none).
+	FileURLs wire.FileURLs
 	// Files uploads and serves users' files (docs/files.md); nil: no
 	// file routes.
 	Files *files.Service
@@ -72,7 +74,7 @@ func NewHandler(opts Options) http.Handler {
 	if opts.PageBytes <= 0 {
 		opts.PageBytes = stream.DefaultSnapshotBytes
 	}
-	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
+	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, URLs: opts.FileURLs, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
 		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout, Reads: opts.Reads, PageBytes: opts.PageBytes}
 	ag, ai := agui.New(s), aisdk.New(s)
 	mux := http.NewServeMux()

@@ -33,7 +33,7 @@ func (s *Store) RegenerateReply(ctx context.Context, p conversation.RegeneratePa
 func (s *Store) EditMessage(ctx context.Context, p conversation.EditParams) (conversation.EditResult, error) {
 	row, err := s.q.MessageEdit(ctx, dbq.MessageEditParams{
 		OwnerID: p.OwnerID, ConversationID: p.ConversationID, MessageID: p.MessageID, Text: p.Text,
-		ModelConfig: p.ModelConfig,
+		ModelConfig: p.ModelConfig, FileIds: nonNil(p.FileIDs),
 	})
 	if err != nil {
 		return conversation.EditResult{}, translate(err, "edit message "+p.MessageID.String())

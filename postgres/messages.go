@@ -23,6 +23,7 @@ func (s *Store) SendMessage(ctx context.Context, p conversation.SendMessageParam
 		Text:            p.Text,
 		ModelConfigs:    configs,
 		ParentMessageID: uuid.NullUUID{UUID: p.ParentMessageID, Valid: p.ParentMessageID != uuid.Nil},
+		FileIds:         nonNil(p.FileIDs),
 	})
 	if err != nil {
 		return conversation.SendMessageResult{}, translate(err, "send message")
@@ -67,4 +68,12 @@ func (s *Store) SetMaxActivePrompts(ctx context.Context, n int) error {
 		return translate(err, "set max active prompts")
 	}
 	return nil
+}
+
+// nonNil is ids, or an empty list for none (a nil slice is SQL NULL).
+func nonNil(ids []uuid.UUID) []uuid.UUID {
+	if ids == nil {
+		return []uuid.UUID{}
+	}
+	return ids
 }

@@ -148,6 +148,7 @@ func Block(b conversation.Block) (*convov1.Block, error) {
 	if out.Metadata, err = jsonStruct(b.Metadata); err != nil {
 		return nil, fmt.Errorf("block %s metadata: %w", b.ID, err)
 	}
+	out.File = fileOf(b.Type, out.Metadata)
 	if tc := b.ToolCall; tc != nil {
 		if out.ToolCall, err = ToolCall(*tc); err != nil {
 			return nil, err

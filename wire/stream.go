@@ -22,9 +22,18 @@ type (
 )
 
 // NewHub returns a hub whose payloads are made by DecodeEvent (opts.Decode
-// is set to it).
-func NewHub(opts stream.HubOptions[*Response]) *Hub {
-	opts.Decode = DecodeEvent
+// is set to it), the files the events' messages hold signed by urls (nil:
+// none). The hub decodes an event once for all its subscribers, so they
+// share one signed URL.
+func NewHub(opts stream.HubOptions[*Response], urls FileURLs) *Hub {
+	opts.Decode = func(e conversation.Event) (*Response, error) {
+		r, err := DecodeEvent(e)
+		if err != nil {
+			return nil, err
+		}
+		SignFiles(urls, eventMessages(r.GetEvent())...)
+		return r, nil
+	}
 	return stream.NewHub(opts)
 }
 
@@ -43,14 +52,14 @@ func DecodeEvent(e conversation.Event) (*Response, error) {
 // starts with: when it starts from a snapshot, Start's; when it resumes
 // after p.AfterSeq, none. The subscription's snapshot is released (its
 // messages hold what a stream needs of it). Errors are Open's.
-func Open(ctx context.Context, hub *Hub, p stream.OpenParams) (*Subscription, []*Response, error) {
-	return OpenPauses(ctx, hub, p, false)
+func Open(ctx context.Context, hub *Hub, p stream.OpenParams, urls FileURLs) (*Subscription, []*Response, error) {
+	return OpenPauses(ctx, hub, p, false, urls)
 }
 
 // OpenPauses opens as Open does, for a client that asked for the events of
 // pauses when pauses is true: its snapshot then carries the pending input
-// requests (Start).
-func OpenPauses(ctx context.Context, hub *Hub, p stream.OpenParams, pauses bool) (*Subscription, []*Response, error) {
+// requests (Start). urls signs the files of the snapshot's messages.
+func OpenPauses(ctx context.Context, hub *Hub, p stream.OpenParams, pauses bool, urls FileURLs) (*Subscription, []*Response, error) {
 	sub, err := hub.Open(ctx, p)
 	if err != nil {
 		return nil, nil, err
@@ -59,7 +68,7 @@ func OpenPauses(ctx context.Context, hub *Hub, p stream.OpenParams, pauses bool)
 	if !ok {
 		return sub, nil, nil
 	}
-	first, err := Start(st, pauses)
+	first, err := Start(st, pauses, urls)
 	if err != nil {
 		sub.Close()
 		return nil, nil, err
@@ -76,14 +85,15 @@ func OpenPauses(ctx context.Context, hub *Hub, p stream.OpenParams, pauses bool)
 // call so far. Every protocol starts its streams with exactly these. With
 // pauses (the client asked for the events of pauses) the snapshot carries
 // st's pending input requests; without, it is exactly what it was before
-// pauses existed. It fails only for a state whose JSON payloads do not
-// decode.
-func Start(st conversation.State, pauses bool) ([]*Response, error) {
+// pauses existed. Its files' URLs are signed by urls (nil: none). It
+// fails only for a state whose JSON payloads do not decode.
+func Start(st conversation.State, pauses bool, urls FileURLs) ([]*Response, error) {
 	completed := st.Completed()
 	messages, err := Messages(completed.Messages)
 	if err != nil {
 		return nil, err
 	}
+	SignFiles(urls, messages...)
 	snapshot := &convov1.Snapshot{Conversation: Conversation(st.Conversation), Messages: messages, Seq: st.Seq}
 	if st.Older && len(st.Messages) > 0 {
 		snapshot.OlderPageToken = EncodeMessagesToken(st.Messages[0].Position)

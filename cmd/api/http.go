@@ -51,7 +51,7 @@ func (m *Main) routes() http.Handler {
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
 		Interceptors: []connect.Interceptor{m.metrics.rpc}, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
 		Searches: m.Config.Limits.searches(), PageBytes: m.Config.SnapshotBytes, WriteTimeout: m.Config.WriteTimeout,
-		Reads: reads, DemoModel: m.demoModel,
+		Reads: reads, DemoModel: m.demoModel, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {

@@ -185,9 +185,11 @@ type Main struct {
 	pool    *pgxpool.Pool
 	store   *postgres.Store
 	// files uploads, reads and collects files, in PostgreSQL.
-	files   *files.Service
-	hub     *wire.Hub
-	workers *worker.Pool
+	files *files.Service
+	// fileURLs signs the URLs of the files messages hold.
+	fileURLs wire.FileURLs
+	hub      *wire.Hub
+	workers  *worker.Pool
 	// demoModel: the in-process workers run and default to the demo
 	// model (GetServerInfo).
 	demoModel bool
@@ -555,7 +557,7 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
 	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, LiveStore: postgres.New(m.hubPool), Logger: m.Logger,
 		SnapshotBytes: m.Config.SnapshotBytes,
-		Streams:       limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)})
+		Streams:       limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)}, m.fileURLs)
 	m.metrics.registry.MustRegister(m.hub)
 	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
 	listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))

@@ -44,7 +44,7 @@ func (m *Main) startSystem(ctx context.Context, feed string) (*system, error) {
 	s := &system{feed: feed, serveErr: make(chan error, 1)}
 	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stop = cancel
-	s.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, Logger: m.Logger})
+	s.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, Logger: m.Logger}, nil)
 	run, err := startFeed(ctx, feed, m.pool.Config().ConnConfig.Copy(), s.hub, m.Logger)
 	if err != nil {
 		cancel()

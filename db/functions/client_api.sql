@@ -187,6 +187,51 @@ BEGIN
 END;
 $$;
 
+-- _write_user_blocks writes the blocks of user message p_message: its
+-- text (a "text" block, when p_text shows something), then one "file"
+-- block per file of p_file_ids, in order, each recording that the message
+-- holds the file (convo.message_files, which keeps it from the
+-- collector). A file block's content is empty; its metadata names the
+-- file: {"fileId", "filename", "mediaType", "size", "sha256"}. The file
+-- row is locked (FOR KEY SHARE) so that the collector cannot remove it
+-- meanwhile.
+-- Errors, changing nothing: CV003 a NULL id or a file listed twice; CV001
+-- a file that is not p_owner_id's (another user's is not told apart from
+-- one that does not exist). Each names the id's index, file_ids[i].
+CREATE OR REPLACE FUNCTION convo._write_user_blocks(p_owner_id text, p_message convo.messages, p_text text,
+                                                    p_file_ids uuid[], p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_position integer := 0;
+    v_file     convo.files;
+BEGIN
+    IF p_text IS NOT NULL AND convo._has_visible(p_text) THEN
+        INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
+        VALUES (p_message.conversation_id, p_message.id, 0, 'text', 'completed', p_text, now());
+        v_position := 1;
+    END IF;
+    FOR i IN 1 .. coalesce(cardinality(p_file_ids), 0) LOOP
+        IF p_file_ids[i] IS NULL THEN
+            RAISE EXCEPTION '%: file_ids[%] is null', p_action, i - 1 USING ERRCODE = 'CV003';
+        END IF;
+        IF p_file_ids[i] = ANY (p_file_ids[1:i - 1]) THEN
+            RAISE EXCEPTION '%: file_ids[%]: file % is listed twice', p_action, i - 1, p_file_ids[i] USING ERRCODE = 'CV003';
+        END IF;
+        SELECT * INTO v_file FROM convo.files f WHERE f.id = p_file_ids[i] AND f.owner = p_owner_id FOR KEY SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION '%: file_ids[%]: file % not found (upload it first: POST /v1/files)', p_action, i - 1, p_file_ids[i]
+                USING ERRCODE = 'CV001';
+        END IF;
+        INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, metadata, ended_at)
+        VALUES (p_message.conversation_id, p_message.id, v_position, 'file', 'completed', '',
+                jsonb_build_object('fileId', v_file.id, 'filename', v_file.filename, 'mediaType', v_file.media_type,
+                                   'size', v_file.size, 'sha256', v_file.sha256), now());
+        INSERT INTO convo.message_files (message_id, file_id, position) VALUES (p_message.id, v_file.id, i - 1);
+        v_position := v_position + 1;
+    END LOOP;
+END;
+$$;
+
 -- send_message appends a user message (completed at once, one text block)
 -- to the owner's conversation, creating the conversation when
 -- p_conversation_id is NULL, and queues one prompt with its pending
@@ -218,7 +263,7 @@ $$;
 -- no change of the path can come between the check and the insert. A
 -- parent without a conversation is CV003. NULL: no check.
 CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb,
-                                              p_parent_message_id uuid DEFAULT NULL)
+                                              p_parent_message_id uuid DEFAULT NULL, p_file_ids uuid[] DEFAULT '{}')
 RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
                comparison_id uuid)
 LANGUAGE plpgsql AS $$
@@ -228,14 +273,14 @@ DECLARE
     v_user       convo.messages;
     v_assistant  convo.messages;
     v_prompt     convo.prompts;
-    v_block      convo.blocks;
     v_config     jsonb;
     v_slot       integer := 0;
     v_comparison uuid;
     v_messages   uuid[] := '{}';
     v_prompts    uuid[] := '{}';
+    v_title      text;
 BEGIN
-    IF p_text IS NULL OR NOT convo._has_visible(p_text) THEN
+    IF (p_text IS NULL OR NOT convo._has_visible(p_text)) AND cardinality(coalesce(p_file_ids, '{}')) = 0 THEN
         RAISE EXCEPTION 'send_message: text must not be empty or only whitespace, control, zero-width, bidi control or blank (U+2800, ...) characters'
             USING ERRCODE = 'CV003';
     END IF;
@@ -280,13 +325,10 @@ BEGIN
     INSERT INTO convo.messages (conversation_id, position, role, status, parent_id)
     VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf)
     RETURNING * INTO v_user;
-    INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
-    VALUES (v_conv.id, v_user.id, 0, 'text', 'completed', p_text, now())
-    RETURNING * INTO v_block;
+    PERFORM convo._write_user_blocks(p_owner_id, v_user, p_text, p_file_ids, 'send_message');
     PERFORM convo._append_event(v_conv.id, 'messageCreated', jsonb_build_object('message',
-        convo._message_json(v_user) || jsonb_build_object('blocks', jsonb_build_array(jsonb_build_object(
-            'id', v_block.id, 'blockType', v_block.block_type, 'content', v_block.content,
-            'metadata', v_block.metadata, 'status', v_block.status, 'position', v_block.position)))));
+        convo._message_json(v_user) || jsonb_build_object('blocks',
+            (SELECT jsonb_agg(convo._block_json(b) ORDER BY b.position) FROM convo.blocks b WHERE b.message_id = v_user.id))));
 
     -- Create every prompt (and the comparison) first, then announce them,
     -- so each message's first event already carries its comparison.
@@ -318,8 +360,14 @@ BEGIN
         PERFORM convo._notify_prompt('queued', v_prompt.id);
     END LOOP;
 
+    v_title := convo._title_from_text(p_text);
+    IF v_title = '' THEN
+        -- A message of files only: its first file's name.
+        SELECT convo._title_from_text(b.metadata->>'filename') INTO v_title
+          FROM convo.blocks b WHERE b.message_id = v_user.id AND b.block_type = 'file' ORDER BY b.position LIMIT 1;
+    END IF;
     UPDATE convo.conversations c
-       SET title = CASE WHEN c.title = '' THEN convo._title_from_text(p_text) ELSE c.title END,
+       SET title = CASE WHEN c.title = '' THEN coalesce(v_title, '') ELSE c.title END,
            active_prompt_id = v_prompts[1],
            last_message_at = now(),
            updated_at = now()
@@ -479,7 +527,7 @@ $$;
 -- system message), or a reply still being written
 -- (_check_no_reply_in_flight: edit while a reply streams is refused).
 CREATE OR REPLACE FUNCTION convo.edit_message(p_owner_id text, p_conversation_id uuid, p_message_id uuid,
-                                              p_text text, p_model_config jsonb)
+                                              p_text text, p_model_config jsonb, p_file_ids uuid[] DEFAULT '{}')
 RETURNS TABLE (user_message_id uuid, assistant_message_id uuid, prompt_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -489,7 +537,7 @@ DECLARE
     v_user      convo.messages;
     v_prompt    convo.prompts;
 BEGIN
-    IF p_text IS NULL OR NOT convo._has_visible(p_text) THEN
+    IF (p_text IS NULL OR NOT convo._has_visible(p_text)) AND cardinality(coalesce(p_file_ids, '{}')) = 0 THEN
         RAISE EXCEPTION 'edit_message: text must not be empty or only whitespace, control, zero-width, bidi control or blank (U+2800, ...) characters'
             USING ERRCODE = 'CV003';
     END IF;
@@ -519,8 +567,7 @@ BEGIN
     INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, on_active_path)
     VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_old.parent_id, false)
     RETURNING * INTO v_user;
-    INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, ended_at)
-    VALUES (v_conv.id, v_user.id, 0, 'text', 'completed', p_text, now());
+    PERFORM convo._write_user_blocks(p_owner_id, v_user, p_text, p_file_ids, 'edit_message');
     v_prompt := convo._queue_reply(v_conv.id, v_user.id, v_user.position + 1, coalesce(p_model_config, v_old_model, '{}'));
     PERFORM convo._change_path(v_conv.id, v_prompt.message_id);
     PERFORM convo._queued_reply(v_prompt);

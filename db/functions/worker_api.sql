@@ -590,6 +590,10 @@ BEGIN
         RAISE EXCEPTION 'start_block: block_type % is not a lower_snake name of at most 64 characters', p_block_type
             USING ERRCODE = 'CV003';
     END IF;
+    IF p_block_type = 'file' THEN
+        RAISE EXCEPTION 'start_block: block_type file is reserved for the files a user attaches (docs/files.md); name a worker''s own output otherwise'
+            USING ERRCODE = 'CV003';
+    END IF;
     PERFORM convo._check_metadata(p_metadata);
     PERFORM convo._json_check(p_metadata, 'start_block: metadata');
     v_prompt := convo._running_prompt(p_prompt_id, 'start_block');

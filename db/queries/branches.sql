@@ -11,7 +11,7 @@ SELECT r.message_id::uuid AS message_id, r.prompt_id::uuid AS prompt_id
 SELECT e.user_message_id::uuid AS user_message_id, e.assistant_message_id::uuid AS assistant_message_id,
        e.prompt_id::uuid AS prompt_id
   FROM convo.edit_message(@owner_id::text, @conversation_id::uuid, @message_id::uuid, @text::text,
-                          sqlc.narg(model_config)::jsonb) e;
+                          sqlc.narg(model_config)::jsonb, @file_ids::uuid[]) e;
 
 -- name: BranchSwitch :one
 -- Shows the version of the conversation below message_id and returns the

@@ -202,7 +202,7 @@ func heldText(m *convov1.Message) string {
 // path (branchSwitched): the translator shows each as a snapshot of the
 // new path.
 func (h *Handler) open(ctx context.Context, owner string, id uuid.UUID) (*wire.Subscription, *convov1.Snapshot, []*convov1.Event, error) {
-	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, Branches: true})
+	sub, first, err := wire.Open(ctx, h.srv.Hub, stream.OpenParams{OwnerID: owner, ConversationID: id, Branches: true}, h.srv.URLs)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -60,7 +60,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	sub, first, err := wire.OpenPauses(ctx, h.srv.Hub, stream.OpenParams{
 		OwnerID: owner, ConversationID: id, AfterSeq: after, Branches: branches,
-	}, pauses)
+	}, pauses, h.srv.URLs)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return

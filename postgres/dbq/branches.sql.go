@@ -73,7 +73,7 @@ const messageEdit = `-- name: MessageEdit :one
 SELECT e.user_message_id::uuid AS user_message_id, e.assistant_message_id::uuid AS assistant_message_id,
        e.prompt_id::uuid AS prompt_id
   FROM convo.edit_message($1::text, $2::uuid, $3::uuid, $4::text,
-                          $5::jsonb) e
+                          $5::jsonb, $6::uuid[]) e
 `
 
 type MessageEditParams struct {
@@ -82,6 +82,7 @@ type MessageEditParams struct {
 	MessageID      uuid.UUID
 	Text           string
 	ModelConfig    json.RawMessage
+	FileIds        []uuid.UUID
 }
 
 type MessageEditRow struct {
@@ -99,6 +100,7 @@ func (q *Queries) MessageEdit(ctx context.Context, arg MessageEditParams) (Messa
 		arg.MessageID,
 		arg.Text,
 		arg.ModelConfig,
+		arg.FileIds,
 	)
 	var i MessageEditRow
 	err := row.Scan(&i.UserMessageID, &i.AssistantMessageID, &i.PromptID)

@@ -164,7 +164,7 @@ SELECT s.conversation_id::uuid AS conversation_id, s.user_message_id::uuid AS us
        s.assistant_message_ids::uuid[] AS assistant_message_ids, s.prompt_ids::uuid[] AS prompt_ids,
        s.comparison_id::uuid AS comparison_id
   FROM convo.send_message($1::text, $2::uuid, $3::text, $4::jsonb,
-                          $5::uuid) s
+                          $5::uuid, $6::uuid[]) s
 `
 
 type MessageSendParams struct {
@@ -173,6 +173,7 @@ type MessageSendParams struct {
 	Text            string
 	ModelConfigs    json.RawMessage
 	ParentMessageID uuid.NullUUID
+	FileIds         []uuid.UUID
 }
 
 type MessageSendRow struct {
@@ -184,7 +185,8 @@ type MessageSendRow struct {
 }
 
 // Appends a user message and queues its prompt(s); see convo.send_message
-// (parent_message_id: the active leaf the client expects, or NULL).
+// (parent_message_id: the active leaf the client expects, or NULL;
+// file_ids: the files the message holds).
 func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) (MessageSendRow, error) {
 	row := q.db.QueryRow(ctx, messageSend,
 		arg.OwnerID,
@@ -192,6 +194,7 @@ func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) (Messa
 		arg.Text,
 		arg.ModelConfigs,
 		arg.ParentMessageID,
+		arg.FileIds,
 	)
 	var i MessageSendRow
 	err := row.Scan(

@@ -91,7 +91,12 @@ type EditMessageRequest struct {
 	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
 	// model asks for a model for the reply; unset uses the old message's
 	// reply's model configuration.
-	Model         *ModelConfig `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Model *ModelConfig `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// file_ids are the files the new version holds (uploads of the caller's,
+	// POST /v1/files), in order: the old version's files are not carried
+	// over, so a client that keeps them lists them again. At most the
+	// server's files per message (default 10).
+	FileIds       []string `protobuf:"bytes,5,rep,name=file_ids,json=fileIds,proto3" json:"file_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -150,6 +155,13 @@ func (x *EditMessageRequest) GetText() string {
 func (x *EditMessageRequest) GetModel() *ModelConfig {
 	if x != nil {
 		return x.Model
+	}
+	return nil
+}
+
+func (x *EditMessageRequest) GetFileIds() []string {
+	if x != nil {
+		return x.FileIds
 	}
 	return nil
 }
@@ -476,8 +488,14 @@ type SendMessageRequest struct {
 	// transaction that appends the message. Unset: no check, the message
 	// hangs below whatever the active leaf is. Requires conversation_id.
 	ParentMessageId string `protobuf:"bytes,5,opt,name=parent_message_id,json=parentMessageId,proto3" json:"parent_message_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// file_ids are files the message holds (uploads of the caller's,
+	// POST /v1/files), in order: each becomes a "file" block after the
+	// text. At most the server's files per message (default 10), each
+	// listed once; another user's file is not_found, and nothing is
+	// written.
+	FileIds       []string `protobuf:"bytes,6,rep,name=file_ids,json=fileIds,proto3" json:"file_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SendMessageRequest) Reset() {
@@ -543,6 +561,13 @@ func (x *SendMessageRequest) GetParentMessageId() string {
 		return x.ParentMessageId
 	}
 	return ""
+}
+
+func (x *SendMessageRequest) GetFileIds() []string {
+	if x != nil {
+		return x.FileIds
+	}
+	return nil
 }
 
 // SendMessageResponse names what SendMessage created.
@@ -3337,13 +3362,14 @@ var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
 
 const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\n" +
-	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9d\x01\n" +
+	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x01\n" +
 	"\x12EditMessageRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x02 \x01(\tR\tmessageId\x12\x12\n" +
 	"\x04text\x18\x03 \x01(\tR\x04text\x12+\n" +
-	"\x05model\x18\x04 \x01(\v2\x15.convo.v1.ModelConfigR\x05model\"\x8c\x01\n" +
+	"\x05model\x18\x04 \x01(\v2\x15.convo.v1.ModelConfigR\x05model\x12\x19\n" +
+	"\bfile_ids\x18\x05 \x03(\tR\afileIds\"\x8c\x01\n" +
 	"\x13EditMessageResponse\x12&\n" +
 	"\x0fuser_message_id\x18\x01 \x01(\tR\ruserMessageId\x120\n" +
 	"\x14assistant_message_id\x18\x02 \x01(\tR\x12assistantMessageId\x12\x1b\n" +
@@ -3363,13 +3389,14 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\rsibling_index\x18\x03 \x01(\x05H\x00R\fsiblingIndex\x88\x01\x01B\x10\n" +
 	"\x0e_sibling_index\">\n" +
 	"\x14SwitchBranchResponse\x12&\n" +
-	"\x0fleaf_message_id\x18\x01 \x01(\tR\rleafMessageId\"\xe6\x01\n" +
+	"\x0fleaf_message_id\x18\x01 \x01(\tR\rleafMessageId\"\x81\x02\n" +
 	"\x12SendMessageRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12+\n" +
 	"\x05model\x18\x03 \x01(\v2\x15.convo.v1.ModelConfigR\x05model\x12:\n" +
 	"\rcompare_model\x18\x04 \x01(\v2\x15.convo.v1.ModelConfigR\fcompareModel\x12*\n" +
-	"\x11parent_message_id\x18\x05 \x01(\tR\x0fparentMessageId\"\xc7\x02\n" +
+	"\x11parent_message_id\x18\x05 \x01(\tR\x0fparentMessageId\x12\x19\n" +
+	"\bfile_ids\x18\x06 \x03(\tR\afileIds\"\xc7\x02\n" +
 	"\x13SendMessageResponse\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12&\n" +
 	"\x0fuser_message_id\x18\x02 \x01(\tR\ruserMessageId\x120\n" +

@@ -375,7 +375,10 @@ type Block struct {
 	// position orders the blocks of a message (0, 1, 2 …). Blocks of one
 	// message may stream at the same time, and a snapshot holds only the
 	// completed ones, so clients insert a block by position, not at the end.
-	Position      int32 `protobuf:"varint,7,opt,name=position,proto3" json:"position,omitempty"`
+	Position int32 `protobuf:"varint,7,opt,name=position,proto3" json:"position,omitempty"`
+	// file is the file a "file" block holds (docs/files.md); unset for
+	// every other block type.
+	File          *File `protobuf:"bytes,8,opt,name=file,proto3" json:"file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +462,117 @@ func (x *Block) GetPosition() int32 {
 	return 0
 }
 
+func (x *Block) GetFile() *File {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+// File is a file a message holds: an upload (POST /v1/files) that
+// SendMessage or EditMessage attached.
+type File struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the file's UUID (GET /v1/files/{id}).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// filename is the name it was uploaded with.
+	Filename string `protobuf:"bytes,2,opt,name=filename,proto3" json:"filename,omitempty"`
+	// media_type is the type convo decided from its bytes.
+	MediaType string `protobuf:"bytes,3,opt,name=media_type,json=mediaType,proto3" json:"media_type,omitempty"`
+	// size is its length in bytes.
+	Size int64 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// sha256 is the hex SHA-256 of its bytes (the ETag of its content).
+	Sha256 string `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// url is a signed URL of its content, relative to the server
+	// (/v1/files/{id}/content?exp=…&sig=…), usable without a bearer token
+	// (an <img src>, a link) until url_expires_at. Every snapshot,
+	// GetConversation and ListMessages signs it anew.
+	Url string `protobuf:"bytes,6,opt,name=url,proto3" json:"url,omitempty"`
+	// url_expires_at is when url stops working.
+	UrlExpiresAt  *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=url_expires_at,json=urlExpiresAt,proto3" json:"url_expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *File) Reset() {
+	*x = File{}
+	mi := &file_convo_v1_types_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *File) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*File) ProtoMessage() {}
+
+func (x *File) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_types_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use File.ProtoReflect.Descriptor instead.
+func (*File) Descriptor() ([]byte, []int) {
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *File) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *File) GetFilename() string {
+	if x != nil {
+		return x.Filename
+	}
+	return ""
+}
+
+func (x *File) GetMediaType() string {
+	if x != nil {
+		return x.MediaType
+	}
+	return ""
+}
+
+func (x *File) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *File) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *File) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *File) GetUrlExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UrlExpiresAt
+	}
+	return nil
+}
+
 // ToolCall is a tool invocation tied to a tool_use block.
 type ToolCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -486,7 +600,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_convo_v1_types_proto_msgTypes[3]
+	mi := &file_convo_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -498,7 +612,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[3]
+	mi := &file_convo_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -511,7 +625,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolCall) GetId() string {
@@ -605,7 +719,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_convo_v1_types_proto_msgTypes[4]
+	mi := &file_convo_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +731,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[4]
+	mi := &file_convo_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +744,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Prompt) GetId() string {
@@ -735,7 +849,7 @@ type InputRequest struct {
 
 func (x *InputRequest) Reset() {
 	*x = InputRequest{}
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +861,7 @@ func (x *InputRequest) String() string {
 func (*InputRequest) ProtoMessage() {}
 
 func (x *InputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +874,7 @@ func (x *InputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
 func (*InputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InputRequest) GetToolCallId() string {
@@ -867,7 +981,7 @@ type ModelConfig struct {
 
 func (x *ModelConfig) Reset() {
 	*x = ModelConfig{}
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +993,7 @@ func (x *ModelConfig) String() string {
 func (*ModelConfig) ProtoMessage() {}
 
 func (x *ModelConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1006,7 @@ func (x *ModelConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfig.ProtoReflect.Descriptor instead.
 func (*ModelConfig) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ModelConfig) GetProvider() string {
@@ -945,7 +1059,7 @@ type Feedback struct {
 
 func (x *Feedback) Reset() {
 	*x = Feedback{}
-	mi := &file_convo_v1_types_proto_msgTypes[7]
+	mi := &file_convo_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1071,7 @@ func (x *Feedback) String() string {
 func (*Feedback) ProtoMessage() {}
 
 func (x *Feedback) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[7]
+	mi := &file_convo_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1084,7 @@ func (x *Feedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Feedback.ProtoReflect.Descriptor instead.
 func (*Feedback) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Feedback) GetRating() Rating {
@@ -1026,7 +1140,7 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\tparent_id\x18\f \x01(\tR\bparentId\x12#\n" +
 	"\rsibling_count\x18\r \x01(\x05R\fsiblingCount\x12#\n" +
 	"\rsibling_index\x18\x0e \x01(\x05R\fsiblingIndex\x12\x14\n" +
-	"\x05error\x18\x0f \x01(\tR\x05error\"\xea\x01\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\"\x8e\x02\n" +
 	"\x05Block\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1035,7 +1149,17 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\bmetadata\x18\x04 \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12\x16\n" +
 	"\x06status\x18\x05 \x01(\tR\x06status\x12/\n" +
 	"\ttool_call\x18\x06 \x01(\v2\x12.convo.v1.ToolCallR\btoolCall\x12\x1a\n" +
-	"\bposition\x18\a \x01(\x05R\bposition\"\xaf\x02\n" +
+	"\bposition\x18\a \x01(\x05R\bposition\x12\"\n" +
+	"\x04file\x18\b \x01(\v2\x0e.convo.v1.FileR\x04file\"\xd1\x01\n" +
+	"\x04File\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bfilename\x18\x02 \x01(\tR\bfilename\x12\x1d\n" +
+	"\n" +
+	"media_type\x18\x03 \x01(\tR\tmediaType\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha256\x12\x10\n" +
+	"\x03url\x18\x06 \x01(\tR\x03url\x12@\n" +
+	"\x0eurl_expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\furlExpiresAt\"\xaf\x02\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bblock_id\x18\x02 \x01(\tR\ablockId\x12\x12\n" +
@@ -1111,51 +1235,54 @@ func file_convo_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_convo_v1_types_proto_goTypes = []any{
 	(Rating)(0),                   // 0: convo.v1.Rating
 	(*Conversation)(nil),          // 1: convo.v1.Conversation
 	(*Message)(nil),               // 2: convo.v1.Message
 	(*Block)(nil),                 // 3: convo.v1.Block
-	(*ToolCall)(nil),              // 4: convo.v1.ToolCall
-	(*Prompt)(nil),                // 5: convo.v1.Prompt
-	(*InputRequest)(nil),          // 6: convo.v1.InputRequest
-	(*ModelConfig)(nil),           // 7: convo.v1.ModelConfig
-	(*Feedback)(nil),              // 8: convo.v1.Feedback
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 10: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 11: google.protobuf.Value
+	(*File)(nil),                  // 4: convo.v1.File
+	(*ToolCall)(nil),              // 5: convo.v1.ToolCall
+	(*Prompt)(nil),                // 6: convo.v1.Prompt
+	(*InputRequest)(nil),          // 7: convo.v1.InputRequest
+	(*ModelConfig)(nil),           // 8: convo.v1.ModelConfig
+	(*Feedback)(nil),              // 9: convo.v1.Feedback
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 11: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 12: google.protobuf.Value
 }
 var file_convo_v1_types_proto_depIdxs = []int32{
-	9,  // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
+	10, // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
+	10, // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
 	3,  // 3: convo.v1.Message.blocks:type_name -> convo.v1.Block
-	9,  // 4: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	8,  // 6: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
-	10, // 7: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
-	4,  // 8: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
-	11, // 9: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
-	9,  // 10: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 11: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
-	10, // 12: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
-	9,  // 13: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 14: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 15: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
-	10, // 16: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
-	10, // 17: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
-	9,  // 18: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
-	9,  // 19: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 20: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 21: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
-	0,  // 22: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
-	9,  // 23: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	10, // 4: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	10, // 5: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	9,  // 6: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
+	11, // 7: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
+	5,  // 8: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
+	4,  // 9: convo.v1.Block.file:type_name -> convo.v1.File
+	10, // 10: convo.v1.File.url_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 11: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
+	10, // 12: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
+	10, // 13: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
+	11, // 14: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
+	10, // 15: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
+	10, // 16: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
+	10, // 17: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
+	11, // 18: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
+	11, // 19: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
+	10, // 20: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
+	10, // 21: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 22: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
+	10, // 23: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
+	0,  // 24: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
+	10, // 25: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
+	26, // [26:26] is the sub-list for method output_type
+	26, // [26:26] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_types_proto_init() }
@@ -1163,14 +1290,14 @@ func file_convo_v1_types_proto_init() {
 	if File_convo_v1_types_proto != nil {
 		return
 	}
-	file_convo_v1_types_proto_msgTypes[6].OneofWrappers = []any{}
+	file_convo_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_types_proto_rawDesc), len(file_convo_v1_types_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -85,7 +85,7 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 		}
 	})
 	store := postgres.New(pool)
-	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store, SnapshotBytes: o.SnapshotBytes})
+	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store, SnapshotBytes: o.SnapshotBytes}, nil)
 	feed := &stream.NotifyFeed{ConnConfig: pool.Config().ConnConfig.Copy(), Hub: hub}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -17,7 +17,9 @@ import (
 type Server struct {
 	Store conversation.Store
 	// Hub serves the streams.
-	Hub    *wire.Hub
+	Hub *wire.Hub
+	// URLs signs the URLs of the files messages hold (nil: none).
+	URLs   wire.FileURLs
 	Auth   auth.Authenticator
 	Logger *slog.Logger
 	// Writes rate-limits each user's writes (WriteRequest); nil: no limit.

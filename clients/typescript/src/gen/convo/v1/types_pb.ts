@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file convo/v1/types.proto.
  */
 export const file_convo_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEi2AEKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihgMKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJEhEKCXBhcmVudF9pZBgMIAEoCRIVCg1zaWJsaW5nX2NvdW50GA0gASgFEhUKDXNpYmxpbmdfaW5kZXgYDiABKAUSDQoFZXJyb3IYDyABKAkirAEKBUJsb2NrEgoKAmlkGAEgASgJEhIKCmJsb2NrX3R5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAUgASgJEiUKCXRvb2xfY2FsbBgGIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsEhAKCHBvc2l0aW9uGAcgASgFIuoBCghUb29sQ2FsbBIKCgJpZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIlCgVpbnB1dBgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIOCgZvdXRwdXQYBiABKAkSDQoFZXJyb3IYByABKAkSLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0CCgZQcm9tcHQSCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEi0KDG1vZGVsX2NvbmZpZxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpwDCgxJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRIoCgdyZXF1ZXN0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBiABKAkSJwoGYW5zd2VyGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgthbnN3ZXJlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY2xhaW1lZF9ieRgKIAEoCRI0ChBjbGFpbV9leHBpcmVzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKXAQoLTW9kZWxDb25maWcSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgFIAEoCUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMibQoIRmVlZGJhY2sSIAoGcmF0aW5nGAEgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqQAoGUmF0aW5nEhYKElJBVElOR19VTlNQRUNJRklFRBAAEg0KCVJBVElOR19VUBABEg8KC1JBVElOR19ET1dOEAJCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEi2AEKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihgMKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJEhEKCXBhcmVudF9pZBgMIAEoCRIVCg1zaWJsaW5nX2NvdW50GA0gASgFEhUKDXNpYmxpbmdfaW5kZXgYDiABKAUSDQoFZXJyb3IYDyABKAkiygEKBUJsb2NrEgoKAmlkGAEgASgJEhIKCmJsb2NrX3R5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAUgASgJEiUKCXRvb2xfY2FsbBgGIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsEhAKCHBvc2l0aW9uGAcgASgFEhwKBGZpbGUYCCABKAsyDi5jb252by52MS5GaWxlIpcBCgRGaWxlEgoKAmlkGAEgASgJEhAKCGZpbGVuYW1lGAIgASgJEhIKCm1lZGlhX3R5cGUYAyABKAkSDAoEc2l6ZRgEIAEoAxIOCgZzaGEyNTYYBSABKAkSCwoDdXJsGAYgASgJEjIKDnVybF9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLqAQoIVG9vbENhbGwSCgoCaWQYASABKAkSEAoIYmxvY2tfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSJQoFaW5wdXQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDgoGb3V0cHV0GAYgASgJEg0KBWVycm9yGAcgASgJEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKdAgoGUHJvbXB0EgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRItCgxtb2RlbF9jb25maWcYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKcAwoMSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSFwoPY29udmVyc2F0aW9uX2lkGAMgASgJEgwKBGtpbmQYBCABKAkSKAoHcmVxdWVzdBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAYgASgJEicKBmFuc3dlchgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoLYW5zd2VyZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNsYWltZWRfYnkYCiABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwEKC01vZGVsQ29uZmlnEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhgKC3RlbXBlcmF0dXJlGAMgASgBSACIAQESFwoKbWF4X3Rva2VucxgEIAEoBUgBiAEBEhUKDXN5c3RlbV9wcm9tcHQYBSABKAlCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zIm0KCEZlZWRiYWNrEiAKBnJhdGluZxgBIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKkAKBlJhdGluZxIWChJSQVRJTkdfVU5TUEVDSUZJRUQQABINCglSQVRJTkdfVVAQARIPCgtSQVRJTkdfRE9XThACQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Conversation is a thread owned by one user.
@@ -263,6 +263,14 @@ export type Block = Message$1<"convo.v1.Block"> & {
    * @generated from field: int32 position = 7;
    */
   position: number;
+
+  /**
+   * file is the file a "file" block holds (docs/files.md); unset for
+   * every other block type.
+   *
+   * @generated from field: convo.v1.File file = 8;
+   */
+  file?: File | undefined;
 };
 
 /**
@@ -271,6 +279,73 @@ export type Block = Message$1<"convo.v1.Block"> & {
  */
 export const BlockSchema: GenMessage<Block> = /*@__PURE__*/
   messageDesc(file_convo_v1_types, 2);
+
+/**
+ * File is a file a message holds: an upload (POST /v1/files) that
+ * SendMessage or EditMessage attached.
+ *
+ * @generated from message convo.v1.File
+ */
+export type File = Message$1<"convo.v1.File"> & {
+  /**
+   * id is the file's UUID (GET /v1/files/{id}).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * filename is the name it was uploaded with.
+   *
+   * @generated from field: string filename = 2;
+   */
+  filename: string;
+
+  /**
+   * media_type is the type convo decided from its bytes.
+   *
+   * @generated from field: string media_type = 3;
+   */
+  mediaType: string;
+
+  /**
+   * size is its length in bytes.
+   *
+   * @generated from field: int64 size = 4;
+   */
+  size: bigint;
+
+  /**
+   * sha256 is the hex SHA-256 of its bytes (the ETag of its content).
+   *
+   * @generated from field: string sha256 = 5;
+   */
+  sha256: string;
+
+  /**
+   * url is a signed URL of its content, relative to the server
+   * (/v1/files/{id}/content?exp=…&sig=…), usable without a bearer token
+   * (an <img src>, a link) until url_expires_at. Every snapshot,
+   * GetConversation and ListMessages signs it anew.
+   *
+   * @generated from field: string url = 6;
+   */
+  url: string;
+
+  /**
+   * url_expires_at is when url stops working.
+   *
+   * @generated from field: google.protobuf.Timestamp url_expires_at = 7;
+   */
+  urlExpiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message convo.v1.File.
+ * Use `create(FileSchema)` to create a new message.
+ */
+export const FileSchema: GenMessage<File> = /*@__PURE__*/
+  messageDesc(file_convo_v1_types, 3);
 
 /**
  * ToolCall is a tool invocation tied to a tool_use block.
@@ -347,7 +422,7 @@ export type ToolCall = Message$1<"convo.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 3);
+  messageDesc(file_convo_v1_types, 4);
 
 /**
  * Prompt is one generation run that fills one assistant message; it is also
@@ -425,7 +500,7 @@ export type Prompt = Message$1<"convo.v1.Prompt"> & {
  * Use `create(PromptSchema)` to create a new message.
  */
 export const PromptSchema: GenMessage<Prompt> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 4);
+  messageDesc(file_convo_v1_types, 5);
 
 /**
  * InputRequest is what a tool call waits for from a person: an approval,
@@ -529,7 +604,7 @@ export type InputRequest = Message$1<"convo.v1.InputRequest"> & {
  * Use `create(InputRequestSchema)` to create a new message.
  */
 export const InputRequestSchema: GenMessage<InputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 5);
+  messageDesc(file_convo_v1_types, 6);
 
 /**
  * ModelConfig asks for a model. Every field is optional; the worker fills
@@ -579,7 +654,7 @@ export type ModelConfig = Message$1<"convo.v1.ModelConfig"> & {
  * Use `create(ModelConfigSchema)` to create a new message.
  */
 export const ModelConfigSchema: GenMessage<ModelConfig> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 6);
+  messageDesc(file_convo_v1_types, 7);
 
 /**
  * Feedback is the owner's rating of an assistant message.
@@ -614,7 +689,7 @@ export type Feedback = Message$1<"convo.v1.Feedback"> & {
  * Use `create(FeedbackSchema)` to create a new message.
  */
 export const FeedbackSchema: GenMessage<Feedback> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 7);
+  messageDesc(file_convo_v1_types, 8);
 
 /**
  * Rating is a thumbs up or down.
