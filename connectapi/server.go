@@ -67,6 +67,9 @@ type Options struct {
 	WriteTimeout time.Duration
 	// FileURLs signs the URLs of the files messages hold (nil: none).
 	FileURLs wire.FileURLs
+	// MaxFileBytes is GetServerInfo's max_file_bytes. Default
+	// files.DefaultMaxFileBytes.
+	MaxFileBytes int64
 	// MaxFilesPerMessage bounds the file_ids of SendMessage and
 	// EditMessage. Default files.DefaultMaxFilesPerMessage.
 	MaxFilesPerMessage int
@@ -89,13 +92,16 @@ func NewHandler(opts Options) (string, http.Handler) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
+	if opts.MaxFileBytes <= 0 {
+		opts.MaxFileBytes = files.DefaultMaxFileBytes
+	}
 	if opts.MaxFilesPerMessage <= 0 {
 		opts.MaxFilesPerMessage = files.DefaultMaxFilesPerMessage
 	}
 	shared := newSharedEncodings()
 	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now,
 		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches, demoModel: opts.DemoModel,
-		maxFiles: opts.MaxFilesPerMessage, urls: opts.FileURLs}
+		maxFiles: opts.MaxFilesPerMessage, maxFileBytes: opts.MaxFileBytes, urls: opts.FileURLs}
 	if opts.Parking != nil {
 		opts.Parking.shared = shared
 	}
@@ -138,8 +144,9 @@ type service struct {
 	searches *limit.Searches
 	// demoModel is GetServerInfo's demo_model.
 	demoModel bool
-	// maxFiles bounds the files of one message.
-	maxFiles int
+	// maxFiles bounds the files of one message; maxFileBytes one file.
+	maxFiles     int
+	maxFileBytes int64
 	// urls signs the URLs of files in the messages it returns.
 	urls wire.FileURLs
 }

@@ -3316,9 +3316,16 @@ type GetServerInfoResponse struct {
 	// prompt that names no model gets its reply from it. False when the
 	// server runs no workers (replies come from outside workers) or
 	// defaults to another provider.
-	DemoModel     bool `protobuf:"varint,1,opt,name=demo_model,json=demoModel,proto3" json:"demo_model,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DemoModel bool `protobuf:"varint,1,opt,name=demo_model,json=demoModel,proto3" json:"demo_model,omitempty"`
+	// max_file_bytes is the largest file POST /v1/files takes
+	// (CONVO_FILE_MAX_BYTES): a client refuses a larger one before
+	// uploading it.
+	MaxFileBytes int64 `protobuf:"varint,2,opt,name=max_file_bytes,json=maxFileBytes,proto3" json:"max_file_bytes,omitempty"`
+	// max_files_per_message is how many files one message may hold
+	// (CONVO_FILE_MAX_PER_MESSAGE).
+	MaxFilesPerMessage int32 `protobuf:"varint,3,opt,name=max_files_per_message,json=maxFilesPerMessage,proto3" json:"max_files_per_message,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetServerInfoResponse) Reset() {
@@ -3356,6 +3363,20 @@ func (x *GetServerInfoResponse) GetDemoModel() bool {
 		return x.DemoModel
 	}
 	return false
+}
+
+func (x *GetServerInfoResponse) GetMaxFileBytes() int64 {
+	if x != nil {
+		return x.MaxFileBytes
+	}
+	return 0
+}
+
+func (x *GetServerInfoResponse) GetMaxFilesPerMessage() int32 {
+	if x != nil {
+		return x.MaxFilesPerMessage
+	}
+	return 0
 }
 
 var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
@@ -3570,10 +3591,12 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\rlease_seconds\x18\x03 \x01(\x05R\fleaseSeconds\"Q\n" +
 	"\x12ClaimInputResponse\x12;\n" +
 	"\rinput_request\x18\x01 \x01(\v2\x16.convo.v1.InputRequestR\finputRequest\"\x16\n" +
-	"\x14GetServerInfoRequest\"6\n" +
+	"\x14GetServerInfoRequest\"\x8f\x01\n" +
 	"\x15GetServerInfoResponse\x12\x1d\n" +
 	"\n" +
-	"demo_model\x18\x01 \x01(\bR\tdemoModel*`\n" +
+	"demo_model\x18\x01 \x01(\bR\tdemoModel\x12$\n" +
+	"\x0emax_file_bytes\x18\x02 \x01(\x03R\fmaxFileBytes\x121\n" +
+	"\x15max_files_per_message\x18\x03 \x01(\x05R\x12maxFilesPerMessage*`\n" +
 	"\n" +
 	"Preference\x12\x1a\n" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
