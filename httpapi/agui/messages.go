@@ -21,18 +21,55 @@ func messagesOf(c *view.Conversation, queued map[string]bool) []message {
 	for _, m := range c.Messages {
 		switch m.Role {
 		case "user", "system":
-			var text strings.Builder
-			for _, b := range m.Blocks {
-				if b.Kind == view.Text {
-					text.WriteString(b.Content())
-				}
-			}
-			out = append(out, message{ID: m.ID, Role: m.Role, Content: ptr(text.String())})
+			out = append(out, message{ID: m.ID, Role: m.Role, Content: userContent(m)})
 		case "assistant":
 			out = assistant(out, m, queued)
 		}
 	}
 	return out
+}
+
+// userContent is a user's (or system) message's content: its text, or
+// for a message that holds files AG-UI's content parts: the text (when
+// there is some), then one media part per file, image, audio, video or
+// document by its media type, its source the file's signed URL and its
+// metadata the file's convo id, name and size (docs/files.md).
+func userContent(m *view.Message) any {
+	var text strings.Builder
+	var files []*convov1.File
+	for _, b := range m.Blocks {
+		switch b.Kind {
+		case view.Text:
+			text.WriteString(b.Content())
+		case view.File:
+			if b.File != nil {
+				files = append(files, b.File)
+			}
+		}
+	}
+	if len(files) == 0 {
+		return text.String()
+	}
+	parts := []any{}
+	if text.Len() > 0 {
+		parts = append(parts, textPart{Type: "text", Text: text.String()})
+	}
+	for _, f := range files {
+		parts = append(parts, mediaPart{Type: mediaPartType(f.GetMediaType()),
+			Source:   partSource{Type: "url", Value: f.GetUrl(), MimeType: f.GetMediaType()},
+			Metadata: map[string]any{"convo": map[string]any{"fileId": f.GetId(), "filename": f.GetFilename(), "size": f.GetSize()}}})
+	}
+	return parts
+}
+
+// mediaPartType is the AG-UI part a file of mediaType is.
+func mediaPartType(mediaType string) string {
+	for _, kind := range []string{"image", "audio", "video"} {
+		if strings.HasPrefix(mediaType, kind+"/") {
+			return kind
+		}
+	}
+	return "document"
 }
 
 // assistant appends an assistant message's AG-UI messages: one per text or

@@ -160,8 +160,10 @@ type customEvent struct {
 type message struct {
 	ID   string `json:"id"`
 	Role string `json:"role"`
-	// Content is required for every role but assistant.
-	Content    *string    `json:"content,omitempty"`
+	// Content is required for every role but assistant: a string, or
+	// for a user message that holds files []any of textPart and
+	// mediaPart (userContent).
+	Content    any        `json:"content,omitempty"`
 	ToolCalls  []toolCall `json:"toolCalls,omitempty"`
 	ToolCallID string     `json:"toolCallId,omitempty"`
 	Error      string     `json:"error,omitempty"`
@@ -177,4 +179,26 @@ type toolCall struct {
 type functionCall struct {
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+}
+
+// textPart is a text part of a message's content.
+type textPart struct {
+	Type string `json:"type"` // "text"
+	Text string `json:"text"`
+}
+
+// mediaPart is an image, audio, video or document part of a message's
+// content.
+type mediaPart struct {
+	Type     string         `json:"type"`
+	Source   partSource     `json:"source"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// partSource is where a media part's bytes are: "url" (a file's signed
+// URL), or, in input, "data" (base64) or "file" (a convo file id).
+type partSource struct {
+	Type     string `json:"type"`
+	Value    string `json:"value"`
+	MimeType string `json:"mimeType,omitempty"`
 }

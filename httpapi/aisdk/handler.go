@@ -302,7 +302,7 @@ func (h *Handler) Messages(w http.ResponseWriter, r *http.Request) {
 		h.srv.WriteError(w, r, err)
 		return
 	}
-	messages, err := uiMessages(read.State)
+	messages, err := uiMessages(read.State, h.srv.URLs)
 	if err != nil {
 		h.srv.WriteError(w, r, err)
 		return

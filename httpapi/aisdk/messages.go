@@ -21,13 +21,15 @@ import (
 // (output-available, output-error) until the worker ends the call. A
 // failed reply carries why in its metadata ({"error": …}): the UIMessage
 // schema has no error part, and the stream said it in an error chunk,
-// which is not kept. It fails only for stored JSON that does not decode
+// which is not kept. A user message's files are file parts whose URLs
+// urls signs. It fails only for stored JSON that does not decode
 // (wire.Message).
-func uiMessages(st conversation.State) ([]uiMessage, error) {
+func uiMessages(st conversation.State, urls wire.FileURLs) ([]uiMessage, error) {
 	messages, err := wire.Messages(st.Messages)
 	if err != nil {
 		return nil, err
 	}
+	wire.SignFiles(urls, messages...)
 	inputs, err := wire.InputRequests(st.PendingInputs)
 	if err != nil {
 		return nil, err
@@ -46,14 +48,23 @@ func uiMessages(st conversation.State) ([]uiMessage, error) {
 			}
 		} else {
 			for _, b := range m.Blocks {
-				if b.Kind == view.Text {
+				switch {
+				case b.Kind == view.Text:
 					um.Parts = append(um.Parts, &uiTextPart{Type: "text", Text: b.Content()})
+				case b.Kind == view.File && b.File != nil:
+					um.Parts = append(um.Parts, filePart(b.File))
 				}
 			}
 		}
 		out = append(out, um)
 	}
 	return out, nil
+}
+
+// filePart is a file a user message holds as the AI SDK's FileUIPart: its
+// url convo's signed URL of the file's content, never a data URL.
+func filePart(f *convov1.File) *uiFilePart {
+	return &uiFilePart{Type: "file", MediaType: f.GetMediaType(), Filename: f.GetFilename(), URL: f.GetUrl()}
 }
 
 // assistantParts is an assistant message's parts, in block order, with

@@ -226,3 +226,11 @@ type uiApproval struct {
 	Approved      *bool  `json:"approved,omitempty"`
 	Reason        string `json:"reason,omitempty"`
 }
+
+// uiFilePart is a FileUIPart: a file a user message holds.
+type uiFilePart struct {
+	Type      string `json:"type"` // "file"
+	MediaType string `json:"mediaType"`
+	Filename  string `json:"filename,omitempty"`
+	URL       string `json:"url"`
+}

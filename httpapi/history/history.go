@@ -42,6 +42,9 @@ type entry struct {
 	// Text is the message's text blocks concatenated, for search and
 	// simple clients.
 	Text string `json:"text"`
+	// Files are the files a user message holds (convo.v1.File in proto3
+	// JSON, with signed URLs), in order.
+	Files []json.RawMessage `json:"files,omitempty"`
 	// Events are the reply's events, coalesced; only for a message with
 	// more than text (reasoning, tool calls, structured output, …).
 	Events []json.RawMessage `json:"events,omitempty"`
@@ -84,6 +87,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.srv.WriteError(w, r, err)
 		return
 	}
+	wire.SignFiles(h.srv.URLs, messages...)
 	conv := view.New(&convov1.Snapshot{Messages: messages})
 	// The prompts whose events the export carries.
 	wanted := map[string]bool{}
@@ -123,7 +127,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	doc := document{ConversationID: id.String(), Title: st.Conversation.Title, Seq: strconv.FormatInt(st.Seq, 10),
 		ContentType: contentType, Content: []entry{}, OlderPageToken: read.OlderPageToken}
 	for _, m := range conv.Messages {
-		e := entry{ID: m.ID, Role: m.Role, Status: m.Status, Text: joinedText(m)}
+		e := entry{ID: m.ID, Role: m.Role, Status: m.Status, Text: joinedText(m), Files: filesOf(m)}
 		if wanted[m.PromptID] {
 			e.Events = []json.RawMessage{}
 			for _, ev := range coalesce(events[m.PromptID]) {
@@ -143,11 +147,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(doc)
 }
 
-// textOnly reports whether a message has nothing but text blocks, so that
-// its text says everything.
+// filesOf is the files message m holds, in proto3 JSON.
+func filesOf(m *view.Message) []json.RawMessage {
+	var out []json.RawMessage
+	for _, b := range m.Blocks {
+		if b.Kind == view.File && b.File != nil {
+			if j, err := httpx.ProtoJSON.Marshal(b.File); err == nil {
+				out = append(out, j)
+			}
+		}
+	}
+	return out
+}
+
+// textOnly reports whether a message has nothing but text blocks (and
+// files, which its entry lists), so that its text says everything.
 func textOnly(m *view.Message) bool {
 	for _, b := range m.Blocks {
-		if b.Kind != view.Text {
+		if b.Kind != view.Text && b.Kind != view.File {
 			return false
 		}
 	}

@@ -41,8 +41,10 @@ type Block struct {
 	Completed bool
 	// Call is a tool_use block's tool call, once started; Input its
 	// input.
-	Call    *convov1.ToolCall
-	Input   *structpb.Value
+	Call  *convov1.ToolCall
+	Input *structpb.Value
+	// File is a file block's file, its url signed (wire.SignFiles).
+	File    *convov1.File
 	content strings.Builder
 	output  strings.Builder
 }
@@ -107,7 +109,7 @@ func (c *Conversation) addMessage(m *convov1.Message) {
 	c.Messages = append(c.Messages, vm)
 	for _, b := range m.GetBlocks() {
 		vb := &Block{ID: b.GetId(), MessageID: vm.ID, Type: b.GetBlockType(), Kind: KindOf(b.GetBlockType()),
-			Position: b.GetPosition(), Metadata: b.GetMetadata(), Completed: b.GetStatus() != "streaming"}
+			Position: b.GetPosition(), Metadata: b.GetMetadata(), Completed: b.GetStatus() != "streaming", File: b.GetFile()}
 		vb.content.WriteString(b.GetContent())
 		if tc := b.GetToolCall(); tc != nil {
 			vb.Call, vb.Input = tc, tc.GetInput()

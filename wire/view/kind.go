@@ -20,6 +20,9 @@ const (
 	// ToolResult repeats a tool call's output ("tool_result"): protocols
 	// show the call's result on the call, not this block.
 	ToolResult
+	// File is a file a user's message holds ("file"): Block.File names it
+	// (docs/files.md); its content is empty.
+	File
 )
 
 // KindOf is a block type's Kind.
@@ -35,6 +38,8 @@ func KindOf(blockType string) Kind {
 		return ToolUse
 	case "tool_result":
 		return ToolResult
+	case "file":
+		return File
 	}
 	return Other
 }

@@ -51,7 +51,7 @@ func fold(c *Conversation, events ...*convov1.Event) []Change {
 
 func TestKindOfIsTheOneTable(t *testing.T) {
 	for typ, want := range map[string]Kind{"text": Text, "reasoning": Reasoning, "structured": Structured,
-		"tool_use": ToolUse, "tool_result": ToolResult, "citation": Other, "": Other} {
+		"tool_use": ToolUse, "tool_result": ToolResult, "file": File, "citation": Other, "": Other} {
 		if got := KindOf(typ); got != want {
 			t.Errorf("KindOf(%q) = %v, want %v", typ, got, want)
 		}
