@@ -7,9 +7,11 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/httpapi/agui"
 	"github.com/convo-dev/convo/httpapi/aisdk"
 	"github.com/convo-dev/convo/httpapi/events"
+	httpfiles "github.com/convo-dev/convo/httpapi/files"
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/limit"
@@ -47,6 +49,13 @@ type Options struct {
 	// HubOptions.SnapshotBytes bounds a snapshot. Default
 	// stream.DefaultSnapshotBytes.
 	PageBytes int
+	// Files, when set, serves the file routes (POST /v1/files, GET
+	// /v1/files/{id} and /v1/files/{id}/content; package files), with
+	// FileURLs signing their content's URLs and FileOwners finding the
+	// owner a signed URL names (both required with Files).
+	Files      *files.Service
+	FileURLs   *files.Signer
+	FileOwners httpfiles.Owners
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -83,5 +92,13 @@ func NewHandler(opts Options) http.Handler {
 	route("GET /v1/ai-sdk/chat/{id}/messages", ai.Messages)
 	// Stopping takes no body; useChat's stop sends none.
 	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(aisdk.MaxStopBytes, true, ai.Stop))
+	if opts.Files != nil {
+		fh := httpfiles.New(s, opts.Files, opts.FileURLs, opts.FileOwners)
+		route("POST /v1/files", fh.Upload)
+		route("GET /v1/files/{id}", fh.Metadata)
+		// A signed URL stands in for the bearer token: Content
+		// authenticates itself.
+		mux.HandleFunc("GET /v1/files/{id}/content", fh.Content)
+	}
 	return mux
 }
