@@ -31,6 +31,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/maintenance"
@@ -164,6 +165,8 @@ type Config struct {
 	Workers worker.Settings
 	// Limits bounds what one user (and the server) may hold (limits.go).
 	Limits Limits
+	// FileURLs configures files' signed URLs (fileurls.go).
+	FileURLs FileURLs
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -181,8 +184,13 @@ type Main struct {
 	running *runningLock
 	pool    *pgxpool.Pool
 	store   *postgres.Store
-	hub     *wire.Hub
-	workers *worker.Pool
+	// files keeps files (fileStore their metadata); fileURLs signs the
+	// URLs of their content.
+	files     *files.Service
+	fileStore *postgres.FileStore
+	fileURLs  *files.Signer
+	hub       *wire.Hub
+	workers   *worker.Pool
 	// demoModel: the in-process workers run and default to the demo
 	// model (GetServerInfo).
 	demoModel bool
@@ -222,7 +230,7 @@ func NewMain() *Main {
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
-			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
+			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), FileURLs: FileURLs{TTL: files.DefaultURLTTL},
 		},
 		Stdout: os.Stdout,
 	}
@@ -251,6 +259,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.Limits.fromEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.FileURLs.fromEnv(getenv); err != nil {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
@@ -302,6 +313,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	names := newSettingNames(fs, getenv)
 	c.embedPortGiven = names.given["embed-port"] || getenv("CONVO_EMBED_PORT") != ""
 	if err := c.Limits.check(names.name); err != nil {
+		return err
+	}
+	if err := c.FileURLs.check(names); err != nil {
 		return err
 	}
 	if err := c.Workers.Check(names.name); err != nil {
@@ -383,6 +397,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(allowedHosts, "allowed-hosts", *allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
+	c.FileURLs.registerFlags(fs)
 }
 
 // Migrate applies the migrations to Config.DatabaseURL (--migrate).
@@ -460,6 +475,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
+	}
+	m.fileStore = postgres.NewFileStore(m.pool)
+	m.files = files.NewService(files.Options{Store: m.fileStore, Blobs: postgres.NewFileBlobs(m.pool), Logger: m.Logger})
+	if m.fileURLs, err = m.Config.FileURLs.signer(ctx, m.store); err != nil {
+		return err
 	}
 	m.metrics.registry.MustRegister(maintenance.QueueCollector{Store: m.store})
 	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
