@@ -229,3 +229,23 @@ func TestLargeDownloadOutlivesTheWriteTimeout(t *testing.T) {
 	}
 	t.Logf("%s in %v", fmt.Sprint(size), took)
 }
+
+// TestUploadOverTheUserQuota checks that an upload that would take the
+// user's stored bytes past MaxUserBytes is refused 429 naming the limit,
+// keeps nothing, and leaves other users alone; the same bytes again cost
+// nothing.
+func TestUploadOverTheUserQuota(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, apitest.Options{FileLimits: files.Limits{MaxUserBytes: 150 << 10}})
+	first := pngBytes(t, 100<<10)
+	upload(t, tb, "alice", "one.png", "", first)
+	before := stored(t, tb)
+	body, ct := form(t, "two.png", "", pngBytes(t, 100<<10))
+	resp, b := request(t, http.MethodPost, tb.URL+"/v1/files", "alice", http.Header{"Content-Type": {ct}}, body)
+	wantError(t, "over the quota", resp, b, http.StatusTooManyRequests, "resource_exhausted", "153600 bytes")
+	if got := stored(t, tb); got != before {
+		t.Errorf("after a refusal: %s; before: %s", got, before)
+	}
+	upload(t, tb, "alice", "one again.png", "", first)
+	upload(t, tb, "bob", "two.png", "", pngBytes(t, 100<<10))
+}
