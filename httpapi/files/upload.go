@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/convo-dev/convo/conversation"
 	convofiles "github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/wire"
@@ -154,11 +155,14 @@ func partFilename(part *multipart.Part) (string, error) {
 // (a form cut short, a malformed part header) 400.
 func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 	var tooLarge *http.MaxBytesError
+	var refused *conversation.Error
 	switch {
 	case errors.As(err, &tooLarge):
 		h.writeError(w, r, h.tooLarge())
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		httpx.BodyTimeout(w, err)
+	case errors.As(err, &refused):
+		h.writeError(w, r, err) // the form is read, and refused (no file part)
 	default:
 		h.writeError(w, r, wire.Invalid("body", "is not a well-formed multipart form: %v", err))
 	}

@@ -159,7 +159,10 @@ func TestUploadRefusals(t *testing.T) {
 	mw.WriteField("note", "no file here")
 	mw.Close()
 	resp, b = post(mw.FormDataContentType(), &buf)
-	wantError(t, "no file part", resp, b, http.StatusBadRequest, "invalid_argument", "file: is required")
+	wantError(t, "no file part", resp, b, http.StatusBadRequest, "invalid_argument", `file: is required: the form has no part named "file"`)
+	if strings.Contains(string(b), "well-formed") {
+		t.Errorf("no file part: %s; a well-formed form", b)
+	}
 	// A form cut short.
 	resp, b = post("multipart/form-data; boundary=x", strings.NewReader("--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.png\"\r\n\r\n\x89PNG"))
 	wantError(t, "truncated form", resp, b, http.StatusBadRequest, "invalid_argument", "multipart")
