@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/postgres"
 )
 
@@ -23,6 +24,11 @@ type Options struct {
 	CompactAfter time.Duration
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
+	// Files, when set, is collected every CollectFilesEvery(FileGrace):
+	// the files no message holds that are older than FileGrace, and the
+	// bytes no file needs any more (files.Service.Collect).
+	Files     *files.Service
+	FileGrace time.Duration
 }
 
 // CompactBatch is how many prompts one compaction transaction takes on.
@@ -34,15 +40,23 @@ func CompactEvery(after time.Duration) time.Duration {
 	return min(max(after/10, time.Second), time.Minute)
 }
 
-// Loops are the reaper and the compactor with their counters. It is a
-// prometheus.Collector of convo_prompt_leases_expired_total,
-// convo_compaction_prompts_total and convo_compaction_events_removed_total.
+// CollectFilesEvery is how often the file collector runs: a tenth of the
+// grace period, between one second and five minutes.
+func CollectFilesEvery(grace time.Duration) time.Duration {
+	return min(max(grace/10, time.Second), 5*time.Minute)
+}
+
+// Loops are the reaper, the compactor and the file collector with their
+// counters. It is a prometheus.Collector of
+// convo_prompt_leases_expired_total, convo_compaction_prompts_total,
+// convo_compaction_events_removed_total and convo_files_collected_total.
 type Loops struct {
 	opts Options
 
 	leasesExpired    prometheus.Counter
 	promptsCompacted prometheus.Counter
 	eventsCompacted  prometheus.Counter
+	filesCollected   prometheus.Counter
 }
 
 var _ prometheus.Collector = (*Loops)(nil)
@@ -69,16 +83,24 @@ func New(opts Options) *Loops {
 			Name: "convo_compaction_events_removed_total",
 			Help: "Event rows removed by merging delta events.",
 		}),
+		filesCollected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "convo_files_collected_total",
+			Help: "Files this process deleted because no message held them for the grace period.",
+		}),
 	}
 }
 
-// Run runs the reaper, and the compactor when CompactAfter > 0, until ctx
-// ends; then it returns, once both have stopped.
+// Run runs the reaper, the compactor when CompactAfter > 0 and the file
+// collector when Files is set, until ctx ends; then it returns, once all
+// have stopped.
 func (l *Loops) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { l.reapLeases(ctx) })
 	if l.opts.CompactAfter > 0 {
 		wg.Go(func() { l.compactEvents(ctx) })
+	}
+	if l.opts.Files != nil {
+		wg.Go(func() { l.collectFiles(ctx) })
 	}
 	wg.Wait()
 }
@@ -98,7 +120,22 @@ func (l *Loops) Collect(ch chan<- prometheus.Metric) {
 }
 
 func (l *Loops) counters() []prometheus.Counter {
-	return []prometheus.Counter{l.leasesExpired, l.promptsCompacted, l.eventsCompacted}
+	return []prometheus.Counter{l.leasesExpired, l.promptsCompacted, l.eventsCompacted, l.filesCollected}
+}
+
+// collectFiles deletes the files no message holds once they are older
+// than FileGrace, and the bytes no file needs (files.Service.Collect).
+func (l *Loops) collectFiles(ctx context.Context) {
+	every(ctx, CollectFilesEvery(l.opts.FileGrace), func() {
+		n, err := l.opts.Files.Collect(ctx, l.opts.FileGrace)
+		l.filesCollected.Add(float64(n))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			l.opts.Logger.Warn("collecting files failed", "err", err)
+		case n > 0:
+			l.opts.Logger.Info("deleted files no message held", "count", n)
+		}
+	})
 }
 
 // reapLeases fails running prompts whose worker stopped heartbeating, so a

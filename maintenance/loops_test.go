@@ -3,14 +3,17 @@ package maintenance_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/maintenance"
 	"github.com/convo-dev/convo/postgres"
@@ -95,5 +98,65 @@ func TestSeveralProcessesReapOnce(t *testing.T) {
 	}
 	if failed != prompts || events != prompts || reaped() != prompts {
 		t.Errorf("%d prompts failed, %d promptFailed events, %v counted; want %d of each", failed, events, reaped(), prompts)
+	}
+}
+
+// TestLoopsCollectFiles runs the loops with a file collector over a file
+// no message holds, older than the grace period: it is deleted, with its
+// bytes, and counted; a newer one stays.
+func TestLoopsCollectFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.Pool(t)
+	svc := files.NewService(files.Options{Store: postgres.NewFileStore(db), Blobs: postgres.NewFileBlobs(db)})
+	old, err := svc.Upload(ctx, "local", "old.txt", "", strings.NewReader("old bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `UPDATE convo.files SET created_at = now() - interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	recent, err := svc.Upload(ctx, "local", "new.txt", "", strings.NewReader("new bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const grace = 10 * time.Second // collected every second
+	l := maintenance.New(maintenance.Options{Store: postgres.New(db), Files: svc, FileGrace: grace,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { l.Run(runCtx); close(done) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(l)
+	collected := func() float64 {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "convo_files_collected_total" {
+				return f.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for collected() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the old file was not collected within 20s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := svc.Get(ctx, "local", old.ID); !errors.Is(err, files.ErrNotFound) {
+		t.Errorf("the old file: %v, want ErrNotFound", err)
+	}
+	if _, err := svc.Get(ctx, "local", recent.ID); err != nil {
+		t.Errorf("the recent file: %v", err)
+	}
+	var chunks int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM convo.file_chunks`).Scan(&chunks); err != nil || chunks != 1 {
+		t.Errorf("%d chunks (%v), want 1: the recent file's", chunks, err)
 	}
 }

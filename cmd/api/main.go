@@ -167,6 +167,8 @@ type Config struct {
 	Limits Limits
 	// FileURLs configures files' signed URLs (fileurls.go).
 	FileURLs FileURLs
+	// Files bounds uploads and says when unsent files go (files.go).
+	Files FileSettings
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -184,8 +186,8 @@ type Main struct {
 	running *runningLock
 	pool    *pgxpool.Pool
 	store   *postgres.Store
-	// files keeps files (fileStore their metadata); fileURLs signs the
-	// URLs of their content.
+	// files uploads, reads and collects files, in PostgreSQL (fileStore
+	// their metadata); fileURLs signs the URLs of their content.
 	files     *files.Service
 	fileStore *postgres.FileStore
 	fileURLs  *files.Signer
@@ -230,7 +232,8 @@ func NewMain() *Main {
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
-			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), FileURLs: FileURLs{TTL: files.DefaultURLTTL},
+			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), Files: DefaultFileSettings(),
+			FileURLs: FileURLs{TTL: files.DefaultURLTTL},
 		},
 		Stdout: os.Stdout,
 	}
@@ -259,6 +262,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.Limits.fromEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.Files.fromEnv(getenv); err != nil {
 		return err
 	}
 	if err := c.FileURLs.fromEnv(getenv); err != nil {
@@ -313,6 +319,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	names := newSettingNames(fs, getenv)
 	c.embedPortGiven = names.given["embed-port"] || getenv("CONVO_EMBED_PORT") != ""
 	if err := c.Limits.check(names.name); err != nil {
+		return err
+	}
+	if err := c.Files.check(names.name); err != nil {
 		return err
 	}
 	if err := c.FileURLs.check(names); err != nil {
@@ -397,6 +406,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(allowedHosts, "allowed-hosts", *allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
+	c.Files.registerFlags(fs)
 	c.FileURLs.registerFlags(fs)
 }
 
@@ -464,6 +474,11 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.store = postgres.New(m.pool)
 	m.store.SetSearchTimeout(m.Config.Limits.SearchTimeout)
+	m.fileStore = postgres.NewFileStore(m.pool)
+	m.files = files.NewService(files.Options{
+		Store: m.fileStore, Blobs: postgres.NewFileBlobs(m.pool), Storage: files.StoragePostgres,
+		Limits: m.Config.Files.limits(), Logger: m.Logger,
+	})
 	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {
 		return err
 	}
@@ -476,8 +491,6 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
 	}
-	m.fileStore = postgres.NewFileStore(m.pool)
-	m.files = files.NewService(files.Options{Store: m.fileStore, Blobs: postgres.NewFileBlobs(m.pool), Logger: m.Logger})
 	if m.fileURLs, err = m.Config.FileURLs.signer(ctx, m.store); err != nil {
 		return err
 	}
@@ -573,7 +586,8 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	m.stopBackground = cancel
 	m.background.Go(func() { m.hub.Run(bg) })
 	m.background.Go(func() { feed.Run(bg) })
-	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger})
+	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
+		Files: m.files, FileGrace: m.Config.Files.Grace})
 	m.metrics.registry.MustRegister(loops)
 	m.background.Go(func() { loops.Run(bg) })
 	m.background.Go(func() { returnIdleMemory(bg, m.Logger, memoryCheckInterval, idleMemoryBytes) })
