@@ -26,9 +26,12 @@ const (
 // Signer signs and checks the short-lived URLs of files' content
 // (/v1/files/{id}/content?exp=…&sig=…), which a browser fetches without a
 // bearer token (an <img src>). A signature is the HMAC-SHA256, under the
-// Signer's key, of the file's id, its owner and the expiry: it is valid
-// for that file only, until then only, and every process with the same
-// key accepts it. A Signer is safe for concurrent use.
+// Signer's key, of the file's id and the expiry: it is valid for that file
+// only, until then only, and every process with the same key accepts it.
+// The owner is not signed: a file's id names one owner's file already,
+// and leaving it out lets the hub sign the URLs of an event's files once
+// for every subscriber, knowing no user (wire.NewHub). A Signer is safe
+// for concurrent use.
 type Signer struct {
 	key []byte
 	ttl time.Duration
@@ -81,24 +84,38 @@ func decodeBase64(s string) ([]byte, error) {
 // TTL is how long the URLs of URL are valid.
 func (s *Signer) TTL() time.Duration { return s.ttl }
 
-// URL returns the signed path and query of owner's file id's content,
-// valid from now for the Signer's TTL (rounded up to the second), and
-// when it expires.
-func (s *Signer) URL(id uuid.UUID, owner string, now time.Time) (string, time.Time) {
+// URL returns the signed path and query of file id's content, valid from
+// now for the Signer's TTL (rounded up to the second), and when it
+// expires.
+func (s *Signer) URL(id uuid.UUID, now time.Time) (string, time.Time) {
 	exp := now.Add(s.ttl + time.Second - 1).Truncate(time.Second)
 	e := strconv.FormatInt(exp.Unix(), 10)
-	q := url.Values{"exp": {e}, "sig": {s.sign(id, owner, e)}}
+	q := url.Values{"exp": {e}, "sig": {s.sign(id, e)}}
 	return "/v1/files/" + id.String() + "/content?" + q.Encode(), exp
 }
 
-// sign is the signature of id, owner and exp: the HMAC-SHA256 of the
-// three, unambiguous as the id has a fixed length, exp only digits and the
-// owner comes last.
-func (s *Signer) sign(id uuid.UUID, owner, exp string) string {
+// FileURL is URL from now for a file id in text (wire.FileURLs): "" for
+// an id that is not a UUID, which names no file, and from a nil Signer (a
+// server that signs nothing).
+func (s *Signer) FileURL(id string) (string, time.Time) {
+	u, err := uuid.Parse(id)
+	if s == nil || err != nil {
+		return "", time.Time{}
+	}
+	return s.URL(u, time.Now())
+}
+
+// sign is the signature of id and exp: the HMAC-SHA256 of the two,
+// unambiguous as the id has a fixed length and exp is only digits.
+func (s *Signer) sign(id uuid.UUID, exp string) string {
 	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte("convo file url v1\n" + id.String() + "\n" + exp + "\n" + owner))
+	m.Write([]byte("convo file url v1\n" + id.String() + "\n" + exp))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
+
+// ErrSignatureMismatch is Verify's error for a signature of something
+// else: another file, owner or expiry, or another key.
+var ErrSignatureMismatch = &SignatureError{Field: "sig", Reason: "does not match this file and expiry (tampered with, or signed with another key)"}
 
 // SignatureError is why Verify refused a signed URL: Field is the query
 // parameter at fault (exp or sig).
@@ -109,13 +126,12 @@ type SignatureError struct {
 
 func (e *SignatureError) Error() string { return e.Field + ": " + e.Reason }
 
-// Verify checks the exp and sig query parameters of a URL for owner's
+// Verify checks the exp and sig query parameters of a URL for
 // file id at now: the signature must be the Signer's for exactly these
 // (compared in constant time) and exp must not have passed. Errors are
-// *SignatureError: a malformed exp or sig, a signature of something else
-// (another file, another expiry, another key: "does not match"), or an
-// expired one.
-func (s *Signer) Verify(id uuid.UUID, owner, exp, sig string, now time.Time) error {
+// *SignatureError: a malformed exp or sig, ErrSignatureMismatch, or an
+// expired signature.
+func (s *Signer) Verify(id uuid.UUID, exp, sig string, now time.Time) error {
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || unix <= 0 || strconv.FormatInt(unix, 10) != exp {
 		return &SignatureError{Field: "exp", Reason: "is not a time in Unix seconds"}
@@ -124,9 +140,9 @@ func (s *Signer) Verify(id uuid.UUID, owner, exp, sig string, now time.Time) err
 	if err != nil || len(got) != sha256.Size {
 		return &SignatureError{Field: "sig", Reason: "is not a signature (base64url of 32 bytes)"}
 	}
-	want, _ := base64.RawURLEncoding.DecodeString(s.sign(id, owner, exp))
+	want, _ := base64.RawURLEncoding.DecodeString(s.sign(id, exp))
 	if !hmac.Equal(got, want) {
-		return &SignatureError{Field: "sig", Reason: "does not match this file and expiry (tampered with, or signed with another key)"}
+		return ErrSignatureMismatch
 	}
 	if expires := time.Unix(unix, 0); !now.Before(expires) {
 		return &SignatureError{Field: "exp", Reason: fmt.Sprintf("the URL expired at %s; ask for a fresh one (GET /v1/files/{id})", expires.UTC().Format(time.RFC3339))}

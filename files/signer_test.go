@@ -34,16 +34,16 @@ func signedQuery(t *testing.T, u string) (path, exp, sig string) {
 }
 
 // TestSignerAcceptsOnlyItsOwnUnexpiredSignature checks that a URL verifies
-// for its file and owner until it expires, and that a change to any part
-// of it (the file, the owner, exp, sig, the key) or its expiry is refused,
+// for its file until it expires, and that a change to any part of it (the
+// file, exp, sig, the key) or its expiry is refused,
 // naming the parameter at fault.
 func TestSignerAcceptsOnlyItsOwnUnexpiredSignature(t *testing.T) {
 	t.Parallel()
 	const key = "0123456789abcdef0123456789abcdef"
 	s := newSigner(t, key, 10*time.Minute)
-	id, owner := uuid.New(), "alice"
+	id := uuid.New()
 	now := time.Unix(1_700_000_000, 500_000_000)
-	u, expires := s.URL(id, owner, now)
+	u, expires := s.URL(id, now)
 	path, exp, sig := signedQuery(t, u)
 	if path != "/v1/files/"+id.String()+"/content" {
 		t.Fatalf("path = %q", path)
@@ -51,10 +51,10 @@ func TestSignerAcceptsOnlyItsOwnUnexpiredSignature(t *testing.T) {
 	if want := now.Add(10*time.Minute + time.Second).Truncate(time.Second); !expires.Equal(want) || exp != strconv.FormatInt(want.Unix(), 10) {
 		t.Fatalf("expires %v, exp %q; want %v", expires, exp, want)
 	}
-	if err := s.Verify(id, owner, exp, sig, now); err != nil {
+	if err := s.Verify(id, exp, sig, now); err != nil {
 		t.Fatalf("own URL refused: %v", err)
 	}
-	if err := s.Verify(id, owner, exp, sig, expires.Add(-time.Millisecond)); err != nil {
+	if err := s.Verify(id, exp, sig, expires.Add(-time.Millisecond)); err != nil {
 		t.Fatalf("refused just before it expires: %v", err)
 	}
 	otherKey := newSigner(t, strings.ToUpper(key), 10*time.Minute)
@@ -66,15 +66,14 @@ func TestSignerAcceptsOnlyItsOwnUnexpiredSignature(t *testing.T) {
 		verify       func() error
 		field, cause string
 	}{
-		{"another file", func() error { return s.Verify(uuid.New(), owner, exp, sig, now) }, "sig", "does not match"},
-		{"another owner", func() error { return s.Verify(id, "bob", exp, sig, now) }, "sig", "does not match"},
-		{"a later exp", func() error { return s.Verify(id, owner, laterExp, sig, now) }, "sig", "does not match"},
-		{"a changed sig", func() error { return s.Verify(id, owner, exp, string(flipped), now) }, "sig", ""},
-		{"another key", func() error { return otherKey.Verify(id, owner, exp, sig, now) }, "sig", "does not match"},
-		{"no sig", func() error { return s.Verify(id, owner, exp, "", now) }, "sig", "is not a signature"},
-		{"exp not a number", func() error { return s.Verify(id, owner, "soon", sig, now) }, "exp", "Unix seconds"},
-		{"exp with a sign", func() error { return s.Verify(id, owner, "+"+exp, sig, now) }, "exp", "Unix seconds"},
-		{"expired", func() error { return s.Verify(id, owner, exp, sig, expires) }, "exp", "expired"},
+		{"another file", func() error { return s.Verify(uuid.New(), exp, sig, now) }, "sig", "does not match"},
+		{"a later exp", func() error { return s.Verify(id, laterExp, sig, now) }, "sig", "does not match"},
+		{"a changed sig", func() error { return s.Verify(id, exp, string(flipped), now) }, "sig", ""},
+		{"another key", func() error { return otherKey.Verify(id, exp, sig, now) }, "sig", "does not match"},
+		{"no sig", func() error { return s.Verify(id, exp, "", now) }, "sig", "is not a signature"},
+		{"exp not a number", func() error { return s.Verify(id, "soon", sig, now) }, "exp", "Unix seconds"},
+		{"exp with a sign", func() error { return s.Verify(id, "+"+exp, sig, now) }, "exp", "Unix seconds"},
+		{"expired", func() error { return s.Verify(id, exp, sig, expires) }, "exp", "expired"},
 	} {
 		var se *files.SignatureError
 		err := c.verify()

@@ -11,6 +11,7 @@ import (
 	"github.com/convo-dev/convo/httpapi/agui"
 	"github.com/convo-dev/convo/httpapi/aisdk"
 	"github.com/convo-dev/convo/httpapi/events"
+	httpfiles "github.com/convo-dev/convo/httpapi/files"
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/limit"
@@ -48,11 +49,14 @@ type Options struct {
 	// HubOptions.SnapshotBytes bounds a snapshot. Default
 	// stream.DefaultSnapshotBytes.
 	PageBytes int
-	// FileURLs signs the URLs of the files messages hold (nil: none).
-	FileURLs wire.FileURLs
-	// Files uploads and serves users' files (docs/files.md); nil: no
-	// file routes.
-	Files *files.Service
+	// Files, when set, serves the file routes (POST /v1/files, GET
+	// /v1/files/{id} and /v1/files/{id}/content; package files), with
+	// FileURLs signing their content's URLs and FileOwners finding the
+	// owner a signed URL names (both required with Files). FileURLs
+	// also signs the URLs of the files messages hold (nil: none).
+	Files      *files.Service
+	FileURLs   *files.Signer
+	FileOwners httpfiles.Owners
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -74,8 +78,13 @@ func NewHandler(opts Options) http.Handler {
 	if opts.PageBytes <= 0 {
 		opts.PageBytes = stream.DefaultSnapshotBytes
 	}
-	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, URLs: opts.FileURLs, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
+	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
 		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout, Reads: opts.Reads, PageBytes: opts.PageBytes}
+	if opts.FileURLs != nil {
+		// Not a nil *files.Signer in the interface: httpx tells a server
+		// without files by a nil URLs.
+		s.URLs = opts.FileURLs
+	}
 	ag, ai := agui.New(s), aisdk.New(s)
 	mux := http.NewServeMux()
 	// Every route authenticates first, before any body is read.
@@ -89,5 +98,13 @@ func NewHandler(opts Options) http.Handler {
 	route("GET /v1/ai-sdk/chat/{id}/messages", ai.Messages)
 	// Stopping takes no body; useChat's stop sends none.
 	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(aisdk.MaxStopBytes, true, ai.Stop))
+	if opts.Files != nil {
+		fh := httpfiles.New(s, opts.Files, opts.FileURLs, opts.FileOwners)
+		route("POST /v1/files", fh.Upload)
+		route("GET /v1/files/{id}", fh.Metadata)
+		// A signed URL stands in for the bearer token: Content
+		// authenticates itself.
+		mux.HandleFunc("GET /v1/files/{id}/content", fh.Content)
+	}
 	return mux
 }

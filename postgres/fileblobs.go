@@ -108,31 +108,35 @@ type chunkReader struct {
 	id  uuid.UUID
 	pos int64 // the offset of the next byte to return
 	end int64
-	// buf holds bytes from pos on, of the chunks fetched last.
-	buf  []byte
-	done bool
+	// chunks hold the bytes from pos on of the chunks fetched last (the
+	// query's own slices: no copy).
+	chunks [][]byte
+	done   bool
 }
 
 func (r *chunkReader) Read(p []byte) (int, error) {
 	if r.end >= 0 && r.pos >= r.end {
 		return 0, io.EOF
 	}
-	if len(r.buf) == 0 {
+	if len(r.chunks) == 0 {
 		if r.done {
 			return r.endOfBlob()
 		}
 		if err := r.fetch(); err != nil {
 			return 0, err
 		}
-		if len(r.buf) == 0 {
+		if len(r.chunks) == 0 {
 			return r.endOfBlob()
 		}
 	}
 	if r.end >= 0 && int64(len(p)) > r.end-r.pos {
 		p = p[:r.end-r.pos]
 	}
-	n := copy(p, r.buf)
-	r.buf = r.buf[n:]
+	n := copy(p, r.chunks[0])
+	if r.chunks[0] = r.chunks[0][n:]; len(r.chunks[0]) == 0 {
+		r.chunks[0] = nil
+		r.chunks = r.chunks[1:]
+	}
 	r.pos += int64(n)
 	return n, nil
 }
@@ -147,8 +151,8 @@ func (r *chunkReader) endOfBlob() (int, error) {
 	return 0, io.EOF
 }
 
-// fetch reads the chunks from the one holding pos, and keeps in buf the
-// bytes from pos on.
+// fetch reads the chunks from the one holding pos, and keeps in chunks
+// the bytes from pos on.
 func (r *chunkReader) fetch() error {
 	from := r.pos / FileChunkBytes
 	to := from + fileReadChunks
@@ -159,7 +163,7 @@ func (r *chunkReader) fetch() error {
 	if err != nil {
 		return translate(err, "read a file")
 	}
-	r.buf = r.buf[:0]
+	r.chunks = r.chunks[:0]
 	for i, row := range rows {
 		switch {
 		case int64(row.Seq) != from+int64(i):
@@ -171,7 +175,9 @@ func (r *chunkReader) fetch() error {
 		if i == 0 {
 			data = data[min(r.pos-from*FileChunkBytes, int64(len(data))):]
 		}
-		r.buf = append(r.buf, data...)
+		if len(data) > 0 {
+			r.chunks = append(r.chunks, data)
+		}
 	}
 	// Fewer chunks than asked, or a short one: that was the last.
 	if int64(len(rows)) < to-from || (len(rows) > 0 && len(rows[len(rows)-1].Data) < FileChunkBytes) {
@@ -182,7 +188,7 @@ func (r *chunkReader) fetch() error {
 
 // Close implements io.Closer; the reader holds nothing to release.
 func (r *chunkReader) Close() error {
-	r.buf = nil
+	r.chunks = nil
 	r.done = true
 	return nil
 }

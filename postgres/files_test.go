@@ -9,6 +9,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -421,5 +423,59 @@ func TestFileCollect(t *testing.T) {
 	}
 	if n := tb.count(t, `SELECT count(*) FROM convo.file_chunks`); n != 2 {
 		t.Errorf("%d chunks, want 2 (shared, held)", n)
+	}
+}
+
+// TestFileConcurrentUploads uploads at once: the same bytes 8 times (8
+// files, one blob: the copies are discarded), and 10 different files of
+// 300 bytes against a quota of 1000 (exactly 3 fit).
+func TestFileConcurrentUploads(t *testing.T) {
+	t.Parallel()
+	svc, tb := fileService(t, files.Limits{MaxUserBytes: 1000})
+	ctx := context.Background()
+	same := randomBytes(500, 20)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			_, err := svc.Upload(ctx, "alice", "same", "", bytes.NewReader(same))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tb.count(t, `SELECT count(*) FROM convo.files`); n != 8 {
+		t.Errorf("%d files, want 8", n)
+	}
+	if n := tb.count(t, `SELECT count(*) FROM convo.file_blobs`); n != 1 {
+		t.Errorf("%d blobs, want 1", n)
+	}
+
+	var kept, refused atomic.Int32
+	for i := range 10 {
+		wg.Go(func() {
+			_, err := svc.Upload(ctx, "bob", "f", "", bytes.NewReader(randomBytes(300, uint64(100+i))))
+			var quota *files.QuotaError
+			switch {
+			case err == nil:
+				kept.Add(1)
+			case errors.As(err, &quota):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if kept.Load() != 3 || refused.Load() != 7 {
+		t.Errorf("%d kept, %d refused; want 3 and 7", kept.Load(), refused.Load())
+	}
+	if n := tb.count(t, `SELECT coalesce(sum(size), 0) FROM convo.file_blobs WHERE owner = 'bob'`); n != 900 {
+		t.Errorf("bob's blobs hold %d bytes, want 900 (nothing of the refused ones)", n)
 	}
 }

@@ -79,9 +79,9 @@ func SignFiles(urls FileURLs, msgs ...*convov1.Message) {
 	for _, m := range msgs {
 		for _, b := range m.GetBlocks() {
 			if f := b.GetFile(); f != nil && f.GetId() != "" {
-				var exp time.Time
-				f.Url, exp = urls.FileURL(f.GetId())
-				f.UrlExpiresAt = timestamppb.New(exp)
+				if u, exp := urls.FileURL(f.GetId()); u != "" {
+					f.Url, f.UrlExpiresAt = u, timestamppb.New(exp)
+				}
 			}
 		}
 	}
