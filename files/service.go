@@ -236,5 +236,25 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	if c.n > c.limit {
 		return n, &TooLargeError{Limit: c.limit}
 	}
+	if err != nil && err != io.EOF {
+		// Upload reads the head with io.ReadFull, whose ErrUnexpectedEOF
+		// means "a file shorter than the head": a body cut short (a
+		// multipart part's own ErrUnexpectedEOF) must not read as that.
+		return n, &cutError{err: err}
+	}
 	return n, err
+}
+
+// cutError is a read error of the upload's reader other than its end.
+type cutError struct{ err error }
+
+func (e *cutError) Error() string { return "file: the upload ended before its end: " + e.err.Error() }
+
+// Unwrap lets errors.As find what cut it (a body deadline, say), but not
+// errors.Is(io.ErrUnexpectedEOF): see countingReader.Read.
+func (e *cutError) Unwrap() error {
+	if e.err == io.ErrUnexpectedEOF {
+		return nil
+	}
+	return e.err
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/google/uuid"
@@ -210,6 +211,24 @@ func TestFileTooLargeStopsReading(t *testing.T) {
 	// Exactly the limit is taken.
 	if _, err := svc.Upload(context.Background(), "alice", "max.bin", "", bytes.NewReader(randomBytes(limit, 4))); err != nil {
 		t.Errorf("an upload of exactly the limit: %v", err)
+	}
+}
+
+// TestFileCutShortIsNotStored checks that an upload whose reader fails
+// with io.ErrUnexpectedEOF (a multipart body cut short) before the sniffed
+// head is refused and keeps nothing: it must not read as a file shorter
+// than the head.
+func TestFileCutShortIsNotStored(t *testing.T) {
+	t.Parallel()
+	svc, tb := fileService(t, files.Limits{})
+	r := io.MultiReader(strings.NewReader("hello, a text cut in the middle"), iotest.ErrReader(io.ErrUnexpectedEOF))
+	if f, err := svc.Upload(context.Background(), "alice", "cut.txt", "text/plain", r); err == nil {
+		t.Fatalf("a cut upload was kept: %+v", f)
+	}
+	for _, table := range []string{"files", "file_blobs", "file_chunks"} {
+		if n := tb.count(t, `SELECT count(*) FROM convo.`+table); n != 0 {
+			t.Errorf("%d rows in %s after a cut upload", n, table)
+		}
 	}
 }
 
