@@ -20,6 +20,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -46,6 +47,9 @@ type testBundle struct {
 	client  convov1connect.ConversationServiceClient
 	// stop stops the hub and its feed (the test's cleanup does too).
 	stop func()
+	// files and signer are set with setupOptions.files.
+	files  *files.Service
+	signer *files.Signer
 }
 
 type setupOptions struct {
@@ -55,7 +59,7 @@ type setupOptions struct {
 	feed string
 	// noParking keeps every stream on its handler (Options.Parking nil).
 	noParking bool
-	// decode is the hub's Decode (default wire.DecodeEvent).
+	// decode is the hub's Decode (default wire.DecodeSigned).
 	decode func(conversation.Event) (*wire.Response, error)
 	// searchTimeout, when set, is the store's search timeout.
 	searchTimeout time.Duration
@@ -66,6 +70,9 @@ type setupOptions struct {
 	snapshotBytes int
 	// demoModel is Options.DemoModel.
 	demoModel bool
+	// files keeps files in PostgreSQL (testBundle.files) and signs their
+	// URLs (Options.FileURLs and the hub's Decode).
+	files bool
 }
 
 // The feeds the stream tests run under.
@@ -101,8 +108,20 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if o.searchTimeout != 0 {
 		store.SetSearchTimeout(o.searchTimeout)
 	}
+	var fileSvc *files.Service
+	var signer *files.Signer
+	var urls wire.FileURLs // nil, not a nil *files.Signer, without files
+	if o.files {
+		var err error
+		if signer, err = files.NewSigner([]byte("connectapi tests sign file URLs with this key"), 0); err != nil {
+			t.Fatal(err)
+		}
+		urls = signer
+		fileSvc = files.NewService(files.Options{Store: postgres.NewFileStore(pool), Blobs: postgres.NewFileBlobs(pool),
+			Storage: files.StoragePostgres})
+	}
 	if o.decode == nil {
-		o.decode = wire.DecodeEvent
+		o.decode = wire.DecodeSigned(urls)
 	}
 	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize,
 		SnapshotBytes: o.snapshotBytes})
@@ -118,7 +137,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	path, handler := connectapi.NewHandler(connectapi.Options{
 		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, Parking: parking,
-		Searches: o.searches, PageBytes: o.snapshotBytes, DemoModel: o.demoModel,
+		Searches: o.searches, PageBytes: o.snapshotBytes, DemoModel: o.demoModel, FileURLs: urls,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)
@@ -155,6 +174,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	return &testBundle{
 		pool: pool, store: store, hub: hub, feed: feed, parking: parking, q: store.Queries(), url: srv.URL, stop: stop,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
+		files:  fileSvc, signer: signer,
 	}
 }
 

@@ -54,9 +54,12 @@ type Options struct {
 	// FileURLs signing their content's URLs and FileOwners finding the
 	// owner a signed URL names (both required with Files). FileURLs
 	// also signs the URLs of the files messages hold (nil: none).
-	Files      *files.Service
-	FileURLs   *files.Signer
-	FileOwners httpfiles.Owners
+	Files *files.Service
+	// MaxFilesPerMessage bounds the files of a message the AI SDK or
+	// AG-UI sends (default files.DefaultMaxFilesPerMessage).
+	MaxFilesPerMessage int
+	FileURLs           *files.Signer
+	FileOwners         httpfiles.Owners
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -79,7 +82,8 @@ func NewHandler(opts Options) http.Handler {
 		opts.PageBytes = stream.DefaultSnapshotBytes
 	}
 	s := &httpx.Server{Store: opts.Store, Hub: opts.Hub, Auth: opts.Auth, Logger: opts.Logger, Writes: opts.Writes,
-		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout, Reads: opts.Reads, PageBytes: opts.PageBytes}
+		KeepAlive: opts.KeepAlive, Retry: opts.Retry, WriteTimeout: opts.WriteTimeout, Reads: opts.Reads, PageBytes: opts.PageBytes,
+		Files: opts.Files, MaxFilesPerMessage: opts.MaxFilesPerMessage}
 	if opts.FileURLs != nil {
 		// Not a nil *files.Signer in the interface: httpx tells a server
 		// without files by a nil URLs.

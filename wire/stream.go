@@ -26,7 +26,14 @@ type (
 // none). The hub decodes an event once for all its subscribers, so they
 // share one signed URL.
 func NewHub(opts stream.HubOptions[*Response], urls FileURLs) *Hub {
-	opts.Decode = func(e conversation.Event) (*Response, error) {
+	opts.Decode = DecodeSigned(urls)
+	return stream.NewHub(opts)
+}
+
+// DecodeSigned returns DecodeEvent with the files the event's messages
+// hold signed by urls (nil: none): a hub's Decode.
+func DecodeSigned(urls FileURLs) func(conversation.Event) (*Response, error) {
+	return func(e conversation.Event) (*Response, error) {
 		r, err := DecodeEvent(e)
 		if err != nil {
 			return nil, err
@@ -34,7 +41,6 @@ func NewHub(opts stream.HubOptions[*Response], urls FileURLs) *Hub {
 		SignFiles(urls, eventMessages(r.GetEvent())...)
 		return r, nil
 	}
-	return stream.NewHub(opts)
 }
 
 // DecodeEvent turns a logged event into the StreamConversation message that

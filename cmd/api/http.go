@@ -63,7 +63,7 @@ func (m *Main) routes() http.Handler {
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 		WriteTimeout: m.Config.WriteTimeout, Reads: reads, PageBytes: m.Config.SnapshotBytes,
-		Files: m.files, FileURLs: m.fileURLs, FileOwners: m.fileStore,
+		Files: m.files, FileURLs: m.fileURLs, FileOwners: m.fileStore, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
 	return guard.BodyDeadline(m.Config.BodyTimeout,

@@ -3,6 +3,7 @@ package agui
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,19 +110,32 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
 		h.srv.WriteError(w, r, err)
 		return
 	}
+	if len(in.attachments) > h.srv.MaxAttachments() {
+		h.srv.WriteError(w, r, wire.Invalid("messages", "the last user message holds %d files; a message holds at most %d (the server's files per message)",
+			len(in.attachments), h.srv.MaxAttachments()))
+		return
+	}
 	var promptID string
+	if held != nil && heldText(held) == in.text && sameFiles(held, in.attachments) {
+		// The last user message is one of the thread's, as it is: a
+		// rerun (refused).
+		h.srv.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
+			"messages: the last user message (%s) is already in the conversation with this text; append a new user message to run again, or change its text to edit it",
+			in.userMessageID))
+		return
+	}
+	// The inline files are stored before the message that holds them.
+	fileIDs, err := h.srv.StoreAttachments(ctx, owner, in.attachments)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
 	if held != nil {
-		// The last user message is one of the thread's: with the text it
-		// has, a rerun (refused); with another, an edit of it (a new
-		// version of its turn, docs/branches.md).
-		if heldText(held) == in.text {
-			h.srv.WriteError(w, r, conversation.Errorf(conversation.FailedPrecondition,
-				"messages: the last user message (%s) is already in the conversation with this text; append a new user message to run again, or change its text to edit it",
-				in.userMessageID))
-			return
-		}
+		// The last user message is one of the thread's, changed: an edit
+		// of it (a new version of its turn, docs/branches.md).
 		ed, err := h.srv.Store.EditMessage(ctx, conversation.EditParams{
 			OwnerID: owner, ConversationID: id, MessageID: uuid.MustParse(held.Id), Text: in.text, ModelConfig: in.modelConfig,
+			FileIDs: fileIDs,
 		})
 		if err != nil {
 			h.srv.WriteError(w, r, err)
@@ -135,6 +149,7 @@ func (h *Handler) Run(w http.ResponseWriter, r *http.Request) {
 		}
 		res, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
 			OwnerID: owner, ConversationID: id, Text: in.text, ModelConfigs: []json.RawMessage{model},
+			FileIDs: fileIDs,
 		})
 		if err != nil {
 			h.srv.WriteError(w, r, err)
@@ -183,6 +198,26 @@ func (h *Handler) heldMessage(ctx context.Context, owner string, conversationID 
 		}
 	}
 	return nil, nil
+}
+
+// sameFiles reports whether the attachments are, in order, the files
+// held holds: each named by id (inline bytes are a new file).
+func sameFiles(held *convov1.Message, atts []httpx.Attachment) bool {
+	var ids []string
+	for _, b := range held.GetBlocks() {
+		if f := b.GetFile(); f != nil {
+			ids = append(ids, f.GetId())
+		}
+	}
+	if len(ids) != len(atts) {
+		return false
+	}
+	for i, a := range atts {
+		if a.Data != nil || a.ID.String() != ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // heldText is a user message's text: its text blocks.
@@ -278,6 +313,7 @@ type runInput struct {
 
 	threadID      uuid.UUID
 	text          string
+	attachments   []httpx.Attachment // the user message's media parts
 	userMessageID string
 	modelConfig   json.RawMessage
 }
@@ -293,6 +329,9 @@ type inputMessage struct {
 type inputPart struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
+	// A media part's (image, audio, video, document).
+	Source   *partSource     `json:"source"`
+	Metadata json.RawMessage `json:"metadata"`
 }
 
 // decodeRunInput reads and checks a RunAgentInput. Errors are Invalid,
@@ -323,11 +362,11 @@ func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
 		in.answers = answers
 		return &in, nil
 	}
-	i, text, err := lastUserMessage(in.Messages)
+	i, text, atts, err := lastUserMessage(in.Messages)
 	if err != nil {
 		return nil, err
 	}
-	in.text, in.userMessageID = text, in.Messages[i].ID
+	in.text, in.attachments, in.userMessageID = text, atts, in.Messages[i].ID
 	if in.modelConfig, err = modelConfig(in.ForwardedProps); err != nil {
 		return nil, err
 	}
@@ -335,26 +374,108 @@ func decodeRunInput(w http.ResponseWriter, r *http.Request) (*runInput, error) {
 }
 
 // lastUserMessage finds the last user message of messages and returns its
-// index and text.
-func lastUserMessage(messages []inputMessage) (int, string, error) {
+// index, its text and its media parts as attachments. Text is required
+// unless it holds files.
+func lastUserMessage(messages []inputMessage) (int, string, []httpx.Attachment, error) {
 	for i := len(messages) - 1; i >= 0; i-- {
 		m := messages[i]
 		if m.Role != "user" {
 			continue
 		}
 		field := fmt.Sprintf("messages[%d].content", i)
-		text, err := messageText(field, m.Content)
+		text, atts, err := userContent(field, m.Content)
 		if err != nil {
-			return i, "", err
+			return i, "", nil, err
 		}
-		return i, text, wire.CheckMessageText(field, text)
+		if len(atts) > 0 {
+			return i, text, atts, wire.CheckText(field, text, false, wire.MaxMessageText)
+		}
+		return i, text, nil, wire.CheckMessageText(field, text)
 	}
-	return -1, "", wire.Invalid("messages", "has no user message")
+	return -1, "", nil, wire.Invalid("messages", "has no user message")
 }
 
-// messageText is a user message's text: its content string, or its text
-// parts joined. Other parts (images, audio, …) are refused: convo's
-// messages are text.
+// userContent reads a user message's content: a string, or a list of
+// parts whose text parts join into its text and whose media parts (image,
+// audio, video, document) are its files. A media part's source is "data"
+// (base64 bytes, which convo stores as a file: its mimeType declared, its
+// metadata's filename, if any, the file's name), "url" (one of convo's
+// own file URLs, as MESSAGES_SNAPSHOT gives them) or "file" (a convo file
+// id).
+func userContent(field string, content json.RawMessage) (string, []httpx.Attachment, error) {
+	content = bytes.TrimSpace(content)
+	if len(content) == 0 || content[0] != '[' {
+		text, err := messageText(field, content)
+		return text, nil, err
+	}
+	var parts []inputPart
+	if err := json.Unmarshal(content, &parts); err != nil {
+		return "", nil, wire.Invalid(field, "must be a string or a list of parts")
+	}
+	var text bytes.Buffer
+	var atts []httpx.Attachment
+	for j, p := range parts {
+		pf := fmt.Sprintf("%s[%d]", field, j)
+		switch p.Type {
+		case "text":
+			text.WriteString(p.Text)
+		case "image", "audio", "video", "document":
+			a, err := mediaAttachment(pf, p)
+			if err != nil {
+				return "", nil, err
+			}
+			atts = append(atts, a)
+		default:
+			return "", nil, wire.Invalid(pf, "convo takes text, image, audio, video and document parts, got a %q part", p.Type)
+		}
+	}
+	return text.String(), atts, nil
+}
+
+// mediaAttachment reads a media part (see userContent).
+func mediaAttachment(field string, p inputPart) (httpx.Attachment, error) {
+	a := httpx.Attachment{Field: field, Filename: "file"}
+	var meta struct {
+		Filename string `json:"filename"`
+	}
+	if json.Unmarshal(p.Metadata, &meta) == nil && meta.Filename != "" {
+		a.Filename = meta.Filename
+	}
+	src := p.Source
+	if src == nil {
+		return a, wire.Invalid(field+".source", "is required")
+	}
+	a.MediaType = src.MimeType
+	switch src.Type {
+	case "data":
+		data, err := base64.StdEncoding.DecodeString(src.Value)
+		if err != nil {
+			return a, wire.Invalid(field+".source.value", "is not valid base64: %v", err)
+		}
+		if src.MimeType == "" {
+			return a, wire.Invalid(field+".source.mimeType", "is required with data")
+		}
+		a.Data = data
+	case "url":
+		id, ok := httpx.FileURLID(src.Value)
+		if !ok {
+			return a, wire.Invalid(field+".source.value", "must be one of convo's file URLs (/v1/files/{id}/content): convo fetches no other URL; send the bytes as data, or upload them (POST /v1/files)")
+		}
+		a.ID = id
+	case "file":
+		id, err := wire.RequireID(field+".source.value", src.Value)
+		if err != nil {
+			return a, err
+		}
+		a.ID = id
+	default:
+		return a, wire.Invalid(field+".source.type", "must be data, url or file, got %q", src.Type)
+	}
+	return a, nil
+}
+
+// messageText is a message's text: its content string, or its text parts
+// joined. Other parts are refused (a tool message's content is text).
 func messageText(field string, content json.RawMessage) (string, error) {
 	content = bytes.TrimSpace(content)
 	if len(content) == 0 || content[0] != '[' {

@@ -21,7 +21,7 @@ func messagesOf(c *view.Conversation, queued map[string]bool) []message {
 	for _, m := range c.Messages {
 		switch m.Role {
 		case "user", "system":
-			out = append(out, message{ID: m.ID, Role: m.Role, Content: userContent(m)})
+			out = append(out, message{ID: m.ID, Role: m.Role, Content: contentOf(m)})
 		case "assistant":
 			out = assistant(out, m, queued)
 		}
@@ -29,12 +29,12 @@ func messagesOf(c *view.Conversation, queued map[string]bool) []message {
 	return out
 }
 
-// userContent is a user's (or system) message's content: its text, or
+// contentOf is a user's (or system) message's content: its text, or
 // for a message that holds files AG-UI's content parts: the text (when
 // there is some), then one media part per file, image, audio, video or
 // document by its media type, its source the file's signed URL and its
 // metadata the file's convo id, name and size (docs/files.md).
-func userContent(m *view.Message) any {
+func contentOf(m *view.Message) any {
 	var text strings.Builder
 	var files []*convov1.File
 	for _, b := range m.Blocks {

@@ -162,7 +162,7 @@ type message struct {
 	Role string `json:"role"`
 	// Content is required for every role but assistant: a string, or
 	// for a user message that holds files []any of textPart and
-	// mediaPart (userContent).
+	// mediaPart (contentOf).
 	Content    any        `json:"content,omitempty"`
 	ToolCalls  []toolCall `json:"toolCalls,omitempty"`
 	ToolCallID string     `json:"toolCallId,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -99,11 +100,23 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 	}
 	defer sub.Close()
 	sub.ReleaseSnapshot() // the reply is new: nothing of the snapshot is sent
+	if len(req.attachments) > h.srv.MaxAttachments() {
+		h.srv.WriteError(w, r, wire.Invalid(fmt.Sprintf("messages[%d].parts", len(req.Messages)-1),
+			"holds %d files; a message holds at most %d (the server's files per message)", len(req.attachments), h.srv.MaxAttachments()))
+		return
+	}
+	// The inline files are stored before the message that holds them.
+	fileIDs, err := h.srv.StoreAttachments(ctx, owner, req.attachments)
+	if err != nil {
+		h.srv.WriteError(w, r, err)
+		return
+	}
 	var promptID, messageID uuid.UUID
 	switch {
 	case req.trigger == triggerSubmit && edit.message != uuid.Nil:
 		ed, err := h.srv.Store.EditMessage(ctx, conversation.EditParams{
 			OwnerID: owner, ConversationID: req.id, MessageID: edit.message, Text: req.text, ModelConfig: req.model,
+			FileIDs: fileIDs,
 		})
 		if err != nil {
 			h.srv.WriteError(w, r, err)
@@ -117,6 +130,7 @@ func (h *Handler) Chat(w http.ResponseWriter, r *http.Request) {
 		}
 		sent, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{
 			OwnerID: owner, ConversationID: req.id, Text: req.text, ModelConfigs: []json.RawMessage{model},
+			FileIDs: fileIDs,
 		})
 		if err != nil {
 			h.srv.WriteError(w, r, err)
@@ -420,11 +434,13 @@ type chatRequest struct {
 	// regenerated reply the model of the reply it replaces.
 	Model json.RawMessage `json:"model"`
 
-	id        uuid.UUID
-	trigger   string
-	text      string
-	messageID uuid.NullUUID
-	model     json.RawMessage
+	id      uuid.UUID
+	trigger string
+	text    string
+	// attachments are the files of the user's message (its file parts).
+	attachments []httpx.Attachment
+	messageID   uuid.NullUUID
+	model       json.RawMessage
 	// edit: a submit-message with messageId, useChat's edit of a user
 	// message (see edit.go).
 	edit bool
@@ -443,6 +459,10 @@ type chatMessage struct {
 type chatPart struct {
 	Type string  `json:"type"`
 	Text *string `json:"text"`
+	// A file part's (FileUIPart).
+	MediaType string `json:"mediaType"`
+	Filename  string `json:"filename"`
+	URL       string `json:"url"`
 }
 
 // decodeChatRequest reads and checks a useChat request. Errors are
@@ -472,7 +492,7 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 			}
 			return &req, nil
 		}
-		if req.text, err = lastUserText(req.Messages); err != nil {
+		if req.text, req.attachments, err = lastUserMessage(req.Messages); err != nil {
 			return nil, err
 		}
 		if req.MessageID != "" {
@@ -505,37 +525,78 @@ func decodeChatRequest(w http.ResponseWriter, r *http.Request) (*chatRequest, er
 	return &req, nil
 }
 
-// lastUserText is the text of the last message, which must be the
-// user's: its text parts joined. Other parts are refused: convo's
-// messages are text.
-func lastUserText(messages []chatMessage) (string, error) {
+// lastUserMessage reads the last message, which must be the user's: its
+// text parts joined, and its file parts (FileUIPart: mediaType,
+// filename, url) as attachments (Chat bounds how many). A file
+// part's url is a data: URL (the bytes, which convo stores as a file), or
+// one of convo's own file URLs (a file convo holds, as /messages returns
+// it). Other parts are refused. Text is required unless the message
+// holds files.
+func lastUserMessage(messages []chatMessage) (string, []httpx.Attachment, error) {
 	if len(messages) == 0 {
-		return "", wire.Invalid("messages", "is required: the chat's messages, the last one the user's")
+		return "", nil, wire.Invalid("messages", "is required: the chat's messages, the last one the user's")
 	}
 	i := len(messages) - 1
 	m := messages[i]
 	if m.Role != "user" {
-		return "", wire.Invalid(fmt.Sprintf("messages[%d].role", i), "the last message must be the user's, got %q", m.Role)
+		return "", nil, wire.Invalid(fmt.Sprintf("messages[%d].role", i), "the last message must be the user's, got %q", m.Role)
 	}
 	var text bytes.Buffer
+	var atts []httpx.Attachment
 	for j, raw := range m.Parts {
 		field := fmt.Sprintf("messages[%d].parts[%d]", i, j)
 		var p chatPart
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return "", wire.Invalid(field, "is not a message part: %v", err)
+			return "", nil, wire.Invalid(field, "is not a message part: %v", err)
 		}
-		if p.Type != "text" {
-			return "", wire.Invalid(field, "convo takes text only, got a %q part", p.Type)
+		switch p.Type {
+		case "text":
+			if p.Text == nil {
+				return "", nil, wire.Invalid(field+".text", "is required")
+			}
+			text.WriteString(*p.Text)
+		case "file":
+			a, err := fileAttachment(field, p)
+			if err != nil {
+				return "", nil, err
+			}
+			atts = append(atts, a)
+		default:
+			return "", nil, wire.Invalid(field, "convo takes text and file parts, got a %q part", p.Type)
 		}
-		if p.Text == nil {
-			return "", wire.Invalid(field+".text", "is required")
-		}
-		text.WriteString(*p.Text)
+	}
+	if len(atts) > 0 {
+		return text.String(), atts, wire.CheckText(fmt.Sprintf("messages[%d].parts", i), text.String(), false, wire.MaxMessageText)
 	}
 	if text.Len() == 0 {
-		return "", wire.Invalid(fmt.Sprintf("messages[%d].parts", i), "has no text: the user's message must have a text part")
+		return "", nil, wire.Invalid(fmt.Sprintf("messages[%d].parts", i), "has no text: the user's message must have a text part or a file part")
 	}
-	return text.String(), wire.CheckMessageText(fmt.Sprintf("messages[%d].parts", i), text.String())
+	return text.String(), nil, wire.CheckMessageText(fmt.Sprintf("messages[%d].parts", i), text.String())
+}
+
+// fileAttachment reads a file part: a data: URL's bytes, or a file of
+// convo's named by its URL.
+func fileAttachment(field string, p chatPart) (httpx.Attachment, error) {
+	a := httpx.Attachment{Field: field, Filename: p.Filename, MediaType: p.MediaType}
+	if id, ok := httpx.FileURLID(p.URL); ok {
+		a.ID = id
+		return a, nil
+	}
+	if !strings.HasPrefix(p.URL, "data:") {
+		return a, wire.Invalid(field+".url", "must be a data: URL (the file's bytes) or one of convo's file URLs (/v1/files/{id}/content)")
+	}
+	mediaType, data, err := httpx.ReadDataURL(field+".url", p.URL)
+	if err != nil {
+		return a, err
+	}
+	if a.MediaType == "" {
+		a.MediaType = mediaType
+	}
+	if a.Filename == "" {
+		a.Filename = "file"
+	}
+	a.Data = data
+	return a, nil
 }
 
 // chatModel checks the request's model configuration as SendMessage

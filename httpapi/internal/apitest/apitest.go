@@ -110,7 +110,16 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 		}
 	})
 	store := postgres.New(pool)
-	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store, SnapshotBytes: o.SnapshotBytes}, nil)
+	var signer *files.Signer
+	var urls wire.FileURLs // nil, not a nil *files.Signer, without files
+	if o.Files {
+		var err error
+		if signer, err = files.NewSigner(FileURLKey, 0); err != nil {
+			t.Fatal(err)
+		}
+		urls = signer
+	}
+	hub := wire.NewHub(stream.HubOptions[*wire.Response]{Store: store, SnapshotBytes: o.SnapshotBytes}, urls)
 	feed := &stream.NotifyFeed{ConnConfig: pool.Config().ConnConfig.Copy(), Hub: hub}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -126,10 +135,7 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 		fileStore := postgres.NewFileStore(pool)
 		hopts.Files = files.NewService(files.Options{Store: fileStore, Blobs: postgres.NewFileBlobs(pool), Limits: o.FileLimits})
 		hopts.FileOwners = fileStore
-		var err error
-		if hopts.FileURLs, err = files.NewSigner(FileURLKey, 0); err != nil {
-			t.Fatal(err)
-		}
+		hopts.FileURLs = signer
 	}
 	var handler http.Handler = httpapi.NewHandler(hopts)
 	if o.WriteTimeout > 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/wire"
 )
@@ -19,9 +20,15 @@ type Server struct {
 	// Hub serves the streams.
 	Hub *wire.Hub
 	// URLs signs the URLs of the files messages hold (nil: none).
-	URLs   wire.FileURLs
-	Auth   auth.Authenticator
-	Logger *slog.Logger
+	URLs wire.FileURLs
+	// Files keeps the files protocols' messages carry inline (an AI SDK
+	// data URL); nil: such files are refused.
+	Files *files.Service
+	// MaxFilesPerMessage bounds the files of one message (default
+	// files.DefaultMaxFilesPerMessage).
+	MaxFilesPerMessage int
+	Auth               auth.Authenticator
+	Logger             *slog.Logger
 	// Writes rate-limits each user's writes (WriteRequest); nil: no limit.
 	Writes *limit.Writes
 	// KeepAlive is the silence after which Next writes a comment line;
