@@ -81,10 +81,14 @@ func TestAGUIVerifier(t *testing.T) {
 	t.Parallel()
 	apitest.NeedNode(t, "@ag-ui/client") // before recording
 	dir := t.TempDir()
-	demo := apitest.Setup(t, apitest.Options{Workers: true}) // the in-process demo worker answers
+	demo := apitest.Setup(t, apitest.Options{Workers: true, Files: true}) // the in-process demo worker answers
 	ctx := context.Background()
 
 	t.Run("Record", func(t *testing.T) {
+		t.Run("UserMessageWithFiles", func(t *testing.T) {
+			t.Parallel()
+			recordFiles(t, demo, dir)
+		})
 		t.Run("CompleteDemoReplyAndAFollower", func(t *testing.T) {
 			t.Parallel()
 			thread := uuid.NewString()
@@ -274,8 +278,8 @@ func TestAGUIVerifier(t *testing.T) {
 
 	var report verifierReport
 	apitest.RunVerifier(t, "agui-verify/verify.mjs", "@ag-ui/client", &report, "AGUI_RECORDINGS="+dir, "AGUI_URL="+demo.URL+"/v1/agui")
-	if len(report.Recordings) != 8 {
-		t.Fatalf("the verifier read %d recordings, want 8", len(report.Recordings))
+	if len(report.Recordings) != 9 {
+		t.Fatalf("the verifier read %d recordings, want 9", len(report.Recordings))
 	}
 	for _, rec := range report.Recordings {
 		name := strings.TrimSuffix(filepath.Base(rec.File), ".jsonl")
