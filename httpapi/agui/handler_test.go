@@ -408,7 +408,7 @@ func TestAGUIRequests(t *testing.T) {
 			{"ThreadIDNotAUUID", alice, runInput("thread-1", "r", "hi"), 400, "invalid_argument", `threadId: "thread-1" is not a UUID`},
 			{"NoUserMessage", alice, assistantOnly, 400, "invalid_argument", "messages: has no user message"},
 			{"OnlyWhitespace", alice, runInput(thread, "r", "  "), 400, "invalid_argument", "messages[0].content: must not be only whitespace"},
-			{"ImagePart", alice, withParts, 400, "invalid_argument", `messages[0].content[1]: convo takes text only, got a "image" part`},
+			{"ImagePartOfAnotherURL", alice, withParts, 400, "invalid_argument", `messages[0].content[1].source.value: must be one of convo's file URLs`},
 			{"ModelOutOfRange", alice, hot, 400, "invalid_argument", "forwardedProps.model.temperature"},
 			{"ModelUnknownField", alice, unknownField, 400, "invalid_argument", "forwardedProps.model"},
 			{"AnotherUsersThread", mallory, runInput(thread, "r", "hi"), 404, "not_found", ""},
