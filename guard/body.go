@@ -52,8 +52,15 @@ func BodyDeadline(limit time.Duration, next http.Handler) http.Handler {
 	if limit <= 0 {
 		return next
 	}
+	return BodyDeadlines(func(*http.Request) time.Duration { return limit }, next)
+}
+
+// BodyDeadlines is BodyDeadline with each request's limit from limitFor
+// (an upload's longer than a JSON body's, say).
+func BodyDeadlines(limitFor func(*http.Request) time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body == nil || r.Body == http.NoBody {
+		limit := limitFor(r)
+		if limit <= 0 || r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}

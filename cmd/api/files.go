@@ -24,13 +24,18 @@ type FileSettings struct {
 	// collector deletes it (CONVO_FILE_GRACE, --file-grace): the time a
 	// client has between uploading a file and sending it.
 	Grace time.Duration
+	// UploadTimeout bounds how long an upload's body (POST /v1/files) may
+	// take to arrive (CONVO_FILE_UPLOAD_TIMEOUT, --file-upload-timeout), in
+	// place of CONVO_BODY_TIMEOUT: a 25 MiB file at 1 MB/s takes 26 s.
+	UploadTimeout time.Duration
 }
 
 // DefaultFileSettings: 25 MiB a file, 1 GiB a user, 10 files a message,
 // a day's grace.
 func DefaultFileSettings() FileSettings {
 	d := files.DefaultLimits()
-	return FileSettings{MaxBytes: d.MaxFileBytes, UserBytes: d.MaxUserBytes, MaxPerMessage: d.MaxFilesPerMessage, Grace: 24 * time.Hour}
+	return FileSettings{MaxBytes: d.MaxFileBytes, UserBytes: d.MaxUserBytes, MaxPerMessage: d.MaxFilesPerMessage, Grace: 24 * time.Hour,
+		UploadTimeout: 10 * time.Minute}
 }
 
 // minFileGrace is the shortest grace the collector may have: it must
@@ -54,12 +59,14 @@ func (s *FileSettings) fromEnv(getenv func(string) string) error {
 		}
 		s.MaxPerMessage = n
 	}
-	if v := getenv("CONVO_FILE_GRACE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("CONVO_FILE_GRACE: %q is not a duration such as 24h or 90m", v)
+	for name, dst := range map[string]*time.Duration{"CONVO_FILE_GRACE": &s.Grace, "CONVO_FILE_UPLOAD_TIMEOUT": &s.UploadTimeout} {
+		if v := getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("%s: %q is not a duration such as 24h or 90m", name, v)
+			}
+			*dst = d
 		}
-		s.Grace = d
 	}
 	return nil
 }
@@ -68,7 +75,8 @@ func (s *FileSettings) registerFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&s.MaxBytes, "file-max-bytes", s.MaxBytes, "largest file a user may upload, in bytes (CONVO_FILE_MAX_BYTES)")
 	fs.Int64Var(&s.UserBytes, "file-user-bytes", s.UserBytes, "bytes one user's files may hold in all, each content counted once (CONVO_FILE_USER_BYTES)")
 	fs.IntVar(&s.MaxPerMessage, "file-max-per-message", s.MaxPerMessage, "most files one message may hold (CONVO_FILE_MAX_PER_MESSAGE)")
-	fs.DurationVar(&s.Grace, "file-grace", s.Grace, "how long a file no message holds is kept before it is deleted (CONVO_FILE_GRACE); at least 1m")
+	fs.DurationVar(&s.Grace, "file-grace", s.Grace, "how long a file no message holds is kept before it is deleted (CONVO_FILE_GRACE); at least 1m, and longer than the upload timeout")
+	fs.DurationVar(&s.UploadTimeout, "file-upload-timeout", s.UploadTimeout, "how long an upload's body may take to arrive (CONVO_FILE_UPLOAD_TIMEOUT)")
 }
 
 // check refuses settings out of range, naming each through name.
@@ -82,8 +90,12 @@ func (s *FileSettings) check(name func(flag string) string) error {
 	if s.MaxPerMessage < 1 {
 		return fmt.Errorf("%s: want 1 or more", name("file-max-per-message"))
 	}
-	if s.Grace < minFileGrace {
-		return fmt.Errorf("%s: want %s or more: the collector must not take an upload still in flight", name("file-grace"), minFileGrace)
+	if s.UploadTimeout < time.Second {
+		return fmt.Errorf("%s: want 1s or more", name("file-upload-timeout"))
+	}
+	if s.Grace < minFileGrace || s.Grace <= s.UploadTimeout {
+		return fmt.Errorf("%s: want %s or more, and more than %s: the collector must not take an upload still in flight",
+			name("file-grace"), minFileGrace, name("file-upload-timeout"))
 	}
 	return nil
 }

@@ -14,13 +14,14 @@ func TestFileSettings(t *testing.T) {
 		return m.Config.Files, err
 	}
 	s, err := parse(nil, nil)
-	want := FileSettings{MaxBytes: 25 << 20, UserBytes: 1 << 30, MaxPerMessage: 10, Grace: 24 * time.Hour}
+	want := FileSettings{MaxBytes: 25 << 20, UserBytes: 1 << 30, MaxPerMessage: 10, Grace: 24 * time.Hour, UploadTimeout: 10 * time.Minute}
 	if err != nil || s != want {
 		t.Fatalf("defaults = %+v, %v; want %+v", s, err, want)
 	}
 	s, err = parse([]string{"--file-grace", "2h"}, map[string]string{
-		"CONVO_FILE_MAX_BYTES": "1000", "CONVO_FILE_USER_BYTES": "5000", "CONVO_FILE_MAX_PER_MESSAGE": "3", "CONVO_FILE_GRACE": "1h"})
-	want = FileSettings{MaxBytes: 1000, UserBytes: 5000, MaxPerMessage: 3, Grace: 2 * time.Hour}
+		"CONVO_FILE_MAX_BYTES": "1000", "CONVO_FILE_USER_BYTES": "5000", "CONVO_FILE_MAX_PER_MESSAGE": "3", "CONVO_FILE_GRACE": "1h",
+		"CONVO_FILE_UPLOAD_TIMEOUT": "30m"})
+	want = FileSettings{MaxBytes: 1000, UserBytes: 5000, MaxPerMessage: 3, Grace: 2 * time.Hour, UploadTimeout: 30 * time.Minute}
 	if err != nil || s != want {
 		t.Errorf("configured = %+v, %v; want %+v", s, err, want)
 	}
@@ -37,6 +38,8 @@ func TestFileSettings(t *testing.T) {
 		{map[string]string{"CONVO_FILE_MAX_PER_MESSAGE": "0"}, "CONVO_FILE_MAX_PER_MESSAGE=0"},
 		{map[string]string{"CONVO_FILE_GRACE": "10s"}, "CONVO_FILE_GRACE=10s: want 1m0s or more"},
 		{map[string]string{"CONVO_FILE_GRACE": "soon"}, "CONVO_FILE_GRACE"},
+		{map[string]string{"CONVO_FILE_GRACE": "5m"}, "CONVO_FILE_GRACE=5m: want 1m0s or more, and more than --file-upload-timeout 10m0s"},
+		{map[string]string{"CONVO_FILE_UPLOAD_TIMEOUT": "0s"}, "CONVO_FILE_UPLOAD_TIMEOUT=0s: want 1s or more"},
 	} {
 		if _, err := parse(nil, c.env); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%v: %v, want an error saying %q", c.env, err, c.says)

@@ -66,8 +66,17 @@ func (m *Main) routes() http.Handler {
 		Files: m.files, FileURLs: m.fileURLs, FileOwners: m.fileStore, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
-	return guard.BodyDeadline(m.Config.BodyTimeout,
+	return guard.BodyDeadlines(m.bodyTimeout,
 		withWriteDeadline(m.Config.WriteTimeout, m.withGuard(withCORS(m.cors, mux))))
+}
+
+// bodyTimeout is how long a request's body may take to arrive: an
+// upload's CONVO_FILE_UPLOAD_TIMEOUT, any other's CONVO_BODY_TIMEOUT.
+func (m *Main) bodyTimeout(r *http.Request) time.Duration {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/files" {
+		return m.Config.Files.UploadTimeout
+	}
+	return m.Config.BodyTimeout
 }
 
 // withWriteDeadline gives every response a write deadline of timeout from
