@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,31 @@ func TestFileSettings(t *testing.T) {
 	} {
 		if _, err := parse(nil, c.env); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%v: %v, want an error saying %q", c.env, err, c.says)
+		}
+	}
+}
+
+// TestUploadBodyTimeout: an upload's body has CONVO_FILE_UPLOAD_TIMEOUT to
+// arrive, every other body CONVO_BODY_TIMEOUT.
+func TestUploadBodyTimeout(t *testing.T) {
+	t.Parallel()
+	m := NewMain()
+	if err := m.ParseFlags(nil, func(k string) string {
+		return map[string]string{"CONVO_BODY_TIMEOUT": "7s", "CONVO_FILE_UPLOAD_TIMEOUT": "3m"}[k]
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		method, path string
+		want         time.Duration
+	}{
+		{"POST", "/v1/files", 3 * time.Minute},
+		{"POST", "/v1/ai-sdk/chat", 7 * time.Second},
+		{"POST", "/convo.v1.ConversationService/SendMessage", 7 * time.Second},
+		{"GET", "/v1/files", 7 * time.Second},
+	} {
+		if got := m.bodyTimeout(httptest.NewRequest(c.method, c.path, nil)); got != c.want {
+			t.Errorf("%s %s: %v, want %v", c.method, c.path, got, c.want)
 		}
 	}
 }
