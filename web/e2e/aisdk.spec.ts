@@ -110,3 +110,53 @@ test("useChat: an approval, a reload before deciding shows it once; Approve resu
   expect(texts[0].split("published a note")).toHaveLength(2); // shown once
   await shot(page, "aisdk-usechat-approved-after-reload");
 });
+
+test("useChat: sendMessage with files; the reply names them; a reload and a second tab show each once, from convo's URLs", async ({
+  page,
+  context,
+}) => {
+  await serveFixture(context);
+  const chat = randomUUID();
+  const url = `${fixturePath}index.html?chat=${chat}`;
+  await page.goto(url);
+  const notes = "Shopping list\nbread\nolives\n";
+  await page.getByLabel("Attach").setInputFiles([
+    { name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from(notes) },
+    { name: "dot.png", mimeType: "image/png", buffer: dotPNG },
+  ]);
+  await page.getByRole("textbox", { name: "Message" }).fill("What did I attach?");
+  await page.getByRole("button", { name: "Send" }).click();
+  await expect(page.locator("output")).toHaveAttribute("data-status", "ready", { timeout: 60_000 });
+  // The demo model read the bytes: it names each file and the text file's first line.
+  await expect.poll(() => replyTexts(page), { timeout: 60_000 }).toEqual([expect.stringContaining("notes.txt")]);
+  const [reply] = await replyTexts(page);
+  expect(reply).toContain("Shopping list");
+  expect(reply).toContain("dot.png");
+
+  const second = await context.newPage();
+  await second.goto(url);
+  await page.reload();
+  for (const p of [page, second]) {
+    const user = p.locator('article[data-role="user"]');
+    await expect(user).toHaveCount(1);
+    // Loaded from /messages: convo's signed URLs, never the data URLs sent.
+    const link = user.locator("a.file");
+    await expect(link).toHaveCount(1);
+    await expect(link).toHaveText("notes.txt");
+    expect(await link.getAttribute("href")).toMatch(/^\/v1\/files\/[0-9a-f-]{36}\/content\?exp=/);
+    const image = user.locator("img.file");
+    await expect(image).toHaveCount(1);
+    expect(await image.getAttribute("src")).toMatch(/^\/v1\/files\/[0-9a-f-]{36}\/content\?exp=/);
+    // The image loads from its signed URL, no token needed.
+    await expect.poll(() => image.evaluate((img: HTMLImageElement) => img.complete && img.naturalWidth)).toBe(1);
+    const body = await p.evaluate(async (href) => (await fetch(href!)).text(), await link.getAttribute("href"));
+    expect(body).toBe(notes);
+  }
+  await shot(second, "aisdk-usechat-files-second-tab");
+});
+
+/** dotPNG is a 1×1 PNG. */
+const dotPNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4//8/AwAI/AL+pzWBhAAAAABJRU5ErkJggg==",
+  "base64",
+);

@@ -25,6 +25,7 @@ function Chat({ id, initial }: { id: string; initial: UIMessage[] }) {
     }),
   });
   const [input, setInput] = useState("");
+  const [files, setFiles] = useState<FileList | undefined>(undefined);
   // stop() only drops this tab's response; the stop endpoint ends the reply.
   const stopReply = async () => {
     await fetch(`${api}/${id}/stop`, { method: "POST" });
@@ -57,6 +58,12 @@ function Chat({ id, initial }: { id: string; initial: UIMessage[] }) {
                   Deny
                 </button>
               </fieldset>
+            ) : p.type === "file" && p.mediaType.startsWith("image/") ? (
+              <img key={i} className="file" src={p.url} alt={p.filename ?? "image"} />
+            ) : p.type === "file" ? (
+              <a key={i} className="file" href={p.url}>
+                {p.filename ?? "file"}
+              </a>
             ) : p.type === "dynamic-tool" ? (
               <p key={i} className="tool" data-state={p.state}>
                 {p.toolName}: {p.state === "output-available" ? String(p.output) : p.state}
@@ -68,11 +75,16 @@ function Chat({ id, initial }: { id: string; initial: UIMessage[] }) {
       <form
         onSubmit={(e) => {
           e.preventDefault();
-          void sendMessage({ text: input });
+          // Files go as data URLs: convo stores them and serves them back
+          // with its own URLs.
+          void sendMessage({ text: input, files });
           setInput("");
+          setFiles(undefined);
+          e.currentTarget.reset();
         }}
       >
         <input aria-label="Message" value={input} onChange={(e) => setInput(e.target.value)} />
+        <input aria-label="Attach" type="file" multiple onChange={(e) => setFiles(e.target.files ?? undefined)} />
         <button type="submit">Send</button>
         <button type="button" onClick={() => void stopReply()}>
           Stop
