@@ -31,6 +31,7 @@ import (
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
+	"github.com/convo-dev/convo/files/s3blobs"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/maintenance"
@@ -164,6 +165,8 @@ type Config struct {
 	Workers worker.Settings
 	// Limits bounds what one user (and the server) may hold (limits.go).
 	Limits Limits
+	// FileStorage says where files' bytes live (filestorage.go).
+	FileStorage FileStorage
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -214,6 +217,9 @@ type Main struct {
 	server       *http.Server
 	serveErr     chan error
 	admin        *metrics.Admin
+	// s3Blobs keeps files' bytes with CONVO_FILE_STORAGE=s3; nil: they
+	// live in PostgreSQL.
+	s3Blobs *s3blobs.Store
 }
 
 // NewMain returns a Main with the defaults of README.md, "Configuration".
@@ -223,6 +229,7 @@ func NewMain() *Main {
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(),
+			FileStorage: FileStorage{Kind: fileStoragePostgres},
 		},
 		Stdout: os.Stdout,
 	}
@@ -251,6 +258,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.Limits.fromEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.FileStorage.fromEnv(getenv); err != nil {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
@@ -302,6 +312,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	names := newSettingNames(fs, getenv)
 	c.embedPortGiven = names.given["embed-port"] || getenv("CONVO_EMBED_PORT") != ""
 	if err := c.Limits.check(names.name); err != nil {
+		return err
+	}
+	if err := c.FileStorage.check(names); err != nil {
 		return err
 	}
 	if err := c.Workers.Check(names.name); err != nil {
@@ -383,6 +396,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(allowedHosts, "allowed-hosts", *allowedHosts, "comma-separated host names the server answers to besides localhost, 127.0.0.1 and [::1], e.g. convo.example.com or *.example.com (CONVO_ALLOWED_HOSTS); without authentication every other Host is refused")
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
+	c.FileStorage.registerFlags(fs)
 }
 
 // Migrate applies the migrations to Config.DatabaseURL (--migrate).
@@ -401,9 +415,14 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Logger = slog.Default()
 	}
 	m.metrics = newServerMetrics()
+	// A bucket that is missing or out of the keys' reach stops the start
+	// before anything else does.
+	var err error
+	if m.s3Blobs, err = m.Config.FileStorage.s3Blobs(ctx); err != nil {
+		return err
+	}
 	dsn := m.Config.DatabaseURL
 	if dsn == "" {
-		var err error
 		if dsn, err = m.startEmbedded(ctx); err != nil {
 			return err
 		}
