@@ -7,6 +7,7 @@ require (
 	connectrpc.com/cors v0.1.0
 	github.com/MicahParks/keyfunc/v3 v3.4.0
 	github.com/expr-lang/expr v1.17.8
+	github.com/gabriel-vasile/mimetype v1.4.16
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pglogrepl v0.0.0-20260824121319-4ae5c490f7ce

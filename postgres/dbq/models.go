@@ -63,6 +63,32 @@ type ConvoEvent struct {
 	CreatedAt      time.Time
 }
 
+type ConvoFile struct {
+	ID        uuid.UUID
+	Owner     string
+	BlobID    uuid.UUID
+	Filename  string
+	MediaType string
+	Size      int64
+	Sha256    string
+	CreatedAt time.Time
+}
+
+type ConvoFileBlob struct {
+	ID        uuid.UUID
+	Owner     string
+	Sha256    *string
+	Size      int64
+	Storage   string
+	CreatedAt time.Time
+}
+
+type ConvoFileChunk struct {
+	BlobID uuid.UUID
+	Seq    int32
+	Data   []byte
+}
+
 type ConvoInputRequest struct {
 	ToolCallID     uuid.UUID
 	ConversationID uuid.UUID
@@ -99,6 +125,12 @@ type ConvoMessage struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+}
+
+type ConvoMessageFile struct {
+	MessageID uuid.UUID
+	FileID    uuid.UUID
+	Position  int32
 }
 
 type ConvoOwnerQueue struct {
