@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/files/s3blobs"
+	"github.com/convo-dev/convo/postgres"
 )
 
 // The places files' bytes may live (CONVO_FILE_STORAGE).
@@ -93,4 +95,14 @@ func (f *FileStorage) s3Blobs(ctx context.Context) (*s3blobs.Store, error) {
 		return nil, fmt.Errorf("CONVO_FILE_STORAGE=s3: %w", err)
 	}
 	return store, nil
+}
+
+// fileBlobs returns where this server keeps files' bytes, and the name
+// of that storage in the files' metadata (files.Options.Storage): the
+// bucket with CONVO_FILE_STORAGE=s3 (opened by Run), else PostgreSQL.
+func (m *Main) fileBlobs() (files.Blobs, string) {
+	if m.s3Blobs != nil {
+		return m.s3Blobs, files.StorageS3
+	}
+	return postgres.NewFileBlobs(m.pool), files.StoragePostgres
 }

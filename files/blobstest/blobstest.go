@@ -19,17 +19,19 @@ import (
 
 	"github.com/google/uuid"
 
-	files "github.com/convo-dev/convo/files/s3blobs"
+	"github.com/convo-dev/convo/files"
 )
 
 // Run runs the suite as subtests of t; newBlobs returns the store under
 // test (a fresh one per subtest, or a shared one: blob ids are new UUIDs).
 //
 // What it asserts, beyond the interface's comments:
-//   - Get cuts a range at the blob's end, and a range that starts at or
-//     past the end reads nothing (no error);
-//   - Put returns r's error (errors.Is) when r fails, and leaves nothing:
-//     Get says ErrNotFound;
+//   - n < 0 reads from off to the end, nothing when off is at or past it;
+//   - a range of n > 0 bytes the blob does not hold entirely reads what
+//     there is, then fails with io.ErrUnexpectedEOF (errors.Is): a caller
+//     that promised n bytes (Content-Length) must not send fewer quietly;
+//   - Put returns r's error (errors.Is) when r fails, or ctx's when it
+//     ends, and leaves nothing: Get says ErrNotFound;
 //   - 20 concurrent Puts of 50 MB raise the Go heap by less than 64 MB.
 func Run(t *testing.T, newBlobs func(t *testing.T) files.Blobs) {
 	t.Run("RoundTrip", func(t *testing.T) { t.Parallel(); testRoundTrip(t, newBlobs(t)) })
@@ -115,16 +117,38 @@ func testRanges(t *testing.T, blobs files.Blobs) {
 		{"suffix to the end", size - 300, -1, b[size-300:]},
 		{"all from 0", 0, -1, b},
 		{"exactly to the end", size - 10, 10, b[size-10:]},
-		{"past the end is cut", size - 10, 1000, b[size-10:]},
-		{"starting at the end", size, -1, nil},
-		{"starting at the end with a length", size, 10, nil},
-		{"starting past the end", size + 100, 10, nil},
+		{"to the end from the end", size, -1, nil},
+		{"to the end from past the end", size + 100, -1, nil},
 		{"empty range", 10, 0, nil},
 	} {
 		got := get(t, blobs, id, c.off, c.n)
 		if !bytes.Equal(got, c.want) {
 			t.Errorf("%s: Get(%d, %d) returned %d bytes, want %d (the blob's [%d, %d))",
 				c.name, c.off, c.n, len(got), len(c.want), c.off, c.off+int64(len(c.want)))
+		}
+	}
+	// Ranges past the end: what there is, then io.ErrUnexpectedEOF.
+	for _, c := range []struct {
+		name   string
+		off, n int64
+		want   []byte
+	}{
+		{"past the end", size - 10, 1000, b[size-10:]},
+		{"from the end", size, 10, nil},
+		{"from past the end", size + 100, 10, nil},
+	} {
+		rc, err := blobs.Get(ctx(t), id, c.off, c.n)
+		if err != nil {
+			t.Errorf("%s: Get(%d, %d): %v", c.name, c.off, c.n, err)
+			continue
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("%s: reading Get(%d, %d) of a %d-byte blob: %v, want io.ErrUnexpectedEOF", c.name, c.off, c.n, size, err)
+		}
+		if !bytes.Equal(got, c.want) {
+			t.Errorf("%s: Get(%d, %d) read %d bytes before failing, want the %d there are", c.name, c.off, c.n, len(got), len(c.want))
 		}
 	}
 }

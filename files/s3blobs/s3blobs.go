@@ -24,6 +24,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/convo-dev/convo/files"
 )
 
 // Config says where the blobs live and how to reach them.
@@ -47,7 +49,7 @@ type Config struct {
 	TempDir string
 }
 
-// Store is Blobs on an S3 bucket. Its methods are safe for concurrent use.
+// Store is the files.Blobs on an S3 bucket. Its methods are safe for concurrent use.
 type Store struct {
 	client  *minio.Client
 	core    minio.Core
@@ -56,7 +58,7 @@ type Store struct {
 	tempDir string
 }
 
-var _ Blobs = (*Store)(nil)
+var _ files.Blobs = (*Store)(nil)
 
 // New returns a Store on cfg's bucket after checking the configuration:
 // errors name what is wrong (a missing field, an endpoint given as a URL,
@@ -141,24 +143,26 @@ func (s *Store) Put(ctx context.Context, id uuid.UUID, r io.Reader) (int64, erro
 	return n, nil
 }
 
-// Get returns bytes [off, off+n) of blob id, n < 0 meaning to the end,
-// cut at the blob's end: a range that starts at or past the end reads
-// nothing. ErrNotFound when there is no such blob.
+// Get returns bytes [off, off+n) of blob id, n < 0 meaning to the end
+// (nothing when off is at or past it). A range of n bytes the blob does
+// not hold entirely reads what there is, then fails with
+// io.ErrUnexpectedEOF (errors.Is), as postgres.FileBlobs does: a caller
+// that promised n bytes learns that it cannot keep its word.
+// ErrNotFound when there is no such blob.
 func (s *Store) Get(ctx context.Context, id uuid.UUID, off, n int64) (io.ReadCloser, error) {
 	if off < 0 {
-		return nil, fmt.Errorf("blob %s: offset %d is negative", id, off)
+		return nil, fmt.Errorf("read blob %s: negative offset %d", id, off)
 	}
 	var opts minio.GetObjectOptions
 	switch {
 	case n == 0:
-		// No range means nothing; still say whether the blob exists.
+		// No bytes to read; still say whether the blob exists.
 		if _, err := s.client.StatObject(ctx, s.bucket, s.key(id), minio.StatObjectOptions{}); err != nil {
 			return nil, s.readError(id, err)
 		}
 		return io.NopCloser(strings.NewReader("")), nil
 	case n < 0 && off > 0:
-		err := opts.SetRange(off, 0)
-		if err != nil {
+		if err := opts.SetRange(off, 0); err != nil {
 			return nil, err
 		}
 	case n > 0:
@@ -169,12 +173,33 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID, off, n int64) (io.ReadClo
 	body, _, _, err := s.core.GetObject(ctx, s.bucket, s.key(id), opts)
 	if err != nil {
 		if minio.ToErrorResponse(err).Code == minio.InvalidRange {
-			// The object exists; the range starts at or past its end.
-			return io.NopCloser(strings.NewReader("")), nil
+			// The blob exists; the range starts at or past its end.
+			body = io.NopCloser(strings.NewReader(""))
+		} else {
+			return nil, s.readError(id, err)
 		}
-		return nil, s.readError(id, err)
 	}
-	return body, nil
+	if n < 0 {
+		return body, nil
+	}
+	return &rangeReader{ReadCloser: body, id: id, end: off + n, pos: off}, nil
+}
+
+// rangeReader fails with io.ErrUnexpectedEOF at the end of a body shorter
+// than the range asked for (S3 cuts a range at the object's end).
+type rangeReader struct {
+	io.ReadCloser
+	id       uuid.UUID
+	pos, end int64
+}
+
+func (r *rangeReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.pos += int64(n)
+	if err == io.EOF && r.pos < r.end {
+		err = fmt.Errorf("read blob %s: it ends before byte %d: %w", r.id, r.end, io.ErrUnexpectedEOF)
+	}
+	return n, err
 }
 
 // Delete removes blob id; a missing blob is not an error.
@@ -189,7 +214,7 @@ func (s *Store) Delete(ctx context.Context, id uuid.UUID) error {
 func (s *Store) readError(id uuid.UUID, err error) error {
 	resp := minio.ToErrorResponse(err)
 	if resp.Code == minio.NoSuchKey || (resp.StatusCode == http.StatusNotFound && resp.Code != minio.NoSuchBucket) {
-		return ErrNotFound
+		return files.ErrNotFound
 	}
 	return fmt.Errorf("read blob %s from S3 bucket %q: %w", id, s.bucket, err)
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/files/blobstest"
-	files "github.com/convo-dev/convo/files/s3blobs"
 	"github.com/convo-dev/convo/files/s3blobs"
 	"github.com/convo-dev/convo/internal/s3test"
 )
