@@ -28,6 +28,11 @@ import (
 	"github.com/convo-dev/convo/files"
 )
 
+// PartSize is the size of an upload's parts: a blob up to this size
+// (the default file size limit included) goes up in one PUT, which the
+// store keeps whole or not at all; a larger one in parts of this size.
+const PartSize = 64 << 20
+
 // Config says where the blobs live and how to reach them.
 type Config struct {
 	// Endpoint is the S3 API's host[:port], without a scheme:
@@ -133,10 +138,11 @@ func (s *Store) Put(ctx context.Context, id uuid.UUID, r io.Reader) (int64, erro
 	if err != nil {
 		return 0, fmt.Errorf("spool blob %s: %w", id, err)
 	}
-	// An *os.File is an io.ReaderAt: minio-go uploads a large one's
-	// parts from sections of it, buffering none.
+	// From an io.ReaderAt with its length, minio-go buffers nothing: one
+	// PUT up to PartSize, over it a multipart upload whose parts are
+	// sections of the file (4 at a time).
 	_, err = s.client.PutObject(ctx, s.bucket, s.key(id), io.NewSectionReader(f, 0, n), n,
-		minio.PutObjectOptions{ContentType: "application/octet-stream"})
+		minio.PutObjectOptions{ContentType: "application/octet-stream", PartSize: PartSize})
 	if err != nil {
 		return 0, fmt.Errorf("store blob %s in S3 bucket %q: %w", id, s.bucket, err)
 	}

@@ -1,7 +1,11 @@
 package s3blobs_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"io"
+	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -95,5 +99,54 @@ func TestNewRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New: %v, want an error containing %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestMultipart: a blob larger than PartSize goes up in parts, from
+// sections of the spool file, and reads back whole and by ranges across a
+// part boundary.
+func TestMultipart(t *testing.T) {
+	t.Parallel()
+	b := s3test.Start(t)
+	cfg := config(b)
+	cfg.TempDir = t.TempDir()
+	s := newStore(t, cfg)
+	const size = s3blobs.PartSize + 12345
+	src := rand.NewChaCha8([32]byte{9})
+	want := sha256.New()
+	id := uuid.New()
+	n, err := s.Put(t.Context(), id, io.TeeReader(io.LimitReader(src, size), want))
+	if err != nil || n != size {
+		t.Fatalf("Put of %d bytes: %d, %v", size, n, err)
+	}
+	info, err := b.Client.StatObject(t.Context(), b.Name, "blobs/"+id.String(), minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A multipart upload's ETag is "<md5 of the parts' md5s>-<parts>".
+	if !strings.HasSuffix(info.ETag, "-2") {
+		t.Errorf("ETag %q: want a multipart upload of 2 parts", info.ETag)
+	}
+	rc, err := s.Get(t.Context(), id, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sha256.New()
+	read, err := io.Copy(got, rc)
+	rc.Close()
+	if err != nil || read != size || !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
+		t.Fatalf("read back %d bytes (%v), not the %d put", read, err, size)
+	}
+	// The 100 bytes across the part boundary are the generator's.
+	all := make([]byte, s3blobs.PartSize+50)
+	rand.NewChaCha8([32]byte{9}).Read(all)
+	rc, err = s.Get(t.Context(), id, s3blobs.PartSize-50, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil || !bytes.Equal(part, all[s3blobs.PartSize-50:]) {
+		t.Errorf("range across the part boundary: %d bytes (%v), not the ones put", len(part), err)
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 )
@@ -55,8 +54,9 @@ var shared struct {
 // does not start.
 func Start(t testing.TB) Bucket {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute) // a cold build of weed included
-	defer cancel()
+	// No bound here: a cold build of weed takes minutes (go test's
+	// -timeout bounds it); the server's start is bounded by StartServer.
+	ctx := context.Background()
 	var srv *Server
 	if shared.enabled {
 		shared.once.Do(func() {
