@@ -32,6 +32,7 @@ import (
 	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/files"
+	"github.com/convo-dev/convo/files/s3blobs"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/maintenance"
@@ -169,6 +170,8 @@ type Config struct {
 	FileURLs FileURLs
 	// Files bounds uploads and says when unsent files go (files.go).
 	Files FileSettings
+	// FileStorage says where files' bytes live (filestorage.go).
+	FileStorage FileStorage
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -224,6 +227,9 @@ type Main struct {
 	server       *http.Server
 	serveErr     chan error
 	admin        *metrics.Admin
+	// s3Blobs keeps files' bytes with CONVO_FILE_STORAGE=s3; nil: they
+	// live in PostgreSQL.
+	s3Blobs *s3blobs.Store
 }
 
 // NewMain returns a Main with the defaults of README.md, "Configuration".
@@ -233,7 +239,8 @@ func NewMain() *Main {
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), Files: DefaultFileSettings(),
-			FileURLs: FileURLs{TTL: files.DefaultURLTTL},
+			FileURLs:    FileURLs{TTL: files.DefaultURLTTL},
+			FileStorage: FileStorage{Kind: fileStoragePostgres},
 		},
 		Stdout: os.Stdout,
 	}
@@ -268,6 +275,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.FileURLs.fromEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.FileStorage.fromEnv(getenv); err != nil {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
@@ -325,6 +335,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.FileURLs.check(names); err != nil {
+		return err
+	}
+	if err := c.FileStorage.check(names); err != nil {
 		return err
 	}
 	if err := c.Workers.Check(names.name); err != nil {
@@ -408,6 +421,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	c.Limits.registerFlags(fs)
 	c.Files.registerFlags(fs)
 	c.FileURLs.registerFlags(fs)
+	c.FileStorage.registerFlags(fs)
 }
 
 // Migrate applies the migrations to Config.DatabaseURL (--migrate).
@@ -426,9 +440,14 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Logger = slog.Default()
 	}
 	m.metrics = newServerMetrics()
+	// A bucket that is missing or out of the keys' reach stops the start
+	// before anything else does.
+	var err error
+	if m.s3Blobs, err = m.Config.FileStorage.s3Blobs(ctx); err != nil {
+		return err
+	}
 	dsn := m.Config.DatabaseURL
 	if dsn == "" {
-		var err error
 		if dsn, err = m.startEmbedded(ctx); err != nil {
 			return err
 		}
@@ -475,8 +494,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.store = postgres.New(m.pool)
 	m.store.SetSearchTimeout(m.Config.Limits.SearchTimeout)
 	m.fileStore = postgres.NewFileStore(m.pool)
+	blobs, storage := m.fileBlobs()
 	m.files = files.NewService(files.Options{
-		Store: m.fileStore, Blobs: postgres.NewFileBlobs(m.pool), Storage: files.StoragePostgres,
+		Store: m.fileStore, Blobs: blobs, Storage: storage,
 		Limits: m.Config.Files.limits(), Logger: m.Logger,
 	})
 	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {

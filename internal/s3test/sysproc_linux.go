@@ -1,0 +1,8 @@
+package s3test
+
+import "syscall"
+
+// sysProcAttr kills weed when the test binary dies without stopping it.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
