@@ -23,7 +23,7 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
-# scripts/test.sh runs go vet on its own, beside the compile of the tests.
+# scripts/test.sh runs go vet on its own (-race, once the tests are compiled).
 if [ "${CONVO_LINT_VET:-yes}" != no ]; then
   echo "== go vet"
   go vet ./...

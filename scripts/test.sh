@@ -52,14 +52,15 @@ fi
 
 phase "npm packages, and the Go build in the background"
 # Compiling is most of a fresh machine's CPU time, and it starts first:
-# go vet (which compiles every package without the race detector, as the
-# tests that run the server as a process build it), and every test binary
-# with the race detector (run by /bin/true, so none of it runs yet); the Go
-# modules they need are downloaded as they go. Both fill the build cache
-# that the phases below use, while npm and the phases before go test run.
-background "go vet" go vet ./...
-background "compile the Go tests (-race)" \
-  go test -race -count=1 -run '^$' -exec /bin/true ./...
+# every test binary with the race detector (run by /bin/true, so none of it
+# runs yet), the Go modules they need downloaded as they go; then go vet
+# with the same flags, which finds every package compiled and only
+# analyses. One build tree: the commands tests run as processes are built
+# with -race too (internal/testbin), and so is the browser tests' server.
+# It fills the build cache that the phases below use, while npm and the
+# phases before go test run.
+background "compile the Go tests (-race), then go vet -race" \
+  sh -c "go test -race -count=1 -run '^\$' -exec /bin/true ./... && go vet -race ./..."
 # The S3 tests' server, SeaweedFS's weed, built from the Go module proxy
 # (not a dependency in go.mod) into a cache directory keyed by its version
 # (internal/s3test/weedbin): minutes of CPU the first time, nothing after.
@@ -83,8 +84,7 @@ npm run build --prefix clients/typescript --silent
 npm run build --prefix clients/react --silent
 
 phase "lint"
-CONVO_LINT_VET=no ./scripts/lint.sh
-await "go vet"
+CONVO_LINT_VET=no ./scripts/lint.sh # go vet runs after the compile, above
 
 phase "unit tests: client packages and web app (vitest)"
 npm test --prefix clients/typescript
@@ -113,7 +113,7 @@ echo "convo-worker (pytest under withdb, on the installed sdist)"
 CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
   "$(dirname "$CONVO_CONFORMANCE_PYTHON")/venv/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests
 
-await "compile the Go tests (-race)"
+await "compile the Go tests (-race), then go vet -race"
 await "build weed (the S3 tests' server)"
 
 # -parallel 4: most tests wait (on PostgreSQL, on a server process, on a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testbin"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 
@@ -23,7 +24,7 @@ import (
 	"github.com/convo-dev/convo/worker/demo"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m, testbin.Remove) }
 
 type testBundle struct {
 	dsn   string

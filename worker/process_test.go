@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,19 +15,16 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/testbin"
 
 	. "github.com/convo-dev/convo/worker"
 )
 
-// buildWorker builds cmd/worker into the test's temporary directory.
+// buildWorker builds cmd/worker, once for every test (testbin.Build: with
+// the race detector when the tests have it).
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "worker")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/worker")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/worker: %v\n%s", err, out)
-	}
-	return bin
+	return testbin.Build(t, "github.com/convo-dev/convo/cmd/worker")
 }
 
 // process is a running cmd/worker.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/convo-dev/convo/internal/testbin"
 	"github.com/convo-dev/convo/internal/testwait"
 )
 
@@ -95,10 +96,7 @@ func TestEmbeddedDefault(t *testing.T) {
 // exit 0 and stop its PostgreSQL.
 func TestEmbeddedDefaultAsProcess(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(tempDirFor(t, "postgres"), "api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, apiPkg)
 	home := tempDirFor(t, "postgres")
 	cmd := exec.Command(bin, "--http-addr", "127.0.0.1:0", "--embed-port", "0")
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, "cache"), "DATABASE_URL=")

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testbin"
 	"github.com/convo-dev/convo/internal/testwait"
 )
 
@@ -25,10 +24,7 @@ import (
 // stream that joined after the kill folds to what GetConversation shows.
 func TestPauseSurvivesServerKill(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, apiPkg)
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

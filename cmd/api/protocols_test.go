@@ -13,10 +13,16 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testbin"
 	"github.com/convo-dev/convo/pglisten"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { pgtest.Main(m, testbin.Remove) }
+
+// apiPkg is this command, which the tests that run the server as a process
+// build with testbin.Build: once, with the race detector when the tests
+// have it, and shared by every such test.
+const apiPkg = "github.com/convo-dev/convo/cmd/api"
 
 // startMain runs the production wiring on a test database (a new one
 // unless env sets DATABASE_URL).

@@ -23,6 +23,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testbin"
 	"github.com/convo-dev/convo/pgembed"
 )
 
@@ -45,13 +46,11 @@ func TestTwoServers(t *testing.T) {
 }
 
 // TestTwoServersAsProcesses is TestTwoServers with two real server
-// processes, built as deployed.
+// processes, built from cmd/api as deployed (with the race detector when
+// the tests have it: testbin.Build).
 func TestTwoServersAsProcesses(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, apiPkg)
 	for name, feed := range feedNames {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/testbin"
 )
 
 // syncBuffer is a bytes.Buffer safe for a logger and a test to share.
@@ -94,10 +94,7 @@ func TestStartupLog(t *testing.T) {
 // and every line it wrote to stderr must be in the configured log format.
 func TestCtrlC(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "api")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testbin.Build(t, apiPkg)
 	p := startProcess(t, bin, "DATABASE_URL="+pgtest.DSN(t))
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)

@@ -118,11 +118,15 @@ func Cluster(t testing.TB) *pgembed.Cluster {
 
 // Main runs the tests of m, releases the server if this process started
 // one (stops the cluster and deletes its directory, or removes the
-// container; on an existing server, drops the template database) and exits
-// with the tests' status. Call it from TestMain. When tests failed, the
-// private cluster's log is kept and its path printed.
-func Main(m *testing.M) {
+// container; on an existing server, drops the template database), calls
+// each of after (such as testbin.Remove) and exits with the tests' status.
+// Call it from TestMain. When tests failed, the private cluster's log is
+// kept and its path printed.
+func Main(m *testing.M, after ...func()) {
 	code := m.Run()
 	teardown(code != 0)
+	for _, f := range after {
+		f()
+	}
 	os.Exit(code)
 }
