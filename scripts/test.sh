@@ -18,6 +18,10 @@ cleanup() {
   phases_summary "$status"
 }
 trap cleanup EXIT
+# Stopped by a signal, the run has not passed: exit as the shell would
+# have (128 + the signal), so that the summary says FAILED.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 phase "system packages"
 # Debian's packages the tests need, installed with one apt-get (as root)
