@@ -80,7 +80,9 @@ func TestRequestFileReadFails(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, func(w http.ResponseWriter) { events(w, chunk(`{"content":"ok"}`, "stop")) })
 	broken := worker.NewFile(worker.File{ID: "f", Filename: "notes.txt", MediaType: "text/plain", Size: 5},
-		func(context.Context) (io.ReadCloser, error) { return nil, errors.New("read file f (notes.txt): connection lost") })
+		func(context.Context) (io.ReadCloser, error) {
+			return nil, errors.New("read file f (notes.txt): connection lost")
+		})
 	_, err := run(t, s, Options{Model: "m"}, worker.Request{Messages: []worker.Message{
 		{Role: worker.RoleUser, Files: []worker.File{broken}},
 	}})
