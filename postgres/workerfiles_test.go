@@ -216,3 +216,25 @@ func TestPromptFilesRefusals(t *testing.T) {
 		t.Error("a refused read changed the database")
 	}
 }
+
+// BenchmarkFileChunk reads a 4 MiB file of a prompt's context through
+// convo.file_chunk, a chunk (256 KiB) a call, as a worker does.
+func BenchmarkFileChunk(b *testing.B) {
+	svc, tb := fileService(b, files.Limits{})
+	ctx := context.Background()
+	data := randomBytes(4<<20, 3)
+	f, err := svc.Upload(ctx, "local", "big.bin", "", bytes.NewReader(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, r := tb.sendFiles(b, uuid.Nil, "read", f.ID)
+	tb.claimAs(b, "w1", r.promptID)
+	rows, _ := tb.promptFiles(b, r.promptID)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for b.Loop() {
+		if got := tb.readChunks(b, r.promptID, rows[0]); len(got) != len(data) {
+			b.Fatalf("read %d bytes, want %d", len(got), len(data))
+		}
+	}
+}
