@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/postgres"
 )
@@ -96,7 +97,7 @@ func runScenario(t *testing.T, runtimeName, exe string, sc Scenario) {
 
 	var replies []reply
 	for range sc.Replies {
-		replies = append(replies, run.send(sc.Script))
+		replies = append(replies, run.send(sc.Script, run.upload(sc.Files)...))
 	}
 	if sc.Action != nil {
 		run.act(replies[0])
@@ -141,9 +142,25 @@ func proxiedURL(t *testing.T, dsn string) (string, *url.URL) {
 	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), u
 }
 
+// upload stores the files as the owner's uploads, through files.Service
+// on the scenario's database, as the HTTP route does, and returns their
+// ids.
+func (run *scenarioRun) upload(fs []ScenarioFile) []uuid.UUID {
+	svc := files.NewService(files.Options{Store: postgres.NewFileStore(run.db), Blobs: postgres.NewFileBlobs(run.db)})
+	var ids []uuid.UUID
+	for _, f := range fs {
+		up, err := svc.Upload(context.Background(), owner, f.Filename, "", strings.NewReader(f.Content))
+		if err != nil {
+			run.t.Fatalf("upload %s: %v", f.Filename, err)
+		}
+		ids = append(ids, up.ID)
+	}
+	return ids
+}
+
 // send creates a conversation and sends script as its user's message,
-// through the client API, as an app would.
-func (run *scenarioRun) send(script json.RawMessage) reply {
+// holding fileIDs, through the client API, as an app would.
+func (run *scenarioRun) send(script json.RawMessage, fileIDs ...uuid.UUID) reply {
 	t := run.t
 	t.Helper()
 	ctx := context.Background()
@@ -152,7 +169,7 @@ func (run *scenarioRun) send(script json.RawMessage) reply {
 		t.Fatalf("create a conversation: %v", err)
 	}
 	res, err := run.store.SendMessage(ctx, conversation.SendMessageParams{
-		OwnerID: owner, ConversationID: conv.ID, Text: string(script),
+		OwnerID: owner, ConversationID: conv.ID, Text: string(script), FileIDs: fileIDs,
 		ModelConfigs: []json.RawMessage{json.RawMessage(`{}`)},
 	})
 	if err != nil {

@@ -20,6 +20,9 @@ type Scenario struct {
 	Description string `json:"description"`
 	// Script is the user's message, a JSON object {"rounds": [[step, …], …]}.
 	Script json.RawMessage `json:"script"`
+	// Files are uploaded by the user before the script is sent, and the
+	// script's message holds them (not the followUp's or whileWaiting's).
+	Files []ScenarioFile `json:"files"`
 	// Replies is how many conversations get the script at once (default 1).
 	Replies int `json:"replies"`
 	// Slots is the runner's CONVO_WORKER_SLOTS (default 1).
@@ -40,6 +43,13 @@ type Scenario struct {
 	// SharedTransactions, for Replies > 1: some transaction wrote deltas
 	// of two replies or more.
 	SharedTransactions bool `json:"sharedTransactions"`
+}
+
+// ScenarioFile is a file the script's message holds: its name and its
+// bytes, as text.
+type ScenarioFile struct {
+	Filename string `json:"filename"`
+	Content  string `json:"content"`
 }
 
 // Action is a fault the driver causes mid-reply.
@@ -174,6 +184,11 @@ func (s Scenario) check() error {
 		return errors.New("sharedTransactions: needs replies of 2 or more")
 	case s.ExitCode != nil && (s.Action == nil || s.Action.Kind != ActionSigterm):
 		return errors.New("exitCode: only for the sigterm action")
+	}
+	for i, f := range s.Files {
+		if f.Filename == "" || f.Content == "" {
+			return fmt.Errorf("files[%d]: want a filename and a non-empty content", i)
+		}
 	}
 	switch s.Expect.Status {
 	case "completed", "failed", "cancelled":

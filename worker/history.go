@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"cmp"
 	"encoding/json"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -14,9 +17,25 @@ import (
 // text as they are; an assistant message as its text, its tool calls
 // (tool_use blocks), each answered by a tool message (its tool_result
 // block, or else the call's own output or error), then the text that
-// followed.
-func historyMessages(rows []dbq.WorkerContextListRow) []Message {
+// followed. files are the files of the messages (prompt_files, by
+// message), each given to its user message; a message of files only has
+// no blocks among rows, and is placed by its position (filePositions).
+func historyMessages(rows []dbq.WorkerContextListRow, files map[uuid.UUID][]File, filePositions map[uuid.UUID]int64) []Message {
+	// The messages of files only, in order of position.
+	var onlyFiles []uuid.UUID
+	for id := range files {
+		if !slices.ContainsFunc(rows, func(r dbq.WorkerContextListRow) bool { return r.MessageID == id }) {
+			onlyFiles = append(onlyFiles, id)
+		}
+	}
+	slices.SortFunc(onlyFiles, func(a, b uuid.UUID) int { return cmp.Compare(filePositions[a], filePositions[b]) })
 	var out []Message
+	flushBefore := func(pos int64) {
+		for len(onlyFiles) > 0 && filePositions[onlyFiles[0]] < pos {
+			out = append(out, Message{Role: RoleUser, Files: files[onlyFiles[0]]})
+			onlyFiles = onlyFiles[1:]
+		}
+	}
 	for start := 0; start < len(rows); {
 		end := start
 		for end < len(rows) && rows[end].MessageID == rows[start].MessageID {
@@ -24,6 +43,7 @@ func historyMessages(rows []dbq.WorkerContextListRow) []Message {
 		}
 		msg := rows[start:end]
 		start = end
+		flushBefore(msg[0].MessagePosition)
 		switch Role(msg[0].Role) {
 		case RoleAssistant:
 			out = append(out, assistantHistory(msg)...)
@@ -34,11 +54,12 @@ func historyMessages(rows []dbq.WorkerContextListRow) []Message {
 					parts = append(parts, b.Content)
 				}
 			}
-			if len(parts) > 0 {
-				out = append(out, Message{Role: Role(msg[0].Role), Text: strings.Join(parts, "\n\n")})
+			if len(parts) > 0 || len(files[msg[0].MessageID]) > 0 {
+				out = append(out, Message{Role: Role(msg[0].Role), Text: strings.Join(parts, "\n\n"), Files: files[msg[0].MessageID]})
 			}
 		}
 	}
+	flushBefore(math.MaxInt64)
 	return out
 }
 

@@ -58,6 +58,9 @@ const (
 type Message struct {
 	Role Role
 	Text string
+	// Files are the files a user message holds, in order, after its
+	// text (which may be empty: a message of files only).
+	Files []File
 	// ToolCalls are the calls an assistant message makes; each is answered
 	// by a RoleTool message that follows.
 	ToolCalls []ToolCall

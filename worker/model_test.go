@@ -99,7 +99,7 @@ func TestHistoryMessages(t *testing.T) {
 			ToolCallID: uuid.NullUUID{UUID: call2, Valid: true}, ToolName: str("calculator"), ToolInput: json.RawMessage(`"{\"x"`), ToolError: str("invalid argument JSON")},
 		{MessageID: asst, Role: "assistant", BlockType: "text", Content: "Sorry."},
 	}
-	got := historyMessages(rows)
+	got := historyMessages(rows, nil, nil)
 	var b strings.Builder
 	for _, m := range got {
 		b.WriteString(string(m.Role) + ":" + m.Text)
@@ -118,6 +118,37 @@ assistant:It is 42.  [calculator {"x]
 tool:error: invalid argument JSON (answers call2)
 assistant:Sorry.
 `
+	if b.String() != want {
+		t.Errorf("history:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestHistoryMessagesFiles checks that each user message gets its files,
+// and that a message of files only (no row in the context) is placed by
+// its position among the others.
+func TestHistoryMessagesFiles(t *testing.T) {
+	t.Parallel()
+	u1, a1, u2, a2, u3 := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	rows := []dbq.WorkerContextListRow{
+		{MessageID: u1, MessagePosition: 1, Role: "user", BlockType: "text", Content: "see the notes"},
+		{MessageID: a1, MessagePosition: 2, Role: "assistant", BlockType: "text", Content: "seen"},
+		{MessageID: a2, MessagePosition: 4, Role: "assistant", BlockType: "text", Content: "a picture"},
+	}
+	files := map[uuid.UUID][]File{
+		u1: {{Filename: "notes.txt"}},
+		u2: {{Filename: "photo.png"}, {Filename: "scan.pdf"}},
+		u3: {{Filename: "last.csv"}},
+	}
+	got := historyMessages(rows, files, map[uuid.UUID]int64{u1: 1, u2: 3, u3: 5})
+	var b strings.Builder
+	for _, m := range got {
+		b.WriteString(string(m.Role) + ":" + m.Text)
+		for _, f := range m.Files {
+			b.WriteString(" [" + f.Filename + "]")
+		}
+		b.WriteString("\n")
+	}
+	want := "user:see the notes [notes.txt]\nassistant:seen\nuser: [photo.png] [scan.pdf]\nassistant:a picture\nuser: [last.csv]\n"
 	if b.String() != want {
 		t.Errorf("history:\n%s\nwant:\n%s", b.String(), want)
 	}

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -106,6 +108,17 @@ func (r *run) execute() (err error) {
 	}); err != nil {
 		return err
 	}
+	var fileRows []dbq.WorkerFilesRow
+	if err := r.call("read the conversation's files", func(ctx context.Context) (err error) {
+		fileRows, err = r.p.api.WorkerFiles(ctx, dbq.WorkerFilesParams{PromptID: r.claim.PromptID, Worker: r.worker})
+		return err
+	}); err != nil {
+		return err
+	}
+	filePositions := map[uuid.UUID]int64{}
+	for _, f := range fileRows {
+		filePositions[f.MessageID] = f.MessagePosition
+	}
 	if err := r.w.sync(); err != nil {
 		return err
 	}
@@ -113,7 +126,7 @@ func (r *run) execute() (err error) {
 	if cfg.SystemPrompt != "" {
 		messages = append(messages, Message{Role: RoleSystem, Text: cfg.SystemPrompt})
 	}
-	messages = append(messages, historyMessages(rows)...)
+	messages = append(messages, historyMessages(rows, r.promptFiles(fileRows), filePositions)...)
 	if r.claim.Resumed {
 		// The prompt paused for input and was answered: the reply so far,
 		// with the answers, is the model's context too.

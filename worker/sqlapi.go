@@ -28,6 +28,8 @@ type sqlAPI interface {
 	WorkerContext(ctx context.Context, arg dbq.WorkerContextParams) ([]dbq.WorkerContextRow, error)
 	WorkerInputs(ctx context.Context, arg dbq.WorkerInputsParams) ([]dbq.WorkerInputsRow, error)
 	WorkerReply(ctx context.Context, arg dbq.WorkerReplyParams) ([]dbq.WorkerReplyRow, error)
+	WorkerFiles(ctx context.Context, arg dbq.WorkerFilesParams) ([]dbq.WorkerFilesRow, error)
+	WorkerFileChunk(ctx context.Context, arg dbq.WorkerFileChunkParams) ([]byte, error)
 }
 
 var _ sqlAPI = (*dbq.Queries)(nil)

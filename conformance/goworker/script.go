@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/convo-dev/convo/worker"
@@ -32,6 +33,9 @@ type step struct {
 	SleepMs   *int          `json:"sleepMs,omitempty"`
 	Hang      *bool         `json:"hang,omitempty"`
 	Error     *string       `json:"error,omitempty"`
+	// Attachments streams, as text, one line per file of the user's
+	// message, read from its bytes (acknowledgement).
+	Attachments *bool `json:"attachments,omitempty"`
 }
 
 type toolCallStep struct {
@@ -59,16 +63,19 @@ func parseScript(text string) (script, error) {
 		for i, st := range round {
 			n := 0
 			for _, set := range []bool{st.Text != nil, st.Reasoning != nil, st.JSON != nil, st.ToolCall != nil,
-				st.SleepMs != nil, st.Hang != nil, st.Error != nil} {
+				st.SleepMs != nil, st.Hang != nil, st.Error != nil, st.Attachments != nil} {
 				if set {
 					n++
 				}
 			}
 			if n != 1 {
-				return s, fmt.Errorf("conformance script: rounds[%d][%d]: want exactly one of text, reasoning, json, toolCall, sleepMs, hang, error; got %d", r, i, n)
+				return s, fmt.Errorf("conformance script: rounds[%d][%d]: want exactly one of text, reasoning, json, toolCall, sleepMs, hang, error, attachments; got %d", r, i, n)
 			}
 			if tc := st.ToolCall; tc != nil && (tc.ID == "" || tc.Name == "" || !json.Valid(tc.Input)) {
 				return s, fmt.Errorf("conformance script: rounds[%d][%d].toolCall: want an id, a name and an input object", r, i)
+			}
+			if st.Attachments != nil && !*st.Attachments {
+				return s, fmt.Errorf("conformance script: rounds[%d][%d].attachments: want true", r, i)
 			}
 			if st.SleepMs != nil && *st.SleepMs < 0 {
 				return s, fmt.Errorf("conformance script: rounds[%d][%d].sleepMs: want 0 or more, got %d", r, i, *st.SleepMs)
@@ -96,7 +103,7 @@ func (scriptedModel) Stream(ctx context.Context, req worker.Request) iter.Seq2[w
 			yield(nil, fmt.Errorf("conformance script: the model was called for round %d, the script has %d", round, len(s.Rounds)))
 			return
 		}
-		p := &player{ctx: ctx, yield: yield}
+		p := &player{ctx: ctx, yield: yield, files: req.LastUserFiles()}
 		for _, st := range s.Rounds[round] {
 			if !p.play(st) {
 				return
@@ -134,6 +141,7 @@ type player struct {
 	index     int
 	kind      string // of the open item; "" when none is open
 	toolCalls bool
+	files     []worker.File // of the user's message
 }
 
 // play runs one step; false once the stream must end.
@@ -175,8 +183,39 @@ func (p *player) play(st step) bool {
 	case st.Error != nil:
 		p.yield(nil, errors.New(*st.Error))
 		return false
+	case st.Attachments != nil:
+		text, err := acknowledge(p.ctx, p.files)
+		if err != nil {
+			p.yield(nil, err)
+			return false
+		}
+		return p.piece("text", worker.MessageChunk(text))
 	}
 	return true
+}
+
+// acknowledge is the attachments step's text: for each file, in order,
+// "You attached <filename> (<media type without parameters>, <size>
+// bytes)", then for a text/* file `; its first line: "<line>"` (its
+// bytes up to the first newline, within the first 64 KiB), then ".";
+// the lines joined by newlines.
+func acknowledge(ctx context.Context, files []worker.File) (string, error) {
+	var lines []string
+	for _, f := range files {
+		base, _, _ := strings.Cut(f.MediaType, ";")
+		base = strings.TrimSpace(base)
+		line := fmt.Sprintf("You attached %s (%s, %d bytes)", f.Filename, base, f.Size)
+		if strings.HasPrefix(base, "text/") {
+			data, _, err := f.Read(ctx, 64<<10)
+			if err != nil {
+				return "", err
+			}
+			first, _, _ := bytes.Cut(data, []byte("\n"))
+			line += `; its first line: "` + strings.TrimSuffix(string(first), "\r") + `"`
+		}
+		lines = append(lines, line+".")
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // piece streams a chunk of kind, opening an item for it unless the open

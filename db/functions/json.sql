@@ -176,7 +176,6 @@ LANGUAGE sql STABLE AS $$
         || CASE WHEN b.block_type = 'file' THEN jsonb_build_object('file', convo._file_json(b.metadata)) ELSE '{}' END
 $$;
 
-
 -- convo._json_check applies convo's rule for stored JSON (the Go doors
 -- apply the same one, internal/jsonlimit): every number fits a 64-bit
 -- float (no overflow to infinity, no non-zero value that rounds to zero),

@@ -110,3 +110,92 @@ LANGUAGE sql STABLE AS $$
     SELECT w.batch FROM convo.worker_batches w
      WHERE w.worker = worker_batch_mark.worker AND w.lane = worker_batch_mark.lane
 $$;
+
+-- _prompt_files is what prompt_files returns, without its check: the
+-- files held by the messages of the prompt's context, the messages
+-- prompt_context reads (_context_messages: the ancestors of the prompt's
+-- message, with the preferred reply of each comparison among them), in
+-- message then file order. Only user messages hold files; the conditions
+-- on the message are prompt_context's all the same, so that the two can
+-- never disagree on which messages a model sees. chunks is how many 256
+-- KiB chunks file_chunk serves (0 for a file whose bytes are in S3).
+CREATE OR REPLACE FUNCTION convo._prompt_files(p_prompt_id uuid)
+RETURNS TABLE (message_id uuid, message_position bigint, file_position integer, file_id uuid, filename text,
+               media_type text, size bigint, sha256 text, storage text, blob_id uuid, chunks integer)
+LANGUAGE sql STABLE AS $$
+    SELECT m.id, m.position, mf.position, f.id, f.filename, f.media_type, f.size, f.sha256, fb.storage, fb.id,
+           CASE WHEN fb.storage = 'postgres' THEN ((f.size + 262143) / 262144)::integer ELSE 0 END
+      FROM convo.prompts p
+      JOIN convo.messages target ON target.id = p.message_id
+     CROSS JOIN LATERAL convo._context_messages(target.id) AS ctx(id)
+      JOIN convo.messages m ON m.id = ctx.id AND m.position < target.position
+      JOIN convo.message_files mf ON mf.message_id = m.id
+      JOIN convo.files f ON f.id = mf.file_id
+      JOIN convo.file_blobs fb ON fb.id = f.blob_id
+      LEFT JOIN convo.comparisons c ON c.id = m.comparison_id
+     WHERE p.id = p_prompt_id
+       AND (m.role <> 'assistant' OR m.status IN ('completed', 'cancelled'))
+       AND (m.comparison_id IS NULL
+            OR (m.comparison_id IS DISTINCT FROM target.comparison_id
+                AND m.comparison_slot = coalesce(nullif(c.preference, 'tie'), 'a')))
+     ORDER BY m.position, mf.position
+$$;
+
+-- prompt_files returns the files held by the messages of the context of a
+-- prompt worker holds (the messages worker_context reads, a message of
+-- files only included), in message then file order: each file's message
+-- and place in it, its metadata, where its bytes are (storage 'postgres'
+-- or 's3'; blob_id, the object's key in the bucket for 's3') and how many
+-- 256 KiB chunks file_chunk serves (0 for 's3'). CV001 unless worker
+-- holds the prompt.
+CREATE OR REPLACE FUNCTION convo.prompt_files(prompt_id uuid, worker text)
+RETURNS TABLE (message_id uuid, message_position bigint, file_position integer, file_id uuid, filename text,
+               media_type text, size bigint, sha256 text, storage text, blob_id uuid, chunks integer)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM convo._held_prompt(prompt_files.prompt_id, prompt_files.worker, 'prompt_files');
+    RETURN QUERY SELECT * FROM convo._prompt_files(prompt_files.prompt_id);
+END;
+$$;
+
+-- file_chunk returns chunk seq (from 0; 256 KiB, the last may be shorter)
+-- of file file_id of the context of a prompt worker holds: the chunks of
+-- 0 .. chunks-1 (prompt_files) joined are the file's bytes. A worker
+-- reads a file no other way, so that it reads only what its prompt's
+-- model may see. Errors, changing nothing: CV001 unless worker holds the
+-- prompt, or when the prompt's context holds no file file_id (another
+-- conversation's file, or one of a message off the prompt's path, alike);
+-- CV003 for a file whose bytes are in S3 (read them from the bucket: the
+-- key is prompt_files' blob_id) and for a seq outside 0 .. chunks-1.
+CREATE OR REPLACE FUNCTION convo.file_chunk(prompt_id uuid, worker text, file_id uuid, seq integer) RETURNS bytea
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_file record;
+    v_data bytea;
+BEGIN
+    PERFORM convo._held_prompt(file_chunk.prompt_id, file_chunk.worker, 'file_chunk');
+    SELECT * INTO v_file FROM convo._prompt_files(file_chunk.prompt_id) pf
+     WHERE pf.file_id = file_chunk.file_id LIMIT 1;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'file_chunk: file % is not held by a message of the context of prompt %', file_chunk.file_id,
+            file_chunk.prompt_id USING ERRCODE = 'CV001', HINT = 'prompt_files lists the files the prompt may read';
+    END IF;
+    IF v_file.storage <> 'postgres' THEN
+        RAISE EXCEPTION 'file_chunk: the bytes of file % (%) are in %, not in PostgreSQL: read the object % from the bucket',
+            file_chunk.file_id, v_file.filename, v_file.storage, v_file.blob_id USING ERRCODE = 'CV003';
+    END IF;
+    IF file_chunk.seq IS NULL OR file_chunk.seq < 0 OR file_chunk.seq >= v_file.chunks THEN
+        RAISE EXCEPTION 'file_chunk: seq % is out of range: file % (%) has % chunks of 256 KiB, 0 to %',
+            coalesce(file_chunk.seq::text, 'NULL'), file_chunk.file_id, v_file.filename, v_file.chunks, v_file.chunks - 1
+            USING ERRCODE = 'CV003';
+    END IF;
+    SELECT c.data INTO v_data FROM convo.file_chunks c WHERE c.blob_id = v_file.blob_id AND c.seq = file_chunk.seq;
+    IF NOT FOUND THEN
+        -- The blob's chunks are written before its file exists, and go
+        -- only with it: a missing chunk is a broken store, said as such.
+        RAISE EXCEPTION 'file_chunk: chunk % of file % (blob %) is missing from convo.file_chunks', file_chunk.seq,
+            file_chunk.file_id, v_file.blob_id;
+    END IF;
+    RETURN v_data;
+END;
+$$;

@@ -11,7 +11,7 @@
 -- name: WorkerContextList :many
 -- The finished blocks of the messages before the prompt's message, in
 -- order, that a model sees as context (convo.prompt_context).
-SELECT message_id, role, block_type, content, metadata,
+SELECT message_id, message_position, role, block_type, content, metadata,
        tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
   FROM convo.prompt_context
  WHERE prompt_id = @prompt_id::uuid
@@ -21,7 +21,7 @@ SELECT message_id, role, block_type, content, metadata,
 -- The finished blocks of the prompt's own reply so far, in order
 -- (convo.prompt_reply): what a worker that resumes a paused prompt gives
 -- the model, so the reply goes on where it stopped.
-SELECT message_id, role, block_type, content, metadata,
+SELECT message_id, message_position, role, block_type, content, metadata,
        tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
   FROM convo.prompt_reply
  WHERE prompt_id = @prompt_id::uuid
@@ -30,7 +30,7 @@ SELECT message_id, role, block_type, content, metadata,
 -- name: WorkerContext :many
 -- WorkerContextList of a prompt worker holds (convo.worker_context);
 -- CV001 otherwise.
-SELECT c.message_id, c.role, c.block_type, c.content, c.metadata,
+SELECT c.message_id, c.message_position, c.role, c.block_type, c.content, c.metadata,
        c.tool_call_id, c.tool_name, c.tool_input, c.tool_status, c.tool_output, c.tool_error
   FROM convo.worker_context(@prompt_id::uuid, @worker::text) c
  ORDER BY c.message_position, c.block_position;
@@ -38,7 +38,23 @@ SELECT c.message_id, c.role, c.block_type, c.content, c.metadata,
 -- name: WorkerReply :many
 -- WorkerReplyList of a prompt worker holds (convo.worker_reply); CV001
 -- otherwise.
-SELECT r.message_id, r.role, r.block_type, r.content, r.metadata,
+SELECT r.message_id, r.message_position, r.role, r.block_type, r.content, r.metadata,
        r.tool_call_id, r.tool_name, r.tool_input, r.tool_status, r.tool_output, r.tool_error
   FROM convo.worker_reply(@prompt_id::uuid, @worker::text) r
  ORDER BY r.block_position;
+
+-- name: WorkerFiles :many
+-- The files held by the messages of the context of a prompt worker holds
+-- (convo.prompt_files), in message then file order; CV001 otherwise.
+SELECT f.message_id::uuid AS message_id, f.message_position::bigint AS message_position,
+       f.file_position::integer AS file_position, f.file_id::uuid AS file_id, f.filename::text AS filename,
+       f.media_type::text AS media_type, f.size::bigint AS size, f.sha256::text AS sha256,
+       f.storage::text AS storage, f.blob_id::uuid AS blob_id, f.chunks::integer AS chunks
+  FROM convo.prompt_files(@prompt_id::uuid, @worker::text) f
+ ORDER BY 2, 3;
+
+-- name: WorkerFileChunk :one
+-- Chunk seq (256 KiB, from 0) of a file of the context of a prompt worker
+-- holds (convo.file_chunk); CV001 for a file the context does not hold,
+-- CV003 for a file in S3 or a seq out of range.
+SELECT convo.file_chunk(@prompt_id::uuid, @worker::text, @file_id::uuid, @seq::integer)::bytea AS data;

@@ -13,7 +13,7 @@ import (
 )
 
 const workerContext = `-- name: WorkerContext :many
-SELECT c.message_id, c.role, c.block_type, c.content, c.metadata,
+SELECT c.message_id, c.message_position, c.role, c.block_type, c.content, c.metadata,
        c.tool_call_id, c.tool_name, c.tool_input, c.tool_status, c.tool_output, c.tool_error
   FROM convo.worker_context($1::uuid, $2::text) c
  ORDER BY c.message_position, c.block_position
@@ -25,17 +25,18 @@ type WorkerContextParams struct {
 }
 
 type WorkerContextRow struct {
-	MessageID  uuid.UUID
-	Role       string
-	BlockType  string
-	Content    string
-	Metadata   json.RawMessage
-	ToolCallID uuid.NullUUID
-	ToolName   *string
-	ToolInput  json.RawMessage
-	ToolStatus *string
-	ToolOutput *string
-	ToolError  *string
+	MessageID       uuid.UUID
+	MessagePosition int64
+	Role            string
+	BlockType       string
+	Content         string
+	Metadata        json.RawMessage
+	ToolCallID      uuid.NullUUID
+	ToolName        *string
+	ToolInput       json.RawMessage
+	ToolStatus      *string
+	ToolOutput      *string
+	ToolError       *string
 }
 
 // WorkerContextList of a prompt worker holds (convo.worker_context);
@@ -51,6 +52,7 @@ func (q *Queries) WorkerContext(ctx context.Context, arg WorkerContextParams) ([
 		var i WorkerContextRow
 		if err := rows.Scan(
 			&i.MessageID,
+			&i.MessagePosition,
 			&i.Role,
 			&i.BlockType,
 			&i.Content,
@@ -74,7 +76,7 @@ func (q *Queries) WorkerContext(ctx context.Context, arg WorkerContextParams) ([
 
 const workerContextList = `-- name: WorkerContextList :many
 
-SELECT message_id, role, block_type, content, metadata,
+SELECT message_id, message_position, role, block_type, content, metadata,
        tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
   FROM convo.prompt_context
  WHERE prompt_id = $1::uuid
@@ -82,17 +84,18 @@ SELECT message_id, role, block_type, content, metadata,
 `
 
 type WorkerContextListRow struct {
-	MessageID  uuid.UUID
-	Role       string
-	BlockType  string
-	Content    string
-	Metadata   json.RawMessage
-	ToolCallID uuid.NullUUID
-	ToolName   *string
-	ToolInput  json.RawMessage
-	ToolStatus *string
-	ToolOutput *string
-	ToolError  *string
+	MessageID       uuid.UUID
+	MessagePosition int64
+	Role            string
+	BlockType       string
+	Content         string
+	Metadata        json.RawMessage
+	ToolCallID      uuid.NullUUID
+	ToolName        *string
+	ToolInput       json.RawMessage
+	ToolStatus      *string
+	ToolOutput      *string
+	ToolError       *string
 }
 
 // What the Go worker runtime reads, besides the SQL worker API: the
@@ -117,6 +120,7 @@ func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]
 		var i WorkerContextListRow
 		if err := rows.Scan(
 			&i.MessageID,
+			&i.MessagePosition,
 			&i.Role,
 			&i.BlockType,
 			&i.Content,
@@ -138,8 +142,96 @@ func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]
 	return items, nil
 }
 
+const workerFileChunk = `-- name: WorkerFileChunk :one
+SELECT convo.file_chunk($1::uuid, $2::text, $3::uuid, $4::integer)::bytea AS data
+`
+
+type WorkerFileChunkParams struct {
+	PromptID uuid.UUID
+	Worker   string
+	FileID   uuid.UUID
+	Seq      int32
+}
+
+// Chunk seq (256 KiB, from 0) of a file of the context of a prompt worker
+// holds (convo.file_chunk); CV001 for a file the context does not hold,
+// CV003 for a file in S3 or a seq out of range.
+func (q *Queries) WorkerFileChunk(ctx context.Context, arg WorkerFileChunkParams) ([]byte, error) {
+	row := q.db.QueryRow(ctx, workerFileChunk,
+		arg.PromptID,
+		arg.Worker,
+		arg.FileID,
+		arg.Seq,
+	)
+	var data []byte
+	err := row.Scan(&data)
+	return data, err
+}
+
+const workerFiles = `-- name: WorkerFiles :many
+SELECT f.message_id::uuid AS message_id, f.message_position::bigint AS message_position,
+       f.file_position::integer AS file_position, f.file_id::uuid AS file_id, f.filename::text AS filename,
+       f.media_type::text AS media_type, f.size::bigint AS size, f.sha256::text AS sha256,
+       f.storage::text AS storage, f.blob_id::uuid AS blob_id, f.chunks::integer AS chunks
+  FROM convo.prompt_files($1::uuid, $2::text) f
+ ORDER BY 2, 3
+`
+
+type WorkerFilesParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+type WorkerFilesRow struct {
+	MessageID       uuid.UUID
+	MessagePosition int64
+	FilePosition    int32
+	FileID          uuid.UUID
+	Filename        string
+	MediaType       string
+	Size            int64
+	Sha256          string
+	Storage         string
+	BlobID          uuid.UUID
+	Chunks          int32
+}
+
+// The files held by the messages of the context of a prompt worker holds
+// (convo.prompt_files), in message then file order; CV001 otherwise.
+func (q *Queries) WorkerFiles(ctx context.Context, arg WorkerFilesParams) ([]WorkerFilesRow, error) {
+	rows, err := q.db.Query(ctx, workerFiles, arg.PromptID, arg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerFilesRow
+	for rows.Next() {
+		var i WorkerFilesRow
+		if err := rows.Scan(
+			&i.MessageID,
+			&i.MessagePosition,
+			&i.FilePosition,
+			&i.FileID,
+			&i.Filename,
+			&i.MediaType,
+			&i.Size,
+			&i.Sha256,
+			&i.Storage,
+			&i.BlobID,
+			&i.Chunks,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerReply = `-- name: WorkerReply :many
-SELECT r.message_id, r.role, r.block_type, r.content, r.metadata,
+SELECT r.message_id, r.message_position, r.role, r.block_type, r.content, r.metadata,
        r.tool_call_id, r.tool_name, r.tool_input, r.tool_status, r.tool_output, r.tool_error
   FROM convo.worker_reply($1::uuid, $2::text) r
  ORDER BY r.block_position
@@ -151,17 +243,18 @@ type WorkerReplyParams struct {
 }
 
 type WorkerReplyRow struct {
-	MessageID  uuid.UUID
-	Role       string
-	BlockType  string
-	Content    string
-	Metadata   json.RawMessage
-	ToolCallID uuid.NullUUID
-	ToolName   *string
-	ToolInput  json.RawMessage
-	ToolStatus *string
-	ToolOutput *string
-	ToolError  *string
+	MessageID       uuid.UUID
+	MessagePosition int64
+	Role            string
+	BlockType       string
+	Content         string
+	Metadata        json.RawMessage
+	ToolCallID      uuid.NullUUID
+	ToolName        *string
+	ToolInput       json.RawMessage
+	ToolStatus      *string
+	ToolOutput      *string
+	ToolError       *string
 }
 
 // WorkerReplyList of a prompt worker holds (convo.worker_reply); CV001
@@ -177,6 +270,7 @@ func (q *Queries) WorkerReply(ctx context.Context, arg WorkerReplyParams) ([]Wor
 		var i WorkerReplyRow
 		if err := rows.Scan(
 			&i.MessageID,
+			&i.MessagePosition,
 			&i.Role,
 			&i.BlockType,
 			&i.Content,
@@ -199,7 +293,7 @@ func (q *Queries) WorkerReply(ctx context.Context, arg WorkerReplyParams) ([]Wor
 }
 
 const workerReplyList = `-- name: WorkerReplyList :many
-SELECT message_id, role, block_type, content, metadata,
+SELECT message_id, message_position, role, block_type, content, metadata,
        tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
   FROM convo.prompt_reply
  WHERE prompt_id = $1::uuid
@@ -207,17 +301,18 @@ SELECT message_id, role, block_type, content, metadata,
 `
 
 type WorkerReplyListRow struct {
-	MessageID  uuid.UUID
-	Role       string
-	BlockType  string
-	Content    string
-	Metadata   json.RawMessage
-	ToolCallID uuid.NullUUID
-	ToolName   *string
-	ToolInput  json.RawMessage
-	ToolStatus *string
-	ToolOutput *string
-	ToolError  *string
+	MessageID       uuid.UUID
+	MessagePosition int64
+	Role            string
+	BlockType       string
+	Content         string
+	Metadata        json.RawMessage
+	ToolCallID      uuid.NullUUID
+	ToolName        *string
+	ToolInput       json.RawMessage
+	ToolStatus      *string
+	ToolOutput      *string
+	ToolError       *string
 }
 
 // The finished blocks of the prompt's own reply so far, in order
@@ -234,6 +329,7 @@ func (q *Queries) WorkerReplyList(ctx context.Context, promptID uuid.UUID) ([]Wo
 		var i WorkerReplyListRow
 		if err := rows.Scan(
 			&i.MessageID,
+			&i.MessagePosition,
 			&i.Role,
 			&i.BlockType,
 			&i.Content,

@@ -33,7 +33,10 @@ type Options struct {
 // message differently while one configuration always answers it the same
 // way. The user's text is escaped in its markdown. With a responseFormat
 // in its configuration it answers with a structured (JSON) block instead.
-// It honours maxTokens (finishing with "length").
+// It honours maxTokens (finishing with "length"). It acknowledges each file
+// of the user's message first, from the file's bytes: "You attached
+// notes.txt (text/plain, 1.2 KB); its first line: "…"", an image's size in
+// pixels (PNG, JPEG, GIF); an error reading a file fails the reply.
 func NewModel(opts Options) worker.Model {
 	if opts.TokensPerSecond == 0 {
 		opts.TokensPerSecond = 40
@@ -141,6 +144,9 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	default:
 		r.WriteString("There is no arithmetic in it, so I will measure the text with text_stats and describe what I find. ")
 	}
+	if n := len(req.LastUserFiles()); n > 0 {
+		fmt.Fprintf(&r, "It comes with %d %s, which I will read and acknowledge. ", n, plural(n, "attachment", "attachments"))
+	}
 	if turns := countRole(req, worker.RoleUser); turns > 1 {
 		fmt.Fprintf(&r, "This is message %d of our conversation, so I can refer back to earlier turns. ", turns)
 	}
@@ -202,11 +208,20 @@ func (d *demoModel) answer(e *demoEmitter, req worker.Request) bool {
 // configuration asks for structured output.
 func (d *demoModel) reply(e *demoEmitter, req worker.Request, index int, tool, args, result string, isError bool) bool {
 	text := req.LastUserText()
+	attached, err := readAttachments(e.ctx, req.LastUserFiles())
+	if err != nil {
+		e.yield(nil, err)
+		e.stopped = true
+		return false
+	}
 	if len(req.Config.ResponseFormat) > 0 {
 		out := map[string]any{"question": text, "tool": tool, "result": result, "isError": isError, "stats": textStats(text)}
 		if tool == "" {
 			delete(out, "tool")
 			delete(out, "result")
+		}
+		if len(attached) > 0 {
+			out["attachments"] = attached
 		}
 		b, _ := json.Marshal(out)
 		if !e.stream(index, string(b), func(s string) worker.Chunk { return worker.StructuredChunk(s) }) {
@@ -214,7 +229,8 @@ func (d *demoModel) reply(e *demoEmitter, req worker.Request, index int, tool, a
 		}
 		return e.emit(worker.Flush{Index: index})
 	}
-	md := demoAnswer(newDemoVoice(req.Config), text, tool, args, result, isError, countRole(req, worker.RoleUser))
+	md := attachmentsMarkdown(attached) +
+		demoAnswer(newDemoVoice(req.Config), text, tool, args, result, isError, countRole(req, worker.RoleUser))
 	if !e.stream(index, md, func(s string) worker.Chunk { return worker.MessageChunk(s) }) {
 		return false
 	}

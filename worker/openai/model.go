@@ -40,6 +40,14 @@ type Options struct {
 	// IdleTimeout bounds the silence between two events of the stream.
 	// Default 120 s.
 	IdleTimeout time.Duration
+	// MaxFileBytes bounds an image or a PDF sent to the model (inline, as
+	// a base64 data URL); a larger one is named in a line of text instead.
+	// Default DefaultMaxFileBytes (10 MiB).
+	MaxFileBytes int64
+	// MaxTextFileBytes bounds what is sent of a text or JSON file: its
+	// first MaxTextFileBytes, saying the rest is cut. Default
+	// DefaultMaxTextFileBytes (100 KB).
+	MaxTextFileBytes int64
 	// HTTPClient defaults to a client without an overall timeout (a reply
 	// may stream for minutes; the two timeouts above bound the waits).
 	HTTPClient *http.Client
@@ -47,7 +55,10 @@ type Options struct {
 
 // NewModel returns a Model that streams chat completions from an
 // OpenAI-compatible server. It sends the prompt's context (system prompt,
-// earlier messages with their tool calls and results) and the tools, and
+// earlier messages with their tool calls and results, the files of user
+// messages as content parts: images and PDFs inline up to MaxFileBytes,
+// text and JSON files as text up to MaxTextFileBytes, others named in a
+// line of text) and the tools, and
 // maps streamed content, reasoning content and tool-call deltas to Parts.
 // HTTP errors, rate limits, timeouts and errors sent mid-stream fail the
 // prompt with a message that names the server and the cause; nothing is
@@ -71,6 +82,12 @@ func NewModel(opts Options) (worker.Model, error) {
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
+	}
+	if opts.MaxFileBytes <= 0 {
+		opts.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if opts.MaxTextFileBytes <= 0 {
+		opts.MaxTextFileBytes = DefaultMaxTextFileBytes
 	}
 	return &model{opts: opts, endpoint: strings.TrimRight(opts.BaseURL, "/") + "/chat/completions"}, nil
 }
@@ -96,8 +113,11 @@ const maxEventBytes = 32 << 20
 // Stream implements worker.Model.
 func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker.Event, error] {
 	return func(yield func(worker.Event, error) bool) {
-		body, err := m.request(req)
-		if err != nil {
+		body, err := m.request(ctx, req)
+		if fe, ok := errors.AsType[*fileError](err); ok {
+			yield(nil, fe)
+			return
+		} else if err != nil {
 			yield(nil, m.errorf("%v", err))
 			return
 		}

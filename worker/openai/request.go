@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -21,8 +22,10 @@ type chatRequest struct {
 
 type chatMessage struct {
 	Role string `json:"role"`
-	// Content is left out of an assistant message that only calls tools.
-	Content    *string        `json:"content,omitempty"`
+	// Content is a string, or a user message's array of contentParts
+	// (one that holds files); it is left out of an assistant message that
+	// only calls tools.
+	Content    any            `json:"content,omitempty"`
 	ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string         `json:"tool_call_id,omitempty"`
 }
@@ -51,9 +54,10 @@ type chatToolFunction struct {
 
 // request is the chat.completions request for req, streamed. max_tokens
 // is sent, not max_completion_tokens: every compatible server knows it.
-// It fails for a tool's parameters that are not a JSON object and a
-// response format that is not JSON.
-func (m *model) request(req worker.Request) (chatRequest, error) {
+// A user message's files are read here (userContent). It fails for a
+// tool's parameters that are not a JSON object, a response format that is
+// not JSON, and a file that cannot be read (a *fileError).
+func (m *model) request(ctx context.Context, req worker.Request) (chatRequest, error) {
 	p := chatRequest{Model: req.Config.Model, Messages: []chatMessage{}, Stream: true}
 	if p.Model == "" {
 		p.Model = m.opts.Model
@@ -64,7 +68,11 @@ func (m *model) request(req worker.Request) (chatRequest, error) {
 		case worker.RoleSystem:
 			p.Messages = append(p.Messages, chatMessage{Role: "system", Content: text(msg.Text)})
 		case worker.RoleUser:
-			p.Messages = append(p.Messages, chatMessage{Role: "user", Content: text(msg.Text)})
+			content, err := m.userContent(ctx, msg)
+			if err != nil {
+				return p, err
+			}
+			p.Messages = append(p.Messages, chatMessage{Role: "user", Content: content})
 		case worker.RoleAssistant:
 			if msg.Text == "" && len(msg.ToolCalls) == 0 {
 				continue

@@ -18,10 +18,10 @@
 // call's tool-result). The runtime (./worker.ts) does the rest: batching,
 // leases, cancel.
 
-import type { AssistantModelMessage, ModelMessage, TextStreamPart, ToolContent, ToolSet, UIMessageChunk } from "ai";
+import type { AssistantModelMessage, ModelMessage, TextStreamPart, ToolContent, ToolSet, UIMessageChunk, UserContent } from "ai";
 import { checkToolMetadata, pauseOf } from "./ai-sdk-tools.js";
 import { WorkerError, messageOf } from "./errors.js";
-import type { HistoryMessage } from "./history.js";
+import type { HistoryMessage, PromptFile } from "./history.js";
 import * as jsonlimit from "./jsonlimit.js";
 import type { Job } from "./job.js";
 import type { PromptInput } from "./inputs.js";
@@ -272,8 +272,9 @@ export function modelMessagesOf(job: Job): ModelMessage[] {
 
 /**
  * A prompt's history as the AI SDK's messages, for streamText's
- * `messages`: user and system text, each assistant turn's text and tool
- * calls (convo's tool call ids), and a tool message with each call's
+ * `messages`: user and system text (a user message's files as file
+ * parts: `{type: "file", data, mediaType, filename}`), each assistant
+ * turn's text and tool calls (convo's tool call ids), and a tool message with each call's
  * result (an error result for a failed call).
  */
 export function toModelMessages(history: HistoryMessage[]): ModelMessage[] {
@@ -281,7 +282,7 @@ export function toModelMessages(history: HistoryMessage[]): ModelMessage[] {
   for (const m of history) {
     switch (m.role) {
       case "user":
-        out.push({ role: "user", content: m.text });
+        out.push(m.files?.length ? { role: "user", content: userContent(m.text, m.files) } : { role: "user", content: m.text });
         break;
       case "system":
         out.push({ role: "system", content: m.text });
@@ -309,6 +310,23 @@ export function toModelMessages(history: HistoryMessage[]): ModelMessage[] {
     }
   }
   return out;
+}
+
+/**
+ * A user message holding files: its text, then each file as a file part
+ * (its bytes, its media type without parameters, its filename), or, when
+ * the runtime did not read its bytes (a file in S3, or one past
+ * maxFileBytes), a line of text naming it.
+ */
+function userContent(text: string, files: PromptFile[]): UserContent {
+  const content: Exclude<UserContent, string> = [];
+  if (text !== "") content.push({ type: "text", text });
+  for (const f of files) {
+    const mediaType = f.mediaType.split(";")[0].trim().toLowerCase();
+    if (f.data) content.push({ type: "file", data: f.data, mediaType, filename: f.filename });
+    else content.push({ type: "text", text: `The user attached ${f.filename} (${mediaType}, ${f.size} bytes); its content is not available to this worker.` });
+  }
+  return content;
 }
 
 /** The parts of a streamText result, or the stream given. */

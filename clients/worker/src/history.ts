@@ -5,6 +5,32 @@
 
 import type { ContextRow } from "./sql.js";
 
+/**
+ * A file the user attached to a message of the context (convo.prompt_files):
+ * an image, a PDF, a document.
+ */
+export interface PromptFile {
+  id: string;
+  filename: string;
+  /** The media type decided from the bytes when uploaded, e.g. "image/png" or "text/plain; charset=utf-8". */
+  mediaType: string;
+  size: number;
+  /** Lower-case hex. */
+  sha256: string;
+  /** Where the bytes are: "postgres" (read by the runtime) or "s3" (the object blobId of the server's bucket). */
+  storage: string;
+  blobId: string;
+  /**
+   * The bytes, read (and checked against size and sha256) before the
+   * handler runs; absent for a file in S3 and one larger than the
+   * worker's maxFileBytes.
+   */
+  data?: Uint8Array;
+}
+
+/** The files of the messages of a context, by message id, with each message's position. */
+export type ContextFiles = Map<string, { position: bigint; files: PromptFile[] }>;
+
 /** A tool call the assistant made, as the history holds it. */
 export interface HistoryToolCall {
   /** convo's id of the call (convo.tool_calls.id). */
@@ -16,7 +42,9 @@ export interface HistoryToolCall {
 
 /** One message of a prompt's history. */
 export type HistoryMessage =
-  | { role: "user" | "system"; text: string }
+  /** A user message's files, when it holds some, follow its text (empty for a message of files only). */
+  | { role: "user"; text: string; files?: PromptFile[] }
+  | { role: "system"; text: string }
   /** An assistant turn: its text, then the tool calls it made (each answered by a following tool message). */
   | { role: "assistant"; text: string; toolCalls: HistoryToolCall[] }
   /** The result of a tool call: its tool_result block, or else the call's own output or error. */
@@ -29,22 +57,39 @@ interface Pending {
   result?: { text: string; isError: boolean };
 }
 
-/** The history of a prompt from its context rows, in order. */
-export function historyOf(rows: ContextRow[]): HistoryMessage[] {
+/**
+ * The history of a prompt from its context rows, in order, each user
+ * message with its files; a message of files only, which has no context
+ * rows, is placed by its position.
+ */
+export function historyOf(rows: ContextRow[], files: ContextFiles = new Map()): HistoryMessage[] {
   const out: HistoryMessage[] = [];
+  const present = new Set(rows.map((r) => r.message_id));
+  const onlyFiles = [...files.entries()].filter(([id]) => !present.has(id)).sort(([, a], [, b]) => (a.position < b.position ? -1 : a.position > b.position ? 1 : 0));
+  const flushBefore = (position: bigint | undefined) => {
+    while (onlyFiles.length > 0 && (position === undefined || onlyFiles[0][1].position < position)) {
+      out.push({ role: "user", text: "", files: onlyFiles.shift()![1].files });
+    }
+  };
   for (let start = 0; start < rows.length; ) {
     let end = start;
     while (end < rows.length && rows[end].message_id === rows[start].message_id) end++;
     const msg = rows.slice(start, end);
     start = end;
+    if (msg[0].message_position !== undefined) flushBefore(BigInt(msg[0].message_position));
     const role = msg[0].role;
     if (role === "assistant") {
       out.push(...assistantTurns(msg));
     } else if (role === "user" || role === "system") {
       const parts = msg.filter((b) => b.block_type === "text" || b.block_type === "structured").map((b) => b.content);
-      if (parts.length > 0) out.push({ role, text: parts.join("\n\n") });
+      const own = files.get(msg[0].message_id)?.files ?? [];
+      if (role === "user" && (parts.length > 0 || own.length > 0)) {
+        out.push(own.length > 0 ? { role, text: parts.join("\n\n"), files: own } : { role, text: parts.join("\n\n") });
+      }
+      else if (role === "system" && parts.length > 0) out.push({ role, text: parts.join("\n\n") });
     }
   }
+  flushBefore(undefined);
   return out;
 }
 

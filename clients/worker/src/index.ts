@@ -12,5 +12,5 @@ export type { WorkerOptions, Logger, Settled } from "./options.js";
 export { Reply, Block, ToolCall, StreamingToolCall, type StreamedKind, type InputRequest } from "./reply.js";
 export { PromptInput, type InputAnswer, type InputResult } from "./inputs.js";
 export type { InputKind } from "./ops.js";
-export type { HistoryMessage, HistoryToolCall } from "./history.js";
+export type { HistoryMessage, HistoryToolCall, PromptFile } from "./history.js";
 export { WorkerError, isWorkerError, isStopped, type WorkerErrorCode } from "./errors.js";

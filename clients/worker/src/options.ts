@@ -54,6 +54,12 @@ export interface WorkerOptions {
   callTimeoutMs?: number;
   /** Pending text of one reply that makes its batch go at once. Default 4096 bytes. */
   batchBytes?: number;
+  /**
+   * The largest file of a prompt's context whose bytes the runtime reads
+   * for the handler (PromptFile.data); a larger one is given without
+   * them. Default 10 MiB.
+   */
+  maxFileBytes?: number;
   /** Where the worker logs. Default: nothing. */
   logger?: Logger;
   /** Called once each claimed prompt is settled. */
@@ -72,6 +78,7 @@ export interface Settings {
   pollIntervalMs: number;
   callTimeoutMs: number;
   batchBytes: number;
+  maxFileBytes: number;
   logger: Logger;
 }
 
@@ -118,6 +125,7 @@ export function settingsOf(opts: WorkerOptions): Settings {
     pollIntervalMs: int("pollIntervalMs", opts.pollIntervalMs, 10_000, 10, 3_600_000),
     callTimeoutMs: int("callTimeoutMs", opts.callTimeoutMs, 30_000, 100, 3_600_000),
     batchBytes: int("batchBytes", opts.batchBytes, 4096, 1, 1 << 30),
+    maxFileBytes: int("maxFileBytes", opts.maxFileBytes, 10 << 20, 0, 1 << 30),
     logger: opts.logger ?? silent,
   };
 }

@@ -46,6 +46,8 @@ export interface RefusedRow {
 /** One block of the model's context (convo.prompt_context), in order. */
 export interface ContextRow {
   message_id: string;
+  /** The message's position in the conversation (a bigint, as text). */
+  message_position: string;
   role: string;
   block_type: string;
   content: string;
@@ -59,6 +61,22 @@ export interface ContextRow {
 }
 
 /** The SQLSTATE of a PostgreSQL error, if err is one. */
+/** A file of a message of the model's context (convo.prompt_files). */
+export interface FileRow {
+  message_id: string;
+  message_position: string;
+  file_position: number;
+  file_id: string;
+  filename: string;
+  media_type: string;
+  /** A bigint, as text. */
+  size: string;
+  sha256: string;
+  storage: string;
+  blob_id: string;
+  chunks: number;
+}
+
 export function sqlStateOf(err: unknown): string | undefined {
   const code = (err as { code?: unknown } | null)?.code;
   return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
@@ -169,7 +187,7 @@ export class Sql {
   context(promptId: string, worker: string): Promise<ContextRow[]> {
     return this.query<ContextRow>(
       "read the conversation",
-      `SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
+      `SELECT message_id::text, message_position::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
               tool_input, tool_status, tool_output, tool_error
          FROM convo.worker_context($1, $2)
         ORDER BY message_position, block_position`,
@@ -181,12 +199,35 @@ export class Sql {
   replySoFar(promptId: string, worker: string): Promise<ContextRow[]> {
     return this.query<ContextRow>(
       "read the reply so far",
-      `SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
+      `SELECT message_id::text, message_position::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
               tool_input, tool_status, tool_output, tool_error
          FROM convo.worker_reply($1, $2)
         ORDER BY block_position`,
       [promptId, worker],
     );
+  }
+
+  /** The files of the messages of the prompt's context (convo.prompt_files), in message then file order. */
+  files(promptId: string, worker: string): Promise<FileRow[]> {
+    return this.query<FileRow>(
+      "read the conversation's files",
+      `SELECT message_id::text, message_position::text, file_position, file_id::text, filename, media_type, size::text,
+              sha256, storage, blob_id::text, chunks
+         FROM convo.prompt_files($1, $2)
+        ORDER BY message_position, file_position`,
+      [promptId, worker],
+    );
+  }
+
+  /** Chunk seq (256 KiB, from 0) of a file of the prompt's context (convo.file_chunk). */
+  async fileChunk(promptId: string, worker: string, fileId: string, seq: number): Promise<Uint8Array> {
+    const rows = await this.query<{ data: Buffer }>("read a file", `SELECT convo.file_chunk($1, $2, $3, $4) AS data`, [
+      promptId,
+      worker,
+      fileId,
+      seq,
+    ]);
+    return new Uint8Array(rows[0].data);
   }
 
   /** The prompt's input requests with their calls and answers, in the order the calls started. */

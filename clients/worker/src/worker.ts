@@ -5,11 +5,12 @@
 // one LISTEN connection hears new prompts and cancellations. The number
 // of replies in flight does not change the connections it uses.
 
+import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import pg from "pg";
 import { Committer } from "./committer.js";
 import { WorkerError, messageOf } from "./errors.js";
-import { historyOf } from "./history.js";
+import { historyOf, type ContextFiles, type PromptFile } from "./history.js";
 import { PromptInput } from "./inputs.js";
 import type { Job } from "./job.js";
 import { Listener } from "./listener.js";
@@ -309,8 +310,9 @@ export class Worker {
       // read; the handler runs once it is written, so a prompt cancelled
       // meanwhile never reaches the model.
       reply.start();
-      const [rows, resumed] = await Promise.all([
+      const [rows, files, resumed] = await Promise.all([
         this.readWithRetry(() => this.sql.context(promptId, this.s.workerId)),
+        this.readFiles(promptId),
         row.resumed ? this.readResumed(promptId) : undefined,
         reply.flush(),
       ]);
@@ -321,7 +323,7 @@ export class Worker {
         messageId: row.message_id,
         modelConfig: row.model_config ?? {},
         attempts: row.attempts,
-        history: historyOf(rows),
+        history: historyOf(rows, files),
         resumed: row.resumed,
         replySoFar: resumed ? replySoFarOf(resumed.reply, inputs) : [],
         inputs,
@@ -419,6 +421,49 @@ export class Worker {
       this.readWithRetry(() => this.sql.inputs(promptId, this.s.workerId)),
     ]);
     return { reply, inputs };
+  }
+
+  /**
+   * The files of the prompt's context by message, each with its bytes
+   * (read a chunk at a time through convo.file_chunk, then checked against
+   * the file's size and SHA-256) unless it is in S3 or larger than
+   * maxFileBytes. Each read is retried while PostgreSQL is unreachable;
+   * bytes that do not match the file fail the prompt.
+   */
+  private async readFiles(promptId: string): Promise<ContextFiles> {
+    const out: ContextFiles = new Map();
+    for (const r of await this.readWithRetry(() => this.sql.files(promptId, this.s.workerId))) {
+      const f: PromptFile = {
+        id: r.file_id,
+        filename: r.filename,
+        mediaType: r.media_type,
+        size: Number(r.size),
+        sha256: r.sha256,
+        storage: r.storage,
+        blobId: r.blob_id,
+      };
+      if (r.storage === "postgres" && f.size <= this.s.maxFileBytes) {
+        const data = new Uint8Array(f.size);
+        const hash = createHash("sha256");
+        let at = 0;
+        for (let seq = 0; seq < r.chunks; seq++) {
+          const chunk = await this.readWithRetry(() => this.sql.fileChunk(promptId, this.s.workerId, f.id, seq));
+          if (at + chunk.length > f.size) break;
+          data.set(chunk, at);
+          hash.update(chunk);
+          at += chunk.length;
+        }
+        const sum = hash.digest("hex");
+        if (at !== f.size || sum !== f.sha256) {
+          throw new Error(`file ${f.id} (${f.filename}): read ${at} bytes with SHA-256 ${sum}, want ${f.size} bytes with ${f.sha256}`);
+        }
+        f.data = data;
+      }
+      const entry = out.get(r.message_id) ?? { position: BigInt(r.message_position), files: [] };
+      entry.files.push(f);
+      out.set(r.message_id, entry);
+    }
+    return out;
   }
 
   /** Runs a read, retrying while PostgreSQL is unreachable (for up to a lease). */

@@ -73,6 +73,24 @@ async def resume(job: Job) -> int:
     return sum(1 for m in messages[last_user + 1 :] if m.role == "assistant")
 
 
+def acknowledge(job: Job) -> str:
+    """The attachments step's text, as every runner writes it: for each
+    file of the user's message, in order, "You attached <filename> (<media
+    type without parameters>, <size> bytes)", then for a text/* file
+    `; its first line: "<line>"` (its bytes up to the first newline,
+    within the first 64 KiB), then "."; the lines joined by newlines."""
+    lines = []
+    for f in job.last_user_files:
+        line = f"You attached {f.filename} ({f.media_type.split(';')[0].strip()}, {f.size} bytes)"
+        if f.media_type.startswith("text/"):
+            if f.data is None:
+                raise ScriptError(f"the bytes of {f.filename} were not read")
+            first = f.data[: 64 << 10].split(b"\n", 1)[0].decode("utf-8", errors="replace").removesuffix("\r")
+            line += f'; its first line: "{first}"'
+        lines.append(line + ".")
+    return "\n".join(lines)
+
+
 async def play(job: Job) -> None:
     """Plays the script of the user's message, round by round."""
     try:
@@ -101,6 +119,8 @@ async def play(job: Job) -> None:
                 await asyncio.Event().wait()  # until the runtime cancels the reply
             elif "error" in step:
                 raise ScriptError(step["error"])
+            elif step.get("attachments") is True:
+                job.reply.text(acknowledge(job))
             else:
                 raise ScriptError(f"unknown step {json.dumps(step)}")
         job.reply.end_block()

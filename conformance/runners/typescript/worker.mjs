@@ -53,7 +53,7 @@ function readSettings(env) {
 
 // ---- the script
 
-const stepKinds = ["text", "reasoning", "json", "toolCall", "sleepMs", "hang", "error"];
+const stepKinds = ["text", "reasoning", "json", "toolCall", "sleepMs", "hang", "error", "attachments"];
 
 /**
  * Parses a user's message as a script, refusing what is not one and
@@ -95,7 +95,8 @@ function parseScript(text) {
           if (!Number.isInteger(v) || v < 0) throw new Error(`${where}.sleepMs: want a whole number of 0 or more, got ${JSON.stringify(v)}`);
           break;
         case "hang":
-          if (v !== true) throw new Error(`${where}.hang: want true`);
+        case "attachments":
+          if (v !== true) throw new Error(`${where}.${keys[0]}: want true`);
           break;
       }
     });
@@ -114,7 +115,8 @@ function scriptAndRound(prompt) {
     if (m.role === "assistant") round++;
     if (m.role !== "user") continue;
     const text = typeof m.content === "string" ? m.content : m.content.filter((p) => p.type === "text").map((p) => p.text).join("");
-    return { script: parseScript(text), round };
+    const files = typeof m.content === "string" ? [] : m.content.filter((p) => p.type === "file");
+    return { script: parseScript(text), round, files };
   }
   throw new Error("conformance script: the prompt has no user message");
 }
@@ -140,12 +142,12 @@ function scriptedModel() {
     provider: "conformance",
     modelId: "scripted",
     doStream: async ({ prompt, abortSignal }) => {
-      const { script, round: n } = scriptAndRound(prompt);
+      const { script, round: n, files } = scriptAndRound(prompt);
       if (n >= script.rounds.length) throw new Error(`conformance script: the model was called for round ${n}, the script has ${script.rounds.length}`);
       const stream = new ReadableStream({
         start(c) {
           // Not awaited: the parts flow while the round plays.
-          play(script.rounds[n], c, abortSignal).then(
+          play(script.rounds[n], c, abortSignal, files).then(
             () => c.close(),
             (err) => c.error(err),
           );
@@ -163,7 +165,7 @@ function scriptedModel() {
  * worker stopping), as a model's request does; error ends the round with
  * an error part.
  */
-async function play(round, c, signal) {
+async function play(round, c, signal, files) {
   let open; // { part: "text" | "reasoning", kind, id }
   let parts = 0;
   let toolCalls = false;
@@ -182,6 +184,7 @@ async function play(round, c, signal) {
   c.enqueue({ type: "stream-start", warnings: [] });
   for (const st of round) {
     if ("text" in st) piece("text", "text", st.text);
+    else if ("attachments" in st) piece("text", "text", acknowledge(files));
     else if ("json" in st) piece("text", "json", st.json);
     else if ("reasoning" in st) piece("reasoning", "reasoning", st.reasoning);
     else if ("toolCall" in st) {
@@ -205,6 +208,36 @@ async function play(round, c, signal) {
   }
   close();
   c.enqueue({ type: "finish", finishReason: { unified: toolCalls ? "tool-calls" : "stop", raw: undefined }, usage });
+}
+
+/**
+ * The attachments step's text, as every runner writes it: for each file
+ * part of the user's message, in order, "You attached <filename> (<media
+ * type without parameters>, <size> bytes)", then for a text/* file `; its
+ * first line: "<line>"` (its bytes up to the first newline, within the
+ * first 64 KiB), then "."; the lines joined by newlines. The bytes come
+ * as the AI SDK hands them to the model: {type: "data", data}, a
+ * Uint8Array or base64 text (or {type: "text", text}).
+ */
+function acknowledge(files) {
+  return files
+    .map((f) => {
+      const bytes =
+        f.data?.type === "text"
+          ? Buffer.from(f.data.text, "utf8")
+          : typeof f.data?.data === "string"
+            ? Buffer.from(f.data.data, "base64")
+            : Buffer.from(f.data?.data ?? []);
+      const type = f.mediaType.split(";")[0].trim();
+      let line = `You attached ${f.filename} (${type}, ${bytes.length} bytes)`;
+      if (type.startsWith("text/")) {
+        const head = bytes.subarray(0, 64 << 10);
+        const nl = head.indexOf(10);
+        line += `; its first line: "${head.subarray(0, nl < 0 ? head.length : nl).toString("utf8").replace(/\r$/, "")}"`;
+      }
+      return `${line}.`;
+    })
+    .join("\n");
 }
 
 /** Resolves after ms (never, for Infinity); rejects with the signal's reason when it fires. */

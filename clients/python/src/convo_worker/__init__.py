@@ -12,7 +12,7 @@ transaction, exactly once. See docs/workers-python.md in the repository.
 """
 
 from .errors import ConvoWorkerError, InvalidOutput, PromptStopped, WriteRefused
-from .job import ContextBlock, HistoryToolCall, Job, Message
+from .job import ContextBlock, HistoryToolCall, Job, Message, PromptFile
 from .pause import InputRequest
 from .reply import Block, InputKind, Reply, ToolCall
 from .settings import Settings
@@ -31,6 +31,7 @@ __all__ = [
     "Message",
     "Outcome",
     "PROMPTS_CHANNEL",
+    "PromptFile",
     "PromptStopped",
     "Reply",
     "Result",

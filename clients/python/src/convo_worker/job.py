@@ -4,6 +4,7 @@ stop signal."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,6 +31,77 @@ class ContextBlock:
     tool_status: str | None = None
     tool_output: str | None = None
     tool_error: str | None = None
+    #: The message's position in the conversation (orders the messages).
+    message_position: int = 0
+
+
+@dataclass(frozen=True)
+class PromptFile:
+    """A file the user attached to a message of the context (a row of
+    ``convo.prompt_files``, docs/worker-api.md): an image, a PDF, a
+    document. ``data`` holds its bytes, read before the handler runs and
+    checked against ``size`` and ``sha256``; it is None for a file whose
+    bytes are in S3 (``storage`` "s3": the object ``blob_id`` of the
+    server's bucket) and for one larger than ``Settings.max_file_bytes``."""
+
+    id: str
+    filename: str
+    #: The media type decided from the bytes when uploaded, e.g.
+    #: "image/png" or "text/plain; charset=utf-8".
+    media_type: str
+    size: int
+    sha256: str  # lower-case hex
+    storage: str  # "postgres" or "s3"
+    blob_id: str
+    data: bytes | None = field(default=None, repr=False)
+
+    @property
+    def base_type(self) -> str:
+        """The media type without its parameters, in lower case."""
+        return self.media_type.split(";", 1)[0].strip().lower()
+
+    @property
+    def is_image(self) -> bool:
+        """An image every vision model reads: PNG, JPEG, GIF or WebP (never SVG)."""
+        return self.base_type in ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+    @property
+    def is_pdf(self) -> bool:
+        return self.base_type == "application/pdf"
+
+    @property
+    def is_text(self) -> bool:
+        """Text a model reads as it is: text/* and JSON."""
+        t = self.base_type
+        return t.startswith("text/") or t == "application/json" or t.endswith("+json")
+
+    def data_url(self) -> str:
+        """The bytes as a base64 data: URL (ValueError when ``data`` is None)."""
+        if self.data is None:
+            raise ValueError(f"file {self.id} ({self.filename}): its bytes were not read")
+        return f"data:{self.base_type};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+    def describe(self) -> str:
+        """The file named for a model or a person: "notes.txt (text/plain, 1.2 KB)"."""
+        return f"{self.filename} ({self.base_type}, {human_bytes(self.size)})"
+
+
+def human_bytes(n: int) -> str:
+    """n bytes in B, KB, MB or GB (powers of 1000, one decimal below 10),
+    as the Go runtime writes them."""
+    units = ["B", "KB", "MB", "GB", "TB"]
+    v, u = float(n), 0
+    while v >= 1000 and u < len(units) - 1:
+        v /= 1000
+        u += 1
+    if u == 0:
+        return f"{n} B"
+    return f"{v:.1f} {units[u]}" if v < 10 else f"{v:.0f} {units[u]}"
+
+
+#: The files of a context's messages, by message id: the message's
+#: position and its files, in order.
+ContextFiles = dict[str, tuple[int, list[PromptFile]]]
 
 
 @dataclass(frozen=True)
@@ -54,11 +126,25 @@ class Message:
     tool_calls: tuple[HistoryToolCall, ...] = ()
     tool_call_id: str | None = None  # tool messages: the call answered
     tool_name: str | None = None
+    #: A user message's files, in order, after its text (which is empty
+    #: for a message of files only).
+    files: tuple[PromptFile, ...] = ()
 
 
-def history(blocks: list[ContextBlock]) -> list[Message]:
-    """The model's history from the context blocks (in order)."""
+def history(blocks: list[ContextBlock], files: ContextFiles | None = None) -> list[Message]:
+    """The model's history from the context blocks (in order), each user
+    message with its files; a message of files only, which has no block,
+    is placed by its position."""
+    files = files or {}
+    present = {b.message_id for b in blocks}
+    only_files = sorted((pos, mid) for mid, (pos, _) in files.items() if mid not in present)
     out: list[Message] = []
+
+    def flush_before(position: int | None) -> None:
+        while only_files and (position is None or only_files[0][0] < position):
+            _, mid = only_files.pop(0)
+            out.append(Message(role="user", files=tuple(files[mid][1])))
+
     start = 0
     while start < len(blocks):
         end = start
@@ -66,12 +152,15 @@ def history(blocks: list[ContextBlock]) -> list[Message]:
             end += 1
         message = blocks[start:end]
         start = end
+        flush_before(message[0].message_position)
         if message[0].role == "assistant":
             out.extend(_assistant_turns(message))
             continue
         parts = [b.content for b in message if b.block_type in ("text", "structured")]
-        if parts:
-            out.append(Message(role=message[0].role, text="\n\n".join(parts)))  # type: ignore[arg-type]
+        own = tuple(files[message[0].message_id][1]) if message[0].message_id in files else ()
+        if parts or own:
+            out.append(Message(role=message[0].role, text="\n\n".join(parts), files=own))  # type: ignore[arg-type]
+    flush_before(None)
     return out
 
 
@@ -182,6 +271,9 @@ class Job:
     #: The reply's input requests with their answers
     #: (``convo.prompt_inputs``), in the order their calls started.
     inputs: list[InputRequest] = field(default_factory=list)
+    #: The files of the context's messages (``convo.prompt_files``), by
+    #: message; ``messages`` gives each user message its own.
+    files: ContextFiles = field(default_factory=dict)
     # tool_result blocks written for resumed calls, for the history.
     _results: list[ContextBlock] = field(default_factory=list, repr=False)
 
@@ -207,9 +299,14 @@ class Job:
                     at = i + 1
                     break
             own[at:at] = self._results
-        return history(self.context + own)
+        return history(self.context + own, self.files)
 
     @property
     def last_user_text(self) -> str:
         """The text of the latest user message: the one being answered."""
         return next((m.text for m in reversed(self.messages) if m.role == "user"), "")
+
+    @property
+    def last_user_files(self) -> tuple[PromptFile, ...]:
+        """The files of the latest user message: the one being answered."""
+        return next((m.files for m in reversed(self.messages) if m.role == "user"), ())

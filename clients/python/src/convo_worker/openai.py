@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import ConvoWorkerError
-from .job import Job
+from .job import Job, Message, PromptFile, human_bytes
 from .reply import Reply, ToolCall
 
 
@@ -247,10 +247,64 @@ async def write_response(reply: Reply, stream: AsyncIterable[Any], *, structured
     return ResponseResult(status, "".join(text), "".join(reasoning), recorded, response_id, incomplete_reason)
 
 
-def chat_messages(job: Job, system: str | None = None) -> list[dict[str, Any]]:
+#: What chat_messages and responses_input send of a text or JSON file at
+#: most, in bytes (the Go runtime's worker/openai default).
+MAX_TEXT_FILE_BYTES = 100_000
+
+
+def _file_text(f: PromptFile, max_text_bytes: int) -> str | None:
+    """The text part a file is given as, or None for an image or a PDF
+    whose bytes were read (those go as images and files)."""
+    if f.data is None:
+        return f"The user attached {f.describe()}; its content is not available to this worker."
+    if f.is_image or f.is_pdf:
+        return None
+    if f.is_text:
+        data, cut = f.data[:max_text_bytes], len(f.data) > max_text_bytes
+        if cut:
+            # Not in the middle of a character.
+            for _ in range(3):
+                try:
+                    data.decode("utf-8")
+                    break
+                except UnicodeDecodeError:
+                    data = data[:-1]
+        text = data.decode("utf-8", errors="replace")
+        if cut:
+            return f"The user attached {f.describe()}. Its first {human_bytes(len(data))} (the rest is cut):\n\n{text}"
+        return f"The user attached {f.describe()}. Its content:\n\n{text}"
+    return (f"The user attached {f.describe()}; its content is not shown to you "
+            "(this worker sends images, PDFs and text).")
+
+
+def chat_content(m: Message, max_text_bytes: int = MAX_TEXT_FILE_BYTES) -> str | list[dict[str, Any]]:
+    """A user message's Chat Completions ``content``: its text, or, when it
+    holds files, an array of parts as the Go runtime's worker/openai sends
+    them: the text, then an image (PNG, JPEG, GIF, WebP) as an
+    ``image_url`` part and a PDF as a ``file`` part (base64 data URLs), a
+    text or JSON file as a ``text`` part of its first max_text_bytes
+    (saying when cut), and any other file, or one whose bytes were not
+    read (``PromptFile.data`` is None), as a line of text naming it."""
+    if not m.files:
+        return m.text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": m.text}] if m.text else []
+    for f in m.files:
+        text = _file_text(f, max_text_bytes)
+        if text is not None:
+            parts.append({"type": "text", "text": text})
+        elif f.is_image:
+            parts.append({"type": "image_url", "image_url": {"url": f.data_url()}})
+        else:
+            parts.append({"type": "file", "file": {"filename": f.filename, "file_data": f.data_url()}})
+    return parts
+
+
+def chat_messages(job: Job, system: str | None = None, *,
+                  max_text_file_bytes: int = MAX_TEXT_FILE_BYTES) -> list[dict[str, Any]]:
     """The job's history as Chat Completions ``messages``: an optional
-    system prompt, user and assistant text, the assistant's tool calls
-    (ids being convo's tool call ids), each answered by a ``tool`` message."""
+    system prompt, user and assistant text (a user message's files as
+    content parts: chat_content), the assistant's tool calls (ids being
+    convo's tool call ids), each answered by a ``tool`` message."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for m in job.messages:
         if m.role == "tool":
@@ -263,21 +317,36 @@ def chat_messages(job: Job, system: str | None = None) -> list[dict[str, Any]]:
                     for c in m.tool_calls
                 ]
             out.append(message)
+        elif m.role == "user":
+            out.append({"role": "user", "content": chat_content(m, max_text_file_bytes)})
         else:
             out.append({"role": m.role, "content": m.text})
     return out
 
 
-def responses_input(job: Job) -> list[dict[str, Any]]:
-    """The job's history as a Responses ``input``: messages, and the
-    assistant's tool calls as ``function_call`` items each followed by its
+def responses_input(job: Job, *, max_text_file_bytes: int = MAX_TEXT_FILE_BYTES) -> list[dict[str, Any]]:
+    """The job's history as a Responses ``input``: messages (a user
+    message's files as ``input_image``, ``input_file`` and ``input_text``
+    parts, chosen as chat_content chooses), and the assistant's tool calls
+    as ``function_call`` items each followed by its
     ``function_call_output``."""
     out: list[dict[str, Any]] = []
     for m in job.messages:
         if m.role == "tool":
             out.append({"type": "function_call_output", "call_id": m.tool_call_id, "output": m.text})
             continue
-        if m.text:
+        if m.files:
+            parts: list[dict[str, Any]] = [{"type": "input_text", "text": m.text}] if m.text else []
+            for f in m.files:
+                text = _file_text(f, max_text_file_bytes)
+                if text is not None:
+                    parts.append({"type": "input_text", "text": text})
+                elif f.is_image:
+                    parts.append({"type": "input_image", "image_url": f.data_url()})
+                else:
+                    parts.append({"type": "input_file", "filename": f.filename, "file_data": f.data_url()})
+            out.append({"role": m.role, "content": parts})
+        elif m.text:
             out.append({"role": m.role, "content": m.text})
         for c in m.tool_calls:
             out.append({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments})
@@ -285,9 +354,11 @@ def responses_input(job: Job) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "MAX_TEXT_FILE_BYTES",
     "ChatResult",
     "ModelError",
     "ResponseResult",
+    "chat_content",
     "chat_messages",
     "function_call_output",
     "responses_input",

@@ -58,6 +58,10 @@ class Settings:
     #: What Worker.serve gives the replies in flight on SIGTERM before it
     #: fails them.
     drain_timeout: float = 20.0
+    #: The largest file of a prompt's context whose bytes the runtime reads
+    #: for the handler (``PromptFile.data``); a larger one is given
+    #: without them. 10 MiB.
+    max_file_bytes: int = 10 << 20
 
     def __post_init__(self) -> None:
         if not isinstance(self.worker_id, str) or not self.worker_id.strip():
@@ -72,6 +76,7 @@ class Settings:
         _check_number("poll_interval", self.poll_interval, 0.01, 3600)
         _check_number("call_timeout", self.call_timeout, 0.1, 3600)
         _check_number("drain_timeout", self.drain_timeout, 0, 86_400)
+        _check_int("max_file_bytes", self.max_file_bytes, 0, 1 << 30)
 
     @property
     def heartbeat_interval(self) -> float:

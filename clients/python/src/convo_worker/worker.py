@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import random
 import signal
 import time
@@ -17,7 +18,7 @@ import psycopg
 from ._batch import Lane, Op, PromptWriter
 from ._db import ILLEGAL_STATE, NOT_FOUND, Pool, close_quietly, connect, log, message_of, with_retries
 from .errors import PromptStopped, WriteRefused
-from .job import ContextBlock, Job
+from .job import ContextBlock, ContextFiles, Job, PromptFile
 from .pause import InputRequest
 from .reply import Reply, ToolCall
 from .settings import Settings
@@ -49,16 +50,23 @@ SELECT c.prompt_id::text, c.conversation_id::text, c.message_id::text, c.model_c
 """
 _CONTEXT_SQL = """
 SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
-       tool_input, tool_status, tool_output, tool_error
+       tool_input, tool_status, tool_output, tool_error, message_position
   FROM convo.worker_context(%s, %s)
  ORDER BY message_position, block_position
 """
 _REPLY_SQL = """
 SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
-       tool_input, tool_status, tool_output, tool_error
+       tool_input, tool_status, tool_output, tool_error, message_position
   FROM convo.worker_reply(%s, %s)
  ORDER BY block_position
 """
+_FILES_SQL = """
+SELECT message_id::text, message_position, file_id::text, filename, media_type, size, sha256, storage,
+       blob_id::text, chunks
+  FROM convo.prompt_files(%s, %s)
+ ORDER BY message_position, file_position
+"""
+_CHUNK_SQL = "SELECT convo.file_chunk(%s, %s, %s, %s)"
 _INPUTS_SQL = """
 SELECT tool_call_id::text, name, input, tool_call_status, kind, request, status, answer, answered_at, expires_at
   FROM convo.prompt_inputs(%s, %s)
@@ -370,7 +378,7 @@ def _blocks(rows: list[tuple[Any, ...]]) -> list[ContextBlock]:
     return [
         ContextBlock(message_id=r[0], role=r[1], block_type=r[2], content=r[3] or "", metadata=r[4] or {},
                      tool_call_id=r[5], tool_name=r[6], tool_input=r[7], tool_status=r[8],
-                     tool_output=r[9], tool_error=r[10])
+                     tool_output=r[9], tool_error=r[10], message_position=r[11])
         for r in rows
     ]
 
@@ -467,14 +475,14 @@ class _Run:
                 context.cancel()
                 await asyncio.wait([context])
                 raise
-            blocks, own, inputs = await context
+            blocks, files, own, inputs = await context
             if self.stop_error is not None:
                 return self.stop_error
             self.job = Job(
                 prompt_id=self.prompt_id, conversation_id=self.conversation_id, message_id=self.message_id,
                 model_config=self.model_config, attempts=self.attempts, worker_id=self.w.worker_id,
                 context=blocks, reply=Reply(writer), resumed=self.resumed,
-                reply_so_far=own, inputs=inputs,
+                reply_so_far=own, inputs=inputs, files=files,
             )
             self._bind_inputs(self.job)
             reply = self.job.reply
@@ -508,9 +516,12 @@ class _Run:
         except Exception as err:
             return err
 
-    async def _read_context(self) -> tuple[list[ContextBlock], list[ContextBlock], list[InputRequest]]:
-        """The conversation before the prompt; for a resumed prompt also
-        the reply so far and its input requests with their answers."""
+    async def _read_context(
+        self,
+    ) -> tuple[list[ContextBlock], ContextFiles, list[ContextBlock], list[InputRequest]]:
+        """The conversation before the prompt and its files (each with its
+        bytes, unless in S3 or past max_file_bytes); for a resumed prompt
+        also the reply so far and its input requests with their answers."""
         pool = self.w._pool
         assert pool is not None
         deadline = asyncio.get_running_loop().time() + self.w.settings.lease_seconds / 2
@@ -522,8 +533,17 @@ class _Run:
                 raise RuntimeError(f"{what}: {message_of(err)}") from err
 
         context = _blocks(await read("read the conversation", _CONTEXT_SQL))
+        files: ContextFiles = {}
+        for r in await read("read the conversation's files", _FILES_SQL):
+            message_id, position, file_id, filename, media_type, size, sha256, storage, blob_id, chunks = r
+            data = None
+            if storage == "postgres" and size <= self.w.settings.max_file_bytes:
+                data = await self._read_file(file_id, filename, size, sha256, chunks, deadline)
+            f = PromptFile(id=file_id, filename=filename, media_type=media_type, size=size, sha256=sha256,
+                           storage=storage, blob_id=blob_id, data=data)
+            files.setdefault(message_id, (position, []))[1].append(f)
         if not self.resumed:
-            return context, [], []
+            return context, files, [], []
         own = _blocks(await read("read the reply so far", _REPLY_SQL))
         call_ids = {b.tool_call_id: b.metadata.get("callId") for b in own
                     if b.tool_call_id is not None and isinstance(b.metadata, dict)}
@@ -533,7 +553,27 @@ class _Run:
                          answered_at=r[8], expires_at=r[9])
             for r in await read("read the answers", _INPUTS_SQL)
         ]
-        return context, own, inputs
+        return context, files, own, inputs
+
+    async def _read_file(self, file_id: str, filename: str, size: int, sha256: str, chunks: int,
+                         deadline: float) -> bytes:
+        """A file's bytes, a chunk (256 KiB) at a time through
+        convo.file_chunk, checked against its size and SHA-256."""
+        pool = self.w._pool
+        assert pool is not None
+        data = bytearray()
+        for seq in range(chunks):
+            args = (self.prompt_id, self.w.worker_id, file_id, seq)
+            try:
+                rows = await with_retries("read a file", lambda a=args: pool.fetch(_CHUNK_SQL, a), deadline)
+            except Exception as err:
+                raise RuntimeError(f"read file {file_id} ({filename}): {message_of(err)}") from err
+            data += rows[0][0]
+        got = hashlib.sha256(data).hexdigest()
+        if len(data) != size or got != sha256:
+            raise RuntimeError(f"file {file_id} ({filename}): read {len(data)} bytes with SHA-256 {got}, "
+                               f"want {size} bytes with {sha256}")
+        return bytes(data)
 
     def _bind_inputs(self, job: Job) -> None:
         """Gives each input request whose call waits for this worker the
