@@ -100,6 +100,10 @@ func (s *Signer) sign(id uuid.UUID, owner, exp string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// ErrSignatureMismatch is Verify's error for a signature of something
+// else: another file, owner or expiry, or another key.
+var ErrSignatureMismatch = &SignatureError{Field: "sig", Reason: "does not match this file and expiry (tampered with, or signed with another key)"}
+
 // SignatureError is why Verify refused a signed URL: Field is the query
 // parameter at fault (exp or sig).
 type SignatureError struct {
@@ -112,9 +116,8 @@ func (e *SignatureError) Error() string { return e.Field + ": " + e.Reason }
 // Verify checks the exp and sig query parameters of a URL for owner's
 // file id at now: the signature must be the Signer's for exactly these
 // (compared in constant time) and exp must not have passed. Errors are
-// *SignatureError: a malformed exp or sig, a signature of something else
-// (another file, another expiry, another key: "does not match"), or an
-// expired one.
+// *SignatureError: a malformed exp or sig, ErrSignatureMismatch, or an
+// expired signature.
 func (s *Signer) Verify(id uuid.UUID, owner, exp, sig string, now time.Time) error {
 	unix, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || unix <= 0 || strconv.FormatInt(unix, 10) != exp {
@@ -126,7 +129,7 @@ func (s *Signer) Verify(id uuid.UUID, owner, exp, sig string, now time.Time) err
 	}
 	want, _ := base64.RawURLEncoding.DecodeString(s.sign(id, owner, exp))
 	if !hmac.Equal(got, want) {
-		return &SignatureError{Field: "sig", Reason: "does not match this file and expiry (tampered with, or signed with another key)"}
+		return ErrSignatureMismatch
 	}
 	if expires := time.Unix(unix, 0); !now.Before(expires) {
 		return &SignatureError{Field: "exp", Reason: fmt.Sprintf("the URL expired at %s; ask for a fresh one (GET /v1/files/{id})", expires.UTC().Format(time.RFC3339))}

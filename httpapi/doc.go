@@ -13,6 +13,9 @@
 //     POST /v1/ai-sdk/chat/{id}/stop: the AI SDK's UI message stream
 //     protocol (v1), so that useChat with DefaultChatTransport can use
 //     convo, resumable streams included (package aisdk).
+//   - POST /v1/files, GET /v1/files/{id} and /v1/files/{id}/content:
+//     files, uploaded as multipart forms and read back by id or through a
+//     signed URL (package files; mounted when Options.Files is set).
 //
 // What the protocols share is in internal/httpx: authentication (requests
 // authenticate as the Connect API's do, with a bearer token, or the

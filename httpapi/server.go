@@ -11,6 +11,7 @@ import (
 	"github.com/convo-dev/convo/httpapi/agui"
 	"github.com/convo-dev/convo/httpapi/aisdk"
 	"github.com/convo-dev/convo/httpapi/events"
+	httpfiles "github.com/convo-dev/convo/httpapi/files"
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/limit"
@@ -50,9 +51,13 @@ type Options struct {
 	PageBytes int
 	// FileURLs signs the URLs of the files messages hold (nil: none).
 	FileURLs wire.FileURLs
-	// Files uploads and serves users' files (docs/files.md); nil: no
-	// file routes.
-	Files *files.Service
+	// Files, when set, serves the file routes (POST /v1/files, GET
+	// /v1/files/{id} and /v1/files/{id}/content; package files), with
+	// FileSigner signing their content's URLs and FileOwners finding the
+	// owner a signed URL names (both required with Files).
+	Files      *files.Service
+	FileSigner *files.Signer
+	FileOwners httpfiles.Owners
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -89,5 +94,13 @@ func NewHandler(opts Options) http.Handler {
 	route("GET /v1/ai-sdk/chat/{id}/messages", ai.Messages)
 	// Stopping takes no body; useChat's stop sends none.
 	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(aisdk.MaxStopBytes, true, ai.Stop))
+	if opts.Files != nil {
+		fh := httpfiles.New(s, opts.Files, opts.FileSigner, opts.FileOwners)
+		route("POST /v1/files", fh.Upload)
+		route("GET /v1/files/{id}", fh.Metadata)
+		// A signed URL stands in for the bearer token: Content
+		// authenticates itself.
+		mux.HandleFunc("GET /v1/files/{id}/content", fh.Content)
+	}
 	return mux
 }

@@ -62,7 +62,8 @@ func (m *Main) routes() http.Handler {
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
 		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
-		WriteTimeout: m.Config.WriteTimeout, Reads: reads, PageBytes: m.Config.SnapshotBytes, Files: m.files,
+		WriteTimeout: m.Config.WriteTimeout, Reads: reads, PageBytes: m.Config.SnapshotBytes,
+		Files: m.files, FileURLs: m.fileURLs, FileSigner: m.fileSigner, FileOwners: m.fileStore,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
 	return guard.BodyDeadline(m.Config.BodyTimeout,

@@ -167,6 +167,8 @@ type Config struct {
 	Limits Limits
 	// Files bounds uploads and says when unsent files go (files.go).
 	Files FileSettings
+	// FileURLs configures files' signed URLs (fileurls.go).
+	FileURLs FileURLs
 }
 
 // Main is the whole server: ParseFlags, then Run, then Close. End-to-end
@@ -184,12 +186,15 @@ type Main struct {
 	running *runningLock
 	pool    *pgxpool.Pool
 	store   *postgres.Store
-	// files uploads, reads and collects files, in PostgreSQL.
-	files *files.Service
-	// fileURLs signs the URLs of the files messages hold.
-	fileURLs wire.FileURLs
-	hub      *wire.Hub
-	workers  *worker.Pool
+	// files uploads, reads and collects files, in PostgreSQL (fileStore
+	// their metadata); fileSigner signs the URLs of their content, and
+	// fileURLs the URLs of the files messages hold, with it.
+	files      *files.Service
+	fileStore  *postgres.FileStore
+	fileSigner *files.Signer
+	fileURLs   wire.FileURLs
+	hub        *wire.Hub
+	workers    *worker.Pool
 	// demoModel: the in-process workers run and default to the demo
 	// model (GetServerInfo).
 	demoModel bool
@@ -230,6 +235,7 @@ func NewMain() *Main {
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), Files: DefaultFileSettings(),
+			FileURLs: FileURLs{TTL: files.DefaultURLTTL},
 		},
 		Stdout: os.Stdout,
 	}
@@ -261,6 +267,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.Files.fromEnv(getenv); err != nil {
+		return err
+	}
+	if err := c.FileURLs.fromEnv(getenv); err != nil {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
@@ -315,6 +324,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	if err := c.Files.check(names.name); err != nil {
+		return err
+	}
+	if err := c.FileURLs.check(names); err != nil {
 		return err
 	}
 	if err := c.Workers.Check(names.name); err != nil {
@@ -397,6 +409,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	c.Workers.RegisterFlags(fs)
 	c.Limits.registerFlags(fs)
 	c.Files.registerFlags(fs)
+	c.FileURLs.registerFlags(fs)
 }
 
 // Migrate applies the migrations to Config.DatabaseURL (--migrate).
@@ -463,8 +476,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.store = postgres.New(m.pool)
 	m.store.SetSearchTimeout(m.Config.Limits.SearchTimeout)
+	m.fileStore = postgres.NewFileStore(m.pool)
 	m.files = files.NewService(files.Options{
-		Store: postgres.NewFileStore(m.pool), Blobs: postgres.NewFileBlobs(m.pool), Storage: files.StoragePostgres,
+		Store: m.fileStore, Blobs: postgres.NewFileBlobs(m.pool), Storage: files.StoragePostgres,
 		Limits: m.Config.Files.limits(), Logger: m.Logger,
 	})
 	if err := m.store.CheckConnections(ctx, m.connectionUses()); err != nil {
@@ -479,6 +493,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
 	}
+	if m.fileSigner, err = m.Config.FileURLs.signer(ctx, m.store); err != nil {
+		return err
+	}
+	m.fileURLs = newMessageFileURLs(m.fileSigner, m.fileStore, m.Logger)
 	m.metrics.registry.MustRegister(maintenance.QueueCollector{Store: m.store})
 	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
 		return err

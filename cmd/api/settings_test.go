@@ -30,6 +30,11 @@ func TestSettingErrorsNameTheSource(t *testing.T) {
 		{nil, map[string]string{"CONVO_WORKER_DB_CONNS": "1"}, "CONVO_WORKER_DB_CONNS=1: want 2 or more (the batches and the claims each need one)"},
 		{[]string{"--workers", "-1"}, nil, "--workers -1: want 0 or more"},
 		{[]string{"--reserved-slots", "3"}, map[string]string{"CONVO_WORKERS": "2"}, "--reserved-slots 3: want 0 to the number of workers (CONVO_WORKERS=2)"},
+		{nil, map[string]string{"CONVO_FILE_URL_KEY": "00112233"}, "CONVO_FILE_URL_KEY: decodes to 4 bytes; want at least 32 (e.g. openssl rand -hex 32)"},
+		{nil, map[string]string{"CONVO_FILE_URL_KEY": "not a key!"}, "CONVO_FILE_URL_KEY: is neither hex nor base64"},
+		{[]string{"--file-url-key", "abcd"}, nil, "--file-url-key: decodes to 2 bytes; want at least 32 (e.g. openssl rand -hex 32)"},
+		{nil, map[string]string{"CONVO_FILE_URL_TTL": "500ms"}, "CONVO_FILE_URL_TTL=500ms: want 1s or more"},
+		{nil, map[string]string{"CONVO_FILE_URL_TTL": "soon"}, `CONVO_FILE_URL_TTL: "soon" is not a duration such as 1h, 30m or 5s`},
 	} {
 		m := NewMain()
 		err := m.ParseFlags(c.args, func(k string) string { return c.env[k] })

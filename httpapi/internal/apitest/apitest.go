@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -28,7 +29,9 @@ import (
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/files"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/httpapi"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/internal/testwait"
@@ -57,7 +60,13 @@ type Bundle struct {
 	URL string
 	// StopHub ends every open stream, as a server shutting down does.
 	StopHub func()
+	// Files and FileURLs serve the file routes, with Options.Files.
+	Files    *files.Service
+	FileURLs *files.Signer
 }
+
+// FileURLKey is the key of the Bundle's FileURLs.
+var FileURLKey = []byte("file-url-key-of-at-least-32-bytes!!")
 
 // Options configures Setup.
 type Options struct {
@@ -68,6 +77,22 @@ type Options struct {
 	// SnapshotBytes bounds the hub's snapshots (stream.HubOptions) and
 	// the messages of a branchSwitched; 0: the default.
 	SnapshotBytes int
+	// Files serves the file routes, files kept in PostgreSQL within
+	// FileLimits (unset fields: the defaults), URLs signed with
+	// FileURLKey.
+	Files      bool
+	FileLimits files.Limits
+	// BodyTimeout, when positive, bounds request bodies as the server
+	// does (guard.BodyDeadline).
+	BodyTimeout time.Duration
+	// WriteTimeout, when positive, is httpapi.Options.WriteTimeout, and
+	// every response gets a write deadline of it from its start, as the
+	// server's do.
+	WriteTimeout time.Duration
+	// SendBuffer, when positive, is the kernel's send buffer of every
+	// connection the server accepts (SO_SNDBUF): a client that does not
+	// read blocks the server's writes after about this many bytes.
+	SendBuffer int
 }
 
 // Setup starts a server of every protocol (httpapi.NewHandler) on a new
@@ -94,9 +119,35 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 	if o.KeepAlive == 0 {
 		o.KeepAlive = time.Minute
 	}
-	srv := httptest.NewServer(httpapi.NewHandler(httpapi.Options{
-		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.Verifier}, KeepAlive: o.KeepAlive,
-	}))
+	hopts := httpapi.Options{
+		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.Verifier}, KeepAlive: o.KeepAlive, WriteTimeout: o.WriteTimeout,
+	}
+	if o.Files {
+		fileStore := postgres.NewFileStore(pool)
+		hopts.Files = files.NewService(files.Options{Store: fileStore, Blobs: postgres.NewFileBlobs(pool), Limits: o.FileLimits})
+		hopts.FileOwners = fileStore
+		var err error
+		if hopts.FileSigner, err = files.NewSigner(FileURLKey, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var handler http.Handler = httpapi.NewHandler(hopts)
+	if o.WriteTimeout > 0 {
+		inner := handler
+		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(o.WriteTimeout))
+			inner.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewUnstartedServer(guard.BodyDeadline(o.BodyTimeout, handler))
+	if o.SendBuffer > 0 {
+		srv.Config.ConnState = func(c net.Conn, state http.ConnState) {
+			if tc, ok := c.(*net.TCPConn); ok && state == http.StateNew {
+				_ = tc.SetWriteBuffer(o.SendBuffer)
+			}
+		}
+	}
+	srv.Start()
 	var stopOnce sync.Once
 	stop := func() { stopOnce.Do(func() { cancel(); wg.Wait() }) }
 	// Streams end first (the hub closes them), then the server.
@@ -130,13 +181,16 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 			}
 		})
 	}
-	return &Bundle{Pool: pool, Store: store, Q: store.Queries(), URL: srv.URL, StopHub: stop}
+	return &Bundle{Pool: pool, Store: store, Q: store.Queries(), URL: srv.URL, StopHub: stop, Files: hopts.Files, FileURLs: hopts.FileSigner}
 }
 
 // SetupAuth is Setup with a server that takes the tokens of TokenFor.
 func SetupAuth(t testing.TB) *Bundle {
-	return Setup(t, Options{Verifier: auth.NewHS256(testSecret)})
+	return Setup(t, Options{Verifier: Verifier()})
 }
+
+// Verifier accepts the tokens of TokenFor.
+func Verifier() auth.Verifier { return auth.NewHS256(testSecret) }
 
 // TokenFor signs an HS256 token for user, valid one hour.
 func TokenFor(t testing.TB, user string) string {
