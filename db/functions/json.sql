@@ -134,6 +134,23 @@ LANGUAGE sql STABLE AS $$
         'createdAt', convo._ts(r.created_at)))
 $$;
 
+-- _file_json is a file block's file in the proto3 JSON of convo.v1.File,
+-- from the block's metadata (convo._write_user_blocks): only the values
+-- of the right JSON type are taken, so that no metadata, whatever wrote
+-- it, makes an event the proto decoder refuses. The signed url is the
+-- server's to add.
+CREATE OR REPLACE FUNCTION convo._file_json(p_metadata jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+        'id', CASE WHEN jsonb_typeof(p_metadata->'fileId') = 'string' THEN p_metadata->'fileId' END,
+        'filename', CASE WHEN jsonb_typeof(p_metadata->'filename') = 'string' THEN p_metadata->'filename' END,
+        'mediaType', CASE WHEN jsonb_typeof(p_metadata->'mediaType') = 'string' THEN p_metadata->'mediaType' END,
+        'size', CASE WHEN jsonb_typeof(p_metadata->'size') = 'number' AND (p_metadata->>'size')::numeric BETWEEN 0 AND 9007199254740991
+                          AND (p_metadata->>'size')::numeric = trunc((p_metadata->>'size')::numeric)
+                     THEN p_metadata->'size' END,
+        'sha256', CASE WHEN jsonb_typeof(p_metadata->'sha256') = 'string' THEN p_metadata->'sha256' END))
+$$;
+
 -- _block_json is a block in the proto3 JSON of convo.v1.Block, with its
 -- tool call; a streaming block's content and a running call's output are
 -- read back from their events. The keys that can be absent (content, a
@@ -157,23 +174,6 @@ LANGUAGE sql STABLE AS $$
                                                                  ELSE '{}' END)
                        FROM convo.tool_calls t WHERE t.block_id = b.id), '{}')
         || CASE WHEN b.block_type = 'file' THEN jsonb_build_object('file', convo._file_json(b.metadata)) ELSE '{}' END
-$$;
-
--- _file_json is a file block's file in the proto3 JSON of convo.v1.File,
--- from the block's metadata (convo._write_user_blocks): only the values
--- of the right JSON type are taken, so that no metadata, whatever wrote
--- it, makes an event the proto decoder refuses. The signed url is the
--- server's to add.
-CREATE OR REPLACE FUNCTION convo._file_json(p_metadata jsonb) RETURNS jsonb
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT jsonb_strip_nulls(jsonb_build_object(
-        'id', CASE WHEN jsonb_typeof(p_metadata->'fileId') = 'string' THEN p_metadata->'fileId' END,
-        'filename', CASE WHEN jsonb_typeof(p_metadata->'filename') = 'string' THEN p_metadata->'filename' END,
-        'mediaType', CASE WHEN jsonb_typeof(p_metadata->'mediaType') = 'string' THEN p_metadata->'mediaType' END,
-        'size', CASE WHEN jsonb_typeof(p_metadata->'size') = 'number' AND (p_metadata->>'size')::numeric BETWEEN 0 AND 9007199254740991
-                          AND (p_metadata->>'size')::numeric = trunc((p_metadata->>'size')::numeric)
-                     THEN p_metadata->'size' END,
-        'sha256', CASE WHEN jsonb_typeof(p_metadata->'sha256') = 'string' THEN p_metadata->'sha256' END))
 $$;
 
 -- convo._json_check applies convo's rule for stored JSON (the Go doors
