@@ -135,7 +135,7 @@ test("a file over the server's limit is refused before upload, saying the limit,
     mimeType: "application/octet-stream",
     buffer: Buffer.alloc(maxFileBytes + 1, 7),
   });
-  await expect(page.getByRole("alert").filter({ hasText: "huge.bin is 64 KB: files can be at most 64 KB." })).toBeVisible();
+  await expect(page.getByRole("alert").filter({ hasText: "huge.bin is 65537 bytes: files can be at most 65536 bytes." })).toBeVisible();
   await expect(page.getByRole("button", { name: "Send" })).toBeDisabled();
   await shot(page, "files-refused");
   expect(requests).toEqual([]);

@@ -51,6 +51,9 @@ describe("UploadStore", () => {
     expect(calls.map((c) => c.file.name)).toEqual(["a.png", "b.png"]);
     const by = Object.fromEntries(store.getSnapshot().map((u) => [u.name, u]));
     expect(by["big.png"]).toMatchObject({ status: "refused", error: "big.png is 1001 B: files can be at most 1000 B." });
+    const near = new UploadStore(upload, async () => ({ maxFileBytes: 65536, maxFilesPerMessage: 2 }));
+    await near.add([file("near.bin", 65537)]);
+    expect(near.getSnapshot()[0].error).toBe("near.bin is 65537 bytes: files can be at most 65536 bytes.");
     expect(by["empty.png"]).toMatchObject({ status: "refused", error: "empty.png is empty: there is nothing to upload." });
     expect(by["c.png"]).toMatchObject({ status: "refused", error: "c.png was not added: a message holds at most 2 files." });
     calls[0].resolve(info("f1", "a.png", 1));

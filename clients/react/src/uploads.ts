@@ -158,7 +158,10 @@ export class UploadStore {
     if (u.size === 0) return `${u.name} is empty: there is nothing to upload.`;
     if (!limits) return null;
     if (u.size > limits.maxFileBytes) {
-      return `${u.name} is ${formatBytes(u.size)}: files can be at most ${formatBytes(limits.maxFileBytes)}.`;
+      // Sizes that round alike are said in bytes, so the message shows the difference.
+      let [size, max] = [formatBytes(u.size), formatBytes(limits.maxFileBytes)];
+      if (size === max) [size, max] = [`${u.size} bytes`, `${limits.maxFileBytes} bytes`];
+      return `${u.name} is ${size}: files can be at most ${max}.`;
     }
     // The uploads before this one that the message will hold.
     const at = this.uploads.findIndex((o) => o.id === u.id);
