@@ -26,6 +26,8 @@ export default defineConfig({
     proxy: {
       "/convo.v1.ConversationService": { target: api, changeOrigin: false },
       "/healthz": { target: api },
+      // Files: uploads, their JSON, their content (signed URLs).
+      "/v1/files": { target: api },
     },
   },
   build: {

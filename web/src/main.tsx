@@ -12,6 +12,7 @@ import "./styles/messages.css";
 import "./styles/blocks.css";
 import "./styles/comparisons.css";
 import "./styles/composer.css";
+import "./styles/attachments.css";
 import "./styles/dialogs.css";
 import "./styles/token-screen.css";
 import "./styles/narrow.css";

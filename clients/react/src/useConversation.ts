@@ -8,6 +8,7 @@ import {
   editMessage,
   errorMessage,
   follow,
+  messageFiles,
   followShared,
   regenerateReply,
   sendMessage,
@@ -86,10 +87,12 @@ export interface UseConversation {
   siblings: (messageId: string) => Siblings | undefined;
   /**
    * edit makes a new version of a user message with text, and its reply
-   * (the old version kept). It resolves to false, with error set, when
-   * refused (a reply still being written: the error says so).
+   * (the old version kept). The new version holds fileIds (uploads);
+   * without them, the files the message holds now (messageFiles). It
+   * resolves to false, with error set, when refused (a reply still being
+   * written: the error says so).
    */
-  edit: (messageId: string, text: string) => Promise<boolean>;
+  edit: (messageId: string, text: string, fileIds?: string[]) => Promise<boolean>;
   /** regenerate writes a reply again as a new version (default: the latest reply); false and error when refused. */
   regenerate: (messageId?: string) => Promise<boolean>;
   /**
@@ -249,8 +252,13 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
     }
   }, []);
   const edit = useCallback(
-    (messageId: string, text: string) => attempt(() => editMessage(client, id, messageId, text)),
-    [attempt, client, id],
+    (messageId: string, text: string, fileIds?: string[]) =>
+      attempt(() =>
+        editMessage(client, id, messageId, text, {
+          fileIds: fileIds ?? messageFiles(store.current(), messageId).map((f) => f.id),
+        }),
+      ),
+    [attempt, client, id, store],
   );
   const regenerate = useCallback(
     (messageId?: string) => attempt(() => regenerateReply(client, id, messageId)),

@@ -29,6 +29,14 @@ export interface ConvoOptions {
   transport?: Transport;
 }
 
+/** The options each client was made with: uploadFile and getFile use its base URL and token. */
+const clientOptions = new WeakMap<ConvoClient, ConvoOptions>();
+
+/** optionsOf returns the options client was made with (undefined: not made by createConvoClient). */
+export function optionsOf(client: ConvoClient): ConvoOptions | undefined {
+  return clientOptions.get(client);
+}
+
 /** createConvoClient returns the generated client, with the token added to every call. */
 export function createConvoClient(o: ConvoOptions): ConvoClient {
   const withAuth: Interceptor = (next) => async (req) => {
@@ -42,7 +50,9 @@ export function createConvoClient(o: ConvoOptions): ConvoClient {
     }
   };
   const transport = o.transport ?? createConnectTransport({ baseUrl: o.baseUrl, interceptors: [withAuth] });
-  return createClient(ConversationService, transport);
+  const client = createClient(ConversationService, transport);
+  clientOptions.set(client, o);
+  return client;
 }
 
 /** A model to ask for: a provider and a model name, or the worker's default when omitted. */
@@ -80,10 +90,16 @@ export interface SendOptions {
    * check, the message hangs below whatever the active leaf is.
    */
   parentMessageId?: string;
+  /**
+   * The files the message holds, in order: ids of the user's uploads
+   * (uploadFile). With files, text may be empty. At most GetServerInfo's
+   * max_files_per_message, each once (InvalidArgument naming the field).
+   */
+  fileIds?: string[];
   signal?: AbortSignal;
 }
 
-/** sendMessage appends the user's text and queues its reply (two for an A/B comparison). */
+/** sendMessage appends the user's text and files and queues its reply (two for an A/B comparison). */
 export function sendMessage(client: ConvoClient, text: string, o: SendOptions = {}): Promise<SendMessageResponse> {
   return client.sendMessage(
     {
@@ -92,6 +108,7 @@ export function sendMessage(client: ConvoClient, text: string, o: SendOptions = 
       model: modelConfig(o.model),
       compareModel: modelConfig(o.compareModel),
       parentMessageId: o.parentMessageId ?? "",
+      fileIds: o.fileIds ?? [],
     },
     { signal: o.signal },
   );
@@ -114,16 +131,22 @@ export function isLeafMoved(err: unknown): boolean {
  * one kept, docs/branches.md) and a queued reply below it, shown as the
  * active path; model unset: the old message's reply's. While a reply of
  * the conversation is being written it is refused with
- * FailedPrecondition (cancel it first: isReplyInProgress).
+ * FailedPrecondition (cancel it first: isReplyInProgress). fileIds are
+ * the new version's files: to keep the old one's, send their ids again
+ * (messageFiles); those left out are not in the new version (the old
+ * one keeps them).
  */
 export function editMessage(
   client: ConvoClient,
   conversationId: string,
   messageId: string,
   text: string,
-  o: { model?: ModelChoice; signal?: AbortSignal } = {},
+  o: { model?: ModelChoice; fileIds?: string[]; signal?: AbortSignal } = {},
 ): Promise<EditMessageResponse> {
-  return client.editMessage({ conversationId, messageId, text, model: modelConfig(o.model) }, { signal: o.signal });
+  return client.editMessage(
+    { conversationId, messageId, text, model: modelConfig(o.model), fileIds: o.fileIds ?? [] },
+    { signal: o.signal },
+  );
 }
 
 /**

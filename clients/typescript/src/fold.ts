@@ -83,6 +83,7 @@ import {
   toolCallState,
   tsMs,
   type BlockState,
+  type FileState,
   type ConversationInfo,
   inputRequestState,
   type FeedbackInfo,
@@ -681,6 +682,11 @@ function insertByPosition(
 }
 
 // Selectors.
+
+/** The files a message holds, in order (its "file" blocks' files). */
+export function messageFiles(state: ConversationState, messageId: string): FileState[] {
+  return messageBlocks(state, messageId).flatMap((b) => (b.blockType === "file" && b.file ? [b.file] : []));
+}
 
 /** The blocks of a message, in order. */
 export function messageBlocks(state: ConversationState, messageId: string): BlockState[] {

@@ -3,12 +3,14 @@
 // conversation's stream into its state, followConversation (the stream,
 // reconnected and resumed by itself), loadOlder (the messages a
 // bounded snapshot left out), the open input requests of pauses
-// (state.inputs, answerInput, claimInput), and helpers for every call an
-// app makes. It depends on no UI library. docs/client.md is its guide.
+// (state.inputs, answerInput, claimInput), files (uploadFile, a file
+// block's file with its signed url), and helpers for every call an app
+// makes. It depends on no UI library. docs/client.md is its guide.
 
 export { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 export { Code, ConnectError } from "@connectrpc/connect";
 export * from "./client.js";
+export * from "./files.js";
 export * from "./fold.js";
 export * from "./follow.js";
 export * from "./older.js";

@@ -11,6 +11,7 @@ import type {
   Block,
   Conversation,
   Feedback,
+  File,
   InputRequest,
   Message,
   ToolCall,
@@ -84,6 +85,36 @@ export interface BlockState {
   /** The block's place in its message (Block.position, BlockStart.position). */
   position: number;
   toolCall?: ToolCallState;
+  /** A "file" block's file (a user message's attachment). */
+  file?: FileState;
+}
+
+/**
+ * A file a message holds (a "file" block's Block.file). url is signed and
+ * expires (urlExpiresAt): every snapshot brings a fresh one, which
+ * replaces it.
+ */
+export interface FileState {
+  id: string;
+  filename: string;
+  mediaType: string;
+  size: number;
+  sha256: string;
+  /** The signed URL of its content, relative to the server ("" when the server signs none). */
+  url: string;
+  urlExpiresAt?: number;
+}
+
+export function fileState(f: File): FileState {
+  return {
+    id: f.id,
+    filename: f.filename,
+    mediaType: f.mediaType,
+    size: Number(f.size),
+    sha256: f.sha256,
+    url: f.url,
+    urlExpiresAt: tsMs(f.urlExpiresAt),
+  };
 }
 
 /**
@@ -191,5 +222,6 @@ export function blockState(b: Block, messageId: string): BlockState {
     status: b.status || "completed",
     position: b.position,
     toolCall: b.toolCall ? toolCallState(b.toolCall) : undefined,
+    file: b.file ? fileState(b.file) : undefined,
   };
 }

@@ -4,13 +4,14 @@ import { errorMessage, type ConvoClient } from "../api/client";
 import { stopReplies } from "../api/stop";
 import { SendMessageRequestSchema, activePromptIds, isLeafMoved, messageBlocks, type ConversationState } from "@convo/client";
 import type { Event, MessageState, Preference } from "@convo/client";
-import { useConversation, type ClientToolRun, type PendingInput } from "@convo/react";
+import { useConversation, useUploads, type ClientToolRun, type PendingInput } from "@convo/react";
 import { clientTools } from "../api/clientTools";
 import { ClientToolStatus, PauseCard, type PauseActions } from "./PauseCard";
 import { useComparisonVotes } from "../hooks/useComparisonVotes";
 import { useStickToBottom } from "../hooks/useStickToBottom";
 import { groupMessages } from "../state/groupMessages";
 import { afterSend, expectedLeaf, type SentReplies } from "../state/leaf";
+import { useFileDrop } from "./Attachments";
 import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConversationHeader } from "./ConversationHeader";
@@ -28,6 +29,7 @@ export function sendRequest(conversationId: string, o: SendOptions, parentMessag
   return create(SendMessageRequestSchema, {
     conversationId,
     text: o.text,
+    fileIds: o.fileIds ?? [],
     parentMessageId,
     ...(o.compare ? { model: { model: o.compare.modelA }, compareModel: { model: o.compare.modelB } } : {}),
   });
@@ -56,6 +58,8 @@ export function ConversationView({
     [onChanged],
   );
   const conv = useConversation(conversationId, { client, onEvent, clientTools });
+  const uploads = useUploads(client);
+  const drop = useFileDrop(uploads.add);
   const { state, status, notFound, store, loadOlder, pending, clientToolRuns, approve, deny, answer } = conv;
   const { edit, regenerate, switchTo, writing } = conv;
   const [error, setError] = useState<string | null>(null);
@@ -146,9 +150,9 @@ export function ConversationView({
       onTrace: (m: MessageState) => setTraceFor(m.id),
       // The stream brings the new path (branchSwitched); a refusal shows
       // as the hook's error.
-      onEdit: async (messageId, text) => {
+      onEdit: async (messageId, text, fileIds) => {
         scroll.stick();
-        const ok = await edit(messageId, text);
+        const ok = await edit(messageId, text, fileIds);
         if (ok) onChanged();
         return ok;
       },
@@ -188,7 +192,7 @@ export function ConversationView({
   }
 
   return (
-    <main className="main" aria-busy={state.seq === null}>
+    <main className={`main${drop.dragging ? " is-dropping" : ""}`} aria-busy={state.seq === null} {...drop.handlers}>
       <ConversationHeader title={title} status={status} empty={state.messageIds.length === 0} onClear={() => void clear()}>
         {header}
       </ConversationHeader>
@@ -214,7 +218,7 @@ export function ConversationView({
           </button>
         </p>
       ) : null}
-      <Composer onSend={send} onStop={stop} running={running} autoFocus />
+      <Composer onSend={send} onStop={stop} running={running} autoFocus uploads={uploads} />
       {traceFor ? <TraceDialog client={client} messageId={traceFor} onClose={() => setTraceFor(null)} /> : null}
     </main>
   );

@@ -4,11 +4,15 @@ import { conversationPath, navigate } from "../router";
 import { Composer, type SendOptions } from "./Composer";
 import { sendRequest } from "./ConversationView";
 import { DemoIntro, useDemoModel } from "./DemoIntro";
+import { useUploads } from "@convo/react";
+import { useFileDrop } from "./Attachments";
 
 /** HomeView is a new, empty conversation: the first message creates it. */
 export function HomeView({ client, onChanged, header }: { client: ConvoClient; onChanged: () => void; header?: ReactNode }) {
   const [error, setError] = useState<string | null>(null);
   const demo = useDemoModel(client);
+  const uploads = useUploads(client);
+  const drop = useFileDrop(uploads.add);
   useEffect(() => {
     document.title = "convo";
   }, []);
@@ -27,7 +31,7 @@ export function HomeView({ client, onChanged, header }: { client: ConvoClient; o
   };
 
   return (
-    <main className="main">
+    <main className={`main${drop.dragging ? " is-dropping" : ""}`} {...drop.handlers}>
       <header className="main-head">
         {header}
         <h1 className="title">New conversation</h1>
@@ -44,7 +48,7 @@ export function HomeView({ client, onChanged, header }: { client: ConvoClient; o
           {error}
         </p>
       ) : null}
-      <Composer onSend={send} onStop={() => {}} running={false} autoFocus />
+      <Composer onSend={send} onStop={() => {}} running={false} autoFocus uploads={uploads} />
     </main>
   );
 }

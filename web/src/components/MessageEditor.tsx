@@ -1,5 +1,6 @@
 import { useState, type FormEvent, type KeyboardEvent } from "react";
-import { showsSomething } from "@convo/client";
+import { showsSomething, type FileState } from "@convo/client";
+import { KeptFiles } from "./Attachments";
 import { writingHint } from "./VersionSwitcher";
 
 /**
@@ -9,32 +10,37 @@ import { writingHint } from "./VersionSwitcher";
  * Shift+Enter adds a line. Save waits while a reply is being written
  * (the server would refuse), and says why, and while the text shows
  * nothing (only whitespace, zero-width or bidi control characters: the
- * server's rule, showsSomething).
+ * server's rule, showsSomething) and no file is kept. The new version
+ * keeps the message's files, less those removed here.
  */
 export function MessageEditor({
   messageId,
   text,
+  files = [],
   writing,
   onSave,
   onCancel,
 }: {
   messageId: string;
   text: string;
+  /** The message's files: the new version keeps them unless removed. */
+  files?: readonly FileState[];
   writing: boolean;
   /** onSave resolves to whether the edit was made (the editor then closes). */
-  onSave: (text: string) => Promise<boolean>;
+  onSave: (text: string, fileIds: string[]) => Promise<boolean>;
   onCancel: () => void;
 }) {
   const [draft, setDraft] = useState(text);
   const [saving, setSaving] = useState(false);
-  const empty = !showsSomething(draft);
+  const [kept, setKept] = useState(files);
+  const empty = !showsSomething(draft) && kept.length === 0;
   const blocked = writing || saving || empty;
 
   const save = async (e?: FormEvent) => {
     e?.preventDefault();
     if (blocked) return;
     setSaving(true);
-    const ok = await onSave(draft);
+    const ok = await onSave(showsSomething(draft) ? draft : "", kept.map((f) => f.id));
     setSaving(false);
     if (ok) onCancel();
   };
@@ -61,6 +67,7 @@ export function MessageEditor({
         aria-describedby={`${inputId}-hint`}
         autoFocus
       />
+      <KeptFiles files={kept} onRemove={(id) => setKept((k) => k.filter((f) => f.id !== id))} />
       <div className="message-editor-row">
         <span id={`${inputId}-hint`} className="muted small">
           {writing ? writingHint : "Enter to save as a new version · Shift+Enter for a new line · Esc to cancel"}

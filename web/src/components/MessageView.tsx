@@ -1,6 +1,7 @@
 import { memo, useState, type ReactNode } from "react";
 import type { Rating } from "@convo/client";
-import type { BlockState, MessageState } from "@convo/client";
+import type { BlockState, FileState, MessageState } from "@convo/client";
+import { MessageFiles } from "./Attachments";
 import { absoluteTime } from "../util/format";
 import { BlockView } from "./blocks/BlockView";
 import { FeedbackButtons } from "./FeedbackButtons";
@@ -12,8 +13,8 @@ export interface MessageActions {
   /** onFeedback rates a reply; comment is optional ("" for none). */
   onFeedback: (messageId: string, rating: Rating, comment: string) => void;
   onTrace: (message: MessageState) => void;
-  /** onEdit makes a new version of a user message; it resolves to whether it did. */
-  onEdit: (messageId: string, text: string) => Promise<boolean>;
+  /** onEdit makes a new version of a user message holding fileIds; it resolves to whether it did. */
+  onEdit: (messageId: string, text: string, fileIds: string[]) => Promise<boolean>;
   /** onRegenerate writes a reply again, as a new version. */
   onRegenerate: (messageId: string) => void;
   /** onSwitch shows version siblingIndex of the message's turn. */
@@ -50,6 +51,9 @@ export const MessageView = memo(function MessageView({
   const live = isLive(message);
   const assistant = message.role === "assistant";
   const [editing, setEditing] = useState(false);
+  // A message's files show together, after its other blocks.
+  const files = blocks.flatMap((b): FileState[] => (b.blockType === "file" && b.file ? [b.file] : []));
+  const shown = files.length > 0 ? blocks.filter((b) => b.blockType !== "file") : blocks;
   const versions = <VersionSwitcher message={message} writing={writing} onSwitch={actions.onSwitch} />;
   // A comparison's replies are one version: not regenerated on their own.
   const regenerate =
@@ -85,20 +89,24 @@ export const MessageView = memo(function MessageView({
         {editing ? (
           <MessageEditor
             messageId={message.id}
-            text={blocks.map((b) => b.content).join("")}
+            text={shown.map((b) => b.content).join("")}
+            files={files}
             writing={writing}
-            onSave={(text) => actions.onEdit(message.id, text)}
+            onSave={(text, fileIds) => actions.onEdit(message.id, text, fileIds)}
             onCancel={() => setEditing(false)}
           />
         ) : (
-          blocks.map((b) => (
-            <BlockView
-              key={b.id}
-              block={b}
-              messageLive={live}
-              messageStopped={message.status === "failed" || message.status === "cancelled"}
-            />
-          ))
+          <>
+            {shown.map((b) => (
+              <BlockView
+                key={b.id}
+                block={b}
+                messageLive={live}
+                messageStopped={message.status === "failed" || message.status === "cancelled"}
+              />
+            ))}
+            <MessageFiles files={files} />
+          </>
         )}
         {pauses}
         {live && !pauses && !blocks.some((b) => b.status === "streaming") ? (
