@@ -24,7 +24,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("file: larger than the limit of %d bytes (%s)", e.Limit, bytesText(e.Limit))
+	return fmt.Sprintf("file: larger than the limit of %d bytes (%s)", e.Limit, BinarySize(e.Limit))
 }
 
 // As makes the error a conversation.Error (invalid) to errors.As.
@@ -40,7 +40,7 @@ type QuotaError struct {
 
 func (e *QuotaError) Error() string {
 	return fmt.Sprintf("file: storing %d more bytes would exceed the limit of %d bytes (%s) per user; %d are stored",
-		e.Size, e.Limit, bytesText(e.Limit), e.Used)
+		e.Size, e.Limit, BinarySize(e.Limit), e.Used)
 }
 
 // As makes the error a conversation.Error (resource_exhausted) to errors.As.
@@ -91,17 +91,18 @@ func asConversation(target any, code conversation.Code, message string) bool {
 	return ok
 }
 
-// bytesText says n in the largest binary unit that divides it.
-func bytesText(n int64) string {
-	switch {
-	case n >= 1<<30 && n%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", n>>30)
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
+// BinarySize renders n bytes in the largest binary unit that divides it
+// ("25 MiB", "64 KiB", "1000 bytes"), as every limit is stated.
+func BinarySize(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
 	}
-	return fmt.Sprintf("%d B", n)
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // truncate shortens s to at most n bytes for a message, on a rune boundary.

@@ -172,7 +172,7 @@ func (h *Handler) bodyError(w http.ResponseWriter, r *http.Request, err error) {
 func (h *Handler) tooLarge() error {
 	return &httpx.Refusal{Status: http.StatusRequestEntityTooLarge, Code: "invalid_argument",
 		Message: fmt.Sprintf("file: is larger than %d bytes (%s), the most a file may hold (CONVO_FILE_MAX_BYTES)",
-			h.limits.MaxFileBytes, sizeText(h.limits.MaxFileBytes))}
+			h.limits.MaxFileBytes, convofiles.BinarySize(h.limits.MaxFileBytes))}
 }
 
 // notMultipart answers 415 to a body that is not a multipart form.
@@ -183,17 +183,4 @@ func (h *Handler) notMultipart(w http.ResponseWriter, r *http.Request, got strin
 	w.Header().Set("Accept-Post", "multipart/form-data")
 	h.writeError(w, r, &httpx.Refusal{Status: http.StatusUnsupportedMediaType, Code: "invalid_argument",
 		Message: "Content-Type: want multipart/form-data with a part named \"file\", got " + wire.Truncate(got, 100)})
-}
-
-// sizeText renders n bytes in the largest binary unit that divides it.
-func sizeText(n int64) string {
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d %s", n/u.size, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
 }

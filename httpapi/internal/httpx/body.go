@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -122,21 +123,7 @@ type BodyTooLarge struct {
 }
 
 func (e *BodyTooLarge) Error() string {
-	return fmt.Sprintf("body: is larger than %d bytes (%s), the most this endpoint takes", e.Limit, binarySize(e.Limit))
-}
-
-// binarySize renders n bytes in the largest binary unit that divides it
-// ("4 MiB", "1 KiB"), as docs/protocols.md states the limits.
-func binarySize(n int64) string {
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d %s", n/u.size, u.name)
-		}
-	}
-	return fmt.Sprintf("%d bytes", n)
+	return fmt.Sprintf("body: is larger than %d bytes (%s), the most this endpoint takes", e.Limit, files.BinarySize(e.Limit))
 }
 
 // DecodeJSON decodes the request's JSON body, of at most limit bytes, into
