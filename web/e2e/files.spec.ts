@@ -107,6 +107,12 @@ test("files attached by the file input, a drop and a paste upload with progress,
   const id = conversationIdOf(page);
   await expectFilesOnce(page);
   await expect(page.getByRole("list", { name: "Files to send" })).toHaveCount(0);
+  // The demo model read the bytes: its reply names each file, and the
+  // text file's first line.
+  const reply = page.locator("article.message-assistant").last();
+  for (const said of ["cat.png", "pasted.png", "notes.txt", "a few notes, for convo."]) {
+    await expect(reply).toContainText(said, { timeout: 60_000 });
+  }
   await shot(page, "files-sent");
 
   // A click opens the image in a new tab, through its signed URL.
