@@ -65,11 +65,12 @@ phase "npm packages, and the Go build in the background"
 # phases before go test run.
 background "compile the Go tests (-race), then go vet -race" \
   sh -c "go test -race -count=1 -run '^\$' -exec /bin/true ./... && go vet -race ./..."
-# The S3 tests' server, SeaweedFS's weed, built from the Go module proxy
-# (not a dependency in go.mod) into a cache directory keyed by its version
-# (internal/s3test/weedbin): minutes of CPU the first time, nothing after.
-# The tests would build it themselves, under a lock, if it were missing.
-background "build weed (the S3 tests' server)" go run ./internal/s3test/weedbin/build
+# The S3 tests' server, VersityGW's versitygw, built from the Go module
+# proxy (not a dependency in go.mod) into a cache directory keyed by its
+# version (internal/s3test/gwbin): minutes of CPU the first time, nothing
+# after. The tests would build it themselves, under a lock, if it were
+# missing.
+background "build versitygw (the S3 tests' server)" go run ./internal/s3test/gwbin/build
 
 # The three npm installs wait on the network, side by side. (npm ci
 # rejects web's lockfile, as npm 11 omits buf's optional per-platform
@@ -118,7 +119,7 @@ CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
   "$(dirname "$CONVO_CONFORMANCE_PYTHON")/venv/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests
 
 await "compile the Go tests (-race), then go vet -race"
-await "build weed (the S3 tests' server)"
+await "build versitygw (the S3 tests' server)"
 
 # -parallel 4: most tests wait (on PostgreSQL, on a server process, on a
 # model's pace), so four of a package's tests at a time, not one per core.

@@ -17,7 +17,7 @@ import (
 var benchSizes = []int{256 << 10, 4 << 20, 25 << 20}
 
 // BenchmarkS3Put measures Store.Put (spool to a temporary file, then
-// upload with the length) against weed, and the server's own limit: a
+// upload with the length) against versitygw, and the server's own limit: a
 // plain minio-go PutObject of the same bytes from memory with their
 // length (no convo code). MB/s.
 func BenchmarkS3Put(b *testing.B) {
@@ -105,8 +105,9 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%dKiB", n>>10)
 }
 
-// warmUp stores and reads a blob first: the bucket's first write makes
-// weed grow a volume for it, which no variant should be timed with.
+// warmUp stores and reads a blob first, so that no variant is timed with
+// the bucket's first write (the server's first object, its connections
+// and directories).
 func warmUp(b *testing.B, store *s3blobs.Store) {
 	id := uuid.New()
 	if _, err := store.Put(b.Context(), id, bytes.NewReader(make([]byte, 1<<20))); err != nil {

@@ -1,5 +1,5 @@
 // Package s3blobs keeps files' bytes in an S3-compatible object store
-// (AWS S3, SeaweedFS, Ceph RGW, Garage, MinIO, R2, …), one object per
+// (AWS S3, Ceph RGW, Garage, MinIO, R2, VersityGW, …), one object per
 // blob under "<prefix>blobs/<blob id>"; their metadata stays in
 // PostgreSQL (package files).
 //

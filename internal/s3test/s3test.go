@@ -1,7 +1,8 @@
-// Package s3test runs a real S3 server for tests: SeaweedFS's weed
-// (`weed server -s3`), built from the Go module proxy by package weedbin,
-// on free ports of 127.0.0.1, its data in a temporary directory. Each test
-// gets its own bucket from Start.
+// Package s3test runs a real S3 server for tests: VersityGW's versitygw
+// with its posix backend (`versitygw posix`, objects stored as files),
+// built from the Go module proxy by package gwbin, on a free port of
+// 127.0.0.1, its data in a temporary directory. Each test gets its own
+// bucket from Start.
 //
 // A package whose tests use it should have
 //
@@ -9,9 +10,9 @@
 //
 // so that its tests share one server (started by the first Start, stopped
 // when the tests end). Without it, each Start starts a server of its own,
-// stopped when the test ends. A missing weed is built first (minutes, once
-// per machine; scripts/test.sh builds it in the background): the tests
-// never skip for want of it.
+// stopped when the test ends. A missing versitygw is built first (minutes,
+// once per machine; scripts/test.sh builds it in the background): the
+// tests never skip for want of it.
 package s3test
 
 import (
@@ -50,11 +51,11 @@ var shared struct {
 
 // Start returns a new empty bucket on the package's server (see Main), or
 // on a server of the test's own in t.TempDir() when the package has no
-// TestMain calling Main. It fails the test when weed cannot be built or
-// does not start.
+// TestMain calling Main. It fails the test when versitygw cannot be built
+// or does not start.
 func Start(t testing.TB) Bucket {
 	t.Helper()
-	// No bound here: a cold build of weed takes minutes (go test's
+	// No bound here: a cold build of versitygw takes minutes (go test's
 	// -timeout bounds it); the server's start is bounded by StartServer.
 	ctx := context.Background()
 	var srv *Server

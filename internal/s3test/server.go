@@ -3,7 +3,7 @@ package s3test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,25 +11,25 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
-	"github.com/convo-dev/convo/internal/s3test/weedbin"
+	"github.com/convo-dev/convo/internal/s3test/gwbin"
 )
 
-// Server is a running `weed server -s3`: master, volume server, filer and
-// S3 gateway in one process, each on a free port of 127.0.0.1.
+// Server is a running `versitygw posix`: an S3 gateway on a free port of
+// 127.0.0.1 whose buckets are directories of Dir/data and whose objects
+// are files in them.
 type Server struct {
-	Endpoint  string // the S3 gateway, host:port
+	Endpoint  string // host:port
 	Region    string
 	AccessKey string
 	SecretKey string
 	Client    *minio.Client
-	// Dir holds the server's data, its S3 identities (s3.json) and its
-	// log (weed.log).
+	// Dir holds the server's data (data/) and its log (versitygw.log).
 	Dir string
 
 	cmd  *exec.Cmd
@@ -37,13 +37,13 @@ type Server struct {
 	err  error         // its exit status, once done
 }
 
-// StartServer starts weed (building it first when missing, the go
-// command's output to buildLog) with its data in dir, waits until its S3
-// gateway stores objects, and returns it. Ports are picked free just
-// before the start; a start that loses one to another process is retried
-// on new ones. Errors carry the end of weed's log.
+// StartServer starts versitygw (building it first when missing, the go
+// command's output to buildLog) with its data in dir, waits until it
+// answers S3 requests, and returns it. The port is picked free just before
+// the start; a start that loses it to another process is retried on a new
+// one. Errors carry the end of versitygw's log.
 func StartServer(ctx context.Context, dir string, buildLog io.Writer) (*Server, error) {
-	bin, err := weedbin.Ensure(ctx, buildLog)
+	bin, err := gwbin.Ensure(ctx, buildLog)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func StartServer(ctx context.Context, dir string, buildLog io.Writer) (*Server, 
 }
 
 func startOnce(ctx context.Context, bin, dir string) (*Server, error) {
-	ports, err := freePorts(8)
+	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
@@ -65,40 +65,24 @@ func startOnce(ctx context.Context, bin, dir string) (*Server, error) {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return nil, err
 	}
-	s := &Server{Endpoint: "127.0.0.1:" + strconv.Itoa(ports[6]), Region: "us-east-1",
+	s := &Server{Endpoint: "127.0.0.1:" + strconv.Itoa(port), Region: "us-east-1",
 		AccessKey: "convo-test", SecretKey: "convo-test-secret", Dir: dir, done: make(chan struct{})}
-	config := filepath.Join(dir, "s3.json")
-	if err := writeIdentities(config, s.AccessKey, s.SecretKey); err != nil {
-		return nil, err
-	}
-	logPath := filepath.Join(dir, "weed.log")
+	logPath := filepath.Join(dir, "versitygw.log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close() // the child has its own copy
-	p := func(i int) string { return strconv.Itoa(ports[i]) }
-	s.cmd = exec.Command(bin, "server",
-		"-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir="+data,
-		"-master.port="+p(0), "-master.port.grpc="+p(1), "-master.telemetry=false",
-		// Volumes of at most 1 GiB, sparse files: the tests write a few
-		// GiB in all, in many buckets.
-		"-master.volumeSizeLimitMB=1024", "-volume.max=200",
-		"-volume.port="+p(2), "-volume.port.grpc="+p(3), "-volume.preStopSeconds=0",
-		"-filer", "-filer.port="+p(4), "-filer.port.grpc="+p(5),
-		"-s3", "-s3.port="+p(6), "-s3.port.grpc="+p(7), "-s3.port.iceberg=0", "-s3.port.lance=0",
-		"-s3.config="+config,
-	)
+	// The root account's keys go in the environment, not on the command
+	// line; with no IAM service configured it is the only account.
+	s.cmd = exec.Command(bin, "--port", s.Endpoint, "--region", s.Region, "--quiet", "posix", data)
+	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.AccessKey, "ROOT_SECRET_KEY="+s.SecretKey)
 	s.cmd.Dir = dir
-	// Each bucket is a collection of its own, for which the master grows
-	// 7 volumes at once by default: a bucket per test would soon take
-	// every slot ("no free volumes"). One at a time, as weed mini does.
-	s.cmd.Env = append(os.Environ(), "WEED_MASTER_VOLUME_GROWTH_COPY_1=1")
 	s.cmd.Stdout = logFile
 	s.cmd.Stderr = logFile
 	s.cmd.SysProcAttr = sysProcAttr()
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start weed: %w", err)
+		return nil, fmt.Errorf("start versitygw: %w", err)
 	}
 	go func() {
 		s.err = s.cmd.Wait()
@@ -112,48 +96,43 @@ func startOnce(ctx context.Context, bin, dir string) (*Server, error) {
 	}
 	if err := s.waitReady(ctx); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("weed server -s3 on %s: %w; the end of its log (%s):\n%s", s.Endpoint, err, logPath, logTail(logPath))
+		return nil, fmt.Errorf("versitygw posix on %s: %w; the end of its log (%s):\n%s", s.Endpoint, err, logPath, logTail(logPath))
 	}
 	return s, nil
 }
 
-// waitReady waits until the gateway creates a bucket and stores an object
-// in it: a volume server must have joined the master for that, which takes
-// a few seconds after the ports open.
+// waitReady waits until the gateway lists buckets with the test's keys:
+// it serves as soon as its port is open.
 func (s *Server) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	const bound = 30 * time.Second
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	const bucket = "s3test-ready"
 	var last error
 	for {
-		last = s.probe(ctx, bucket)
+		last = s.probe(ctx)
 		if last == nil {
 			return nil
 		}
 		select {
 		case <-s.done:
-			return fmt.Errorf("weed exited: %v", s.err)
+			return fmt.Errorf("versitygw exited: %v", s.err)
 		case <-ctx.Done():
-			return fmt.Errorf("not ready after 2m: %w", last)
-		case <-time.After(100 * time.Millisecond):
+			return fmt.Errorf("not ready after %v: %w", bound, last)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
-func (s *Server) probe(ctx context.Context, bucket string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+func (s *Server) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.Client.MakeBucket(ctx, bucket, minio.MakeBucketOptions{Region: s.Region}); err != nil {
-		if code := minio.ToErrorResponse(err).Code; code != "BucketAlreadyOwnedByYou" && code != "BucketAlreadyExists" {
-			return err
-		}
-	}
-	_, err := s.Client.PutObject(ctx, bucket, "probe", strings.NewReader("ready"), 5, minio.PutObjectOptions{})
+	_, err := s.Client.ListBuckets(ctx)
 	return err
 }
 
-// Close stops the server. It is killed, not asked to stop: its data is
-// thrown away, and weed takes more than 10 s to stop on SIGTERM.
+// Close stops the server: SIGTERM, then SIGKILL when it has not exited
+// within a few seconds (its data is thrown away, so a kill loses nothing).
+// It returns an error only when the process could not be signalled.
 func (s *Server) Close() error {
 	if s.cmd.Process == nil {
 		return nil
@@ -163,51 +142,29 @@ func (s *Server) Close() error {
 		return nil
 	default:
 	}
-	_ = s.cmd.Process.Kill()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("stop versitygw: %w", err)
+	}
+	select {
+	case <-s.done:
+		return nil
+	case <-time.After(5 * time.Second):
+	}
+	if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill versitygw: %w", err)
+	}
 	<-s.done
 	return nil
 }
 
-// writeIdentities writes weed's S3 configuration: one identity, allowed
-// everything, with the given keys.
-func writeIdentities(path, accessKey, secretKey string) error {
-	type cred struct {
-		AccessKey string `json:"accessKey"`
-		SecretKey string `json:"secretKey"`
-	}
-	type identity struct {
-		Name        string   `json:"name"`
-		Credentials []cred   `json:"credentials"`
-		Actions     []string `json:"actions"`
-	}
-	b, err := json.MarshalIndent(map[string][]identity{"identities": {{
-		Name: "convo-test", Credentials: []cred{{accessKey, secretKey}},
-		Actions: []string{"Admin", "Read", "List", "Tagging", "Write"},
-	}}}, "", "  ")
+// freePort returns a port of 127.0.0.1 free a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return 0, fmt.Errorf("free port: %w", err)
 	}
-	return os.WriteFile(path, b, 0o600)
-}
-
-// freePorts returns n distinct ports of 127.0.0.1 free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func logTail(path string) string {

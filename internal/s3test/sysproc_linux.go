@@ -2,7 +2,7 @@ package s3test
 
 import "syscall"
 
-// sysProcAttr kills weed when the test binary dies without stopping it.
+// sysProcAttr kills versitygw when the test binary dies without stopping it.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

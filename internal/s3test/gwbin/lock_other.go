@@ -1,6 +1,6 @@
 //go:build !unix
 
-package weedbin
+package gwbin
 
 import (
 	"context"
