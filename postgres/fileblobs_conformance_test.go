@@ -15,11 +15,13 @@ import (
 
 // TestFileBlobsConformance runs the blob stores' conformance suite, the
 // one the S3 store passes (files/s3blobs), against the PostgreSQL store.
+// Its memory check is TestFileUploadsHoldNoFile's, which uploads the same
+// gigabyte through files.Service and so through this store.
 func TestFileBlobsConformance(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Pool(t)
 	blobs := pendingFirst{FileBlobs: postgres.NewFileBlobs(pool), store: postgres.NewFileStore(pool)}
-	blobstest.Run(t, func(*testing.T) files.Blobs { return blobs })
+	blobstest.Run(t, func(*testing.T) files.Blobs { return blobs }, "TestFileUploadsHoldNoFile")
 }
 
 // pendingFirst records each blob as pending before its bytes, as

@@ -35,12 +35,14 @@ func newStore(t *testing.T, cfg s3blobs.Config) *s3blobs.Store {
 	return s
 }
 
+// TestConformance runs the blob stores' conformance suite, memory check
+// included (not parallel, so that nothing else moves the heap it measures).
 func TestConformance(t *testing.T) {
 	blobstest.Run(t, func(t *testing.T) files.Blobs {
 		cfg := config(s3test.Start(t))
 		cfg.TempDir = t.TempDir()
 		return newStore(t, cfg)
-	})
+	}, "")
 }
 
 // TestKeysAndSpool: blobs are stored under "<prefix>blobs/<id>", and the
