@@ -74,7 +74,11 @@ next:
 // checks that every part of the server counted what it did.
 func TestMetricsMove(t *testing.T) {
 	t.Parallel()
-	m := startMain(t, map[string]string{"CONVO_DEMO_TOKENS_PER_SECOND": "2000", "CONVO_COMPACT_AFTER": "1ms", "CONVO_PUBLIC_METRICS": "true"})
+	// Compaction 3 s after the reply ends: soon enough to be counted
+	// below, late enough that the stream (which a loaded machine may hold
+	// back) reads the reply's deltas before they are merged, rather than
+	// being told to resume.
+	m := startMain(t, map[string]string{"CONVO_DEMO_TOKENS_PER_SECOND": "2000", "CONVO_COMPACT_AFTER": "3s", "CONVO_PUBLIC_METRICS": "true"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
