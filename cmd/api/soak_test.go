@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,7 +29,6 @@ import (
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
-	"github.com/convo-dev/convo/internal/testbin"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/pglisten"
 )
@@ -97,7 +97,14 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 		t.Fatal(err)
 	}
 	dsn := cluster.DSN("convo")
-	bin := testbin.Build(t, apiPkg)
+	// The soak's server is built without the race detector, unlike the
+	// other process tests' (testbin.Build): it is the soak's load, not its
+	// code, under test, and a race-built server under the soak's faults
+	// paces the feeds differently from the servers people run.
+	bin := filepath.Join(t.TempDir(), "api")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
 	env := []string{"DATABASE_URL=" + dsn, "CONVO_FEED=" + feed, "CONVO_WORKERS=0", "CONVO_DRAIN_GRACE=200ms",
 		"CONVO_MAX_ACTIVE_PROMPTS=0", "CONVO_MAX_STREAMS_PER_USER=0", "CONVO_MAX_STREAMS=0", "CONVO_WRITE_RATE=1000"}
 	s := &soak{t: t, dsn: dsn, env: env, bin: bin, cluster: cluster}
