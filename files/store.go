@@ -51,6 +51,10 @@ type UploadTx interface {
 	// InsertFile records f, its bytes in blob blobID, and returns its
 	// creation time.
 	InsertFile(ctx context.Context, f File, blobID uuid.UUID) (time.Time, error)
+	// IndexText makes text (DecodeText of the file's first MaxTextBytes)
+	// what search finds owner's file fileID by. It never fails for the
+	// text's size or words: what does not fit the index is left out.
+	IndexText(ctx context.Context, fileID uuid.UUID, owner, text string) error
 }
 
 // StoredFile is a File with where its bytes are.

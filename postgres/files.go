@@ -161,3 +161,8 @@ func (t uploadTx) InsertFile(ctx context.Context, f files.File, blobID uuid.UUID
 	})
 	return created, translate(err, "record a file")
 }
+
+func (t uploadTx) IndexText(ctx context.Context, fileID uuid.UUID, owner, text string) error {
+	err := t.q.FileTextInsert(ctx, dbq.FileTextInsertParams{FileID: fileID, Owner: owner, Text: text})
+	return translate(err, "index a file's text")
+}

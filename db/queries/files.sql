@@ -95,3 +95,10 @@ SELECT id FROM convo.file_blobs
  WHERE sha256 IS NULL AND created_at < now() - make_interval(secs => @older_than_seconds::double precision)
  ORDER BY created_at
  LIMIT @max_rows::int;
+
+-- name: FileTextInsert :exec
+-- Indexes a text file for search (00028_file_text_search.sql): its vector
+-- (convo._file_text_vector, which never fails for the text's size or
+-- words) and the head snippets are cut from, its first 10,000 characters.
+INSERT INTO convo.file_texts (file_id, owner, head, search_vector)
+VALUES (@file_id::uuid, @owner::text, left(@text::text, 10000), convo._file_text_vector(@text::text));

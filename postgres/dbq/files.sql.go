@@ -362,6 +362,25 @@ func (q *Queries) FileOwnerLock(ctx context.Context, owner string) error {
 	return err
 }
 
+const fileTextInsert = `-- name: FileTextInsert :exec
+INSERT INTO convo.file_texts (file_id, owner, head, search_vector)
+VALUES ($1::uuid, $2::text, left($3::text, 10000), convo._file_text_vector($3::text))
+`
+
+type FileTextInsertParams struct {
+	FileID uuid.UUID
+	Owner  string
+	Text   string
+}
+
+// Indexes a text file for search (00028_file_text_search.sql): its vector
+// (convo._file_text_vector, which never fails for the text's size or
+// words) and the head snippets are cut from, its first 10,000 characters.
+func (q *Queries) FileTextInsert(ctx context.Context, arg FileTextInsertParams) error {
+	_, err := q.db.Exec(ctx, fileTextInsert, arg.FileID, arg.Owner, arg.Text)
+	return err
+}
+
 const filesCollect = `-- name: FilesCollect :execrows
 DELETE FROM convo.files f
  WHERE f.id IN (
