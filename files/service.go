@@ -74,9 +74,9 @@ const cleanupTimeout = 30 * time.Second
 // (a copy of bytes owner stores already costs nothing); an error of r or
 // of the stores otherwise.
 //
-// A text file (IsText) has its first MaxTextBytes indexed for search as
-// the upload commits (UploadTx.IndexText): its size or its words never
-// refuse it.
+// A text file (IsText) has its first MaxTextBytes indexed for search
+// (Store.IndexText, before the owner's lock), recorded as the upload
+// commits: its size or its words never refuse it.
 func (s *Service) Upload(ctx context.Context, owner, filename, declaredType string, r io.Reader) (File, error) {
 	if owner == "" {
 		return File{}, errors.New("files: upload without an owner")
@@ -125,6 +125,15 @@ func (s *Service) Upload(ctx context.Context, owner, filename, declaredType stri
 		return File{}, fmt.Errorf("files: the store kept %d bytes of %d", stored, in.n)
 	}
 
+	var index TextIndex
+	if text != nil {
+		if index, err = s.store.IndexText(ctx, DecodeText(text.buf)); err != nil {
+			s.discard(ctx, blobID)
+			return File{}, fmt.Errorf("files: index the text: %w", err)
+		}
+		text = nil // the bytes are not needed any more
+	}
+
 	f := File{
 		ID: uuid.New(), Owner: owner, Filename: filename, MediaType: mediaType,
 		Size: in.n, SHA256: hex.EncodeToString(in.hash.Sum(nil)),
@@ -150,10 +159,10 @@ func (s *Service) Upload(ctx context.Context, owner, filename, declaredType stri
 				return err
 			}
 		}
-		if f.CreatedAt, err = tx.InsertFile(ctx, f, target); err != nil || text == nil {
+		if f.CreatedAt, err = tx.InsertFile(ctx, f, target); err != nil || !IsText(mediaType) {
 			return err
 		}
-		return tx.IndexText(ctx, f.ID, owner, DecodeText(text.buf))
+		return tx.InsertText(ctx, f.ID, owner, index)
 	})
 	if err != nil || shared {
 		// Refused, or the bytes are stored already: this copy goes.

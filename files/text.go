@@ -31,9 +31,14 @@ type textCapture struct {
 }
 
 func (c *textCapture) Write(p []byte) (int, error) {
-	if room := c.max - len(c.buf); room > 0 {
-		c.buf = append(c.buf, p[:min(room, len(p))]...)
+	keep := p[:min(c.max-len(c.buf), len(p))]
+	if need := len(c.buf) + len(keep); need > cap(c.buf) {
+		// Grown by doubling, but never past max (append would).
+		grown := make([]byte, len(c.buf), min(c.max, max(2*cap(c.buf), need)))
+		copy(grown, c.buf)
+		c.buf = grown
 	}
+	c.buf = append(c.buf, keep...)
 	return len(p), nil
 }
 

@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,7 +13,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/files"
+	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/postgres"
 )
 
 // sendAs sends text holding fileIDs as owner in a new conversation and
@@ -250,6 +255,74 @@ func TestFileTextSearchInvalidUTF8(t *testing.T) {
 	for _, word := range []string{"bilby", "burrow", "dunnart"} {
 		if got := tb.search(t, "alice", word); len(got) != 1 || got[0].MessageID != msg.UserMessageID {
 			t.Errorf("%s found %+v, want the message", word, got)
+		}
+	}
+}
+
+// TestFileTextSearchMigration checks the backfill of
+// 00028_file_text_search.sql: text files stored in PostgreSQL before it
+// are indexed as an upload now is (the same text, decoded by the same
+// rule as files.DecodeText, the same vector), whatever their bytes; other
+// files, and text files kept in S3, are not.
+func TestFileTextSearchMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	tb := setupDSN(t, dsn)
+	if _, err := migrations(t, dsn).DownTo(ctx, 27); err != nil {
+		t.Fatalf("down to 27: %v", err)
+	}
+	legacy := func(name, mediaType, storage string, data []byte) uuid.UUID {
+		t.Helper()
+		blob, file := uuid.New(), uuid.New()
+		sum := sha256.Sum256(data)
+		if _, err := tb.pool.Exec(ctx, `INSERT INTO convo.file_blobs (id, owner, sha256, size, storage) VALUES ($1, 'alice', $2, $3, $4)`,
+			blob, hex.EncodeToString(sum[:]), len(data), storage); err != nil {
+			t.Fatal(err)
+		}
+		for seq := 0; storage == "postgres" && seq*postgres.FileChunkBytes < len(data); seq++ {
+			chunk := data[seq*postgres.FileChunkBytes : min(len(data), (seq+1)*postgres.FileChunkBytes)]
+			if _, err := tb.pool.Exec(ctx, `INSERT INTO convo.file_chunks (blob_id, seq, data) VALUES ($1, $2, $3)`, blob, seq, chunk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := tb.pool.Exec(ctx, `INSERT INTO convo.files (id, owner, blob_id, filename, media_type, size, sha256)
+			VALUES ($1, 'alice', $2, $3, $4, $5, $6)`, file, blob, name, mediaType, len(data), hex.EncodeToString(sum[:])); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	// A euro sign (3 bytes) cut by the 1 MiB cap: the first MiB ends with
+	// its first byte.
+	cut := []byte(strings.Repeat("x", files.MaxTextBytes-1) + "€ tail")
+	indexed := map[string][]byte{
+		"valid.txt":   []byte("the wombat digs"),
+		"latin1.txt":  []byte("caf\xe9 wombat\x00den \xff\xfe end"),
+		"cut.txt":     append([]byte("wombat "), cut[7:]...),
+		"invalid.txt": append([]byte("wombat \xff "), cut[9:]...),
+	}
+	ids := map[string]uuid.UUID{}
+	for name, data := range indexed {
+		ids[name] = legacy(name, "text/plain; charset=utf-8", "postgres", data)
+	}
+	legacy("dot.png", "image/png", "postgres", []byte("\x89PNG\r\n\x1a\nwombat"))
+	legacy("far.txt", "text/plain; charset=utf-8", "s3", []byte("wombat"))
+
+	if err := db.Migrate(ctx, dsn); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	if n := tb.count(t, `SELECT count(*) FROM convo.file_texts`); n != len(indexed) {
+		t.Errorf("%d files indexed, want the %d text files in PostgreSQL", n, len(indexed))
+	}
+	for name, data := range indexed {
+		text := files.DecodeText(data[:min(len(data), files.MaxTextBytes)])
+		var sameHead, sameVector, hasWombat bool
+		if err := tb.pool.QueryRow(ctx, `SELECT head = left($2, 10000), search_vector = convo._file_text_vector($2),
+			search_vector @@ 'wombat'::tsquery FROM convo.file_texts WHERE file_id = $1`, ids[name], text).Scan(&sameHead, &sameVector, &hasWombat); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !sameHead || !sameVector || !hasWombat {
+			t.Errorf("%s: the same head %v, the same vector %v as an upload's; holds wombat %v; want all true", name, sameHead, sameVector, hasWombat)
 		}
 	}
 }

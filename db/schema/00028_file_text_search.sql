@@ -100,7 +100,7 @@ BEGIN
             EXIT;
         ELSE
             v_parts := v_parts || convert_from(substring(p_bytes FROM v_start + 1 FOR v_i - v_start), 'UTF8');
-            v_parts := v_parts || U&'\FFFD';
+            v_parts := v_parts || U&'\FFFD'::text;
             v_i := v_i + 1;
             v_start := v_i;
         END IF;
