@@ -73,6 +73,10 @@ const cleanupTimeout = 30 * time.Second
 // when owner's stored bytes plus these would exceed Limits.MaxUserBytes
 // (a copy of bytes owner stores already costs nothing); an error of r or
 // of the stores otherwise.
+//
+// A text file (IsText) has its first MaxTextBytes indexed for search
+// (Store.IndexText, before the owner's lock), recorded as the upload
+// commits: its size or its words never refuse it.
 func (s *Service) Upload(ctx context.Context, owner, filename, declaredType string, r io.Reader) (File, error) {
 	if owner == "" {
 		return File{}, errors.New("files: upload without an owner")
@@ -102,7 +106,16 @@ func (s *Service) Upload(ctx context.Context, owner, filename, declaredType stri
 	if err := s.store.CreatePendingBlob(ctx, blobID, owner, s.storage); err != nil {
 		return File{}, fmt.Errorf("files: record the upload: %w", err)
 	}
-	stored, err := s.blobs.Put(ctx, blobID, io.MultiReader(bytes.NewReader(head), in))
+	var body io.Reader = io.MultiReader(bytes.NewReader(head), in)
+	// A text file's start is kept as it streams by, for search: read
+	// here, before the store, it is the same whichever store keeps the
+	// bytes.
+	var text *textCapture
+	if IsText(mediaType) {
+		text = &textCapture{max: MaxTextBytes}
+		body = io.TeeReader(body, text)
+	}
+	stored, err := s.blobs.Put(ctx, blobID, body)
 	if err != nil {
 		s.discard(ctx, blobID)
 		return File{}, uploadError(err)
@@ -110,6 +123,15 @@ func (s *Service) Upload(ctx context.Context, owner, filename, declaredType stri
 	if stored != in.n {
 		s.discard(ctx, blobID)
 		return File{}, fmt.Errorf("files: the store kept %d bytes of %d", stored, in.n)
+	}
+
+	var index TextIndex
+	if text != nil {
+		if index, err = s.store.IndexText(ctx, DecodeText(text.buf)); err != nil {
+			s.discard(ctx, blobID)
+			return File{}, fmt.Errorf("files: index the text: %w", err)
+		}
+		text = nil // the bytes are not needed any more
 	}
 
 	f := File{
@@ -137,8 +159,10 @@ func (s *Service) Upload(ctx context.Context, owner, filename, declaredType stri
 				return err
 			}
 		}
-		f.CreatedAt, err = tx.InsertFile(ctx, f, target)
-		return err
+		if f.CreatedAt, err = tx.InsertFile(ctx, f, target); err != nil || !IsText(mediaType) {
+			return err
+		}
+		return tx.InsertText(ctx, f.ID, owner, index)
 	})
 	if err != nil || shared {
 		// Refused, or the bytes are stored already: this copy goes.

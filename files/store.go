@@ -37,6 +37,21 @@ type Store interface {
 	ReleaseBlobs(ctx context.Context, refs []BlobRef) ([]uuid.UUID, error)
 	// PendingBlobs returns up to max pending blobs older than olderThan.
 	PendingBlobs(ctx context.Context, olderThan time.Duration, max int) ([]uuid.UUID, error)
+	// IndexText computes what search keeps of text (DecodeText of a text
+	// file's first MaxTextBytes). It never fails for the text's size or
+	// words: what does not fit the index is left out. It is the costly
+	// part of a text upload (PostgreSQL parses every word), so Upload
+	// runs it before CommitUpload, holding no owner's lock.
+	IndexText(ctx context.Context, text string) (TextIndex, error)
+}
+
+// TextIndex is what search keeps of a text file, as Store.IndexText
+// computed it.
+type TextIndex struct {
+	// Head is the text's start that search snippets are cut from.
+	Head string
+	// Vector is the search vector, in the Store's own form.
+	Vector string
 }
 
 // UploadTx is the transaction of CommitUpload.
@@ -51,6 +66,9 @@ type UploadTx interface {
 	// InsertFile records f, its bytes in blob blobID, and returns its
 	// creation time.
 	InsertFile(ctx context.Context, f File, blobID uuid.UUID) (time.Time, error)
+	// InsertText records idx (Store.IndexText) as what search finds
+	// owner's file fileID by.
+	InsertText(ctx context.Context, fileID uuid.UUID, owner string, idx TextIndex) error
 }
 
 // StoredFile is a File with where its bytes are.

@@ -125,6 +125,16 @@ func (s *FileStore) PendingBlobs(ctx context.Context, olderThan time.Duration, m
 	return ids, translate(err, "find pending blobs")
 }
 
+// IndexText implements files.Store: the vector is computed in
+// PostgreSQL (convo._file_text_vector) and comes back as tsvector text.
+func (s *FileStore) IndexText(ctx context.Context, text string) (files.TextIndex, error) {
+	row, err := s.q.FileTextIndex(ctx, text)
+	if err != nil {
+		return files.TextIndex{}, translate(err, "index a file's text")
+	}
+	return files.TextIndex{Head: row.Head, Vector: row.Vector}, nil
+}
+
 // uploadTx is the files.UploadTx of CommitUpload.
 type uploadTx struct{ q *dbq.Queries }
 
@@ -160,4 +170,9 @@ func (t uploadTx) InsertFile(ctx context.Context, f files.File, blobID uuid.UUID
 		MediaType: f.MediaType, Size: f.Size, Sha256: strings.ToLower(f.SHA256),
 	})
 	return created, translate(err, "record a file")
+}
+
+func (t uploadTx) InsertText(ctx context.Context, fileID uuid.UUID, owner string, idx files.TextIndex) error {
+	err := t.q.FileTextInsert(ctx, dbq.FileTextInsertParams{FileID: fileID, Owner: owner, Head: idx.Head, Vector: idx.Vector})
+	return translate(err, "index a file's text")
 }

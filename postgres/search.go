@@ -69,7 +69,7 @@ func (s *Store) Search(ctx context.Context, ownerID, query string, limit int) ([
 		snippet, highlights := parseHighlights(r.Snippet)
 		out[i] = conversation.SearchResult{
 			ConversationID: r.ConversationID, ConversationTitle: r.ConversationTitle,
-			MessageID: r.MessageID, Role: conversation.Role(r.Role),
+			MessageID: r.MessageID, BlockID: r.BlockID, Role: conversation.Role(r.Role),
 			Snippet: snippet, Highlights: highlights, Rank: r.Rank, CreatedAt: r.CreatedAt,
 		}
 	}

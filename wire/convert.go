@@ -318,7 +318,7 @@ func Comparison(c conversation.Comparison) (*convov1.Comparison, error) {
 func SearchResult(r conversation.SearchResult) *convov1.SearchResult {
 	out := &convov1.SearchResult{
 		ConversationId: r.ConversationID.String(), ConversationTitle: r.ConversationTitle,
-		MessageId: r.MessageID.String(), Role: string(r.Role), Snippet: r.Snippet,
+		MessageId: r.MessageID.String(), BlockId: r.BlockID.String(), Role: string(r.Role), Snippet: r.Snippet,
 		Rank: r.Rank, CreatedAt: ts(r.CreatedAt),
 	}
 	for _, h := range r.Highlights {

@@ -95,3 +95,17 @@ SELECT id FROM convo.file_blobs
  WHERE sha256 IS NULL AND created_at < now() - make_interval(secs => @older_than_seconds::double precision)
  ORDER BY created_at
  LIMIT @max_rows::int;
+
+-- name: FileTextIndex :one
+-- What search keeps of a text file's text (00028_file_text_search.sql):
+-- the head snippets are cut from, its first 10,000 characters, and its
+-- vector (convo._file_text_vector, which never fails for the text's size
+-- or words), as text, for FileTextInsert. Run outside the upload's
+-- transaction: parsing the text is the costly part, and the transaction
+-- holds the owner's lock.
+SELECT left(@text::text, 10000)::text AS head, convo._file_text_vector(@text::text)::text AS vector;
+
+-- name: FileTextInsert :exec
+-- Records what FileTextIndex computed as what search finds the file by.
+INSERT INTO convo.file_texts (file_id, owner, head, search_vector)
+VALUES (@file_id::uuid, @owner::text, @head::text, @vector::tsvector);

@@ -362,6 +362,51 @@ func (q *Queries) FileOwnerLock(ctx context.Context, owner string) error {
 	return err
 }
 
+const fileTextIndex = `-- name: FileTextIndex :one
+SELECT left($1::text, 10000)::text AS head, convo._file_text_vector($1::text)::text AS vector
+`
+
+type FileTextIndexRow struct {
+	Head   string
+	Vector string
+}
+
+// What search keeps of a text file's text (00028_file_text_search.sql):
+// the head snippets are cut from, its first 10,000 characters, and its
+// vector (convo._file_text_vector, which never fails for the text's size
+// or words), as text, for FileTextInsert. Run outside the upload's
+// transaction: parsing the text is the costly part, and the transaction
+// holds the owner's lock.
+func (q *Queries) FileTextIndex(ctx context.Context, text string) (FileTextIndexRow, error) {
+	row := q.db.QueryRow(ctx, fileTextIndex, text)
+	var i FileTextIndexRow
+	err := row.Scan(&i.Head, &i.Vector)
+	return i, err
+}
+
+const fileTextInsert = `-- name: FileTextInsert :exec
+INSERT INTO convo.file_texts (file_id, owner, head, search_vector)
+VALUES ($1::uuid, $2::text, $3::text, $4::tsvector)
+`
+
+type FileTextInsertParams struct {
+	FileID uuid.UUID
+	Owner  string
+	Head   string
+	Vector interface{}
+}
+
+// Records what FileTextIndex computed as what search finds the file by.
+func (q *Queries) FileTextInsert(ctx context.Context, arg FileTextInsertParams) error {
+	_, err := q.db.Exec(ctx, fileTextInsert,
+		arg.FileID,
+		arg.Owner,
+		arg.Head,
+		arg.Vector,
+	)
+	return err
+}
+
 const filesCollect = `-- name: FilesCollect :execrows
 DELETE FROM convo.files f
  WHERE f.id IN (

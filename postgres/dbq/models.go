@@ -89,6 +89,14 @@ type ConvoFileChunk struct {
 	Data   []byte
 }
 
+type ConvoFileText struct {
+	FileID       uuid.UUID
+	Owner        string
+	Head         string
+	SearchVector interface{}
+	CreatedAt    time.Time
+}
+
 type ConvoInputRequest struct {
 	ToolCallID     uuid.UUID
 	ConversationID uuid.UUID

@@ -23,26 +23,50 @@ WITH query AS (
        AND b.search_vector @@ query.q
      ORDER BY b.created_at DESC, b.id
      LIMIT 1000
-), hit AS (
-    SELECT DISTINCT ON (match.message_id) match.message_id, match.block_id, ts_rank(match.search_vector, query.q) AS rank
+), file_match AS (
+    SELECT ft.file_id, ft.search_vector
+      FROM query, convo.file_texts ft
+     WHERE ARRAY[ft.owner] && ARRAY[$2::text]
+       AND ft.search_vector @@ query.q
+     ORDER BY ft.created_at DESC, ft.file_id
+     LIMIT 200
+), candidate AS (
+    SELECT match.message_id, match.block_id, NULL::uuid AS file_id, ts_rank(match.search_vector, query.q) AS rank
       FROM match, query
-     ORDER BY match.message_id, rank DESC
+    UNION ALL
+    SELECT mf.message_id, NULL::uuid, fm.file_id, fm.rank
+      FROM (SELECT file_match.file_id, ts_rank(file_match.search_vector, query.q) AS rank FROM file_match, query) fm
+      JOIN convo.message_files mf ON mf.file_id = fm.file_id
+), hit AS (
+    -- A message whose text and files match is one result, at its best
+    -- match's rank (its text block's on a tie).
+    SELECT DISTINCT ON (candidate.message_id) candidate.message_id, candidate.block_id, candidate.file_id, candidate.rank
+      FROM candidate
+     ORDER BY candidate.message_id, candidate.rank DESC, candidate.file_id NULLS FIRST, candidate.block_id
 ), page AS (
-    SELECT hit.message_id, hit.block_id, hit.rank, m.created_at
+    SELECT hit.message_id, hit.block_id, hit.file_id, hit.rank, m.created_at
       FROM hit
       JOIN convo.messages m ON m.id = hit.message_id
+      JOIN convo.conversations c ON c.id = m.conversation_id
+     WHERE c.owner_id = $2::text
      ORDER BY hit.rank DESC, m.created_at DESC, hit.message_id
      LIMIT $3::int
 )
 SELECT page.message_id, m.conversation_id, c.title AS conversation_title, m.role, m.created_at,
+       coalesce(page.block_id,
+                (SELECT fb.id FROM convo.blocks fb
+                  WHERE fb.message_id = page.message_id AND fb.block_type = 'file'
+                    AND fb.metadata->>'fileId' = page.file_id::text
+                  ORDER BY fb.position LIMIT 1))::uuid AS block_id,
        page.rank::float8 AS rank,
-       ts_headline('english', left(b.content, 10000), query.q,
+       ts_headline('english', coalesce(left(b.content, 10000), ft.head), query.q,
                    'StartSel=' || chr(57344) || ', StopSel=' || chr(57345) ||
                    ', MaxWords=30, MinWords=12, MaxFragments=2')::text AS snippet
   FROM page
   JOIN convo.messages m ON m.id = page.message_id
   JOIN convo.conversations c ON c.id = m.conversation_id
-  JOIN convo.blocks b ON b.id = page.block_id
+  LEFT JOIN convo.blocks b ON b.id = page.block_id
+  LEFT JOIN convo.file_texts ft ON ft.file_id = page.file_id
  CROSS JOIN query
  ORDER BY page.rank DESC, page.created_at DESC, page.message_id
 `
@@ -59,23 +83,31 @@ type MessageSearchRow struct {
 	ConversationTitle string
 	Role              string
 	CreatedAt         time.Time
+	BlockID           uuid.UUID
 	Rank              float64
 	Snippet           string
 }
 
-// Full-text search over the owner's text blocks, one row per message (its
-// best-matching block), best match first. Matching and ranking read the
-// stored blocks.search_vector (00012_search_vector.sql) and never parse
-// text. Matching reads only the owner's blocks: the index is keyed by the
+// Full-text search over the owner's text blocks and text files, one row
+// per message (its best-matching block: a text block, or the file block
+// of a file whose text matches), best match first. Matching and ranking
+// read stored vectors, blocks.search_vector (00012_search_vector.sql) and
+// file_texts.search_vector (00028_file_text_search.sql), and never parse
+// text. Matching reads only the owner's: the block index is keyed by the
 // words and by each block's conversation (00024_batched_ends_owner_search.sql), and
 // the match asks for both, the owner's conversation ids as an array that
 // the index looks up (its expression, ARRAY[conversation_id], must stay
-// as it is written there), so other owners' matches are never read. The
-// work is bounded whatever the owner holds: ranking reads
-// the vectors of the 1,000 most recent matching blocks at most (a word in
-// every message ranks the newest 1,000), and only the snippets of the page
-// returned are computed from text, each from the block's first 10,000
-// characters. The snippet marks matches with U+E000 … U+E001, private-use
+// as it is written there); the file index is keyed by the words and the
+// owner (ARRAY[owner], likewise), so other owners' matches are never
+// read. A file matches through the messages that hold it
+// (convo.message_files: a file no message holds finds nothing, and a
+// deleted message or conversation takes its holds with it). The work is
+// bounded whatever the owner holds: ranking reads the vectors of the
+// 1,000 most recent matching blocks and the 200 most recent matching
+// files at most (a file's vector covers up to 1 MiB of text, a block's
+// 100,000 characters), and only the snippets of the page returned are
+// computed from text, each from the first 10,000 characters of the block
+// or the file. The snippet marks matches with U+E000 … U+E001, private-use
 // characters that the Go side turns into highlight ranges, so no markup
 // is ever mixed with message text.
 func (q *Queries) MessageSearch(ctx context.Context, arg MessageSearchParams) ([]MessageSearchRow, error) {
@@ -93,6 +125,7 @@ func (q *Queries) MessageSearch(ctx context.Context, arg MessageSearchParams) ([
 			&i.ConversationTitle,
 			&i.Role,
 			&i.CreatedAt,
+			&i.BlockID,
 			&i.Rank,
 			&i.Snippet,
 		); err != nil {

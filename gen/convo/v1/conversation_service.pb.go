@@ -2606,14 +2606,18 @@ type SearchResult struct {
 	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// role is the message's role.
 	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
-	// snippet is an excerpt of the message's text around the matches.
+	// snippet is an excerpt of the matching block's text around the
+	// matches (of the file's text, for a file block).
 	Snippet string `protobuf:"bytes,5,opt,name=snippet,proto3" json:"snippet,omitempty"`
 	// highlights are the matched words' ranges in snippet.
 	Highlights []*Highlight `protobuf:"bytes,6,rep,name=highlights,proto3" json:"highlights,omitempty"`
 	// rank is the match's relevance; higher is better.
 	Rank float64 `protobuf:"fixed64,7,opt,name=rank,proto3" json:"rank,omitempty"`
 	// created_at is when the message was sent.
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// block_id is the message's best-matching block: a text block, or the
+	// file block of a text file whose text matched.
+	BlockId       string `protobuf:"bytes,9,opt,name=block_id,json=blockId,proto3" json:"block_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2702,6 +2706,13 @@ func (x *SearchResult) GetCreatedAt() *timestamppb.Timestamp {
 		return x.CreatedAt
 	}
 	return nil
+}
+
+func (x *SearchResult) GetBlockId() string {
+	if x != nil {
+		return x.BlockId
+	}
+	return ""
 }
 
 // Highlight is a range of a snippet, in Unicode code points.
@@ -3546,7 +3557,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x05query\x18\x01 \x01(\tR\x05query\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"J\n" +
 	"\x16SearchMessagesResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.convo.v1.SearchResultR\aresults\"\xb7\x02\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.convo.v1.SearchResultR\aresults\"\xd2\x02\n" +
 	"\fSearchResult\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12-\n" +
 	"\x12conversation_title\x18\x02 \x01(\tR\x11conversationTitle\x12\x1d\n" +
@@ -3559,7 +3570,8 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"highlights\x12\x12\n" +
 	"\x04rank\x18\a \x01(\x01R\x04rank\x129\n" +
 	"\n" +
-	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"3\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x19\n" +
+	"\bblock_id\x18\t \x01(\tR\ablockId\"3\n" +
 	"\tHighlight\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x05R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x05R\x03end\"e\n" +
