@@ -97,6 +97,11 @@ type ChatResult struct {
 	// ServerRSSMB its peak resident set size (VmHWM) since it started.
 	ServerCPUS  float64 `json:"server_cpu_s"`
 	ServerRSSMB float64 `json:"server_rss_mb"`
+	// FirstDeltaStages is where the time from send to first delta went
+	// (chatstages.go); FirstDeltaDropped counts what the server's timing
+	// left out at its bounds.
+	FirstDeltaStages  []ChatStageFigure `json:"first_delta_stages,omitempty"`
+	FirstDeltaDropped int64             `json:"first_delta_dropped,omitempty"`
 	// ServerLog counts the server's log lines (warnings and errors) by
 	// level and message.
 	ServerLog map[string]int `json:"server_log"`
@@ -162,11 +167,16 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via, order, user
 	if err != nil {
 		return res, err
 	}
+	admin, err := freeAddr()
+	if err != nil {
+		return res, err
+	}
 	logs := newLogCounter(os.Stderr)
 	srv, err := m.startServerWith(ctx, m.serverBin, feed, []string{
 		"CONVO_WORKERS=" + strconv.Itoa(n),
 		"CONVO_DEMO_TOKENS_PER_SECOND=" + strconv.FormatFloat(c.ChatTPS, 'f', -1, 64),
 		"CONVO_AUTH_SECRET=" + secret,
+		"CONVO_ADMIN_ADDR=" + admin,
 	}, logs)
 	if err != nil {
 		return res, err
@@ -189,6 +199,9 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via, order, user
 	}
 	defer readers.kill()
 	if err := readers.expectLine("ready", 5*time.Minute); err != nil {
+		return res, err
+	}
+	if _, err := firstDeltaTiming(ctx, "http://"+admin, http.MethodPost); err != nil {
 		return res, err
 	}
 
@@ -218,6 +231,10 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via, order, user
 	}
 	if err := json.Unmarshal([]byte(line), &res.chatReadersResult); err != nil {
 		return res, fmt.Errorf("reader process said %q", line)
+	}
+	res.FirstDeltaStages, res.FirstDeltaDropped, err = m.chatBreakdown(ctx, "http://"+admin, ids, res.Timings)
+	if err != nil {
+		return res, err
 	}
 	res.Timings = nil
 	if err := readers.wait(); err != nil {
@@ -564,6 +581,7 @@ func (m *Main) chatReport() error {
 	}
 	m.chatAlone = m.Results.Chat[0].AloneS
 	printChat(m.Stdout, m.Results.Chat)
+	printChatStages(m.Stdout, m.Results.Chat)
 	if m.Config.PeerChatResults != "" {
 		return m.printChatRatios()
 	}

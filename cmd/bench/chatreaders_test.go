@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 )
@@ -179,5 +181,53 @@ func TestChatTokens(t *testing.T) {
 		if _, err := v.Verify(t.Context(), tokens[0]); err == nil {
 			t.Error("a token of another secret verified")
 		}
+	}
+}
+
+// TestStageBreakdown: the server's stages (by prompt) join the readers'
+// times (by conversation); a stage counts only the replies with both of
+// its points; a prompt of a conversation not measured is left out.
+func TestStageBreakdown(t *testing.T) {
+	t.Parallel()
+	p1, p2, other := uuid.New(), uuid.New(), uuid.New()
+	ms := func(v int64) int64 { return 1_000_000_000_000 + v*int64(time.Millisecond) }
+	var dump firstDeltaDump
+	if err := json.Unmarshal([]byte(fmt.Sprintf(`{"enabled":true,"prompts":[
+		{"prompt_id":%q,"stages":{"claimed":%d,"started":%d,"produced":%d,"inserted":%d,"notified":%d,"read":%d,"dequeued":%d}},
+		{"prompt_id":%q,"stages":{"claimed":%d,"started":%d}},
+		{"prompt_id":%q,"stages":{"claimed":%d}}]}`,
+		p1, ms(10), ms(20), ms(25), ms(40), ms(42), ms(45), ms(46),
+		p2, ms(30), ms(50),
+		other, ms(1))), &dump); err != nil {
+		t.Fatal(err)
+	}
+	of := map[uuid.UUID]string{p1: "c1", p2: "c2", other: "elsewhere"}
+	timings := []readerTiming{
+		{ID: "c1", Sent: ms(0), Answered: ms(8), First: ms(50)},
+		{ID: "c2", Sent: ms(0), Answered: ms(12)}, // no first delta
+	}
+	got := map[string]ChatStageFigure{}
+	for _, f := range stageBreakdown(dump, of, timings) {
+		got[f.Stage] = f
+	}
+	for stage, want := range map[string]ChatStageFigure{
+		"send":      {N: 2, P50: 8, P99: 12},
+		"claim":     {N: 2, P50: 10, P99: 30},
+		"start":     {N: 2, P50: 10, P99: 20},
+		"model":     {N: 1, P50: 5, P99: 5},
+		"batch":     {N: 1, P50: 15, P99: 15},
+		"notify":    {N: 1, P50: 2, P99: 2},
+		"hub read":  {N: 1, P50: 3, P99: 3},
+		"to stream": {N: 1, P50: 1, P99: 1},
+		"write":     {N: 1, P50: 4, P99: 4},
+		"total":     {N: 1, P50: 50, P99: 50},
+	} {
+		want.Stage = stage
+		if got[stage] != want {
+			t.Errorf("%s: %+v, want %+v", stage, got[stage], want)
+		}
+	}
+	if len(got) != len(chatStages) {
+		t.Errorf("%d stages, want %d", len(got), len(chatStages))
 	}
 }

@@ -256,6 +256,7 @@ func TestChatRun(t *testing.T) {
 		"convo against the peer",
 		"| notify | sse | readers-first | one | 3 | post | 3 / 3 = 1.00 |",
 		"| notify | sse | send-first | per-reply | 3 | resume | 3 / 2 = 1.50 |",
+		"where the first delta's time goes", "| hub read | notified → read |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
@@ -312,6 +313,46 @@ func checkChatResult(t *testing.T, r ChatResult) {
 	}
 	if r.ServerCPUS < 0 || r.ServerRSSMB <= 0 || r.ServerLog == nil {
 		t.Errorf("%s: server CPU %v s, RSS %v MB, log %v", r.Mode, r.ServerCPUS, r.ServerRSSMB, r.ServerLog)
+	}
+	checkChatStages(t, r)
+}
+
+// checkChatStages checks the first-delta breakdown of one chat line: every
+// stage is there in order; the server's stages (claim to the stream) are
+// measured for every reply of a reader subscribed first, whose first
+// delta comes live, and for some when it subscribed after sending; no
+// stage takes longer than the whole; the worker's stages never run
+// backwards (one clock).
+func checkChatStages(t *testing.T, r ChatResult) {
+	t.Helper()
+	if len(r.FirstDeltaStages) != len(chatStages) || r.FirstDeltaDropped != 0 {
+		t.Fatalf("%s: stages %+v, dropped %d", r.Mode, r.FirstDeltaStages, r.FirstDeltaDropped)
+	}
+	total := r.FirstDeltaStages[len(chatStages)-1]
+	if total.Stage != "total" || total.N != r.Replies || total.P99 != r.FirstDeltaP99 {
+		t.Errorf("%s: total %+v, want the first delta's p99 %v over %d", r.Mode, total, r.FirstDeltaP99, r.Replies)
+	}
+	for i, f := range r.FirstDeltaStages {
+		s := chatStages[i]
+		if f.Stage != s.Name {
+			t.Errorf("%s: stage %d is %q, want %q", r.Mode, i, f.Stage, s.Name)
+		}
+		want := r.Replies
+		if r.Order == chatSendFirst && (s.Name == "notify" || s.Name == "hub read" || s.Name == "to stream" || s.Name == "write") {
+			want = 1 // at least one reply's first delta came live
+		}
+		if f.N < want || f.N > r.Replies {
+			t.Errorf("%s: stage %s measured over %d replies, want %d to %d", r.Mode, s.Name, f.N, want, r.Replies)
+		}
+		if f.P99 > total.P99+1 && s.Name != "send" {
+			t.Errorf("%s: stage %s p99 %v ms beyond the total's %v", r.Mode, s.Name, f.P99, total.P99)
+		}
+		switch s.Name {
+		case "claim", "start", "model", "to stream":
+			if f.P50 < 0 || f.P50 > f.P99 {
+				t.Errorf("%s: stage %s p50 %v, p99 %v ms", r.Mode, s.Name, f.P50, f.P99)
+			}
+		}
 	}
 }
 

@@ -168,6 +168,7 @@ func (r Results) print(w io.Writer, c Config) {
 	}
 	if len(r.Chat) > 0 {
 		printChat(w, r.Chat)
+		printChatStages(w, r.Chat)
 	}
 	fmt.Fprintf(w, "\nTargets (2 cores): p50 < 2 ms and p99 < 20 ms with 1,000 subscribers; < 32 KB per idle subscriber; append_block ≥ 80%% of INSERT + pg_notify.\n")
 }
