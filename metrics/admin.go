@@ -11,13 +11,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/convo-dev/convo/internal/firstdelta"
 )
 
-// AdminHandler serves reg at /metrics and the Go profiler under
-// /debug/pprof/: for operators only, on a private address.
+// AdminHandler serves reg at /metrics, the Go profiler under
+// /debug/pprof/ and the first-delta timing at /debug/first-delta (package
+// firstdelta: off until a POST there): for operators only, on a private
+// address.
 func AdminHandler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", Handler(reg))
+	mux.Handle("/debug/first-delta", firstdelta.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -52,7 +57,7 @@ func ServeAdmin(addr string, reg *prometheus.Registry, logger *slog.Logger) (*Ad
 		served: make(chan error, 1),
 	}
 	go func() { a.served <- a.server.Serve(l) }()
-	logger.Info("admin address serves /metrics and /debug/pprof/", "url", "http://"+a.Addr())
+	logger.Info("admin address serves /metrics, /debug/pprof/ and /debug/first-delta", "url", "http://"+a.Addr())
 	return a, nil
 }
 

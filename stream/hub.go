@@ -11,6 +11,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/backoff"
+	"github.com/convo-dev/convo/internal/firstdelta"
 	"github.com/convo-dev/convo/limit"
 )
 
@@ -225,6 +226,9 @@ func (h *Hub[T]) Hint(id uuid.UUID, seq int64) {
 	if !ok || (seq > 0 && t.delivered >= 0 && seq <= t.delivered) {
 		return
 	}
+	if firstdelta.On() {
+		firstdelta.Hinted(id, seq, time.Now())
+	}
 	h.markDirtyLocked(id)
 }
 
@@ -401,6 +405,9 @@ func (h *Hub[T]) fanOutLocked(t *topic[T], item *Item[T], now time.Time) {
 		}
 	}
 	h.metrics.fannedOut(item.Event, n, now)
+	if firstdelta.On() {
+		firstdelta.HubRead(item.Event, now)
+	}
 }
 
 func (h *Hub[T]) shutdown(err *conversation.Error) {

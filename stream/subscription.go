@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/firstdelta"
 )
 
 // MaxResume is the most events a resume (afterSeq) replays; further behind,
@@ -228,6 +230,7 @@ func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
 				continue
 			}
 			s.cursor = item.Event.Seq
+			took(item.Event)
 			return item, true, nil
 		}
 		s.pending = nil // let a drained fill be freed
@@ -260,7 +263,16 @@ func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
 			return nil, false, s.endError()
 		}
 		s.cursor = item.Event.Seq
+		took(item.Event)
 		return item, true, nil
+	}
+}
+
+// took tells the first-delta timing (package firstdelta) that a stream
+// took e to write it.
+func took(e conversation.Event) {
+	if firstdelta.On() {
+		firstdelta.StreamTook(e, time.Now())
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/internal/backoff"
+	"github.com/convo-dev/convo/internal/firstdelta"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -242,6 +243,12 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 			claimed, err := p.claim(context.WithoutCancel(claimCtx), n, min(p.cfg.ReservedSlots, n))
 			if err != nil && claimCtx.Err() == nil {
 				p.cfg.Logger.Warn("claim prompts", "err", err)
+			}
+			if firstdelta.On() {
+				now := time.Now()
+				for _, c := range claimed {
+					firstdelta.Mark(c.PromptID, firstdelta.Claimed, now)
+				}
 			}
 			for _, c := range claimed {
 				p.mu.Lock()

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/internal/firstdelta"
 )
 
 // target is where streamed text goes: a block's deltas or a tool call's
@@ -275,6 +277,9 @@ func (w *writer) appendText(t target, text string) error {
 	}
 	// The first text of the reply goes out at once: a reader waits for it.
 	urgent := !w.wrote
+	if urgent && firstdelta.On() {
+		firstdelta.Mark(w.promptID, firstdelta.Produced, time.Now())
+	}
 	w.wrote = true
 	w.bytes += len(text)
 	if w.bytes >= w.maxBytes {
@@ -492,6 +497,9 @@ func (w *writer) settled(ops []*op, applied int, err error) {
 		switch o.kind {
 		case opStartPrompt:
 			w.started = true
+			if firstdelta.On() {
+				firstdelta.Mark(w.promptID, firstdelta.Started, time.Now())
+			}
 		case opAppend, opToolProgress:
 			w.deltas++
 		}

@@ -103,6 +103,11 @@ type Config struct {
 	ChatVia     []string
 	ChatTPS     float64
 	ChatCap     time.Duration
+	// ChatOrder are the orders of each reply's start to measure
+	// (chatReadersFirst, chatSendFirst), ChatUsers whose the replies are:
+	// "one" user for all, or one user "per-reply".
+	ChatOrder []string
+	ChatUsers []string
 	// PeerChatResults names a file of the peer's JSON lines for the chat
 	// measurement (the AI SDK with resumable-stream in the same shape) to
 	// print ratios against.
@@ -197,6 +202,8 @@ func NewMain() *Main {
 			ChatVia:                    chatVias,
 			ChatTPS:                    40,
 			ChatCap:                    300 * time.Second,
+			ChatOrder:                  []string{chatReadersFirst},
+			ChatUsers:                  []string{chatOneUser},
 			Fast:                       true,
 			SynchronousCommit:          "on",
 			Timeout:                    15 * time.Minute,
@@ -243,6 +250,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Func("chat-via", "chat measurement: how each reader follows its conversation, comma-separated: sse (GET /v1/conversations/{id}/events), connect (StreamConversation, Connect protocol, JSON, HTTP/1.1) (default sse,connect)", listFlag(&c.ChatVia, chatVias))
 	fs.Float64Var(&c.ChatTPS, "chat-tps", c.ChatTPS, "chat measurement: the demo model's tokens per second (CONVO_DEMO_TOKENS_PER_SECOND; negative: no pause)")
 	fs.DurationVar(&c.ChatCap, "chat-cap", c.ChatCap, "chat measurement: a reply not completed this long after the messages are sent is unfinished")
+	fs.Func("chat-order", "chat measurement: how each reply starts, comma-separated: readers-first (every reader subscribes, then every message is sent), send-first (each reader sends, then subscribes once SendMessage answered, resuming as a browser when its stream ends early) (default readers-first)", listFlag(&c.ChatOrder, chatOrders))
+	fs.Func("chat-users", "chat measurement: whose the replies are, comma-separated: one (one user for all), per-reply (a user each) (default one)", listFlag(&c.ChatUsers, chatUserShapes))
 	fs.StringVar(&c.PeerChatResults, "peer-chat-results", c.PeerChatResults, "chat measurement: a file of the peer's JSON lines to print ratios against")
 	fs.StringVar(&c.ChatReport, "chat-report", c.ChatReport, "print the chat table (and ratios, with --peer-chat-results) of a file of the chat measurement's JSON lines, measuring nothing")
 	fs.Func("server-env", "peer and chat measurements: NAME=value added to the cmd/api processes' environment (repeatable; wins over the bench's own)", func(v string) error {
@@ -274,8 +283,8 @@ func (m *Main) ParseFlags(args []string) error {
 	if c.PeerChannels < 1 || c.PeerWriters < 1 || c.PeerDuration <= 0 || c.PeerIdle < 0 {
 		return errors.New("--peer-channels, --peer-writers and --peer-duration must be positive, --peer-idle not negative")
 	}
-	if len(c.ChatVia) == 0 || len(c.ChatReplies) == 0 || slices.Contains(c.ChatReplies, 0) || c.ChatTPS == 0 || c.ChatCap <= 0 {
-		return errors.New("--chat-via and --chat-replies must name something, --chat-replies counts be positive, --chat-tps not 0 and --chat-cap positive")
+	if len(c.ChatVia) == 0 || len(c.ChatOrder) == 0 || len(c.ChatUsers) == 0 || len(c.ChatReplies) == 0 || slices.Contains(c.ChatReplies, 0) || c.ChatTPS == 0 || c.ChatCap <= 0 {
+		return errors.New("--chat-via, --chat-order, --chat-users and --chat-replies must name something, --chat-replies counts be positive, --chat-tps not 0 and --chat-cap positive")
 	}
 	if c.PeerPaced && c.PeerResults == "" {
 		return errors.New("--peer-paced needs --peer-results: the peer's write rates")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -43,14 +45,31 @@ import (
 // where they mean the same, then a Markdown table, then the ratios
 // against the peer's lines when PeerChatResults names them.
 
-// chatStart says in what order a chat measurement starts its replies.
-const chatStart = "readers subscribe (each to its own new conversation), then every message is sent at once"
+// chatStarts say in what order a chat measurement starts its replies.
+var chatStarts = map[string]string{
+	chatReadersFirst: "readers subscribe (each to its own new conversation), then every message is sent at once",
+	chatSendFirst:    "every message is sent at once, each reader subscribing once its SendMessage answered (resuming when its stream ends early)",
+}
+
+// chatOrders are the orders --chat-order may name; chatUserShapes the
+// users --chat-users may.
+var (
+	chatOrders     = []string{chatReadersFirst, chatSendFirst}
+	chatUserShapes = []string{chatOneUser, chatUserPerReply}
+)
+
+const (
+	chatOneUser      = "one"
+	chatUserPerReply = "per-reply"
+)
 
 // ChatResult is one line of the chat measurement.
 type ChatResult struct {
 	Mode       string  `json:"mode"`
 	Feed       string  `json:"feed"`
 	Via        string  `json:"via"`
+	Order      string  `json:"order"`
+	Users      string  `json:"users"`
 	TokensPerS float64 `json:"tokens_per_s"`
 	chatReadersResult
 	// AloneS is the reply time of one reply alone (the run's first
@@ -78,6 +97,11 @@ type ChatResult struct {
 	// ServerRSSMB its peak resident set size (VmHWM) since it started.
 	ServerCPUS  float64 `json:"server_cpu_s"`
 	ServerRSSMB float64 `json:"server_rss_mb"`
+	// FirstDeltaStages is where the time from send to first delta went
+	// (chatstages.go); FirstDeltaDropped counts what the server's timing
+	// left out at its bounds.
+	FirstDeltaStages  []ChatStageFigure `json:"first_delta_stages,omitempty"`
+	FirstDeltaDropped int64             `json:"first_delta_dropped,omitempty"`
 	// ServerLog counts the server's log lines (warnings and errors) by
 	// level and message.
 	ServerLog map[string]int `json:"server_log"`
@@ -100,7 +124,7 @@ func (m *Main) runChat(ctx context.Context, feed string) error {
 		m.serverBin = bin
 	}
 	if m.chatAlone == 0 {
-		alone, err := m.chatRun(ctx, feed, 1, c.ChatVia[0])
+		alone, err := m.chatRun(ctx, feed, 1, c.ChatVia[0], chatReadersFirst, chatOneUser)
 		if err != nil {
 			return fmt.Errorf("one reply alone: %w", err)
 		}
@@ -111,32 +135,48 @@ func (m *Main) runChat(ctx context.Context, feed string) error {
 		m.Logger.Info("one reply alone", "seconds", alone.MeanReplyS, "deltas", alone.Deltas)
 	}
 	for _, n := range c.ChatReplies {
-		for _, via := range c.ChatVia {
-			res, err := m.chatRun(ctx, feed, n, via)
-			if err != nil {
-				return fmt.Errorf("%d replies via %s: %w", n, via, err)
+		for _, order := range c.ChatOrder {
+			for _, users := range c.ChatUsers {
+				for _, via := range c.ChatVia {
+					res, err := m.chatRun(ctx, feed, n, via, order, users)
+					if err != nil {
+						return fmt.Errorf("%d replies via %s, %s, users %s: %w", n, via, order, users, err)
+					}
+					res.AloneS = m.chatAlone
+					m.Results.Chat = append(m.Results.Chat, res)
+					b, _ := json.Marshal(res)
+					fmt.Fprintln(m.Stdout, string(b))
+				}
 			}
-			res.AloneS = m.chatAlone
-			m.Results.Chat = append(m.Results.Chat, res)
-			b, _ := json.Marshal(res)
-			fmt.Fprintln(m.Stdout, string(b))
 		}
 	}
 	return nil
 }
 
-// chatRun measures n replies at once, read via via, on a server of its
-// own with n workers.
-func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (ChatResult, error) {
+// chatRun measures n replies at once, read via via, started in order, of
+// one user or a user each, on a server of its own with n workers, which
+// requires bearer tokens (HS256 with a secret picked here).
+func (m *Main) chatRun(ctx context.Context, feed string, n int, via, order, users string) (ChatResult, error) {
 	c := m.Config
 	res := ChatResult{
-		Mode: fmt.Sprintf("convo chat replies=%d via=%s", n, via), Feed: feed, Via: via,
-		TokensPerS: c.ChatTPS, Start: chatStart,
+		Mode: fmt.Sprintf("convo chat replies=%d via=%s order=%s users=%s", n, via, order, users), Feed: feed, Via: via,
+		Order: order, Users: users, TokensPerS: c.ChatTPS, Start: chatStarts[order],
+	}
+	secret := rand.Text()
+	tokens, err := chatTokens(secret, n, users)
+	if err != nil {
+		return res, err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return res, err
 	}
 	logs := newLogCounter(os.Stderr)
 	srv, err := m.startServerWith(ctx, m.serverBin, feed, []string{
 		"CONVO_WORKERS=" + strconv.Itoa(n),
 		"CONVO_DEMO_TOKENS_PER_SECOND=" + strconv.FormatFloat(c.ChatTPS, 'f', -1, 64),
+		"CONVO_AUTH_SECRET=" + secret,
+		"CONVO_ADMIN_ADDR=" + admin,
 	}, logs)
 	if err != nil {
 		return res, err
@@ -149,16 +189,19 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (Cha
 		}
 	}
 	defer stop()
-	ids, err := m.chatConversations(ctx, srv.url, n)
+	ids, err := m.chatConversations(ctx, srv.url, tokens)
 	if err != nil {
 		return res, err
 	}
-	readers, err := startChatReaders(ctx, srv.url, chatReadersJob{Via: via, IDs: ids, CapMS: c.ChatCap.Milliseconds()})
+	readers, err := startChatReaders(ctx, srv.url, chatReadersJob{Via: via, IDs: ids, CapMS: c.ChatCap.Milliseconds(), Order: order, Tokens: tokens})
 	if err != nil {
 		return res, err
 	}
 	defer readers.kill()
 	if err := readers.expectLine("ready", 5*time.Minute); err != nil {
+		return res, err
+	}
+	if _, err := firstDeltaTiming(ctx, "http://"+admin, http.MethodPost); err != nil {
 		return res, err
 	}
 
@@ -189,6 +232,11 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (Cha
 	if err := json.Unmarshal([]byte(line), &res.chatReadersResult); err != nil {
 		return res, fmt.Errorf("reader process said %q", line)
 	}
+	res.FirstDeltaStages, res.FirstDeltaDropped, err = m.chatBreakdown(ctx, "http://"+admin, ids, res.Timings)
+	if err != nil {
+		return res, err
+	}
+	res.Timings = nil
 	if err := readers.wait(); err != nil {
 		return res, fmt.Errorf("reader process: %w", err)
 	}
@@ -216,9 +264,33 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via string) (Cha
 	return res, nil
 }
 
-// chatConversations creates n conversations through the server (as the
-// user of a server without auth), which Close deletes.
-func (m *Main) chatConversations(ctx context.Context, url string, n int) ([]string, error) {
+// chatTokens returns n bearer tokens signed HS256 with secret, valid for
+// a day: of one user ("bench") for all, or of a user each ("bench-<i>").
+func chatTokens(secret string, n int, users string) ([]string, error) {
+	tokens := make([]string, n)
+	exp := time.Now().Add(24 * time.Hour).Unix()
+	for i := range tokens {
+		sub := "bench"
+		if users == chatUserPerReply {
+			sub = "bench-" + strconv.Itoa(i)
+		}
+		if i > 0 && users != chatUserPerReply {
+			tokens[i] = tokens[0]
+			continue
+		}
+		t, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": exp}).SignedString([]byte(secret))
+		if err != nil {
+			return nil, fmt.Errorf("sign a token: %w", err)
+		}
+		tokens[i] = t
+	}
+	return tokens, nil
+}
+
+// chatConversations creates a conversation per token through the server,
+// each as the token's user, which Close deletes.
+func (m *Main) chatConversations(ctx context.Context, url string, tokens []string) ([]string, error) {
+	n := len(tokens)
 	transport := &http.Transport{MaxIdleConnsPerHost: 8}
 	defer transport.CloseIdleConnections()
 	client := convov1connect.NewConversationServiceClient(&http.Client{Transport: transport}, url)
@@ -229,7 +301,9 @@ func (m *Main) chatConversations(ctx context.Context, url string, n int) ([]stri
 	for range min(n, 8) {
 		wg.Go(func() {
 			for i := range next {
-				r, err := client.CreateConversation(ctx, connect.NewRequest(&convov1.CreateConversationRequest{Title: "chat bench"}))
+				req := connect.NewRequest(&convov1.CreateConversationRequest{Title: "chat bench"})
+				req.Header().Set("Authorization", "Bearer "+tokens[i])
+				r, err := client.CreateConversation(ctx, req)
 				if err != nil {
 					errs[i] = fmt.Errorf("CreateConversation: %w", err)
 					continue
@@ -507,6 +581,7 @@ func (m *Main) chatReport() error {
 	}
 	m.chatAlone = m.Results.Chat[0].AloneS
 	printChat(m.Stdout, m.Results.Chat)
+	printChatStages(m.Stdout, m.Results.Chat)
 	if m.Config.PeerChatResults != "" {
 		return m.printChatRatios()
 	}
@@ -526,23 +601,41 @@ type peerChatLine struct {
 	ServerCPUS  float64 `json:"server_cpu_s"`
 	RedisCPUS   float64 `json:"redis_cpu_s"`
 	ServerRSSMB float64 `json:"server_rss_mb"`
+	FirstP50    float64 `json:"first_delta_p50_ms"`
+	FirstP99    float64 `json:"first_delta_p99_ms"`
 	Reader      string  `json:"reader"`
 }
 
+// peerChatKey finds a peer's line: its reply count and its reader.
+type peerChatKey struct {
+	replies int
+	reader  string
+}
+
+// peerReaders are the peer's readers that match the chat orders: its POST's
+// own response is a tab subscribed before the reply starts; its resume
+// (the POST dropped once its headers arrive, then GET …/stream) is a tab
+// that subscribes after sending.
+var peerReaders = map[string]string{chatReadersFirst: "post", chatSendFirst: "resume"}
+
 // readPeerChatResults reads a file of the peer's JSON lines (other lines
-// are its log) by reply count; a later line of a count wins.
-func readPeerChatResults(path string) (map[int]peerChatLine, error) {
+// are its log) by reply count and reader (a line without one is "post",
+// the peer's default); a later line of a count and reader wins.
+func readPeerChatResults(path string) (map[peerChatKey]peerChatLine, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("peer chat results: %w", err)
 	}
-	peer := map[int]peerChatLine{}
+	peer := map[peerChatKey]peerChatLine{}
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		var p peerChatLine
 		if json.Unmarshal(line, &p) != nil || p.Replies == 0 {
 			continue
 		}
-		peer[p.Replies] = p
+		if p.Reader == "" {
+			p.Reader = "post"
+		}
+		peer[peerChatKey{p.Replies, p.Reader}] = p
 	}
 	if len(peer) == 0 {
 		return nil, fmt.Errorf("peer chat results: no JSON lines with replies in %s", path)
@@ -563,9 +656,11 @@ func (m *Main) printChatRatios() error {
 	fmt.Fprintf(w, "The peer's lag starts when its model emits a token, convo's when a worker's batch is inserted (after up to CONVO_BATCH_INTERVAL of batching); ")
 	fmt.Fprintf(w, "the peer's due lag (receive time minus when its model's schedule wanted the token) adds its server's lateness, which its lag leaves out. ")
 	fmt.Fprintf(w, "The peer's mean reply starts at its POST's response headers, convo's when SendMessage is sent; each side's replies have their own length (convo's one reply alone: the table's \"alone\"). ")
+	fmt.Fprintf(w, "First delta: from sending the message (SendMessage; the peer's POST) to the reply's first text delta read by the reader. ")
+	fmt.Fprintf(w, "Each order is set against the peer's matching reader: readers-first against its POST's own response (post), send-first against its resume (the POST dropped once its headers arrive, then GET /chat/:id/stream). ")
 	fmt.Fprintf(w, "CPU: convo's server and PostgreSQL; the peer's server and Redis.\n\n")
-	fmt.Fprintln(w, "| feed | via | replies | peer reader | finished | mean reply s | gap p99 ms | gap max ms | lag p50 ms | lag p99 ms | peer due lag p99 ms | CPU s | server RSS MB |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| feed | via | order | users | replies | peer reader | finished | mean reply s | first delta p50 ms | first delta p99 ms | gap p99 ms | gap max ms | lag p50 ms | lag p99 ms | peer due lag p99 ms | CPU s | server RSS MB |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	cell := func(a, b float64) string {
 		if b == 0 {
 			return fmt.Sprintf("%s / %s = –", num(a), num(b))
@@ -573,16 +668,16 @@ func (m *Main) printChatRatios() error {
 		return fmt.Sprintf("%s / %s = %.2f", num(a), num(b), a/b)
 	}
 	for _, r := range m.Results.Chat {
-		p, ok := peer[r.Replies]
+		order := r.Order
+		if order == "" {
+			order = chatReadersFirst // a line of an older run
+		}
+		p, ok := peer[peerChatKey{r.Replies, peerReaders[order]}]
 		if !ok {
 			continue
 		}
-		reader := p.Reader
-		if reader == "" {
-			reader = "–"
-		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Feed, r.Via, r.Replies, reader,
-			cell(float64(r.Finished), float64(p.Finished)), cell(r.MeanReplyS, p.MeanReplyS), cell(r.GapP99, p.GapP99),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Feed, r.Via, order, orDash(r.Users), r.Replies, p.Reader,
+			cell(float64(r.Finished), float64(p.Finished)), cell(r.MeanReplyS, p.MeanReplyS), cell(r.FirstDeltaP50, p.FirstP50), cell(r.FirstDeltaP99, p.FirstP99), cell(r.GapP99, p.GapP99),
 			cell(r.GapMax, p.GapMax), cell(r.LagP50, p.LagP50), cell(r.LagP99, p.LagP99), num(p.DueLagP99),
 			cell(round1(r.ServerCPUS+r.DBCPUS), round1(p.ServerCPUS+p.RedisCPUS)), cell(r.ServerRSSMB, p.ServerRSSMB))
 	}

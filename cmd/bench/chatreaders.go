@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +33,27 @@ type chatReadersJob struct {
 	// CapMS bounds every reply, from "go": a reply not completed by then
 	// is unfinished.
 	CapMS int64 `json:"cap_ms"`
+	// Order is chatReadersFirst (empty too) or chatSendFirst.
+	Order string `json:"order,omitempty"`
+	// Tokens, when set, are the bearer tokens of each conversation's user,
+	// in the order of IDs.
+	Tokens []string `json:"tokens,omitempty"`
 }
+
+// The orders of a chat measurement's start. With chatReadersFirst every
+// reader has its snapshot before any message is sent; with chatSendFirst a
+// reader sends first and subscribes once SendMessage has answered (a late
+// joiner, a tab reloaded, a reconnect storm), and resumes as a browser
+// would when its stream ends before the reply: SSE with Last-Event-ID after
+// the server's retry delay, as EventSource does; StreamConversation with
+// afterSeq, its last seq.
+const (
+	chatReadersFirst = "readers-first"
+	chatSendFirst    = "send-first"
+)
+
+// maxChatResumes bounds one reader's resumes: past them its reply fails.
+const maxChatResumes = 20
 
 // chatReadersResult is what the reader process measured: the reader
 // fields of ChatResult.
@@ -50,10 +71,31 @@ type chatReadersResult struct {
 	FirstDeltaP99 float64 `json:"first_delta_p99_ms"`
 	// LagP99BySecond is the lag p99 (ms) of the deltas received in each
 	// second of the run, from the first message sent: where the tail is.
-	LagP99BySecond []float64      `json:"lag_p99_by_s"`
-	Deltas         int64          `json:"deltas"`
-	WallS          float64        `json:"wall_s"`
-	Errors         map[string]int `json:"errors"`
+	LagP99BySecond []float64 `json:"lag_p99_by_s"`
+	// SendP50 and SendP99 are SendMessage's own latency: from sending it
+	// to its answer.
+	SendP50 float64 `json:"send_p50_ms"`
+	SendP99 float64 `json:"send_p99_ms"`
+	// Resumes counts the streams reopened after ending before their
+	// reply's end (chatSendFirst only).
+	Resumes int            `json:"resumes"`
+	Deltas  int64          `json:"deltas"`
+	WallS   float64        `json:"wall_s"`
+	Errors  map[string]int `json:"errors"`
+	// Timings are each reply's client-side times, which the parent
+	// joins with the server's (the first-delta breakdown) and drops.
+	Timings []readerTiming `json:"timings,omitempty"`
+}
+
+// readerTiming is one reply's client-side times, in Unix nanoseconds (0:
+// did not happen).
+type readerTiming struct {
+	ID string `json:"id"`
+	// Sent is when SendMessage was sent, Answered when its answer came,
+	// First when the reply's first (not replayed) blockDelta was read.
+	Sent     int64 `json:"sent"`
+	Answered int64 `json:"answered,omitempty"`
+	First    int64 `json:"first,omitempty"`
 }
 
 // runChatReaders is the reader process of the chat measurement. It reads a
@@ -72,9 +114,11 @@ func runChatReaders(ctx context.Context, url string, in io.Reader, out io.Writer
 		return fmt.Errorf("read the job: %w", err)
 	}
 	var job chatReadersJob
-	if err := json.Unmarshal(line, &job); err != nil || len(job.IDs) == 0 || (job.Via != "sse" && job.Via != "connect") {
+	if err := json.Unmarshal(line, &job); err != nil || len(job.IDs) == 0 || (job.Via != "sse" && job.Via != "connect") ||
+		(job.Order != "" && job.Order != chatReadersFirst && job.Order != chatSendFirst) || (job.Tokens != nil && len(job.Tokens) != len(job.IDs)) {
 		return fmt.Errorf("bad job %q: %v", line, err)
 	}
+	sendFirst := job.Order == chatSendFirst
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -100,9 +144,24 @@ func runChatReaders(ctx context.Context, url string, in io.Reader, out io.Writer
 	var errMu sync.Mutex
 	start := make(chan struct{})
 	dial := make(chan struct{}, 64) // bounded parallel opens, as tabs opening
+	limit := time.Duration(job.CapMS) * time.Millisecond
 	for i, id := range job.IDs {
 		c := &chatReader{id: id, via: job.Via}
+		if job.Tokens != nil {
+			c.token = job.Tokens[i]
+		}
 		readers[i] = c
+		if sendFirst {
+			running.Go(func() {
+				select {
+				case <-start:
+				case <-ctx.Done():
+					return
+				}
+				c.sendThenFollow(ctx, readClient, sendClient, url, limit)
+			})
+			continue
+		}
 		ready.Add(1)
 		running.Go(func() {
 			dial <- struct{}{}
@@ -121,7 +180,7 @@ func runChatReaders(ctx context.Context, url string, in io.Reader, out io.Writer
 			case <-ctx.Done():
 				return
 			}
-			c.follow(ctx, body, sendClient, url, time.Duration(job.CapMS)*time.Millisecond)
+			c.follow(ctx, body, sendClient, url, limit)
 		})
 	}
 	ready.Wait()
@@ -147,13 +206,21 @@ func runChatReaders(ctx context.Context, url string, in io.Reader, out io.Writer
 
 // chatReader is one tab: its stream, its message, what it received.
 type chatReader struct {
-	id, via string
+	id, via, token string
 
-	sent, first, done time.Time
-	gaps, lags        []int64     // ns
-	lagAt             []time.Time // when each of lags was received
-	lastDelta         time.Time
-	chars, deltas     int64
+	sent, answered time.Time
+	first, done    time.Time
+	gaps, lags     []int64     // ns
+	lagAt          []time.Time // when each of lags was received
+	lastDelta      time.Time
+	chars, deltas  int64
+	// lastID is the SSE id of the last event read (where a resume
+	// starts), lastSeq the last seq read on StreamConversation (-1: none
+	// yet), retry the server's reconnection delay for EventSource.
+	lastID  string
+	lastSeq int64
+	retry   time.Duration
+	resumes int
 
 	mu  sync.Mutex // err: the sender and the reader both may fail it
 	err string
@@ -167,9 +234,16 @@ func (c *chatReader) open(ctx context.Context, client *http.Client, url string) 
 		req, err = http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/conversations/"+c.id+"/events", nil)
 		if err == nil {
 			req.Header.Set("Accept", "text/event-stream")
+			if c.lastID != "" {
+				req.Header.Set("Last-Event-ID", c.lastID)
+			}
 		}
 	} else {
-		body, _ := json.Marshal(map[string]string{"conversationId": c.id})
+		msg := map[string]any{"conversationId": c.id}
+		if c.resumes > 0 && c.lastSeq >= 0 {
+			msg["afterSeq"] = strconv.FormatInt(c.lastSeq, 10)
+		}
+		body, _ := json.Marshal(msg)
 		frame := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(body)))
 		req, err = http.NewRequestWithContext(ctx, http.MethodPost, url+convov1connect.ConversationServiceStreamConversationProcedure,
 			bytes.NewReader(append(frame, body...)))
@@ -180,6 +254,9 @@ func (c *chatReader) open(ctx context.Context, client *http.Client, url string) 
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	res, err := client.Do(req)
 	if err != nil {
@@ -204,17 +281,16 @@ func (c *chatReader) follow(ctx context.Context, body io.ReadCloser, send *http.
 	sent := make(chan struct{})
 	go func() {
 		defer close(sent)
-		if err := sendMessage(ctx, send, url, c.id); err != nil {
+		if err := sendMessage(ctx, send, url, c.id, c.token); err != nil {
 			c.fail("SendMessage: " + err.Error())
 			cancel()
+			return
 		}
+		c.mu.Lock()
+		c.answered = time.Now()
+		c.mu.Unlock()
 	}()
-	var err error
-	if c.via == "sse" {
-		err = c.readSSE(body)
-	} else {
-		err = c.readConnect(body)
-	}
+	err := c.read(body)
 	if c.done.IsZero() && c.failed() == "" {
 		switch {
 		case errors.Is(context.Cause(ctx), context.DeadlineExceeded):
@@ -227,6 +303,61 @@ func (c *chatReader) follow(ctx context.Context, body io.ReadCloser, send *http.
 	}
 	cancel()
 	<-sent
+}
+
+// read reads the stream body until the reply ends or the stream does.
+func (c *chatReader) read(body io.Reader) error {
+	if c.via == "sse" {
+		return c.readSSE(body)
+	}
+	return c.readConnect(body)
+}
+
+// sendThenFollow sends the reader's message, then, once SendMessage has
+// answered, opens its stream and reads it until the prompt completes,
+// fails, or the cap passes, resuming (at most maxChatResumes times) when
+// the stream ends before.
+func (c *chatReader) sendThenFollow(ctx context.Context, read, send *http.Client, url string, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	c.lastSeq = -1
+	c.sent = time.Now()
+	if err := sendMessage(ctx, send, url, c.id, c.token); err != nil {
+		c.fail("SendMessage: " + err.Error())
+		return
+	}
+	c.answered = time.Now()
+	for {
+		body, err := c.open(ctx, read, url)
+		if err != nil {
+			if ctx.Err() != nil {
+				c.fail("no promptCompleted within the cap")
+			} else {
+				c.fail(err.Error())
+			}
+			return
+		}
+		stop := context.AfterFunc(ctx, func() { body.Close() })
+		err = c.read(body)
+		stop()
+		body.Close()
+		if !c.done.IsZero() || c.failed() != "" {
+			return
+		}
+		switch {
+		case ctx.Err() != nil:
+			c.fail("no promptCompleted within the cap")
+			return
+		case c.resumes >= maxChatResumes:
+			c.fail(fmt.Sprintf("stream ended %d times before promptCompleted (last: %v)", c.resumes+1, err))
+			return
+		}
+		c.resumes++
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.retry):
+		}
+	}
 }
 
 func (c *chatReader) fail(msg string) {
@@ -245,7 +376,7 @@ func (c *chatReader) failed() string {
 
 // sendMessage is SendMessage in the Connect protocol with JSON, as
 // connect-web sends it.
-func sendMessage(ctx context.Context, client *http.Client, url, id string) error {
+func sendMessage(ctx context.Context, client *http.Client, url, id, token string) error {
 	body, _ := json.Marshal(map[string]string{"conversationId": id, "text": "Explain streaming in detail"})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+convov1connect.ConversationServiceSendMessageProcedure, bytes.NewReader(body))
 	if err != nil {
@@ -253,6 +384,9 @@ func sendMessage(ctx context.Context, client *http.Client, url, id string) error
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Connect-Protocol-Version", "1")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	res, err := client.Do(req)
 	if err != nil {
 		return err
@@ -302,6 +436,12 @@ func (c *chatReader) readSSE(body io.Reader) error {
 					kind = v
 				} else if v, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
 					data = v
+				} else if v, ok := bytes.CutPrefix(line, []byte("id: ")); ok {
+					c.lastID = string(v)
+				} else if v, ok := bytes.CutPrefix(line, []byte("retry: ")); ok {
+					if ms, err := strconv.Atoi(string(v)); err == nil && ms >= 0 {
+						c.retry = time.Duration(ms) * time.Millisecond
+					}
 				}
 			}
 			if c.event(string(kind), data, now) {
@@ -341,6 +481,13 @@ func (c *chatReader) readConnect(body io.Reader) error {
 			return errors.New("stream ended")
 		}
 		kind := connectKind(msg)
+		if kind == "snapshot" {
+			msg = snapshotBody(msg)
+		} else if seq, ok := jsonString(msg, `"seq":"`); ok {
+			if n, err := strconv.ParseInt(seq, 10, 64); err == nil {
+				c.lastSeq = n
+			}
+		}
 		if c.event(kind, msg, tr.t) {
 			return nil
 		}
@@ -350,6 +497,18 @@ func (c *chatReader) readConnect(body io.Reader) error {
 // connectKinds are the event kinds the reader acts on, as their JSON
 // keys; a key with its quotes cannot occur inside a JSON string.
 var connectKinds = []string{"blockDelta", "promptCompleted", "promptFailed", "promptCancelled", "snapshot"}
+
+// snapshotBody is the Snapshot inside a StreamConversation message (the
+// message itself when it holds none).
+func snapshotBody(msg []byte) []byte {
+	var m struct {
+		Snapshot json.RawMessage `json:"snapshot"`
+	}
+	if json.Unmarshal(msg, &m) != nil || m.Snapshot == nil {
+		return msg
+	}
+	return m.Snapshot
+}
 
 func connectKind(msg []byte) string {
 	for _, k := range connectKinds {
@@ -391,6 +550,42 @@ func (c *chatReader) event(kind string, data []byte, t time.Time) bool {
 		msg, _ := jsonString(data, `"error":"`)
 		c.fail(strings.TrimSpace(kind + " " + msg))
 		return true
+	case "snapshot":
+		return c.snapshot(data, t)
+	}
+	return false
+}
+
+// snapshot takes a snapshot's body (a Snapshot in proto3 JSON) received
+// at t: where a StreamConversation resume starts, and the reply's end when
+// it ended before the reader subscribed.
+func (c *chatReader) snapshot(data []byte, t time.Time) bool {
+	var s struct {
+		Seq      json.Number `json:"seq"`
+		Messages []struct {
+			Role, Status, Error string
+		} `json:"messages"`
+	}
+	if json.Unmarshal(data, &s) != nil {
+		return false
+	}
+	if n, err := strconv.ParseInt(strings.Trim(string(s.Seq), `"`), 10, 64); err == nil {
+		c.lastSeq = n
+	} else if s.Seq == "" {
+		c.lastSeq = 0
+	}
+	for _, m := range s.Messages {
+		if m.Role != "assistant" {
+			continue
+		}
+		switch m.Status {
+		case "completed":
+			c.done = t
+			return true
+		case "failed", "cancelled":
+			c.fail(strings.TrimSpace("message " + m.Status + " " + m.Error))
+			return true
+		}
 	}
 	return false
 }
@@ -439,7 +634,7 @@ func jsonStringLen(b []byte) int {
 // summarizeChat merges the readers' records.
 func summarizeChat(readers []*chatReader, wall time.Duration) chatReadersResult {
 	res := chatReadersResult{Replies: len(readers), Errors: map[string]int{}, WallS: round2(wall.Seconds())}
-	var gaps, lags, firsts []int64
+	var gaps, lags, firsts, sends []int64
 	var replyTotal time.Duration
 	var chars int64
 	for _, c := range readers {
@@ -449,6 +644,16 @@ func summarizeChat(readers []*chatReader, wall time.Duration) chatReadersResult 
 		res.Deltas += c.deltas
 		if !c.first.IsZero() && !c.sent.IsZero() {
 			firsts = append(firsts, int64(c.first.Sub(c.sent)))
+		}
+		c.mu.Lock()
+		answered := c.answered
+		c.mu.Unlock()
+		if !answered.IsZero() {
+			sends = append(sends, int64(answered.Sub(c.sent)))
+		}
+		res.Resumes += c.resumes
+		if !c.sent.IsZero() {
+			res.Timings = append(res.Timings, readerTiming{ID: c.id, Sent: c.sent.UnixNano(), Answered: unixNano(answered), First: unixNano(c.first)})
 		}
 		if msg := c.failed(); msg != "" {
 			res.Errors[msg]++
@@ -486,7 +691,17 @@ func summarizeChat(readers []*chatReader, wall time.Duration) chatReadersResult 
 	res.GapP50, res.GapP99, res.GapMax = msf(g.P50), msf(g.P99), msf(g.Max)
 	res.LagP50, res.LagP99 = msf(l.P50), msf(l.P99)
 	res.FirstDeltaP50, res.FirstDeltaP99 = msf(f.P50), msf(f.P99)
+	sd := summarize(sends)
+	res.SendP50, res.SendP99 = msf(sd.P50), msf(sd.P99)
 	return res
+}
+
+// unixNano is t in Unix nanoseconds, 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // msf is d in milliseconds, to a tenth of a millisecond.

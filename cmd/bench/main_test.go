@@ -112,6 +112,10 @@ func TestParseFlags(t *testing.T) {
 		{"--chat-via", "websocket"},
 		{"--chat-tps", "0"},
 		{"--chat-replies", "0"},
+		{"--chat-order", "whenever"},
+		{"--chat-order", ""},
+		{"--chat-users", "everyone"},
+		{"--chat-users", ","},
 		{"extra"},
 	} {
 		m := NewMain()
@@ -205,13 +209,15 @@ func TestPeerRun(t *testing.T) {
 }
 
 // TestChatRun runs the chat measurement with a tiny size at a fast demo
-// pace: every reply finishes, every figure is there and sane, and the
-// ratios against a peer's line are printed.
+// pace, in both orders, of one user and of a user each: every reply
+// finishes, every figure is there and sane, and the ratios against the
+// peer's line of the matching reader are printed.
 func TestChatRun(t *testing.T) {
 	t.Parallel()
 	peerFile := filepath.Join(t.TempDir(), "peer-chat.jsonl")
 	peerLines := `peer: a log line
-{"replies":3,"finished":3,"mean_reply_s":0.5,"gap_p99_ms":30,"lag_p50_ms":0.3,"lag_p99_ms":2,"server_cpu_s":0.2,"server_rss_mb":150,"reader":"post"}
+{"replies":3,"finished":3,"mean_reply_s":0.5,"gap_p99_ms":30,"lag_p50_ms":0.3,"lag_p99_ms":2,"server_cpu_s":0.2,"server_rss_mb":150,"first_delta_p50_ms":40,"first_delta_p99_ms":80,"reader":"post"}
+{"replies":3,"finished":2,"mean_reply_s":0.6,"gap_p99_ms":31,"lag_p50_ms":0.4,"lag_p99_ms":3,"server_cpu_s":0.3,"server_rss_mb":160,"first_delta_p50_ms":50,"first_delta_p99_ms":90,"reader":"resume"}
 `
 	if err := os.WriteFile(peerFile, []byte(peerLines), 0o644); err != nil {
 		t.Fatal(err)
@@ -223,6 +229,7 @@ func TestChatRun(t *testing.T) {
 	err := m.ParseFlags([]string{
 		"--database-url", pgtest.DSN(t), "--run", "chat", "--feeds", "notify",
 		"--chat-replies", "3", "--chat-via", "sse", "--chat-tps", "2000", "--chat-cap", "60s",
+		"--chat-order", "readers-first,send-first", "--chat-users", "one,per-reply",
 		"--peer-chat-results", peerFile,
 	})
 	if err != nil {
@@ -236,45 +243,115 @@ func TestChatRun(t *testing.T) {
 		t.Fatalf("run: %v\n%s", runErr, out.String())
 	}
 	t.Log(out.String())
-	if len(m.Results.Chat) != 1 {
-		t.Fatalf("%d chat results, want 1", len(m.Results.Chat))
+	if len(m.Results.Chat) != 4 {
+		t.Fatalf("%d chat results, want 4 (2 orders × 2 user shapes)", len(m.Results.Chat))
 	}
-	r := m.Results.Chat[0]
+	for _, r := range m.Results.Chat {
+		checkChatResult(t, r)
+	}
+	for _, want := range []string{
+		`{"mode":"convo chat replies=3 via=sse order=readers-first users=one"`,
+		`{"mode":"convo chat replies=3 via=sse order=send-first users=per-reply"`,
+		"| notify | sse | readers-first | one | 3 | 3 |", "| notify | sse | send-first | per-reply | 3 | 3 |",
+		"convo against the peer",
+		"| notify | sse | readers-first | one | 3 | post | 3 / 3 = 1.00 |",
+		"| notify | sse | send-first | per-reply | 3 | resume | 3 / 2 = 1.50 |",
+		"where the first delta's time goes", "| hub read | notified → read |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// checkChatResult checks the figures of one chat line of TestChatRun.
+func checkChatResult(t *testing.T, r ChatResult) {
+	t.Helper()
 	if r.Replies != 3 || r.Finished != 3 || len(r.Errors) != 0 {
-		t.Errorf("%d of %d replies finished, errors %v", r.Finished, r.Replies, r.Errors)
+		t.Errorf("%s: %d of %d replies finished, errors %v", r.Mode, r.Finished, r.Replies, r.Errors)
 	}
-	if r.Feed != "notify" || r.Via != "sse" || r.TokensPerS != 2000 || r.Start == "" {
+	if r.Feed != "notify" || r.Via != "sse" || r.TokensPerS != 2000 || r.Start != chatStarts[r.Order] || r.Users == "" {
 		t.Errorf("labels: %+v", r)
+	}
+	// The readers' per-reply times are for the parent only.
+	if r.Timings != nil {
+		t.Errorf("%s: timings left in the line: %v", r.Mode, r.Timings)
 	}
 	// A reply is reasoning, a tool call and text: many deltas, each at
 	// least a character, none before its send, none after the wall time.
-	if r.Deltas < 3*5 || r.CharsPerDelta < 1 || r.WallS <= 0 || r.MeanReplyS <= 0 || r.MeanReplyS > r.WallS+0.05 || r.AloneS <= 0 {
-		t.Errorf("deltas %d, chars per delta %v, wall %v s, mean reply %v s, alone %v s", r.Deltas, r.CharsPerDelta, r.WallS, r.MeanReplyS, r.AloneS)
+	// A reader that subscribes after sending may see the first of them
+	// replayed in its snapshot, not counted.
+	if r.Deltas < 3*3 || r.CharsPerDelta < 1 || r.WallS <= 0 || r.MeanReplyS <= 0 || r.MeanReplyS > r.WallS+0.05 || r.AloneS <= 0 {
+		t.Errorf("%s: deltas %d, chars per delta %v, wall %v s, mean reply %v s, alone %v s", r.Mode, r.Deltas, r.CharsPerDelta, r.WallS, r.MeanReplyS, r.AloneS)
 	}
 	// A gap is 0 when two deltas of a reply arrive in one socket read (a
 	// reader behind on a loaded machine): p50 may be 0, never negative.
 	if r.GapP50 < 0 || r.GapP50 > r.GapP99 || r.GapP99 > r.GapMax || r.GapMax <= 0 {
-		t.Errorf("gaps p50 %v, p99 %v, max %v ms", r.GapP50, r.GapP99, r.GapMax)
+		t.Errorf("%s: gaps p50 %v, p99 %v, max %v ms", r.Mode, r.GapP50, r.GapP99, r.GapMax)
 	}
 	if r.LagP50 < 0 || r.LagP50 > r.LagP99 || r.LagP99 > 5000 {
-		t.Errorf("lag p50 %v, p99 %v ms", r.LagP50, r.LagP99)
+		t.Errorf("%s: lag p50 %v, p99 %v ms", r.Mode, r.LagP50, r.LagP99)
 	}
 	// A reply's first delta comes before its end, so within the wall time
-	// (not the mean reply: the slowest reply's first delta can pass it).
+	// (not the mean reply: the slowest reply's first delta can pass it);
+	// SendMessage answers within it too.
 	if r.FirstDeltaP50 <= 0 || r.FirstDeltaP50 > r.FirstDeltaP99 || r.FirstDeltaP99 > 1000*r.WallS {
-		t.Errorf("first delta p50 %v, p99 %v ms", r.FirstDeltaP50, r.FirstDeltaP99)
+		t.Errorf("%s: first delta p50 %v, p99 %v ms", r.Mode, r.FirstDeltaP50, r.FirstDeltaP99)
+	}
+	if r.SendP50 <= 0 || r.SendP50 > r.SendP99 || r.SendP99 > 1000*r.WallS {
+		t.Errorf("%s: send p50 %v, p99 %v ms", r.Mode, r.SendP50, r.SendP99)
+	}
+	// In the order that sends first, the send is answered before the
+	// reader even subscribes, so before its first delta.
+	if r.Order == chatSendFirst && r.SendP50 > r.FirstDeltaP50 {
+		t.Errorf("%s: send p50 %v ms after first delta p50 %v ms", r.Mode, r.SendP50, r.FirstDeltaP50)
 	}
 	// The server has its pool, its listener and 3 workers; the hub reads
 	// and the workers' writes commit.
 	if r.Connections < 2 || r.Walsenders != 0 || r.CommitsPerS <= 0 || r.WorkerTxPerS <= 0 || r.WriteTxPerS <= r.WorkerTxPerS {
-		t.Errorf("connections %d, walsenders %d, commits/s %v, write tx/s %v (workers %v)", r.Connections, r.Walsenders, r.CommitsPerS, r.WriteTxPerS, r.WorkerTxPerS)
+		t.Errorf("%s: connections %d, walsenders %d, commits/s %v, write tx/s %v (workers %v)", r.Mode, r.Connections, r.Walsenders, r.CommitsPerS, r.WriteTxPerS, r.WorkerTxPerS)
 	}
 	if r.ServerCPUS < 0 || r.ServerRSSMB <= 0 || r.ServerLog == nil {
-		t.Errorf("server CPU %v s, RSS %v MB, log %v", r.ServerCPUS, r.ServerRSSMB, r.ServerLog)
+		t.Errorf("%s: server CPU %v s, RSS %v MB, log %v", r.Mode, r.ServerCPUS, r.ServerRSSMB, r.ServerLog)
 	}
-	for _, want := range []string{`{"mode":"convo chat replies=3 via=sse"`, "| notify | sse | 3 | 3 |", "convo against the peer", "| notify | sse | 3 | post | 3 / 3 = 1.00 |"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q", want)
+	checkChatStages(t, r)
+}
+
+// checkChatStages checks the first-delta breakdown of one chat line: every
+// stage is there in order; the server's stages (claim to the stream) are
+// measured for every reply of a reader subscribed first, whose first
+// delta comes live, and for some when it subscribed after sending; no
+// stage takes longer than the whole; the worker's stages never run
+// backwards (one clock).
+func checkChatStages(t *testing.T, r ChatResult) {
+	t.Helper()
+	if len(r.FirstDeltaStages) != len(chatStages) || r.FirstDeltaDropped != 0 {
+		t.Fatalf("%s: stages %+v, dropped %d", r.Mode, r.FirstDeltaStages, r.FirstDeltaDropped)
+	}
+	total := r.FirstDeltaStages[len(chatStages)-1]
+	if total.Stage != "total" || total.N != r.Replies || total.P99 != r.FirstDeltaP99 {
+		t.Errorf("%s: total %+v, want the first delta's p99 %v over %d", r.Mode, total, r.FirstDeltaP99, r.Replies)
+	}
+	for i, f := range r.FirstDeltaStages {
+		s := chatStages[i]
+		if f.Stage != s.Name {
+			t.Errorf("%s: stage %d is %q, want %q", r.Mode, i, f.Stage, s.Name)
+		}
+		want := r.Replies
+		if r.Order == chatSendFirst && (s.Name == "notify" || s.Name == "hub read" || s.Name == "to stream" || s.Name == "write") {
+			want = 1 // at least one reply's first delta came live
+		}
+		if f.N < want || f.N > r.Replies {
+			t.Errorf("%s: stage %s measured over %d replies, want %d to %d", r.Mode, s.Name, f.N, want, r.Replies)
+		}
+		if f.P99 > total.P99+1 && s.Name != "send" {
+			t.Errorf("%s: stage %s p99 %v ms beyond the total's %v", r.Mode, s.Name, f.P99, total.P99)
+		}
+		switch s.Name {
+		case "claim", "start", "model", "to stream":
+			if f.P50 < 0 || f.P50 > f.P99 {
+				t.Errorf("%s: stage %s p50 %v, p99 %v ms", r.Mode, s.Name, f.P50, f.P99)
+			}
 		}
 	}
 }

@@ -168,6 +168,7 @@ func (r Results) print(w io.Writer, c Config) {
 	}
 	if len(r.Chat) > 0 {
 		printChat(w, r.Chat)
+		printChatStages(w, r.Chat)
 	}
 	fmt.Fprintf(w, "\nTargets (2 cores): p50 < 2 ms and p99 < 20 ms with 1,000 subscribers; < 32 KB per idle subscriber; append_block ≥ 80%% of INSERT + pg_notify.\n")
 }
@@ -192,18 +193,34 @@ func ratio(v, bare, lo, hi float64) string {
 // printChat writes the chat measurement's table.
 func printChat(w io.Writer, rs []ChatResult) {
 	fmt.Fprintf(w, "\n### Chat: many replies at once, one reader each\n\n")
-	fmt.Fprintf(w, "cmd/api with N in-process workers of the demo model at %s tokens/s, limits off; %s (the reader process sends them, each on a new connection). ", num(rs[0].TokensPerS), chatStart)
+	fmt.Fprintf(w, "cmd/api with N in-process workers of the demo model at %s tokens/s, limits off, bearer tokens (HS256) of one user for all replies or a user each. Orders: ", num(rs[0].TokensPerS))
+	for i, o := range chatOrders {
+		if i > 0 {
+			fmt.Fprintf(w, "; ")
+		}
+		fmt.Fprintf(w, "%s: %s", o, chatStarts[o])
+	}
+	fmt.Fprintf(w, " (the reader process sends them, each on a new connection). ")
 	fmt.Fprintf(w, "Readers in a child process, each on its own HTTP/1.1 connection: sse (GET /v1/conversations/{id}/events) or connect (StreamConversation, Connect protocol, JSON). ")
-	fmt.Fprintf(w, "Finished: promptCompleted within the cap. Reply: send to promptCompleted (alone: one reply on its own server). Gap: between one reply's consecutive blockDelta events as received; ")
-	fmt.Fprintf(w, "lag: receive time (once per socket read, before parsing) minus the event's createdAt (its insert); first delta: send to the first blockDelta. ")
+	fmt.Fprintf(w, "Finished: promptCompleted within the cap. Reply: send to promptCompleted (alone: one reply on its own server). Send: SendMessage's own latency, from sending it to its answer. Gap: between one reply's consecutive blockDelta events as received; ")
+	fmt.Fprintf(w, "lag: receive time (once per socket read, before parsing) minus the event's createdAt (its insert); first delta: send to the first blockDelta (not a replayed one); resumes: streams reopened after ending before their reply did. ")
 	fmt.Fprintf(w, "Commits/s: the database's xact_commit growth over the wall time (the server's and its workers', reads included; read once the server has stopped, as a backend reports its commits at most once a second and an idle one only at exit, so it includes the drain's few); write tx/s: transaction ids handed out over the run (every transaction that wrote), and in parentheses without the replies' SendMessages (the workers' claims and batches); connections: the most client backends of the server at once in pg_stat_activity, sampled every %v (walsenders in parentheses). ", chatSampleEvery)
 	fmt.Fprintf(w, "Server CPU: over the replies, and in parentheses PostgreSQL's (its processes', over the same time); RSS: the process's peak (VmHWM).\n\n")
-	fmt.Fprintln(w, "| feed | via | replies | finished | mean reply s (alone) | gap p50 / p99 / max ms | lag p50 / p99 ms | chars per delta | first delta p50 / p99 ms | commits/s | write tx/s (workers) | connections | server CPU s (PostgreSQL) | server RSS MB | errors | server log |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| feed | via | order | users | replies | finished | mean reply s (alone) | send p50 / p99 ms | first delta p50 / p99 ms | gap p50 / p99 / max ms | lag p50 / p99 ms | chars per delta | resumes | commits/s | write tx/s (workers) | connections | server CPU s (PostgreSQL) | server RSS MB | errors | server log |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %.2f (%.2f) | %s / %s / %s | %s / %s | %s | %s / %s | %.0f | %.0f (%.0f) | %d (%d) | %s (%s) | %s | %s | %s |\n",
-			r.Feed, r.Via, r.Replies, r.Finished, r.MeanReplyS, r.AloneS, num(r.GapP50), num(r.GapP99), num(r.GapMax),
-			num(r.LagP50), num(r.LagP99), num(r.CharsPerDelta), num(r.FirstDeltaP50), num(r.FirstDeltaP99),
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %.2f (%.2f) | %s / %s | %s / %s | %s / %s / %s | %s / %s | %s | %d | %.0f | %.0f (%.0f) | %d (%d) | %s (%s) | %s | %s | %s |\n",
+			r.Feed, r.Via, orDash(r.Order), orDash(r.Users), r.Replies, r.Finished, r.MeanReplyS, r.AloneS, num(r.SendP50), num(r.SendP99),
+			num(r.FirstDeltaP50), num(r.FirstDeltaP99), num(r.GapP50), num(r.GapP99), num(r.GapMax),
+			num(r.LagP50), num(r.LagP99), num(r.CharsPerDelta), r.Resumes,
 			r.CommitsPerS, r.WriteTxPerS, r.WorkerTxPerS, r.Connections, r.Walsenders, num(r.ServerCPUS), num(r.DBCPUS), num(r.ServerRSSMB), errorCounts(r.Errors), errorCounts(r.ServerLog))
 	}
+}
+
+// orDash is s, or "–" when empty (a line of an older run).
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
 }
