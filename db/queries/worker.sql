@@ -16,6 +16,11 @@ SELECT convo.start_prompt(@prompt_id::uuid);
 -- name: PromptHeartbeat :one
 SELECT convo.heartbeat(@prompt_id::uuid, @worker::text)::bool AS keep_going;
 
+-- name: WorkerHeartbeat :one
+-- The process's lease: false when it had run out (the prompts held under
+-- it are lost). starting: the process's first call.
+SELECT convo.worker_heartbeat(@worker::text, @lease_seconds::int, @starting::bool)::bool AS live;
+
 -- name: PromptComplete :exec
 SELECT convo.complete_prompt(@prompt_id::uuid);
 

@@ -481,6 +481,25 @@ func (q *Queries) ToolCallStart(ctx context.Context, arg ToolCallStartParams) (u
 	return tool_call_id, err
 }
 
+const workerHeartbeat = `-- name: WorkerHeartbeat :one
+SELECT convo.worker_heartbeat($1::text, $2::int, $3::bool)::bool AS live
+`
+
+type WorkerHeartbeatParams struct {
+	Worker       string
+	LeaseSeconds int32
+	Starting     bool
+}
+
+// The process's lease: false when it had run out (the prompts held under
+// it are lost). starting: the process's first call.
+func (q *Queries) WorkerHeartbeat(ctx context.Context, arg WorkerHeartbeatParams) (bool, error) {
+	row := q.db.QueryRow(ctx, workerHeartbeat, arg.Worker, arg.LeaseSeconds, arg.Starting)
+	var live bool
+	err := row.Scan(&live)
+	return live, err
+}
+
 const workerInputs = `-- name: WorkerInputs :many
 SELECT i.tool_call_id::uuid AS tool_call_id, i.block_id::uuid AS block_id, i.name::text AS name,
        i.input::jsonb AS input, i.tool_call_status::text AS tool_call_status, i.kind::text AS kind,
