@@ -108,6 +108,11 @@ func TestWorkerLease(t *testing.T) {
 		if got := lease(t, tb, b.promptID); got != "queued w1 infinity" {
 			t.Errorf("claimed prompt: %s", got)
 		}
+		// Its trace reads (a lease of 'infinity' is no time.Time).
+		if tr, err := tb.store.Trace(ctx, "local", uuid.NullUUID{UUID: a.promptID, Valid: true}, uuid.NullUUID{}); err != nil ||
+			tr.Prompt.Status != conversation.PromptRunning {
+			t.Errorf("trace of a prompt under a process lease: %+v, %v", tr.Prompt, err)
+		}
 		// A per-prompt heartbeat changes nothing and says the prompt is w1's.
 		if keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: a.promptID, Worker: "w1"}); err != nil || !keep {
 			t.Errorf("heartbeat = %v, %v", keep, err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/convo-dev/convo/internal/backoff"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -27,6 +29,13 @@ import (
 // (starting), so that no prompt this process dropped stays held by it.
 // A heartbeat that answers false (the lease had run out in PostgreSQL)
 // stops every reply in flight too.
+//
+// After each heartbeat through, one read asks which of the prompts in
+// flight are no longer the pool's (cancelled with the notification
+// missed, failed or handed back by someone else): those stop. A
+// per-prompt heartbeat told a worker the same; this is one query per
+// interval for the whole process, and a slow one never holds up the next
+// heartbeat.
 
 // errLeaseLost is the cause of the replies stopped because the process
 // lease ran out.
@@ -66,6 +75,12 @@ func (p *Pool) heartbeatLoop(ctx context.Context) {
 			p.metrics.heartbeats.WithLabelValues("ok").Inc()
 			retry.Reset()
 			p.leaseTaken(sent.Add(lease), false, watchdog)
+			if !starting && p.checking.CompareAndSwap(false, true) {
+				p.wg.Go(func() {
+					defer p.checking.Store(false)
+					p.stopGone(ctx)
+				})
+			}
 		}
 		if err == nil {
 			starting = false
@@ -151,4 +166,40 @@ func (p *Pool) leaseLive() (epoch int, live bool) {
 func (p *Pool) leaseHeld(epoch int) bool {
 	e, live := p.leaseLive()
 	return live && e == epoch
+}
+
+// stopGone stops the replies in flight whose prompts are no longer the
+// pool's: cancelled ones as a cancellation, the others as lost.
+func (p *Pool) stopGone(ctx context.Context) {
+	p.mu.Lock()
+	ids := make([]uuid.UUID, 0, len(p.running))
+	for id := range p.running {
+		ids = append(ids, id)
+	}
+	p.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
+	gone, err := p.api.WorkerPromptsGone(cctx, dbq.WorkerPromptsGoneParams{Worker: p.cfg.Name, PromptIds: ids})
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Logger.Warn("check the prompts in flight", "err", err)
+		}
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, g := range gone {
+		stop := p.running[g.PromptID]
+		switch {
+		case stop == nil, g.Status == "completed":
+			// Ended, or its run is completing it.
+		case g.Status == "cancelled":
+			stop(errCancelled)
+		default:
+			stop(errLost)
+		}
+	}
 }

@@ -245,6 +245,33 @@ func TestProcessLease(t *testing.T) {
 		})
 	})
 
+	t.Run("PromptEndedElsewhereStopsItsIdleReply", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		// The model streams a word, then hangs: the reply writes nothing
+		// that a refusal could answer.
+		_, res := tb.start(t, Config{Models: modelsWith(pacedModel(fastTokens(2), time.Hour)),
+			HeartbeatInterval: 100 * time.Millisecond})
+		s := tb.send(t, uuid.Nil, "hang", `{}`)
+		eventually(t, 20*time.Second, "the reply to stream", func() bool {
+			for _, e := range tb.events(t, s.conversationID) {
+				if e.Kind == conversation.EventBlockDelta {
+					return true
+				}
+			}
+			return false
+		})
+		if _, err := tb.db.Exec(context.Background(), `SELECT convo.fail_prompt($1, 'stopped by an operator')`, s.promptID); err != nil {
+			t.Fatal(err)
+		}
+		ended := time.Now()
+		r := res.wait(t, s.promptID, 5*time.Second)
+		if r.Outcome != OutcomeStopped {
+			t.Errorf("outcome %s (%v), want stopped", r.Outcome, r.Err)
+		}
+		t.Logf("stopped %s after the prompt failed", time.Since(ended))
+	})
+
 	t.Run("OneHeartbeatPerProcessNotPerPrompt", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,6 +55,8 @@ type Pool struct {
 	leaseUntil time.Time
 	leaseLost  bool
 	leaseEpoch int
+	// checking: a check of the prompts in flight is under way.
+	checking atomic.Bool
 
 	metrics poolMetrics
 }

@@ -23,6 +23,7 @@ type sqlAPI interface {
 	BatchMark(ctx context.Context, arg dbq.BatchMarkParams) (int64, error)
 	PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error)
 	WorkerHeartbeat(ctx context.Context, arg dbq.WorkerHeartbeatParams) (bool, error)
+	WorkerPromptsGone(ctx context.Context, arg dbq.WorkerPromptsGoneParams) ([]dbq.WorkerPromptsGoneRow, error)
 	PromptFail(ctx context.Context, arg dbq.PromptFailParams) error
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)
 	PromptStatus(ctx context.Context, arg dbq.PromptStatusParams) (string, error)

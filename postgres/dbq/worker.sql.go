@@ -556,3 +556,44 @@ func (q *Queries) WorkerInputs(ctx context.Context, arg WorkerInputsParams) ([]W
 	}
 	return items, nil
 }
+
+const workerPromptsGone = `-- name: WorkerPromptsGone :many
+SELECT g.prompt_id::uuid AS prompt_id, g.status::text AS status
+  FROM (SELECT u.id AS prompt_id, coalesce(convo.prompt_status(u.id, $1::text), '') AS status
+          FROM unnest($2::uuid[]) AS u(id)) g
+ WHERE g.status NOT IN ('queued', 'running')
+`
+
+type WorkerPromptsGoneParams struct {
+	Worker    string
+	PromptIds []uuid.UUID
+}
+
+type WorkerPromptsGoneRow struct {
+	PromptID uuid.UUID
+	Status   string
+}
+
+// Of the prompts a worker process runs, those no longer its own to write
+// (ended, or held by another worker or by none: status ”), with their
+// status: one read per heartbeat interval for the whole process, in place
+// of a heartbeat per prompt, which told the worker the same.
+func (q *Queries) WorkerPromptsGone(ctx context.Context, arg WorkerPromptsGoneParams) ([]WorkerPromptsGoneRow, error) {
+	rows, err := q.db.Query(ctx, workerPromptsGone, arg.Worker, arg.PromptIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerPromptsGoneRow
+	for rows.Next() {
+		var i WorkerPromptsGoneRow
+		if err := rows.Scan(&i.PromptID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
