@@ -27,7 +27,7 @@ var workerAPI = []string{
 	"append_block", "claim_prompt", "claim_prompts", "complete_prompt", "complete_tool_call", "end_block",
 	"expire_leases", "fail_prompt", "fail_tool_call", "file_chunk", "heartbeat", "prompt_files", "prompt_inputs", "prompt_status",
 	"release_prompt", "request_input", "start_block", "start_prompt", "start_tool_call", "tool_call_progress",
-	"wait_prompt", "worker_batch_mark", "worker_context", "worker_reply", "write_batch",
+	"wait_prompt", "worker_batch_mark", "worker_context", "worker_heartbeat", "worker_reply", "write_batch",
 }
 
 // send queues a prompt of a new conversation of owner on the owner's
@@ -111,7 +111,12 @@ func TestWorkerRoleWritesAWholeReply(t *testing.T) {
 		t.Fatalf("answer_input, the owner's: %v", err)
 	}
 
-	// Another worker resumes it, reading the answer and the reply so far.
+	// Another worker, which keeps a process lease, resumes it, reading
+	// the answer and the reply so far.
+	var live bool
+	if err := w.QueryRow(ctx, `SELECT convo.worker_heartbeat('w2', 30, true)`).Scan(&live); err != nil || !live {
+		t.Fatalf("worker_heartbeat = %v, %v", live, err)
+	}
 	if err := w.QueryRow(ctx, `SELECT c.prompt_id::text,
 			EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, 'w2')) FROM convo.claim_prompts('w2', 30, 1) c`).
 		Scan(&claimed, &resumed); err != nil || claimed != promptID || !resumed {

@@ -31,7 +31,7 @@ func (s *Store) Trace(ctx context.Context, ownerID string, promptID, messageID u
 	return tr, nil
 }
 
-func promptFromRow(p dbq.ConvoPrompt) conversation.Prompt {
+func promptFromRow(p dbq.PromptGetRow) conversation.Prompt {
 	out := conversation.Prompt{
 		ID: p.ID, ConversationID: p.ConversationID, MessageID: p.MessageID,
 		Status: conversation.PromptStatus(p.Status), ModelConfig: p.ModelConfig,

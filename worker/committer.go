@@ -46,7 +46,7 @@ type committer struct {
 	m      *poolMetrics
 
 	mu      sync.Mutex
-	writers map[*writer]struct{} // every open writer, for heartbeats
+	writers map[*writer]struct{} // every open writer
 	pending bool                 // some writer queued ops since the last flush began
 	urgent  bool
 	stopped bool
@@ -103,8 +103,6 @@ func (c *committer) queued(urgent bool) {
 // queued ops with errShutdown. A batch in flight is finished first.
 func (c *committer) run(ctx context.Context) {
 	defer c.shutdown()
-	heartbeats := time.NewTicker(max(c.cfg.HeartbeatInterval/4, 10*time.Millisecond))
-	defer heartbeats.Stop()
 	pace := time.NewTimer(time.Hour)
 	defer pace.Stop()
 	var lastEnd time.Time
@@ -118,10 +116,6 @@ func (c *committer) run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-c.kick:
-			case <-heartbeats.C:
-				if c.heartbeatsDue() {
-					c.flush(ctx)
-				}
 			}
 			continue
 		}
@@ -148,19 +142,6 @@ func (c *committer) run(ctx context.Context) {
 	}
 }
 
-// heartbeatsDue reports whether some writer's lease needs extending.
-func (c *committer) heartbeatsDue() bool {
-	due := time.Now().Add(-c.cfg.HeartbeatInterval)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for w := range c.writers {
-		if w.beatDue(due) {
-			return true
-		}
-	}
-	return false
-}
-
 // batchBudget bounds the cost (see op.cost) of one batch: about 1,500
 // appends' worth, some 50 ms of PostgreSQL's time on two cores. A burst
 // (a thousand replies starting at once) is written in several batches,
@@ -174,8 +155,9 @@ type batchPart struct {
 	ops   []*op
 }
 
-// flush writes one batch: every writer's queued ops and the heartbeats
-// due.
+// flush writes one batch: every writer's queued ops. (No heartbeat rides
+// in it: the pool's process lease keeps every prompt alive, on its own
+// schedule and connection, however long batches wait; see heartbeat.go.)
 func (c *committer) flush(ctx context.Context) {
 	c.mu.Lock()
 	c.urgent = false
@@ -185,17 +167,14 @@ func (c *committer) flush(ctx context.Context) {
 		writers = append(writers, w)
 	}
 	c.mu.Unlock()
-	// Oldest waiting first (a heartbeat waits from when it is due): when
-	// the budget cuts a batch short, the replies left out are the ones
-	// that queued last.
+	// Oldest waiting first: when the budget cuts a batch short, the
+	// replies left out are the ones that queued last.
 	since := make(map[*writer]time.Time, len(writers))
 	for _, w := range writers {
-		since[w] = w.waitingSince(c.cfg.HeartbeatInterval)
+		since[w] = w.waitingSince()
 	}
 	slices.SortFunc(writers, func(a, b *writer) int { return since[a].Compare(since[b]) })
 
-	now := time.Now()
-	due := now.Add(-c.cfg.HeartbeatInterval)
 	var parts []batchPart
 	var wire []wireOp
 	cost := 0
@@ -208,7 +187,7 @@ func (c *committer) flush(ctx context.Context) {
 			}
 			break
 		}
-		ops := w.take(due, now)
+		ops := w.take()
 		if len(ops) == 0 {
 			continue
 		}

@@ -39,12 +39,18 @@ type Config struct {
 	// expired. It must be unique among running processes. Default:
 	// "<hostname>-<pid>-<random>".
 	Name string
-	// LeaseSeconds is how long a claim holds a prompt without a heartbeat
-	// (1 to 3600). A worker that dies mid-reply leaves its prompt running
-	// until the lease expires; then it is failed. Default 30.
+	// LeaseSeconds is how long the process's lease (convo.worker_heartbeat)
+	// lasts without a heartbeat (1 to 3600); it keeps every prompt the
+	// process holds. A process that dies mid-reply leaves its prompts
+	// running until the lease expires; then they are failed, and those it
+	// claimed but never started go back to the queue. A process whose
+	// heartbeats do not get through for as long stops its replies. Default
+	// 30.
 	LeaseSeconds int
-	// HeartbeatInterval is how often a running prompt's lease is extended.
-	// Default: a third of the lease.
+	// HeartbeatInterval is how often the process's lease is extended: one
+	// call per interval, however many prompts run, on its own schedule
+	// (never behind the batches of replies' output). Default: a third of
+	// the lease.
 	HeartbeatInterval time.Duration
 	// PollInterval is how often an idle worker looks for prompts without
 	// being woken by a notification: a safety net for missed

@@ -4,11 +4,13 @@
 // other language would, one function call per transaction.
 //
 // A Pool of workers waits on LISTEN convo_prompts (polling slowly as a
-// safety net), claims a prompt with convo.claim_prompt, heartbeats its
-// lease while it works, streams the model's output into blocks, runs the
-// tools the model calls, and completes or fails the prompt. A cancelled
-// prompt (a "cancelled:<id>" notification, or a heartbeat that answers
-// false) stops the model at once, and the worker writes nothing more.
+// safety net), claims prompts with convo.claim_prompts under the
+// process's one lease (convo.worker_heartbeat, one heartbeat per process
+// however many prompts run), streams the model's output into blocks, runs
+// the tools the model calls, and completes or fails the prompt. A
+// cancelled prompt (a "cancelled:<id>" notification, or a batch that
+// refuses its writes) stops the model at once, and the worker writes
+// nothing more; so does every prompt of a process whose lease ran out.
 //
 // Models speak a typed streaming API (Event: Part, Flush, Finish; Chunk:
 // MessageChunk, ReasoningChunk, StructuredChunk, ToolCallStart,

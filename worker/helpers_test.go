@@ -357,6 +357,11 @@ func (c *countingAPI) PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbe
 	return c.SQLAPI.PromptHeartbeat(ctx, arg)
 }
 
+func (c *countingAPI) WorkerHeartbeat(ctx context.Context, arg dbq.WorkerHeartbeatParams) (bool, error) {
+	c.note("WorkerHeartbeat", false)
+	return c.SQLAPI.WorkerHeartbeat(ctx, arg)
+}
+
 func (c *countingAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) error {
 	err := c.SQLAPI.PromptFail(ctx, arg)
 	c.note("PromptFail", true)

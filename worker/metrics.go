@@ -16,6 +16,8 @@ type poolMetrics struct {
 	batches       *prometheus.CounterVec
 	batchOps      prometheus.Histogram
 	batchDuration prometheus.Histogram
+	// The process lease's heartbeats (convo.worker_heartbeat calls).
+	heartbeats *prometheus.CounterVec
 }
 
 var inFlightDesc = prometheus.NewDesc("convo_worker_prompts_in_flight",
@@ -50,6 +52,10 @@ func newPoolMetrics() poolMetrics {
 			Help:    "How long one batch took to write, retries included.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
 		}),
+		heartbeats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "convo_worker_heartbeats_total",
+			Help: "Heartbeats of this process's lease (convo.worker_heartbeat calls, one per interval however many prompts run), by result: ok, expired (the lease had run out: the replies in flight stopped) or error.",
+		}, []string{"result"}),
 	}
 }
 
@@ -62,6 +68,7 @@ func (p *Pool) Describe(ch chan<- *prometheus.Desc) {
 	p.metrics.batches.Describe(ch)
 	p.metrics.batchOps.Describe(ch)
 	p.metrics.batchDuration.Describe(ch)
+	p.metrics.heartbeats.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -76,6 +83,7 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 	p.metrics.batches.Collect(ch)
 	p.metrics.batchOps.Collect(ch)
 	p.metrics.batchDuration.Collect(ch)
+	p.metrics.heartbeats.Collect(ch)
 }
 
 func (m *poolMetrics) settled(outcome Outcome, took time.Duration) {

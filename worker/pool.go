@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -20,9 +21,11 @@ import (
 
 // Pool runs up to Config.Workers prompts at once in one process. One
 // claim loop takes prompts (several per call), Config.BatchLanes
-// committers write every reply's output in shared transactions, and one LISTEN connection hears
-// new prompts and cancellations; the number of prompts in flight does not
-// change how many connections it uses. Start one with Start; stop it with
+// committers write every reply's output in shared transactions, one
+// heartbeat keeps the process's lease (which keeps every prompt it holds
+// alive; heartbeat.go), and one LISTEN connection hears new prompts and
+// cancellations; the number of prompts in flight does not change how many
+// connections it uses. Start one with Start; stop it with
 // Stop.
 type Pool struct {
 	cfg        Config
@@ -47,6 +50,14 @@ type Pool struct {
 	running map[uuid.UUID]context.CancelCauseFunc
 	// starting counts prompts claimed whose goroutine has not registered.
 	starting int
+	// The process lease (heartbeat.go): live until leaseUntil by this
+	// process's clock, unless leaseLost; leaseEpoch grows each time it is
+	// lost, and a claim made under an older epoch does not run.
+	leaseUntil time.Time
+	leaseLost  bool
+	leaseEpoch int
+	// checking: a check of the prompts in flight is under way.
+	checking atomic.Bool
 
 	metrics poolMetrics
 }
@@ -67,13 +78,15 @@ func Run(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 
 // Start starts cfg.Workers workers on db (whose database must be
 // migrated) and returns. They run until Stop is called or ctx ends, and
-// look for prompts at once and after every (re)connect of the listener,
-// so a prompt queued before they listen is not missed. The pool uses a
-// few of db's connections whatever cfg.Workers is: the committer holds
-// one while it writes a batch, the claim loop one while it claims, and
-// each prompt one for a moment when it starts (to read its conversation)
-// and when it ends badly; 4 is plenty, and a busy db makes them wait, not
-// fail. The listener uses one more, outside db, unless cfg.Listener is
+// look for prompts as soon as their process lease is taken (the first
+// heartbeat) and after every (re)connect of the listener, so a prompt
+// queued before they listen is not missed. The pool uses a few of db's
+// connections whatever cfg.Workers is: each committer holds one while it
+// writes a batch, the heartbeat one for a moment every
+// HeartbeatInterval, the claim loop one while it claims, and each prompt
+// one for a moment when it starts (to read its conversation) and when it
+// ends badly; 4 plus BatchLanes is plenty, and a busy db makes them wait,
+// not fail. The listener uses one more, outside db, unless cfg.Listener is
 // shared. Start fails for an invalid Config.
 func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	cfg, err := cfg.withDefaults()
@@ -104,6 +117,9 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	for _, c := range p.committers {
 		p.wg.Go(func() { c.run(commitCtx) })
 	}
+	// The lease outlives the prompts in flight (a drain lets them finish),
+	// as the committers do.
+	p.wg.Go(func() { p.heartbeatLoop(commitCtx) })
 
 	l := cfg.Listener
 	if l == nil {
@@ -235,14 +251,24 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 		p.mu.Lock()
 		free := p.cfg.Workers - len(p.running) - p.starting
 		p.mu.Unlock()
+		// No claim without a live process lease: its prompts would have
+		// nothing to keep them. The heartbeat wakes the loop when it
+		// takes the lease.
+		epoch, live := p.leaseLive()
 		failed := false
-		if free > 0 {
+		if free > 0 && live {
 			// A claim is not cancelled when claiming stops (Drain): its
 			// prompts would stay held until their lease ran out.
 			n := min(free, claimBatch)
 			claimed, err := p.claim(context.WithoutCancel(claimCtx), n, min(p.cfg.ReservedSlots, n))
 			if err != nil && claimCtx.Err() == nil {
 				p.cfg.Logger.Warn("claim prompts", "err", err)
+			}
+			if len(claimed) > 0 && !p.leaseHeld(epoch) {
+				// The lease ran out during the claim: these prompts are
+				// let go (or will be); hand them back now.
+				p.releaseAll(claimed)
+				continue
 			}
 			if firstdelta.On() {
 				now := time.Now()
@@ -257,7 +283,7 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 				p.workers.Add(1)
 				go func() {
 					defer p.workers.Done()
-					p.handle(runCtx, c)
+					p.handle(runCtx, c, epoch)
 				}()
 			}
 			if err == nil && len(claimed) > 0 {
@@ -318,12 +344,28 @@ func (p *Pool) committerFor(conversationID uuid.UUID) *committer {
 	return p.committers[h.Sum32()%uint32(len(p.committers))]
 }
 
-// register routes cancellations of promptID to cancel.
-func (p *Pool) register(promptID uuid.UUID, cancel context.CancelCauseFunc) {
+// register routes cancellations of promptID to cancel. A prompt claimed
+// under a process lease since lost (epoch) stops at once.
+func (p *Pool) register(promptID uuid.UUID, cancel context.CancelCauseFunc, epoch int) {
 	p.mu.Lock()
 	p.starting--
 	p.running[promptID] = cancel
+	if epoch != p.leaseEpoch {
+		cancel(errLeaseLost)
+	}
 	p.mu.Unlock()
+}
+
+// releaseAll hands claimed prompts back to the queue.
+func (p *Pool) releaseAll(claimed []dbq.PromptClaimRow) {
+	for _, c := range claimed {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.CallTimeout)
+		_, err := p.api.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: c.PromptID, Worker: p.cfg.Name})
+		cancel()
+		if err != nil {
+			p.cfg.Logger.Warn("release a prompt claimed as the process lease ran out; its lease hands it back", "prompt_id", c.PromptID, "err", err)
+		}
+	}
 }
 
 // unregister forgets promptID, and wakes the claim loop: a slot is free.

@@ -28,14 +28,14 @@ type run struct {
 
 // handle runs a claimed prompt to its end and settles it: completed,
 // failed with a clear error, or left alone when it is no longer ours.
-func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow) {
+func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow, epoch int) {
 	started := time.Now()
 	pctx, cancel := context.WithCancelCause(ctx)
 	r := &run{
 		p: p, worker: p.cfg.Name, claim: claim, ctx: pctx, cancel: cancel,
 		log: p.cfg.Logger.With("worker", p.cfg.Name, "prompt_id", claim.PromptID, "conversation_id", claim.ConversationID),
 	}
-	p.register(claim.PromptID, cancel)
+	p.register(claim.PromptID, cancel, epoch)
 	defer p.unregister(claim.PromptID)
 	w, err := newWriter(pctx, cancel, p.committerFor(claim.ConversationID), claim.PromptID)
 	if err != nil {

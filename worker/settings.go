@@ -104,7 +104,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.ReservedSlots, "reserved-slots", s.ReservedSlots, "of the workers, how many only claim for users with nothing running, so a newcomer starts at once while others flood (CONVO_WORKER_RESERVED_SLOTS); default 0")
 	fs.IntVar(&s.DBConns, "worker-db-conns", s.DBConns, "connections the workers use, however many prompts run (CONVO_WORKER_DB_CONNS); at least 2")
 	fs.StringVar(&s.Name, "worker-name", s.Name, "name of this process's workers (CONVO_WORKER_NAME); default host-pid-random")
-	fs.IntVar(&s.LeaseSeconds, "lease-seconds", s.LeaseSeconds, "lease of a claimed prompt, renewed by heartbeats (CONVO_WORKER_LEASE_SECONDS)")
+	fs.IntVar(&s.LeaseSeconds, "lease-seconds", s.LeaseSeconds, "the process's lease, which holds every prompt it claims, renewed by one heartbeat every third of it (CONVO_WORKER_LEASE_SECONDS)")
 	fs.DurationVar(&s.PollInterval, "poll-interval", s.PollInterval, "how often idle workers poll besides LISTEN (CONVO_WORKER_POLL_INTERVAL)")
 	fs.DurationVar(&s.BatchInterval, "batch-interval", s.BatchInterval, "shortest time between two writes of streamed text to a block (CONVO_BATCH_INTERVAL); negative: no batching")
 	fs.DurationVar(&s.InputExpiry, "input-expiry", s.InputExpiry, "how long a request for input (an approval, a client tool's output, a question) waits before it expires, which the model reads as a denial (CONVO_INPUT_EXPIRY); 0: until answered")

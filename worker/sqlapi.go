@@ -10,9 +10,9 @@ import (
 )
 
 // sqlAPI is all the runtime asks of PostgreSQL: the SQL worker API
-// (db/queries/worker.sql): claims, the batches of every reply's writes
-// (convo.write_batch), and the few single calls made when a prompt ends
-// badly; and the context queries (db/queries/worker_context.sql). Each
+// (db/queries/worker.sql): the process's heartbeat, claims, the batches of
+// every reply's writes (convo.write_batch), and the few single calls made
+// when a prompt ends badly; and the context queries (db/queries/worker_context.sql). Each
 // is a function a connection of the worker role may call (docs/deploy.md,
 // "The worker role"); the reads answer only about a prompt the worker
 // holds.
@@ -22,6 +22,8 @@ type sqlAPI interface {
 	BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error)
 	BatchMark(ctx context.Context, arg dbq.BatchMarkParams) (int64, error)
 	PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error)
+	WorkerHeartbeat(ctx context.Context, arg dbq.WorkerHeartbeatParams) (bool, error)
+	WorkerPromptsGone(ctx context.Context, arg dbq.WorkerPromptsGoneParams) ([]dbq.WorkerPromptsGoneRow, error)
 	PromptFail(ctx context.Context, arg dbq.PromptFailParams) error
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)
 	PromptStatus(ctx context.Context, arg dbq.PromptStatusParams) (string, error)

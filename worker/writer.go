@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +22,6 @@ type target struct {
 // The kinds of op of convo.write_batch (db/functions/batch.sql).
 const (
 	opStartPrompt      = "start_prompt"
-	opHeartbeat        = "heartbeat"
 	opStartBlock       = "start_block"
 	opAppend           = "append"
 	opEndBlock         = "end_block"
@@ -101,7 +99,7 @@ func (o *op) wire(prompt uuid.UUID) wireOp {
 // few.
 func (o *op) cost() int {
 	switch o.kind {
-	case opAppend, opToolProgress, opHeartbeat:
+	case opAppend, opToolProgress:
 		return 1
 	case opStartPrompt:
 		return 12
@@ -116,8 +114,6 @@ func (o *op) describe() string {
 	switch o.kind {
 	case opStartPrompt:
 		return "start prompt"
-	case opHeartbeat:
-		return "heartbeat"
 	case opStartBlock:
 		return "start " + o.blockType + " block"
 	case opAppend:
@@ -175,7 +171,6 @@ type writer struct {
 	started  bool                // start_prompt was written
 	wrote    bool                // some text was queued
 	since    time.Time           // when the oldest queued op was queued
-	lastBeat time.Time           // the lease was last extended (or set)
 	deltas   int                 // append and tool_progress ops written
 }
 
@@ -185,7 +180,7 @@ func newWriter(stop context.Context, fail func(error), c *committer, promptID uu
 	w := &writer{
 		c: c, promptID: promptID, stop: stop, fail: fail,
 		coalesce: c.cfg.BatchInterval >= 0, maxBytes: c.cfg.BatchBytes,
-		appends: map[uuid.UUID]int32{}, changed: make(chan struct{}), lastBeat: time.Now(),
+		appends: map[uuid.UUID]int32{}, changed: make(chan struct{}),
 	}
 	if err := c.register(w); err != nil {
 		return nil, err
@@ -215,13 +210,13 @@ func (w *writer) pushLocked(o *op) {
 	w.enqueued++
 }
 
-// waitingSince is when the oldest op still queued was queued or, for a
-// writer with none, when its next heartbeat is due.
-func (w *writer) waitingSince(beatEvery time.Duration) time.Time {
+// waitingSince is when the oldest op still queued was queued; a writer
+// with none sorts last.
+func (w *writer) waitingSince() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.queued) == 0 {
-		return w.lastBeat.Add(beatEvery)
+		return time.Now().Add(time.Hour)
 	}
 	return w.since
 }
@@ -449,17 +444,9 @@ func (w *writer) abandon(err error) {
 	w.stopLocked(err)
 }
 
-// beatDue reports whether the lease was last extended before due.
-func (w *writer) beatDue(due time.Time) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err == nil && w.lastBeat.Before(due)
-}
-
-// take hands the committer the queued ops, numbering appends, plus a
-// heartbeat when the lease was last extended before due. A stopped writer
-// gives nothing.
-func (w *writer) take(due, now time.Time) []*op {
+// take hands the committer the queued ops, numbering appends. A stopped
+// writer gives nothing.
+func (w *writer) take() []*op {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.checkLocked() != nil {
@@ -467,22 +454,10 @@ func (w *writer) take(due, now time.Time) []*op {
 	}
 	ops := w.queued
 	w.queued, w.bytes = nil, 0
-	// Only start_prompt and heartbeat extend the lease: other writes do
-	// not, so a reply that writes all the time still heartbeats. The
-	// heartbeat goes first, before an op that may end the prompt (after
-	// complete_prompt it would be refused), and not with a start.
-	if w.lastBeat.Before(due) && !slices.ContainsFunc(ops, func(o *op) bool { return o.kind == opStartPrompt }) {
-		ops = append([]*op{{kind: opHeartbeat}}, ops...)
-		w.enqueued++
-		w.lastBeat = now
-	}
 	for _, o := range ops {
-		switch o.kind {
-		case opAppend:
+		if o.kind == opAppend {
 			w.appends[o.block]++
 			o.seq = w.appends[o.block]
-		case opStartPrompt:
-			w.lastBeat = now
 		}
 	}
 	return ops

@@ -229,31 +229,24 @@ func TestWriter(t *testing.T) {
 		}
 	})
 
-	t.Run("HeartbeatWhenDueAndBatchNumbersGrow", func(t *testing.T) {
+	t.Run("NoHeartbeatInBatchesAndBatchNumbersGrow", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, time.Hour)
-		b.w.lastBeat = time.Now().Add(-time.Minute)
-		if !b.c.heartbeatsDue() {
-			t.Fatal("no heartbeat due after a minute")
+		// A reply idle far longer than the heartbeat interval writes
+		// nothing: the pool's process lease keeps it, not its batches.
+		b.c.flush(ctx)
+		if _, err := b.w.startBlock("text", nil); err != nil {
+			t.Fatal(err)
 		}
 		b.c.flush(ctx)
-		a, _ := b.w.startBlock("text", nil)
-		b.c.flush(ctx)
-		_ = a
-		// A heartbeat due goes before the reply's ops: after its end it
-		// would be refused.
-		b.w.lastBeat = time.Now().Add(-time.Minute)
 		if err := b.w.enqueue(&op{kind: opCompletePrompt}, true); err != nil {
 			t.Fatal(err)
 		}
 		b.c.flush(ctx)
-		if got, want := b.api.summary(), "[[heartbeat] [start_block] [heartbeat complete_prompt]]"; got != want {
+		if got, want := b.api.summary(), "[[start_block] [complete_prompt]]"; got != want {
 			t.Errorf("batches %s, want %s", got, want)
 		}
-		if b.c.heartbeatsDue() {
-			t.Error("a heartbeat is due right after one")
-		}
-		if n := b.api.numbers; len(n) != 3 || n[1] != n[0]+1 || n[2] != n[1]+1 {
+		if n := b.api.numbers; len(n) != 2 || n[1] != n[0]+1 {
 			t.Errorf("batch numbers %v", n)
 		}
 	})

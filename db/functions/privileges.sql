@@ -27,7 +27,7 @@ DECLARE
     -- cancel_prompt …, which trust the owner id they are given), the
     -- maintenance ones (compact_*, set_event_notify) and the views.
     v_worker_api text[] := ARRAY[
-        'claim_prompt', 'claim_prompts', 'start_prompt', 'heartbeat', 'release_prompt',
+        'claim_prompt', 'claim_prompts', 'start_prompt', 'heartbeat', 'worker_heartbeat', 'release_prompt',
         'start_block', 'append_block', 'end_block',
         'start_tool_call', 'tool_call_progress', 'complete_tool_call', 'fail_tool_call',
         'complete_prompt', 'fail_prompt', 'expire_leases', 'write_batch',

@@ -256,7 +256,16 @@ $$;
 -- event inputAnswered, status expired), and a prompt that waited for it
 -- and for nothing else is queued again, as an answer would queue it.
 -- Returns how many prompts it failed. claim_prompt calls it, and so does
--- the server periodically. A prompt whose conversation (or, to be handed
+-- the server periodically.
+--
+-- First, each process lease (convo.workers) that ran out is let go: the
+-- prompts its worker holds under it (lease_expires_at 'infinity') take
+-- the lease's end as their own lease, so that the passes below fail the
+-- running ones and hand back the claimed ones as for any lease that ran
+-- out, and the row is marked expired. A worker whose row or one of whose
+-- prompts another transaction holds locked waits for a later call.
+-- At most 100 leases per call; the prompts they held are failed 100 per
+-- call, as the passes below go. A prompt whose conversation (or, to be handed
 -- back, whose row) another transaction holds locked (a worker's batch, an
 -- answer) waits for a later call, so that expire_leases never waits for a
 -- lock while holding others.
@@ -268,8 +277,28 @@ DECLARE
     v_kind      text;
     v_id        uuid;
     v_conv      uuid;
+    v_id_text   text;
     v_count     integer := 0;
+    v_worker    convo.workers;
 BEGIN
+    FOR v_id_text IN
+        SELECT w.name FROM convo.workers w
+         WHERE NOT w.expired AND w.expires_at < now()
+         ORDER BY w.expires_at
+         LIMIT 100
+    LOOP
+        -- FOR UPDATE: a claim that gives prompts this lease (_worker_lease,
+        -- FOR KEY SHARE) and a heartbeat extending it hold the row; both
+        -- are skipped here (the lease was extended, or the claim's
+        -- prompts are let go in a later call).
+        SELECT * INTO v_worker FROM convo.workers w
+         WHERE w.name = v_id_text AND NOT w.expired AND w.expires_at < now()
+           FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        IF convo._let_go_prompts(v_worker.name, v_worker.expires_at, true) THEN
+            UPDATE convo.workers w SET expired = true WHERE w.name = v_worker.name;
+        END IF;
+    END LOOP;
     FOR v_candidate IN
         SELECT * FROM convo.prompts
          WHERE status = 'running' AND lease_expires_at < now()
@@ -383,6 +412,8 @@ DECLARE
     v_ids     uuid[];
     -- owners this call looked at and could not take a prompt from
     v_skip    text[] := '{}';
+    -- the claims' lease: 'infinity' under a live process lease
+    v_lease   timestamptz := convo._worker_lease(p_worker, p_lease_seconds);
 BEGIN
     LOOP
         v_idle := true;
@@ -447,7 +478,7 @@ BEGIN
         UPDATE convo.prompts p
            SET worker = p_worker,
                lease_seconds = p_lease_seconds,
-               lease_expires_at = now() + make_interval(secs => p_lease_seconds),
+               lease_expires_at = v_lease,
                attempts = p.attempts + 1
          WHERE p.id = ANY (v_ids);
         -- The owner's turn moves on (clock_timestamp, not now(): the
@@ -464,6 +495,122 @@ BEGIN
             RETURN v_ids;
         END IF;
     END LOOP;
+END;
+$$;
+
+-- _worker_lease is the lease of the prompts worker claims now:
+-- 'infinity' while worker holds a live process lease (worker_heartbeat),
+-- whose row it then locks FOR KEY SHARE until the transaction ends, so
+-- that expire_leases cannot let the lease go before these claims are
+-- visible (a heartbeat extending the lease is not held up); otherwise
+-- lease_seconds from now. A row being let go (locked FOR UPDATE) is
+-- skipped, not waited for: that lease is running out.
+CREATE OR REPLACE FUNCTION convo._worker_lease(p_worker text, p_lease_seconds integer) RETURNS timestamptz
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM convo.workers w
+     WHERE w.name = p_worker AND NOT w.expired AND w.expires_at >= now()
+       FOR KEY SHARE SKIP LOCKED;
+    IF FOUND THEN
+        RETURN 'infinity';
+    END IF;
+    RETURN now() + make_interval(secs => p_lease_seconds);
+END;
+$$;
+
+-- _let_go_prompts gives every prompt worker holds under its process lease
+-- (lease_expires_at 'infinity') the lease p_until: the end of a process
+-- lease that ran out, or now, for a process that starts under the name of
+-- one that died. The caller holds the worker's row FOR UPDATE. With
+-- p_skip_locked, prompts other transactions hold locked are left for a
+-- later call; it returns whether none is left.
+CREATE OR REPLACE FUNCTION convo._let_go_prompts(p_worker text, p_until timestamptz, p_skip_locked boolean)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT p_skip_locked THEN
+        UPDATE convo.prompts p SET lease_expires_at = p_until
+         WHERE p.worker = p_worker AND p.lease_expires_at = 'infinity';
+        RETURN true;
+    END IF;
+    UPDATE convo.prompts p SET lease_expires_at = p_until
+     WHERE p.id IN (SELECT q.id FROM convo.prompts q
+                     WHERE q.worker = p_worker AND q.lease_expires_at = 'infinity'
+                       FOR NO KEY UPDATE SKIP LOCKED);
+    RETURN NOT EXISTS (SELECT 1 FROM convo.prompts q
+                        WHERE q.worker = p_worker AND q.lease_expires_at = 'infinity');
+END;
+$$;
+
+-- worker_heartbeat takes or extends worker's process lease for
+-- lease_seconds (1 to 3600) from now: one call per worker process keeps
+-- every prompt it claims alive, however many it runs (docs/worker-api.md,
+-- "Two leases"). A prompt claimed while the lease is live is held under it
+-- (lease_expires_at 'infinity') until it ends, is released, or the lease
+-- runs out: then expire_leases fails the running ones ("lease expired:
+-- worker … stopped heartbeating") and hands the claimed ones back to the
+-- queue. The lease is live until its end; no per-prompt heartbeat is
+-- needed for those prompts.
+--
+-- It returns true when it extended a live lease or took a lease for a
+-- name that held none. It returns false when worker's lease had run out
+-- (let go by expire_leases or not yet): every prompt the worker held
+-- under it is lost (failed or handed back, by this call's lead), and the
+-- worker must stop writing them; a new lease starts all the same, for the
+-- prompts it claims from now on. With starting (a process's first call),
+-- whatever the name held before (a previous process of the same name
+-- that died, its lease perhaps still running) is let go at once, and it
+-- returns true. Bad arguments raise CV003, naming the argument.
+CREATE OR REPLACE FUNCTION convo.worker_heartbeat(worker text, lease_seconds integer, starting boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_worker convo.workers;
+    v_until  timestamptz;
+BEGIN
+    IF worker IS NULL OR worker = '' THEN
+        RAISE EXCEPTION 'worker_heartbeat: worker must be a non-empty name' USING ERRCODE = 'CV003';
+    END IF;
+    IF lease_seconds IS NULL OR lease_seconds < 1 OR lease_seconds > 3600 THEN
+        RAISE EXCEPTION 'worker_heartbeat: lease_seconds must be between 1 and 3600, got %',
+            coalesce(lease_seconds::text, 'NULL') USING ERRCODE = 'CV003';
+    END IF;
+    IF starting IS NULL THEN
+        RAISE EXCEPTION 'worker_heartbeat: starting must be true or false, got NULL' USING ERRCODE = 'CV003';
+    END IF;
+    v_until := now() + make_interval(secs => worker_heartbeat.lease_seconds);
+    -- The common case: a live lease, extended. FOR NO KEY UPDATE does not
+    -- wait for the claims under it (FOR KEY SHARE).
+    SELECT * INTO v_worker FROM convo.workers w WHERE w.name = worker_heartbeat.worker FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO convo.workers AS w (name, lease_seconds, expires_at)
+        VALUES (worker_heartbeat.worker, worker_heartbeat.lease_seconds, v_until)
+            ON CONFLICT (name) DO NOTHING;
+        IF FOUND THEN
+            -- A new name: forget the leases that ran out a day ago (a
+            -- process that died long ago; its prompts were let go).
+            DELETE FROM convo.workers w WHERE w.expired AND w.expires_at < now() - interval '1 day';
+            RETURN true;
+        END IF;
+        -- Another call of the same name inserted it meanwhile.
+        SELECT * INTO v_worker FROM convo.workers w WHERE w.name = worker_heartbeat.worker FOR NO KEY UPDATE;
+    END IF;
+    IF NOT v_worker.expired AND v_worker.expires_at >= now() AND NOT starting THEN
+        UPDATE convo.workers w
+           SET lease_seconds = worker_heartbeat.lease_seconds, beat_at = now(), expires_at = v_until
+         WHERE w.name = worker_heartbeat.worker;
+        RETURN true;
+    END IF;
+    -- A lease that ran out, or a new process under the name: its prompts
+    -- are let go before a new lease starts, or the new lease would keep
+    -- them alive. FOR UPDATE waits for the claims under the old lease.
+    SELECT * INTO v_worker FROM convo.workers w WHERE w.name = worker_heartbeat.worker FOR UPDATE;
+    PERFORM convo._let_go_prompts(worker_heartbeat.worker, least(v_worker.expires_at, now()), false);
+    UPDATE convo.workers w
+       SET lease_seconds = worker_heartbeat.lease_seconds, started_at = now(), beat_at = now(),
+           expires_at = v_until, expired = false
+     WHERE w.name = worker_heartbeat.worker;
+    RETURN starting OR (NOT v_worker.expired AND v_worker.expires_at >= now());
 END;
 $$;
 
@@ -492,12 +639,18 @@ $$;
 
 -- heartbeat extends worker's lease on a prompt it holds. It returns false
 -- when the worker should stop: the prompt was cancelled, failed (for example
--- by lease expiry), completed, or is now held by another worker.
+-- by lease expiry), completed, or is now held by another worker. A prompt
+-- held under its worker's process lease (lease_expires_at 'infinity',
+-- see worker_heartbeat) keeps it: the call changes nothing and answers
+-- whether the prompt is still the worker's. Once that process lease ran
+-- out and expire_leases let the prompt go, the prompt's lease is its own
+-- again, and heartbeat extends it as for any other.
 CREATE OR REPLACE FUNCTION convo.heartbeat(prompt_id uuid, worker text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE convo.prompts p
-       SET lease_expires_at = now() + make_interval(secs => coalesce(p.lease_seconds, 30))
+       SET lease_expires_at = CASE WHEN p.lease_expires_at = 'infinity' THEN p.lease_expires_at
+                                   ELSE now() + make_interval(secs => coalesce(p.lease_seconds, 30)) END
      WHERE p.id = heartbeat.prompt_id
        AND p.worker = heartbeat.worker
        AND p.status IN ('queued', 'running');
@@ -516,7 +669,9 @@ $$;
 -- processing; a prompt resumed after a pause (wait_prompt) keeps the
 -- started_at of its first start. A prompt waiting for input cannot start
 -- (CV002): it is claimed once answered. Events: promptStarted,
--- messageUpdated.
+-- messageUpdated. A prompt claimed under its worker's process lease stays
+-- under it (lease_expires_at 'infinity'); any other is leased for the
+-- claim's lease_seconds from now.
 CREATE OR REPLACE FUNCTION convo.start_prompt(prompt_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -530,7 +685,8 @@ BEGIN
     PERFORM convo._lock_conversation(v_prompt.conversation_id);
     UPDATE convo.prompts p
        SET status = 'running', started_at = coalesce(p.started_at, now()),
-           lease_expires_at = now() + make_interval(secs => coalesce(p.lease_seconds, 30))
+           lease_expires_at = CASE WHEN p.lease_expires_at = 'infinity' THEN p.lease_expires_at
+                                   ELSE now() + make_interval(secs => coalesce(p.lease_seconds, 30)) END
      WHERE p.id = start_prompt.prompt_id AND p.status = 'queued' AND NOT p.waiting
     RETURNING * INTO v_prompt;
     IF NOT FOUND THEN

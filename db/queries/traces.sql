@@ -1,7 +1,10 @@
 -- name: PromptGet :one
 -- The prompt, found by its id or by its assistant message's id, when its
--- conversation belongs to owner_id.
-SELECT p.*
+-- conversation belongs to owner_id. Not p.*: lease_expires_at is
+-- 'infinity' for a prompt held under its worker's process lease, which a
+-- time.Time cannot hold (and a trace does not show).
+SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.error,
+       p.created_at, p.started_at, p.ended_at
   FROM convo.prompts p
   JOIN convo.conversations c ON c.id = p.conversation_id
  WHERE c.owner_id = @owner_id::text

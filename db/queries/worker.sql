@@ -16,6 +16,21 @@ SELECT convo.start_prompt(@prompt_id::uuid);
 -- name: PromptHeartbeat :one
 SELECT convo.heartbeat(@prompt_id::uuid, @worker::text)::bool AS keep_going;
 
+-- name: WorkerHeartbeat :one
+-- The process's lease: false when it had run out (the prompts held under
+-- it are lost). starting: the process's first call.
+SELECT convo.worker_heartbeat(@worker::text, @lease_seconds::int, @starting::bool)::bool AS live;
+
+-- name: WorkerPromptsGone :many
+-- Of the prompts a worker process runs, those no longer its own to write
+-- (ended, or held by another worker or by none: status ''), with their
+-- status: one read per heartbeat interval for the whole process, in place
+-- of a heartbeat per prompt, which told the worker the same.
+SELECT g.prompt_id::uuid AS prompt_id, g.status::text AS status
+  FROM (SELECT u.id AS prompt_id, coalesce(convo.prompt_status(u.id, @worker::text), '') AS status
+          FROM unnest(@prompt_ids::uuid[]) AS u(id)) g
+ WHERE g.status NOT IN ('queued', 'running');
+
 -- name: PromptComplete :exec
 SELECT convo.complete_prompt(@prompt_id::uuid);
 

@@ -220,6 +220,15 @@ type ConvoToolCall struct {
 	EndedAt        *time.Time
 }
 
+type ConvoWorker struct {
+	Name         string
+	LeaseSeconds int32
+	StartedAt    time.Time
+	BeatAt       time.Time
+	ExpiresAt    time.Time
+	Expired      bool
+}
+
 type ConvoWorkerBatch struct {
 	Worker    string
 	Lane      int32

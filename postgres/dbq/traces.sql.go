@@ -7,6 +7,8 @@ package dbq
 
 import (
 	"context"
+	"encoding/json"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -53,7 +55,8 @@ func (q *Queries) EventListByPrompt(ctx context.Context, arg EventListByPromptPa
 }
 
 const promptGet = `-- name: PromptGet :one
-SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.worker, p.lease_seconds, p.lease_expires_at, p.attempts, p.error, p.created_at, p.started_at, p.ended_at, p.compacted_at, p.owner_id, p.waiting
+SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.error,
+       p.created_at, p.started_at, p.ended_at
   FROM convo.prompts p
   JOIN convo.conversations c ON c.id = p.conversation_id
  WHERE c.owner_id = $1::text
@@ -66,28 +69,35 @@ type PromptGetParams struct {
 	MessageID uuid.NullUUID
 }
 
+type PromptGetRow struct {
+	ID             uuid.UUID
+	ConversationID uuid.UUID
+	MessageID      uuid.UUID
+	Status         string
+	ModelConfig    json.RawMessage
+	Error          *string
+	CreatedAt      time.Time
+	StartedAt      *time.Time
+	EndedAt        *time.Time
+}
+
 // The prompt, found by its id or by its assistant message's id, when its
-// conversation belongs to owner_id.
-func (q *Queries) PromptGet(ctx context.Context, arg PromptGetParams) (ConvoPrompt, error) {
+// conversation belongs to owner_id. Not p.*: lease_expires_at is
+// 'infinity' for a prompt held under its worker's process lease, which a
+// time.Time cannot hold (and a trace does not show).
+func (q *Queries) PromptGet(ctx context.Context, arg PromptGetParams) (PromptGetRow, error) {
 	row := q.db.QueryRow(ctx, promptGet, arg.OwnerID, arg.PromptID, arg.MessageID)
-	var i ConvoPrompt
+	var i PromptGetRow
 	err := row.Scan(
 		&i.ID,
 		&i.ConversationID,
 		&i.MessageID,
 		&i.Status,
 		&i.ModelConfig,
-		&i.Worker,
-		&i.LeaseSeconds,
-		&i.LeaseExpiresAt,
-		&i.Attempts,
 		&i.Error,
 		&i.CreatedAt,
 		&i.StartedAt,
 		&i.EndedAt,
-		&i.CompactedAt,
-		&i.OwnerID,
-		&i.Waiting,
 	)
 	return i, err
 }

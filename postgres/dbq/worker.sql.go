@@ -481,6 +481,25 @@ func (q *Queries) ToolCallStart(ctx context.Context, arg ToolCallStartParams) (u
 	return tool_call_id, err
 }
 
+const workerHeartbeat = `-- name: WorkerHeartbeat :one
+SELECT convo.worker_heartbeat($1::text, $2::int, $3::bool)::bool AS live
+`
+
+type WorkerHeartbeatParams struct {
+	Worker       string
+	LeaseSeconds int32
+	Starting     bool
+}
+
+// The process's lease: false when it had run out (the prompts held under
+// it are lost). starting: the process's first call.
+func (q *Queries) WorkerHeartbeat(ctx context.Context, arg WorkerHeartbeatParams) (bool, error) {
+	row := q.db.QueryRow(ctx, workerHeartbeat, arg.Worker, arg.LeaseSeconds, arg.Starting)
+	var live bool
+	err := row.Scan(&live)
+	return live, err
+}
+
 const workerInputs = `-- name: WorkerInputs :many
 SELECT i.tool_call_id::uuid AS tool_call_id, i.block_id::uuid AS block_id, i.name::text AS name,
        i.input::jsonb AS input, i.tool_call_status::text AS tool_call_status, i.kind::text AS kind,
@@ -528,6 +547,47 @@ func (q *Queries) WorkerInputs(ctx context.Context, arg WorkerInputsParams) ([]W
 			&i.Status,
 			&i.Answer,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const workerPromptsGone = `-- name: WorkerPromptsGone :many
+SELECT g.prompt_id::uuid AS prompt_id, g.status::text AS status
+  FROM (SELECT u.id AS prompt_id, coalesce(convo.prompt_status(u.id, $1::text), '') AS status
+          FROM unnest($2::uuid[]) AS u(id)) g
+ WHERE g.status NOT IN ('queued', 'running')
+`
+
+type WorkerPromptsGoneParams struct {
+	Worker    string
+	PromptIds []uuid.UUID
+}
+
+type WorkerPromptsGoneRow struct {
+	PromptID uuid.UUID
+	Status   string
+}
+
+// Of the prompts a worker process runs, those no longer its own to write
+// (ended, or held by another worker or by none: status ”), with their
+// status: one read per heartbeat interval for the whole process, in place
+// of a heartbeat per prompt, which told the worker the same.
+func (q *Queries) WorkerPromptsGone(ctx context.Context, arg WorkerPromptsGoneParams) ([]WorkerPromptsGoneRow, error) {
+	rows, err := q.db.Query(ctx, workerPromptsGone, arg.Worker, arg.PromptIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerPromptsGoneRow
+	for rows.Next() {
+		var i WorkerPromptsGoneRow
+		if err := rows.Scan(&i.PromptID, &i.Status); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
