@@ -161,6 +161,8 @@ func TestMetricsMove(t *testing.T) {
 	grew("convo_stream_events_delivered_total")
 	grew("convo_stream_delivery_lag_seconds")
 	grew("convo_stream_log_reads_total")
+	grew("convo_snapshot_reads_total")
+	grew("convo_snapshot_requests_total")
 	grew("convo_worker_claims_total")
 	grew("convo_worker_prompts_total", "outcome", "completed")
 	grew("convo_worker_prompt_duration_seconds", "outcome", "completed")
