@@ -210,8 +210,11 @@ type Main struct {
 	workerPool   *pgxpool.Pool
 	hubPool      *pgxpool.Pool
 	snapshotPool *pgxpool.Pool
-	listener     net.Listener
-	metrics      *serverMetrics
+	// snapshots reads streams' snapshots and whole-conversation reads
+	// in groups, on snapshotPool.
+	snapshots *postgres.SnapshotReader
+	listener  net.Listener
+	metrics   *serverMetrics
 	// auth authenticates requests; stopAuth ends its JWKS refreshes.
 	auth     auth.Authenticator
 	stopAuth context.CancelFunc
@@ -526,6 +529,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.snapshotPool, err = openPool(m.Config.SnapshotConns); err != nil {
 		return err
 	}
+	m.snapshots = postgres.NewSnapshotReader(m.snapshotPool)
+	m.metrics.registry.MustRegister(m.snapshots)
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
 	}
@@ -608,10 +613,8 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 // it, and the reaper of expired prompt leases and the compactor (package
 // maintenance).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
-	snapshots := postgres.NewSnapshotReader(m.snapshotPool)
-	m.metrics.registry.MustRegister(snapshots)
 	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, LiveStore: postgres.New(m.hubPool), Logger: m.Logger,
-		Snapshots: snapshots, SnapshotBytes: m.Config.SnapshotBytes,
+		Snapshots: m.snapshots, SnapshotBytes: m.Config.SnapshotBytes,
 		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)}, m.fileURLs)
 	m.metrics.registry.MustRegister(m.hub)
 	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
