@@ -78,8 +78,8 @@ type HubOptions[T any] struct {
 	LiveStore Store
 	// Snapshots, when set, is what subscriptions read their snapshots
 	// from (a postgres.SnapshotReader, which reads the snapshots asked
-	// for at about the same time in one query, on connections of its
-	// own). Nil: Store.
+	// for at about the same time together, in one transaction, on
+	// connections of its own). Nil: Store.
 	Snapshots SnapshotStore
 	Logger    *slog.Logger
 	// Decode runs once per event before fan-out and makes its payload;

@@ -414,7 +414,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(&c.WorkerDatabaseURL, "worker-database-url", c.WorkerDatabaseURL,
 		"what the in-process workers connect to, a login of the worker role convo_worker (CONVO_WORKER_DATABASE_URL); empty: --database-url, or the embedded default's worker login")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connections the API's pool may open (CONVO_DB_MAX_CONNS); the workers' are --worker-db-conns")
-	fs.IntVar(&c.SnapshotConns, "snapshot-conns", c.SnapshotConns, "connections that read streams' snapshots, many at once in one query (CONVO_SNAPSHOT_CONNS)")
+	fs.IntVar(&c.SnapshotConns, "snapshot-conns", c.SnapshotConns, "connections that read streams' snapshots, those asked for at once read together (CONVO_SNAPSHOT_CONNS)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
 	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed (RS256, ES256, EdDSA, …) by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
