@@ -24,7 +24,7 @@ func TestJoinStorm(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, hubOptions{snapshotConns: 2})
 	ctx := context.Background()
-	const joiners, rounds = 500, 8
+	const joiners, rounds = 500, 6
 	convs := make([]uuid.UUID, joiners)
 	blocks := make([]uuid.UUID, joiners)
 	for i := range joiners {
