@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -156,6 +157,18 @@ func assembleMessages(
 	blocks []dbq.BlockListByConversationRow,
 	calls []dbq.ToolCallListByConversationRow,
 ) []conversation.Message {
+	return indexParts(len(messages), blocks, calls).assemble(messages, false)
+}
+
+// messageParts are blocks, each with its tool call, by message: what
+// assemble puts in place.
+type messageParts struct {
+	blocksByMessage map[uuid.UUID][]conversation.Block
+}
+
+// indexParts indexes blocks, with calls, by message (about messages of
+// them).
+func indexParts(messages int, blocks []dbq.BlockListByConversationRow, calls []dbq.ToolCallListByConversationRow) messageParts {
 	callByBlock := make(map[uuid.UUID]*conversation.ToolCall, len(calls))
 	for _, c := range calls {
 		tc := &conversation.ToolCall{
@@ -168,7 +181,7 @@ func assembleMessages(
 		}
 		callByBlock[c.BlockID] = tc
 	}
-	blocksByMessage := make(map[uuid.UUID][]conversation.Block, len(messages))
+	blocksByMessage := make(map[uuid.UUID][]conversation.Block, messages)
 	for _, b := range blocks {
 		blocksByMessage[b.MessageID] = append(blocksByMessage[b.MessageID], conversation.Block{
 			ID: b.ID, MessageID: b.MessageID, PromptID: b.PromptID, Type: b.BlockType,
@@ -176,10 +189,27 @@ func assembleMessages(
 			ToolCall: callByBlock[b.ID], CreatedAt: b.CreatedAt, EndedAt: b.EndedAt,
 		})
 	}
+	return messageParts{blocksByMessage: blocksByMessage}
+}
+
+// assemble returns messages with their blocks in place. With shared (the
+// parts serve more than one state) each message gets its own copy of its
+// blocks and their tool calls, so that no two states share what a caller
+// may change.
+func (p messageParts) assemble(messages []dbq.MessageListByConversationRow, shared bool) []conversation.Message {
 	out := make([]conversation.Message, 0, len(messages))
 	for _, row := range messages {
 		m := messageFromRow(row)
-		m.Blocks = blocksByMessage[m.ID]
+		m.Blocks = p.blocksByMessage[m.ID]
+		if shared && m.Blocks != nil {
+			m.Blocks = slices.Clone(m.Blocks)
+			for i := range m.Blocks {
+				if tc := m.Blocks[i].ToolCall; tc != nil {
+					c := *tc
+					m.Blocks[i].ToolCall = &c
+				}
+			}
+		}
 		out = append(out, m)
 	}
 	return out

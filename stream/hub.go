@@ -30,6 +30,14 @@ type Store interface {
 	ExistingConversations(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 }
 
+// SnapshotStore reads subscriptions' snapshots: a conversation as of its
+// last seq with its latest messages that fit in maxBytes, as
+// Store.RecentState, with its errors. postgres.SnapshotReader is one that
+// reads many at once on connections of its own.
+type SnapshotStore interface {
+	RecentState(ctx context.Context, ownerID string, id uuid.UUID, maxBytes int) (conversation.State, error)
+}
+
 // Item is one event as the hub delivers it: shared, read-only, by every
 // subscriber of its conversation. T is the hub's payload type.
 type Item[T any] struct {
@@ -69,6 +77,11 @@ type HubOptions[T any] struct {
 	// a burst of subscribers (or of RPCs sharing Store's pool) then never
 	// delays the events of everyone else. Nil: Store.
 	LiveStore Store
+	// Snapshots, when set, is what subscriptions read their snapshots
+	// from (a postgres.SnapshotReader, which reads the snapshots asked
+	// for at about the same time together, in one transaction, on
+	// connections of its own). Nil: Store.
+	Snapshots SnapshotStore
 	Logger    *slog.Logger
 	// Decode runs once per event before fan-out and makes its payload;
 	// nil leaves the payload zero.
@@ -138,6 +151,9 @@ func NewHub[T any](opts HubOptions[T]) *Hub[T] {
 	}
 	if opts.LiveStore == nil {
 		opts.LiveStore = opts.Store
+	}
+	if opts.Snapshots == nil {
+		opts.Snapshots = opts.Store
 	}
 	if opts.SnapshotBytes <= 0 {
 		opts.SnapshotBytes = DefaultSnapshotBytes

@@ -30,9 +30,17 @@ type testBundle struct {
 	q     *dbq.Queries
 	hub   *stream.Hub[struct{}]
 	feed  *stream.NotifyFeed
+	// snapshots reads the hub's snapshots when hubOptions.snapshotConns
+	// is set.
+	snapshots *postgres.SnapshotReader
 }
 
-type hubOptions struct{ queueSize int }
+type hubOptions struct {
+	queueSize int
+	// snapshotConns, when set, has the hub read its snapshots through a
+	// postgres.SnapshotReader on a pool of that many connections.
+	snapshotConns int32
+}
 
 func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
 	t.Helper()
@@ -41,7 +49,20 @@ func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
 		t.Fatal(err)
 	}
 	store := postgres.New(pool)
-	hub := stream.NewHub(stream.HubOptions[struct{}]{Store: store, QueueSize: o.queueSize})
+	opts := stream.HubOptions[struct{}]{Store: store, QueueSize: o.queueSize}
+	var snapshots *postgres.SnapshotReader
+	if o.snapshotConns > 0 {
+		cfg := pool.Config().Copy()
+		cfg.MaxConns = o.snapshotConns
+		snapshotPool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(snapshotPool.Close)
+		snapshots = postgres.NewSnapshotReader(snapshotPool)
+		opts.Snapshots = snapshots
+	}
+	hub := stream.NewHub(opts)
 	cfg := pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = listenerApp
 	feed := &stream.NotifyFeed{ConnConfig: cfg, Hub: hub, PingInterval: time.Second}
@@ -55,7 +76,7 @@ func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
 		pool.Close()
 	})
 	testwait.For(t, "the listener to connect", func() bool { return feed.Connects() > 0 })
-	return &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub, feed: feed}
+	return &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub, feed: feed, snapshots: snapshots}
 }
 
 func setup(t testing.TB, o hubOptions) *testBundle { return setupDSN(t, pgtest.DSN(t), o) }
@@ -105,7 +126,10 @@ func (tb *testBundle) reply(t testing.TB) (uuid.UUID, uuid.UUID) {
 // follower drains a subscription in the background, recording seqs and
 // delta text.
 type follower struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// start is the seq the subscription started at: its snapshot's, or
+	// the seq it resumed after.
+	start int64
 	seqs  []int64
 	text  string
 	err   error
@@ -117,13 +141,25 @@ type follower struct {
 
 func (tb *testBundle) follow(t testing.TB, conversationID uuid.UUID, afterSeq *int64) *follower {
 	t.Helper()
+	f, stop, err := tb.startFollower(conversationID, afterSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return f
+}
+
+// startFollower opens a subscription and drains it in the background
+// until stop; it may run on any goroutine.
+func (tb *testBundle) startFollower(conversationID uuid.UUID, afterSeq *int64) (f *follower, stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sub, err := tb.hub.Open(ctx, stream.OpenParams{OwnerID: "local", ConversationID: conversationID, AfterSeq: afterSeq})
 	if err != nil {
 		cancel()
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	f := &follower{sub: sub, done: make(chan struct{}), reach: make(chan struct{}, 1)}
+	f = &follower{sub: sub, done: make(chan struct{}), reach: make(chan struct{}, 1)}
+	f.start = sub.Cursor()
 	if st, ok := sub.Snapshot(); ok {
 		f.last = st.Seq
 		for _, b := range st.Streaming() {
@@ -153,8 +189,7 @@ func (tb *testBundle) follow(t testing.TB, conversationID uuid.UUID, afterSeq *i
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-f.done })
-	return f
+	return f, func() { cancel(); <-f.done }, nil
 }
 
 // waitSeq waits until the follower received seq.

@@ -142,7 +142,7 @@ func (s *Subscription[T]) begin(ctx context.Context, p OpenParams) error {
 			}
 		}
 	}
-	st, err := s.hub.opts.Store.RecentState(ctx, p.OwnerID, p.ConversationID, s.hub.opts.SnapshotBytes)
+	st, err := s.hub.opts.Snapshots.RecentState(ctx, p.OwnerID, p.ConversationID, s.hub.opts.SnapshotBytes)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,7 @@ func TestPoolsMustFitMaxConnections(t *testing.T) {
 		refused string // "": starts
 	}{
 		{"APIPoolTooBig", map[string]string{"CONVO_DB_MAX_CONNS": "100000"}, "CONVO_DB_MAX_CONNS"},
+		{"SnapshotPoolTooBig", map[string]string{"CONVO_SNAPSHOT_CONNS": "100000"}, "CONVO_SNAPSHOT_CONNS"},
 		{"WorkerPoolTooBig", map[string]string{"CONVO_WORKERS": "2", "CONVO_WORKER_DB_CONNS": "100000"}, "CONVO_WORKER_DB_CONNS"},
 		// Thousands of replies at once need no more connections.
 		{"ManyWorkersFit", map[string]string{"CONVO_WORKERS": "5000"}, ""},

@@ -7,11 +7,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/connectapi"
+	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/httpapi"
 	"github.com/convo-dev/convo/metrics"
+	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/web"
 )
 
@@ -48,7 +51,7 @@ func (m *Main) routes() http.Handler {
 		m.parking.WriteTimeout = m.Config.WriteTimeout
 	}
 	path, api := connectapi.NewHandler(connectapi.Options{
-		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
+		Store: m.readsGrouped(), Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
 		Interceptors: []connect.Interceptor{m.metrics.rpc}, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
 		Searches: m.Config.Limits.searches(), PageBytes: m.Config.SnapshotBytes, WriteTimeout: m.Config.WriteTimeout,
 		Reads: reads, DemoModel: m.demoModel, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
@@ -61,13 +64,36 @@ func (m *Main) routes() http.Handler {
 	mux.Handle("/", web.Handler())
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
 	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
-		Store: m.store, Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
+		Store: m.readsGrouped(), Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 		WriteTimeout: m.Config.WriteTimeout, Reads: reads, PageBytes: m.Config.SnapshotBytes,
 		Files: m.files, FileURLs: m.fileURLs, FileOwners: m.fileStore, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
 	return guard.BodyDeadlines(m.bodyTimeout,
 		withWriteDeadline(m.Config.WriteTimeout, m.withGuard(withCORS(m.cors, mux))))
+}
+
+// groupedReads is the store whose RecentState, the read of
+// GetConversation, the history export and the AI SDK's /messages, goes
+// through the snapshot reader: with the streams' snapshots, in groups, on
+// connections of their own.
+type groupedReads struct {
+	*postgres.Store
+	snapshots *postgres.SnapshotReader
+}
+
+// RecentState implements conversation.Store through the snapshot reader.
+func (g groupedReads) RecentState(ctx context.Context, ownerID string, id uuid.UUID, maxBytes int) (conversation.State, error) {
+	return g.snapshots.RecentState(ctx, ownerID, id, maxBytes)
+}
+
+// readsGrouped is the store the APIs use: m.store, its whole-conversation
+// reads grouped with the snapshots.
+func (m *Main) readsGrouped() conversation.Store {
+	if m.snapshots == nil {
+		return m.store
+	}
+	return groupedReads{Store: m.store, snapshots: m.snapshots}
 }
 
 // bodyTimeout is how long a request's body may take to arrive: an

@@ -155,6 +155,11 @@ type Config struct {
 	// --db-max-conns). The workers have their own pool
 	// (CONVO_WORKER_DB_CONNS); see connectionUses.
 	DBMaxConns int
+	// SnapshotConns sizes the pool that reads streams' snapshots, in
+	// groups (CONVO_SNAPSHOT_CONNS, --snapshot-conns; postgres.
+	// SnapshotReader): at most this many group reads at once, never on
+	// the connections of sends or of the hub's live reads.
+	SnapshotConns int
 	// WorkerDatabaseURL is what the in-process workers connect to
 	// (CONVO_WORKER_DATABASE_URL): a login of the worker role
 	// (docs/deploy.md, "The worker role"), so that they can do no more than
@@ -200,11 +205,16 @@ type Main struct {
 	// model (GetServerInfo).
 	demoModel bool
 	// workerPool is the in-process workers' pool (CONVO_WORKER_DB_CONNS),
-	// hubPool the stream hub's (hubConns).
-	workerPool *pgxpool.Pool
-	hubPool    *pgxpool.Pool
-	listener   net.Listener
-	metrics    *serverMetrics
+	// hubPool the stream hub's (hubConns); snapshotPool the snapshots'
+	// (Config.SnapshotConns).
+	workerPool   *pgxpool.Pool
+	hubPool      *pgxpool.Pool
+	snapshotPool *pgxpool.Pool
+	// snapshots reads streams' snapshots and whole-conversation reads
+	// in groups, on snapshotPool.
+	snapshots *postgres.SnapshotReader
+	listener  net.Listener
+	metrics   *serverMetrics
 	// auth authenticates requests; stopAuth ends its JWKS refreshes.
 	auth     auth.Authenticator
 	stopAuth context.CancelFunc
@@ -237,7 +247,7 @@ func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
-			DBMaxConns: 16, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
+			DBMaxConns: 16, SnapshotConns: postgres.DefaultSnapshotConns, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), Files: DefaultFileSettings(),
 			FileURLs:    FileURLs{TTL: files.DefaultURLTTL},
 			FileStorage: FileStorage{Kind: fileStoragePostgres},
@@ -304,7 +314,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			*dst = d
 		}
 	}
-	for name, dst := range map[string]*int{"CONVO_DB_MAX_CONNS": &c.DBMaxConns, "CONVO_SNAPSHOT_BYTES": &c.SnapshotBytes} {
+	for name, dst := range map[string]*int{
+		"CONVO_DB_MAX_CONNS": &c.DBMaxConns, "CONVO_SNAPSHOT_BYTES": &c.SnapshotBytes, "CONVO_SNAPSHOT_CONNS": &c.SnapshotConns,
+	} {
 		if v := getenv(name); v != "" {
 			if _, err := fmt.Sscan(v, dst); err != nil {
 				return fmt.Errorf("%s: %q is not a whole number", name, v)
@@ -363,6 +375,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if c.DBMaxConns < 2 {
 		return fmt.Errorf("%s: want 2 or more", names.name("db-max-conns"))
 	}
+	if c.SnapshotConns < 1 {
+		return fmt.Errorf("%s: want 1 or more", names.name("snapshot-conns"))
+	}
 	if c.WriteTimeout < time.Second {
 		return fmt.Errorf("%s: want 1s or more", names.name("write-timeout"))
 	}
@@ -399,6 +414,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(&c.WorkerDatabaseURL, "worker-database-url", c.WorkerDatabaseURL,
 		"what the in-process workers connect to, a login of the worker role convo_worker (CONVO_WORKER_DATABASE_URL); empty: --database-url, or the embedded default's worker login")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connections the API's pool may open (CONVO_DB_MAX_CONNS); the workers' are --worker-db-conns")
+	fs.IntVar(&c.SnapshotConns, "snapshot-conns", c.SnapshotConns, "connections that read streams' snapshots, those asked for at once read together (CONVO_SNAPSHOT_CONNS)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AuthSecret, "auth-secret", c.AuthSecret, "require bearer JWTs signed HS256 with this secret (CONVO_AUTH_SECRET); empty: single-user mode")
 	fs.StringVar(&c.AuthJWKSURL, "auth-jwks-url", c.AuthJWKSURL, "require bearer JWTs signed (RS256, ES256, EdDSA, …) by a key from this JWKS URL (CONVO_AUTH_JWKS_URL)")
@@ -508,6 +524,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.hubPool, err = openPool(hubConns); err != nil {
 		return err
 	}
+	// Snapshots too: a reconnect storm's snapshots are read in groups on
+	// these, and never hold the connections sends and live reads use.
+	if m.snapshotPool, err = openPool(m.Config.SnapshotConns); err != nil {
+		return err
+	}
+	m.snapshots = postgres.NewSnapshotReader(m.snapshotPool)
+	m.metrics.registry.MustRegister(m.snapshots)
 	if err := m.store.SetMaxActivePrompts(ctx, m.Config.Limits.MaxActivePrompts); err != nil {
 		return fmt.Errorf("set the cap on prompts in flight: %w", err)
 	}
@@ -591,8 +614,8 @@ const noWorkersMessage = "no workers: prompts wait for an outside worker, for ex
 // maintenance).
 func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) error {
 	m.hub = wire.NewHub(stream.HubOptions[*wire.Response]{Store: m.store, LiveStore: postgres.New(m.hubPool), Logger: m.Logger,
-		SnapshotBytes: m.Config.SnapshotBytes,
-		Streams:       limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)}, m.fileURLs)
+		Snapshots: m.snapshots, SnapshotBytes: m.Config.SnapshotBytes,
+		Streams: limit.NewStreams(m.Config.Limits.MaxStreamsPerUser, m.Config.Limits.MaxStreams)}, m.fileURLs)
 	m.metrics.registry.MustRegister(m.hub)
 	m.pgListener = pglisten.New(pglisten.Options{ConnConfig: connConfig, Logger: m.Logger})
 	listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
@@ -653,6 +676,7 @@ func (m *Main) connectionUses() []postgres.ConnectionUse {
 	uses := []postgres.ConnectionUse{
 		{What: "API pool", Conns: m.Config.DBMaxConns, Setting: "CONVO_DB_MAX_CONNS"},
 		{What: "stream hub", Conns: hubConns},
+		{What: "snapshots", Conns: m.Config.SnapshotConns, Setting: "CONVO_SNAPSHOT_CONNS"},
 	}
 	if m.Config.Workers.Workers > 0 {
 		uses = append(uses, postgres.ConnectionUse{What: "worker pool", Conns: m.Config.Workers.DBConns, Setting: "CONVO_WORKER_DB_CONNS"})
@@ -774,6 +798,10 @@ func (m *Main) Close() error {
 	if m.hubPool != nil {
 		m.hubPool.Close()
 		m.hubPool = nil
+	}
+	if m.snapshotPool != nil {
+		m.snapshotPool.Close()
+		m.snapshotPool = nil
 	}
 	if m.pool != nil {
 		m.pool.Close()

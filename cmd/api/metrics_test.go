@@ -132,6 +132,10 @@ func TestMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream.Close()
+	// GetConversation reads through the snapshot reader too.
+	if _, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: sent.Msg.ConversationId})); err != nil {
+		t.Fatal(err)
+	}
 
 	// The worker records its outcome just after completing the prompt,
 	// and the compactor runs every second.
@@ -161,6 +165,10 @@ func TestMetricsMove(t *testing.T) {
 	grew("convo_stream_events_delivered_total")
 	grew("convo_stream_delivery_lag_seconds")
 	grew("convo_stream_log_reads_total")
+	grew("convo_snapshot_reads_total")
+	if b, a := before.value("convo_snapshot_requests_total"), after.value("convo_snapshot_requests_total"); a < b+2 {
+		t.Errorf("convo_snapshot_requests_total went from %v to %v; want the stream's snapshot and GetConversation's read counted", b, a)
+	}
 	grew("convo_worker_claims_total")
 	grew("convo_worker_prompts_total", "outcome", "completed")
 	grew("convo_worker_prompt_duration_seconds", "outcome", "completed")

@@ -22,6 +22,7 @@ func TestSettingErrorsNameTheSource(t *testing.T) {
 		{[]string{"--snapshot-bytes", "200"}, map[string]string{"CONVO_SNAPSHOT_BYTES": "8192"}, "--snapshot-bytes 200: want 4096 or more"},
 		{nil, map[string]string{"CONVO_DB_MAX_CONNS": "1"}, "CONVO_DB_MAX_CONNS=1: want 2 or more"},
 		{[]string{"--db-max-conns", "1"}, nil, "--db-max-conns 1: want 2 or more"},
+		{nil, map[string]string{"CONVO_SNAPSHOT_CONNS": "0"}, "CONVO_SNAPSHOT_CONNS=0: want 1 or more"},
 		{nil, map[string]string{"CONVO_WRITE_TIMEOUT": "10ms"}, "CONVO_WRITE_TIMEOUT=10ms: want 1s or more"},
 		{[]string{"--drain-grace", "-1s"}, nil, "--drain-grace -1s: want a duration of 0 or more"},
 		{nil, map[string]string{"CONVO_WRITE_BURST": "0"}, "CONVO_WRITE_BURST=0: want at least 1 while the write rate is above 0 (--write-rate 2)"},
