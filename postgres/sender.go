@@ -26,7 +26,13 @@ const (
 	DefaultMaxPendingSends = 2000
 	// maxSendGroup bounds the sends one transaction writes: a group's
 	// locks are held until it commits, and its latency is every send's.
-	maxSendGroup = 100
+	// Each send is a subtransaction: past 64 in one transaction,
+	// PostgreSQL's snapshots of every session get slower (the
+	// subtransaction cache overflows).
+	maxSendGroup = 50
+	// sendLanes bounds the groups written at once: one transaction runs
+	// on one core of the database, and the sends of a burst use them all.
+	sendLanes = 4
 	// sendGroupTimeout bounds one group's transaction; its callers wait
 	// no longer than their own contexts allow.
 	sendGroupTimeout = time.Minute
@@ -48,8 +54,8 @@ type sender struct {
 
 	mu    sync.Mutex
 	queue []*pendingSend
-	// busy: a goroutine is writing groups (run).
-	busy bool
+	// lanes is the goroutines writing groups (run), at most maxLanes.
+	lanes, maxLanes int
 	// maxPending bounds len(queue); 0: no bound.
 	maxPending int
 
@@ -77,7 +83,7 @@ type sendAnswer struct {
 }
 
 func newSender(q *dbq.Queries) *sender {
-	return &sender{q: q, maxPending: DefaultMaxPendingSends}
+	return &sender{q: q, maxPending: DefaultMaxPendingSends, maxLanes: sendLanes}
 }
 
 // send queues p and waits for its answer, or for ctx to end. It refuses
@@ -101,8 +107,8 @@ func (s *sender) send(ctx context.Context, p conversation.SendMessageParams, con
 		return conversation.SendMessageResult{}, e
 	}
 	s.queue = append(s.queue, req)
-	if !s.busy {
-		s.busy = true
+	if s.lanes < s.maxLanes {
+		s.lanes++
 		go s.run()
 	}
 	s.mu.Unlock()
@@ -127,8 +133,10 @@ func (s *sender) run() {
 		s.mu.Lock()
 		n := min(len(s.queue), maxSendGroup)
 		if n == 0 {
-			s.busy = false
-			s.queue = nil // let the backing array go
+			s.lanes--
+			if s.lanes == 0 {
+				s.queue = nil // let the backing array go
+			}
 			s.mu.Unlock()
 			return
 		}

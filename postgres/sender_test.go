@@ -244,6 +244,8 @@ func TestSendMessageAloneGoesAtOnce(t *testing.T) {
 func TestSendMessageRefusesPastPendingBound(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
+	// One group at a time: the held one holds every send after it.
+	postgres.SetSendLanes(tb.store, 1)
 	ctx := context.Background()
 	if err := tb.store.SetMaxPendingSends(5); err != nil {
 		t.Fatal(err)
@@ -320,6 +322,8 @@ func TestSendMessageRefusesPastPendingBound(t *testing.T) {
 func TestSendMessageCancelledWhileWaiting(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
+	// One group at a time: the held one holds every send after it.
+	postgres.SetSendLanes(tb.store, 1)
 	ctx := context.Background()
 	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
 	if err != nil {
@@ -368,6 +372,8 @@ func TestSendMessageCancelledWhileWaiting(t *testing.T) {
 func TestSendMessagesBadTextFailsNoOther(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
+	// One group at a time: the held one holds every send after it.
+	postgres.SetSendLanes(tb.store, 1)
 	ctx := context.Background()
 	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
 	if err != nil {
