@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/postgres"
+	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 // listenPrompts opens a connection to tb's database that listens on
@@ -426,5 +428,24 @@ func TestSendMessagesBadTextFailsNoOther(t *testing.T) {
 	}
 	if n := tb.count(t, "SELECT count(*) FROM convo.conversations WHERE owner_id LIKE 'text-%'"); n != 3 {
 		t.Errorf("%d conversations of the group, want the 3 sends of good text", n)
+	}
+}
+
+// TestSendMessageSQLNotifiesEachPrompt: convo.send_message called alone
+// (a client of the SQL API) still notifies 'queued:<prompt id>' per
+// prompt; only send_messages gathers them into one 'queued:*'.
+func TestSendMessageSQLNotifiesEachPrompt(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	heard := listenPrompts(t, tb)
+	row, err := tb.q.MessageSend(context.Background(), dbq.MessageSendParams{OwnerID: "local", Text: "a or b?",
+		ModelConfigs: json.RawMessage(`[{}, {}]`), FileIds: []uuid.UUID{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := heard()
+	want := []string{"queued:" + row.PromptIds[0].String(), "queued:" + row.PromptIds[1].String()}
+	if !slices.Equal(got, want) {
+		t.Errorf("convo_prompts heard %v, want %v", got, want)
 	}
 }

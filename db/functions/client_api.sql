@@ -241,7 +241,9 @@ $$;
 -- of its first message (_title_from_text). Events: messageCreated (user),
 -- then per prompt messageCreated (assistant) and promptQueued, then
 -- conversationUpdated.
--- Notifies "convo_prompts" with 'queued:<prompt id>' per prompt.
+-- Notifies "convo_prompts" with 'queued:<prompt id>' per prompt, unless
+-- the setting convo.notify_prompts is 'off' (send_messages turns it off
+-- for its transaction, and notifies once for all its prompts).
 --
 -- It raises CV004, changing nothing, when the owner's queued and running
 -- prompts plus the new ones would exceed convo.limits.max_active_prompts
@@ -264,28 +266,6 @@ $$;
 -- parent without a conversation is CV003. NULL: no check.
 CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb,
                                               p_parent_message_id uuid DEFAULT NULL, p_file_ids uuid[] DEFAULT '{}')
-RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
-               comparison_id uuid)
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_prompt uuid;
-BEGIN
-    SELECT s.conversation_id, s.user_message_id, s.assistant_message_ids, s.prompt_ids, s.comparison_id
-      INTO conversation_id, user_message_id, assistant_message_ids, prompt_ids, comparison_id
-      FROM convo._send_message(p_owner_id, p_conversation_id, p_text, p_model_configs, p_parent_message_id,
-                               coalesce(p_file_ids, '{}')) s;
-    FOREACH v_prompt IN ARRAY prompt_ids LOOP
-        PERFORM convo._notify_prompt('queued', v_prompt);
-    END LOOP;
-    RETURN NEXT;
-END;
-$$;
-
--- _send_message is send_message without its notifications of
--- "convo_prompts": send_message sends one per prompt, send_messages one
--- for its whole transaction. Its errors are send_message's.
-CREATE OR REPLACE FUNCTION convo._send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb,
-                                               p_parent_message_id uuid, p_file_ids uuid[])
 RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
                comparison_id uuid)
 LANGUAGE plpgsql AS $$
@@ -379,6 +359,9 @@ BEGIN
             jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
         PERFORM convo._append_event(v_conv.id, 'promptQueued',
             jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
+        IF current_setting('convo.notify_prompts', true) IS DISTINCT FROM 'off' THEN
+            PERFORM convo._notify_prompt('queued', v_prompt.id);
+        END IF;
     END LOOP;
 
     v_title := convo._title_from_text(p_text);
@@ -427,11 +410,12 @@ RETURNS TABLE (ord integer, conversation_id uuid, user_message_id uuid, assistan
                prompt_ids uuid[], comparison_id uuid, error_code text, error_message text, error_detail text)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_n      integer := coalesce(cardinality(p_owner_ids), 0);
-    v_events text := current_setting('convo.notify_events', true);
-    v_convs  uuid[] := '{}';
-    v_queued boolean := false;
-    v_sent   record;
+    v_n       integer := coalesce(cardinality(p_owner_ids), 0);
+    v_events  text := current_setting('convo.notify_events', true);
+    v_prompts text := current_setting('convo.notify_prompts', true);
+    v_convs   uuid[] := '{}';
+    v_queued  boolean := false;
+    v_sent    record;
 BEGIN
     IF coalesce(cardinality(p_conversation_ids), 0) <> v_n OR coalesce(cardinality(p_texts), 0) <> v_n
        OR coalesce(cardinality(p_model_configs), 0) <> v_n OR coalesce(cardinality(p_parent_message_ids), 0) <> v_n
@@ -439,14 +423,16 @@ BEGIN
         RAISE EXCEPTION 'send_messages: the arrays must have one element per message (% owner ids)', v_n
             USING ERRCODE = 'CV003';
     END IF;
-    -- The events of the items notify once per conversation, below.
+    -- The items notify once per conversation and once for all their
+    -- prompts, below.
     PERFORM set_config('convo.notify_events', 'off', true);
+    PERFORM set_config('convo.notify_prompts', 'off', true);
     FOR i IN 1 .. v_n LOOP
         ord := i;
         BEGIN
             SELECT s.* INTO v_sent
-              FROM convo._send_message(p_owner_ids[i], p_conversation_ids[i], p_texts[i], p_model_configs[i]::jsonb,
-                                       p_parent_message_ids[i], coalesce(p_file_ids[i], '{}')::uuid[]) s;
+              FROM convo.send_message(p_owner_ids[i], p_conversation_ids[i], p_texts[i], p_model_configs[i]::jsonb,
+                                      p_parent_message_ids[i], coalesce(p_file_ids[i], '{}')::uuid[]) s;
             conversation_id := v_sent.conversation_id;
             user_message_id := v_sent.user_message_id;
             assistant_message_ids := v_sent.assistant_message_ids;
@@ -470,6 +456,7 @@ BEGIN
         RETURN NEXT;
     END LOOP;
     PERFORM set_config('convo.notify_events', coalesce(v_events, ''), true);
+    PERFORM set_config('convo.notify_prompts', coalesce(v_prompts, ''), true);
     IF v_events IS DISTINCT FROM 'off' THEN
         PERFORM convo._notify_event(c.id, c.last_seq) FROM convo.conversations c WHERE c.id = ANY (v_convs);
     END IF;
