@@ -48,6 +48,12 @@ type Error struct {
 	// RetryAfter, when positive, is how long the caller should wait before
 	// retrying (a rate limit's refill time).
 	RetryAfter time.Duration
+	// Overloaded marks a ResourceExhausted refusal by the server as a
+	// whole, not by a limit of the caller's (too many sends waiting to be
+	// written): HTTP answers it 503 Service Unavailable rather than 429,
+	// so that proxies and clients treat it as the server's load; Connect
+	// answers resource_exhausted either way.
+	Overloaded bool
 	// Resumable marks an error that ends a stream by design (the
 	// subscriber fell behind, the server is shutting down, events were
 	// compacted): the client opens the stream again, resuming after
@@ -113,6 +119,12 @@ func ErrorRetryAfter(err error) time.Duration {
 		return e.RetryAfter
 	}
 	return 0
+}
+
+// ErrorOverloaded reports whether err's first *Error is Overloaded.
+func ErrorOverloaded(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Overloaded
 }
 
 // ErrorResume reports whether err ends a stream that the client should

@@ -20,6 +20,8 @@ type Store struct {
 	q    *dbq.Queries
 	// searchTimeout bounds one search (SetSearchTimeout).
 	searchTimeout time.Duration
+	// sends groups concurrent SendMessages into shared transactions.
+	sends *sender
 }
 
 var _ conversation.Store = (*Store)(nil)
@@ -27,7 +29,8 @@ var _ conversation.Store = (*Store)(nil)
 // New returns a Store on pool. The pool's database must be migrated
 // (db.Migrate).
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: dbq.New(pool), searchTimeout: DefaultSearchTimeout}
+	q := dbq.New(pool)
+	return &Store{pool: pool, q: q, searchTimeout: DefaultSearchTimeout, sends: newSender(q)}
 }
 
 // Queries exposes the generated queries on the store's pool, for the worker

@@ -18,6 +18,9 @@ type Failure struct {
 	Message string
 	// RetryAfter, when positive, is how long the caller should wait.
 	RetryAfter time.Duration
+	// Overloaded: the server as a whole refused (conversation.Error's
+	// Overloaded); HTTP answers 503.
+	Overloaded bool
 	// Resumable: the error ended a stream by design, and the caller opens
 	// it again after AfterSeq.
 	Resumable bool
@@ -43,6 +46,7 @@ func Classify(err error) Failure {
 		Code:       conversation.ErrorCode(err),
 		Message:    conversation.ErrorMessage(err),
 		RetryAfter: conversation.ErrorRetryAfter(err),
+		Overloaded: conversation.ErrorOverloaded(err),
 	}
 	f.AfterSeq, f.Resumable = conversation.ErrorResume(err)
 	f.Log = (f.Code == conversation.Internal || f.Code == conversation.Unavailable) && !f.Resumable

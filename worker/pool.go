@@ -200,14 +200,15 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) bool {
 }
 
 // PromptsChannel is the channel the SQL worker API notifies with
-// "queued:<prompt id>" and "cancelled:<prompt id>".
+// "queued:<prompt id>", "queued:*" (prompts were queued: convo.send_messages
+// sends one for all of its transaction's) and "cancelled:<prompt id>".
 const PromptsChannel = "convo_prompts"
 
 // notified handles a notification of PromptsChannel.
 func (p *Pool) notified(payload string) {
 	kind, id, _ := strings.Cut(payload, ":")
 	switch kind {
-	case "queued":
+	case "queued": // whatever follows: an id, or "*"
 		p.wakeUp()
 	case "cancelled":
 		if promptID, err := uuid.Parse(id); err == nil {
@@ -215,6 +216,12 @@ func (p *Pool) notified(payload string) {
 		}
 	}
 }
+
+// Wake makes the claim loop look for prompts now, as a "queued"
+// notification does: a server whose SendMessage queued prompts calls it,
+// so its own workers claim them without waiting for the notification's
+// round trip. It never blocks, and does nothing once the pool stopped.
+func (p *Pool) Wake() { p.wakeUp() }
 
 // wakeUp makes the claim loop look for prompts.
 func (p *Pool) wakeUp() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/postgres"
 )
 
 // Limits bounds what one user, and the server, may hold at once. Each has
@@ -48,6 +49,11 @@ type Limits struct {
 	// until its answer is written (CONVO_MAX_READS_PER_USER,
 	// --max-reads-per-user).
 	MaxReadsPerUser int
+	// MaxPendingSends bounds the SendMessages this server holds waiting
+	// to be written (CONVO_MAX_PENDING_SENDS, --max-pending-sends): past
+	// it a send is refused at once, resource_exhausted (HTTP 503) with
+	// Retry-After, writing nothing (postgres.Store.SetMaxPendingSends).
+	MaxPendingSends int
 }
 
 // DefaultLimits are safe for a server on the internet and roomy for one
@@ -56,6 +62,7 @@ func DefaultLimits() Limits {
 	return Limits{
 		MaxStreamsPerUser: 64, MaxStreams: 5000, WriteRate: 2, WriteBurst: 20, MaxActivePrompts: 8,
 		SearchRate: 2, SearchBurst: 20, MaxSearches: 4, SearchTimeout: 3 * time.Second, MaxReadsPerUser: 8,
+		MaxPendingSends: postgres.DefaultMaxPendingSends,
 	}
 }
 
@@ -64,7 +71,7 @@ func (l *Limits) fromEnv(getenv func(string) string) error {
 		"CONVO_MAX_STREAMS_PER_USER": &l.MaxStreamsPerUser, "CONVO_MAX_STREAMS": &l.MaxStreams,
 		"CONVO_WRITE_BURST": &l.WriteBurst, "CONVO_MAX_ACTIVE_PROMPTS": &l.MaxActivePrompts,
 		"CONVO_SEARCH_BURST": &l.SearchBurst, "CONVO_MAX_SEARCHES": &l.MaxSearches,
-		"CONVO_MAX_READS_PER_USER": &l.MaxReadsPerUser,
+		"CONVO_MAX_READS_PER_USER": &l.MaxReadsPerUser, "CONVO_MAX_PENDING_SENDS": &l.MaxPendingSends,
 	} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -103,6 +110,7 @@ func (l *Limits) registerFlags(fs *flag.FlagSet) {
 	fs.IntVar(&l.MaxSearches, "max-searches", l.MaxSearches, "most searches this server runs at once (CONVO_MAX_SEARCHES); 0: no limit")
 	fs.DurationVar(&l.SearchTimeout, "search-timeout", l.SearchTimeout, "how long one search may run in the database (CONVO_SEARCH_TIMEOUT); 0: no limit")
 	fs.IntVar(&l.MaxReadsPerUser, "max-reads-per-user", l.MaxReadsPerUser, "most whole-conversation reads (GetConversation, ListMessages, history, AI SDK messages) one user may have running at once on this server (CONVO_MAX_READS_PER_USER); 0: no limit")
+	fs.IntVar(&l.MaxPendingSends, "max-pending-sends", l.MaxPendingSends, "most messages this server holds waiting to be written; past it a send is refused at once with resource_exhausted (HTTP 503) and Retry-After (CONVO_MAX_PENDING_SENDS); 0: no limit")
 	fs.IntVar(&l.MaxActivePrompts, "max-active-prompts", l.MaxActivePrompts, "most prompts one user may have queued or running, across all servers of the database (CONVO_MAX_ACTIVE_PROMPTS); 0: no limit")
 }
 
@@ -113,7 +121,7 @@ func (l *Limits) check(name func(flag string) string) error {
 		"max-streams-per-user": l.MaxStreamsPerUser, "max-streams": l.MaxStreams,
 		"write-burst": l.WriteBurst, "max-active-prompts": l.MaxActivePrompts,
 		"search-burst": l.SearchBurst, "max-searches": l.MaxSearches,
-		"max-reads-per-user": l.MaxReadsPerUser,
+		"max-reads-per-user": l.MaxReadsPerUser, "max-pending-sends": l.MaxPendingSends,
 	} {
 		if n < 0 {
 			return fmt.Errorf("%s: want 0 or more", name(flag))

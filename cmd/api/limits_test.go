@@ -385,10 +385,11 @@ func TestLimitsConfig(t *testing.T) {
 		"CONVO_MAX_STREAMS_PER_USER": "3", "CONVO_MAX_STREAMS": "7", "CONVO_WRITE_RATE": "0.5",
 		"CONVO_WRITE_BURST": "5", "CONVO_MAX_ACTIVE_PROMPTS": "0",
 		"CONVO_SEARCH_RATE": "0.25", "CONVO_SEARCH_BURST": "3", "CONVO_MAX_SEARCHES": "0", "CONVO_SEARCH_TIMEOUT": "1500ms",
-		"CONVO_MAX_READS_PER_USER": "2"})
+		"CONVO_MAX_READS_PER_USER": "2", "CONVO_MAX_PENDING_SENDS": "50"})
 	want := Limits{
 		MaxStreamsPerUser: 3, MaxStreams: 9, WriteRate: 0.5, WriteBurst: 5, MaxActivePrompts: 0,
 		SearchRate: 0.25, SearchBurst: 3, MaxSearches: 0, SearchTimeout: 1500 * time.Millisecond, MaxReadsPerUser: 2,
+		MaxPendingSends: 50,
 	}
 	if err != nil || l != want {
 		t.Errorf("configured = %+v, %v; want %+v", l, err, want)
@@ -398,6 +399,7 @@ func TestLimitsConfig(t *testing.T) {
 		{"CONVO_WRITE_BURST": "0"}, {"CONVO_SEARCH_RATE": "-1"}, {"CONVO_SEARCH_BURST": "0"},
 		{"CONVO_MAX_SEARCHES": "-2"}, {"CONVO_SEARCH_TIMEOUT": "3"}, {"CONVO_SEARCH_TIMEOUT": "-1s"},
 		{"CONVO_MAX_READS_PER_USER": "-1"}, {"CONVO_MAX_READS_PER_USER": "many"},
+		{"CONVO_MAX_PENDING_SENDS": "-1"}, {"CONVO_MAX_PENDING_SENDS": "lots"},
 	} {
 		if _, err := parse(nil, bad); err == nil {
 			t.Errorf("%v accepted", bad)

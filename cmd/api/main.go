@@ -509,6 +509,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.store = postgres.New(m.pool)
 	m.store.SetSearchTimeout(m.Config.Limits.SearchTimeout)
+	if err := m.store.SetMaxPendingSends(m.Config.Limits.MaxPendingSends); err != nil {
+		return err
+	}
 	m.fileStore = postgres.NewFileStore(m.pool)
 	blobs, storage := m.fileBlobs()
 	m.files = files.NewService(files.Options{
@@ -563,6 +566,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("start workers: %w", err)
 	}
 	m.metrics.registry.MustRegister(m.workers)
+	if m.Config.Workers.Workers > 0 {
+		// This server's workers claim what its sends queued at once,
+		// without waiting for the notification's round trip.
+		m.store.OnPromptsQueued(m.workers.Wake)
+	}
 	if m.Config.Workers.Workers == 0 {
 		m.Logger.Info(noWorkersMessage)
 	}

@@ -241,7 +241,9 @@ $$;
 -- of its first message (_title_from_text). Events: messageCreated (user),
 -- then per prompt messageCreated (assistant) and promptQueued, then
 -- conversationUpdated.
--- Notifies "convo_prompts" with 'queued:<prompt id>' per prompt.
+-- Notifies "convo_prompts" with 'queued:<prompt id>' per prompt, unless
+-- the setting convo.notify_prompts is 'off' (send_messages turns it off
+-- for its transaction, and notifies once for all its prompts).
 --
 -- It raises CV004, changing nothing, when the owner's queued and running
 -- prompts plus the new ones would exceed convo.limits.max_active_prompts
@@ -357,7 +359,9 @@ BEGIN
             jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
         PERFORM convo._append_event(v_conv.id, 'promptQueued',
             jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
-        PERFORM convo._notify_prompt('queued', v_prompt.id);
+        IF current_setting('convo.notify_prompts', true) IS DISTINCT FROM 'off' THEN
+            PERFORM convo._notify_prompt('queued', v_prompt.id);
+        END IF;
     END LOOP;
 
     v_title := convo._title_from_text(p_text);
@@ -377,6 +381,88 @@ BEGIN
         jsonb_build_object('conversation', convo._conversation_json(v_conv)));
 
     RETURN QUERY SELECT v_conv.id, v_user.id, v_messages, v_prompts, v_comparison;
+END;
+$$;
+
+-- send_messages sends many messages in one transaction: item i is
+-- send_message(p_owner_ids[i], p_conversation_ids[i], p_texts[i],
+-- p_model_configs[i]::jsonb, p_parent_message_ids[i], p_file_ids[i]::uuid[])
+-- (a NULL file list: none), each in a subtransaction of its own, in the
+-- order of the arrays. It returns one row per item (ord i): its result,
+-- with error_code NULL; or, when the item was refused, error_code,
+-- error_message and error_detail (the SQLSTATE, message and detail
+-- send_message would have raised) and the rest NULL. A refused item wrote
+-- nothing (its subtransaction rolled back) and does not stop the others.
+-- The server's sender (package postgres) calls it for the SendMessages
+-- that arrive together, so that they share one commit.
+--
+-- Notifications, sent when the transaction commits: "convo_events" once
+-- per conversation an item wrote to, with its last seq, instead of once
+-- per event (unless convo.notify_events is 'off'); "convo_prompts" once,
+-- 'queued:*', when any item queued a prompt, instead of
+-- 'queued:<prompt id>' per prompt.
+--
+-- Arrays of different lengths are CV003, changing nothing. An error that
+-- cannot be caught (a cancelled statement) fails the whole call.
+CREATE OR REPLACE FUNCTION convo.send_messages(p_owner_ids text[], p_conversation_ids uuid[], p_texts text[],
+                                               p_model_configs text[], p_parent_message_ids uuid[], p_file_ids text[])
+RETURNS TABLE (ord integer, conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[],
+               prompt_ids uuid[], comparison_id uuid, error_code text, error_message text, error_detail text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_n       integer := coalesce(cardinality(p_owner_ids), 0);
+    v_events  text := current_setting('convo.notify_events', true);
+    v_prompts text := current_setting('convo.notify_prompts', true);
+    v_convs   uuid[] := '{}';
+    v_queued  boolean := false;
+    v_sent    record;
+BEGIN
+    IF coalesce(cardinality(p_conversation_ids), 0) <> v_n OR coalesce(cardinality(p_texts), 0) <> v_n
+       OR coalesce(cardinality(p_model_configs), 0) <> v_n OR coalesce(cardinality(p_parent_message_ids), 0) <> v_n
+       OR coalesce(cardinality(p_file_ids), 0) <> v_n THEN
+        RAISE EXCEPTION 'send_messages: the arrays must have one element per message (% owner ids)', v_n
+            USING ERRCODE = 'CV003';
+    END IF;
+    -- The items notify once per conversation and once for all their
+    -- prompts, below.
+    PERFORM set_config('convo.notify_events', 'off', true);
+    PERFORM set_config('convo.notify_prompts', 'off', true);
+    FOR i IN 1 .. v_n LOOP
+        ord := i;
+        BEGIN
+            SELECT s.* INTO v_sent
+              FROM convo.send_message(p_owner_ids[i], p_conversation_ids[i], p_texts[i], p_model_configs[i]::jsonb,
+                                      p_parent_message_ids[i], coalesce(p_file_ids[i], '{}')::uuid[]) s;
+            conversation_id := v_sent.conversation_id;
+            user_message_id := v_sent.user_message_id;
+            assistant_message_ids := v_sent.assistant_message_ids;
+            prompt_ids := v_sent.prompt_ids;
+            comparison_id := v_sent.comparison_id;
+            error_code := NULL;
+            error_message := NULL;
+            error_detail := NULL;
+            v_convs := v_convs || v_sent.conversation_id;
+            v_queued := true;
+        EXCEPTION WHEN OTHERS THEN
+            conversation_id := NULL;
+            user_message_id := NULL;
+            assistant_message_ids := NULL;
+            prompt_ids := NULL;
+            comparison_id := NULL;
+            GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
+                                    error_detail = PG_EXCEPTION_DETAIL;
+            error_detail := nullif(error_detail, '');
+        END;
+        RETURN NEXT;
+    END LOOP;
+    PERFORM set_config('convo.notify_events', coalesce(v_events, ''), true);
+    PERFORM set_config('convo.notify_prompts', coalesce(v_prompts, ''), true);
+    IF v_events IS DISTINCT FROM 'off' THEN
+        PERFORM convo._notify_event(c.id, c.last_seq) FROM convo.conversations c WHERE c.id = ANY (v_convs);
+    END IF;
+    IF v_queued THEN
+        PERFORM convo._notify_queued();
+    END IF;
 END;
 $$;
 

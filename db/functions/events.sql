@@ -13,6 +13,9 @@
 --   convo_events   '<conversation id>:<seq>'   an event was appended
 --                  '<conversation id>:deleted' the conversation was deleted
 --   convo_prompts  'queued:<prompt id>'        a prompt waits for a worker
+--                  'queued:*'                  prompts wait for a worker (one
+--                                              transaction queued them all:
+--                                              send_messages)
 --                  'cancelled:<prompt id>'     a running prompt was cancelled
 --
 -- They are SQL functions of one expression, which PostgreSQL inlines into
@@ -31,6 +34,11 @@ $$;
 CREATE OR REPLACE FUNCTION convo._notify_prompt(p_kind text, p_prompt_id uuid) RETURNS void
 LANGUAGE sql AS $$
     SELECT pg_notify('convo_prompts', p_kind || ':' || p_prompt_id::text)
+$$;
+
+CREATE OR REPLACE FUNCTION convo._notify_queued() RETURNS void
+LANGUAGE sql AS $$
+    SELECT pg_notify('convo_prompts', 'queued:*')
 $$;
 
 -- _lock_conversation takes the conversation's row lock, which every writer of

@@ -1,3 +1,26 @@
+-- name: MessageSendMany :many
+-- Sends many messages in one transaction, each in a subtransaction of its
+-- own; see convo.send_messages. A zero conversation or parent id is none
+-- (NULL). One row per item, in order: its result, or its error's
+-- SQLSTATE, message and detail (error_code '' when it was sent).
+SELECT s.ord::integer AS ord,
+       coalesce(s.conversation_id, '00000000-0000-0000-0000-000000000000')::uuid AS conversation_id,
+       coalesce(s.user_message_id, '00000000-0000-0000-0000-000000000000')::uuid AS user_message_id,
+       coalesce(s.assistant_message_ids, '{}')::uuid[] AS assistant_message_ids,
+       coalesce(s.prompt_ids, '{}')::uuid[] AS prompt_ids,
+       coalesce(s.comparison_id, '00000000-0000-0000-0000-000000000000')::uuid AS comparison_id,
+       coalesce(s.error_code, '')::text AS error_code, coalesce(s.error_message, '')::text AS error_message,
+       coalesce(s.error_detail, '')::text AS error_detail
+  FROM convo.send_messages(
+         @owner_ids::text[],
+         (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
+            FROM unnest(@conversation_ids::uuid[]) WITH ORDINALITY x(id, n)),
+         @texts::text[], @model_configs::text[],
+         (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
+            FROM unnest(@parent_message_ids::uuid[]) WITH ORDINALITY x(id, n)),
+         @file_ids::text[]) s
+ ORDER BY s.ord;
+
 -- name: MessageSend :one
 -- Appends a user message and queues its prompt(s); see convo.send_message
 -- (parent_message_id: the active leaf the client expects, or NULL;

@@ -207,6 +207,88 @@ func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) (Messa
 	return i, err
 }
 
+const messageSendMany = `-- name: MessageSendMany :many
+SELECT s.ord::integer AS ord,
+       coalesce(s.conversation_id, '00000000-0000-0000-0000-000000000000')::uuid AS conversation_id,
+       coalesce(s.user_message_id, '00000000-0000-0000-0000-000000000000')::uuid AS user_message_id,
+       coalesce(s.assistant_message_ids, '{}')::uuid[] AS assistant_message_ids,
+       coalesce(s.prompt_ids, '{}')::uuid[] AS prompt_ids,
+       coalesce(s.comparison_id, '00000000-0000-0000-0000-000000000000')::uuid AS comparison_id,
+       coalesce(s.error_code, '')::text AS error_code, coalesce(s.error_message, '')::text AS error_message,
+       coalesce(s.error_detail, '')::text AS error_detail
+  FROM convo.send_messages(
+         $1::text[],
+         (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
+            FROM unnest($2::uuid[]) WITH ORDINALITY x(id, n)),
+         $3::text[], $4::text[],
+         (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
+            FROM unnest($5::uuid[]) WITH ORDINALITY x(id, n)),
+         $6::text[]) s
+ ORDER BY s.ord
+`
+
+type MessageSendManyParams struct {
+	OwnerIds         []string
+	ConversationIds  []uuid.UUID
+	Texts            []string
+	ModelConfigs     []string
+	ParentMessageIds []uuid.UUID
+	FileIds          []string
+}
+
+type MessageSendManyRow struct {
+	Ord                 int32
+	ConversationID      uuid.UUID
+	UserMessageID       uuid.UUID
+	AssistantMessageIds []uuid.UUID
+	PromptIds           []uuid.UUID
+	ComparisonID        uuid.UUID
+	ErrorCode           string
+	ErrorMessage        string
+	ErrorDetail         string
+}
+
+// Sends many messages in one transaction, each in a subtransaction of its
+// own; see convo.send_messages. A zero conversation or parent id is none
+// (NULL). One row per item, in order: its result, or its error's
+// SQLSTATE, message and detail (error_code ” when it was sent).
+func (q *Queries) MessageSendMany(ctx context.Context, arg MessageSendManyParams) ([]MessageSendManyRow, error) {
+	rows, err := q.db.Query(ctx, messageSendMany,
+		arg.OwnerIds,
+		arg.ConversationIds,
+		arg.Texts,
+		arg.ModelConfigs,
+		arg.ParentMessageIds,
+		arg.FileIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MessageSendManyRow
+	for rows.Next() {
+		var i MessageSendManyRow
+		if err := rows.Scan(
+			&i.Ord,
+			&i.ConversationID,
+			&i.UserMessageID,
+			&i.AssistantMessageIds,
+			&i.PromptIds,
+			&i.ComparisonID,
+			&i.ErrorCode,
+			&i.ErrorMessage,
+			&i.ErrorDetail,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const messageSetFeedback = `-- name: MessageSetFeedback :exec
 SELECT convo.set_feedback($1::text, $2::uuid, $3::text, $4::text)
 `

@@ -1,5 +1,6 @@
-// The worker's LISTEN connection on convo_prompts: "queued:<id>" wakes the
-// claim loop, "cancelled:<id>" stops that prompt at once. It reconnects
+// The worker's LISTEN connection on convo_prompts: "queued:<id>" (or
+// "queued:*", one notification for every prompt a transaction queued) wakes
+// the claim loop, "cancelled:<id>" stops that prompt at once. It reconnects
 // with backoff (100 ms doubling to 5 s) and, after every connect, wakes the
 // claim loop: notifications sent while it was away are lost, so the queue
 // is looked at again. It pings every pingMs (as the Go runtime's listener

@@ -75,6 +75,11 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if !ok {
 		st = statuses[conversation.Internal]
 	}
+	if f.Overloaded && f.Code == conversation.ResourceExhausted {
+		// The server's load, not the caller's limit: a proxy or client
+		// backs off from the server, and retries after Retry-After.
+		st.status = http.StatusServiceUnavailable
+	}
 	if tooLarge != nil {
 		st.status = http.StatusRequestEntityTooLarge // see BodyTooLarge
 	}

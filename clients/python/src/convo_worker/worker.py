@@ -26,8 +26,9 @@ from .settings import Settings
 Handler = Callable[[Job], Awaitable[None]]
 Outcome = Literal["completed", "failed", "cancelled", "stopped", "waiting"]
 
-#: The channel the SQL worker API notifies with ``queued:<prompt id>`` and
-#: ``cancelled:<prompt id>``.
+#: The channel the SQL worker API notifies with ``queued:<prompt id>``,
+#: ``queued:*`` (one notification for every prompt a transaction queued)
+#: and ``cancelled:<prompt id>``.
 PROMPTS_CHANNEL = "convo_prompts"
 
 # Claims per call of claim_prompts, at most.
