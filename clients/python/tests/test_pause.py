@@ -57,8 +57,10 @@ async def waiting(client: Client, prompt: str) -> dict[str, Any]:
     """Waits until the prompt is parked: queued, waiting, held by nobody."""
 
     async def check() -> dict[str, Any] | None:
+        # As text: a running prompt held under its worker's process lease
+        # has lease 'infinity', which Python's datetime cannot hold.
         status, is_waiting, worker, lease = await client.one(
-            "SELECT status, waiting, worker, lease_expires_at FROM convo.prompts WHERE id = %s", prompt)
+            "SELECT status, waiting, worker, lease_expires_at::text FROM convo.prompts WHERE id = %s", prompt)
         if status == "queued" and is_waiting:
             return {"worker": worker, "lease": lease}
         return None

@@ -169,8 +169,9 @@ async def test_expire_lease_fails_the_prompt_under_a_batch_in_flight(dsn: str, c
 @pytest.mark.parametrize("writing", [True, False], ids=["writing", "idle"])
 async def test_lost_lease_stops_the_reply(dsn: str, client: Client, writing: bool) -> None:
     """A prompt failed by lease expiry is no longer the worker's: the next
-    batch (writing) or heartbeat (idle, every third of the 3 s lease) is
-    refused, the handler is stopped, nothing more is written, the slot
+    batch is refused (writing), or the check of the prompts in flight after
+    the next process heartbeat (idle, every third of the 3 s lease) finds
+    it failed; the handler is stopped, nothing more is written, the slot
     frees."""
 
     async def idle(job: Job) -> None:
@@ -192,7 +193,7 @@ async def test_lost_lease_stops_the_reply(dsn: str, client: Client, writing: boo
         await eventually("text to stream", lambda: client.streamed_text(prompt))
         await client.expire_lease(prompt)
         await eventually("the handler to be stopped", lambda: asyncio.sleep(0, prompt in streamer.cancelled))
-        assert streamer.jobs[prompt].stop_reason == "refused"
+        assert streamer.jobs[prompt].stop_reason == ("refused" if writing else "lost")
         await eventually("the result", lambda: asyncio.sleep(0, recorder.results.get(prompt)))
         streamer.pieces = 2
         second = await client.send("again")

@@ -80,13 +80,14 @@ export class Committer {
   }
 
   private async run(): Promise<void> {
-    const beatCheck = Math.max(this.s.heartbeatMs / 4, 10);
     let lastEnd = 0;
     let lastTook = 0;
     while (!this.stopping) {
       if (!this.pending) {
-        await this.sleep(beatCheck);
-        if (!this.pending && this.heartbeatsDue()) await this.flush();
+        // Nothing to write: a reply that queues wakes the lane. (No
+        // heartbeat is due here: the worker's process lease keeps every
+        // prompt alive, on its own timer and connection.)
+        await this.sleep(60_000);
         continue;
       }
       // Busy at most half the time: a batch that took long is followed by
@@ -104,21 +105,13 @@ export class Committer {
     }
   }
 
-  private heartbeatsDue(): boolean {
-    const due = Date.now() - this.s.heartbeatMs;
-    for (const r of this.replies) if (r.beatDue(due)) return true;
-    return false;
-  }
-
-  /** Writes one batch: every reply's queued ops, oldest waiting first, and the heartbeats due. */
+  /** Writes one batch: every reply's queued ops, oldest waiting first. */
   async flush(): Promise<void> {
     this.pending = false;
     this.urgent = false;
     const replies = [...this.replies];
-    const since = new Map(replies.map((r) => [r, r.waitingSince(this.s.heartbeatMs)]));
+    const since = new Map(replies.map((r) => [r, r.waitingSince()]));
     replies.sort((a, b) => since.get(a)! - since.get(b)!);
-    const now = Date.now();
-    const due = now - this.s.heartbeatMs;
     const parts: Part[] = [];
     const wire: Array<Op & { prompt: string }> = [];
     let cost = 0;
@@ -129,7 +122,7 @@ export class Committer {
         break;
       }
       const r = replies[i];
-      const ops = r.take(due, now);
+      const ops = r.take();
       if (ops.length === 0) continue;
       parts.push({ reply: r, first: wire.length, ops });
       for (const o of ops) {

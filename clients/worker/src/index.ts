@@ -1,5 +1,5 @@
 // @convo/worker: the TypeScript worker runtime of convo. A Worker claims
-// prompts (convo.claim_prompts), keeps their leases, runs a handler for
+// prompts (convo.claim_prompts), keeps them alive with one lease per process, runs a handler for
 // each with the conversation's history, an AbortSignal and a Reply to
 // write with, and writes every reply of the process in shared
 // transactions (convo.write_batch), exactly once across retries.

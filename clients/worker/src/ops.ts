@@ -5,7 +5,6 @@
 
 export type Op =
   | { op: "start_prompt" }
-  | { op: "heartbeat" }
   | { op: "start_block"; block: string; type: string; metadata?: Record<string, unknown> }
   | { op: "append"; block: string; text: string; seq?: number }
   | { op: "end_block"; block: string; metadata?: Record<string, unknown> }
@@ -30,7 +29,6 @@ export function costOf(o: Op): number {
   switch (o.op) {
     case "append":
     case "tool_progress":
-    case "heartbeat":
       return 1;
     case "start_prompt":
       return 12;
@@ -69,8 +67,6 @@ export function describe(o: Op): string {
       return "complete prompt";
     case "fail_prompt":
       return "fail prompt";
-    default:
-      return o.op;
   }
 }
 

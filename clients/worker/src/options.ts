@@ -42,7 +42,12 @@ export interface WorkerOptions {
   slots?: number;
   /** Of the slots, how many only take prompts of users who hold none (docs/workers.md, "Fair slots"). Default 0. */
   reservedSlots?: number;
-  /** The lease of a claimed prompt, renewed every third of it. Default 30 s. */
+  /**
+   * The worker process's lease (convo.worker_heartbeat), which keeps every
+   * prompt it claimed alive: one heartbeat per process every third of it,
+   * on a connection of its own. When no heartbeat gets through for this
+   * long, every reply in flight stops (lease_lost). Default 30 s.
+   */
   leaseSeconds?: number;
   /** Shortest time between two batches; negative: no pause and no coalescing of text. Default 20 ms. */
   batchIntervalMs?: number;

@@ -318,8 +318,6 @@ export class Reply {
   private failing = false;
   /** When the oldest queued op was queued (ms), for the batch's order. */
   private since = 0;
-  /** When the lease was last extended (or set by the claim). */
-  private lastBeat = Date.now();
   /** The open block of text(), reasoning() or structured(). */
   private current: Block | undefined;
   /** Appends and tool progress written. */
@@ -483,42 +481,32 @@ export class Reply {
     return this.queue.length > 0;
   }
 
-  /** @internal When the oldest queued op was queued or, with none, when the next heartbeat is due. */
-  waitingSince(heartbeatMs: number): number {
-    return this.queue.length > 0 ? this.since : this.lastBeat + heartbeatMs;
+  /** @internal Whether the reply is being settled (completed, failed or parked) by its handler's end. */
+  get isSettling(): boolean {
+    return this.closed !== undefined;
   }
 
-  /** @internal Whether the lease was last extended before due. */
-  beatDue(due: number): boolean {
-    return !this.err && !this.parked && this.lastBeat < due;
+  /** @internal When the oldest queued op was queued; a reply with none sorts last. */
+  waitingSince(): number {
+    return this.queue.length > 0 ? this.since : Number.MAX_SAFE_INTEGER;
   }
 
   /**
    * @internal Hands the committer the queued ops, appends numbered (the
-   * block's delta_seq), with a heartbeat first when the lease was last
-   * extended before due. A stopped reply gives nothing.
+   * block's delta_seq). A stopped or parked reply gives nothing. (No
+   * heartbeat rides in a batch: the worker's process lease keeps the
+   * prompt alive, on its own timer.)
    */
-  take(due: number, now: number): Op[] {
-    // A parked prompt is no longer this worker's: not even a heartbeat.
+  take(): Op[] {
     if (this.err || this.parked) return [];
-    let ops = this.queue;
+    const ops = this.queue;
     this.queue = [];
     this.bytes = 0;
-    // Only start_prompt and heartbeat extend the lease: a reply that
-    // writes all the time heartbeats all the same. The heartbeat goes
-    // before an op that may end the prompt.
-    if (this.lastBeat < due && !ops.some((o) => o.op === "start_prompt")) {
-      ops = [{ op: "heartbeat" }, ...ops];
-      this.enqueued++;
-      this.lastBeat = now;
-    }
     for (const o of ops) {
       if (o.op === "append") {
         const seq = (this.appends.get(o.block) ?? 0) + 1;
         this.appends.set(o.block, seq);
         o.seq = seq;
-      } else if (o.op === "start_prompt") {
-        this.lastBeat = now;
       }
     }
     return ops;

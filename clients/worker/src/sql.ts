@@ -1,5 +1,5 @@
 // Every SQL call of the runtime: the worker API of docs/worker-api.md
-// (claim_prompts, write_batch, heartbeat, release_prompt) and the view of
+// (worker_heartbeat, claim_prompts, write_batch, release_prompt) and the view of
 // the model's context (convo.prompt_context). Calls run on a client of the
 // pool under a deadline: a call that does not answer in time has its
 // connection closed, which PostgreSQL sees as the client gone (the
@@ -143,14 +143,52 @@ export async function withClient<T>(pool: pg.Pool, timeoutMs: number, what: stri
   }
 }
 
+/** A prompt in flight that is no longer the worker's, with its status ('' when no worker, or another, holds it). */
+export interface GoneRow {
+  prompt_id: string;
+  status: string;
+}
+
 export class Sql {
   constructor(
     private readonly pool: pg.Pool,
     private readonly timeoutMs: number,
   ) {}
 
-  private async query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[]): Promise<R[]> {
-    return withClient(this.pool, this.timeoutMs, what, async (c) => (await c.query<R>(text, values)).rows);
+  private async query<R extends pg.QueryResultRow>(what: string, text: string, values: unknown[], timeoutMs = this.timeoutMs): Promise<R[]> {
+    return withClient(this.pool, timeoutMs, what, async (c) => (await c.query<R>(text, values)).rows);
+  }
+
+  /**
+   * Takes (starting: the process's first call, letting go of whatever the
+   * name held before) or extends the worker's process lease. False: the
+   * lease had run out, and the prompts held under it are lost; a new lease
+   * starts all the same. Fails past timeoutMs.
+   */
+  async workerHeartbeat(worker: string, leaseSeconds: number, starting: boolean, timeoutMs: number): Promise<boolean> {
+    const rows = await this.query<{ live: boolean }>(
+      "worker heartbeat",
+      `SELECT convo.worker_heartbeat($1, $2, $3) AS live`,
+      [worker, leaseSeconds, starting],
+      timeoutMs,
+    );
+    return rows[0]?.live === true;
+  }
+
+  /**
+   * Of the prompts in flight, those no longer the worker's to write (ended,
+   * or held by another worker or by none), in one read: what a heartbeat
+   * per prompt told a worker, once per interval for the whole process.
+   */
+  promptsGone(worker: string, promptIds: string[]): Promise<GoneRow[]> {
+    return this.query<GoneRow>(
+      "check the prompts in flight",
+      `SELECT g.prompt_id::text AS prompt_id, g.status
+         FROM (SELECT u.id AS prompt_id, coalesce(convo.prompt_status(u.id, $1), '') AS status
+                 FROM unnest($2::uuid[]) AS u(id)) g
+        WHERE g.status NOT IN ('queued', 'running')`,
+      [worker, promptIds],
+    );
   }
 
   /** Up to max claimable prompts, in the fair order; the last reserved of them only for owners who hold none. */
@@ -241,7 +279,7 @@ export class Sql {
     );
   }
 
-  /** Whether the prompt is still this worker's to write (extends its lease when it is). */
+  /** Whether the prompt is still this worker's to write (extends its prompt lease when it has one; one held under the process lease keeps it). */
   async heartbeat(promptId: string, worker: string): Promise<boolean> {
     const rows = await this.query<{ keep: boolean }>("heartbeat", `SELECT convo.heartbeat($1, $2) AS keep`, [promptId, worker]);
     return rows[0]?.keep === true;

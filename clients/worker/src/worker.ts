@@ -1,9 +1,11 @@
 // Worker: claims prompts and runs a handler for each, up to `slots` at
 // once, in one process. One claim loop takes prompts (convo.claim_prompts,
 // several per call, in the fair SQL order), `lanes` committers write
-// every reply's output in shared transactions (convo.write_batch), and
-// one LISTEN connection hears new prompts and cancellations. The number
-// of replies in flight does not change the connections it uses.
+// every reply's output in shared transactions (convo.write_batch), one
+// heartbeat keeps the process's lease (which keeps every prompt it holds
+// alive; lease.ts), and one LISTEN connection hears new prompts and
+// cancellations. The number of replies in flight does not change the
+// connections it uses.
 
 import { createHash } from "node:crypto";
 import { setMaxListeners } from "node:events";
@@ -13,6 +15,7 @@ import { WorkerError, messageOf } from "./errors.js";
 import { historyOf, type ContextFiles, type PromptFile } from "./history.js";
 import { PromptInput } from "./inputs.js";
 import type { Job } from "./job.js";
+import { ProcessLease } from "./lease.js";
 import { Listener } from "./listener.js";
 import { settingsOf, type Settings, type Settled, type WorkerOptions } from "./options.js";
 import { Reply } from "./reply.js";
@@ -24,6 +27,7 @@ const claimBatch = 100;
 interface Running {
   abort: AbortController;
   done: Promise<void>;
+  reply?: Reply;
 }
 
 export class Worker {
@@ -34,6 +38,9 @@ export class Worker {
   private readonly ownPool: boolean;
   private readonly sql: Sql;
   private readonly committers: Committer[];
+  /** The process lease's heartbeats, on a pool (one connection) of their own. */
+  private readonly beatPool: pg.Pool;
+  private readonly lease: ProcessLease;
   private listener: Listener | undefined;
   private readonly running = new Map<string, Running>();
   private state: "new" | "running" | "draining" | "stopped" = "new";
@@ -56,10 +63,19 @@ export class Worker {
     this.onSettled = opts.onSettled;
     this.ownPool = !opts.pool;
     // Connections: one per lane writing a batch, one for the claim loop,
-    // and reads when prompts start; the listener has its own.
+    // and reads when prompts start; the listener and the heartbeat have
+    // their own, so that neither waits behind batches or reads.
     this.pool = opts.pool ?? new pg.Pool({ connectionString: opts.connectionString, max: this.s.lanes + 2 });
     this.sql = new Sql(this.pool, this.s.callTimeoutMs);
     this.committers = Array.from({ length: this.s.lanes }, (_, lane) => new Committer(this.sql, this.s, lane));
+    this.beatPool = new pg.Pool({ ...listenConfig(this.pool), max: 1 });
+    this.lease = new ProcessLease(new Sql(this.beatPool, this.s.callTimeoutMs), this.s, {
+      lost: (err) => {
+        for (const r of this.running.values()) r.abort.abort(err);
+      },
+      taken: () => this.wake(),
+      check: () => this.stopGone(),
+    });
   }
 
   /** The name the worker claims prompts under. */
@@ -97,6 +113,8 @@ export class Worker {
   private async connect(): Promise<void> {
     this.pool.on("error", this.onPoolError);
     this.pool.on("connect", this.onPoolConnect);
+    this.beatPool.on("error", this.onPoolError);
+    this.beatPool.on("connect", this.onPoolConnect);
     const listener = new Listener(listenConfig(this.pool), this.s.logger, {
       queued: () => this.wake(),
       cancelled: (id) => this.running.get(id)?.abort.abort(new WorkerError("cancelled", "the prompt was cancelled")),
@@ -109,10 +127,14 @@ export class Worker {
       this.pool.off("error", this.onPoolError);
       this.pool.off("connect", this.onPoolConnect);
       if (this.ownPool) await this.pool.end().catch(() => {});
+      await this.beatPool.end().catch(() => {});
       throw new WorkerError("database", `start the worker: ${messageOf(err)}`, { cause: err });
     }
     this.listener = listener;
     for (const c of this.committers) c.start();
+    // The first heartbeat takes the lease (letting go of whatever a dead
+    // process of the same name held); the claim loop waits for it.
+    this.lease.start();
     this.claimLoop = this.claim();
     this.s.logger.info("worker started", { worker: this.s.workerId, slots: this.s.slots });
   }
@@ -172,6 +194,10 @@ export class Worker {
     }
     await Promise.all([...this.running.values()].map((r) => r.done));
     await Promise.all(this.committers.map((c) => c.stop()));
+    // The lease outlives the prompts in flight (a drain lets them finish),
+    // as the committers do.
+    await this.lease.stop();
+    await this.beatPool.end().catch(() => {});
     await this.listener?.close();
     // Our own pool keeps its listeners for good: pg's pool.end() resolves
     // before its connections have closed, and one the server terminates
@@ -212,7 +238,11 @@ export class Worker {
   }
 
   /**
-   * The claim loop: claims while slots are free, until claiming stops.
+   * The claim loop: claims while slots are free and the process lease is
+   * live (a claim without it would hold prompts that nothing keeps alive;
+   * the heartbeat wakes the loop when it takes the lease), until claiming
+   * stops. A claim that straddles a lapse of the lease hands its prompts
+   * back.
    * With nothing to claim it waits for a notification, a slot that frees,
    * or the poll interval (with jitter, so that many processes do not poll
    * in step). After a failed claim (PostgreSQL restarting) it tries again
@@ -224,11 +254,18 @@ export class Worker {
     while (this.state === "running") {
       const free = this.s.slots - this.running.size;
       let failed = false;
-      if (free > 0) {
+      const { epoch, live } = this.lease.live();
+      if (free > 0 && live) {
         const n = Math.min(free, claimBatch);
         try {
           const rows = await this.sql.claimPrompts(this.s.workerId, this.s.leaseSeconds, n, Math.min(this.s.reservedSlots, n));
           retryMs = 100;
+          if (rows.length > 0 && !this.lease.held(epoch)) {
+            // The lease ran out during the claim: these prompts are let go
+            // (or will be); hand them back now.
+            for (const row of rows) await this.releaseUnstarted(row.prompt_id);
+            continue;
+          }
           for (const row of rows) {
             if (this.state === "running") this.launch(row);
             else await this.releaseUnstarted(row.prompt_id);
@@ -282,6 +319,8 @@ export class Worker {
     // The job's signal stops the reply: nothing more is written.
     abort.signal.addEventListener("abort", () => reply.stop(reasonOf(abort.signal)), { once: true });
     committer.add(reply);
+    const entry = this.running.get(row.prompt_id);
+    if (entry) entry.reply = reply;
     let settled: Settled;
     try {
       settled = await this.execute(row, reply, abort);
@@ -385,7 +424,8 @@ export class Worker {
         return this.failAfterStop(reply, `worker ${this.s.workerId} stopped before the reply finished (shutting down)`, out);
       default: {
         // A refused write, or PostgreSQL unreachable for a lease: is the
-        // prompt still ours to fail?
+        // prompt still ours to fail? (convo.heartbeat answers that; for a
+        // prompt held under the process lease it changes nothing.)
         let keep = false;
         try {
           keep = await this.sql.heartbeat(reply.promptId, this.s.workerId);
@@ -411,6 +451,26 @@ export class Worker {
       return out("failed", message);
     } catch (e) {
       return out("stopped", `${message}; failing the prompt: ${messageOf(e)}`);
+    }
+  }
+
+  /**
+   * Stops the replies in flight whose prompts are no longer this worker's
+   * (one read for them all, after a heartbeat): cancelled ones as a
+   * cancellation, the others as lost. A reply settling its own prompt
+   * (completed or failed by it) is left to finish.
+   */
+  private async stopGone(): Promise<void> {
+    const ids = [...this.running.keys()];
+    if (ids.length === 0) return;
+    for (const g of await this.sql.promptsGone(this.s.workerId, ids)) {
+      const r = this.running.get(g.prompt_id);
+      if (!r || r.abort.signal.aborted || g.status === "completed" || (g.status === "failed" && r.reply?.isSettling)) continue;
+      r.abort.abort(
+        g.status === "cancelled"
+          ? new WorkerError("cancelled", "the prompt was cancelled")
+          : new WorkerError("lease_lost", `the prompt is no longer this worker's (${g.status === "" ? "held by another worker or none" : g.status})`),
+      );
     }
   }
 

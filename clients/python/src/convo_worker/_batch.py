@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -52,7 +53,7 @@ class Op:
         return out
 
     def cost(self) -> int:
-        if self.kind in ("append", "tool_progress", "heartbeat"):
+        if self.kind in ("append", "tool_progress"):
             return 1
         if self.kind == "start_prompt":
             return 12
@@ -63,7 +64,6 @@ class Op:
     def describe(self) -> str:
         return {
             "start_prompt": "start the prompt",
-            "heartbeat": "heartbeat",
             "start_block": f"start a {self.fields.get('type')} block",
             "append": "append to a block",
             "end_block": "end a block",
@@ -127,7 +127,6 @@ class PromptWriter:
         self.started = False  # start_prompt was applied
         self._wrote = False  # some text was queued
         self._since = 0.0  # when the oldest queued op was queued
-        self.last_beat = time.monotonic()  # the lease was set or last extended
         self.deltas = 0  # append and tool_progress ops applied
         # request_input ops of tool calls that wait for a person, held back
         # until park queues them with wait_prompt.
@@ -186,8 +185,8 @@ class PromptWriter:
         ops, which a batch never splits (the lane takes a writer's queue
         whole): the requests commit with the park, before any answer can
         come, so ``wait_prompt`` always parks the prompt. Once written the
-        prompt is no longer ours: the writer stops (no heartbeat, every
-        write raising ``PromptStopped("waiting")``)."""
+        prompt is no longer ours: the writer stops (every write raising
+        ``PromptStopped("waiting")``)."""
         self.check()
         if not self.requests:
             raise ValueError("no tool call of the reply requested input")
@@ -286,32 +285,23 @@ class PromptWriter:
 
     # --- the lane's side ----------------------------------------------
 
-    def waiting_since(self, beat_every: float) -> float:
-        """When the oldest queued op was queued or, with none, when the
-        next heartbeat is due: the batch serves the longest waiting first."""
-        return self._since if self.queued else self.last_beat + beat_every
+    def waiting_since(self) -> float:
+        """When the oldest queued op was queued (a writer with none sorts
+        last): the batch serves the longest waiting first."""
+        return self._since if self.queued else math.inf
 
-    def beat_due(self, due: float) -> bool:
-        return self.stopped is None and self.last_beat < due
-
-    def take(self, due: float, now: float) -> list[Op]:
-        """Hands the lane the queued ops, numbering appends, plus a
-        heartbeat when the lease was last extended before due (first, and
-        never with start_prompt, which extends it)."""
+    def take(self) -> list[Op]:
+        """Hands the lane the queued ops, numbering appends. (No heartbeat
+        rides in a batch: the worker's process lease keeps the prompt
+        alive, on its own task and connection.)"""
         if self.stopped is not None and not self.queued:
             return []
         ops, self.queued, self._bytes = self.queued, [], 0
-        if self.last_beat < due and not any(o.kind in ("start_prompt", "complete_prompt", "fail_prompt", "wait_prompt") for o in ops):
-            ops.insert(0, Op("heartbeat"))
-            self._enqueued += 1
-            self.last_beat = now
         for op in ops:
             if op.kind == "append":
                 assert op.target is not None
                 self._appends[op.target] = self._appends.get(op.target, 0) + 1
                 op.seq = self._appends[op.target]
-            elif op.kind == "start_prompt":
-                self.last_beat = now
         return ops
 
     def settled(self, ops: list[Op], applied: int, err: WriteRefused | None) -> None:
@@ -402,8 +392,6 @@ class Lane:
             return False
 
     async def run(self) -> None:
-        beat = self.settings.heartbeat_interval
-        check_every = max(beat / 4, 0.01)
         last_end = 0.0
         last_took = 0.0
         try:
@@ -411,8 +399,8 @@ class Lane:
                 if not self._pending:
                     if self._closing:
                         return
-                    if not await self._wait_kick(check_every) and self._beats_due():
-                        await self._flush()
+                    # Nothing to write: a writer that queues kicks the lane.
+                    await self._wait_kick(60.0)
                     continue
                 gap = 0.0 if self.settings.batch_interval < 0 else max(self.settings.batch_interval, last_took)
                 wait = last_end + gap - time.monotonic()
@@ -429,16 +417,9 @@ class Lane:
             await close_quietly(self._conn)
             self._conn = None
 
-    def _beats_due(self) -> bool:
-        due = time.monotonic() - self.settings.heartbeat_interval
-        return any(w.beat_due(due) for w in self._writers)
-
     async def _flush(self) -> None:
         self._pending = self._urgent = False
-        beat = self.settings.heartbeat_interval
-        writers = sorted(self._writers, key=lambda w: w.waiting_since(beat))
-        now = time.monotonic()
-        due = now - beat
+        writers = sorted(self._writers, key=lambda w: w.waiting_since())
         parts: list[_Part] = []
         wire: list[dict[str, Any]] = []
         cost = 0
@@ -447,7 +428,7 @@ class Lane:
                 if any(w.queued for w in writers[i:]):
                     self.queued(True)  # the rest go in the next batch, at once
                 break
-            ops = writer.take(due, now)
+            ops = writer.take()
             if not ops:
                 continue
             parts.append(_Part(writer, len(wire), ops))

@@ -33,8 +33,11 @@ class Settings:
     #: (``reserved`` of ``convo.claim_prompts``; docs/worker-api.md, "Claim
     #: order").
     reserved_slots: int = 0
-    #: The lease of a claimed prompt; it is renewed every third of it. A
-    #: worker that dies loses its prompts when it runs out.
+    #: The worker process's lease (``convo.worker_heartbeat``), which keeps
+    #: every prompt it claimed alive: one heartbeat per process every third
+    #: of it, on a connection of its own. A worker that dies loses its
+    #: prompts when it runs out; one whose heartbeats do not get through
+    #: for as long stops its replies in flight.
     lease_seconds: int = 30
     #: Shortest time between two batches of one lane: text streamed
     #: meanwhile to one block is written as one delta. Under load the
@@ -80,7 +83,7 @@ class Settings:
 
     @property
     def heartbeat_interval(self) -> float:
-        """How often a running prompt's lease is extended: a third of it."""
+        """How often the process lease is extended: a third of it."""
         return self.lease_seconds / 3
 
 

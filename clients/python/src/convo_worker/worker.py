@@ -17,6 +17,7 @@ import psycopg
 
 from ._batch import Lane, Op, PromptWriter
 from ._db import ILLEGAL_STATE, NOT_FOUND, Pool, close_quietly, connect, log, message_of, with_retries
+from ._lease import LEASE_LOST, ProcessLease
 from .errors import PromptStopped, WriteRefused
 from .job import ContextBlock, ContextFiles, Job, PromptFile
 from .pause import InputRequest
@@ -68,6 +69,15 @@ SELECT message_id::text, message_position, file_id::text, filename, media_type, 
  ORDER BY message_position, file_position
 """
 _CHUNK_SQL = "SELECT convo.file_chunk(%s, %s, %s, %s)"
+# Of the prompts in flight, those no longer the worker's to write (ended,
+# or held by another worker or by none: status ''): one read per heartbeat
+# for the whole process, which a heartbeat per prompt told a worker.
+_GONE_SQL = """
+SELECT g.prompt_id::text, g.status
+  FROM (SELECT u.id AS prompt_id, coalesce(convo.prompt_status(u.id, %s), '') AS status
+          FROM unnest(%s::uuid[]) AS u(id)) g
+ WHERE g.status NOT IN ('queued', 'running')
+"""
 _INPUTS_SQL = """
 SELECT tool_call_id::text, name, input, tool_call_status, kind, request, status, answer, answered_at, expires_at
   FROM convo.prompt_inputs(%s, %s)
@@ -96,7 +106,9 @@ class Worker:
     """Runs ``handler`` on the prompts it claims, up to ``settings.slots``
     at once, over a few connections whatever the number of slots: one per
     lane (the batches), ``settings.db_connections`` for claims and reads,
-    and one that listens on ``convo_prompts``.
+    one for the process lease's heartbeat (which keeps every prompt the
+    worker holds alive; docs/worker-api.md, "Two leases") and one that
+    listens on ``convo_prompts``.
 
     A handler that returns completes the prompt; one that raises fails it
     with the exception's text (what it wrote stays); one stopped (see Job)
@@ -130,6 +142,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._claim_task: asyncio.Task[None] | None = None
         self._listen_task: asyncio.Task[None] | None = None
+        self._lease: ProcessLease | None = None
         self._stop_lock = asyncio.Lock()
 
     @property
@@ -163,6 +176,13 @@ class Worker:
         self._lanes = [Lane(self._conninfo, s, n) for n in range(s.lanes)]
         self._tasks = [asyncio.create_task(lane.run(), name=f"convo-worker lane {lane.number}") for lane in self._lanes]
         self._listen_task = asyncio.create_task(self._listen(listener), name="convo-worker listener")
+        # The first heartbeat takes the lease (letting go of whatever a dead
+        # process of the same name held); the claim loop waits for it. A
+        # later answer than the lease is of no use: it ran out meanwhile.
+        self._lease = ProcessLease(
+            Pool(self._conninfo, s.worker_id, 1, min(s.call_timeout, s.lease_seconds)), s,
+            lost=self._lease_lost, taken=self._wake.set, check=self._stop_gone)
+        self._lease.start()
         self._claiming = True
         self._claim_task = asyncio.create_task(self._claim_loop(), name="convo-worker claims")
         log.info("worker %s started: %d slots, %d lanes", s.worker_id, s.slots, s.lanes)
@@ -236,6 +256,10 @@ class Worker:
                 lane.close()
             if self._tasks:
                 await asyncio.wait(self._tasks)
+            # The lease outlives the prompts in flight (a drain lets them
+            # finish), as the lanes do.
+            if self._lease is not None:
+                await self._lease.stop()
             if self._listen_task is not None:
                 self._listen_task.cancel()
                 await asyncio.wait([self._listen_task])
@@ -307,10 +331,39 @@ class Worker:
             if run is not None:
                 run.stop("cancelled", f"prompt {prompt_id} was cancelled")
 
+    # --- the process lease ---------------------------------------------
+
+    def _lease_lost(self) -> None:
+        for run in list(self._runs.values()):
+            run.stop("lost", LEASE_LOST)
+
+    async def _stop_gone(self) -> None:
+        """Stops the replies in flight whose prompts are no longer this
+        worker's (one read for them all, after a heartbeat): cancelled ones
+        as a cancellation, the others as lost. A reply settling or parking
+        its own prompt is left to finish."""
+        assert self._pool is not None
+        ids = list(self._runs)
+        if not ids:
+            return
+        for prompt_id, status in await self._pool.fetch(_GONE_SQL, (self.worker_id, ids)):
+            run = self._runs.get(prompt_id)
+            if run is None or status == "completed" or (run.settling and status in ("failed", "")):
+                continue
+            if status == "cancelled":
+                run.stop("cancelled", f"prompt {prompt_id} was cancelled")
+            else:
+                held = status or "held by another worker or none"
+                run.stop("lost", f"prompt {prompt_id} is no longer this worker's ({held})")
+
     # --- claims ---------------------------------------------------------
 
     async def _claim_loop(self) -> None:
-        """Claims while slots are free, until claiming stops. With nothing
+        """Claims while slots are free and the process lease is live (a
+        claim without it would hold prompts that nothing keeps alive; the
+        heartbeat wakes the loop when it takes the lease), until claiming
+        stops; a claim that straddles a lapse of the lease hands its
+        prompts back. With nothing
         to claim it waits for a notification, a slot that frees or the
         poll interval (with jitter); after a failed claim (PostgreSQL
         restarting) it tries again after a backoff instead, since the
@@ -321,13 +374,21 @@ class Worker:
             self._wake.clear()
             free = s.slots - len(self._runs)
             failed = False
-            if free > 0:
+            assert self._lease is not None
+            epoch, live = self._lease.live()
+            if free > 0 and live:
                 n = min(free, _CLAIM_BATCH)
                 try:
                     rows = await self._claim(n, min(s.reserved_slots, n))
                 except Exception as err:
                     log.warning("worker %s: claim prompts: %s", s.worker_id, message_of(err))
                     rows, failed = [], True
+                if rows and not self._lease.held(epoch):
+                    # The lease ran out during the claim: these prompts are
+                    # let go (or will be); hand them back now.
+                    for row in rows:
+                        await self._release_unstarted(row[0])
+                    continue
                 for row in rows:
                     self._start_run(row)
                 if rows:
@@ -347,6 +408,13 @@ class Worker:
         assert self._pool is not None
         s = self.settings
         return await self._pool.fetch(_CLAIM_SQL, (s.worker_id, s.worker_id, s.lease_seconds, n, reserved))
+
+    async def _release_unstarted(self, prompt_id: str) -> None:
+        assert self._pool is not None
+        try:
+            await self._pool.fetch("SELECT convo.release_prompt(%s, %s)", (prompt_id, self.worker_id))
+        except Exception as err:
+            log.warning("prompt %s: release it (claimable again when its lease expires): %s", prompt_id, message_of(err))
 
     def _start_run(self, row: tuple[Any, ...]) -> None:
         prompt_id, conversation_id, message_id, model_config, attempts, resumed = row
@@ -409,6 +477,9 @@ class _Run:
         self.handler_task: asyncio.Task[None] | None = None
         self.stop_reason: str | None = None
         self.stop_error: PromptStopped | None = None
+        # The run is settling (or parking) the prompt itself: a check that
+        # finds it failed or held by none is reading this run's own end.
+        self.settling = False
 
     def stop(self, reason: str, message: str) -> None:
         """The prompt must stop: nothing more of it is written, and the
@@ -443,6 +514,7 @@ class _Run:
         if self.stop_reason is not None:
             self.writer.stop(self.stop_error)  # type: ignore[arg-type]
         err = await self._execute()
+        self.settling = True
         if err is None and self.writer.parked:
             outcome, error = "waiting", None
         else:
@@ -506,6 +578,7 @@ class _Run:
             if exc is not None:
                 return exc
             reply.end_all()
+            self.settling = True
             if writer.requests:
                 # Tool calls asked for input: the prompt waits, holding
                 # nothing, until answered (then any worker resumes it).
