@@ -46,9 +46,9 @@ const (
 // goes at once, alone; the sends that arrive while one is written wait
 // and go together in the next, up to maxSendGroup, each in its own
 // subtransaction (convo.send_messages), so a refused send writes nothing
-// and fails no other. One group is written at a time: one commit (one
-// fsync) and one notification of the workers for everything that queued
-// meanwhile, instead of one per send.
+// and fails no other. Up to sendLanes groups are written at once, each
+// one commit (one fsync) and one notification of the workers for the
+// sends it carries, instead of one per send.
 type sender struct {
 	q *dbq.Queries
 
