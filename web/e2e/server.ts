@@ -6,7 +6,7 @@
 
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { chmodSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, cpSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -39,13 +39,22 @@ export async function prepare(): Promise<() => void> {
   mkdirSync(logDir, { recursive: true });
   // The named screenshots of this run only.
   rmSync(path.join(logDir, "screens"), { recursive: true, force: true });
-  const before = hashTree(distDir);
-  await run("build-web", "npm", ["run", "build"], webDir);
-  if (before !== hashTree(distDir)) {
-    throw new Error(
-      "web/dist was stale: it did not match a build of web/src. It has now been rebuilt: commit web/dist " +
-        "(npm run build --prefix web after every change under web/src) and run the tests again.",
-    );
+  // Built beside web/dist, not over it: go test, which runs at the same
+  // time (scripts/test.sh), builds cmd/api, which embeds web/dist, and must
+  // never find it half written.
+  const built = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-dist-"));
+  try {
+    await run("build-web", "npm", ["run", "build", "--", "--outDir", built, "--emptyOutDir"], webDir);
+    if (hashTree(built) !== hashTree(distDir)) {
+      rmSync(distDir, { recursive: true, force: true });
+      cpSync(built, distDir, { recursive: true });
+      throw new Error(
+        "web/dist was stale: it did not match a build of web/src. It has now been rebuilt: commit web/dist " +
+          "(npm run build --prefix web after every change under web/src) and run the tests again.",
+      );
+    }
+  } finally {
+    rmSync(built, { recursive: true, force: true });
   }
 
   const binDir = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-bin-"));
