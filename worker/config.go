@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/pglisten"
 )
 
@@ -91,6 +92,13 @@ type Config struct {
 	// which its owner runs: the workers listen on PromptsChannel through
 	// it. Nil: the pool opens and runs one of its own.
 	Listener *pglisten.Listener
+	// Blobs reads the bytes of files stored in S3 (convo.file_blobs'
+	// storage "s3", the object named by the file's BlobID): the server's
+	// bucket, as cmd/api and cmd/worker open it from CONVO_FILE_STORAGE
+	// and CONVO_S3_*. Nil: File.Open of such a file returns an error
+	// wrapping ErrFileUnavailable. Files stored in PostgreSQL are read
+	// through convo.file_chunk whatever Blobs is.
+	Blobs files.Blobs
 	// OnPromptDone, when set, is called after each prompt a worker took
 	// has been settled, from that worker's goroutine: for metrics and
 	// tests. It must not block for long.

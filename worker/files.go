@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strings"
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -28,7 +30,8 @@ type File struct {
 	SHA256    string // lower-case hex
 	// Storage says where the bytes are: "postgres" (Open reads them
 	// through convo.file_chunk) or "s3" (the object BlobID of the
-	// server's bucket, which this runtime does not read).
+	// server's bucket, which Open reads through Config.Blobs when it is
+	// set).
 	Storage string
 	BlobID  string
 
@@ -36,8 +39,8 @@ type File struct {
 }
 
 // ErrFileUnavailable is the error of Open for a file whose bytes this
-// runtime cannot reach (a file in S3): a model says the file is attached
-// but not shown, rather than fail the reply.
+// runtime cannot reach (a file in S3 without Config.Blobs): a model says
+// the file is attached but not shown, rather than fail the reply.
 var ErrFileUnavailable = errors.New("the file's bytes are not available to this worker")
 
 // NewFile returns f whose bytes open reads: for tests, and for a model
@@ -47,12 +50,13 @@ func NewFile(f File, open func(ctx context.Context) (io.ReadCloser, error)) File
 	return f
 }
 
-// Open returns a reader of the file's bytes, read a chunk (256 KiB) at a
-// time as it is consumed; at the end it checks their size and SHA-256
-// against the file's, failing the read when they differ. The reader
-// belongs to the prompt: it fails once the worker no longer holds the
-// prompt. An error wrapping ErrFileUnavailable when the bytes cannot be
-// reached from here.
+// Open returns a reader of the file's bytes, read as it is consumed (a
+// chunk of 256 KiB at a time from PostgreSQL; streamed from S3 with
+// Config.Blobs); at the end it checks their size and SHA-256 against the
+// file's, failing the read when they differ (and as soon as more bytes
+// than the size arrive). A reader of PostgreSQL's bytes belongs to the
+// prompt: it fails once the worker no longer holds the prompt. An error
+// wrapping ErrFileUnavailable when the bytes cannot be reached from here.
 func (f File) Open(ctx context.Context) (io.ReadCloser, error) {
 	if f.open == nil {
 		if f.Storage != "" && f.Storage != "postgres" {
@@ -152,7 +156,8 @@ func (req Request) LastUserFiles() []File {
 }
 
 // promptFiles turns convo.prompt_files' rows into Files by message, each
-// read through convo.file_chunk as this run's worker.
+// read through convo.file_chunk as this run's worker, or from
+// Config.Blobs when it is in S3.
 func (r *run) promptFiles(rows []dbq.WorkerFilesRow) map[uuid.UUID][]File {
 	out := map[uuid.UUID][]File{}
 	for _, row := range rows {
@@ -160,15 +165,69 @@ func (r *run) promptFiles(rows []dbq.WorkerFilesRow) map[uuid.UUID][]File {
 			ID: row.FileID.String(), Filename: row.Filename, MediaType: row.MediaType, Size: row.Size,
 			SHA256: row.Sha256, Storage: row.Storage, BlobID: row.BlobID.String(),
 		}
-		if row.Storage == "postgres" {
+		switch blobs := r.p.cfg.Blobs; {
+		case row.Storage == files.StoragePostgres:
 			fileID, chunks := row.FileID, row.Chunks
 			f.open = func(ctx context.Context) (io.ReadCloser, error) {
 				return &chunkReader{ctx: ctx, r: r, file: f, id: fileID, chunks: chunks, hash: sha256.New()}, nil
+			}
+		case row.Storage == files.StorageS3 && blobs != nil:
+			blobID := row.BlobID
+			f.open = func(ctx context.Context) (io.ReadCloser, error) {
+				rc, err := blobs.Get(ctx, blobID, 0, -1)
+				if errors.Is(err, files.ErrNotFound) {
+					return nil, fmt.Errorf("file %s (%s): its bytes (object %s) are not in the bucket", f.ID, f.Filename, f.BlobID)
+				} else if err != nil {
+					return nil, fmt.Errorf("file %s (%s): %w", f.ID, f.Filename, err)
+				}
+				return &blobReader{rc: rc, r: io.LimitReader(rc, f.Size+1), file: f, hash: sha256.New()}, nil
 			}
 		}
 		out[row.MessageID] = append(out[row.MessageID], f)
 	}
 	return out
+}
+
+// blobReader reads a file's bytes from Config.Blobs, checking them as
+// chunkReader does: the size as they come, the SHA-256 at the end.
+type blobReader struct {
+	rc   io.ReadCloser
+	r    io.Reader // rc, cut one byte past the size
+	file File
+	read int64
+	hash hash.Hash
+	err  error
+}
+
+func (b *blobReader) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.r.Read(p)
+	b.read += int64(n)
+	b.hash.Write(p[:n])
+	switch {
+	case b.read > b.file.Size:
+		b.err = fmt.Errorf("file %s (%s): the stored bytes are more than its %d", b.file.ID, b.file.Filename, b.file.Size)
+		return 0, b.err
+	case err == io.EOF:
+		if b.err = checkRead(b.file, b.read, b.hash); b.err == nil {
+			b.err = io.EOF
+		}
+	case err != nil:
+		b.err = fmt.Errorf("read file %s (%s): %w", b.file.ID, b.file.Filename, err)
+	}
+	if b.err != nil && b.err != io.EOF {
+		return 0, b.err
+	}
+	return n, err
+}
+
+func (b *blobReader) Close() error {
+	if b.err == nil {
+		b.err = errors.New("read after close")
+	}
+	return b.rc.Close()
 }
 
 // chunkReader reads a file's chunks in order, one convo.file_chunk call
@@ -230,12 +289,16 @@ func (c *chunkReader) chunk() ([]byte, error) {
 }
 
 // check compares what was read with the file's size and SHA-256.
-func (c *chunkReader) check() error {
-	if c.read != c.file.Size {
-		return fmt.Errorf("file %s (%s): read %d bytes, want %d", c.file.ID, c.file.Filename, c.read, c.file.Size)
+func (c *chunkReader) check() error { return checkRead(c.file, c.read, c.hash) }
+
+// checkRead compares the count and hash of the bytes read of f with its
+// size and SHA-256.
+func checkRead(f File, read int64, h interface{ Sum([]byte) []byte }) error {
+	if read != f.Size {
+		return fmt.Errorf("file %s (%s): read %d bytes, want %d", f.ID, f.Filename, read, f.Size)
 	}
-	if sum := hex.EncodeToString(c.hash.Sum(nil)); sum != c.file.SHA256 {
-		return fmt.Errorf("file %s (%s): the bytes read have SHA-256 %s, want %s", c.file.ID, c.file.Filename, sum, c.file.SHA256)
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != f.SHA256 {
+		return fmt.Errorf("file %s (%s): the bytes read have SHA-256 %s, want %s", f.ID, f.Filename, sum, f.SHA256)
 	}
 	return nil
 }

@@ -1,15 +1,24 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
+	"mime/multipart"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/minio/minio-go/v7"
 
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/s3test"
+	"github.com/convo-dev/convo/internal/testwait"
 )
 
 // TestFileStorageSettings: CONVO_FILE_STORAGE=s3 needs its bucket's
@@ -115,4 +124,67 @@ func TestFileStorageS3Start(t *testing.T) {
 	if _, err := b.Client.StatObject(t.Context(), b.Name, "blobs/"+id.String(), minio.StatObjectOptions{}); err != nil {
 		t.Errorf("the blob is not in bucket %s: %v", b.Name, err)
 	}
+}
+
+// TestS3FilesReachWorkers: with CONVO_FILE_STORAGE=s3 the server's own
+// workers read a message's file from the bucket, so the demo model's
+// reply names the uploaded text file's first line.
+func TestS3FilesReachWorkers(t *testing.T) {
+	t.Parallel()
+	b := s3test.Start(t)
+	m := startMain(t, map[string]string{
+		"CONVO_FILE_STORAGE": "s3", "CONVO_S3_ENDPOINT": b.Endpoint, "CONVO_S3_BUCKET": b.Name,
+		"CONVO_S3_ACCESS_KEY": b.AccessKey, "CONVO_S3_SECRET_KEY": b.SecretKey, "CONVO_S3_INSECURE": "true",
+		"CONVO_S3_REGION": b.Region, "CONVO_DEMO_TOKENS_PER_SECOND": "2000",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	part, _ := mw.CreateFormFile("file", "notes.txt")
+	part.Write([]byte("Hello from the bucket\nsecond line\n"))
+	mw.Close()
+	resp, err := http.Post(m.URL()+"/v1/files", mw.FormDataContentType(), &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct{ ID string }
+	err = json.NewDecoder(resp.Body).Decode(&f)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || err != nil {
+		t.Fatalf("upload: %s %v", resp.Status, err)
+	}
+	if objects := b.Client.ListObjects(ctx, b.Name, minio.ListObjectsOptions{Recursive: true}); len(collect(objects)) != 1 {
+		t.Fatal("the upload is not in the bucket")
+	}
+
+	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
+	sent, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: "What is in it?", FileIds: []string{f.ID}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply *convov1.Message
+	testwait.Until(t, ctx, "the reply to end", func() bool {
+		got, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: sent.Msg.ConversationId}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply = got.Msg.Messages[len(got.Msg.Messages)-1]
+		return reply.Role == "assistant" && (reply.Status == "completed" || reply.Status == "failed" || reply.Status == "cancelled")
+	})
+	var text strings.Builder
+	for _, blk := range reply.Blocks {
+		text.WriteString(blk.Content)
+	}
+	if want := `its first line: "Hello from the bucket"`; reply.Status != "completed" || !strings.Contains(text.String(), want) {
+		t.Errorf("reply %s, saying:\n%s\nwant it to say %q", reply.Status, text.String(), want)
+	}
+}
+
+func collect[T any](ch <-chan T) []T {
+	var out []T
+	for v := range ch {
+		out = append(out, v)
+	}
+	return out
 }

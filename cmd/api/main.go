@@ -549,6 +549,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("workers: %w", err)
 	}
 	workerConfig.Listener = m.pgListener
+	if m.s3Blobs != nil {
+		// Files in the bucket are read from it; files in PostgreSQL
+		// (kept from before a switch to S3) still through file_chunk.
+		workerConfig.Blobs = m.s3Blobs
+	}
 	// The app says replies come from the demo model only when they do:
 	// this server's workers run, and a prompt naming no model gets it.
 	m.demoModel = m.Config.Workers.Workers > 0 && workerConfig.Models.Default() == "demo"
