@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strconv"
 
 	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/files/s3blobs"
@@ -32,33 +31,15 @@ type FileStorage struct {
 }
 
 func (f *FileStorage) fromEnv(getenv func(string) string) error {
-	for name, dst := range map[string]*string{
-		"CONVO_FILE_STORAGE": &f.Kind, "CONVO_S3_ENDPOINT": &f.S3.Endpoint, "CONVO_S3_BUCKET": &f.S3.Bucket,
-		"CONVO_S3_REGION": &f.S3.Region, "CONVO_S3_ACCESS_KEY": &f.S3.AccessKey, "CONVO_S3_SECRET_KEY": &f.S3.SecretKey,
-		"CONVO_S3_PREFIX": &f.S3.Prefix,
-	} {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
+	if v := getenv("CONVO_FILE_STORAGE"); v != "" {
+		f.Kind = v
 	}
-	if v := getenv("CONVO_S3_INSECURE"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("CONVO_S3_INSECURE: %q is not true or false", v)
-		}
-		f.S3.Insecure = b
-	}
-	return nil
+	return f.S3.FromEnv(getenv)
 }
 
 func (f *FileStorage) registerFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.Kind, "file-storage", f.Kind, "where files' bytes live: postgres or s3 (CONVO_FILE_STORAGE); s3 needs the --s3-* settings")
-	fs.StringVar(&f.S3.Endpoint, "s3-endpoint", f.S3.Endpoint, "the S3 API's host[:port], e.g. s3.eu-west-1.amazonaws.com (CONVO_S3_ENDPOINT)")
-	fs.StringVar(&f.S3.Bucket, "s3-bucket", f.S3.Bucket, "the bucket of files' bytes; it must exist (CONVO_S3_BUCKET)")
-	fs.StringVar(&f.S3.Region, "s3-region", f.S3.Region, "the bucket's region (CONVO_S3_REGION); empty: asked of the server")
-	fs.StringVar(&f.S3.AccessKey, "s3-access-key", f.S3.AccessKey, "the S3 access key id (CONVO_S3_ACCESS_KEY); its secret is CONVO_S3_SECRET_KEY, which has no flag")
-	fs.BoolVar(&f.S3.Insecure, "s3-insecure", f.S3.Insecure, "speak plain HTTP to the S3 endpoint, not HTTPS (CONVO_S3_INSECURE)")
-	fs.StringVar(&f.S3.Prefix, "s3-prefix", f.S3.Prefix, "put before every object key, e.g. convo/ (CONVO_S3_PREFIX); objects are <prefix>blobs/<id>")
+	f.S3.RegisterFlags(fs)
 }
 
 // check refuses a storage that cannot work, naming each setting as the

@@ -22,6 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/convo-dev/convo/files"
+	"github.com/convo-dev/convo/files/s3blobs"
 	"github.com/convo-dev/convo/maintenance"
 	"github.com/convo-dev/convo/metrics"
 	"github.com/convo-dev/convo/postgres"
@@ -66,7 +68,13 @@ type Config struct {
 	// AdminAddr, when set, serves /metrics and /debug/pprof/ there
 	// (CONVO_ADMIN_ADDR, --admin-addr), as cmd/api does.
 	AdminAddr string
-	Worker    worker.Settings
+	// FileStorage is where files' bytes live, as the API servers have it
+	// (CONVO_FILE_STORAGE, --file-storage: postgres or s3): with s3 the
+	// workers read files in the bucket the CONVO_S3_* settings name
+	// (S3), which must exist.
+	FileStorage string
+	S3          s3blobs.Config
+	Worker      worker.Settings
 }
 
 // Main is the whole command: ParseFlags, then Run, then Close. Tests drive
@@ -87,7 +95,7 @@ type Main struct {
 
 // NewMain returns a Main with the default settings.
 func NewMain() *Main {
-	return &Main{Config: Config{LogLevel: "info", CompactAfter: time.Hour, Worker: worker.DefaultSettings()}}
+	return &Main{Config: Config{LogLevel: "info", CompactAfter: time.Hour, FileStorage: files.StoragePostgres, Worker: worker.DefaultSettings()}}
 }
 
 // ParseFlags reads configuration from the environment (through getenv) and
@@ -110,6 +118,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 		c.CompactAfter = d
 	}
+	if v := getenv("CONVO_FILE_STORAGE"); v != "" {
+		c.FileStorage = v
+	}
+	if err := c.S3.FromEnv(getenv); err != nil {
+		return err
+	}
 	if err := c.Worker.FromEnv(getenv); err != nil {
 		return err
 	}
@@ -123,8 +137,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this (private) address (CONVO_ADMIN_ADDR); empty: none")
 	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
+	fs.StringVar(&c.FileStorage, "file-storage", c.FileStorage, "where files' bytes live, as the API servers have it: postgres or s3 (CONVO_FILE_STORAGE); s3 needs the --s3-* settings")
+	c.S3.RegisterFlags(fs)
 	c.Worker.RegisterFlags(fs)
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := c.checkFileStorage(); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -142,6 +161,30 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if m.Logger == nil {
 		m.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	}
+	return nil
+}
+
+// checkFileStorage refuses a storage the workers cannot read, naming the
+// setting: s3 needs its endpoint, bucket and keys.
+func (c *Config) checkFileStorage() error {
+	switch c.FileStorage {
+	case files.StoragePostgres:
+		return nil
+	case files.StorageS3:
+	default:
+		return fmt.Errorf("CONVO_FILE_STORAGE (--file-storage) %q: want postgres or s3", c.FileStorage)
+	}
+	for _, s := range []struct{ env, flag, value string }{
+		{"CONVO_S3_ENDPOINT", "s3-endpoint", c.S3.Endpoint}, {"CONVO_S3_BUCKET", "s3-bucket", c.S3.Bucket},
+		{"CONVO_S3_ACCESS_KEY", "s3-access-key", c.S3.AccessKey},
+	} {
+		if s.value == "" {
+			return fmt.Errorf("%s (--%s): required with CONVO_FILE_STORAGE=s3", s.env, s.flag)
+		}
+	}
+	if c.S3.SecretKey == "" {
+		return errors.New("CONVO_S3_SECRET_KEY: required with CONVO_FILE_STORAGE=s3")
 	}
 	return nil
 }
@@ -174,6 +217,13 @@ func (m *Main) Run(ctx context.Context) error {
 		{What: "listener", Conns: 1},
 	}); err != nil {
 		return err
+	}
+	if m.Config.FileStorage == files.StorageS3 {
+		blobs, err := s3blobs.New(ctx, m.Config.S3)
+		if err != nil {
+			return fmt.Errorf("CONVO_FILE_STORAGE=s3: %w", err)
+		}
+		cfg.Blobs = blobs
 	}
 	if m.workers, err = worker.Start(ctx, m.db, cfg); err != nil {
 		return err
