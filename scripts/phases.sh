@@ -2,8 +2,7 @@
 #
 #   phase NAME           ends the phase before (printing its time) and starts NAME
 #   background NAME CMD  runs CMD in the background, its output kept in a log
-#   await NAME [show]    waits for it; prints its time, and its log when it
-#                        failed (or always, with show)
+#   await NAME           waits for it; prints its time, and its log when it failed
 #   phases_summary       the table of every phase's time and the total (at exit)
 #
 # A phase's line is "-- NAME: 1m05s, 2m10s CPU"; the summary repeats them in
@@ -98,7 +97,7 @@ background() {
 }
 
 await() {
-  local name=$1 show=${2:-} status=0 waited=$SECONDS
+  local name=$1 status=0 waited=$SECONDS
   wait "${_bg_pid[$name]}" || status=$?
   local took=$((SECONDS - _bg_start[$name]))
   waited=$((SECONDS - waited))
@@ -108,7 +107,6 @@ await() {
     rm -f "${_bg_log[$name]}" "${_bg_log[$name]}.cpu"
     return "$status"
   fi
-  [ "$show" != show ] || cat "${_bg_log[$name]}"
   _bg_collect
   local cpu=$(((${_bg_cpu[$name]:-0} + _clk_tck / 2) / _clk_tck))
   echo "-- $name (background): $(_phase_fmt "$took"), $(_phase_fmt "$cpu") CPU, of which $(_phase_fmt "$waited") waited for"

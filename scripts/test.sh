@@ -121,30 +121,24 @@ CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
 await "compile the Go tests (-race), then go vet -race"
 await "build versitygw (the S3 tests' server)"
 
-# go test and the browser tests side by side: both mostly wait (on
-# PostgreSQL, on server processes, on the demo model's pace), so together
-# they take little more than the longer of the two alone. go test's output
-# is shown when it ends. -parallel 4: four of a package's tests at a time,
-# not one per core, for the same reason.
-phase "go test -race, and the browser tests (Playwright, web/e2e) beside it"
-background "go test -race" \
-  go test -race -count=1 -parallel 4 -timeout 20m -skip '^TestFaultSoak$' ./...
+# -parallel 4: most tests wait (on PostgreSQL, on a server process, on a
+# model's pace), so four of a package's tests at a time, not one per core.
+phase "go test -race"
+go test -race -count=1 -parallel 4 -timeout 20m -skip '^TestFaultSoak$' ./...
+
+# The fault soak on its own (it loads both cores), both feeds one after
+# the other, with its figures shown; docs/operations.md says how to run it
+# longer.
+phase "fault soak (cmd/api TestFaultSoak)"
+go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
+  grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
+
 # The web app in Chromium against the server built from this tree (with the
 # race detector, and the web/dist rebuilt from web/src: a stale committed
 # bundle fails here), real PostgreSQL and the demo model.
-e2e=0
-npm run e2e --prefix web || e2e=$?
-echo "-- browser tests: $([ "$e2e" -eq 0 ] && echo passed || echo "FAILED (exit $e2e)")"
-await "go test -race" show
-if [ "$e2e" -ne 0 ]; then
+phase "browser tests (Playwright, web/e2e)"
+if ! npm run e2e --prefix web; then
   echo "browser tests failed: each test's final screenshot, the traces of failed ones (npx --prefix web playwright show-trace <trace.zip>)" >&2
   echo "and the server's log are under web/test-results/" >&2
   exit 1
 fi
-
-# The fault soak on its own, last (it loads both cores), both feeds one
-# after the other, with its figures shown; docs/operations.md says how to
-# run it longer.
-phase "fault soak (cmd/api TestFaultSoak)"
-go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
-  grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
