@@ -39,9 +39,9 @@ export async function prepare(): Promise<() => void> {
   mkdirSync(logDir, { recursive: true });
   // The named screenshots of this run only.
   rmSync(path.join(logDir, "screens"), { recursive: true, force: true });
-  // Built beside web/dist, not over it: go test, which runs at the same
-  // time (scripts/test.sh), builds cmd/api, which embeds web/dist, and must
-  // never find it half written.
+  // Built beside web/dist, not over it: a go build or go test running at
+  // the same time (cmd/api embeds web/dist) must never find it half
+  // written.
   const built = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-dist-"));
   try {
     await run("build-web", "npm", ["run", "build", "--", "--outDir", built, "--emptyOutDir"], webDir);
