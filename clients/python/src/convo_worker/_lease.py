@@ -150,6 +150,12 @@ class ProcessLease:
         self._epoch += 1
         self._lost_hook()
 
+    def check_now(self) -> None:
+        """Checks the prompts in flight now (as after a heartbeat), unless a
+        check is under way: the listener does after it listens again, for
+        the cancels it may have missed while away."""
+        self._check()
+
     def _check(self) -> None:
         if self._check_task is not None and not self._check_task.done():
             return

@@ -280,8 +280,9 @@ class Worker:
 
     async def _listen(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
         """Hears ``queued:`` (claim) and ``cancelled:`` (stop that prompt)
-        until cancelled; reconnects with backoff, and makes the claim loop
-        look after a reconnect, in case a notification was missed."""
+        until cancelled; reconnects with backoff, and after a reconnect makes
+        the claim loop look and checks the prompts in flight, in case a
+        notification was missed."""
         delay = 0.1
         s = self.settings
         try:
@@ -291,7 +292,12 @@ class Worker:
                         conn = await connect(self._conninfo, s.worker_id, s.call_timeout)
                         await conn.execute(f"LISTEN {PROMPTS_CHANNEL}")
                         log.info("worker %s: listening again", s.worker_id)
+                        # What it may have missed while away: queued
+                        # prompts (the claim loop looks) and cancels (the
+                        # prompts in flight are checked).
                         self._wake.set()
+                        if self._lease is not None:
+                            self._lease.check_now()
                     delay = 0.1
                     notifies = conn.notifies()
                     while True:
