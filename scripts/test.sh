@@ -5,8 +5,8 @@
 #
 # Each phase prints its time ("-- phase: 1m05s") and a table of them ends
 # the run. What waits on the network (apt-get, npm) overlaps with what
-# waits on the CPU (compiling the Go code and its tests), so that a fresh
-# 2-core machine runs it all in about 15 minutes (README, "Tests").
+# waits on the CPU (compiling the Go code and its tests); README, "Tests",
+# gives how long each phase takes on a 2-core machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/phases.sh
