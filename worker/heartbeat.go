@@ -75,20 +75,25 @@ func (p *Pool) heartbeatLoop(ctx context.Context) {
 			p.metrics.heartbeats.WithLabelValues("ok").Inc()
 			retry.Reset()
 			p.leaseTaken(sent.Add(lease), false, watchdog)
-			if !starting && p.checking.CompareAndSwap(false, true) {
-				p.wg.Go(func() {
-					defer p.checking.Store(false)
-					p.stopGone(ctx)
-				})
+			if !starting {
+				p.checkInFlight(ctx)
 			}
 		}
 		if err == nil {
 			starting = false
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
+		timer := time.NewTimer(wait)
+	waiting:
+		for {
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-p.recheck:
+				p.checkInFlight(ctx)
+			case <-timer.C:
+				break waiting
+			}
 		}
 		// Once the lease lapsed here, the next heartbeat lets go of what
 		// the old one held: this process stopped those replies.
@@ -166,6 +171,20 @@ func (p *Pool) leaseLive() (epoch int, live bool) {
 func (p *Pool) leaseHeld(epoch int) bool {
 	e, live := p.leaseLive()
 	return live && e == epoch
+}
+
+// checkInFlight runs stopGone in the background unless a check is under
+// way: after each heartbeat, and when the listener listened again (a
+// cancel notified while it was away was missed). Only the heartbeat loop
+// calls it, so that its goroutines are the pool's while it runs.
+func (p *Pool) checkInFlight(ctx context.Context) {
+	if !p.checking.CompareAndSwap(false, true) {
+		return
+	}
+	p.wg.Go(func() {
+		defer p.checking.Store(false)
+		p.stopGone(ctx)
+	})
 }
 
 // stopGone stops the replies in flight whose prompts are no longer the

@@ -272,6 +272,42 @@ func TestProcessLease(t *testing.T) {
 		t.Logf("stopped %s after the prompt failed", time.Since(ended))
 	})
 
+	t.Run("ListenerBackChecksThePromptsInFlight", func(t *testing.T) {
+		t.Parallel()
+		tb := setup(t)
+		// Heartbeats far apart: only the listener's reconnect can find,
+		// within the test, a prompt that ended while no notification was
+		// heard.
+		_, res := tb.start(t, Config{Models: modelsWith(pacedModel(fastTokens(2), time.Hour)),
+			LeaseSeconds: 120, HeartbeatInterval: time.Minute})
+		s := tb.send(t, uuid.Nil, "hang", `{}`)
+		eventually(t, 20*time.Second, "the reply to stream", func() bool {
+			for _, e := range tb.events(t, s.conversationID) {
+				if e.Kind == conversation.EventBlockDelta {
+					return true
+				}
+			}
+			return false
+		})
+		// Ended as a cancel would end it, but with no notification: as if
+		// it was sent while the listener was away.
+		if _, err := tb.db.Exec(context.Background(),
+			`UPDATE convo.prompts SET status = 'cancelled', ended_at = now() WHERE id = $1`, s.promptID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tb.db.Exec(context.Background(),
+			`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			  WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`); err != nil {
+			t.Fatal(err)
+		}
+		ended := time.Now()
+		r := res.wait(t, s.promptID, 20*time.Second)
+		if r.Outcome != OutcomeCancelled {
+			t.Errorf("outcome %s (%v), want cancelled", r.Outcome, r.Err)
+		}
+		t.Logf("stopped %s after the listener's connection was killed", time.Since(ended))
+	})
+
 	t.Run("OneHeartbeatPerProcessNotPerPrompt", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)

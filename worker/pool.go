@@ -58,6 +58,9 @@ type Pool struct {
 	leaseEpoch int
 	// checking: a check of the prompts in flight is under way.
 	checking atomic.Bool
+	// recheck asks the heartbeat loop to check the prompts in flight now
+	// (the listener listened again: a cancel may have been missed).
+	recheck chan struct{}
 
 	metrics poolMetrics
 }
@@ -96,6 +99,7 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	p := &Pool{
 		cfg: cfg, api: dbq.New(db),
 		wake:    make(chan struct{}, 1),
+		recheck: make(chan struct{}, 1),
 		running: map[uuid.UUID]context.CancelCauseFunc{},
 		metrics: newPoolMetrics(),
 	}
@@ -127,8 +131,16 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		p.wg.Go(func() { l.Run(runCtx) })
 	}
 	// A notification only wakes the claim loop: it also polls, and every
-	// batch checks that each prompt is still ours.
-	l.Listen(PromptsChannel, pglisten.Handler{Notify: p.notified, Ready: p.wakeUp})
+	// batch checks that each prompt is still ours. After a reconnect, what
+	// was notified meanwhile is looked for: the claim loop claims, and the
+	// prompts in flight are checked for cancels.
+	l.Listen(PromptsChannel, pglisten.Handler{Notify: p.notified, Ready: func() {
+		p.wakeUp()
+		select {
+		case p.recheck <- struct{}{}:
+		default:
+		}
+	}})
 	p.workers.Add(1)
 	p.wg.Go(func() {
 		defer p.workers.Done()
