@@ -541,6 +541,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.metrics.registry.MustRegister(maintenance.QueueCollector{Store: m.store})
+	m.metrics.registry.MustRegister(postgres.SendCollector{Store: m.store})
 	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
 		return err
 	}

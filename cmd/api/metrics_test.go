@@ -166,6 +166,8 @@ func TestMetricsMove(t *testing.T) {
 	grew("convo_stream_delivery_lag_seconds")
 	grew("convo_stream_log_reads_total")
 	grew("convo_snapshot_reads_total")
+	grew("convo_sends_total")
+	grew("convo_send_groups_total")
 	if b, a := before.value("convo_snapshot_requests_total"), after.value("convo_snapshot_requests_total"); a < b+2 {
 		t.Errorf("convo_snapshot_requests_total went from %v to %v; want the stream's snapshot and GetConversation's read counted", b, a)
 	}
