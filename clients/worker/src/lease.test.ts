@@ -1,7 +1,8 @@
 // The process lease against real PostgreSQL: one heartbeat per process
 // keeps every reply it runs, whatever its batches do; a process whose
 // heartbeats stop getting through loses them all; a prompt ended
-// elsewhere stops its reply at the next heartbeat's check.
+// elsewhere stops its reply at the next heartbeat's check, or at once when
+// the listener listens again after a drop.
 
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Worker, WorkerError, type Settled, type WorkerOptions } from "./index.js";
@@ -198,6 +199,29 @@ describe("the process lease", () => {
     // Cancelled as convo.cancel_prompt would, with no notification heard.
     await db.pool.query("UPDATE convo.prompts SET status = 'cancelled' WHERE id = $1", [sent.promptId]);
     const s = await waitFor("the reply to stop", () => settled.get(sent.promptId), 5_000);
+    expect(s.outcome).toBe("cancelled");
+  });
+
+  it("checks the prompts in flight when its listener listens again: a cancel missed meanwhile stops the reply at once", async () => {
+    // Heartbeats 40 s apart: only the listener's reconnect can find, within
+    // the test, a prompt cancelled while no notification was heard.
+    const { settled } = await startWorker({
+      slots: 1,
+      leaseSeconds: 120,
+      handler: async (job) => {
+        job.reply.text("hanging");
+        await sleep(3_600_000, job.signal);
+      },
+    });
+    const sent = await send(db.pool, "hang");
+    await waitFor("the reply's first word", async () => (await blocks(db.pool, sent.messageId))[0]?.content === "hanging");
+    await db.pool.query("UPDATE convo.prompts SET status = 'cancelled' WHERE id = $1", [sent.promptId]);
+    const killed = await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'LISTEN%'`,
+    );
+    expect(killed.rowCount).toBe(1);
+    const s = await waitFor("the reply to stop", () => settled.get(sent.promptId), 10_000);
     expect(s.outcome).toBe("cancelled");
   });
 });

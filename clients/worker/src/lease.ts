@@ -76,6 +76,16 @@ export class ProcessLease {
     await this.loop;
   }
 
+  /**
+   * Checks the prompts in flight now, not at the next heartbeat: the
+   * listener calls it when it listens again, since a cancel notified while
+   * it was away was not heard. Before the first heartbeat, or once stopped,
+   * it does nothing (there is nothing in flight to check).
+   */
+  checkNow(): void {
+    if (!this.starting && !this.stopped) this.checkInFlight();
+  }
+
   /** Whether the lease is live by this process's clock, and its epoch. */
   live(): { epoch: number; live: boolean } {
     return { epoch: this.epoch, live: !this.lost && Date.now() < this.until };
@@ -143,7 +153,16 @@ export class ProcessLease {
 
   /** The lease's end passed: unless a heartbeat extended it meanwhile, every reply in flight stops. */
   private lapsed(): void {
-    if (Date.now() < this.until || this.lost || this.stopped) return;
+    if (this.lost || this.stopped) return;
+    const left = this.until - Date.now();
+    if (left > 0) {
+      // A timer may fire a millisecond or so before Date.now() reaches
+      // its end (timers run on the monotonic clock, rounded): wait out
+      // the rest, or the lease would never be seen to lapse. (A heartbeat
+      // that extended the lease cleared this timer and set its own.)
+      this.watchdog = setTimeout(() => this.lapsed(), left + 1);
+      return;
+    }
     this.s.logger.warn("the worker's process lease ran out: no heartbeat got through; its replies in flight are stopped", {
       worker: this.s.workerId,
       leaseSeconds: this.s.leaseSeconds,

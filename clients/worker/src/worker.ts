@@ -118,7 +118,12 @@ export class Worker {
     const listener = new Listener(listenConfig(this.pool), this.s.logger, {
       queued: () => this.wake(),
       cancelled: (id) => this.running.get(id)?.abort.abort(new WorkerError("cancelled", "the prompt was cancelled")),
-      connected: () => this.wake(),
+      // Notifications sent while it was away are lost: the queue is
+      // looked at again, and so are the prompts in flight (a cancel).
+      connected: () => {
+        this.wake();
+        this.lease.checkNow();
+      },
     });
     try {
       await listener.start();

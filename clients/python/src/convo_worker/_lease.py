@@ -137,7 +137,16 @@ class ProcessLease:
     def _lapsed(self) -> None:
         """The lease's end passed: unless a heartbeat extended it meanwhile,
         every reply in flight stops."""
-        if asyncio.get_running_loop().time() < self._until or self._lost:
+        if self._lost:
+            return
+        loop = asyncio.get_running_loop()
+        left = self._until - loop.time()
+        if left > 0:
+            # asyncio runs a timer up to its clock's resolution early: wait
+            # out the rest, or the lease would never be seen to lapse. (A
+            # heartbeat that extended the lease cancelled this timer and
+            # set its own.)
+            self._watchdog = loop.call_later(left, self._lapsed)
             return
         log.warning("worker %s: the process lease ran out (%ds): no heartbeat got through; its replies in flight "
                     "are stopped", self._s.worker_id, self._s.lease_seconds)
