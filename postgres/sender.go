@@ -30,6 +30,19 @@ const (
 	// PostgreSQL's snapshots of every session get slower (the
 	// subtransaction cache overflows).
 	maxSendGroup = 50
+	// minSendGroup is the smallest group a lane takes when more wait:
+	// below it the commit (one fsync, one notification) is most of a
+	// group's time.
+	minSendGroup = 4
+	// sendGroupTarget is how long a group's transaction should take. A
+	// group is answered only when all its sends are written, so a lane
+	// takes what it can write in about this time, not all that waits:
+	// the sends of a burst commit (and their replies start) a few at a
+	// time, the first within a group's time, instead of every one of a
+	// group of 50 waiting for the 49 others.
+	sendGroupTarget = 25 * time.Millisecond
+	// firstSendGroup is a group's cap until a group's time was measured.
+	firstSendGroup = 8
 	// sendLanes bounds the groups written at once: one transaction runs
 	// on one core of the database, and the sends of a burst use them all.
 	sendLanes = 4
@@ -44,9 +57,11 @@ const (
 // sender writes concurrent SendMessage calls in shared transactions
 // (group commit): a send that arrives while no group is being written
 // goes at once, alone; the sends that arrive while one is written wait
-// and go together in the next, up to maxSendGroup, each in its own
-// subtransaction (convo.send_messages), so a refused send writes nothing
-// and fails no other. Up to sendLanes groups are written at once, each
+// and go together in the next, each in its own subtransaction
+// (convo.send_messages), so a refused send writes nothing and fails no
+// other. A group is as many as commit in about sendGroupTarget (by the
+// time groups took lately; minSendGroup to maxSendGroup), so that a
+// burst's sends are answered a few at a time as they commit. Up to sendLanes groups are written at once, each
 // one commit (one fsync) and one notification of the workers for the
 // sends it carries, instead of one per send.
 type sender struct {
@@ -62,6 +77,11 @@ type sender struct {
 	// onQueued, when set, is called after a group that queued prompts
 	// committed (OnPromptsQueued).
 	onQueued atomic.Pointer[func()]
+
+	// perSend is the recent time of a group divided by its sends, in
+	// nanoseconds (an average weighing the last group a quarter); 0:
+	// none measured yet.
+	perSend atomic.Int64
 
 	groups, sent, overloaded atomic.Int64
 }
@@ -131,7 +151,7 @@ func (s *sender) send(ctx context.Context, p conversation.SendMessageParams, con
 func (s *sender) run() {
 	for {
 		s.mu.Lock()
-		n := min(len(s.queue), maxSendGroup)
+		n := min(len(s.queue), s.groupCap(len(s.queue)))
 		if n == 0 {
 			s.lanes--
 			if s.lanes == 0 {
@@ -147,6 +167,42 @@ func (s *sender) run() {
 		s.queue = s.queue[n:]
 		s.mu.Unlock()
 		s.write(group)
+	}
+}
+
+// groupCap is how many sends the next group takes at most, with queued
+// sends waiting (s.mu held).
+func (s *sender) groupCap(queued int) int {
+	return groupCapFor(time.Duration(s.perSend.Load()), queued, s.maxLanes)
+}
+
+// groupCapFor is the group cap for a time per send (0: not measured),
+// with queued sends waiting for lanes: what commits in about
+// sendGroupTarget, or, for a queue too long for the lanes to write in a
+// few rounds of such groups, a share of it (up to maxSendGroup). A send
+// deep in a long queue waits for the queue ahead of it whatever the
+// groups; there the fewer commits of larger groups write it sooner.
+func groupCapFor(perSend time.Duration, queued, lanes int) int {
+	n := firstSendGroup
+	if perSend > 0 {
+		n = int(max(sendGroupTarget/perSend, minSendGroup))
+	}
+	n = max(n, queued/(4*max(lanes, 1)))
+	return min(n, maxSendGroup)
+}
+
+// measured folds a group of n sends that took took into perSend.
+func (s *sender) measured(n int, took time.Duration) {
+	per := int64(took) / int64(n)
+	for {
+		old := s.perSend.Load()
+		next := per
+		if old > 0 {
+			next = old + (per-old)/4
+		}
+		if s.perSend.CompareAndSwap(old, next) {
+			return
+		}
 	}
 }
 
@@ -173,7 +229,11 @@ func (s *sender) write(group []*pendingSend) {
 	ctx, cancel := context.WithTimeout(context.Background(), sendGroupTimeout)
 	defer cancel()
 	s.groups.Add(1)
+	began := time.Now()
 	rows, err := s.q.MessageSendMany(ctx, arg)
+	if err == nil {
+		s.measured(len(group), time.Since(began))
+	}
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if len(group) > 1 && errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {

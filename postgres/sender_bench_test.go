@@ -59,7 +59,7 @@ func BenchmarkSendMessages(b *testing.B) {
 				}
 			}
 		})
-		for _, n := range []int{200, 1000} {
+		for _, n := range []int{100, 200, 1000} {
 			b.Run(fmt.Sprintf("%s/n=%d", mode, n), func(b *testing.B) {
 				s := open(b)
 				var took []time.Duration

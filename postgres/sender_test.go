@@ -449,3 +449,82 @@ func TestSendMessageSQLNotifiesEachPrompt(t *testing.T) {
 		t.Errorf("convo_prompts heard %v, want %v", got, want)
 	}
 }
+
+// TestSendMessagesBurstAnsweredProgressively: sends that pile up behind a
+// held group are written a few at a time once it goes on, not in one
+// group that answers them all at its end: the first of them are answered
+// while the others are still being written.
+func TestSendMessagesBurstAnsweredProgressively(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	postgres.SetSendLanes(tb.store, 1)
+	ctx := context.Background()
+	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := tb.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM convo.conversations WHERE id = $1 FOR UPDATE", held.ConversationID); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var heldErr error
+	wg.Go(func() {
+		_, heldErr = tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", ConversationID: held.ConversationID,
+			Text: "second", ModelConfigs: demoConfigs()})
+	})
+	waitStats := func(what string, ok func(postgres.SendStats) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok(tb.store.SendStats()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited 10s for %s: %+v", what, tb.store.SendStats())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitStats("the held group", func(s postgres.SendStats) bool { return s.Groups >= 2 && s.Pending == 0 })
+	const burst = 40
+	answered := make([]time.Time, burst)
+	errs := make([]error, burst)
+	for i := range burst {
+		wg.Go(func() {
+			_, errs[i] = tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: fmt.Sprintf("burst-%d", i),
+				Text: "queued", ModelConfigs: demoConfigs()})
+			answered[i] = time.Now()
+		})
+	}
+	waitStats("the burst to queue", func(s postgres.SendStats) bool { return s.Pending == burst })
+	before := tb.store.SendStats()
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if heldErr != nil {
+		t.Fatalf("the held send: %v", heldErr)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("send %d of the burst: %v", i, err)
+		}
+	}
+	groups := tb.store.SendStats().Groups - before.Groups
+	if groups < 2 {
+		t.Errorf("a burst of %d sends was written in %d group; want several, answered as each commits", burst, groups)
+	}
+	// Each group is answered as it commits: the burst's answers are
+	// spread over its groups, not all at the end of one.
+	slices.SortFunc(answered, time.Time.Compare)
+	if !answered[0].Before(answered[burst-1]) {
+		t.Errorf("every send of the burst was answered at once (%v)", answered[0])
+	}
+	if n := tb.count(t, "SELECT count(*) FROM convo.prompts WHERE owner_id LIKE 'burst-%'"); n != burst {
+		t.Errorf("%d prompts of the burst, want %d", n, burst)
+	}
+	t.Logf("%d sends after a held group: %d groups, first answered %v before the last",
+		burst, groups, answered[burst-1].Sub(answered[0]))
+}

@@ -281,6 +281,11 @@ DECLARE
     v_messages   uuid[] := '{}';
     v_prompts    uuid[] := '{}';
     v_title      text;
+    -- The send's events, appended together at its end (one update of the
+    -- conversation's row for all of them, not one each).
+    v_kinds      text[] := '{}';
+    v_payloads   jsonb[] := '{}';
+    v_event_ps   uuid[] := '{}';
 BEGIN
     IF (p_text IS NULL OR NOT convo._has_visible(p_text)) AND cardinality(coalesce(p_file_ids, '{}')) = 0 THEN
         RAISE EXCEPTION 'send_message: text must not be empty or only whitespace, control, zero-width, bidi control or blank (U+2800, ...) characters'
@@ -328,9 +333,11 @@ BEGIN
     VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf)
     RETURNING * INTO v_user;
     PERFORM convo._write_user_blocks(p_owner_id, v_user, p_text, p_file_ids, 'send_message');
-    PERFORM convo._append_event(v_conv.id, 'messageCreated', jsonb_build_object('message',
+    v_kinds := v_kinds || 'messageCreated'::text;
+    v_payloads := v_payloads || jsonb_build_object('message',
         convo._message_json(v_user) || jsonb_build_object('blocks',
-            (SELECT jsonb_agg(convo._block_json(b) ORDER BY b.position) FROM convo.blocks b WHERE b.message_id = v_user.id))));
+            (SELECT jsonb_agg(convo._block_json(b) ORDER BY b.position) FROM convo.blocks b WHERE b.message_id = v_user.id)));
+    v_event_ps := v_event_ps || NULL::uuid;
 
     -- Create every prompt (and the comparison) first, then announce them,
     -- so each message's first event already carries its comparison.
@@ -355,20 +362,25 @@ BEGIN
     FOR i IN 1 .. v_slot LOOP
         SELECT * INTO v_assistant FROM convo.messages m WHERE m.id = v_messages[i];
         SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = v_prompts[i];
-        PERFORM convo._append_event(v_conv.id, 'messageCreated',
-            jsonb_build_object('message', convo._message_json(v_assistant)), v_prompt.id);
-        PERFORM convo._append_event(v_conv.id, 'promptQueued',
-            jsonb_build_object('prompt', convo._prompt_json(v_prompt)), v_prompt.id);
+        v_kinds := v_kinds || ARRAY['messageCreated', 'promptQueued'];
+        v_payloads := v_payloads || ARRAY[jsonb_build_object('message', convo._message_json(v_assistant)),
+                                          jsonb_build_object('prompt', convo._prompt_json(v_prompt))];
+        v_event_ps := v_event_ps || ARRAY[v_prompt.id, v_prompt.id];
         IF current_setting('convo.notify_prompts', true) IS DISTINCT FROM 'off' THEN
             PERFORM convo._notify_prompt('queued', v_prompt.id);
         END IF;
     END LOOP;
 
-    v_title := convo._title_from_text(p_text);
-    IF v_title = '' THEN
-        -- A message of files only: its first file's name.
-        SELECT convo._title_from_text(b.metadata->>'filename') INTO v_title
-          FROM convo.blocks b WHERE b.message_id = v_user.id AND b.block_type = 'file' ORDER BY b.position LIMIT 1;
+    -- Only a conversation without a title takes one (v_conv was read
+    -- under its lock): the regular expressions of _title_from_text are a
+    -- tenth of a send's time, not spent on every later message.
+    IF v_conv.title = '' THEN
+        v_title := convo._title_from_text(p_text);
+        IF v_title = '' THEN
+            -- A message of files only: its first file's name.
+            SELECT convo._title_from_text(b.metadata->>'filename') INTO v_title
+              FROM convo.blocks b WHERE b.message_id = v_user.id AND b.block_type = 'file' ORDER BY b.position LIMIT 1;
+        END IF;
     END IF;
     UPDATE convo.conversations c
        SET title = CASE WHEN c.title = '' THEN coalesce(v_title, '') ELSE c.title END,
@@ -377,8 +389,12 @@ BEGIN
            updated_at = now()
      WHERE c.id = v_conv.id
     RETURNING * INTO v_conv;
-    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
-        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+    v_kinds := v_kinds || 'conversationUpdated'::text;
+    v_payloads := v_payloads || jsonb_build_object('conversation', convo._conversation_json(v_conv));
+    v_event_ps := v_event_ps || NULL::uuid;
+    PERFORM convo._append_events(v_conv.id, v_kinds, v_payloads, v_event_ps,
+                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]),
+                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]));
 
     RETURN QUERY SELECT v_conv.id, v_user.id, v_messages, v_prompts, v_comparison;
 END;
