@@ -134,6 +134,14 @@ func TestMakeRunCtrlC(t *testing.T) {
 	cmd := exec.Command("make", "run")
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.DSN(t), "CONVO_HTTP_ADDR=127.0.0.1:0", "CONVO_WORKERS=0", "MAKEFLAGS=")
+	if testbin.Race {
+		// make run's go build with the race detector, as the tests' own
+		// packages are compiled: it then links from the build cache that
+		// go test -race filled, instead of compiling every package a
+		// second time without it (minutes of CPU on a fresh machine).
+		// The recipe make runs, and what it prints, are the same.
+		cmd.Env = append(cmd.Env, "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -race"))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
