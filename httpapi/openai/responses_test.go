@@ -139,3 +139,30 @@ func textOf(m conversation.Message) string {
 	}
 	return s
 }
+
+// Without background or stream, POST /v1/responses answers when the
+// reply ends: here the demo worker's, completed, its text blocks' text
+// the response's output_text (its tool blocks are not shown yet).
+func TestCreateWaitsForTheReply(t *testing.T) {
+	t.Parallel()
+	tb := apitest.Setup(t, apitest.Options{Verifier: apitest.Verifier(), Workers: true})
+	c := client(t, tb, "alice")
+	resp, err := c.Responses.New(context.Background(), responses.ResponseNewParams{
+		Model: "demo", Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("hello")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != "completed" || resp.OutputText() == "" {
+		t.Fatalf("response %s; want the demo model's reply, completed", resp.RawJSON())
+	}
+	st := tb.State(t, "alice", uuid.MustParse(resp.Conversation.ID))
+	var text string
+	for _, b := range st.Messages[len(st.Messages)-1].Blocks {
+		if b.Type == "text" {
+			text += b.Content
+		}
+	}
+	if got := text; got != resp.OutputText() {
+		t.Fatalf("the conversation's reply %q; the response's %q", got, resp.OutputText())
+	}
+}
