@@ -14,6 +14,7 @@ import (
 	httpfiles "github.com/convo-dev/convo/httpapi/files"
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
+	"github.com/convo-dev/convo/httpapi/openai"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
@@ -60,6 +61,10 @@ type Options struct {
 	MaxFilesPerMessage int
 	FileURLs           *files.Signer
 	FileOwners         httpfiles.Owners
+	// Models are the model names OpenAI's Responses API (POST
+	// /v1/responses) accepts, the workers' models; none: any name, passed
+	// on to the workers.
+	Models []string
 }
 
 // NewHandler returns the handler of every endpoint under /v1/ (mount it
@@ -102,6 +107,9 @@ func NewHandler(opts Options) http.Handler {
 	route("GET /v1/ai-sdk/chat/{id}/messages", ai.Messages)
 	// Stopping takes no body; useChat's stop sends none.
 	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(aisdk.MaxStopBytes, true, ai.Stop))
+	// OpenAI's Responses API refuses in OpenAI's error shape, its own
+	// authentication's included.
+	openai.New(s, opts.Models).Routes(mux)
 	if opts.Files != nil {
 		fh := httpfiles.New(s, opts.Files, opts.FileURLs, opts.FileOwners)
 		route("POST /v1/files", fh.Upload)

@@ -67,6 +67,7 @@ func (m *Main) routes() http.Handler {
 		Store: m.readsGrouped(), Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 		WriteTimeout: m.Config.WriteTimeout, Reads: reads, PageBytes: m.Config.SnapshotBytes,
 		Files: m.files, FileURLs: m.fileURLs, FileOwners: m.fileStore, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
+		Models: m.models,
 	}))
 	m.cors = newCORS(m.Config.CORSOrigins)
 	return guard.BodyDeadlines(m.bodyTimeout,

@@ -204,6 +204,9 @@ type Main struct {
 	// demoModel: the in-process workers run and default to the demo
 	// model (GetServerInfo).
 	demoModel bool
+	// models are the model names this server's workers run (none without
+	// workers): the models OpenAI's Responses API accepts.
+	models []string
 	// workerPool is the in-process workers' pool (CONVO_WORKER_DB_CONNS),
 	// hubPool the stream hub's (hubConns); snapshotPool the snapshots'
 	// (Config.SnapshotConns).
@@ -558,6 +561,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// The app says replies come from the demo model only when they do:
 	// this server's workers run, and a prompt naming no model gets it.
 	m.demoModel = m.Config.Workers.Workers > 0 && workerConfig.Models.Default() == "demo"
+	if m.Config.Workers.Workers > 0 {
+		m.models = workerConfig.Models.Names()
+	}
 	// The workers write through a pool of their own, so that the API's
 	// load never holds up a reply's writes, nor the workers' the API.
 	workerDB := m.pool // unused without workers

@@ -28,7 +28,11 @@ BEGIN
 
     -- runs numbers the prompt's events so that each run of consecutive
     -- deltas of one block shares a number; merged keeps each run of two or
-    -- more in its first event.
+    -- more in its first event, with the length (in characters) of each
+    -- delta it replaces: mergedLengths, so that a reader can split the run
+    -- at its original boundaries (the OpenAI Responses API numbers its
+    -- events by the deltas, and a replay after compaction must number them
+    -- as the live stream did).
     WITH marked AS (
         SELECT e.seq, e.kind, e.block_id,
                CASE WHEN e.kind = 'blockDelta'
@@ -42,7 +46,8 @@ BEGIN
         SELECT seq, kind, sum(starts_run) OVER (ORDER BY seq) AS run FROM marked
     ), merged AS (
         SELECT r.run, min(r.seq) AS keep_seq,
-               string_agg(e.payload->>'content', '' ORDER BY r.seq) AS content
+               string_agg(e.payload->>'content', '' ORDER BY r.seq) AS content,
+               jsonb_agg(length(e.payload->>'content') ORDER BY r.seq) AS lengths
           FROM runs r
           JOIN convo.events e ON e.conversation_id = v_prompt.conversation_id AND e.seq = r.seq
          WHERE r.kind = 'blockDelta'
@@ -50,7 +55,7 @@ BEGIN
         HAVING count(*) > 1
     ), kept AS (
         UPDATE convo.events e
-           SET payload = jsonb_set(e.payload, '{content}', to_jsonb(m.content))
+           SET payload = e.payload || jsonb_build_object('content', m.content, 'mergedLengths', m.lengths)
           FROM merged m
          WHERE e.conversation_id = v_prompt.conversation_id AND e.seq = m.keep_seq
         RETURNING e.seq

@@ -130,6 +130,7 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 	}
 	hopts := httpapi.Options{
 		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.Verifier}, KeepAlive: o.KeepAlive, WriteTimeout: o.WriteTimeout,
+		Models: []string{"demo"},
 	}
 	if o.Files {
 		fileStore := postgres.NewFileStore(pool)

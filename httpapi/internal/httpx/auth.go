@@ -16,13 +16,19 @@ import (
 // either). The user goes into the request's context, where Caller and
 // WriteRequest find it.
 func (s *Server) WithUser(next http.Handler) http.Handler {
+	return s.WithUserOr(next, s.WriteError)
+}
+
+// WithUserOr is WithUser answering a refusal with fail: a protocol's own
+// error body (OpenAI's).
+func (s *Server) WithUserOr(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		owner, err := s.verify(r)
 		if err != nil {
 			if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
 				w.Header().Set("Connection", "close")
 			}
-			s.WriteError(w, r, err)
+			fail(w, r, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(conversation.WithUser(r.Context(), owner)))

@@ -29,6 +29,13 @@ import (
 // in time (the server's read deadline) is answered 408. The checked body
 // is handed on in full.
 func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http.HandlerFunc {
+	return s.JSONBodyOr(limit, emptyOK, next, s.WriteError)
+}
+
+// JSONBodyOr is JSONBody answering a refused body with fail: a
+// protocol's own error body (OpenAI's). The 415 and 408 answers keep
+// convo's body; their statuses say what went wrong.
+func (s *Server) JSONBodyOr(limit int64, emptyOK bool, next http.HandlerFunc, fail func(http.ResponseWriter, *http.Request, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
 		if ct == "" && emptyOK && r.ContentLength <= 0 {
@@ -45,7 +52,7 @@ func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			return
 		}
 		if r.ContentLength > limit {
-			s.WriteError(w, r, &BodyTooLarge{Limit: limit})
+			fail(w, r, &BodyTooLarge{Limit: limit})
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -53,28 +60,28 @@ func (s *Server) JSONBody(limit int64, emptyOK bool, next http.HandlerFunc) http
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				s.WriteError(w, r, &BodyTooLarge{Limit: limit})
+				fail(w, r, &BodyTooLarge{Limit: limit})
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				BodyTimeout(w, err)
 			default:
-				s.WriteError(w, r, wire.Invalid("body", "could not be read: %v", err))
+				fail(w, r, wire.Invalid("body", "could not be read: %v", err))
 			}
 			return
 		}
 		if !utf8.Valid(body) {
-			s.WriteError(w, r, wire.Invalid("body", "is not valid UTF-8"))
+			fail(w, r, wire.Invalid("body", "is not valid UTF-8"))
 			return
 		}
 		// encoding/json would read a lone surrogate as U+FFFD, silently.
 		if err := wire.CheckJSONSurrogates(body); err != nil {
-			s.WriteError(w, r, err)
+			fail(w, r, err)
 			return
 		}
 		// convo's rule for accepted JSON, before anything decodes the
 		// body: a number like 1e999999 would cost a schema big-number
 		// arithmetic, and one PostgreSQL stores would make readers fail.
 		if err := wire.CheckJSONBody(body); err != nil {
-			s.WriteError(w, r, err)
+			fail(w, r, err)
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -52,13 +52,31 @@ type errorBody struct {
 }
 
 // WriteError answers with err as a JSON error: the one place where the
-// protocols map and log failed requests (wire.Classify). A domain error
-// keeps its message; anything else is logged with its detail and answered
-// as internal without it.
+// protocols map and log failed requests (wire.Classify, through Status).
+// A domain error keeps its message; anything else is logged with its
+// detail and answered as internal without it.
 func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away: nobody reads the answer
 	}
+	st := s.Status(w, r, err)
+	w.WriteHeader(st.HTTP)
+	_ = json.NewEncoder(w).Encode(errorBody{Code: st.Name, Message: st.Failure.Message})
+}
+
+// ErrorStatus is how a failed request is answered: its HTTP status, the
+// Connect code name, and the failure to show.
+type ErrorStatus struct {
+	HTTP    int
+	Name    string
+	Failure wire.Failure
+}
+
+// Status maps err as WriteError does, logs it when it is the server's
+// failure, and sets the headers of an error answer (JSON, no caching,
+// WWW-Authenticate for 401, Retry-After): a protocol with an error body
+// of its own (OpenAI's) writes the status and its body after it.
+func (s *Server) Status(w http.ResponseWriter, r *http.Request, err error) ErrorStatus {
 	f := wire.Classify(err)
 	var tooLarge *BodyTooLarge
 	if errors.As(err, &tooLarge) {
@@ -95,8 +113,7 @@ func (s *Server) WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if f.RetryAfter > 0 {
 		h.Set("Retry-After", limit.RetryAfterHeader(f.RetryAfter))
 	}
-	w.WriteHeader(st.status)
-	_ = json.NewEncoder(w).Encode(errorBody{Code: st.name, Message: f.Message})
+	return ErrorStatus{HTTP: st.status, Name: st.name, Failure: f}
 }
 
 // DiscardCreated deletes the conversation a request created when the

@@ -1,0 +1,479 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
+	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/wire"
+)
+
+// Handler serves OpenAI's Responses API: a response is a reply.
+type Handler struct {
+	srv *httpx.Server
+	// models are the model names a request may name (none: any).
+	models []string
+}
+
+// New returns the handler of /v1/responses; models are the model names a
+// request may name (the workers' models), none: any name, passed on to
+// the workers as the prompt's model.
+func New(srv *httpx.Server, models []string) *Handler { return &Handler{srv: srv, models: models} }
+
+// Routes registers the routes on mux, each authenticated first (a bearer
+// token: the SDK's apiKey) and refusing in OpenAI's error shape.
+func (h *Handler) Routes(mux *http.ServeMux) {
+	route := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, h.srv.WithUserOr(f, h.writeError)) }
+	route("POST /v1/responses", h.srv.JSONBodyOr(MaxCreateBytes, false, h.Create, h.writeError))
+	route("GET /v1/responses/{id}", h.Retrieve)
+	route("POST /v1/responses/{id}/cancel", h.srv.JSONBodyOr(MaxCreateBytes, true, h.Cancel, h.writeError))
+}
+
+// Create serves POST /v1/responses: it sends input as the user's message
+// (to conversation, after previous_response_id's reply, or in a new
+// conversation) and answers with the reply's Response: at once with
+// background (queued), with stream its events as they come, else when
+// the reply ends. The reply does not depend on the request: a client that
+// goes away resumes with GET /v1/responses/{id}?stream=true.
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
+	// As httpx.WriteRequest: authenticated, then the body read, then a
+	// write token taken (a request refused for its input costs none).
+	owner, ok := conversation.UserFromContext(r.Context())
+	if !ok {
+		h.writeError(w, r, conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context"))
+		return
+	}
+	req, err := decodeCreate(h.models)(w, r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := h.srv.Writes.Allow(owner); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	conv := req.conversationID
+	var prev conversation.Trace
+	if req.previous != uuid.Nil {
+		if prev, err = h.srv.Store.Trace(ctx, owner, uuid.NullUUID{UUID: req.previous, Valid: true}, uuid.NullUUID{}); err != nil {
+			if conversation.ErrorCode(err) == conversation.NotFound {
+				err = invalid("previous_response_id", "previous_response_not_found",
+					"Previous response with id '"+responseID(req.previous)+"' not found.")
+			}
+			h.writeError(w, r, err)
+			return
+		}
+		conv = prev.Prompt.ConversationID
+	}
+	created := false
+	if conv == uuid.Nil {
+		// A new conversation, made before the subscription that must
+		// precede the send; a refusal after deletes it again.
+		conv = uuid.New()
+		if _, _, err := h.srv.Store.EnsureConversation(ctx, owner, conv); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		created = true
+	} else if _, err := h.srv.Store.Conversation(ctx, owner, conv); err != nil {
+		if conversation.ErrorCode(err) == conversation.NotFound {
+			err = &apiError{status: http.StatusNotFound, typ: "invalid_request_error", param: "conversation", code: "not_found",
+				message: "Conversation with id '" + conv.String() + "' not found."}
+		}
+		h.writeError(w, r, err)
+		return
+	}
+	queued := false
+	if created {
+		defer func() {
+			if !queued {
+				h.srv.DiscardCreated(ctx, owner, conv)
+			}
+		}()
+	}
+	var sub *wire.Subscription
+	if req.Stream || !req.Background {
+		// Subscribe before the send: a refusal (the stream limit) then
+		// queues nothing.
+		var err error
+		sub, err = h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: conv, Branches: true})
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		defer sub.Close()
+		sub.ReleaseSnapshot() // the fold reads the prompt's events from the log
+	}
+	promptID, err := h.send(ctx, owner, conv, req, prev)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	queued = true
+	tr, err := h.trace(ctx, owner, promptID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	rep := foldTrace(tr)
+	switch {
+	case req.Stream:
+		h.stream(w, r, sub, tr, rep, -1)
+	case req.Background:
+		writeJSON(w, rep.snapshot())
+	default:
+		if err := h.wait(ctx, sub, tr, rep); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, rep.snapshot())
+	}
+}
+
+// send writes the user's message and queues the reply: after the
+// previous response's reply when there is one (its branch made active
+// first; when the reply already has a following message, the text is a
+// new version of that message: a branch), else at the conversation's
+// active leaf. It returns the reply's prompt.
+func (h *Handler) send(ctx context.Context, owner string, conv uuid.UUID, req *createRequest, prev conversation.Trace) (uuid.UUID, error) {
+	params := conversation.SendMessageParams{OwnerID: owner, ConversationID: conv, Text: req.text,
+		ModelConfigs: []json.RawMessage{req.config}}
+	if req.previous != uuid.Nil {
+		reply := prev.Prompt.MessageID
+		st, err := h.srv.Store.State(ctx, owner, conv)
+		if err != nil {
+			return uuid.Nil, err
+		}
+		at := onPath(st, reply)
+		if at < 0 {
+			// The reply is on another branch: make it the active path
+			// (down to its newest message).
+			if _, err := h.srv.Store.SwitchBranch(ctx, owner, conv, reply); err != nil {
+				return uuid.Nil, err
+			}
+			if st, err = h.srv.Store.State(ctx, owner, conv); err != nil {
+				return uuid.Nil, err
+			}
+			if at = onPath(st, reply); at < 0 {
+				return uuid.Nil, conversation.Errorf(conversation.FailedPrecondition, "previous_response_id: its reply is not on the conversation's path")
+			}
+		}
+		if at < len(st.Messages)-1 {
+			ed, err := h.srv.Store.EditMessage(ctx, conversation.EditParams{OwnerID: owner, ConversationID: conv,
+				MessageID: st.Messages[at+1].ID, Text: req.text, ModelConfig: req.config})
+			if err != nil {
+				return uuid.Nil, err
+			}
+			return ed.PromptID, nil
+		}
+		params.ParentMessageID = reply
+	}
+	sent, err := h.srv.Store.SendMessage(ctx, params)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return sent.PromptIDs[0], nil
+}
+
+// onPath is the index of message id on the state's path, -1 when it is
+// not there.
+func onPath(st conversation.State, id uuid.UUID) int {
+	for i, m := range st.Messages {
+		if m.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// trace reads the prompt and its events; an unknown or foreign prompt is
+// OpenAI's 404.
+func (h *Handler) trace(ctx context.Context, owner string, promptID uuid.UUID) (conversation.Trace, error) {
+	tr, err := h.srv.Store.Trace(ctx, owner, uuid.NullUUID{UUID: promptID, Valid: true}, uuid.NullUUID{})
+	if conversation.ErrorCode(err) == conversation.NotFound {
+		return tr, notFound(responseID(promptID))
+	}
+	return tr, err
+}
+
+// foldTrace folds a prompt's logged events (compacted deltas split
+// again) into a new reply.
+func foldTrace(tr conversation.Trace) *reply {
+	rep := newReply(head(tr.Prompt), tr.Prompt.ID.String(), tr.Prompt.MessageID.String())
+	for _, e := range tr.Events {
+		rep.pending = append(rep.pending, rep.feed(e)...)
+	}
+	return rep
+}
+
+// lastSeq is the seq of the trace's last event.
+func lastSeq(tr conversation.Trace) int64 {
+	if n := len(tr.Events); n > 0 {
+		return tr.Events[n-1].Seq
+	}
+	return 0
+}
+
+// feed folds one logged event of the prompt (split again when compaction
+// merged it) and returns the stream events it made.
+func (r *reply) feed(e conversation.Event) []any {
+	var out []any
+	for _, one := range split(e) {
+		ev, err := wire.Event(one)
+		if err != nil {
+			continue // an event no reader decodes: nothing to show of it
+		}
+		out = append(out, r.apply(ev)...)
+	}
+	return out
+}
+
+// head is the Response's fields that do not change: its id, time,
+// conversation, and what its request asked (kept in the prompt's model
+// configuration).
+func head(p conversation.Prompt) response {
+	var cfg modelConfig
+	_ = json.Unmarshal(p.ModelConfig, &cfg)
+	resp := response{ID: responseID(p.ID), CreatedAt: p.CreatedAt.Unix(), Model: cfg.Model, Metadata: map[string]string{},
+		Conversation: &conversationRef{ID: p.ConversationID.String()}, Store: true, ParallelToolCalls: true,
+		ToolChoice: "auto", Tools: []json.RawMessage{}, Truncation: "disabled", Text: json.RawMessage(`{"format":{"type":"text"}}`),
+		Temperature: cfg.Temperature}
+	if o := cfg.OpenAI; o != nil {
+		resp.Background = o.Background
+		if o.Metadata != nil {
+			resp.Metadata = o.Metadata
+		}
+		if o.PreviousResponseID != "" {
+			resp.PreviousResponseID = &o.PreviousResponseID
+		}
+		resp.Instructions = o.Instructions
+	}
+	return resp
+}
+
+// wait folds the prompt's events from the subscription until the reply
+// ends.
+func (h *Handler) wait(ctx context.Context, sub *wire.Subscription, tr conversation.Trace, rep *reply) error {
+	after := lastSeq(tr)
+	for !rep.ended {
+		item, err := sub.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if item.Err == nil && item.Event.Seq > after && item.Event.PromptID.UUID == tr.Prompt.ID {
+			rep.feed(item.Event)
+		}
+	}
+	return nil
+}
+
+// stream answers with the response's event stream: the events numbered
+// above startingAfter that the log holds, then the rest live, until the
+// reply ends. A stream cut off before (the server shutting down, a client
+// reading too slowly) is aborted, not ended, so that the client sees a
+// dropped connection and resumes.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sub *wire.Subscription, tr conversation.Trace, rep *reply, startingAfter int64) {
+	ctx := r.Context()
+	out, err := h.srv.StartSSE(w)
+	if err != nil {
+		return
+	}
+	defer out.End()
+	write := func(events []any) error {
+		for _, e := range events {
+			if seqOf(e) <= startingAfter {
+				continue
+			}
+			data, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			if err := out.Event("", typeOf(e), data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := write(rep.pending); err != nil {
+		return
+	}
+	rep.pending = nil
+	after := lastSeq(tr)
+	for !rep.ended {
+		item, err := h.srv.Next(ctx, r, sub, out)
+		if err != nil {
+			h.srv.StreamEnded(r, err, sub.Cursor())
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, stream.ErrDeleted) {
+				e := errorEvent{Type: "error", SequenceNumber: rep.next, Code: "not_found",
+					Message: "the response's conversation was deleted"}
+				e.Error.Type, e.Error.Code, e.Error.Message = "invalid_request_error", e.Code, e.Message
+				_ = write([]any{e})
+				return
+			}
+			panic(http.ErrAbortHandler)
+		}
+		if item.Event.Seq <= after || item.Event.PromptID.UUID != tr.Prompt.ID {
+			continue
+		}
+		if err := write(rep.feed(item.Event)); err != nil {
+			return
+		}
+	}
+}
+
+func seqOf(e any) int64 {
+	switch e := e.(type) {
+	case streamEvent:
+		return e.SequenceNumber
+	case errorEvent:
+		return e.SequenceNumber
+	}
+	return 0
+}
+
+func typeOf(e any) string {
+	switch e := e.(type) {
+	case streamEvent:
+		return e.Type
+	case errorEvent:
+		return e.Type
+	}
+	return ""
+}
+
+// Retrieve serves GET /v1/responses/{id}: the Response as it stands;
+// with stream=true its event stream, from the start or after
+// starting_after, live until the reply ends.
+func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request) {
+	owner, promptID, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	streaming := q.Get("stream") == "true" || streamInBody(w, r)
+	startingAfter := int64(-1)
+	if s := q.Get("starting_after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			h.writeError(w, r, invalid("starting_after", "invalid_value", "starting_after must be a sequence_number (an integer from 0)."))
+			return
+		}
+		startingAfter = n
+	}
+	ctx := r.Context()
+	tr, err := h.trace(ctx, owner, promptID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if !streaming {
+		writeJSON(w, foldTrace(tr).snapshot())
+		return
+	}
+	var sub *wire.Subscription
+	if !finished(tr.Prompt.Status) {
+		// Subscribe, then read the log again: every event after it is
+		// the subscription's.
+		if sub, err = h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: tr.Prompt.ConversationID, Branches: true}); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		defer sub.Close()
+		sub.ReleaseSnapshot()
+		if tr, err = h.trace(ctx, owner, promptID); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
+	h.stream(w, r, sub, tr, foldTrace(tr), startingAfter)
+}
+
+// streamInBody reports whether a GET's body is {"stream": true}: the Go
+// SDK's GetStreaming asks so (the others put stream in the query).
+func streamInBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return false
+	}
+	var body struct {
+		Stream bool `json:"stream"`
+	}
+	return json.NewDecoder(http.MaxBytesReader(w, r.Body, maxGetBody)).Decode(&body) == nil && body.Stream
+}
+
+// maxGetBody bounds what a GET's body is read of.
+const maxGetBody = 1 << 10
+
+func finished(s conversation.PromptStatus) bool {
+	return s == conversation.PromptCompleted || s == conversation.PromptFailed || s == conversation.PromptCancelled
+}
+
+// caller authenticates and reads the {id} path parameter, answering the
+// error itself when either fails.
+func (h *Handler) caller(w http.ResponseWriter, r *http.Request) (string, uuid.UUID, bool) {
+	owner, ok := conversation.UserFromContext(r.Context())
+	if !ok {
+		h.writeError(w, r, conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context"))
+		return "", uuid.Nil, false
+	}
+	id, ok := parseResponseID(r.PathValue("id"))
+	if !ok {
+		h.writeError(w, r, notFound(r.PathValue("id")))
+		return "", uuid.Nil, false
+	}
+	return owner, id, true
+}
+
+// Cancel serves POST /v1/responses/{id}/cancel: cancels a background
+// response still queued or in progress (its partial output stays) and
+// answers with it, status cancelled; a response that has ended is
+// answered as it stands. A response made without background is refused,
+// as OpenAI does.
+func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
+	owner, promptID, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	tr, err := h.trace(ctx, owner, promptID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if !head(tr.Prompt).Background {
+		h.writeError(w, r, invalid("", "invalid_request", "Cannot cancel a synchronous response: only a response created with background can be cancelled."))
+		return
+	}
+	if !finished(tr.Prompt.Status) {
+		if err := h.srv.Writes.Allow(owner); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		if _, err := h.srv.Store.CancelPrompt(ctx, owner, promptID); err != nil && conversation.ErrorCode(err) != conversation.FailedPrecondition {
+			h.writeError(w, r, err) // FailedPrecondition: it ended meanwhile
+			return
+		}
+		if tr, err = h.trace(ctx, owner, promptID); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, foldTrace(tr).snapshot())
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}

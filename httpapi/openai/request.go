@@ -1,0 +1,283 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/httpapi/internal/httpx"
+	"github.com/convo-dev/convo/wire"
+)
+
+// MaxCreateBytes bounds the body of POST /v1/responses.
+const MaxCreateBytes = 1 << 20
+
+// Metadata bounds, OpenAI's: at most 16 pairs, keys of at most 64
+// characters, values of at most 512.
+const (
+	maxMetadataPairs = 16
+	maxMetadataKey   = 64
+	maxMetadataValue = 512
+)
+
+// createRequest is the body of POST /v1/responses: the fields convo
+// takes. Others of OpenAI's (include, reasoning, text, truncation, …) are
+// ignored; those convo cannot honour yet (tools, store false, input
+// files and images) are refused.
+type createRequest struct {
+	Model              *string           `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	Conversation       json.RawMessage   `json:"conversation"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Background         bool              `json:"background"`
+	Stream             bool              `json:"stream"`
+	Store              *bool             `json:"store"`
+	Metadata           map[string]string `json:"metadata"`
+	Temperature        *float64          `json:"temperature"`
+	MaxOutputTokens    *int32            `json:"max_output_tokens"`
+	Tools              []json.RawMessage `json:"tools"`
+
+	text           string
+	conversationID uuid.UUID // uuid.Nil: none named
+	previous       uuid.UUID // the previous response's prompt, uuid.Nil: none
+	config         json.RawMessage
+}
+
+// stored is what a prompt's model configuration keeps of the request
+// that made it, under "openai" (the worker reads only the fields it
+// knows), for the Response to show it again.
+type stored struct {
+	Background         bool              `json:"background,omitempty"`
+	Metadata           map[string]string `json:"metadata,omitempty"`
+	PreviousResponseID string            `json:"previousResponseId,omitempty"`
+	Instructions       *string           `json:"instructions,omitempty"`
+}
+
+// modelConfig is the prompt's model configuration: convo's fields
+// (model, systemPrompt, temperature, maxTokens) and the request's under
+// "openai".
+type modelConfig struct {
+	Model        string   `json:"model,omitempty"`
+	SystemPrompt string   `json:"systemPrompt,omitempty"`
+	Temperature  *float64 `json:"temperature,omitempty"`
+	MaxTokens    *int32   `json:"maxTokens,omitempty"`
+	OpenAI       *stored  `json:"openai,omitempty"`
+}
+
+// decodeCreate reads and checks a create request; models, when not
+// empty, are the model names it may name. Errors are OpenAI's 400s
+// naming the parameter.
+func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*createRequest, error) {
+	return func(w http.ResponseWriter, r *http.Request) (*createRequest, error) {
+		var req createRequest
+		if err := httpx.DecodeJSON(w, r, MaxCreateBytes, &req, "a Responses API request (a JSON object with model and input)"); err != nil {
+			if _, ok := err.(*httpx.BodyTooLarge); ok {
+				return nil, err
+			}
+			return nil, invalid("", "invalid_json", err.Error())
+		}
+		if req.Model == nil || *req.Model == "" {
+			return nil, invalid("model", "missing_required_parameter", "Missing required parameter: 'model'.")
+		}
+		if len(models) > 0 && !slices.Contains(models, *req.Model) {
+			return nil, invalid("model", "model_not_found", fmt.Sprintf("The requested model '%s' does not exist (this server's models: %s).",
+				clip(*req.Model), strings.Join(models, ", ")))
+		}
+		if req.Store != nil && !*req.Store {
+			return nil, invalid("store", "unsupported_value", "store: false is not supported: convo stores every response (it is a reply of a conversation).")
+		}
+		if len(req.Tools) > 0 {
+			return nil, invalid("tools", "unsupported_parameter", "tools are not supported yet: convo's Responses API takes text input only.")
+		}
+		text, err := inputText(req.Input)
+		if err != nil {
+			return nil, err
+		}
+		req.text = text
+		if req.Instructions != nil {
+			if err := wire.CheckText("instructions", *req.Instructions, false, wire.MaxMessageText); err != nil {
+				return nil, invalid("instructions", "invalid_value", err.Error())
+			}
+		}
+		if err := checkMetadata(req.Metadata); err != nil {
+			return nil, err
+		}
+		if req.PreviousResponseID != nil && *req.PreviousResponseID != "" {
+			if len(bytes.TrimSpace(req.Conversation)) > 0 && string(bytes.TrimSpace(req.Conversation)) != "null" {
+				return nil, invalid("previous_response_id", "mutually_exclusive",
+					"previous_response_id and conversation cannot be used together: a response continues one or the other.")
+			}
+			id, ok := parseResponseID(*req.PreviousResponseID)
+			if !ok {
+				return nil, invalid("previous_response_id", "invalid_value",
+					fmt.Sprintf("previous_response_id '%s' is not a response id (resp_ and a UUID).", clip(*req.PreviousResponseID)))
+			}
+			req.previous = id
+		}
+		if id, err := conversationParam(req.Conversation); err != nil {
+			return nil, err
+		} else {
+			req.conversationID = id
+		}
+		if req.MaxOutputTokens != nil && *req.MaxOutputTokens <= 0 {
+			return nil, invalid("max_output_tokens", "invalid_value", "max_output_tokens must be positive.")
+		}
+		if t := req.Temperature; t != nil && (*t < 0 || *t > 2) {
+			return nil, invalid("temperature", "invalid_value", "temperature must be between 0 and 2.")
+		}
+		cfg := modelConfig{Model: *req.Model, Temperature: req.Temperature, MaxTokens: req.MaxOutputTokens,
+			OpenAI: &stored{Background: req.Background, Metadata: req.Metadata, Instructions: req.Instructions}}
+		if req.Instructions != nil {
+			cfg.SystemPrompt = *req.Instructions
+		}
+		if req.previous != uuid.Nil {
+			cfg.OpenAI.PreviousResponseID = responseID(req.previous)
+		}
+		req.config, _ = json.Marshal(cfg)
+		return &req, nil
+	}
+}
+
+// inputText reads input: a string, or input items, each a user message
+// (type "message" or none, role "user") whose content is a string or
+// input_text parts. The messages' texts are joined by a blank line: one
+// convo message. input_image and input_file parts are refused for now.
+func inputText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+	}
+	var text string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", invalid("input", "invalid_value", "input is not a string: "+err.Error())
+		}
+		return text, checkInput("input", text)
+	}
+	var items []struct {
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return "", invalid("input", "invalid_type", "input must be a string or an array of input items: "+err.Error())
+	}
+	if len(items) == 0 {
+		return "", invalid("input", "empty_array", "input has no items: it needs a user message.")
+	}
+	var texts []string
+	for i, it := range items {
+		field := fmt.Sprintf("input[%d]", i)
+		if it.Type != "" && it.Type != "message" {
+			return "", invalid(field+".type", "unsupported_value", fmt.Sprintf("%s is a %q item; convo takes user messages only for now.", field, clip(it.Type)))
+		}
+		if it.Role != "user" {
+			return "", invalid(field+".role", "unsupported_value", fmt.Sprintf("%s has role %q; convo takes user messages only (instructions go in instructions).", field, clip(it.Role)))
+		}
+		c := bytes.TrimSpace(it.Content)
+		if len(c) > 0 && c[0] == '"' {
+			var s string
+			if err := json.Unmarshal(c, &s); err != nil {
+				return "", invalid(field+".content", "invalid_value", err.Error())
+			}
+			texts = append(texts, s)
+			continue
+		}
+		var parts []struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if err := json.Unmarshal(c, &parts); err != nil || len(parts) == 0 {
+			return "", invalid(field+".content", "invalid_value", field+".content must be a string or an array of input_text parts.")
+		}
+		var b strings.Builder
+		for j, p := range parts {
+			pf := fmt.Sprintf("%s.content[%d]", field, j)
+			switch p.Type {
+			case "input_text":
+				if p.Text == nil {
+					return "", invalid(pf+".text", "missing_required_parameter", "Missing required parameter: '"+pf+".text'.")
+				}
+				b.WriteString(*p.Text)
+			case "input_image", "input_file":
+				return "", invalid(pf, "unsupported_content", fmt.Sprintf("%s is an %s part; convo's Responses API takes input_text parts only for now.", pf, p.Type))
+			default:
+				return "", invalid(pf+".type", "unsupported_value", fmt.Sprintf("%s has type %q; want input_text.", pf, clip(p.Type)))
+			}
+		}
+		texts = append(texts, b.String())
+	}
+	text = strings.Join(texts, "\n\n")
+	return text, checkInput("input", text)
+}
+
+// checkInput checks the message text as convo checks every message's.
+func checkInput(field, text string) error {
+	if err := wire.CheckMessageText(field, text); err != nil {
+		return invalid(field, "invalid_value", err.Error())
+	}
+	return nil
+}
+
+func checkMetadata(m map[string]string) error {
+	if len(m) > maxMetadataPairs {
+		return invalid("metadata", "invalid_value", fmt.Sprintf("metadata has %d pairs; at most %d.", len(m), maxMetadataPairs))
+	}
+	for k, v := range m {
+		if utf8.RuneCountInString(k) > maxMetadataKey {
+			return invalid("metadata", "invalid_value", fmt.Sprintf("metadata key '%s' is longer than %d characters.", clip(k), maxMetadataKey))
+		}
+		if utf8.RuneCountInString(v) > maxMetadataValue {
+			return invalid("metadata", "invalid_value", fmt.Sprintf("metadata['%s'] is longer than %d characters.", clip(k), maxMetadataValue))
+		}
+	}
+	return nil
+}
+
+// conversationParam reads conversation: a convo conversation id, as a
+// string or {"id": …}; absent, uuid.Nil.
+func conversationParam(raw json.RawMessage) (uuid.UUID, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return uuid.Nil, nil
+	}
+	var id string
+	if raw[0] == '{' {
+		var obj struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return uuid.Nil, invalid("conversation", "invalid_value", "conversation must be a conversation id or {\"id\": …}.")
+		}
+		id = obj.ID
+	} else if err := json.Unmarshal(raw, &id); err != nil {
+		return uuid.Nil, invalid("conversation", "invalid_value", "conversation must be a conversation id or {\"id\": …}.")
+	}
+	u, err := uuid.Parse(id)
+	if err != nil || len(id) != 36 {
+		return uuid.Nil, invalid("conversation", "invalid_value", fmt.Sprintf("conversation '%s' is not a convo conversation id (a UUID).", clip(id)))
+	}
+	return u, nil
+}
+
+// responsePrefix starts every response id: "resp_" and the prompt's id.
+const responsePrefix = "resp_"
+
+func responseID(prompt uuid.UUID) string { return responsePrefix + prompt.String() }
+
+// parseResponseID reads a response id.
+func parseResponseID(s string) (uuid.UUID, bool) {
+	rest, ok := strings.CutPrefix(s, responsePrefix)
+	if !ok || len(rest) != 36 {
+		return uuid.Nil, false
+	}
+	id, err := uuid.Parse(rest)
+	return id, err == nil
+}
