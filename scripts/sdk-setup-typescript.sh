@@ -8,7 +8,7 @@
 #   CONVO_CONFORMANCE_TYPESCRIPT=<absolute path of run-worker>
 # (progress goes to stderr). The scratch project is
 # ${CONVO_SDK_SCRATCH:-<repo>/.cache/sdk}/typescript. A second run with
-# clients/worker unchanged only refreshes the runner.
+# clients/worker unchanged builds its dist again but installs nothing.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 pkg="$repo/clients/worker"
@@ -44,13 +44,18 @@ zod_version="$(dev_version zod)"
 # lockfile, and the versions beside it. Unchanged, nothing is rebuilt.
 stamp="$( (cd "$pkg" && cat package.json package-lock.json tsconfig.json tsconfig.build.json && find src -type f ! -path 'src/testing/*' ! -name '*.test.ts' | LC_ALL=C sort | xargs cat) | sha256sum | cut -d' ' -f1) ai@$ai_version zod@$zod_version"
 
+if [ ! -f "$pkg/node_modules/.package-lock.json" ] || [ "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ]; then
+  say "installing clients/worker's dependencies"
+  quiet_npm install --prefix "$pkg"
+fi
+# Built every time (its dist is what the tarball holds, and what
+# clients/worker's own tests run as a child process: scripts/sdk-tests.sh
+# runs them without building it again).
+say "building @convo/worker"
+npm run build --prefix "$pkg" --silent >&2
+
 if [ "$(cat "$scratch/.installed" 2>/dev/null || true)" != "$stamp" ] || [ ! -d "$scratch/node_modules/@convo/worker" ]; then
-  if [ ! -f "$pkg/node_modules/.package-lock.json" ] || [ "$pkg/package-lock.json" -nt "$pkg/node_modules/.package-lock.json" ]; then
-    say "installing clients/worker's dependencies"
-    quiet_npm install --prefix "$pkg"
-  fi
-  say "building and packing @convo/worker"
-  npm run build --prefix "$pkg" --silent >&2
+  say "packing @convo/worker"
   rm -f "$scratch"/convo-worker-*.tgz
   tarball="$(cd "$pkg" && npm pack --silent --pack-destination "$scratch" | tail -n 1)"
   say "installing $tarball, ai@$ai_version and zod@$zod_version into $scratch"

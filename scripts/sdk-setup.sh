@@ -10,5 +10,17 @@
 # so that, by hand:  eval "export $(scripts/sdk-setup.sh | tr '\n' ' ')"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/sdk-setup-typescript.sh
-scripts/sdk-setup-python.sh
+# Side by side: the TypeScript one waits on npm, the Python one mostly on
+# its own CPU. Each prints its line when it ends; they are printed in
+# order here.
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+scripts/sdk-setup-typescript.sh >"$out/ts" &
+ts=$!
+scripts/sdk-setup-python.sh >"$out/py" &
+py=$!
+status=0
+wait "$ts" || status=$?
+wait "$py" || status=$?
+[ "$status" -eq 0 ] || exit "$status"
+cat "$out/ts" "$out/py"

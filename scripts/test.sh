@@ -103,20 +103,17 @@ fi
 # The worker SDKs, @convo/worker (clients/worker) and convo-worker
 # (clients/python): scripts/sdk-setup.sh packs each and installs it from
 # its tarball into a scratch project (Python's over Debian's psycopg, with
-# no network), with its conformance runner, and prints the runners' paths,
-# which the conformance suite (./conformance, in go test below) reads.
-# Then each SDK's own tests against real PostgreSQL: withdb prepares a
-# migrated template, each test makes its own database from it.
+# no network), with its conformance runner, the two side by side, and
+# prints the runners' paths, which the conformance suite (./conformance, in
+# go test below) reads. Then each SDK's own tests against real PostgreSQL
+# (scripts/sdk-tests.sh): withdb prepares one migrated template for both
+# suites, each test makes its own database from it.
 phase "worker SDKs: packed, installed, tested against PostgreSQL"
 sdk_env=$(scripts/sdk-setup.sh)
 while IFS= read -r line; do
   export "${line?}" # CONVO_CONFORMANCE_TYPESCRIPT, CONVO_CONFORMANCE_PYTHON
 done <<< "$sdk_env"
-echo "@convo/worker (vitest under withdb)"
-go run ./internal/pgtest/withdb -- npm test --prefix clients/worker
-echo "convo-worker (pytest under withdb, on the installed sdist)"
-CONVO_TEST_INSTALLED=1 go run ./internal/pgtest/withdb -- \
-  "$(dirname "$CONVO_CONFORMANCE_PYTHON")/venv/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests
+go run ./internal/pgtest/withdb -- scripts/sdk-tests.sh
 
 await "compile the Go tests (-race), then go vet -race"
 await "build versitygw (the S3 tests' server)"

@@ -13,9 +13,11 @@ export default defineConfig({
   outputDir: "test-results/playwright",
   timeout: 120_000,
   expect: { timeout: 30_000 },
-  // The tests share one server; each uses its own conversations.
+  // The tests share two servers (global-setup.ts); each uses its own
+  // conversations. Four at a time: most of a test's time is waiting for a
+  // reply's pace, so two would leave the cores idle.
   fullyParallel: true,
-  workers: 2,
+  workers: 4,
   retries: 0,
   // A forgotten test.only would silently skip the rest.
   forbidOnly: true,

@@ -8,7 +8,7 @@ import { readFile } from "node:fs/promises";
 import path from "node:path";
 import type { BrowserContext, Page } from "@playwright/test";
 import { aisdkFixtureEnv } from "./aisdk-fixture/build";
-import { expect, getConversation, shot, test } from "./helpers";
+import { expect, getConversation, pacedURL, shot, test } from "./helpers";
 
 // A new chat's messages are a 404 (convo does not know the id yet), which
 // the browser logs.
@@ -34,49 +34,58 @@ async function replyTexts(page: Page): Promise<string[]> {
     .evaluateAll((els) => els.map((e) => Array.from(e.querySelectorAll("p.text")).map((p) => p.textContent ?? "").join("")));
 }
 
-test("useChat: send, reload mid-reply, a second tab mid-reply: the reply finishes on screen once, as convo holds it", async ({ page, context }) => {
-  await serveFixture(context);
-  const chat = randomUUID();
-  const url = `${fixturePath}index.html?chat=${chat}`;
-  await page.goto(url);
-  await page.getByRole("textbox", { name: "Message" }).fill("Tell me a long story about a lighthouse keeper and the sea.");
-  await page.getByRole("button", { name: "Send" }).click();
+// Reloaded and joined mid-reply: on the paced server, whose replies take
+// about a minute (the shared one's take ten seconds).
+test.describe("mid-reply, at a reading pace", () => {
+  const paced = pacedURL();
+  test.use({ baseURL: paced });
 
-  // Mid-reply: some text is on screen.
-  const reply = page.locator('article[data-role="assistant"]');
-  await expect(reply.locator("p.text").first()).not.toBeEmpty();
-  await expect(page.locator("output")).toHaveAttribute("data-status", "streaming");
+  test("useChat: send, reload mid-reply, a second tab mid-reply: the reply finishes on screen once, as convo holds it", async ({ page, context }) => {
+    // The whole reply, about a minute at this pace, runs in the test.
+    test.slow();
+    await serveFixture(context);
+    const chat = randomUUID();
+    const url = `${fixturePath}index.html?chat=${chat}`;
+    await page.goto(url);
+    await page.getByRole("textbox", { name: "Message" }).fill("Tell me a long story about a lighthouse keeper and the sea.");
+    await page.getByRole("button", { name: "Send" }).click();
 
-  // A second tab opened now loads the messages and resumes the reply.
-  const second = await context.newPage();
-  await second.goto(url);
+    // Mid-reply: some text is on screen.
+    const reply = page.locator('article[data-role="assistant"]');
+    await expect(reply.locator("p.text").first()).not.toBeEmpty();
+    await expect(page.locator("output")).toHaveAttribute("data-status", "streaming");
 
-  // Reload the first tab mid-reply: it resumes too.
-  await page.reload();
-  await expect(reply.locator("p.text").first()).not.toBeEmpty();
+    // A second tab opened now loads the messages and resumes the reply.
+    const second = await context.newPage();
+    await second.goto(url);
 
-  const conv = await getConversation(chat);
-  for (const p of [page, second]) {
-    await expect(p.locator("output")).toHaveAttribute("data-status", "ready", { timeout: 60_000 });
-  }
-  await expect
-    .poll(async () => (await getConversation(chat)).messages?.[1]?.status, { timeout: 60_000 })
-    .toBe("completed");
-  const final = await getConversation(chat);
-  const want = (final.messages?.[1]?.blocks ?? [])
-    .filter((b) => b.blockType === "text")
-    .map((b) => b.content ?? "")
-    .join("");
-  expect(want.length).toBeGreaterThan(0);
-  expect(conv.messages?.length).toBe(2);
-  for (const p of [page, second]) {
-    // One user message, one reply, its text exactly once.
-    await expect(p.locator('article[data-role="user"]')).toHaveCount(1);
-    await expect.poll(() => replyTexts(p)).toEqual([want]);
-    await expect(p.locator('article[data-role="assistant"]')).toHaveAttribute("data-id", final.messages?.[1]?.id ?? "");
-  }
-  await shot(page, "aisdk-usechat-reloaded");
-  await shot(second, "aisdk-usechat-second-tab");
+    // Reload the first tab mid-reply: it resumes too.
+    await page.reload();
+    await expect(reply.locator("p.text").first()).not.toBeEmpty();
+
+    const conv = await getConversation(chat, paced);
+    for (const p of [page, second]) {
+      await expect(p.locator("output")).toHaveAttribute("data-status", "ready", { timeout: 150_000 });
+    }
+    await expect
+      .poll(async () => (await getConversation(chat, paced)).messages?.[1]?.status, { timeout: 150_000 })
+      .toBe("completed");
+    const final = await getConversation(chat, paced);
+    const want = (final.messages?.[1]?.blocks ?? [])
+      .filter((b) => b.blockType === "text")
+      .map((b) => b.content ?? "")
+      .join("");
+    expect(want.length).toBeGreaterThan(0);
+    expect(conv.messages?.length).toBe(2);
+    for (const p of [page, second]) {
+      // One user message, one reply, its text exactly once.
+      await expect(p.locator('article[data-role="user"]')).toHaveCount(1);
+      await expect.poll(() => replyTexts(p)).toEqual([want]);
+      await expect(p.locator('article[data-role="assistant"]')).toHaveAttribute("data-id", final.messages?.[1]?.id ?? "");
+    }
+    await shot(page, "aisdk-usechat-reloaded");
+    await shot(second, "aisdk-usechat-second-tab");
+  });
 });
 
 test("useChat: an approval, a reload before deciding shows it once; Approve resumes the same message", async ({ page, context }) => {

@@ -9,6 +9,7 @@ import {
   getConversation,
   lastReply,
   offlineConsoleErrors,
+  pacedURL,
   recordLastReply,
   recorded,
   send,
@@ -18,91 +19,105 @@ import {
   textLength,
   uniqueWord,
 } from "./helpers";
-import { launch, type Launched } from "./server";
 
-test("a reply streams in: reasoning, the tool panel, then text; the trace lists its events", async ({ page }) => {
-  await page.goto("/");
-  await send(page, "How many words are in this sentence, and which is the longest?");
-  await page.waitForURL(/\/c\//);
-  await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible();
+// The tests that act while a reply runs (watch it grow, reload, stop it,
+// drop the network, open a second tab, stop a comparison) run against the
+// paced server: a reply there takes about a minute, so a loaded
+// machine cannot finish it before the test acts. The other tests use the
+// shared server, whose replies take about ten seconds.
+const paced = pacedURL();
 
-  const reply = lastReply(page);
-  await expect(reply.locator('[data-block-type="reasoning"]')).toBeVisible();
-  const tool = reply.locator('[data-block-type="tool_use"]');
-  await expect(tool).toBeVisible();
-  await expect(tool.locator(".tool-name")).not.toBeEmpty();
+test.describe("mid-reply, at a reading pace", () => {
+  test.use({ baseURL: paced });
 
-  // The text grows while the reply runs.
-  await expect.poll(() => textLength(reply)).toBeGreaterThan(0);
-  const early = await textLength(reply);
-  await expect.poll(() => textLength(reply)).toBeGreaterThan(early);
-  await expect(page.getByRole("button", { name: "Stop the reply" })).toBeVisible();
+  test("a reply streams in: reasoning, the tool panel, then text; the trace lists its events", async ({ page }) => {
+    // The whole reply, about a minute at this pace, runs in the test.
+    test.slow();
+    await page.goto("/");
+    await send(page, "How many words are in this sentence, and which is the longest?");
+    await page.waitForURL(/\/c\//);
+    await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible();
 
-  await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
-  await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
-  await expect(tool).toHaveAttribute("data-tool-status", "completed");
-  expect(await blockLengths(page)).toEqual(await serverBlockLengths(conversationIdOf(page)));
-  await tool.locator("summary").click();
-  await shot(page, "stream-completed");
+    const reply = lastReply(page);
+    await expect(reply.locator('[data-block-type="reasoning"]')).toBeVisible();
+    const tool = reply.locator('[data-block-type="tool_use"]');
+    await expect(tool).toBeVisible();
+    await expect(tool.locator(".tool-name")).not.toBeEmpty();
 
-  await reply.getByRole("button", { name: "Trace" }).click();
-  const dialog = page.getByRole("dialog", { name: "Trace" });
-  await expect(dialog.locator("tbody tr").first()).toBeVisible();
-  expect(await dialog.locator("tbody tr").count()).toBeGreaterThan(5);
-  await expect(dialog.getByText("blockDelta").first()).toBeVisible();
-  await shot(page, "trace");
-  await page.keyboard.press("Escape");
-  await expect(dialog).toBeHidden();
-});
+    // The text grows while the reply runs.
+    await expect.poll(() => textLength(reply)).toBeGreaterThan(0);
+    const early = await textLength(reply);
+    await expect.poll(() => textLength(reply)).toBeGreaterThan(early);
+    await expect(page.getByRole("button", { name: "Stop the reply" })).toBeVisible();
 
-test("reloading mid-reply continues it with no text duplicated or missing", async ({ page }) => {
-  await page.goto("/");
-  await send(page, "Tell me a long story about a lighthouse keeper and the sea.");
-  await page.waitForURL(/\/c\//);
-  const id = conversationIdOf(page);
-  const reply = lastReply(page);
-  await expect.poll(() => textLength(reply)).toBeGreaterThan(20);
-  await expect(reply).toHaveAttribute("data-status", "processing");
-  const before = await textLength(reply);
+    await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 150_000 });
+    await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
+    await expect(tool).toHaveAttribute("data-tool-status", "completed");
+    expect(await blockLengths(page)).toEqual(await serverBlockLengths(conversationIdOf(page), paced));
+    await tool.locator("summary").click();
+    await shot(page, "stream-completed");
 
-  await page.reload();
-  await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible();
-  // The reply goes on after the reload …
-  await expect.poll(() => textLength(lastReply(page))).toBeGreaterThan(before);
-  await expect(lastReply(page)).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
-  // … and ends exactly as the server has it.
-  expect(await blockLengths(page)).toEqual(await serverBlockLengths(id));
-  const shown = await page.locator(".messages-inner").innerText();
-  await shot(page, "reload-completed");
+    await reply.getByRole("button", { name: "Trace" }).click();
+    const dialog = page.getByRole("dialog", { name: "Trace" });
+    await expect(dialog.locator("tbody tr").first()).toBeVisible();
+    expect(await dialog.locator("tbody tr").count()).toBeGreaterThan(5);
+    await expect(dialog.getByText("blockDelta").first()).toBeVisible();
+    await shot(page, "trace");
+    await page.keyboard.press("Escape");
+    await expect(dialog).toBeHidden();
+  });
 
-  // A fresh load of the finished conversation shows the very same text.
-  await page.reload();
-  await expect(lastReply(page)).toHaveAttribute("data-status", "completed");
-  expect(await page.locator(".messages-inner").innerText()).toEqual(shown);
-});
+  test("reloading mid-reply continues it with no text duplicated or missing", async ({ page }) => {
+    // The whole reply, about a minute at this pace, runs in the test.
+    test.slow();
+    await page.goto("/");
+    await send(page, "Tell me a long story about a lighthouse keeper and the sea.");
+    await page.waitForURL(/\/c\//);
+    const id = conversationIdOf(page);
+    const reply = lastReply(page);
+    await expect.poll(() => textLength(reply)).toBeGreaterThan(20);
+    await expect(reply).toHaveAttribute("data-status", "processing");
+    const before = await textLength(reply);
 
-test("stop ends a running reply and keeps what it wrote", async ({ page }) => {
-  await page.goto("/");
-  await send(page, "Write a detailed essay on the history of PostgreSQL.");
-  await page.waitForURL(/\/c\//);
-  const reply = lastReply(page);
-  await expect.poll(() => textLength(reply)).toBeGreaterThan(10);
+    await page.reload();
+    await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible();
+    // The reply goes on after the reload …
+    await expect.poll(() => textLength(lastReply(page))).toBeGreaterThan(before);
+    await expect(lastReply(page)).toHaveAttribute("data-status", "completed", { timeout: 150_000 });
+    // … and ends exactly as the server has it.
+    expect(await blockLengths(page)).toEqual(await serverBlockLengths(id, paced));
+    const shown = await page.locator(".messages-inner").innerText();
+    await shot(page, "reload-completed");
 
-  await page.getByRole("button", { name: "Stop the reply" }).click();
-  await expect(reply).toHaveAttribute("data-status", "cancelled");
-  await expect(reply.getByText("Stopped.")).toBeVisible();
-  await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
+    // A fresh load of the finished conversation shows the very same text.
+    await page.reload();
+    await expect(lastReply(page)).toHaveAttribute("data-status", "completed");
+    expect(await page.locator(".messages-inner").innerText()).toEqual(shown);
+  });
 
-  // Nothing more arrives, and the partial reply is what the server kept.
-  const kept = await textLength(reply);
-  expect(kept).toBeGreaterThan(0);
-  await page.waitForTimeout(1500);
-  expect(await textLength(reply)).toBe(kept);
-  const conv = await getConversation(conversationIdOf(page));
-  const server = conv.messages?.find((m) => m.role === "assistant");
-  expect(server?.status).toBe("cancelled");
-  expect(await blockLengths(page)).toEqual(await serverBlockLengths(conversationIdOf(page)));
-  await shot(page, "stopped");
+  test("stop ends a running reply and keeps what it wrote", async ({ page }) => {
+    await page.goto("/");
+    await send(page, "Write a detailed essay on the history of PostgreSQL.");
+    await page.waitForURL(/\/c\//);
+    const reply = lastReply(page);
+    await expect.poll(() => textLength(reply)).toBeGreaterThan(10);
+
+    await page.getByRole("button", { name: "Stop the reply" }).click();
+    await expect(reply).toHaveAttribute("data-status", "cancelled");
+    await expect(reply.getByText("Stopped.")).toBeVisible();
+    await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
+
+    // Nothing more arrives, and the partial reply is what the server kept.
+    const kept = await textLength(reply);
+    expect(kept).toBeGreaterThan(0);
+    await page.waitForTimeout(1500);
+    expect(await textLength(reply)).toBe(kept);
+    const conv = await getConversation(conversationIdOf(page), paced);
+    const server = conv.messages?.find((m) => m.role === "assistant");
+    expect(server?.status).toBe("cancelled");
+    expect(await blockLengths(page)).toEqual(await serverBlockLengths(conversationIdOf(page), paced));
+    await shot(page, "stopped");
+  });
 });
 
 test("feedback and its comment persist across a reload", async ({ page }) => {
@@ -227,27 +242,17 @@ test("an A/B comparison shows two replies side by side and records the vote", as
 test.describe("with a slow model", () => {
   // These tests need a reply still running when they act: a tab must join
   // it mid-stream, Stop must reach both replies of a comparison. At the
-  // shared server's pace a whole demo reply takes about ten seconds, and on
-  // a loaded machine it could end before the test acts. At 8 tokens a
-  // second a long reply takes about fifty. The tests run one after the
-  // other in one worker, which starts the slow server once.
-  test.describe.configure({ mode: "default" });
-  let convo: Launched;
-  test.beforeAll(async () => {
-    convo = await launch("slow", { CONVO_DEMO_TOKENS_PER_SECOND: "8" });
-  });
-  test.afterAll(async () => {
-    await convo?.stop();
-  });
+  // paced server's 8 tokens a second a long reply takes about fifty.
+  test.use({ baseURL: paced });
 
   test("a second tab shows the same reply as it streams", async ({ page, context }) => {
-    // The whole reply, about a minute at this pace, runs in the test.
+    // The whole reply, most of a minute at this pace, runs in the test.
     test.slow();
     // Opened ahead, recording what it shows, so that a slow machine cannot
     // turn "joined mid-reply" into "arrived after the end" unnoticed.
     const second = await context.newPage();
     await recordLastReply(second);
-    await page.goto(`${convo.base}/`);
+    await page.goto("/");
     await send(page, "Count the letters in: the quick brown fox jumps over the lazy dog");
     await page.waitForURL(/\/c\//);
     // Join while the reply runs: its tool call is there, its text about to stream.
@@ -268,7 +273,7 @@ test.describe("with a slow model", () => {
   });
 
   test("stop in an A/B comparison stops both replies", async ({ page }) => {
-    await page.goto(`${convo.base}/`);
+    await page.goto("/");
     await page.getByRole("checkbox", { name: /compare two replies/ }).check();
     await send(page, "Write two long paragraphs about lighthouses.");
     await page.waitForURL(/\/c\//);
@@ -287,9 +292,9 @@ test.describe("with a slow model", () => {
     }
     await expect(page.getByRole("button", { name: "Stop the reply" })).toBeHidden();
     await expect(page.getByRole("alert")).toHaveCount(0);
-    const conv = await getConversation(id, convo.api);
+    const conv = await getConversation(id, paced);
     expect(conv.messages?.filter((m) => m.role === "assistant").map((m) => m.status)).toEqual(["cancelled", "cancelled"]);
-    expect(await blockLengths(page)).toEqual(await serverBlockLengths(id, convo.api));
+    expect(await blockLengths(page)).toEqual(await serverBlockLengths(id, paced));
     await shot(page, "ab-stopped");
   });
 });
@@ -312,9 +317,11 @@ test("on a phone-sized screen the sidebar is a drawer", async ({ page }) => {
 });
 
 test.describe("offline", () => {
-  test.use({ allowedConsoleErrors: offlineConsoleErrors });
+  test.use({ allowedConsoleErrors: offlineConsoleErrors, baseURL: paced });
 
   test("the stream reconnects after the network drops and resumes where it was", async ({ page, context }) => {
+    // The whole reply, about a minute at this pace, runs in the test.
+    test.slow();
     await page.goto("/");
     await send(page, "Describe the water cycle in a few paragraphs.");
     await page.waitForURL(/\/c\//);
@@ -329,8 +336,8 @@ test.describe("offline", () => {
     await context.setOffline(false);
     await expect(page.getByRole("status", { name: "Connection: Live" })).toBeVisible({ timeout: 30_000 });
 
-    await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
-    expect(await blockLengths(page)).toEqual(await serverBlockLengths(id));
+    await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 150_000 });
+    expect(await blockLengths(page)).toEqual(await serverBlockLengths(id, paced));
   });
 });
 

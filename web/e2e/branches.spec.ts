@@ -5,7 +5,7 @@
 // followers that join at every step folding to GetConversation.
 
 import type { Locator, Page } from "@playwright/test";
-import { api, conversationIdOf, expect, getConversation, lastReply, send, shot, test } from "./helpers";
+import { api, conversationIdOf, expect, getConversation, lastReply, pacedURL, send, shot, test } from "./helpers";
 
 /** writingHint is what a branch control says while a reply is being written (VersionSwitcher.tsx). */
 const writingHint = "A reply is being written: stop it or wait for it to end first.";
@@ -30,103 +30,113 @@ async function shownIds(page: Page): Promise<string[]> {
   return page.locator("article[data-message-id]").evaluateAll((els) => els.map((e) => e.getAttribute("data-message-id") ?? ""));
 }
 
-async function serverIds(conversationId: string): Promise<string[]> {
-  return ((await getConversation(conversationId)).messages ?? []).map((m) => m.id);
+async function serverIds(conversationId: string, base?: string): Promise<string[]> {
+  return ((await getConversation(conversationId, base)).messages ?? []).map((m) => m.id);
 }
 
-test("edit a message: its new reply and ‹ 2 / 2 ›, back to ‹ 1 / 2 › and the old reply; regenerate keeps both replies", async ({ page }) => {
-  await page.goto("/");
-  await send(page, "Name a colour.");
-  await page.waitForURL(/\/c\//);
-  const conv = conversationIdOf(page);
-  await expect(lastReply(page)).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
-  const firstReply = await lastReply(page).getAttribute("data-message-id");
-  const user = page.locator("article.message-user").first();
-  expect(await versionOf(user)).toBe("");
+// It looks at the arrows while a reply is written: on the paced server,
+// where a reply takes about a minute, so that a loaded machine cannot
+// finish it before the test looks.
+test.describe("while a reply is written", () => {
+  const paced = pacedURL();
+  test.use({ baseURL: paced });
 
-  // Edit: an inline editor; Cancel leaves the message as it was.
-  await user.getByRole("button", { name: "Edit" }).click();
-  const editor = user.getByRole("textbox", { name: "Edit message" });
-  await expect(editor).toHaveValue("Name a colour.");
-  await user.getByRole("button", { name: "Cancel" }).click();
-  await expect(editor).toBeHidden();
-  await user.getByRole("button", { name: "Edit" }).click();
-  await user.getByRole("textbox", { name: "Edit message" }).fill("Tell me a long story about a fruit.");
-  await user.getByRole("textbox", { name: "Edit message" }).press("Enter");
+  test("edit a message: its new reply and ‹ 2 / 2 ›, back to ‹ 1 / 2 › and the old reply; regenerate keeps both replies", async ({ page }) => {
+    // Three replies at the paced server's pace.
+    test.slow();
+    await page.goto("/");
+    await send(page, "Name a colour.");
+    await page.waitForURL(/\/c\//);
+    const conv = conversationIdOf(page);
+    await expect(lastReply(page)).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
+    const firstReply = await lastReply(page).getAttribute("data-message-id");
+    const user = page.locator("article.message-user").first();
+    expect(await versionOf(user)).toBe("");
 
-  await expect(user).toContainText("Tell me a long story about a fruit.");
-  await expect(user.getByRole("group", { name: "Versions" })).toContainText("2 / 2");
-  // The title came from the first message: it follows the edit, in the
-  // header and in the list.
-  const title = page.locator("h1.title");
-  await expect(title).toHaveText("Tell me a long story about a fruit.");
-  await expect(page).toHaveTitle("Tell me a long story about a fruit. · convo");
-  await expect(page.locator(`a[href="/c/${conv}"]`).first()).toContainText("Tell me a long story about a fruit.");
-  expect(await versionOf(user)).toBe("Version 2 of 2");
-  // While its reply is written, the arrows are off and say why.
-  const back = user.getByRole("button", { name: "Previous version" });
-  await expect(back).toHaveAttribute("aria-disabled", "true");
-  await expect(back).toHaveAttribute("title", writingHint);
-  await shot(page, "branches-writing");
-  const reply = lastReply(page);
-  await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
-  const editedReply = await reply.getAttribute("data-message-id");
-  expect(editedReply).not.toBe(firstReply);
-  await expect(back).toHaveAttribute("aria-disabled", "false");
-  await shot(page, "branches-edited");
+    // Edit: an inline editor; Cancel leaves the message as it was.
+    await user.getByRole("button", { name: "Edit" }).click();
+    const editor = user.getByRole("textbox", { name: "Edit message" });
+    await expect(editor).toHaveValue("Name a colour.");
+    await user.getByRole("button", { name: "Cancel" }).click();
+    await expect(editor).toBeHidden();
+    await user.getByRole("button", { name: "Edit" }).click();
+    await user.getByRole("textbox", { name: "Edit message" }).fill("Tell me a long story about a fruit.");
+    await user.getByRole("textbox", { name: "Edit message" }).press("Enter");
 
-  // ‹ : the first version and its reply, by keyboard.
-  await back.focus();
-  await page.keyboard.press("Enter");
-  await expect(user).toContainText("Name a colour.");
-  await expect(title).toHaveText("Name a colour.");
-  expect(await versionOf(page.locator("article.message-user").first())).toBe("Version 1 of 2");
-  await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
-  expect(await shownIds(page)).toEqual(await serverIds(conv));
+    await expect(user).toContainText("Tell me a long story about a fruit.");
+    await expect(user.getByRole("group", { name: "Versions" })).toContainText("2 / 2");
+    // The title came from the first message: it follows the edit, in the
+    // header and in the list.
+    const title = page.locator("h1.title");
+    await expect(title).toHaveText("Tell me a long story about a fruit.");
+    await expect(page).toHaveTitle("Tell me a long story about a fruit. · convo");
+    await expect(page.locator(`a[href="/c/${conv}"]`).first()).toContainText("Tell me a long story about a fruit.");
+    expect(await versionOf(user)).toBe("Version 2 of 2");
+    // While its reply is written, the arrows are off and say why.
+    const back = user.getByRole("button", { name: "Previous version" });
+    await expect(back).toHaveAttribute("aria-disabled", "true");
+    await expect(back).toHaveAttribute("title", writingHint);
+    await shot(page, "branches-writing");
+    const reply = lastReply(page);
+    await expect(reply).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
+    const editedReply = await reply.getAttribute("data-message-id");
+    expect(editedReply).not.toBe(firstReply);
+    await expect(back).toHaveAttribute("aria-disabled", "false");
+    await shot(page, "branches-edited");
 
-  // Regenerate the reply: a second version of it, the first kept.
-  await lastReply(page).getByRole("button", { name: "Regenerate" }).click();
-  await expect(lastReply(page)).not.toHaveAttribute("data-message-id", firstReply!);
-  expect(await versionOf(lastReply(page))).toBe("Version 2 of 2");
-  await expect(lastReply(page)).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
-  const regenerated = await lastReply(page).getAttribute("data-message-id");
-  await lastReply(page).getByRole("button", { name: "Previous version" }).click();
-  await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
-  expect(await versionOf(lastReply(page))).toBe("Version 1 of 2");
-  await lastReply(page).getByRole("button", { name: "Next version" }).click();
-  await expect(lastReply(page)).toHaveAttribute("data-message-id", regenerated!);
-  expect(await shownIds(page)).toEqual(await serverIds(conv));
-  await shot(page, "branches-regenerated");
+    // ‹ : the first version and its reply, by keyboard.
+    await back.focus();
+    await page.keyboard.press("Enter");
+    await expect(user).toContainText("Name a colour.");
+    await expect(title).toHaveText("Name a colour.");
+    expect(await versionOf(page.locator("article.message-user").first())).toBe("Version 1 of 2");
+    await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
+    expect(await shownIds(page)).toEqual(await serverIds(conv, paced));
 
-  // The switcher is easy to see and to hit, and stays in reach: with the
-  // top of a reply taller than the screen in view, it sits at the bottom
-  // edge of the list rather than below it.
-  await page.setViewportSize({ width: 1280, height: 520 });
-  const switcher = lastReply(page).getByRole("group", { name: "Versions" });
-  const look = await switcher.evaluate((el) => {
-    const place = el.querySelector(".version-place") as HTMLElement;
-    const step = el.querySelector(".version-step") as HTMLElement;
-    return {
-      fontSize: parseFloat(getComputedStyle(place).fontSize),
-      color: getComputedStyle(place).color,
-      text: getComputedStyle(document.body).color,
-      stepHeight: step.getBoundingClientRect().height,
-    };
+    // Regenerate the reply: a second version of it, the first kept.
+    await lastReply(page).getByRole("button", { name: "Regenerate" }).click();
+    await expect(lastReply(page)).not.toHaveAttribute("data-message-id", firstReply!);
+    expect(await versionOf(lastReply(page))).toBe("Version 2 of 2");
+    await expect(lastReply(page)).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
+    const regenerated = await lastReply(page).getAttribute("data-message-id");
+    await lastReply(page).getByRole("button", { name: "Previous version" }).click();
+    await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
+    expect(await versionOf(lastReply(page))).toBe("Version 1 of 2");
+    await lastReply(page).getByRole("button", { name: "Next version" }).click();
+    await expect(lastReply(page)).toHaveAttribute("data-message-id", regenerated!);
+    expect(await shownIds(page)).toEqual(await serverIds(conv, paced));
+    await shot(page, "branches-regenerated");
+
+    // The switcher is easy to see and to hit, and stays in reach: with the
+    // top of a reply taller than the screen in view, it sits at the bottom
+    // edge of the list rather than below it.
+    await page.setViewportSize({ width: 1280, height: 520 });
+    const switcher = lastReply(page).getByRole("group", { name: "Versions" });
+    const look = await switcher.evaluate((el) => {
+      const place = el.querySelector(".version-place") as HTMLElement;
+      const step = el.querySelector(".version-step") as HTMLElement;
+      return {
+        fontSize: parseFloat(getComputedStyle(place).fontSize),
+        color: getComputedStyle(place).color,
+        text: getComputedStyle(document.body).color,
+        stepHeight: step.getBoundingClientRect().height,
+      };
+    });
+    expect(look.fontSize).toBeGreaterThanOrEqual(14);
+    expect(look.color).toBe(look.text); // full contrast, not muted
+    expect(look.stepHeight).toBeGreaterThanOrEqual(30);
+    await lastReply(page).evaluate((el) => el.scrollIntoView({ block: "start" }));
+    const list = await page.locator(".messages").boundingBox();
+    const replyBox = await lastReply(page).boundingBox();
+    const box = await switcher.boundingBox();
+    expect(replyBox!.y + replyBox!.height).toBeGreaterThan(list!.y + list!.height); // the reply runs on below
+    expect(box!.y).toBeGreaterThanOrEqual(list!.y);
+    expect(box!.y + box!.height).toBeLessThanOrEqual(list!.y + list!.height + 1);
+    await expect(switcher).toBeInViewport();
+    await shot(page, "branches-switcher-in-reach");
+    await switcher.getByRole("button", { name: "Previous version" }).click();
+    await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
   });
-  expect(look.fontSize).toBeGreaterThanOrEqual(14);
-  expect(look.color).toBe(look.text); // full contrast, not muted
-  expect(look.stepHeight).toBeGreaterThanOrEqual(30);
-  await lastReply(page).evaluate((el) => el.scrollIntoView({ block: "start" }));
-  const list = await page.locator(".messages").boundingBox();
-  const replyBox = await lastReply(page).boundingBox();
-  const box = await switcher.boundingBox();
-  expect(replyBox!.y + replyBox!.height).toBeGreaterThan(list!.y + list!.height); // the reply runs on below
-  expect(box!.y).toBeGreaterThanOrEqual(list!.y);
-  expect(box!.y + box!.height).toBeLessThanOrEqual(list!.y + list!.height + 1);
-  await expect(switcher).toBeInViewport();
-  await shot(page, "branches-switcher-in-reach");
-  await switcher.getByRole("button", { name: "Previous version" }).click();
-  await expect(lastReply(page)).toHaveAttribute("data-message-id", firstReply!);
 });
 
 test("a switch in one tab shows in the others live, in the same browser and in another", async ({ page, browser }) => {

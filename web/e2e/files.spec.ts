@@ -9,6 +9,10 @@ import { conversationIdOf, expect, shot, test } from "./helpers";
 import { launch, type Launched } from "./server";
 
 let convo: Launched;
+// One server for the file's tests, run one after the other in one worker:
+// beforeAll runs once per group of tests a worker gets, and fully parallel
+// each test would be a group that starts a server of its own.
+test.describe.configure({ mode: "default" });
 // Small, so that a file over it is quick to make.
 const maxFileBytes = 64 * 1024;
 

@@ -42,6 +42,16 @@ function sharedAPI(): string {
   return process.env.CONVO_E2E_API_URL ?? process.env.CONVO_E2E_BASE_URL ?? "";
 }
 
+/**
+ * pacedURL is the server whose demo model writes at a slow reading pace
+ * (about a minute a reply; set by global-setup), for the tests that
+ * act while a reply runs: its app and its API answer at the same address.
+ * The shared server's model writes one in about ten seconds.
+ */
+export function pacedURL(): string {
+  return process.env.CONVO_E2E_PACED_URL ?? sharedAPI();
+}
+
 /** api calls the Connect API with JSON, as a worker or another client would. */
 export async function api<T = Record<string, unknown>>(method: string, body: unknown): Promise<T> {
   return apiAt<T>(sharedAPI(), method, body);

@@ -199,7 +199,9 @@ test("a client tool claimed by a tab that closed shows as running elsewhere, the
       done,
     )
     .not.toBe("");
-  await api("ClaimInput", { toolCallId, claimant: "tab-closed", leaseSeconds: 6 });
+  // A lease long enough that a loaded machine shows the page before it
+  // lapses (six seconds, with four tests at once, was not).
+  await api("ClaimInput", { toolCallId, claimant: "tab-closed", leaseSeconds: 20 });
   await page.goto(`/c/${sent.conversationId}`);
   const status = page.getByRole("status", { name: "Client tool" });
   await expect(status).toContainText("running in another tab");

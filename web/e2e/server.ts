@@ -43,8 +43,18 @@ export async function prepare(): Promise<() => void> {
   // the same time (cmd/api embeds web/dist) must never find it half
   // written.
   const built = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-dist-"));
+  const binDir = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-bin-"));
+  const bin = path.join(binDir, "convo-api");
+  // Both builds at once: the web build waits on tsc and vite, the Go build
+  // mostly on its cache and the linker. The binary embeds the committed
+  // web/dist; it is used only when that matched the build (checked below).
+  const web = run("build-web", "npm", ["run", "build", "--", "--outDir", built, "--emptyOutDir"], webDir);
+  // -race: the browser drives the server much as users would, so a data race
+  // shows up here; after `go test -race ./...` its packages are cached.
+  const api = run("build-api", "go", ["build", "-race", "-o", bin, "./cmd/api"], repo);
   try {
-    await run("build-web", "npm", ["run", "build", "--", "--outDir", built, "--emptyOutDir"], webDir);
+    const [webBuilt, apiBuilt] = await Promise.allSettled([web, api]);
+    if (webBuilt.status === "rejected") throw webBuilt.reason;
     if (hashTree(built) !== hashTree(distDir)) {
       rmSync(distDir, { recursive: true, force: true });
       cpSync(built, distDir, { recursive: true });
@@ -53,15 +63,13 @@ export async function prepare(): Promise<() => void> {
           "(npm run build --prefix web after every change under web/src) and run the tests again.",
       );
     }
+    if (apiBuilt.status === "rejected") throw apiBuilt.reason;
+  } catch (err) {
+    rmSync(binDir, { recursive: true, force: true });
+    throw err;
   } finally {
     rmSync(built, { recursive: true, force: true });
   }
-
-  const binDir = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-bin-"));
-  const bin = path.join(binDir, "convo-api");
-  // -race: the browser drives the server much as users would, so a data race
-  // shows up here; after `go test -race ./...` its packages are cached.
-  await run("build-api", "go", ["build", "-race", "-o", bin, "./cmd/api"], repo);
   process.env[serverBinEnv] = bin;
   return () => rmSync(binDir, { recursive: true, force: true });
 }

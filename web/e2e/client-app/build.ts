@@ -3,7 +3,7 @@
 // from the tarballs `npm pack` makes (not linked from the workspace), type
 // checked against their declarations, and bundled with vite. For
 // client-app.spec.ts, which serves it on a second origin.
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -24,26 +24,35 @@ export function exampleCode(): string {
 export const clientAppEnv = "CONVO_E2E_CLIENT_APP";
 
 /** run runs a command as a user would in a shell: without the npm_* settings of the npm run that started the tests. */
-function run(cmd: string, args: string[], cwd: string): string {
+function run(cmd: string, args: string[], cwd: string): Promise<string> {
   const env = Object.fromEntries(
     Object.entries(process.env).filter(([k]) => !k.toLowerCase().startsWith("npm_") && k !== "NODE_ENV"),
   );
-  const r = spawnSync(cmd, args, { cwd, encoding: "utf8", env: { ...env, npm_config_loglevel: "error" } });
-  if (r.status !== 0) {
-    throw new Error(`${cmd} ${args.join(" ")} (in ${cwd}) failed (${r.error ?? r.status}):\n${r.stdout}\n${r.stderr}`);
-  }
-  return r.stdout;
+  // Not spawnSync: global-setup builds the server and the fixtures at the
+  // same time, and this build mostly waits (on npm's cache, tsc, vite).
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, env: { ...env, npm_config_loglevel: "error" }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", (err) => reject(new Error(`${cmd} ${args.join(" ")} (in ${cwd}) failed (${err}):\n${stdout}\n${stderr}`)));
+    child.on("close", (code) => {
+      if (code === 0) resolve(stdout);
+      else reject(new Error(`${cmd} ${args.join(" ")} (in ${cwd}) failed (${code}):\n${stdout}\n${stderr}`));
+    });
+  });
 }
 
 /** buildClientApp returns the directory of the built app (its index.html and assets). */
-export function buildClientApp(): string {
+export async function buildClientApp(): Promise<string> {
   const work = mkdtempSync(path.join(os.tmpdir(), "convo-e2e-client-app-"));
   const tarballs: Record<string, string> = {};
   for (const [name, dir] of [
     ["@convo/client", "clients/typescript"],
     ["@convo/react", "clients/react"],
   ]) {
-    const out = run("npm", ["pack", "--silent", "--pack-destination", work], path.join(repo, dir)).trim().split("\n");
+    const out = (await run("npm", ["pack", "--silent", "--pack-destination", work], path.join(repo, dir))).trim().split("\n");
     tarballs[name] = `file:${path.join(work, out[out.length - 1])}`;
   }
   const app = path.join(work, "app");
@@ -91,9 +100,9 @@ export function buildClientApp(): string {
     path.join(app, "vite.config.js"),
     'import react from "@vitejs/plugin-react";\nexport default { plugins: [react()], base: "./" };\n',
   );
-  run("npm", ["install", "--include=dev", "--no-audit", "--no-fund", "--prefer-offline"], app);
-  run(path.join(app, "node_modules/.bin/tsc"), ["--noEmit", "-p", "."], app);
-  run(path.join(app, "node_modules/.bin/vite"), ["build", "--logLevel", "warn"], app);
+  await run("npm", ["install", "--include=dev", "--no-audit", "--no-fund", "--prefer-offline"], app);
+  await run(path.join(app, "node_modules/.bin/tsc"), ["--noEmit", "-p", "."], app);
+  await run(path.join(app, "node_modules/.bin/vite"), ["build", "--logLevel", "warn"], app);
   const dist = path.join(app, "dist");
   process.env[clientAppEnv] = dist;
   return work;
