@@ -76,6 +76,24 @@ type EditResult struct {
 	PromptID           uuid.UUID
 }
 
+// SendAfterParams names the message to continue after and the user's
+// text.
+type SendAfterParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	// AfterMessageID is the message the user's follows (a reply).
+	AfterMessageID uuid.UUID
+	Text           string
+	// ModelConfig is the reply's model configuration (a JSON object).
+	ModelConfig json.RawMessage
+}
+
+// SendAfterResult names the user's new message and its reply's prompt.
+type SendAfterResult struct {
+	UserMessageID uuid.UUID
+	PromptID      uuid.UUID
+}
+
 // Cursor is a position in one conversation's event log.
 type Cursor struct {
 	ConversationID uuid.UUID
@@ -112,6 +130,16 @@ type Store interface {
 	// prompt of the conversation is unfinished; NotFound as
 	// RegenerateReply.
 	SwitchBranch(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) (uuid.UUID, error)
+
+	// SendAfter sends the user's text as the message that follows
+	// AfterMessageID: that message's branch is made the active path first
+	// when it is not (as SwitchBranch), then the text is sent below it
+	// when nothing follows it there (as SendMessage, one reply), or is a
+	// new version of the user message that follows it (as EditMessage).
+	// All or nothing: a refusal of any step writes nothing, the switch
+	// included. Errors as SendMessage, EditMessage and SwitchBranch;
+	// NotFound for a message that is not the conversation's.
+	SendAfter(ctx context.Context, p SendAfterParams) (SendAfterResult, error)
 
 	// SwitchVersion switches to version siblingIndex (from 0, as
 	// Message.SiblingIndex numbers them) of the turn of messageID, any

@@ -141,57 +141,24 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 // send writes the user's message and queues the reply: after the
 // previous response's reply when there is one (its branch made active
 // first; when the reply already has a following message, the text is a
-// new version of that message: a branch), else at the conversation's
-// active leaf. It returns the reply's prompt.
+// new version of that message: a branch), all in one statement that a
+// refusal undoes whole, else at the conversation's active leaf. It
+// returns the reply's prompt.
 func (h *Handler) send(ctx context.Context, owner string, conv uuid.UUID, req *createRequest, prev conversation.Trace) (uuid.UUID, error) {
-	params := conversation.SendMessageParams{OwnerID: owner, ConversationID: conv, Text: req.text,
-		ModelConfigs: []json.RawMessage{req.config}}
 	if req.previous != uuid.Nil {
-		reply := prev.Prompt.MessageID
-		st, err := h.srv.Store.State(ctx, owner, conv)
+		sent, err := h.srv.Store.SendAfter(ctx, conversation.SendAfterParams{OwnerID: owner, ConversationID: conv,
+			AfterMessageID: prev.Prompt.MessageID, Text: req.text, ModelConfig: req.config})
 		if err != nil {
 			return uuid.Nil, err
 		}
-		at := onPath(st, reply)
-		if at < 0 {
-			// The reply is on another branch: make it the active path
-			// (down to its newest message).
-			if _, err := h.srv.Store.SwitchBranch(ctx, owner, conv, reply); err != nil {
-				return uuid.Nil, err
-			}
-			if st, err = h.srv.Store.State(ctx, owner, conv); err != nil {
-				return uuid.Nil, err
-			}
-			if at = onPath(st, reply); at < 0 {
-				return uuid.Nil, conversation.Errorf(conversation.FailedPrecondition, "previous_response_id: its reply is not on the conversation's path")
-			}
-		}
-		if at < len(st.Messages)-1 {
-			ed, err := h.srv.Store.EditMessage(ctx, conversation.EditParams{OwnerID: owner, ConversationID: conv,
-				MessageID: st.Messages[at+1].ID, Text: req.text, ModelConfig: req.config})
-			if err != nil {
-				return uuid.Nil, err
-			}
-			return ed.PromptID, nil
-		}
-		params.ParentMessageID = reply
+		return sent.PromptID, nil
 	}
-	sent, err := h.srv.Store.SendMessage(ctx, params)
+	sent, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: owner, ConversationID: conv,
+		Text: req.text, ModelConfigs: []json.RawMessage{req.config}})
 	if err != nil {
 		return uuid.Nil, err
 	}
 	return sent.PromptIDs[0], nil
-}
-
-// onPath is the index of message id on the state's path, -1 when it is
-// not there.
-func onPath(st conversation.State, id uuid.UUID) int {
-	for i, m := range st.Messages {
-		if m.ID == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // trace reads the prompt and its events; an unknown or foreign prompt is
