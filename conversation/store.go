@@ -223,6 +223,17 @@ type Store interface {
 	// one conversation when conversationID is valid), newest first.
 	ListComparisons(ctx context.Context, ownerID string, conversationID uuid.NullUUID, limit int, after *PageCursor) ([]Comparison, error)
 
+	// DeleteResponse deletes the owner's prompt's reply from OpenAI's
+	// Responses API (ResponseDeleted reports it from then on); the
+	// conversation's messages stay. A prompt still queued or running is
+	// cancelled first. NotFound for an unknown prompt, another owner's,
+	// or one deleted already.
+	DeleteResponse(ctx context.Context, ownerID string, promptID uuid.UUID) error
+	// ResponseDeleted reports whether DeleteResponse deleted the prompt's
+	// reply. It does not check ownership: callers reach it only for
+	// prompts whose ownership they have checked.
+	ResponseDeleted(ctx context.Context, promptID uuid.UUID) (bool, error)
+
 	// Trace returns the prompt named by promptID, or else the one filling
 	// messageID, with every event of it in order.
 	Trace(ctx context.Context, ownerID string, promptID, messageID uuid.NullUUID) (Trace, error)

@@ -786,6 +786,35 @@ BEGIN
 END;
 $$;
 
+-- delete_response deletes the reply of prompt p_prompt_id from OpenAI's
+-- Responses API (DELETE /v1/responses/{id}, docs/openai.md): a row of
+-- convo.deleted_responses, which the API's reads answer as not found. The
+-- conversation's messages stay, the reply's included (as an OpenAI
+-- conversation's items stay). A reply still queued or running is
+-- cancelled first (cancel_prompt, its events): nothing goes on writing a
+-- response no one can read.
+-- Errors, changing nothing: CV001 a prompt that does not exist, is
+-- another owner's, or was deleted already.
+CREATE OR REPLACE FUNCTION convo.delete_response(p_owner_id text, p_prompt_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt convo.prompts;
+BEGIN
+    SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = p_prompt_id AND p.owner_id = p_owner_id;
+    IF FOUND THEN
+        -- Two deletes at once: one inserts, the other finds it deleted.
+        INSERT INTO convo.deleted_responses (prompt_id) VALUES (v_prompt.id) ON CONFLICT DO NOTHING;
+    END IF;
+    -- FOUND now: the prompt is the owner's and this call marked it.
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'delete_response: response % does not exist', p_prompt_id USING ERRCODE = 'CV001';
+    END IF;
+    IF v_prompt.status IN ('queued', 'running') THEN
+        PERFORM convo.cancel_prompt(v_prompt.id);
+    END IF;
+END;
+$$;
+
 -- switch_version shows version p_sibling_index (from 0, in the order they
 -- were made, as _sibling_place numbers them) of the turn of p_message_id,
 -- any version of that turn: switch_branch to that sibling (slot "a" of a

@@ -34,6 +34,7 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 	route("POST /v1/responses", h.srv.JSONBodyOr(MaxCreateBytes, false, h.Create, h.writeError))
 	route("GET /v1/responses/{id}", h.Retrieve)
 	route("POST /v1/responses/{id}/cancel", h.srv.JSONBodyOr(MaxCreateBytes, true, h.Cancel, h.writeError))
+	route("DELETE /v1/responses/{id}", h.Delete)
 }
 
 // Create serves POST /v1/responses: it sends input as the user's message
@@ -63,8 +64,8 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	conv := req.conversationID
 	var prev conversation.Trace
 	if req.previous != uuid.Nil {
-		if prev, err = h.srv.Store.Trace(ctx, owner, uuid.NullUUID{UUID: req.previous, Valid: true}, uuid.NullUUID{}); err != nil {
-			if conversation.ErrorCode(err) == conversation.NotFound {
+		if prev, err = h.trace(ctx, owner, req.previous); err != nil {
+			if _, ok := err.(*apiError); ok { // not found, or deleted
 				err = invalid("previous_response_id", "previous_response_not_found",
 					"Previous response with id '"+responseID(req.previous)+"' not found.")
 			}
@@ -161,14 +162,23 @@ func (h *Handler) send(ctx context.Context, owner string, conv uuid.UUID, req *c
 	return sent.PromptIDs[0], nil
 }
 
-// trace reads the prompt and its events; an unknown or foreign prompt is
-// OpenAI's 404.
+// trace reads the prompt and its events; an unknown, foreign or deleted
+// prompt is OpenAI's 404 (an *apiError).
 func (h *Handler) trace(ctx context.Context, owner string, promptID uuid.UUID) (conversation.Trace, error) {
 	tr, err := h.srv.Store.Trace(ctx, owner, uuid.NullUUID{UUID: promptID, Valid: true}, uuid.NullUUID{})
 	if conversation.ErrorCode(err) == conversation.NotFound {
 		return tr, notFound(responseID(promptID))
 	}
-	return tr, err
+	if err != nil {
+		return tr, err
+	}
+	if deleted, err := h.srv.Store.ResponseDeleted(ctx, promptID); err != nil || deleted {
+		if deleted {
+			err = notFound(responseID(promptID))
+		}
+		return conversation.Trace{}, err
+	}
+	return tr, nil
 }
 
 // foldTrace folds a prompt's logged events (compacted deltas split
@@ -436,6 +446,38 @@ func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, foldTrace(tr).snapshot())
+}
+
+// Delete serves DELETE /v1/responses/{id}: the response is gone from the
+// Responses API (GET, its stream, cancel, input_items and
+// previous_response_id answer not found), while the conversation's
+// messages stay, the reply's included, as an OpenAI conversation's items
+// do. A response still queued or in progress is cancelled first. An
+// unknown, foreign or already deleted response is 404.
+func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
+	owner, promptID, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	if err := h.srv.Writes.Allow(owner); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := h.srv.Store.DeleteResponse(r.Context(), owner, promptID); err != nil {
+		if conversation.ErrorCode(err) == conversation.NotFound {
+			err = notFound(responseID(promptID))
+		}
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, deletedResponse{ID: responseID(promptID), Object: "response.deleted", Deleted: true})
+}
+
+// deletedResponse is OpenAI's answer to a delete.
+type deletedResponse struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

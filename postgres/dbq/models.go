@@ -52,6 +52,11 @@ type ConvoConversation struct {
 	DeltaCount     int32
 }
 
+type ConvoDeletedResponse struct {
+	PromptID  uuid.UUID
+	DeletedAt time.Time
+}
+
 type ConvoEvent struct {
 	ConversationID uuid.UUID
 	Seq            int64

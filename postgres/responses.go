@@ -1,0 +1,24 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/convo-dev/convo/postgres/dbq"
+)
+
+// DeleteResponse implements conversation.Store with convo.delete_response.
+func (s *Store) DeleteResponse(ctx context.Context, ownerID string, promptID uuid.UUID) error {
+	err := s.q.ResponseDelete(ctx, dbq.ResponseDeleteParams{OwnerID: ownerID, PromptID: promptID})
+	return translate(err, "delete response "+promptID.String())
+}
+
+// ResponseDeleted implements conversation.Store.
+func (s *Store) ResponseDeleted(ctx context.Context, promptID uuid.UUID) (bool, error) {
+	deleted, err := s.q.ResponseDeleted(ctx, promptID)
+	if err != nil {
+		return false, translate(err, "read whether response "+promptID.String()+" was deleted")
+	}
+	return deleted, nil
+}
