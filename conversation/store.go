@@ -234,6 +234,11 @@ type Store interface {
 	// prompts whose ownership they have checked.
 	ResponseDeleted(ctx context.Context, promptID uuid.UUID) (bool, error)
 
+	// PromptInput reads the user message the owner's prompt's reply
+	// answers, on the active path or not. NotFound for an unknown prompt
+	// or another owner's.
+	PromptInput(ctx context.Context, ownerID string, promptID uuid.UUID) (PromptInput, error)
+
 	// Trace returns the prompt named by promptID, or else the one filling
 	// messageID, with every event of it in order.
 	Trace(ctx context.Context, ownerID string, promptID, messageID uuid.NullUUID) (Trace, error)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -21,4 +22,13 @@ func (s *Store) ResponseDeleted(ctx context.Context, promptID uuid.UUID) (bool, 
 		return false, translate(err, "read whether response "+promptID.String()+" was deleted")
 	}
 	return deleted, nil
+}
+
+// PromptInput implements conversation.Store.
+func (s *Store) PromptInput(ctx context.Context, ownerID string, promptID uuid.UUID) (conversation.PromptInput, error) {
+	row, err := s.q.PromptInputMessage(ctx, dbq.PromptInputMessageParams{PromptID: promptID, OwnerID: ownerID})
+	if err != nil {
+		return conversation.PromptInput{}, translate(err, "read the input of prompt "+promptID.String())
+	}
+	return conversation.PromptInput{MessageID: row.ID, Text: row.Text, CreatedAt: row.CreatedAt}, nil
 }
