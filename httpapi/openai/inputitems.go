@@ -16,10 +16,10 @@ const (
 
 // inputItem is an input item as OpenAI lists it: a user message.
 type inputItem struct {
-	ID      string      `json:"id"`
-	Type    string      `json:"type"`
-	Role    string      `json:"role"`
-	Status  string      `json:"status"`
+	ID      string          `json:"id"`
+	Type    string          `json:"type"`
+	Role    string          `json:"role"`
+	Status  string          `json:"status"`
 	Content []inputTextPart `json:"content"`
 }
 
