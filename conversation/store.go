@@ -234,6 +234,15 @@ type Store interface {
 	// prompts whose ownership they have checked.
 	ResponseDeleted(ctx context.Context, promptID uuid.UUID) (bool, error)
 
+	// ConversationMetadata reads the conversation's OpenAI metadata (a JSON
+	// object, {} when none was set). It does not check ownership: callers
+	// reach it only for conversations whose ownership they have checked.
+	ConversationMetadata(ctx context.Context, conversationID uuid.UUID) (json.RawMessage, error)
+	// SetConversationMetadata replaces the owner's conversation's OpenAI
+	// metadata (a JSON object). NotFound for an unknown conversation or
+	// another owner's.
+	SetConversationMetadata(ctx context.Context, ownerID string, conversationID uuid.UUID, metadata json.RawMessage) error
+
 	// PromptInput reads the user message the owner's prompt's reply
 	// answers, on the active path or not. NotFound for an unknown prompt
 	// or another owner's.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 
@@ -31,4 +32,26 @@ func (s *Store) PromptInput(ctx context.Context, ownerID string, promptID uuid.U
 		return conversation.PromptInput{}, translate(err, "read the input of prompt "+promptID.String())
 	}
 	return conversation.PromptInput{MessageID: row.ID, Text: row.Text, CreatedAt: row.CreatedAt}, nil
+}
+
+// ConversationMetadata implements conversation.Store.
+func (s *Store) ConversationMetadata(ctx context.Context, conversationID uuid.UUID) (json.RawMessage, error) {
+	m, err := s.q.ConversationMetadataGet(ctx, conversationID)
+	if err != nil {
+		return nil, translate(err, "read the metadata of conversation "+conversationID.String())
+	}
+	return m, nil
+}
+
+// SetConversationMetadata implements conversation.Store.
+func (s *Store) SetConversationMetadata(ctx context.Context, ownerID string, conversationID uuid.UUID, metadata json.RawMessage) error {
+	n, err := s.q.ConversationMetadataSet(ctx, dbq.ConversationMetadataSetParams{
+		ConversationID: conversationID, OwnerID: ownerID, Metadata: metadata})
+	if err != nil {
+		return translate(err, "set the metadata of conversation "+conversationID.String())
+	}
+	if n == 0 {
+		return conversation.Errorf(conversation.NotFound, "conversation %s does not exist", conversationID)
+	}
+	return nil
 }

@@ -36,6 +36,7 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 	route("POST /v1/responses/{id}/cancel", h.srv.JSONBodyOr(MaxCreateBytes, true, h.Cancel, h.writeError))
 	route("DELETE /v1/responses/{id}", h.Delete)
 	route("GET /v1/responses/{id}/input_items", h.InputItems)
+	h.conversationRoutes(route)
 }
 
 // Create serves POST /v1/responses: it sends input as the user's message

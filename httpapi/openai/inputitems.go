@@ -2,8 +2,6 @@ package openai
 
 import (
 	"net/http"
-	"slices"
-	"strconv"
 
 	"github.com/convo-dev/convo/conversation"
 )
@@ -13,29 +11,6 @@ const (
 	defaultItemsLimit = 20
 	maxItemsLimit     = 100
 )
-
-// inputItem is an input item as OpenAI lists it: a user message.
-type inputItem struct {
-	ID      string          `json:"id"`
-	Type    string          `json:"type"`
-	Role    string          `json:"role"`
-	Status  string          `json:"status"`
-	Content []inputTextPart `json:"content"`
-}
-
-type inputTextPart struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
-// itemList is OpenAI's list shape.
-type itemList struct {
-	Object  string      `json:"object"`
-	Data    []inputItem `json:"data"`
-	FirstID *string     `json:"first_id"`
-	LastID  *string     `json:"last_id"`
-	HasMore bool        `json:"has_more"`
-}
 
 // InputItems serves GET /v1/responses/{id}/input_items: the input the
 // response answers, as OpenAI lists it (after, limit, order: desc by
@@ -47,24 +22,6 @@ type itemList struct {
 func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request) {
 	owner, promptID, ok := h.caller(w, r)
 	if !ok {
-		return
-	}
-	q := r.URL.Query()
-	limit := defaultItemsLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxItemsLimit {
-			h.writeError(w, r, invalid("limit", "invalid_value", "limit must be an integer from 1 to 100."))
-			return
-		}
-		limit = n
-	}
-	order := q.Get("order")
-	if order == "" {
-		order = "desc"
-	}
-	if order != "asc" && order != "desc" {
-		h.writeError(w, r, invalid("order", "invalid_value", "order must be asc or desc."))
 		return
 	}
 	ctx := r.Context()
@@ -83,25 +40,12 @@ func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	items := []inputItem{{ID: "msg_" + in.MessageID.String(), Type: "message", Role: "user", Status: "completed",
-		Content: []inputTextPart{{Type: "input_text", Text: in.Text}}}}
-	if order == "desc" {
-		slices.Reverse(items) // one item now; the order holds when there are more
-	}
-	if after := q.Get("after"); after != "" {
-		i := slices.IndexFunc(items, func(it inputItem) bool { return it.ID == after })
-		if i < 0 {
-			h.writeError(w, r, invalid("after", "invalid_value", "after '"+clip(after)+"' is not an input item of this response."))
-			return
-		}
-		items = items[i+1:]
-	}
-	list := itemList{Object: "list", Data: items}
-	if len(items) > limit {
-		list.Data, list.HasMore = items[:limit], true
-	}
-	if n := len(list.Data); n > 0 {
-		list.FirstID, list.LastID = &list.Data[0].ID, &list.Data[n-1].ID
+	items := []outputItem{{Type: "message", ID: "msg_" + in.MessageID.String(), Status: "completed", Role: "user",
+		Content: []contentPart{{Type: "input_text", Text: in.Text}}}}
+	list, err := page(items, r.URL.Query())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
 	writeJSON(w, list)
 }

@@ -52,6 +52,11 @@ type ConvoConversation struct {
 	DeltaCount     int32
 }
 
+type ConvoConversationMetadatum struct {
+	ConversationID uuid.UUID
+	Metadata       json.RawMessage
+}
+
 type ConvoDeletedResponse struct {
 	PromptID  uuid.UUID
 	DeletedAt time.Time

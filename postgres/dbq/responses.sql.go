@@ -7,9 +7,47 @@ package dbq
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 )
+
+const conversationMetadataGet = `-- name: ConversationMetadataGet :one
+SELECT coalesce((SELECT m.metadata FROM convo.conversation_metadata m WHERE m.conversation_id = $1::uuid),
+                '{}')::jsonb AS metadata
+`
+
+// The conversation's OpenAI metadata ({} when none was set). It does not
+// check ownership: callers reach it only for conversations whose
+// ownership they have checked.
+func (q *Queries) ConversationMetadataGet(ctx context.Context, conversationID uuid.UUID) (json.RawMessage, error) {
+	row := q.db.QueryRow(ctx, conversationMetadataGet, conversationID)
+	var metadata json.RawMessage
+	err := row.Scan(&metadata)
+	return metadata, err
+}
+
+const conversationMetadataSet = `-- name: ConversationMetadataSet :execrows
+INSERT INTO convo.conversation_metadata AS m (conversation_id, metadata)
+SELECT c.id, $1::jsonb FROM convo.conversations c WHERE c.id = $2::uuid AND c.owner_id = $3::text
+    ON CONFLICT (conversation_id) DO UPDATE SET metadata = excluded.metadata
+`
+
+type ConversationMetadataSetParams struct {
+	Metadata       json.RawMessage
+	ConversationID uuid.UUID
+	OwnerID        string
+}
+
+// Sets the owner's conversation's OpenAI metadata; no row when the
+// conversation is not the owner's.
+func (q *Queries) ConversationMetadataSet(ctx context.Context, arg ConversationMetadataSetParams) (int64, error) {
+	result, err := q.db.Exec(ctx, conversationMetadataSet, arg.Metadata, arg.ConversationID, arg.OwnerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
 
 const responseDelete = `-- name: ResponseDelete :exec
 SELECT convo.delete_response($1::text, $2::uuid)

@@ -10,6 +10,15 @@ CREATE TABLE convo.deleted_responses (
     deleted_at timestamptz NOT NULL DEFAULT now()
 );
 
+-- The metadata OpenAI's Conversations API keeps on a conversation
+-- (POST /v1/conversations, docs/openai.md): at most 16 string pairs,
+-- checked by the API. A conversation without a row has none.
+CREATE TABLE convo.conversation_metadata (
+    conversation_id uuid  PRIMARY KEY REFERENCES convo.conversations (id) ON DELETE CASCADE,
+    metadata        jsonb NOT NULL CHECK (jsonb_typeof(metadata) = 'object')
+);
+
 -- +goose Down
 DROP FUNCTION IF EXISTS convo.delete_response(text, uuid);
+DROP TABLE convo.conversation_metadata;
 DROP TABLE convo.deleted_responses;
