@@ -37,3 +37,11 @@ type Trace struct {
 	Prompt Prompt
 	Events []Event
 }
+
+// PromptInput is the user message a prompt's reply answers.
+type PromptInput struct {
+	MessageID uuid.UUID
+	// Text is the message's text blocks, in order.
+	Text      string
+	CreatedAt time.Time
+}

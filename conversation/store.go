@@ -76,6 +76,24 @@ type EditResult struct {
 	PromptID           uuid.UUID
 }
 
+// SendAfterParams names the message to continue after and the user's
+// text.
+type SendAfterParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	// AfterMessageID is the message the user's follows (a reply).
+	AfterMessageID uuid.UUID
+	Text           string
+	// ModelConfig is the reply's model configuration (a JSON object).
+	ModelConfig json.RawMessage
+}
+
+// SendAfterResult names the user's new message and its reply's prompt.
+type SendAfterResult struct {
+	UserMessageID uuid.UUID
+	PromptID      uuid.UUID
+}
+
 // Cursor is a position in one conversation's event log.
 type Cursor struct {
 	ConversationID uuid.UUID
@@ -112,6 +130,16 @@ type Store interface {
 	// prompt of the conversation is unfinished; NotFound as
 	// RegenerateReply.
 	SwitchBranch(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) (uuid.UUID, error)
+
+	// SendAfter sends the user's text as the message that follows
+	// AfterMessageID: that message's branch is made the active path first
+	// when it is not (as SwitchBranch), then the text is sent below it
+	// when nothing follows it there (as SendMessage, one reply), or is a
+	// new version of the user message that follows it (as EditMessage).
+	// All or nothing: a refusal of any step writes nothing, the switch
+	// included. Errors as SendMessage, EditMessage and SwitchBranch;
+	// NotFound for a message that is not the conversation's.
+	SendAfter(ctx context.Context, p SendAfterParams) (SendAfterResult, error)
 
 	// SwitchVersion switches to version siblingIndex (from 0, as
 	// Message.SiblingIndex numbers them) of the turn of messageID, any
@@ -194,6 +222,31 @@ type Store interface {
 	// ListComparisons returns at most limit comparisons of the owner (of
 	// one conversation when conversationID is valid), newest first.
 	ListComparisons(ctx context.Context, ownerID string, conversationID uuid.NullUUID, limit int, after *PageCursor) ([]Comparison, error)
+
+	// DeleteResponse deletes the owner's prompt's reply from OpenAI's
+	// Responses API (ResponseDeleted reports it from then on); the
+	// conversation's messages stay. A prompt still queued or running is
+	// cancelled first. NotFound for an unknown prompt, another owner's,
+	// or one deleted already.
+	DeleteResponse(ctx context.Context, ownerID string, promptID uuid.UUID) error
+	// ResponseDeleted reports whether DeleteResponse deleted the prompt's
+	// reply. It does not check ownership: callers reach it only for
+	// prompts whose ownership they have checked.
+	ResponseDeleted(ctx context.Context, promptID uuid.UUID) (bool, error)
+
+	// ConversationMetadata reads the conversation's OpenAI metadata (a JSON
+	// object, {} when none was set). It does not check ownership: callers
+	// reach it only for conversations whose ownership they have checked.
+	ConversationMetadata(ctx context.Context, conversationID uuid.UUID) (json.RawMessage, error)
+	// SetConversationMetadata replaces the owner's conversation's OpenAI
+	// metadata (a JSON object). NotFound for an unknown conversation or
+	// another owner's.
+	SetConversationMetadata(ctx context.Context, ownerID string, conversationID uuid.UUID, metadata json.RawMessage) error
+
+	// PromptInput reads the user message the owner's prompt's reply
+	// answers, on the active path or not. NotFound for an unknown prompt
+	// or another owner's.
+	PromptInput(ctx context.Context, ownerID string, promptID uuid.UUID) (PromptInput, error)
 
 	// Trace returns the prompt named by promptID, or else the one filling
 	// messageID, with every event of it in order.

@@ -54,6 +54,24 @@ func (s *Store) SwitchBranch(ctx context.Context, ownerID string, conversationID
 	return leaf, nil
 }
 
+// SendAfter implements conversation.Store with convo.send_after: one
+// statement, so the switch it may make is undone with any refusal.
+func (s *Store) SendAfter(ctx context.Context, p conversation.SendAfterParams) (conversation.SendAfterResult, error) {
+	row, err := s.q.BranchSendAfter(ctx, dbq.BranchSendAfterParams{
+		OwnerID: p.OwnerID, ConversationID: p.ConversationID, AfterMessageID: p.AfterMessageID, Text: p.Text,
+		ModelConfig: p.ModelConfig,
+	})
+	if err != nil {
+		return conversation.SendAfterResult{}, translate(err, "send after message "+p.AfterMessageID.String())
+	}
+	// As SendMessage's groups: workers in this process claim the prompt
+	// at once, not at the notification.
+	if wake := s.sends.onQueued.Load(); wake != nil {
+		(*wake)()
+	}
+	return conversation.SendAfterResult{UserMessageID: row.UserMessageID, PromptID: row.PromptID}, nil
+}
+
 // SwitchVersion implements conversation.Store.
 func (s *Store) SwitchVersion(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID, siblingIndex int) (uuid.UUID, error) {
 	if siblingIndex < 0 || siblingIndex > math.MaxInt32 {

@@ -735,6 +735,86 @@ BEGIN
 END;
 $$;
 
+-- send_after sends p_text as the user's message that follows the message
+-- p_after_message_id (a reply, as an OpenAI previous_response_id names
+-- it), in one statement: when that message is not on the active path,
+-- its branch is shown first (switch_branch); then the text hangs below it
+-- when nothing follows it on the path (send_message, one reply with
+-- p_model_config), or is a new version of the user message that follows
+-- it there (edit_message). It returns the new user message and its
+-- reply's prompt. All or nothing: a refusal of any step (empty text, the
+-- quota, a reply being written) changes nothing, the switch included.
+-- The quota is taken before the conversation's lock, the order every
+-- caller keeps (_check_prompt_quota).
+-- Errors, changing nothing: those of send_message, edit_message and
+-- switch_branch; CV001 an unknown conversation (or another owner's), or
+-- a message that is not one of the conversation's.
+CREATE OR REPLACE FUNCTION convo.send_after(p_owner_id text, p_conversation_id uuid, p_after_message_id uuid,
+                                            p_text text, p_model_config jsonb)
+RETURNS TABLE (user_message_id uuid, prompt_id uuid)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv  convo.conversations;
+    v_after convo.messages;
+    v_next  uuid;
+BEGIN
+    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'send_after');
+    PERFORM convo._check_prompt_quota(p_owner_id, 1, 'send_after');
+    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'send_after');
+    SELECT * INTO v_after FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_after_message_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'send_after: message % is not a message of conversation %', p_after_message_id, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    IF NOT v_after.on_active_path THEN
+        PERFORM convo.switch_branch(p_owner_id, v_conv.id, v_after.id);
+    END IF;
+    -- Positions grow down every path: the first user message of the path
+    -- after the reply is the one that follows it (past the other reply
+    -- of a comparison).
+    SELECT m.id INTO v_next FROM convo.messages m
+     WHERE m.conversation_id = v_conv.id AND m.on_active_path AND m.role = 'user' AND m.position > v_after.position
+     ORDER BY m.position LIMIT 1;
+    IF v_next IS NULL THEN
+        RETURN QUERY SELECT s.user_message_id, s.prompt_ids[1]
+          FROM convo.send_message(p_owner_id, v_conv.id, p_text, jsonb_build_array(coalesce(p_model_config, '{}')),
+                                  v_after.id) s;
+    ELSE
+        RETURN QUERY SELECT e.user_message_id, e.prompt_id
+          FROM convo.edit_message(p_owner_id, v_conv.id, v_next, p_text, p_model_config) e;
+    END IF;
+END;
+$$;
+
+-- delete_response deletes the reply of prompt p_prompt_id from OpenAI's
+-- Responses API (DELETE /v1/responses/{id}, docs/openai.md): a row of
+-- convo.deleted_responses, which the API's reads answer as not found. The
+-- conversation's messages stay, the reply's included (as an OpenAI
+-- conversation's items stay). A reply still queued or running is
+-- cancelled first (cancel_prompt, its events): nothing goes on writing a
+-- response no one can read.
+-- Errors, changing nothing: CV001 a prompt that does not exist, is
+-- another owner's, or was deleted already.
+CREATE OR REPLACE FUNCTION convo.delete_response(p_owner_id text, p_prompt_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt convo.prompts;
+BEGIN
+    SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = p_prompt_id AND p.owner_id = p_owner_id;
+    IF FOUND THEN
+        -- Two deletes at once: one inserts, the other finds it deleted.
+        INSERT INTO convo.deleted_responses (prompt_id) VALUES (v_prompt.id) ON CONFLICT DO NOTHING;
+    END IF;
+    -- FOUND now: the prompt is the owner's and this call marked it.
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'delete_response: response % does not exist', p_prompt_id USING ERRCODE = 'CV001';
+    END IF;
+    IF v_prompt.status IN ('queued', 'running') THEN
+        PERFORM convo.cancel_prompt(v_prompt.id);
+    END IF;
+END;
+$$;
+
 -- switch_version shows version p_sibling_index (from 0, in the order they
 -- were made, as _sibling_place numbers them) of the turn of p_message_id,
 -- any version of that turn: switch_branch to that sibling (slot "a" of a

@@ -29,3 +29,10 @@ SELECT convo.switch_version(@owner_id::text, @conversation_id::uuid, @message_id
 -- (convo.snapshot_bytes, read by convo._event_bytes); see
 -- postgres.SetSnapshotBytes.
 SELECT set_config('convo.snapshot_bytes', @max_bytes::text, false);
+
+-- name: BranchSendAfter :one
+-- Sends text as the user's message following after_message_id, its
+-- branch shown first, all or nothing; see convo.send_after.
+SELECT s.user_message_id::uuid AS user_message_id, s.prompt_id::uuid AS prompt_id
+  FROM convo.send_after(@owner_id::text, @conversation_id::uuid, @after_message_id::uuid, @text::text,
+                        sqlc.narg(model_config)::jsonb) s;

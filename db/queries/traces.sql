@@ -15,3 +15,12 @@ SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.error,
 SELECT * FROM convo.events
  WHERE conversation_id = @conversation_id::uuid AND prompt_id = @prompt_id::uuid
  ORDER BY seq;
+
+-- name: PromptInputMessage :one
+-- The user message the prompt's reply answers (the reply's parent, on the
+-- active path or not) and its text, when the prompt is owner_id's.
+SELECT u.id, u.created_at, convo._message_text(u.id)::text AS text
+  FROM convo.prompts p
+  JOIN convo.messages r ON r.id = p.message_id
+  JOIN convo.messages u ON u.id = r.parent_id
+ WHERE p.id = @prompt_id::uuid AND p.owner_id = @owner_id::text;

@@ -1,5 +1,7 @@
 // Package openai serves OpenAI's Responses API (POST /v1/responses, GET
-// /v1/responses/{id}, its stream, cancel, delete and input_items), so
+// /v1/responses/{id}, its stream, cancel, delete and input_items) and its
+// Conversations API (/v1/conversations: a convo conversation, its items
+// the blocks of its active path), so
 // that an OpenAI SDK whose baseURL is convo's /v1 and whose apiKey is a
 // convo token writes and reads convo conversations: a response is one
 // reply (one prompt), its id "resp_" and the prompt's id.

@@ -34,6 +34,9 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 	route("POST /v1/responses", h.srv.JSONBodyOr(MaxCreateBytes, false, h.Create, h.writeError))
 	route("GET /v1/responses/{id}", h.Retrieve)
 	route("POST /v1/responses/{id}/cancel", h.srv.JSONBodyOr(MaxCreateBytes, true, h.Cancel, h.writeError))
+	route("DELETE /v1/responses/{id}", h.Delete)
+	route("GET /v1/responses/{id}/input_items", h.InputItems)
+	h.conversationRoutes(route)
 }
 
 // Create serves POST /v1/responses: it sends input as the user's message
@@ -63,8 +66,8 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	conv := req.conversationID
 	var prev conversation.Trace
 	if req.previous != uuid.Nil {
-		if prev, err = h.srv.Store.Trace(ctx, owner, uuid.NullUUID{UUID: req.previous, Valid: true}, uuid.NullUUID{}); err != nil {
-			if conversation.ErrorCode(err) == conversation.NotFound {
+		if prev, err = h.trace(ctx, owner, req.previous); err != nil {
+			if _, ok := err.(*apiError); ok { // not found, or deleted
 				err = invalid("previous_response_id", "previous_response_not_found",
 					"Previous response with id '"+responseID(req.previous)+"' not found.")
 			}
@@ -141,67 +144,43 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 // send writes the user's message and queues the reply: after the
 // previous response's reply when there is one (its branch made active
 // first; when the reply already has a following message, the text is a
-// new version of that message: a branch), else at the conversation's
-// active leaf. It returns the reply's prompt.
+// new version of that message: a branch), all in one statement that a
+// refusal undoes whole, else at the conversation's active leaf. It
+// returns the reply's prompt.
 func (h *Handler) send(ctx context.Context, owner string, conv uuid.UUID, req *createRequest, prev conversation.Trace) (uuid.UUID, error) {
-	params := conversation.SendMessageParams{OwnerID: owner, ConversationID: conv, Text: req.text,
-		ModelConfigs: []json.RawMessage{req.config}}
 	if req.previous != uuid.Nil {
-		reply := prev.Prompt.MessageID
-		st, err := h.srv.Store.State(ctx, owner, conv)
+		sent, err := h.srv.Store.SendAfter(ctx, conversation.SendAfterParams{OwnerID: owner, ConversationID: conv,
+			AfterMessageID: prev.Prompt.MessageID, Text: req.text, ModelConfig: req.config})
 		if err != nil {
 			return uuid.Nil, err
 		}
-		at := onPath(st, reply)
-		if at < 0 {
-			// The reply is on another branch: make it the active path
-			// (down to its newest message).
-			if _, err := h.srv.Store.SwitchBranch(ctx, owner, conv, reply); err != nil {
-				return uuid.Nil, err
-			}
-			if st, err = h.srv.Store.State(ctx, owner, conv); err != nil {
-				return uuid.Nil, err
-			}
-			if at = onPath(st, reply); at < 0 {
-				return uuid.Nil, conversation.Errorf(conversation.FailedPrecondition, "previous_response_id: its reply is not on the conversation's path")
-			}
-		}
-		if at < len(st.Messages)-1 {
-			ed, err := h.srv.Store.EditMessage(ctx, conversation.EditParams{OwnerID: owner, ConversationID: conv,
-				MessageID: st.Messages[at+1].ID, Text: req.text, ModelConfig: req.config})
-			if err != nil {
-				return uuid.Nil, err
-			}
-			return ed.PromptID, nil
-		}
-		params.ParentMessageID = reply
+		return sent.PromptID, nil
 	}
-	sent, err := h.srv.Store.SendMessage(ctx, params)
+	sent, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: owner, ConversationID: conv,
+		Text: req.text, ModelConfigs: []json.RawMessage{req.config}})
 	if err != nil {
 		return uuid.Nil, err
 	}
 	return sent.PromptIDs[0], nil
 }
 
-// onPath is the index of message id on the state's path, -1 when it is
-// not there.
-func onPath(st conversation.State, id uuid.UUID) int {
-	for i, m := range st.Messages {
-		if m.ID == id {
-			return i
-		}
-	}
-	return -1
-}
-
-// trace reads the prompt and its events; an unknown or foreign prompt is
-// OpenAI's 404.
+// trace reads the prompt and its events; an unknown, foreign or deleted
+// prompt is OpenAI's 404 (an *apiError).
 func (h *Handler) trace(ctx context.Context, owner string, promptID uuid.UUID) (conversation.Trace, error) {
 	tr, err := h.srv.Store.Trace(ctx, owner, uuid.NullUUID{UUID: promptID, Valid: true}, uuid.NullUUID{})
 	if conversation.ErrorCode(err) == conversation.NotFound {
 		return tr, notFound(responseID(promptID))
 	}
-	return tr, err
+	if err != nil {
+		return tr, err
+	}
+	if deleted, err := h.srv.Store.ResponseDeleted(ctx, promptID); err != nil || deleted {
+		if deleted {
+			err = notFound(responseID(promptID))
+		}
+		return conversation.Trace{}, err
+	}
+	return tr, nil
 }
 
 // foldTrace folds a prompt's logged events (compacted deltas split
@@ -469,6 +448,38 @@ func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, foldTrace(tr).snapshot())
+}
+
+// Delete serves DELETE /v1/responses/{id}: the response is gone from the
+// Responses API (GET, its stream, cancel, input_items and
+// previous_response_id answer not found), while the conversation's
+// messages stay, the reply's included, as an OpenAI conversation's items
+// do. A response still queued or in progress is cancelled first. An
+// unknown, foreign or already deleted response is 404.
+func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
+	owner, promptID, ok := h.caller(w, r)
+	if !ok {
+		return
+	}
+	if err := h.srv.Writes.Allow(owner); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if err := h.srv.Store.DeleteResponse(r.Context(), owner, promptID); err != nil {
+		if conversation.ErrorCode(err) == conversation.NotFound {
+			err = notFound(responseID(promptID))
+		}
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, deletedResponse{ID: responseID(promptID), Object: "response.deleted", Deleted: true})
+}
+
+// deletedResponse is OpenAI's answer to a delete.
+type deletedResponse struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/internal/apitest"
 )
 
@@ -253,4 +254,57 @@ func TestPreviousResponseContinuesAndBranches(t *testing.T) {
 	if !reflect.DeepEqual(path, []string{"one", "1", "two", "2", "four", "4"}) {
 		t.Fatalf("the active path %q; want one 1 two 2 four 4", path)
 	}
+}
+
+// A continuation of a reply on another branch that is refused (here past
+// the user's cap on prompts in flight) writes nothing: the active path
+// stays the branch it was, not the previous response's.
+func TestRefusedContinuationLeavesThePath(t *testing.T) {
+	t.Parallel()
+	tb := apitest.SetupAuth(t)
+	c := client(t, tb, "alice")
+	ctx := context.Background()
+	r1, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "demo", Background: openaisdk.Bool(true),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("one")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.StartPrompt(t, promptOf(t, r1.ID))
+	tb.CompletePrompt(t, promptOf(t, r1.ID))
+	conv := uuid.MustParse(r1.Conversation.ID)
+	first := tb.State(t, "alice", conv).Messages[0].ID
+	ed, err := tb.Store.EditMessage(ctx, conversation.EditParams{OwnerID: "alice", ConversationID: conv,
+		MessageID: first, Text: "other"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.StartPrompt(t, ed.PromptID)
+	tb.CompletePrompt(t, ed.PromptID)
+	before := tb.State(t, "alice", conv)
+	if textOf(before.Messages[0]) != "other" {
+		t.Fatalf("the path starts %q; want the edit", textOf(before.Messages[0]))
+	}
+	// One prompt in flight elsewhere, and a cap of one.
+	tb.Send(t, "alice", uuid.Nil, "busy")
+	if err := tb.Store.SetMaxActivePrompts(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: "demo", Background: openaisdk.Bool(true),
+		PreviousResponseID: openaisdk.String(r1.ID),
+		Input:              responses.ResponseNewParamsInputUnion{OfString: openaisdk.String("two")}})
+	apiErr(t, err, http.StatusTooManyRequests, "")
+	after := tb.State(t, "alice", conv)
+	if !reflect.DeepEqual(idsOf(after), idsOf(before)) || after.Seq != before.Seq {
+		t.Fatalf("after the refusal the path is %v (seq %d); want it as it was, %v (seq %d)",
+			idsOf(after), after.Seq, idsOf(before), before.Seq)
+	}
+}
+
+// idsOf is the ids of the state's path.
+func idsOf(st conversation.State) []uuid.UUID {
+	var ids []uuid.UUID
+	for _, m := range st.Messages {
+		ids = append(ids, m.ID)
+	}
+	return ids
 }

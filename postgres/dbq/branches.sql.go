@@ -12,6 +12,40 @@ import (
 	"github.com/google/uuid"
 )
 
+const branchSendAfter = `-- name: BranchSendAfter :one
+SELECT s.user_message_id::uuid AS user_message_id, s.prompt_id::uuid AS prompt_id
+  FROM convo.send_after($1::text, $2::uuid, $3::uuid, $4::text,
+                        $5::jsonb) s
+`
+
+type BranchSendAfterParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	AfterMessageID uuid.UUID
+	Text           string
+	ModelConfig    json.RawMessage
+}
+
+type BranchSendAfterRow struct {
+	UserMessageID uuid.UUID
+	PromptID      uuid.UUID
+}
+
+// Sends text as the user's message following after_message_id, its
+// branch shown first, all or nothing; see convo.send_after.
+func (q *Queries) BranchSendAfter(ctx context.Context, arg BranchSendAfterParams) (BranchSendAfterRow, error) {
+	row := q.db.QueryRow(ctx, branchSendAfter,
+		arg.OwnerID,
+		arg.ConversationID,
+		arg.AfterMessageID,
+		arg.Text,
+		arg.ModelConfig,
+	)
+	var i BranchSendAfterRow
+	err := row.Scan(&i.UserMessageID, &i.PromptID)
+	return i, err
+}
+
 const branchSetEventBytes = `-- name: BranchSetEventBytes :exec
 SELECT set_config('convo.snapshot_bytes', $1::text, false)
 `

@@ -52,6 +52,16 @@ type ConvoConversation struct {
 	DeltaCount     int32
 }
 
+type ConvoConversationMetadatum struct {
+	ConversationID uuid.UUID
+	Metadata       json.RawMessage
+}
+
+type ConvoDeletedResponse struct {
+	PromptID  uuid.UUID
+	DeletedAt time.Time
+}
+
 type ConvoEvent struct {
 	ConversationID uuid.UUID
 	Seq            int64

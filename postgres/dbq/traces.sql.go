@@ -101,3 +101,31 @@ func (q *Queries) PromptGet(ctx context.Context, arg PromptGetParams) (PromptGet
 	)
 	return i, err
 }
+
+const promptInputMessage = `-- name: PromptInputMessage :one
+SELECT u.id, u.created_at, convo._message_text(u.id)::text AS text
+  FROM convo.prompts p
+  JOIN convo.messages r ON r.id = p.message_id
+  JOIN convo.messages u ON u.id = r.parent_id
+ WHERE p.id = $1::uuid AND p.owner_id = $2::text
+`
+
+type PromptInputMessageParams struct {
+	PromptID uuid.UUID
+	OwnerID  string
+}
+
+type PromptInputMessageRow struct {
+	ID        uuid.UUID
+	CreatedAt time.Time
+	Text      string
+}
+
+// The user message the prompt's reply answers (the reply's parent, on the
+// active path or not) and its text, when the prompt is owner_id's.
+func (q *Queries) PromptInputMessage(ctx context.Context, arg PromptInputMessageParams) (PromptInputMessageRow, error) {
+	row := q.db.QueryRow(ctx, promptInputMessage, arg.PromptID, arg.OwnerID)
+	var i PromptInputMessageRow
+	err := row.Scan(&i.ID, &i.CreatedAt, &i.Text)
+	return i, err
+}
