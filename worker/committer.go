@@ -32,6 +32,15 @@ import (
 // start, an end and anything a reply waits for (writer.sync) skip the
 // interval: they go in the next batch at once.
 //
+// The urgent lane: a Pool has one more committer (lane BatchLanes) that
+// takes only the writers with a start or a first text queued (hot), so
+// that those never wait behind a batch of other replies' text in flight
+// on their lane; and any batch that carries a hot writer's ops is cut at
+// urgentBudget, so that a burst's starts commit a few at a time, the
+// first at once, rather than all with the last. A writer's ops are in at
+// most one batch at a time (writer.inFlight): the lanes take turns, and
+// its ops are applied in order.
+//
 // Each writer's ops are applied in the order it queued them. A batch is
 // retried as it was (same number, same ops) when the connection fails or
 // PostgreSQL asks for a retry; write_batch applies a batch once whatever
@@ -41,9 +50,12 @@ type committer struct {
 	api    sqlAPI
 	worker string
 	lane   int32 // write_batch's lane: the pool's committers write at once
-	cfg    *Config
-	log    *slog.Logger
-	m      *poolMetrics
+	// hot: the urgent lane, which takes only the writers with a start or
+	// a first text queued (see urgentBudget).
+	hot bool
+	cfg *Config
+	log *slog.Logger
+	m   *poolMetrics
 
 	mu      sync.Mutex
 	writers map[*writer]struct{} // every open writer
@@ -60,9 +72,10 @@ type committer struct {
 	numbered bool
 }
 
-func newCommitter(api sqlAPI, worker string, lane int, cfg *Config, m *poolMetrics) *committer {
+// newCommitter returns the committer of lane; hot: the urgent lane.
+func newCommitter(api sqlAPI, worker string, lane int, hot bool, cfg *Config, m *poolMetrics) *committer {
 	return &committer{
-		api: api, worker: worker, lane: int32(lane), cfg: cfg, log: cfg.Logger, m: m,
+		api: api, worker: worker, lane: int32(lane), hot: hot, cfg: cfg, log: cfg.Logger, m: m,
 		writers: map[*writer]struct{}{},
 		kick:    make(chan struct{}, 1),
 		batch:   time.Now().UnixMicro(),
@@ -148,6 +161,12 @@ func (c *committer) run(ctx context.Context) {
 // so that no event waits long in its batch for the commit.
 const batchBudget = 1500
 
+// urgentBudget bounds a batch that carries starts or first texts, on any
+// lane: about 8 starts. Under a burst of claims, a batch of a hundred
+// starts commits the first with the last; batches of a few commit them
+// a few at a time, the first at once, at the price of a few more commits.
+const urgentBudget = 100
+
 // batchPart is what one writer put in a batch: its ops from first on.
 type batchPart struct {
 	w     *writer
@@ -177,19 +196,22 @@ func (c *committer) flush(ctx context.Context) {
 
 	var parts []batchPart
 	var wire []wireOp
-	cost := 0
+	cost, budget := 0, batchBudget
 	for i, w := range writers {
-		if cost >= batchBudget {
+		if cost >= budget {
 			// The rest go in the next batch, which starts at once: a
 			// batch that takes long holds its first events back as long.
-			if slices.ContainsFunc(writers[i:], (*writer).hasQueued) {
+			if slices.ContainsFunc(writers[i:], func(w *writer) bool { return w.hasQueued(c.hot) }) {
 				c.queued(true)
 			}
 			break
 		}
-		ops := w.take()
+		ops, hot := w.take(c.hot)
 		if len(ops) == 0 {
 			continue
+		}
+		if hot {
+			budget = urgentBudget
 		}
 		parts = append(parts, batchPart{w: w, first: len(wire), ops: ops})
 		for _, o := range ops {

@@ -31,6 +31,9 @@ type Pool struct {
 	cfg        Config
 	api        sqlAPI
 	committers []*committer // one per lane
+	// urgent is one more lane (number BatchLanes), for starts and first
+	// texts only: they never wait behind a batch of other replies' text.
+	urgent *committer
 	// cancel stops everything: the prompts in flight and the listener.
 	cancel context.CancelCauseFunc
 	// stopClaims stops the claim loop only (Drain).
@@ -88,7 +91,7 @@ func Run(ctx context.Context, db *pgxpool.Pool, cfg Config) error {
 // writes a batch, the heartbeat one for a moment every
 // HeartbeatInterval, the claim loop one while it claims, and each prompt
 // one for a moment when it starts (to read its conversation) and when it
-// ends badly; 4 plus BatchLanes is plenty, and a busy db makes them wait,
+// ends badly; 5 plus BatchLanes (the lanes and the urgent lane) is plenty, and a busy db makes them wait,
 // not fail. The listener uses one more, outside db, unless cfg.Listener is
 // shared. Start fails for an invalid Config.
 func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
@@ -107,8 +110,9 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		p.api = cfg.wrapAPI(p.api)
 	}
 	for lane := range cfg.BatchLanes {
-		p.committers = append(p.committers, newCommitter(p.api, cfg.Name, lane, &p.cfg, &p.metrics))
+		p.committers = append(p.committers, newCommitter(p.api, cfg.Name, lane, false, &p.cfg, &p.metrics))
 	}
+	p.urgent = newCommitter(p.api, cfg.Name, cfg.BatchLanes, true, &p.cfg, &p.metrics)
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	claimCtx, stopClaims := context.WithCancel(runCtx)
 	commitCtx, stopCommitter := context.WithCancel(context.WithoutCancel(ctx))
@@ -118,7 +122,7 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		stopCommitter()
 		return p, nil
 	}
-	for _, c := range p.committers {
+	for _, c := range append([]*committer{p.urgent}, p.committers...) {
 		p.wg.Go(func() { c.run(commitCtx) })
 	}
 	// The lease outlives the prompts in flight (a drain lets them finish),

@@ -37,7 +37,7 @@ func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow, epoch int) 
 	}
 	p.register(claim.PromptID, cancel, epoch)
 	defer p.unregister(claim.PromptID)
-	w, err := newWriter(pctx, cancel, p.committerFor(claim.ConversationID), claim.PromptID)
+	w, err := newWriter(pctx, cancel, p.committerFor(claim.ConversationID), p.urgent, claim.PromptID)
 	if err != nil {
 		// The pool is stopping: the prompt was claimed but not started.
 		cancel(errShutdown)
@@ -80,9 +80,14 @@ func (r *run) execute() (err error) {
 			err = fmt.Errorf("the worker crashed: %v", v)
 		}
 	}()
-	// start_prompt goes in the next batch while the conversation is read;
-	// the model runs once it is written, so a prompt cancelled meanwhile
-	// never reaches the model.
+	// start_prompt goes in the next batch while the conversation is read,
+	// and the model is called without waiting for it: its first text
+	// queues behind the start (the writer applies its ops in order, and
+	// the start often commits in the same batch as that text), so a burst
+	// of replies costs one batch round before the first delta, not two. A
+	// prompt cancelled between its claim and its start is refused with
+	// the start; the writer stops, which stops the model, and nothing of
+	// its output is written.
 	if err := r.w.start(); err != nil {
 		return err
 	}
@@ -119,9 +124,6 @@ func (r *run) execute() (err error) {
 	for _, f := range fileRows {
 		filePositions[f.MessageID] = f.MessagePosition
 	}
-	if err := r.w.sync(); err != nil {
-		return err
-	}
 	var messages []Message
 	if cfg.SystemPrompt != "" {
 		messages = append(messages, Message{Role: RoleSystem, Text: cfg.SystemPrompt})
@@ -129,7 +131,11 @@ func (r *run) execute() (err error) {
 	messages = append(messages, historyMessages(rows, r.promptFiles(fileRows), filePositions)...)
 	if r.claim.Resumed {
 		// The prompt paused for input and was answered: the reply so far,
-		// with the answers, is the model's context too.
+		// with the answers, is the model's context too. (Read once the
+		// start is written: a prompt cancelled meanwhile reads nothing.)
+		if err := r.w.sync(); err != nil {
+			return err
+		}
 		own, err := r.resume()
 		if err != nil {
 			return err

@@ -118,11 +118,11 @@ func TestBatchRetryAfterLostReply(t *testing.T) {
 
 	calls := &countingBatches{sqlAPI: dbq.New(viaProxy)}
 	m := newPoolMetrics()
-	c := newCommitter(calls, "w", 0, &Config{CallTimeout: 10 * time.Second, LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second,
+	c := newCommitter(calls, "w", 0, false, &Config{CallTimeout: 10 * time.Second, LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second,
 		BatchBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}, &m)
 	stop, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w, err := newWriter(stop, cancel, c, res.PromptIDs[0])
+	w, err := newWriter(stop, cancel, c, nil, res.PromptIDs[0])
 	if err != nil {
 		t.Fatal(err)
 	}

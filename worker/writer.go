@@ -151,7 +151,11 @@ func (o *op) describe() string {
 // a write fails, the writer writes nothing more: what is queued is dropped
 // and every method returns the reason.
 type writer struct {
-	c        *committer
+	c *committer
+	// u is the pool's urgent lane (nil: none): it writes the writer's
+	// start and first text when they are due, in small batches, while
+	// c may be writing a batch of other replies' text.
+	u        *committer
 	promptID uuid.UUID
 	// stop ends when the worker must stop writing for this prompt.
 	stop context.Context
@@ -170,22 +174,44 @@ type writer struct {
 	changed  chan struct{}       // closed when done or err changes
 	started  bool                // start_prompt was written
 	wrote    bool                // some text was queued
-	since    time.Time           // when the oldest queued op was queued
-	deltas   int                 // append and tool_progress ops written
+	// hot: a start or the first text is queued (the urgent lane takes
+	// only such writers). inFlight: some of its ops are in a batch not
+	// yet answered; no other lane takes its ops meanwhile, so that they
+	// are applied in order, through one lane at a time.
+	hot      bool
+	inFlight bool
+	since    time.Time // when the oldest queued op was queued
+	deltas   int       // append and tool_progress ops written
 }
 
 // newWriter returns a writer for promptID, which was claimed (its lease
-// set) just now.
-func newWriter(stop context.Context, fail func(error), c *committer, promptID uuid.UUID) (*writer, error) {
+// set) just now, written by c and, for its start and first text, by the
+// urgent lane u when not nil.
+func newWriter(stop context.Context, fail func(error), c, u *committer, promptID uuid.UUID) (*writer, error) {
 	w := &writer{
-		c: c, promptID: promptID, stop: stop, fail: fail,
+		c: c, u: u, promptID: promptID, stop: stop, fail: fail,
 		coalesce: c.cfg.BatchInterval >= 0, maxBytes: c.cfg.BatchBytes,
 		appends: map[uuid.UUID]int32{}, changed: make(chan struct{}),
 	}
 	if err := c.register(w); err != nil {
 		return nil, err
 	}
+	if u != nil {
+		if err := u.register(w); err != nil {
+			c.unregister(w)
+			return nil, err
+		}
+	}
 	return w, nil
+}
+
+// kick tells the committers that ops are queued: the writer's lane, and
+// the urgent lane when the writer is hot.
+func (w *writer) kick(urgent, hot bool) {
+	w.c.queued(urgent)
+	if hot && w.u != nil {
+		w.u.queued(true)
+	}
 }
 
 // enqueue queues o, unless the writer has stopped.
@@ -245,9 +271,18 @@ func (w *writer) changedLocked() {
 	w.changed = make(chan struct{})
 }
 
-// start queues start_prompt.
+// start queues start_prompt, which makes the writer hot.
 func (w *writer) start() error {
-	return w.enqueue(&op{kind: opStartPrompt}, true)
+	w.mu.Lock()
+	if err := w.checkLocked(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	w.pushLocked(&op{kind: opStartPrompt})
+	w.hot = true
+	w.mu.Unlock()
+	w.kick(true, true)
+	return nil
 }
 
 // startBlock queues a new block and returns its id.
@@ -275,6 +310,8 @@ func (w *writer) appendText(t target, text string) error {
 	if urgent && firstdelta.On() {
 		firstdelta.Mark(w.promptID, firstdelta.Produced, time.Now())
 	}
+	hot := urgent
+	w.hot = w.hot || hot
 	w.wrote = true
 	w.bytes += len(text)
 	if w.bytes >= w.maxBytes {
@@ -284,7 +321,7 @@ func (w *writer) appendText(t target, text string) error {
 		w.queued[n-1].text = append(w.queued[n-1].text, text...)
 		w.mu.Unlock()
 		if urgent {
-			w.c.queued(true)
+			w.kick(true, hot)
 		}
 		return nil
 	}
@@ -294,7 +331,7 @@ func (w *writer) appendText(t target, text string) error {
 	}
 	w.pushLocked(o)
 	w.mu.Unlock()
-	w.c.queued(urgent)
+	w.kick(urgent, hot)
 	return nil
 }
 
@@ -410,11 +447,19 @@ func (w *writer) sync() error {
 	return err
 }
 
-// hasQueued reports whether ops wait to be taken.
-func (w *writer) hasQueued() bool {
+// hasQueued reports whether ops wait to be taken (by hot: by the urgent
+// lane).
+func (w *writer) hasQueued(hot bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.queued) > 0
+	return len(w.queued) > 0 && !w.inFlight && (w.hot || !hot)
+}
+
+// isHot reports whether a start or a first text is queued.
+func (w *writer) isHot() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.hot
 }
 
 // isStarted reports whether start_prompt was written.
@@ -431,10 +476,13 @@ func (w *writer) deltaCount() int {
 	return w.deltas
 }
 
-// close drops what is queued and leaves the committer.
+// close drops what is queued and leaves the committers.
 func (w *writer) close() {
 	w.abandon(errSettled)
 	w.c.unregister(w)
+	if w.u != nil {
+		w.u.unregister(w)
+	}
 }
 
 // abandon stops the writer with err, dropping what is queued.
@@ -444,29 +492,34 @@ func (w *writer) abandon(err error) {
 	w.stopLocked(err)
 }
 
-// take hands the committer the queued ops, numbering appends. A stopped
-// writer gives nothing.
-func (w *writer) take() []*op {
+// take hands a committer the queued ops, numbering appends, and says
+// whether a start or the first text is among them; hot: only if one is
+// (the urgent lane). A
+// stopped writer gives nothing, nor one whose ops are in a batch not yet
+// answered (on another lane).
+func (w *writer) take(hot bool) (ops []*op, wasHot bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.checkLocked() != nil {
-		return nil
+	if w.checkLocked() != nil || w.inFlight || (hot && !w.hot) || len(w.queued) == 0 {
+		return nil, false
 	}
-	ops := w.queued
+	ops, wasHot = w.queued, w.hot
 	w.queued, w.bytes = nil, 0
+	w.inFlight, w.hot = true, false
 	for _, o := range ops {
 		if o.kind == opAppend {
 			w.appends[o.block]++
 			o.seq = w.appends[o.block]
 		}
 	}
-	return ops
+	return ops, wasHot
 }
 
 // settled records the fate of ops the committer took: the first applied
 // were written, the rest were not, for err.
 func (w *writer) settled(ops []*op, applied int, err error) {
 	w.mu.Lock()
+	w.inFlight = false
 	w.done += len(ops)
 	for _, o := range ops[:applied] {
 		switch o.kind {
@@ -484,9 +537,15 @@ func (w *writer) settled(ops []*op, applied int, err error) {
 	} else {
 		w.changedLocked()
 	}
+	// What was queued while these ops were in flight was left by every
+	// lane: it is due now.
+	more, hot := err == nil && len(w.queued) > 0, w.hot
 	w.mu.Unlock()
 	if err != nil {
 		w.fail(err)
+	}
+	if more {
+		w.kick(hot, hot)
 	}
 }
 

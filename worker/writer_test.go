@@ -90,7 +90,7 @@ func TestWriter(t *testing.T) {
 		cfg := &Config{Name: "w", CallTimeout: time.Second, BatchInterval: interval, BatchBytes: 1 << 20,
 			LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)}
 		m := newPoolMetrics()
-		c := newCommitter(api, "w", 0, cfg, &m)
+		c := newCommitter(api, "w", 0, false, cfg, &m)
 		ctx, cancel := context.WithCancelCause(context.Background())
 		failed := make(chan error, 1)
 		w, err := newWriter(ctx, func(err error) {
@@ -99,7 +99,7 @@ func TestWriter(t *testing.T) {
 			default:
 			}
 			cancel(err)
-		}, c, uuid.New())
+		}, c, nil, uuid.New())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -180,7 +180,7 @@ func TestWriter(t *testing.T) {
 	t.Run("BatchRefusedWholeIsWrittenReplyByReply", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, time.Hour)
-		other, err := newWriter(context.Background(), func(error) {}, b.c, uuid.New())
+		other, err := newWriter(context.Background(), func(error) {}, b.c, nil, uuid.New())
 		if err != nil {
 			t.Fatal(err)
 		}

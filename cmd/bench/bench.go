@@ -108,6 +108,12 @@ type Config struct {
 	// "one" user for all, or one user "per-reply".
 	ChatOrder []string
 	ChatUsers []string
+	// ChatProfile, when set, is a file prefix: each chat run writes the
+	// server's CPU profile over ChatProfileWindow from the send
+	// (<prefix>-<run>.pprof) and PostgreSQL's time per SQL function over
+	// the whole run (track_functions 'all'; <prefix>-<run>-functions.txt).
+	ChatProfile       string
+	ChatProfileWindow time.Duration
 	// PeerChatResults names a file of the peer's JSON lines for the chat
 	// measurement (the AI SDK with resumable-stream in the same shape) to
 	// print ratios against.
@@ -252,6 +258,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.DurationVar(&c.ChatCap, "chat-cap", c.ChatCap, "chat measurement: a reply not completed this long after the messages are sent is unfinished")
 	fs.Func("chat-order", "chat measurement: how each reply starts, comma-separated: readers-first (every reader subscribes, then every message is sent), send-first (each reader sends, then subscribes once SendMessage answered, resuming as a browser when its stream ends early) (default readers-first)", listFlag(&c.ChatOrder, chatOrders))
 	fs.Func("chat-users", "chat measurement: whose the replies are, comma-separated: one (one user for all), per-reply (a user each) (default one)", listFlag(&c.ChatUsers, chatUserShapes))
+	fs.StringVar(&c.ChatProfile, "chat-profile", c.ChatProfile, "chat measurement: a file prefix; each run writes the server's CPU profile from the send on (<prefix>-<run>.pprof) and PostgreSQL's time per SQL function (<prefix>-<run>-functions.txt)")
+	fs.DurationVar(&c.ChatProfileWindow, "chat-profile-window", 3*time.Second, "chat measurement: how long the CPU profile of --chat-profile runs from the send")
 	fs.StringVar(&c.PeerChatResults, "peer-chat-results", c.PeerChatResults, "chat measurement: a file of the peer's JSON lines to print ratios against")
 	fs.StringVar(&c.ChatReport, "chat-report", c.ChatReport, "print the chat table (and ratios, with --peer-chat-results) of a file of the chat measurement's JSON lines, measuring nothing")
 	fs.Func("server-env", "peer and chat measurements: NAME=value added to the cmd/api processes' environment (repeatable; wins over the bench's own)", func(v string) error {

@@ -171,6 +171,10 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via, order, user
 	if err != nil {
 		return res, err
 	}
+	prof, err := m.startChatProfile(ctx, fmt.Sprintf("%d-%s-%s-%s", n, via, order, users))
+	if err != nil {
+		return res, err
+	}
 	logs := newLogCounter(os.Stderr)
 	srv, err := m.startServerWith(ctx, m.serverBin, feed, []string{
 		"CONVO_WORKERS=" + strconv.Itoa(n),
@@ -216,6 +220,9 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via, order, user
 	if m.cluster != nil {
 		db0 = clusterTimes(m.cluster.DataDir())
 	}
+	if err := prof.sent(ctx, m, "http://"+admin); err != nil {
+		return res, err
+	}
 	t0 := time.Now()
 	if _, err := fmt.Fprintln(readers.stdin, "go"); err != nil {
 		return res, err
@@ -255,6 +262,9 @@ func (m *Main) chatRun(ctx context.Context, feed string, n int, via, order, user
 	stop()
 	commits, err := m.chatCommits(ctx, sampler.commits0)
 	if err != nil {
+		return res, err
+	}
+	if err := prof.finish(ctx, m, n); err != nil {
 		return res, err
 	}
 	res.CommitsPerS = round1(float64(commits-sampler.queries) / wall.Seconds())

@@ -28,8 +28,9 @@ type chatStage struct {
 var chatStages = []chatStage{
 	{"send", "sent", "answered", "SendMessage's own latency (its transaction's commit is inside)"},
 	{"claim", "sent", "claimed", "send to the worker's claim returning the prompt: the send's commit, the queued notification, the claim loop's wake-up and claim_prompts"},
-	{"start", "claimed", "started", "the worker's batch with start_prompt written"},
-	{"model", "started", "produced", "reading the conversation and the model's first text reaching the writer"},
+	{"start", "claimed", "started", "the worker's batch with start_prompt written (the model runs meanwhile)"},
+	{"model", "claimed", "produced", "reading the conversation and the model's first text reaching the writer (while the start is written)"},
+	{"worker", "claimed", "inserted", "the claim to the first text's insert: the start, the reads, the model and the batches of both"},
 	{"batch", "produced", "inserted", "the first text waiting for its write_batch, until its event's insert (created_at)"},
 	{"notify", "inserted", "notified", "the rest of the write_batch, its commit and the notification heard by the hub"},
 	{"hub read", "notified", "read", "the hub's wake-up and its read of the log"},
