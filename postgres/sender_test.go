@@ -246,50 +246,20 @@ func TestSendMessageAloneGoesAtOnce(t *testing.T) {
 func TestSendMessageRefusesPastPendingBound(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	// One group at a time: the held one holds every send after it.
-	postgres.SetSendLanes(tb.store, 1)
 	ctx := context.Background()
 	if err := tb.store.SetMaxPendingSends(5); err != nil {
 		t.Fatal(err)
 	}
-	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Hold the conversation's lock: the next group waits for it.
-	tx, err := tb.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM convo.conversations WHERE id = $1 FOR UPDATE", held.ConversationID); err != nil {
-		t.Fatal(err)
-	}
+	h := holdSends(t, tb)
 	var wg sync.WaitGroup
-	errs := make([]error, 6)
-	wg.Go(func() {
-		_, errs[0] = tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", ConversationID: held.ConversationID,
-			Text: "second", ModelConfigs: demoConfigs()})
-	})
-	waitFor := func(what string, ok func(postgres.SendStats) bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !ok(tb.store.SendStats()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 10s for %s: %+v", what, tb.store.SendStats())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	// The held group started (nothing waits), then five wait behind it.
-	waitFor("the held group", func(s postgres.SendStats) bool { return s.Groups >= 2 && s.Pending == 0 })
-	for i := 1; i <= 5; i++ {
+	errs := make([]error, 5)
+	for i := range 5 {
 		wg.Go(func() {
-			_, errs[i] = tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: fmt.Sprintf("waiting-%d", i),
+			_, errs[i] = tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: fmt.Sprintf("waiting-%d", i+1),
 				Text: "queued", ModelConfigs: demoConfigs()})
 		})
 	}
-	waitFor("five pending sends", func(s postgres.SendStats) bool { return s.Pending == 5 })
+	h.waitStats("five pending sends", func(s postgres.SendStats) bool { return s.Pending == 5 })
 	for i := range 3 {
 		_, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: fmt.Sprintf("refused-%d", i),
 			Text: "too many", ModelConfigs: demoConfigs()})
@@ -299,9 +269,7 @@ func TestSendMessageRefusesPastPendingBound(t *testing.T) {
 			t.Fatalf("a send past the bound: %#v, want resource_exhausted, overloaded, with a retry-after", err)
 		}
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	h.release()
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
@@ -324,45 +292,18 @@ func TestSendMessageRefusesPastPendingBound(t *testing.T) {
 func TestSendMessageCancelledWhileWaiting(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	// One group at a time: the held one holds every send after it.
-	postgres.SetSendLanes(tb.store, 1)
 	ctx := context.Background()
-	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := tb.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM convo.conversations WHERE id = $1 FOR UPDATE", held.ConversationID); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		_, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", ConversationID: held.ConversationID,
-			Text: "second", ModelConfigs: demoConfigs()})
-		done <- err
-	}()
-	for tb.store.SendStats().Groups < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	h := holdSends(t, tb)
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = tb.store.SendMessage(cctx, conversation.SendMessageParams{OwnerID: "gave-up", Text: "never mind", ModelConfigs: demoConfigs()})
+	_, err := tb.store.SendMessage(cctx, conversation.SendMessageParams{OwnerID: "gave-up", Text: "never mind", ModelConfigs: demoConfigs()})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a send whose context ended while it waited: %v, want deadline exceeded", err)
 	}
 	if got := tb.store.SendStats().Pending; got != 0 {
 		t.Errorf("%d sends still pending after the caller gave up", got)
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	h.release()
 	if n := tb.count(t, "SELECT count(*) FROM convo.conversations WHERE owner_id = 'gave-up'"); n != 0 {
 		t.Errorf("the send of a caller that gave up was written (%d conversations)", n)
 	}
@@ -374,32 +315,9 @@ func TestSendMessageCancelledWhileWaiting(t *testing.T) {
 func TestSendMessagesBadTextFailsNoOther(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	// One group at a time: the held one holds every send after it.
-	postgres.SetSendLanes(tb.store, 1)
 	ctx := context.Background()
-	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Hold the next group so that the sends below go together.
-	tx, err := tb.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM convo.conversations WHERE id = $1 FOR UPDATE", held.ConversationID); err != nil {
-		t.Fatal(err)
-	}
+	h := holdSends(t, tb)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		if _, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", ConversationID: held.ConversationID,
-			Text: "second", ModelConfigs: demoConfigs()}); err != nil {
-			t.Error(err)
-		}
-	})
-	for tb.store.SendStats().Groups < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
 	errs := make([]error, 4)
 	for i := range errs {
 		text := fmt.Sprintf("fine %d", i)
@@ -410,12 +328,8 @@ func TestSendMessagesBadTextFailsNoOther(t *testing.T) {
 			_, errs[i] = tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: fmt.Sprintf("text-%d", i), Text: text, ModelConfigs: demoConfigs()})
 		})
 	}
-	for tb.store.SendStats().Pending < 4 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	h.waitStats("four pending sends", func(s postgres.SendStats) bool { return s.Pending == 4 })
+	h.release()
 	wg.Wait()
 	for i, err := range errs {
 		if i == 2 {
@@ -457,37 +371,9 @@ func TestSendMessageSQLNotifiesEachPrompt(t *testing.T) {
 func TestSendMessagesBurstAnsweredProgressively(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
-	postgres.SetSendLanes(tb.store, 1)
 	ctx := context.Background()
-	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := tb.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM convo.conversations WHERE id = $1 FOR UPDATE", held.ConversationID); err != nil {
-		t.Fatal(err)
-	}
+	h := holdSends(t, tb)
 	var wg sync.WaitGroup
-	var heldErr error
-	wg.Go(func() {
-		_, heldErr = tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", ConversationID: held.ConversationID,
-			Text: "second", ModelConfigs: demoConfigs()})
-	})
-	waitStats := func(what string, ok func(postgres.SendStats) bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !ok(tb.store.SendStats()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited 10s for %s: %+v", what, tb.store.SendStats())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	waitStats("the held group", func(s postgres.SendStats) bool { return s.Groups >= 2 && s.Pending == 0 })
 	const burst = 40
 	answered := make([]time.Time, burst)
 	errs := make([]error, burst)
@@ -498,15 +384,10 @@ func TestSendMessagesBurstAnsweredProgressively(t *testing.T) {
 			answered[i] = time.Now()
 		})
 	}
-	waitStats("the burst to queue", func(s postgres.SendStats) bool { return s.Pending == burst })
+	h.waitStats("the burst to queue", func(s postgres.SendStats) bool { return s.Pending == burst })
 	before := tb.store.SendStats()
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	h.release()
 	wg.Wait()
-	if heldErr != nil {
-		t.Fatalf("the held send: %v", heldErr)
-	}
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("send %d of the burst: %v", i, err)
@@ -527,4 +408,68 @@ func TestSendMessagesBurstAnsweredProgressively(t *testing.T) {
 	}
 	t.Logf("%d sends after a held group: %d groups, first answered %v before the last",
 		burst, groups, answered[burst-1].Sub(answered[0]))
+}
+
+// heldSends holds up a store's sends: with one lane, one group at a time
+// is written, and the group in flight waits on a conversation's row lock
+// that a transaction of the test holds, so every send made meanwhile
+// waits in the queue until release.
+type heldSends struct {
+	t    *testing.T
+	tb   *testBundle
+	tx   pgx.Tx
+	done chan error
+}
+
+// holdSends sends one message, then a second to the same conversation
+// while its row is locked, and returns once that second send's group is
+// in flight (two groups started, none pending).
+func holdSends(t *testing.T, tb *testBundle) *heldSends {
+	t.Helper()
+	postgres.SetSendLanes(tb.store, 1)
+	ctx := context.Background()
+	held, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", Text: "first", ModelConfigs: demoConfigs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := tb.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) }) //nolint:errcheck
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM convo.conversations WHERE id = $1 FOR UPDATE", held.ConversationID); err != nil {
+		t.Fatal(err)
+	}
+	h := &heldSends{t: t, tb: tb, tx: tx, done: make(chan error, 1)}
+	go func() {
+		_, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "held", ConversationID: held.ConversationID,
+			Text: "second", ModelConfigs: demoConfigs()})
+		h.done <- err
+	}()
+	h.waitStats("the held group", func(s postgres.SendStats) bool { return s.Groups >= 2 && s.Pending == 0 })
+	return h
+}
+
+// waitStats waits up to 10 s for the store's SendStats to satisfy ok.
+func (h *heldSends) waitStats(what string, ok func(postgres.SendStats) bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok(h.tb.store.SendStats()) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("waited 10s for %s: %+v", what, h.tb.store.SendStats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// release lets the held group go on (the sends queued behind it follow)
+// and waits for the held send, failing the test if it failed.
+func (h *heldSends) release() {
+	h.t.Helper()
+	if err := h.tx.Rollback(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := <-h.done; err != nil {
+		h.t.Fatalf("the held send: %v", err)
+	}
 }
