@@ -76,9 +76,8 @@ func decodeConversationWrite(w http.ResponseWriter, r *http.Request) (conversati
 // conversation with the metadata given. items are refused (400): convo
 // writes messages with their replies, through POST /v1/responses.
 func (h *Handler) CreateConversation(w http.ResponseWriter, r *http.Request) {
-	owner, ok := conversation.UserFromContext(r.Context())
+	owner, ok := h.user(w, r)
 	if !ok {
-		h.writeError(w, r, conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context"))
 		return
 	}
 	in, err := decodeConversationWrite(w, r)
@@ -86,8 +85,7 @@ func (h *Handler) CreateConversation(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := h.srv.Writes.Allow(owner); err != nil {
-		h.writeError(w, r, err)
+	if !h.allowWrite(w, r, owner) {
 		return
 	}
 	ctx := r.Context()
@@ -118,9 +116,8 @@ func conversationOf(c conversation.Conversation, metadata map[string]string) con
 // it answers the error itself (404 for an id that is not the caller's
 // conversation) and reports false when any step fails.
 func (h *Handler) conversation(w http.ResponseWriter, r *http.Request) (string, conversation.Conversation, bool) {
-	owner, ok := conversation.UserFromContext(r.Context())
+	owner, ok := h.user(w, r)
 	if !ok {
-		h.writeError(w, r, conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context"))
 		return "", conversation.Conversation{}, false
 	}
 	raw := r.PathValue("id")
@@ -173,8 +170,7 @@ func (h *Handler) UpdateConversation(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := h.srv.Writes.Allow(owner); err != nil {
-		h.writeError(w, r, err)
+	if !h.allowWrite(w, r, owner) {
 		return
 	}
 	raw, _ := json.Marshal(in.Metadata)
@@ -192,8 +188,7 @@ func (h *Handler) DeleteConversation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := h.srv.Writes.Allow(owner); err != nil {
-		h.writeError(w, r, err)
+	if !h.allowWrite(w, r, owner) {
 		return
 	}
 	if err := h.srv.Store.DeleteConversation(r.Context(), owner, c.ID); err != nil {

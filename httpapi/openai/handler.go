@@ -48,9 +48,8 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	// As httpx.WriteRequest: authenticated, then the body read, then a
 	// write token taken (a request refused for its input costs none).
-	owner, ok := conversation.UserFromContext(r.Context())
+	owner, ok := h.user(w, r)
 	if !ok {
-		h.writeError(w, r, conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context"))
 		return
 	}
 	req, err := decodeCreate(h.models)(w, r)
@@ -58,8 +57,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if err := h.srv.Writes.Allow(owner); err != nil {
-		h.writeError(w, r, err)
+	if !h.allowWrite(w, r, owner) {
 		return
 	}
 	ctx := r.Context()
@@ -397,12 +395,33 @@ func finished(s conversation.PromptStatus) bool {
 	return s == conversation.PromptCompleted || s == conversation.PromptFailed || s == conversation.PromptCancelled
 }
 
-// caller authenticates and reads the {id} path parameter, answering the
-// error itself when either fails.
-func (h *Handler) caller(w http.ResponseWriter, r *http.Request) (string, uuid.UUID, bool) {
+// user is the authenticated caller; without one (a route mounted without
+// the auth middleware) it answers 401 itself and reports false.
+func (h *Handler) user(w http.ResponseWriter, r *http.Request) (string, bool) {
 	owner, ok := conversation.UserFromContext(r.Context())
 	if !ok {
 		h.writeError(w, r, conversation.Errorf(conversation.Unauthenticated, "no authenticated user in the request context"))
+	}
+	return owner, ok
+}
+
+// allowWrite takes one of owner's write tokens (the write rate every
+// route that writes shares); refused, it answers the refusal itself and reports
+// false. Call it after the request's input was read and checked, so that
+// a request refused for its input costs no token.
+func (h *Handler) allowWrite(w http.ResponseWriter, r *http.Request, owner string) bool {
+	if err := h.srv.Writes.Allow(owner); err != nil {
+		h.writeError(w, r, err)
+		return false
+	}
+	return true
+}
+
+// caller authenticates and reads the {id} path parameter, answering the
+// error itself when either fails.
+func (h *Handler) caller(w http.ResponseWriter, r *http.Request) (string, uuid.UUID, bool) {
+	owner, ok := h.user(w, r)
+	if !ok {
 		return "", uuid.Nil, false
 	}
 	id, ok := parseResponseID(r.PathValue("id"))
@@ -434,8 +453,7 @@ func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !finished(tr.Prompt.Status) {
-		if err := h.srv.Writes.Allow(owner); err != nil {
-			h.writeError(w, r, err)
+		if !h.allowWrite(w, r, owner) {
 			return
 		}
 		if _, err := h.srv.Store.CancelPrompt(ctx, owner, promptID); err != nil && conversation.ErrorCode(err) != conversation.FailedPrecondition {
@@ -461,8 +479,7 @@ func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := h.srv.Writes.Allow(owner); err != nil {
-		h.writeError(w, r, err)
+	if !h.allowWrite(w, r, owner) {
 		return
 	}
 	if err := h.srv.Store.DeleteResponse(r.Context(), owner, promptID); err != nil {
