@@ -72,7 +72,9 @@ background "compile the Go tests (-race), then go vet -race" \
 # missing.
 background "build versitygw (the S3 tests' server)" go run ./internal/s3test/gwbin/build
 
-# The three npm installs wait on the network, side by side. (npm ci
+# The three npm installs wait on the network, side by side. web's also
+# brings the packages the Go tests' protocol verifiers (web/*-verify) run:
+# @ag-ui/client, ai and openai, OpenAI's Node SDK. (npm ci
 # rejects web's lockfile, as npm 11 omits buf's optional per-platform
 # packages from it; npm install installs the locked versions all the same.)
 npm_install() { npm install --prefix "$1" --no-audit --no-fund --loglevel=error --no-update-notifier; }
