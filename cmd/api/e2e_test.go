@@ -14,7 +14,9 @@ import (
 
 // TestDemoReplyThroughStream is the product end to end: a message sent over
 // Connect is answered by the in-process demo worker, and a subscriber sees
-// every block type stream in, then promptCompleted.
+// every block type, then promptCompleted. It subscribes after the send, so
+// the blocks (and the tool call) that ended before it joined are in its
+// snapshot rather than streamed: it counts both, as a client shows both.
 func TestDemoReplyThroughStream(t *testing.T) {
 	t.Parallel()
 	m := startMain(t, map[string]string{"CONVO_DEMO_TOKENS_PER_SECOND": "2000"})
@@ -34,6 +36,17 @@ func TestDemoReplyThroughStream(t *testing.T) {
 	blockTypes := map[string]bool{}
 	toolCompleted := false
 	for stream.Receive() {
+		if snap := stream.Msg().GetSnapshot(); snap != nil {
+			for _, msg := range snap.Messages {
+				for _, b := range msg.Blocks {
+					blockTypes[b.BlockType] = true
+					if b.GetToolCall().GetStatus() == "completed" {
+						toolCompleted = true
+					}
+				}
+			}
+			continue
+		}
 		e := stream.Msg().GetEvent()
 		if bs := e.GetBlockStart(); bs != nil {
 			blockTypes[bs.BlockType] = true
@@ -53,7 +66,7 @@ func TestDemoReplyThroughStream(t *testing.T) {
 	}
 	for _, want := range []string{"reasoning", "tool_use", "tool_result", "text"} {
 		if !blockTypes[want] {
-			t.Errorf("no %s block streamed; saw %v", want, blockTypes)
+			t.Errorf("no %s block in the snapshot or streamed; saw %v", want, blockTypes)
 		}
 	}
 	if !toolCompleted {
