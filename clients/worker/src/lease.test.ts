@@ -46,6 +46,21 @@ function reapLeases(): () => Promise<void> {
   };
 }
 
+/** A worker of one slot whose reply writes one word and then waits for an hour (nothing a refused write could answer), once that word is written. */
+async function hangingReply(leaseSeconds: number) {
+  const { settled } = await startWorker({
+    slots: 1,
+    leaseSeconds,
+    handler: async (job) => {
+      job.reply.text("hanging");
+      await sleep(3_600_000, job.signal);
+    },
+  });
+  const sent = await send(db.pool, "hang");
+  await waitFor("the reply's first word", async () => (await blocks(db.pool, sent.messageId))[0]?.content === "hanging");
+  return { settled, sent };
+}
+
 /** A handler that writes `ticks` words, one every `everyMs`. */
 function ticking(ticks: number, everyMs: number) {
   return async (job: { reply: { text(t: string): void }; signal: AbortSignal }) => {
@@ -164,17 +179,7 @@ describe("the process lease", () => {
   }, 30_000);
 
   it("stops an idle reply whose prompt was failed elsewhere, at the next heartbeat's check", async () => {
-    const { settled } = await startWorker({
-      slots: 1,
-      leaseSeconds: 1,
-      handler: async (job) => {
-        // One word, then nothing a refused write could answer.
-        job.reply.text("hanging");
-        await sleep(3_600_000, job.signal);
-      },
-    });
-    const sent = await send(db.pool, "hang");
-    await waitFor("the reply's first word", async () => (await blocks(db.pool, sent.messageId))[0]?.content === "hanging");
+    const { settled, sent } = await hangingReply(1);
     await db.pool.query("SELECT convo.fail_prompt($1, 'stopped by an operator')", [sent.promptId]);
     const ended = Date.now();
     const s = await waitFor("the reply to stop", () => settled.get(sent.promptId), 5_000);
@@ -186,16 +191,7 @@ describe("the process lease", () => {
   });
 
   it("stops an idle reply whose prompt was cancelled with the notification missed, as a cancellation", async () => {
-    const { settled } = await startWorker({
-      slots: 1,
-      leaseSeconds: 1,
-      handler: async (job) => {
-        job.reply.text("hanging");
-        await sleep(3_600_000, job.signal);
-      },
-    });
-    const sent = await send(db.pool, "hang");
-    await waitFor("the reply's first word", async () => (await blocks(db.pool, sent.messageId))[0]?.content === "hanging");
+    const { settled, sent } = await hangingReply(1);
     // Cancelled as convo.cancel_prompt would, with no notification heard.
     await db.pool.query("UPDATE convo.prompts SET status = 'cancelled' WHERE id = $1", [sent.promptId]);
     const s = await waitFor("the reply to stop", () => settled.get(sent.promptId), 5_000);
@@ -205,16 +201,7 @@ describe("the process lease", () => {
   it("checks the prompts in flight when its listener listens again: a cancel missed meanwhile stops the reply at once", async () => {
     // Heartbeats 40 s apart: only the listener's reconnect can find, within
     // the test, a prompt cancelled while no notification was heard.
-    const { settled } = await startWorker({
-      slots: 1,
-      leaseSeconds: 120,
-      handler: async (job) => {
-        job.reply.text("hanging");
-        await sleep(3_600_000, job.signal);
-      },
-    });
-    const sent = await send(db.pool, "hang");
-    await waitFor("the reply's first word", async () => (await blocks(db.pool, sent.messageId))[0]?.content === "hanging");
+    const { settled, sent } = await hangingReply(120);
     await db.pool.query("UPDATE convo.prompts SET status = 'cancelled' WHERE id = $1", [sent.promptId]);
     const killed = await db.pool.query(
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
