@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/convo-dev/convo/auth"
+	"github.com/convo-dev/convo/connectapi"
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/files"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
@@ -93,6 +94,9 @@ type Options struct {
 	// connection the server accepts (SO_SNDBUF): a client that does not
 	// read blocks the server's writes after about this many bytes.
 	SendBuffer int
+	// Connect serves ConversationService (connectapi) beside the HTTP
+	// routes, on the same store, hub and authentication, as cmd/api does.
+	Connect bool
 }
 
 // Setup starts a server of every protocol (httpapi.NewHandler) on a new
@@ -139,6 +143,13 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 		hopts.FileURLs = signer
 	}
 	var handler http.Handler = httpapi.NewHandler(hopts)
+	if o.Connect {
+		path, api := connectapi.NewHandler(connectapi.Options{Store: store, Hub: hub, Auth: hopts.Auth, FileURLs: urls})
+		mux := http.NewServeMux()
+		mux.Handle(path, api)
+		mux.Handle("/", handler)
+		handler = mux
+	}
 	if o.WriteTimeout > 0 {
 		inner := handler
 		handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
