@@ -17,7 +17,8 @@
 # READER=resume). CHAT_USERS: one user for every reply, and/or one each.
 #
 #   CONVO_PEER_CHAT_RUN=/path/to/peer/run.sh make bench-chat
-#   CHAT_SIZES="100 1000 2000" (default)  CHAT_VIA=sse,connect (default)
+#   CHAT_SIZES="100 1000 2000" (default)  CHAT_VIA=sse,connect (default; or openai:
+#   POST /v1/responses, background and streamed, whose answer is the stream)
 #   CHAT_ORDER=readers-first,send-first (default readers-first)
 #   CHAT_USERS=one,per-reply (default one)
 #   CHAT_SERVER_ENV="NAME=value …"  more cmd/api settings (--server-env)

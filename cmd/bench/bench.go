@@ -205,7 +205,7 @@ func NewMain() *Main {
 			PeerDuration:               10 * time.Second,
 			PeerIdle:                   10_000,
 			ChatReplies:                []int{100, 1000, 2000},
-			ChatVia:                    chatVias,
+			ChatVia:                    []string{"sse", "connect"},
 			ChatTPS:                    40,
 			ChatCap:                    300 * time.Second,
 			ChatOrder:                  []string{chatReadersFirst},
@@ -253,7 +253,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&c.PeerResults, "peer-results", c.PeerResults, "peer measurement: a file of the peer's JSON lines to print ratios against")
 	fs.BoolVar(&c.PeerPaced, "peer-paced", c.PeerPaced, "peer measurement: measure each size again with the writers held to the peer's write rate (needs --peer-results)")
 	fs.Func("chat-replies", "chat measurement: replies at once, comma-separated (default 100,1000,2000)", intsFlag(&c.ChatReplies))
-	fs.Func("chat-via", "chat measurement: how each reader follows its conversation, comma-separated: sse (GET /v1/conversations/{id}/events), connect (StreamConversation, Connect protocol, JSON, HTTP/1.1) (default sse,connect)", listFlag(&c.ChatVia, chatVias))
+	fs.Func("chat-via", "chat measurement: how each reader follows its conversation, comma-separated: sse (GET /v1/conversations/{id}/events), connect (StreamConversation, Connect protocol, JSON, HTTP/1.1), openai (POST /v1/responses, background and streamed: the send is the stream, so --chat-order does not apply; its events carry no commit time, so no lag) (default sse,connect)", listFlag(&c.ChatVia, chatVias))
 	fs.Float64Var(&c.ChatTPS, "chat-tps", c.ChatTPS, "chat measurement: the demo model's tokens per second (CONVO_DEMO_TOKENS_PER_SECOND; negative: no pause)")
 	fs.DurationVar(&c.ChatCap, "chat-cap", c.ChatCap, "chat measurement: a reply not completed this long after the messages are sent is unfinished")
 	fs.Func("chat-order", "chat measurement: how each reply starts, comma-separated: readers-first (every reader subscribes, then every message is sent), send-first (each reader sends, then subscribes once SendMessage answered, resuming as a browser when its stream ends early) (default readers-first)", listFlag(&c.ChatOrder, chatOrders))

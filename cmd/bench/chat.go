@@ -108,8 +108,11 @@ type ChatResult struct {
 	Start     string         `json:"start"`
 }
 
-// chatVias are how a chat reader may follow its conversation.
-var chatVias = []string{"sse", "connect"}
+// chatVias are how a chat reader may follow its conversation: "openai"
+// sends through the Responses API (POST /v1/responses, background and
+// streamed), whose answer is the reply's stream, so the order does not
+// apply to it.
+var chatVias = []string{"sse", "connect", "openai"}
 
 // runChat runs the chat measurement for feed: one reply alone (once per
 // run), then each size of ChatReplies through each of ChatVia, each on a

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +27,8 @@ const chatReadersEnv = "CONVO_BENCH_CHAT_READERS"
 // chatReadersJob is what the chat measurement tells its reader process,
 // as one JSON line on its stdin.
 type chatReadersJob struct {
-	// Via is how each reader follows its conversation: "sse" or "connect".
+	// Via is how each reader follows its conversation: "sse", "connect" or
+	// "openai".
 	Via string `json:"via"`
 	// IDs are the conversations, one reader and one message each.
 	IDs []string `json:"ids"`
@@ -114,7 +116,7 @@ func runChatReaders(ctx context.Context, url string, in io.Reader, out io.Writer
 		return fmt.Errorf("read the job: %w", err)
 	}
 	var job chatReadersJob
-	if err := json.Unmarshal(line, &job); err != nil || len(job.IDs) == 0 || (job.Via != "sse" && job.Via != "connect") ||
+	if err := json.Unmarshal(line, &job); err != nil || len(job.IDs) == 0 || !slices.Contains(chatVias, job.Via) ||
 		(job.Order != "" && job.Order != chatReadersFirst && job.Order != chatSendFirst) || (job.Tokens != nil && len(job.Tokens) != len(job.IDs)) {
 		return fmt.Errorf("bad job %q: %v", line, err)
 	}
@@ -151,14 +153,18 @@ func runChatReaders(ctx context.Context, url string, in io.Reader, out io.Writer
 			c.token = job.Tokens[i]
 		}
 		readers[i] = c
-		if sendFirst {
+		if sendFirst || c.via == "openai" {
 			running.Go(func() {
 				select {
 				case <-start:
 				case <-ctx.Done():
 					return
 				}
-				c.sendThenFollow(ctx, readClient, sendClient, url, limit)
+				if c.via == "openai" {
+					c.respond(ctx, readClient, url, limit)
+				} else {
+					c.sendThenFollow(ctx, readClient, sendClient, url, limit)
+				}
 			})
 			continue
 		}
@@ -360,6 +366,55 @@ func (c *chatReader) sendThenFollow(ctx context.Context, read, send *http.Client
 	}
 }
 
+// respond is the reader of the OpenAI Responses API: one POST
+// /v1/responses (background, streamed) into the reader's conversation,
+// whose answer is the reply's event stream, read until the response ends
+// or the cap passes. Its send is answered when the stream's headers come;
+// its events carry no commit time, so it measures no lag.
+func (c *chatReader) respond(ctx context.Context, client *http.Client, url string, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"model": "demo", "input": chatPrompt, "conversation": c.id, "background": true, "stream": true})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/responses", bytes.NewReader(body))
+	if err != nil {
+		c.fail(err.Error())
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	c.sent = time.Now()
+	res, err := client.Do(req)
+	if err != nil {
+		c.fail("POST /v1/responses: " + err.Error())
+		return
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
+		c.fail(fmt.Sprintf("POST /v1/responses: HTTP %s: %s", res.Status, bytes.TrimSpace(b)))
+		return
+	}
+	c.mu.Lock()
+	c.answered = time.Now()
+	c.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() { res.Body.Close() })
+	defer stop()
+	err = c.readSSE(res.Body)
+	if c.done.IsZero() && c.failed() == "" {
+		switch {
+		case ctx.Err() != nil:
+			c.fail("no response.completed within the cap")
+		case err != nil:
+			c.fail("read: " + err.Error())
+		default:
+			c.fail("stream ended before response.completed")
+		}
+	}
+}
+
 func (c *chatReader) fail(msg string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -374,10 +429,13 @@ func (c *chatReader) failed() string {
 	return c.err
 }
 
+// chatPrompt is every reader's message.
+const chatPrompt = "Explain streaming in detail"
+
 // sendMessage is SendMessage in the Connect protocol with JSON, as
 // connect-web sends it.
 func sendMessage(ctx context.Context, client *http.Client, url, id, token string) error {
-	body, _ := json.Marshal(map[string]string{"conversationId": id, "text": "Explain streaming in detail"})
+	body, _ := json.Marshal(map[string]string{"conversationId": id, "text": chatPrompt})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+convov1connect.ConversationServiceSendMessageProcedure, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -527,22 +585,18 @@ func (c *chatReader) event(kind string, data []byte, t time.Time) bool {
 		if bytes.Contains(data, []byte(`"replay":true`)) {
 			return false // text from before the message: none when all goes well
 		}
-		c.deltas++
-		if c.first.IsZero() {
-			c.first = t
-		} else {
-			c.gaps = append(c.gaps, int64(t.Sub(c.lastDelta)))
-		}
-		c.lastDelta = t
-		if s, ok := jsonString(data, `"createdAt":"`); ok {
-			if at, err := time.Parse(time.RFC3339Nano, s); err == nil {
-				c.lags = append(c.lags, int64(t.Sub(at)))
-				c.lagAt = append(c.lagAt, t)
-			}
-		}
-		if i := bytes.Index(data, []byte(`"content":"`)); i >= 0 {
-			c.chars += int64(jsonStringLen(data[i+len(`"content":"`):]))
-		}
+		c.delta(data, t, `"content":"`)
+	case "response.output_text.delta", "response.reasoning_text.delta":
+		// Every block's deltas, as blockDelta counts them (the demo's
+		// reply starts with reasoning).
+		c.delta(data, t, `"delta":"`)
+	case "response.completed":
+		c.done = t
+		return true
+	case "response.failed", "response.incomplete", "error":
+		msg, _ := jsonString(data, `"message":"`)
+		c.fail(strings.TrimSpace(kind + " " + msg))
+		return true
 	case "promptCompleted":
 		c.done = t
 		return true
@@ -554,6 +608,26 @@ func (c *chatReader) event(kind string, data []byte, t time.Time) bool {
 		return c.snapshot(data, t)
 	}
 	return false
+}
+
+// delta takes one delta received at t, whose text follows key in data.
+func (c *chatReader) delta(data []byte, t time.Time, key string) {
+	c.deltas++
+	if c.first.IsZero() {
+		c.first = t
+	} else {
+		c.gaps = append(c.gaps, int64(t.Sub(c.lastDelta)))
+	}
+	c.lastDelta = t
+	if s, ok := jsonString(data, `"createdAt":"`); ok {
+		if at, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			c.lags = append(c.lags, int64(t.Sub(at)))
+			c.lagAt = append(c.lagAt, t)
+		}
+	}
+	if i := bytes.Index(data, []byte(key)); i >= 0 {
+		c.chars += int64(jsonStringLen(data[i+len(key):]))
+	}
 }
 
 // snapshot takes a snapshot's body (a Snapshot in proto3 JSON) received
