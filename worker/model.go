@@ -115,6 +115,19 @@ type ModelConfig struct {
 	// OpenAI-compatible servers as response_format (for example
 	// {"type": "json_object"}), and the answer becomes a "structured" block.
 	ResponseFormat json.RawMessage `json:"responseFormat,omitempty"`
+	// Tools are client tools the prompt's client declared (an OpenAI
+	// Responses request's function tools): the runtime offers them to
+	// the model beside its own, as tools without Run, so that a call of
+	// one waits for the client's output (see declared.go).
+	Tools []ToolDeclaration `json:"tools,omitempty"`
+}
+
+// ToolDeclaration is a client tool a prompt's model configuration
+// declares: its name, description and the JSON schema of its arguments.
+type ToolDeclaration struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
 }
 
 // ParseModelConfig parses a prompt's model configuration. An empty or
@@ -159,6 +172,9 @@ func ParseModelConfig(raw json.RawMessage) (ModelConfig, error) {
 	}
 	if v, ok := fields["responseFormat"]; ok && string(v) != "null" {
 		c.ResponseFormat = v
+	}
+	if err := set("tools", &c.Tools); err != nil {
+		return ModelConfig{}, err
 	}
 	if c.MaxTokens != nil && *c.MaxTokens <= 0 {
 		return ModelConfig{}, fmt.Errorf("model configuration: maxTokens must be positive, got %d", *c.MaxTokens)

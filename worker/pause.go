@@ -23,7 +23,7 @@ var errWaiting = errors.New("the prompt waits for input")
 // A call of an unknown tool, or with arguments its schema refuses, does
 // not wait: it fails at once, as any call does.
 func (r *run) pauseFor(name string, input json.RawMessage) (string, json.RawMessage, *time.Time) {
-	tool, ok := r.p.cfg.Tools.lookup(name)
+	tool, ok := r.tools.lookup(name)
 	if !ok || validateArgs(r.ctx, tool.schema, input) != nil {
 		return "", nil, nil
 	}

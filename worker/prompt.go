@@ -24,6 +24,9 @@ type run struct {
 	cancel context.CancelCauseFunc
 	w      *writer
 	rounds int
+	// tools are the worker's tools and the client tools the prompt
+	// declares (withDeclared).
+	tools *Tools
 }
 
 // handle runs a claimed prompt to its end and settles it: completed,
@@ -101,6 +104,9 @@ func (r *run) execute() (err error) {
 		return err
 	}
 	r.log = r.log.With("provider", cfg.Provider, "model", cfg.Model)
+	if r.tools, err = r.p.cfg.Tools.withDeclared(cfg.Tools); err != nil {
+		return err
+	}
 
 	var rows []dbq.WorkerContextListRow
 	if err := r.call("read the conversation", func(ctx context.Context) error {
@@ -143,7 +149,7 @@ func (r *run) execute() (err error) {
 		messages = append(messages, own...)
 	}
 
-	if err := r.converse(model, Request{Config: cfg, Messages: messages, Tools: r.p.cfg.Tools.Specs()}); err != nil {
+	if err := r.converse(model, Request{Config: cfg, Messages: messages, Tools: r.tools.Specs()}); err != nil {
 		return err
 	}
 	return r.w.completePrompt()

@@ -82,7 +82,7 @@ func (r *run) writeResult(meta map[string]any, text string) (string, error) {
 // callTool checks the arguments and runs the tool in its own goroutine,
 // bounded by the tool timeout.
 func (r *run) callTool(c *pendingCall) (string, error) {
-	tool, ok := r.p.cfg.Tools.lookup(c.name)
+	tool, ok := r.tools.lookup(c.name)
 	if !ok {
 		return "", fmt.Errorf("there is no tool called %q", c.name)
 	}

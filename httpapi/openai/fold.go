@@ -38,13 +38,27 @@ type reply struct {
 	ended bool
 	// pending are the events foldTrace made, for a stream to send.
 	pending []any
+
+	// segment is the segment of the prompt the fold shows (segments.go):
+	// the events of the others fold the state only. at is the segment
+	// the fold has reached.
+	segment, at int
+	// calls are the prompt's tool calls by id, callOrder those that
+	// asked for input in the order they asked; waits counts the
+	// prompt's waits, afterWait whether anything followed the last
+	// (foldtools.go).
+	calls     map[string]*callState
+	callOrder []string
+	waits     int
+	afterWait bool
 }
 
 // item is one output item: a block shown.
 type item struct {
 	block    *view.Block
-	itemType string // "message" or "reasoning"
-	partType string // "output_text" or "reasoning_text"
+	call     *callState // a call's item (foldtools.go), block nil
+	itemType string     // "message" or "reasoning"
+	partType string     // "output_text" or "reasoning_text"
 	id       string
 	index    int
 	status   string
@@ -59,7 +73,7 @@ func newReply(head response, promptID, messageID string) *reply {
 	head.Object = "response"
 	head.Status = statusQueued
 	head.Output = []outputItem{}
-	return &reply{head: head, promptID: promptID, conv: conv, byBlock: map[string]*item{}}
+	return &reply{head: head, promptID: promptID, conv: conv, byBlock: map[string]*item{}, calls: map[string]*callState{}}
 }
 
 // apply folds one of the prompt's events and returns the stream events
@@ -74,14 +88,30 @@ func (r *reply) apply(ev *convov1.Event) []any {
 		r.next++
 		out = append(out, e)
 	}
-	if r.ended {
-		return nil
-	}
 	for _, ch := range r.conv.Read(ev) {
 		if ch.Prompt() != r.promptID {
 			continue
 		}
 		r.conv.Apply(ch)
+		r.track(ch)
+		if r.ended {
+			continue
+		}
+		if r.at < r.segment {
+			// An earlier segment's: its state only.
+			if _, ok := ch.(view.PromptWaiting); ok {
+				r.at++
+			}
+			continue
+		}
+		if r.next == 0 && r.segment > 0 {
+			// A continuation begins with the first event after the
+			// wait (an answer): created then, queued until a worker
+			// takes the prompt again.
+			r.head.CreatedAt = ch.Time().Unix()
+			r.emitCreated(&out)
+			emit(streamEvent{Type: "response.queued", Response: r.snapshot()})
+		}
 		switch ch := ch.(type) {
 		case view.PromptQueued:
 			r.head.Status = statusQueued
@@ -130,6 +160,19 @@ func (r *reply) apply(ev *convov1.Event) []any {
 			if it := r.byBlock[ch.BlockID]; it != nil && it.status == statusInProgress {
 				r.close(it, statusCompleted, emit)
 			}
+		case view.InputRequested:
+			r.requested(ch, emit)
+		case view.PromptWaiting:
+			// The prompt waits for its calls' outputs (or approvals): the
+			// response ends with them, completed, as OpenAI's does.
+			for _, it := range r.items {
+				if it.status == statusInProgress {
+					r.close(it, statusIncomplete, emit)
+				}
+			}
+			r.head.Status = statusCompleted
+			r.ended = true
+			emit(streamEvent{Type: "response.completed", Response: r.snapshot()})
 		case view.PromptEnded:
 			status, typ := statusCompleted, "response.completed"
 			switch ch.Outcome {
@@ -151,7 +194,6 @@ func (r *reply) apply(ev *convov1.Event) []any {
 			r.head.Status = status
 			r.ended = true
 			emit(streamEvent{Type: typ, Response: r.snapshot()})
-			return out
 		}
 	}
 	return out
@@ -192,6 +234,9 @@ func (it *item) part(text string) contentPart {
 
 // output is the item as it stands.
 func (it *item) output() outputItem {
+	if it.call != nil {
+		return it.call.callItem(it.status)
+	}
 	o := outputItem{Type: it.itemType, ID: it.id, Status: it.status, Content: []contentPart{it.part(it.block.Content())}}
 	if it.itemType == "message" {
 		o.Role = "assistant"

@@ -67,9 +67,18 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		if prev, err = h.trace(ctx, owner, req.previous); err != nil {
 			if _, ok := err.(*apiError); ok { // not found, or deleted
 				err = invalid("previous_response_id", "previous_response_not_found",
-					"Previous response with id '"+responseID(req.previous)+"' not found.")
+					"Previous response with id '"+segmentID(req.previous, req.previousSegment)+"' not found.")
 			}
 			h.writeError(w, r, err)
+			return
+		}
+		prevReply, err := checkPrevious(prev, req)
+		if err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+		if req.outputs != nil {
+			h.continueReply(w, r, owner, req, prev, prevReply)
 			return
 		}
 		conv = prev.Prompt.ConversationID
@@ -232,6 +241,9 @@ func head(p conversation.Prompt) response {
 			resp.PreviousResponseID = &o.PreviousResponseID
 		}
 		resp.Instructions = o.Instructions
+		if o.Tools != nil {
+			resp.Tools = o.Tools
+		}
 	}
 	return resp
 }
@@ -333,7 +345,7 @@ func typeOf(e any) string {
 // with stream=true its event stream, from the start or after
 // starting_after, live until the reply ends.
 func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request) {
-	owner, promptID, ok := h.caller(w, r)
+	owner, promptID, seg, ok := h.caller(w, r)
 	if !ok {
 		return
 	}
@@ -354,12 +366,17 @@ func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	rep, err := foldSegment(tr, seg)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	if !streaming {
-		writeJSON(w, foldTrace(tr).snapshot())
+		writeJSON(w, rep.snapshot())
 		return
 	}
 	var sub *wire.Subscription
-	if !finished(tr.Prompt.Status) {
+	if !rep.ended {
 		// Subscribe, then read the log again: every event after it is
 		// the subscription's.
 		if sub, err = h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: tr.Prompt.ConversationID, Branches: true}); err != nil {
@@ -372,8 +389,12 @@ func (h *Handler) Retrieve(w http.ResponseWriter, r *http.Request) {
 			h.writeError(w, r, err)
 			return
 		}
+		if rep, err = foldSegment(tr, seg); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
 	}
-	h.stream(w, r, sub, tr, foldTrace(tr), startingAfter)
+	h.stream(w, r, sub, tr, rep, startingAfter)
 }
 
 // streamInBody reports whether a GET's body is {"stream": true}: the Go
@@ -417,19 +438,20 @@ func (h *Handler) allowWrite(w http.ResponseWriter, r *http.Request, owner strin
 	return true
 }
 
-// caller authenticates and reads the {id} path parameter, answering the
-// error itself when either fails.
-func (h *Handler) caller(w http.ResponseWriter, r *http.Request) (string, uuid.UUID, bool) {
+// caller authenticates and reads the {id} path parameter (the prompt and
+// the segment of it the response is), answering the error itself when
+// either fails.
+func (h *Handler) caller(w http.ResponseWriter, r *http.Request) (string, uuid.UUID, int, bool) {
 	owner, ok := h.user(w, r)
 	if !ok {
-		return "", uuid.Nil, false
+		return "", uuid.Nil, 0, false
 	}
-	id, ok := parseResponseID(r.PathValue("id"))
+	id, seg, ok := parseResponseRef(r.PathValue("id"))
 	if !ok {
 		h.writeError(w, r, notFound(r.PathValue("id")))
-		return "", uuid.Nil, false
+		return "", uuid.Nil, 0, false
 	}
-	return owner, id, true
+	return owner, id, seg, true
 }
 
 // Cancel serves POST /v1/responses/{id}/cancel: cancels a background
@@ -438,7 +460,7 @@ func (h *Handler) caller(w http.ResponseWriter, r *http.Request) (string, uuid.U
 // answered as it stands. A response made without background is refused,
 // as OpenAI does.
 func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
-	owner, promptID, ok := h.caller(w, r)
+	owner, promptID, seg, ok := h.caller(w, r)
 	if !ok {
 		return
 	}
@@ -448,11 +470,18 @@ func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	rep, err := foldSegment(tr, seg)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	if !head(tr.Prompt).Background {
 		h.writeError(w, r, invalid("", "invalid_request", "Cannot cancel a synchronous response: only a response created with background can be cancelled."))
 		return
 	}
-	if !finished(tr.Prompt.Status) {
+	// A segment that ended (a response that ended with function calls)
+	// stays as it ended: only the prompt's current one is cancelled.
+	if !rep.ended && !finished(tr.Prompt.Status) {
 		if !h.allowWrite(w, r, owner) {
 			return
 		}
@@ -464,8 +493,12 @@ func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
 			h.writeError(w, r, err)
 			return
 		}
+		if rep, err = foldSegment(tr, seg); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
 	}
-	writeJSON(w, foldTrace(tr).snapshot())
+	writeJSON(w, rep.snapshot())
 }
 
 // Delete serves DELETE /v1/responses/{id}: the response is gone from the
@@ -475,7 +508,7 @@ func (h *Handler) Cancel(w http.ResponseWriter, r *http.Request) {
 // do. A response still queued or in progress is cancelled first. An
 // unknown, foreign or already deleted response is 404.
 func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
-	owner, promptID, ok := h.caller(w, r)
+	owner, promptID, seg, ok := h.caller(w, r)
 	if !ok {
 		return
 	}
@@ -489,7 +522,7 @@ func (h *Handler) Delete(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, deletedResponse{ID: responseID(promptID), Object: "response.deleted", Deleted: true})
+	writeJSON(w, deletedResponse{ID: segmentID(promptID, seg), Object: "response.deleted", Deleted: true})
 }
 
 // deletedResponse is OpenAI's answer to a delete.

@@ -20,11 +20,15 @@ const (
 // the conversation's active path now. An unknown, foreign or deleted
 // response is 404; a bad limit, order or after is 400 naming it.
 func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request) {
-	owner, promptID, ok := h.caller(w, r)
+	owner, promptID, seg, ok := h.caller(w, r)
 	if !ok {
 		return
 	}
 	ctx := r.Context()
+	if seg > 0 {
+		h.continuationInputItems(w, r, owner, promptID, seg)
+		return
+	}
 	in, err := h.srv.Store.PromptInput(ctx, owner, promptID)
 	if conversation.ErrorCode(err) == conversation.NotFound {
 		err = notFound(responseID(promptID))

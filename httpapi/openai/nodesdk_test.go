@@ -27,6 +27,21 @@ type nodeReport struct {
 		Param      *string `json:"param"`
 		Message    string  `json:"message"`
 	} `json:"refused"`
+	FunctionCall struct {
+		First json.RawMessage `json:"first"`
+		Call  *struct {
+			ID        string `json:"id"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"call"`
+		Next *struct {
+			ID                 string `json:"id"`
+			Status             string `json:"status"`
+			PreviousResponseID string `json:"previous_response_id"`
+			OutputText         string `json:"output_text"`
+		} `json:"next"`
+	} `json:"functionCall"`
 }
 
 type nodeEvent struct {
@@ -42,7 +57,10 @@ type nodeEvent struct {
 // has no gap or repeat in its sequence numbers, its terminal event's
 // response is GET's, and its deltas, the response's output_text and the
 // conversation's reply are one text. store: false raises the SDK's
-// BadRequestError naming store.
+// BadRequestError naming store. A function tool's round trip: the demo
+// model's call is a function_call item, and a function_call_output sent
+// with previous_response_id resumes the reply as a new response that
+// says what the tool answered.
 func TestOpenAINodeSDK(t *testing.T) {
 	t.Parallel()
 	apitest.NeedNode(t, "openai")
@@ -114,6 +132,19 @@ func TestOpenAINodeSDK(t *testing.T) {
 		apitest.Deref(f.Type) != "invalid_request_error" {
 		t.Errorf("store: false: raised %v, BadRequestError %v, status %d, type %s, param %s (%s); want the SDK's BadRequestError, 400, invalid_request_error, param store",
 			f.Raised, f.BadRequest, f.Status, orNull(f.Type), orNull(f.Param), f.Message)
+	}
+
+	fc := report.FunctionCall
+	if fc.Call == nil || fc.Call.Name != "get_weather" || fc.Call.ID != "fc_"+fc.Call.CallID || !strings.Contains(fc.Call.Arguments, "Lima") {
+		t.Fatalf("the function tool's first response %s; want a function_call of get_weather with city Lima", fc.First)
+	}
+	var first struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(fc.First, &first)
+	if n := fc.Next; n == nil || n.ID != first.ID+"_1" || n.PreviousResponseID != first.ID || n.Status != "completed" ||
+		!strings.Contains(n.OutputText, "warm, 24 C") {
+		t.Fatalf("the continuation %+v; want %s_1, completed, saying what get_weather answered", fc.Next, first.ID)
 	}
 }
 

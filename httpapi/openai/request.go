@@ -43,11 +43,17 @@ type createRequest struct {
 	Temperature        *float64          `json:"temperature"`
 	MaxOutputTokens    *int32            `json:"max_output_tokens"`
 	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 
 	text           string
 	conversationID uuid.UUID // uuid.Nil: none named
 	previous       uuid.UUID // the previous response's prompt, uuid.Nil: none
-	config         json.RawMessage
+	// previousSegment is the previous response's segment of its prompt
+	// (segments.go); outputs, when set, answer its calls (tools.go).
+	previousSegment int
+	outputs         []toolOutput
+	config          json.RawMessage
 }
 
 // stored is what a prompt's model configuration keeps of the request
@@ -58,6 +64,8 @@ type stored struct {
 	Metadata           map[string]string `json:"metadata,omitempty"`
 	PreviousResponseID string            `json:"previousResponseId,omitempty"`
 	Instructions       *string           `json:"instructions,omitempty"`
+	// Tools are the request's function tools as the Response shows them.
+	Tools []json.RawMessage `json:"tools,omitempty"`
 }
 
 // modelConfig is the prompt's model configuration: convo's fields
@@ -69,6 +77,9 @@ type modelConfig struct {
 	Temperature  *float64 `json:"temperature,omitempty"`
 	MaxTokens    *int32   `json:"maxTokens,omitempty"`
 	OpenAI       *stored  `json:"openai,omitempty"`
+	// Tools are the request's function tools, declared to the worker as
+	// client tools (tools.go).
+	Tools []toolDecl `json:"tools,omitempty"`
 }
 
 // decodeCreate reads and checks a create request; models, when not
@@ -93,14 +104,22 @@ func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*cr
 		if req.Store != nil && !*req.Store {
 			return nil, invalid("store", "unsupported_value", "store: false is not supported: convo stores every response (it is a reply of a conversation).")
 		}
-		if len(req.Tools) > 0 {
-			return nil, invalid("tools", "unsupported_parameter", "tools are not supported yet: convo's Responses API takes text input only.")
-		}
-		text, err := inputText(req.Input)
+		decls, shownTools, err := parseTools(req.Tools)
 		if err != nil {
 			return nil, err
 		}
-		req.text = text
+		if err := checkToolChoice(req.ToolChoice, req.ParallelToolCalls); err != nil {
+			return nil, err
+		}
+		outputs, isOutputs, err := toolOutputs(req.Input)
+		if err != nil {
+			return nil, err
+		}
+		if isOutputs {
+			req.outputs = outputs
+		} else if req.text, err = inputText(req.Input); err != nil {
+			return nil, err
+		}
 		if req.Instructions != nil {
 			if err := wire.CheckText("instructions", *req.Instructions, false, wire.MaxMessageText); err != nil {
 				return nil, invalid("instructions", "invalid_value", err.Error())
@@ -114,12 +133,16 @@ func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*cr
 				return nil, invalid("previous_response_id", "mutually_exclusive",
 					"previous_response_id and conversation cannot be used together: a response continues one or the other.")
 			}
-			id, ok := parseResponseID(*req.PreviousResponseID)
+			id, seg, ok := parseResponseRef(*req.PreviousResponseID)
 			if !ok {
 				return nil, invalid("previous_response_id", "invalid_value",
 					fmt.Sprintf("previous_response_id '%s' is not a response id (resp_ and a UUID).", clip(*req.PreviousResponseID)))
 			}
-			req.previous = id
+			req.previous, req.previousSegment = id, seg
+		}
+		if req.outputs != nil && req.previous == uuid.Nil {
+			return nil, invalid("previous_response_id", "missing_required_parameter",
+				"function_call_output items answer the function calls of a response: name it in previous_response_id.")
 		}
 		if id, err := conversationParam(req.Conversation); err != nil {
 			return nil, err
@@ -133,12 +156,13 @@ func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*cr
 			return nil, invalid("temperature", "invalid_value", "temperature must be between 0 and 2.")
 		}
 		cfg := modelConfig{Model: *req.Model, Temperature: req.Temperature, MaxTokens: req.MaxOutputTokens,
-			OpenAI: &stored{Background: req.Background, Metadata: req.Metadata, Instructions: req.Instructions}}
+			OpenAI: &stored{Background: req.Background, Metadata: req.Metadata, Instructions: req.Instructions, Tools: shownTools},
+			Tools:  decls}
 		if req.Instructions != nil {
 			cfg.SystemPrompt = *req.Instructions
 		}
 		if req.previous != uuid.Nil {
-			cfg.OpenAI.PreviousResponseID = responseID(req.previous)
+			cfg.OpenAI.PreviousResponseID = segmentID(req.previous, req.previousSegment)
 		}
 		req.config, _ = json.Marshal(cfg)
 		return &req, nil

@@ -61,6 +61,13 @@ type outputItem struct {
 	Role    string        `json:"role,omitempty"`
 	Summary *[]string     `json:"summary,omitempty"`
 	Content []contentPart `json:"content"`
+	// A function_call's or an mcp_approval_request's fields (its
+	// MarshalJSON, in foldtools.go, writes such an item).
+	CallID, Name, ServerLabel string  `json:"-"`
+	Arguments                 *string `json:"-"`
+	// raw, when set, is the item's JSON (an input item of a
+	// continuation: a function_call_output, an mcp_approval_response).
+	raw []byte
 }
 
 // contentPart is an output_text part (of a message) or a reasoning_text
@@ -85,6 +92,7 @@ type streamEvent struct {
 	Part           *contentPart `json:"part,omitempty"`
 	Delta          *string      `json:"delta,omitempty"`
 	Text           *string      `json:"text,omitempty"`
+	Arguments      *string      `json:"arguments,omitempty"`
 	Logprobs       *[]string    `json:"logprobs,omitempty"`
 }
 

@@ -17,6 +17,12 @@
 // Refused: responses.create with store: false; the error the SDK raises
 // is reported (its class, status, type, code and param).
 //
+// Function tool: responses.create with a function tool (get_weather) and
+// the demo model's "/call get_weather {...}" ends with a function_call
+// item; responses.create with previous_response_id and its
+// function_call_output resumes the reply as a new response. Both
+// responses are reported.
+//
 // The report is one JSON object on stdout. The script exits non-zero only
 // when it cannot run at all; the Go test judges the report.
 import OpenAI from "openai";
@@ -89,5 +95,26 @@ async function refused() {
   }
 }
 
-const report = { resume: await resume(), refused: await refused() };
+async function functionCall() {
+  const tools = [
+    {
+      type: "function",
+      name: "get_weather",
+      description: "The weather in a city.",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false },
+      strict: true,
+    },
+  ];
+  const first = await client.responses.create({ model: "demo", input: '/call get_weather {"city":"Lima"}', tools });
+  const call = first.output.find((item) => item.type === "function_call");
+  if (!call) return { first, call: null, next: null };
+  const next = await client.responses.create({
+    model: "demo",
+    previous_response_id: first.id,
+    input: [{ type: "function_call_output", call_id: call.call_id, output: "warm, 24 C" }],
+  });
+  return { first, call, next };
+}
+
+const report = { resume: await resume(), refused: await refused(), functionCall: await functionCall() };
 process.stdout.write(JSON.stringify(report));

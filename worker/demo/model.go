@@ -76,7 +76,25 @@ var (
 	approveRE    = regexp.MustCompile(`(?i)^\s*/approve\b`)
 	clientToolRE = regexp.MustCompile(`(?i)^\s*/client-tool\b`)
 	askRE        = regexp.MustCompile(`(?i)^\s*/ask\b`)
+	// callRE is "/call <tool> <arguments JSON>": the demo model calls
+	// the named tool (one the prompt's client declared, or any other it
+	// is offered) with those arguments ({} when none are given), so that
+	// a client's function tools can be tried without a model key.
+	callRE = regexp.MustCompile(`(?is)^\s*/call\s+([a-zA-Z0-9_-]{1,64})\s*(.*?)\s*$`)
 )
+
+// callTrigger reads a "/call" message: the tool it names and the
+// arguments it gives, ok false for another message.
+func callTrigger(text string) (tool, args string, ok bool) {
+	m := callRE.FindStringSubmatch(text)
+	if m == nil {
+		return "", "", false
+	}
+	if m[2] == "" {
+		m[2] = "{}"
+	}
+	return m[1], m[2], true
+}
 
 // pauseTrigger is the tool that text asks for by a trigger word, or "".
 func pauseTrigger(text string) string {
@@ -107,7 +125,10 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	var tool string
 	var args any
 	pause := pauseTrigger(text)
+	called, calledArgs, isCall := callTrigger(text)
 	switch {
+	case isCall:
+		tool, args = called, json.RawMessage(calledArgs)
 	case pause == "publish_note":
 		tool, args = pause, map[string]string{"note": text}
 	case pause == "browser_info":
@@ -131,8 +152,12 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 	}
 	r.WriteString(". ")
 	switch {
+	case isCall && !available:
+		fmt.Fprintf(&r, "It asks me to call %s, but no tool of that name is offered to me, so I will answer from the message alone. ", tool)
 	case !available:
 		r.WriteString("No tool is available, so I will answer from the message alone. ")
+	case isCall:
+		fmt.Fprintf(&r, "It asks me to call %s with the arguments it gives; I will call it and say what it answers. ", tool)
 	case pause == "publish_note":
 		r.WriteString("It asks for something that needs approval: I will publish it as a note with publish_note, which waits for the user to approve. ")
 	case pause == "browser_info":
@@ -168,7 +193,12 @@ func (d *demoModel) plan(e *demoEmitter, req worker.Request) bool {
 		return d.reply(e, req, 1, "", "", "", false) // item 0 was the reasoning
 	}
 
-	argJSON, _ := json.Marshal(args)
+	argJSON, err := json.Marshal(args)
+	if err != nil {
+		// "/call" arguments that are not JSON: the call carries them as
+		// they are, and the runtime fails it (invalid arguments).
+		argJSON = []byte(calledArgs)
+	}
 	callID := fmt.Sprintf("call_demo_%d", countRole(req, worker.RoleUser))
 	if !e.emit(worker.Part{Index: 1, Chunk: worker.ToolCallStart{ID: callID}}) || !e.emit(worker.Part{Index: 1, Chunk: worker.ToolCallStart{Name: tool}}) {
 		return false
@@ -348,6 +378,10 @@ func demoAnswer(voice demoVoice, text, tool, args, result string, isError bool, 
 		}[tool]
 		fmt.Fprintf(&b, "## %s\n\nYou asked: *%s*\n\n%s\n\n```\n%s\n```\n\n", done.heading, quote, done.what, result)
 		fmt.Fprintf(&b, "The reply waited %s without holding a worker, then went on in the same message.\n\n", done.waited)
+	case tool != "" && tool != "calculator" && tool != "text_stats" && !isError:
+		// A tool the user asked for by "/call": what it answered.
+		fmt.Fprintf(&b, "## %s answered\n\nYou asked: *%s*\n\nI called **%s** with `%s`, and it answered:\n\n```\n%s\n```\n\n",
+			escapeMarkdown(tool), quote, escapeMarkdown(tool), args, result)
 	case isError:
 		fmt.Fprintf(&b, "## The %s tool failed\n\n", tool)
 		fmt.Fprintf(&b, "You asked: *%s*\n\nThe tool answered with an error:\n\n```\n%s\n```\n\n", quote, result)
