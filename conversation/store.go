@@ -86,6 +86,9 @@ type SendAfterParams struct {
 	Text           string
 	// ModelConfig is the reply's model configuration (a JSON object).
 	ModelConfig json.RawMessage
+	// FileIDs are the files the user's message holds, as
+	// SendMessageParams.FileIDs; with files, Text may be empty.
+	FileIDs []uuid.UUID
 }
 
 // SendAfterResult names the user's new message and its reply's prompt.

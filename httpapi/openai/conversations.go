@@ -200,7 +200,7 @@ func (h *Handler) DeleteConversation(w http.ResponseWriter, r *http.Request) {
 
 // items are the conversation's items: the blocks of the messages of its
 // active path, oldest first. A user message is one message item (its
-// text, input_text); an assistant message's text blocks are message items
+// text, input_text, then its files, input_image or input_file); an assistant message's text blocks are message items
 // (output_text) and its reasoning blocks reasoning items, with the ids
 // the responses show them with. Other blocks are not shown yet.
 func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, bool) {
@@ -217,13 +217,16 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, b
 	for _, m := range st.Messages {
 		if m.Role == conversation.RoleUser {
 			var text strings.Builder
+			var files []conversation.MessageFile
 			for _, b := range m.Blocks {
 				if b.Type == "text" {
 					text.WriteString(b.Content)
+				} else if f, ok := messageFile(b); ok {
+					files = append(files, f)
 				}
 			}
 			items = append(items, outputItem{Type: "message", ID: "msg_" + m.ID.String(), Status: "completed", Role: "user",
-				Content: []contentPart{{Type: "input_text", Text: text.String()}}})
+				Content: userParts(text.String(), files)})
 			continue
 		}
 		for _, b := range m.Blocks {

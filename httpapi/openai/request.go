@@ -15,8 +15,9 @@ import (
 	"github.com/convo-dev/convo/wire"
 )
 
-// MaxCreateBytes bounds the body of POST /v1/responses.
-const MaxCreateBytes = 1 << 20
+// MaxCreateBytes bounds the body of POST /v1/responses: room for inline
+// files and images (base64), as the AI SDK route's body has.
+const MaxCreateBytes = 8 << 20
 
 // Metadata bounds, OpenAI's: at most 16 pairs, keys of at most 64
 // characters, values of at most 512.
@@ -28,8 +29,8 @@ const (
 
 // createRequest is the body of POST /v1/responses: the fields convo
 // takes. Others of OpenAI's (include, reasoning, text, truncation, …) are
-// ignored; those convo cannot honour yet (tools, store false, input
-// files and images) are refused.
+// ignored; those convo cannot honour yet (tools, store false) are
+// refused.
 type createRequest struct {
 	Model              *string           `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -44,7 +45,10 @@ type createRequest struct {
 	MaxOutputTokens    *int32            `json:"max_output_tokens"`
 	Tools              []json.RawMessage `json:"tools"`
 
-	text           string
+	text string
+	// attachments are the input's input_image and input_file parts, in
+	// order: the files the user's message holds.
+	attachments    []httpx.Attachment
 	conversationID uuid.UUID // uuid.Nil: none named
 	previous       uuid.UUID // the previous response's prompt, uuid.Nil: none
 	config         json.RawMessage
@@ -96,11 +100,11 @@ func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*cr
 		if len(req.Tools) > 0 {
 			return nil, invalid("tools", "unsupported_parameter", "tools are not supported yet: convo's Responses API takes text input only.")
 		}
-		text, err := inputText(req.Input)
+		text, atts, err := inputText(req.Input)
 		if err != nil {
 			return nil, err
 		}
-		req.text = text
+		req.text, req.attachments = text, atts
 		if req.Instructions != nil {
 			if err := wire.CheckText("instructions", *req.Instructions, false, wire.MaxMessageText); err != nil {
 				return nil, invalid("instructions", "invalid_value", err.Error())
@@ -147,19 +151,21 @@ func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*cr
 
 // inputText reads input: a string, or input items, each a user message
 // (type "message" or none, role "user") whose content is a string or
-// input_text parts. The messages' texts are joined by a blank line: one
-// convo message. input_image and input_file parts are refused for now.
-func inputText(raw json.RawMessage) (string, error) {
+// input_text, input_image and input_file parts. The messages' texts are
+// joined by a blank line: one convo message, which holds the files of
+// the image and file parts (inputFile), in order. The text may be empty
+// when there are files.
+func inputText(raw json.RawMessage) (string, []httpx.Attachment, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+		return "", nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
 	}
 	var text string
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", invalid("input", "invalid_value", "input is not a string: "+err.Error())
+			return "", nil, invalid("input", "invalid_value", "input is not a string: "+err.Error())
 		}
-		return text, checkInput("input", text)
+		return text, nil, checkInput("input", text)
 	}
 	var items []struct {
 		Type    string          `json:"type"`
@@ -167,55 +173,66 @@ func inputText(raw json.RawMessage) (string, error) {
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return "", invalid("input", "invalid_type", "input must be a string or an array of input items: "+err.Error())
+		return "", nil, invalid("input", "invalid_type", "input must be a string or an array of input items: "+err.Error())
 	}
 	if len(items) == 0 {
-		return "", invalid("input", "empty_array", "input has no items: it needs a user message.")
+		return "", nil, invalid("input", "empty_array", "input has no items: it needs a user message.")
 	}
 	var texts []string
+	var atts []httpx.Attachment
 	for i, it := range items {
 		field := fmt.Sprintf("input[%d]", i)
 		if it.Type != "" && it.Type != "message" {
-			return "", invalid(field+".type", "unsupported_value", fmt.Sprintf("%s is a %q item; convo takes user messages only for now.", field, clip(it.Type)))
+			return "", nil, invalid(field+".type", "unsupported_value", fmt.Sprintf("%s is a %q item; convo takes user messages only for now.", field, clip(it.Type)))
 		}
 		if it.Role != "user" {
-			return "", invalid(field+".role", "unsupported_value", fmt.Sprintf("%s has role %q; convo takes user messages only (instructions go in instructions).", field, clip(it.Role)))
+			return "", nil, invalid(field+".role", "unsupported_value", fmt.Sprintf("%s has role %q; convo takes user messages only (instructions go in instructions).", field, clip(it.Role)))
 		}
 		c := bytes.TrimSpace(it.Content)
 		if len(c) > 0 && c[0] == '"' {
 			var s string
 			if err := json.Unmarshal(c, &s); err != nil {
-				return "", invalid(field+".content", "invalid_value", err.Error())
+				return "", nil, invalid(field+".content", "invalid_value", err.Error())
 			}
 			texts = append(texts, s)
 			continue
 		}
-		var parts []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
-		}
+		var parts []inputPart
 		if err := json.Unmarshal(c, &parts); err != nil || len(parts) == 0 {
-			return "", invalid(field+".content", "invalid_value", field+".content must be a string or an array of input_text parts.")
+			return "", nil, invalid(field+".content", "invalid_value", field+".content must be a string or an array of input_text, input_image and input_file parts.")
 		}
 		var b strings.Builder
+		files := len(atts)
 		for j, p := range parts {
 			pf := fmt.Sprintf("%s.content[%d]", field, j)
 			switch p.Type {
 			case "input_text":
 				if p.Text == nil {
-					return "", invalid(pf+".text", "missing_required_parameter", "Missing required parameter: '"+pf+".text'.")
+					return "", nil, invalid(pf+".text", "missing_required_parameter", "Missing required parameter: '"+pf+".text'.")
 				}
 				b.WriteString(*p.Text)
 			case "input_image", "input_file":
-				return "", invalid(pf, "unsupported_content", fmt.Sprintf("%s is an %s part; convo's Responses API takes input_text parts only for now.", pf, p.Type))
+				a, err := inputFile(pf, p)
+				if err != nil {
+					return "", nil, err
+				}
+				atts = append(atts, a)
 			default:
-				return "", invalid(pf+".type", "unsupported_value", fmt.Sprintf("%s has type %q; want input_text.", pf, clip(p.Type)))
+				return "", nil, invalid(pf+".type", "unsupported_value", fmt.Sprintf("%s has type %q; want input_text, input_image or input_file.", pf, clip(p.Type)))
 			}
 		}
-		texts = append(texts, b.String())
+		if b.Len() > 0 || len(atts) == files { // a message of files only adds no blank text
+			texts = append(texts, b.String())
+		}
 	}
 	text = strings.Join(texts, "\n\n")
-	return text, checkInput("input", text)
+	if len(atts) > 0 {
+		if err := wire.CheckText("input", text, false, wire.MaxMessageText); err != nil {
+			return "", nil, invalid("input", "invalid_value", err.Error())
+		}
+		return text, atts, nil
+	}
+	return text, nil, checkInput("input", text)
 }
 
 // checkInput checks the message text as convo checks every message's.
