@@ -24,6 +24,8 @@ type run struct {
 	cancel context.CancelCauseFunc
 	w      *writer
 	rounds int
+	// usage is the sum of the rounds' usage; nil: no round reported one.
+	usage *Usage
 }
 
 // handle runs a claimed prompt to its end and settles it: completed,
@@ -146,7 +148,7 @@ func (r *run) execute() (err error) {
 	if err := r.converse(model, Request{Config: cfg, Messages: messages, Tools: r.p.cfg.Tools.Specs()}); err != nil {
 		return err
 	}
-	return r.w.completePrompt()
+	return r.w.completePrompt(r.usage.json())
 }
 
 // call runs one SQL call outside the writer (a read), unless the prompt
@@ -173,6 +175,7 @@ func (r *run) converse(model Model, req Request) error {
 		if err := r.stream(model, req, tr); err != nil {
 			return err
 		}
+		r.usage = tr.finish.Usage.add(r.usage)
 		switch tr.finish.Reason {
 		case FinishError:
 			msg := tr.finish.Error

@@ -163,7 +163,7 @@ BEGIN
     WHEN 'wait_prompt' THEN
         PERFORM convo.wait_prompt(p_prompt_id, p_worker);
     WHEN 'complete_prompt' THEN
-        PERFORM convo.complete_prompt(p_prompt_id);
+        PERFORM convo.complete_prompt(p_prompt_id, p_op->'usage');
     WHEN 'fail_prompt' THEN
         PERFORM convo.fail_prompt(p_prompt_id, p_op->>'error');
     END CASE;

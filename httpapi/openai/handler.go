@@ -208,6 +208,9 @@ func lastSeq(tr conversation.Trace) int64 {
 // merged it) and returns the stream events it made.
 func (r *reply) feed(e conversation.Event) []any {
 	var out []any
+	if u := usageOf(e); u != nil && !r.ended {
+		r.head.Usage = u // before the fold: response.completed carries it
+	}
 	for _, one := range split(e) {
 		ev, err := wire.Event(one)
 		if err != nil {

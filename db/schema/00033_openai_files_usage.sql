@@ -9,5 +9,13 @@
 -- start).
 DROP FUNCTION IF EXISTS convo.send_after(text, uuid, uuid, text, jsonb);
 
+-- Workers report a reply's token usage (docs/worker-api.md):
+-- convo.complete_prompt takes usage (DEFAULT NULL), and _finish_prompt
+-- p_usage, kept in the promptCompleted event.
+DROP FUNCTION IF EXISTS convo.complete_prompt(uuid);
+DROP FUNCTION IF EXISTS convo._finish_prompt(uuid, text, text);
+
 -- +goose Down
+DROP FUNCTION IF EXISTS convo.complete_prompt(uuid, jsonb);
+DROP FUNCTION IF EXISTS convo._finish_prompt(uuid, text, text, jsonb);
 DROP FUNCTION IF EXISTS convo.send_after(text, uuid, uuid, text, jsonb, uuid[]);
