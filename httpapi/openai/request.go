@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/wire"
 )
@@ -188,42 +189,14 @@ func inputText(raw json.RawMessage) (string, []httpx.Attachment, error) {
 		if it.Role != "user" {
 			return "", nil, invalid(field+".role", "unsupported_value", fmt.Sprintf("%s has role %q; convo takes user messages only (instructions go in instructions).", field, clip(it.Role)))
 		}
-		c := bytes.TrimSpace(it.Content)
-		if len(c) > 0 && c[0] == '"' {
-			var s string
-			if err := json.Unmarshal(c, &s); err != nil {
-				return "", nil, invalid(field+".content", "invalid_value", err.Error())
-			}
-			texts = append(texts, s)
-			continue
+		t, files, err := messageContent(field, conversation.RoleUser, it.Content)
+		if err != nil {
+			return "", nil, err
 		}
-		var parts []inputPart
-		if err := json.Unmarshal(c, &parts); err != nil || len(parts) == 0 {
-			return "", nil, invalid(field+".content", "invalid_value", field+".content must be a string or an array of input_text, input_image and input_file parts.")
+		if t != "" || len(files) == 0 { // a message of files only adds no blank text
+			texts = append(texts, t)
 		}
-		var b strings.Builder
-		files := len(atts)
-		for j, p := range parts {
-			pf := fmt.Sprintf("%s.content[%d]", field, j)
-			switch p.Type {
-			case "input_text":
-				if p.Text == nil {
-					return "", nil, invalid(pf+".text", "missing_required_parameter", "Missing required parameter: '"+pf+".text'.")
-				}
-				b.WriteString(*p.Text)
-			case "input_image", "input_file":
-				a, err := inputFile(pf, p)
-				if err != nil {
-					return "", nil, err
-				}
-				atts = append(atts, a)
-			default:
-				return "", nil, invalid(pf+".type", "unsupported_value", fmt.Sprintf("%s has type %q; want input_text, input_image or input_file.", pf, clip(p.Type)))
-			}
-		}
-		if b.Len() > 0 || len(atts) == files { // a message of files only adds no blank text
-			texts = append(texts, b.String())
-		}
+		atts = append(atts, files...)
 	}
 	text = strings.Join(texts, "\n\n")
 	if len(atts) > 0 {
