@@ -42,6 +42,16 @@ type Trace struct {
 type PromptInput struct {
 	MessageID uuid.UUID
 	// Text is the message's text blocks, in order.
-	Text      string
+	Text string
+	// Files are the files the message holds, in order.
+	Files     []MessageFile
 	CreatedAt time.Time
+}
+
+// MessageFile is a file a user message holds: what its "file" block's
+// metadata names of it.
+type MessageFile struct {
+	ID        uuid.UUID `json:"fileId"`
+	Filename  string    `json:"filename"`
+	MediaType string    `json:"mediaType"`
 }

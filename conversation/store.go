@@ -86,6 +86,24 @@ type SendAfterParams struct {
 	Text           string
 	// ModelConfig is the reply's model configuration (a JSON object).
 	ModelConfig json.RawMessage
+	// FileIDs are the files the user's message holds, as
+	// SendMessageParams.FileIDs; with files, Text may be empty.
+	FileIDs []uuid.UUID
+}
+
+// AppendMessagesParams are the messages AppendMessages appends.
+type AppendMessagesParams struct {
+	OwnerID        string
+	ConversationID uuid.UUID
+	Messages       []AppendedMessage
+}
+
+// AppendedMessage is one message AppendMessages appends: a user's (text,
+// files, or both) or an assistant's (text).
+type AppendedMessage struct {
+	Role    Role
+	Text    string
+	FileIDs []uuid.UUID
 }
 
 // SendAfterResult names the user's new message and its reply's prompt.
@@ -242,6 +260,22 @@ type Store interface {
 	// metadata (a JSON object). NotFound for an unknown conversation or
 	// another owner's.
 	SetConversationMetadata(ctx context.Context, ownerID string, conversationID uuid.UUID, metadata json.RawMessage) error
+
+	// AppendMessages appends messages that no reply answers (user
+	// messages with their files, assistant messages of text) at the
+	// conversation's active leaf, in order, in one transaction, and
+	// returns their ids. Invalid for a malformed message (naming
+	// items[i]), NotFound for a conversation or a file that is not the
+	// owner's (items[i]: file_ids[j]), FailedPrecondition while a reply
+	// of the conversation is being written; a refusal writes nothing.
+	AppendMessages(ctx context.Context, p AppendMessagesParams) ([]uuid.UUID, error)
+	// DeleteMessage deletes a message of the conversation's active path,
+	// the messages below it hung below its parent instead (its reply's
+	// prompt goes with an assistant message). NotFound for an unknown
+	// conversation or message, FailedPrecondition for a message off the
+	// active path or of a comparison, and while a reply of the
+	// conversation is being written.
+	DeleteMessage(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) error
 
 	// PromptInput reads the user message the owner's prompt's reply
 	// answers, on the active path or not. NotFound for an unknown prompt

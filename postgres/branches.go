@@ -59,7 +59,7 @@ func (s *Store) SwitchBranch(ctx context.Context, ownerID string, conversationID
 func (s *Store) SendAfter(ctx context.Context, p conversation.SendAfterParams) (conversation.SendAfterResult, error) {
 	row, err := s.q.BranchSendAfter(ctx, dbq.BranchSendAfterParams{
 		OwnerID: p.OwnerID, ConversationID: p.ConversationID, AfterMessageID: p.AfterMessageID, Text: p.Text,
-		ModelConfig: p.ModelConfig,
+		ModelConfig: p.ModelConfig, FileIds: nonNil(p.FileIDs),
 	})
 	if err != nil {
 		return conversation.SendAfterResult{}, translate(err, "send after message "+p.AfterMessageID.String())

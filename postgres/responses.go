@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/google/uuid"
 
@@ -31,7 +32,11 @@ func (s *Store) PromptInput(ctx context.Context, ownerID string, promptID uuid.U
 	if err != nil {
 		return conversation.PromptInput{}, translate(err, "read the input of prompt "+promptID.String())
 	}
-	return conversation.PromptInput{MessageID: row.ID, Text: row.Text, CreatedAt: row.CreatedAt}, nil
+	in := conversation.PromptInput{MessageID: row.ID, Text: row.Text, CreatedAt: row.CreatedAt}
+	if err := json.Unmarshal(row.Files, &in.Files); err != nil {
+		return conversation.PromptInput{}, fmt.Errorf("read the files of message %s: %w", row.ID, err)
+	}
+	return in, nil
 }
 
 // ConversationMetadata implements conversation.Store.

@@ -1,5 +1,7 @@
 package worker
 
+import "encoding/json"
+
 // The model-facing streaming API. A Model streams Events; the runtime
 // translates them into blocks and tool calls through the SQL worker API.
 // These types are separate from the persisted ones (conversation.Block,
@@ -30,10 +32,56 @@ type Flush struct {
 }
 
 // Finish ends the stream (one round of the model). Error says what went
-// wrong when Reason is FinishError and is ignored otherwise.
+// wrong when Reason is FinishError and is ignored otherwise. Usage, when
+// the model reports it, is the tokens the round took: the runtime adds up
+// the rounds of a reply and reports the sum when it completes the prompt
+// (convo.complete_prompt's usage; OpenAI's Responses API shows it).
 type Finish struct {
 	Reason FinishReason
 	Error  string
+	Usage  *Usage
+}
+
+// Usage is the tokens a model took for a round: InputTokens read (of
+// which CachedInputTokens came from the provider's cache), OutputTokens
+// written (of which ReasoningTokens were reasoning).
+type Usage struct {
+	InputTokens       int64
+	OutputTokens      int64
+	CachedInputTokens int64
+	ReasoningTokens   int64
+}
+
+// add adds u's tokens to a sum (nil: none yet) and returns it.
+func (u *Usage) add(sum *Usage) *Usage {
+	if u == nil {
+		return sum
+	}
+	if sum == nil {
+		sum = &Usage{}
+	}
+	sum.InputTokens += u.InputTokens
+	sum.OutputTokens += u.OutputTokens
+	sum.CachedInputTokens += u.CachedInputTokens
+	sum.ReasoningTokens += u.ReasoningTokens
+	return sum
+}
+
+// maxTokens is the largest count convo._usage_json takes: 2^53 - 1.
+const maxTokens = 1<<53 - 1
+
+// json is u as complete_prompt takes it, each count within 0 and
+// 2^53 - 1 and each part within its whole (a provider's odd report must
+// not fail the reply it took); nil for nil.
+func (u *Usage) json() json.RawMessage {
+	if u == nil {
+		return nil
+	}
+	clamp := func(n, most int64) int64 { return max(0, min(n, most)) }
+	in, out := clamp(u.InputTokens, maxTokens), clamp(u.OutputTokens, maxTokens)
+	raw, _ := json.Marshal(map[string]int64{"inputTokens": in, "outputTokens": out,
+		"cachedInputTokens": clamp(u.CachedInputTokens, in), "reasoningTokens": clamp(u.ReasoningTokens, out)})
+	return raw
 }
 
 func (Part) isEvent()   {}

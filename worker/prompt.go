@@ -27,6 +27,8 @@ type run struct {
 	// tools are the worker's tools and the client tools the prompt
 	// declares (withDeclared).
 	tools *Tools
+	// usage is the sum of the rounds' usage; nil: no round reported one.
+	usage *Usage
 }
 
 // handle runs a claimed prompt to its end and settles it: completed,
@@ -152,7 +154,7 @@ func (r *run) execute() (err error) {
 	if err := r.converse(model, Request{Config: cfg, Messages: messages, Tools: r.tools.Specs()}); err != nil {
 		return err
 	}
-	return r.w.completePrompt()
+	return r.w.completePrompt(r.usage.json())
 }
 
 // call runs one SQL call outside the writer (a read), unless the prompt
@@ -179,6 +181,7 @@ func (r *run) converse(model Model, req Request) error {
 		if err := r.stream(model, req, tr); err != nil {
 			return err
 		}
+		r.usage = tr.finish.Usage.add(r.usage)
 		switch tr.finish.Reason {
 		case FinishError:
 			msg := tr.finish.Error

@@ -54,6 +54,8 @@ type op struct {
 	inputKind string
 	request   json.RawMessage
 	expiresAt *time.Time
+	// usage is complete_prompt's usage (nil: none reported).
+	usage json.RawMessage
 }
 
 // wireOp is an op as write_batch reads it.
@@ -75,12 +77,14 @@ type wireOp struct {
 	// ExpiresAt marshals as RFC 3339 with nanoseconds, which write_batch
 	// reads as a timestamptz.
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Usage is complete_prompt's token usage.
+	Usage json.RawMessage `json:"usage,omitempty"`
 }
 
 func (o *op) wire(prompt uuid.UUID) wireOp {
 	w := wireOp{Op: o.kind, Prompt: prompt, Seq: o.seq, Type: o.blockType, Metadata: o.metadata,
 		Name: o.name, Input: o.input, Output: o.output, Error: o.errText, Kind: o.inputKind, Request: o.request,
-		ExpiresAt: o.expiresAt}
+		ExpiresAt: o.expiresAt, Usage: o.usage}
 	if o.block != uuid.Nil {
 		w.Block = &o.block
 	}
@@ -410,10 +414,10 @@ func (w *writer) wait(calls []pausedCall) error {
 	return w.sync()
 }
 
-// completePrompt queues the completion of the prompt and waits until it
-// is written.
-func (w *writer) completePrompt() error {
-	if err := w.enqueue(&op{kind: opCompletePrompt}, true); err != nil {
+// completePrompt queues the completion of the prompt, with the token
+// usage its model reported (nil: none), and waits until it is written.
+func (w *writer) completePrompt(usage json.RawMessage) error {
+	if err := w.enqueue(&op{kind: opCompletePrompt, usage: usage}, true); err != nil {
 		return err
 	}
 	return w.sync()

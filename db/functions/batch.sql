@@ -163,7 +163,13 @@ BEGIN
     WHEN 'wait_prompt' THEN
         PERFORM convo.wait_prompt(p_prompt_id, p_worker);
     WHEN 'complete_prompt' THEN
-        PERFORM convo.complete_prompt(p_prompt_id);
+        -- Without usage, the call of one argument: it means the same
+        -- on a schema migrated down before usage was taken.
+        IF p_op ? 'usage' THEN
+            PERFORM convo.complete_prompt(p_prompt_id, p_op->'usage');
+        ELSE
+            PERFORM convo.complete_prompt(p_prompt_id);
+        END IF;
     WHEN 'fail_prompt' THEN
         PERFORM convo.fail_prompt(p_prompt_id, p_op->>'error');
     END CASE;

@@ -746,11 +746,14 @@ $$;
 -- quota, a reply being written) changes nothing, the switch included.
 -- The quota is taken before the conversation's lock, the order every
 -- caller keeps (_check_prompt_quota).
+-- p_file_ids are the files the user message holds, as send_message and
+-- edit_message take them (_write_user_blocks); with files, p_text may
+-- show nothing.
 -- Errors, changing nothing: those of send_message, edit_message and
 -- switch_branch; CV001 an unknown conversation (or another owner's), or
 -- a message that is not one of the conversation's.
 CREATE OR REPLACE FUNCTION convo.send_after(p_owner_id text, p_conversation_id uuid, p_after_message_id uuid,
-                                            p_text text, p_model_config jsonb)
+                                            p_text text, p_model_config jsonb, p_file_ids uuid[] DEFAULT '{}')
 RETURNS TABLE (user_message_id uuid, prompt_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -778,10 +781,10 @@ BEGIN
     IF v_next IS NULL THEN
         RETURN QUERY SELECT s.user_message_id, s.prompt_ids[1]
           FROM convo.send_message(p_owner_id, v_conv.id, p_text, jsonb_build_array(coalesce(p_model_config, '{}')),
-                                  v_after.id) s;
+                                  v_after.id, p_file_ids) s;
     ELSE
         RETURN QUERY SELECT e.user_message_id, e.prompt_id
-          FROM convo.edit_message(p_owner_id, v_conv.id, v_next, p_text, p_model_config) e;
+          FROM convo.edit_message(p_owner_id, v_conv.id, v_next, p_text, p_model_config, p_file_ids) e;
     END IF;
 END;
 $$;

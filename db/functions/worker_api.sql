@@ -204,8 +204,11 @@ $$;
 -- fails its open tool calls (cancelling their pending input requests,
 -- _fail_open_calls), ends its open blocks, sets the prompt and its
 -- message to the final status, and moves the conversation's active prompt
--- on. The caller holds the conversation lock.
-CREATE OR REPLACE FUNCTION convo._finish_prompt(p_prompt_id uuid, p_status text, p_error text) RETURNS convo.prompts
+-- on. p_usage, the token usage the worker reported (_usage_json), goes in
+-- the final event's payload as "usage" (none when NULL). The caller holds
+-- the conversation lock.
+CREATE OR REPLACE FUNCTION convo._finish_prompt(p_prompt_id uuid, p_status text, p_error text,
+                                                p_usage jsonb DEFAULT NULL) RETURNS convo.prompts
 LANGUAGE plpgsql AS $$
 DECLARE
     v_prompt  convo.prompts;
@@ -230,7 +233,7 @@ BEGIN
                             WHEN 'failed' THEN 'promptFailed'
                             ELSE 'promptCancelled' END;
     PERFORM convo._append_event(v_prompt.conversation_id, v_kind,
-        convo._object(jsonb_build_object('prompt', convo._prompt_json(v_prompt), 'error', p_error)),
+        convo._object(jsonb_build_object('prompt', convo._prompt_json(v_prompt), 'error', p_error, 'usage', p_usage)),
         v_prompt.id);
 
     UPDATE convo.messages SET status = p_status, updated_at = now()
@@ -1039,15 +1042,77 @@ BEGIN
 END;
 $$;
 
+-- _usage_json checks the token usage a worker reports for a prompt and
+-- returns it in its one shape: {"inputTokens", "outputTokens",
+-- "cachedInputTokens", "reasoningTokens"}, whole numbers from 0 to
+-- 2^53 - 1 (the last two 0 when not given; cached input tokens are some of
+-- the input tokens, reasoning tokens some of the output tokens). NULL (SQL
+-- or JSON): none reported.
+-- Errors: CV003 naming what is wrong (not an object, an unknown field, a
+-- missing or bad count, a part larger than its whole).
+CREATE OR REPLACE FUNCTION convo._usage_json(p_usage jsonb, p_action text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_keys constant text[] := ARRAY['inputTokens', 'outputTokens', 'cachedInputTokens', 'reasoningTokens'];
+    v_key  text;
+    v_val  jsonb;
+    v_out  jsonb := '{}';
+BEGIN
+    IF p_usage IS NULL OR jsonb_typeof(p_usage) = 'null' THEN
+        RETURN NULL;
+    END IF;
+    IF jsonb_typeof(p_usage) <> 'object' THEN
+        RAISE EXCEPTION '%: usage must be a JSON object {"inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens"}, got a %',
+            p_action, jsonb_typeof(p_usage) USING ERRCODE = 'CV003';
+    END IF;
+    SELECT k INTO v_key FROM jsonb_object_keys(p_usage) k WHERE k <> ALL (v_keys) LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION '%: usage.% is not a field of usage (inputTokens, outputTokens, cachedInputTokens, reasoningTokens)',
+            p_action, left(v_key, 64) USING ERRCODE = 'CV003';
+    END IF;
+    FOREACH v_key IN ARRAY v_keys LOOP
+        v_val := p_usage->v_key;
+        IF v_val IS NULL AND v_key IN ('cachedInputTokens', 'reasoningTokens') THEN
+            v_val := '0';
+        END IF;
+        IF v_val IS NULL OR jsonb_typeof(v_val) <> 'number' OR (v_val #>> '{}')::numeric < 0
+           OR (v_val #>> '{}')::numeric <> trunc((v_val #>> '{}')::numeric)
+           OR (v_val #>> '{}')::numeric > 9007199254740991 THEN
+            RAISE EXCEPTION '%: usage.% must be a whole number from 0 to 2^53 - 1, got %', p_action, v_key,
+                coalesce(left(v_val::text, 64), 'nothing') USING ERRCODE = 'CV003';
+        END IF;
+        v_out := v_out || jsonb_build_object(v_key, (v_val #>> '{}')::numeric::bigint);
+    END LOOP;
+    IF (v_out->>'cachedInputTokens')::bigint > (v_out->>'inputTokens')::bigint THEN
+        RAISE EXCEPTION '%: usage.cachedInputTokens (%) is more than usage.inputTokens (%): cached tokens are some of the input tokens',
+            p_action, v_out->>'cachedInputTokens', v_out->>'inputTokens' USING ERRCODE = 'CV003';
+    END IF;
+    IF (v_out->>'reasoningTokens')::bigint > (v_out->>'outputTokens')::bigint THEN
+        RAISE EXCEPTION '%: usage.reasoningTokens (%) is more than usage.outputTokens (%): reasoning tokens are some of the output tokens',
+            p_action, v_out->>'reasoningTokens', v_out->>'outputTokens' USING ERRCODE = 'CV003';
+    END IF;
+    RETURN v_out;
+END;
+$$;
+
 -- complete_prompt completes a running prompt and its message. Tool calls
--- still open are failed and blocks still open are ended first. Events:
--- (toolCallFailed …, blockEnd …), promptCompleted, messageUpdated, and
--- conversationUpdated when the active prompt moves on (docs/events.md).
-CREATE OR REPLACE FUNCTION convo.complete_prompt(prompt_id uuid) RETURNS void
+-- still open are failed and blocks still open are ended first. usage,
+-- when given, is the tokens the reply took, as the model reported them
+-- (_usage_json: {"inputTokens", "outputTokens", "cachedInputTokens",
+-- "reasoningTokens"}); it is kept in the promptCompleted event, whose
+-- payload is then the same on every read (OpenAI's Responses API shows
+-- it as the Response's usage). Events: (toolCallFailed …, blockEnd …),
+-- promptCompleted, messageUpdated, and conversationUpdated when the
+-- active prompt moves on (docs/events.md).
+-- Errors, changing nothing: those of _usage_json (CV003), then those of a
+-- prompt that is not running.
+CREATE OR REPLACE FUNCTION convo.complete_prompt(prompt_id uuid, usage jsonb DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_usage jsonb := convo._usage_json(complete_prompt.usage, 'complete_prompt');
 BEGIN
     PERFORM convo._running_prompt(complete_prompt.prompt_id, 'complete_prompt');
-    PERFORM convo._finish_prompt(complete_prompt.prompt_id, 'completed', NULL);
+    PERFORM convo._finish_prompt(complete_prompt.prompt_id, 'completed', NULL, v_usage);
 END;
 $$;
 

@@ -35,4 +35,4 @@ SELECT set_config('convo.snapshot_bytes', @max_bytes::text, false);
 -- branch shown first, all or nothing; see convo.send_after.
 SELECT s.user_message_id::uuid AS user_message_id, s.prompt_id::uuid AS prompt_id
   FROM convo.send_after(@owner_id::text, @conversation_id::uuid, @after_message_id::uuid, @text::text,
-                        sqlc.narg(model_config)::jsonb) s;
+                        sqlc.narg(model_config)::jsonb, @file_ids::uuid[]) s;

@@ -18,8 +18,11 @@ SELECT * FROM convo.events
 
 -- name: PromptInputMessage :one
 -- The user message the prompt's reply answers (the reply's parent, on the
--- active path or not) and its text, when the prompt is owner_id's.
-SELECT u.id, u.created_at, convo._message_text(u.id)::text AS text
+-- active path or not), its text and its file blocks' metadata (a JSON
+-- array, in order), when the prompt is owner_id's.
+SELECT u.id, u.created_at, convo._message_text(u.id)::text AS text,
+       (SELECT coalesce(jsonb_agg(b.metadata ORDER BY b.position), '[]')
+          FROM convo.blocks b WHERE b.message_id = u.id AND b.block_type = 'file')::jsonb AS files
   FROM convo.prompts p
   JOIN convo.messages r ON r.id = p.message_id
   JOIN convo.messages u ON u.id = r.parent_id

@@ -37,28 +37,26 @@ type conversationWrite struct {
 
 // conversationRoutes registers the Conversations API.
 func (h *Handler) conversationRoutes(route func(string, http.HandlerFunc)) {
-	route("POST /v1/conversations", h.srv.JSONBodyOr(MaxConversationBytes, true, h.CreateConversation, h.writeError))
+	route("POST /v1/conversations", h.srv.JSONBodyOr(MaxCreateBytes, true, h.CreateConversation, h.writeError))
 	route("GET /v1/conversations/{id}", h.GetConversation)
 	route("POST /v1/conversations/{id}", h.srv.JSONBodyOr(MaxConversationBytes, false, h.UpdateConversation, h.writeError))
 	route("DELETE /v1/conversations/{id}", h.DeleteConversation)
 	route("GET /v1/conversations/{id}/items", h.ListItems)
 	route("GET /v1/conversations/{id}/items/{item}", h.GetItem)
-	notYet := func(w http.ResponseWriter, r *http.Request) {
-		h.writeError(w, r, invalid("", "unsupported", "Adding or deleting conversation items is not supported: convo writes a conversation's messages with responses (POST /v1/responses with conversation)."))
-	}
-	route("POST /v1/conversations/{id}/items", notYet)
-	route("DELETE /v1/conversations/{id}/items/{item}", notYet)
+	route("POST /v1/conversations/{id}/items", h.srv.JSONBodyOr(MaxCreateBytes, false, h.AddItems, h.writeError))
+	route("DELETE /v1/conversations/{id}/items/{item}", h.DeleteItem)
 }
 
-// decodeConversationWrite reads a conversation write; an empty body is
-// none.
-func decodeConversationWrite(w http.ResponseWriter, r *http.Request) (conversationWrite, error) {
+// decodeConversationWrite reads a conversation write of at most limit
+// bytes; an empty body is none. items are refused unless the write takes
+// them (a new conversation's).
+func decodeConversationWrite(w http.ResponseWriter, r *http.Request, limit int64, items bool) (conversationWrite, error) {
 	var in conversationWrite
 	// JSONBodyOr checked the body (its size, its type) and hands on an
 	// empty one only where the route takes none.
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxConversationBytes))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
-		return in, &httpx.BodyTooLarge{Limit: MaxConversationBytes}
+		return in, &httpx.BodyTooLarge{Limit: limit}
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return in, nil
@@ -66,21 +64,26 @@ func decodeConversationWrite(w http.ResponseWriter, r *http.Request) (conversati
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return in, invalid("", "invalid_json", "the body is not a Conversations API request (a JSON object): "+err.Error())
 	}
-	if len(in.Items) > 0 {
-		return in, invalid("items", "unsupported_parameter", "items are not supported: convo writes a conversation's messages with responses (POST /v1/responses with conversation).")
+	if len(in.Items) > 0 && !items {
+		return in, invalid("items", "unsupported_parameter", "items are added with POST /v1/conversations/{id}/items, not with an update.")
 	}
 	return in, checkMetadata(in.Metadata)
 }
 
-// CreateConversation serves POST /v1/conversations: a new, empty convo
-// conversation with the metadata given. items are refused (400): convo
-// writes messages with their replies, through POST /v1/responses.
+// CreateConversation serves POST /v1/conversations: a new convo
+// conversation with the metadata given and items, messages without a
+// reply, as AddItems appends them (a refused item refuses the request,
+// and the conversation is not kept).
 func (h *Handler) CreateConversation(w http.ResponseWriter, r *http.Request) {
 	owner, ok := h.user(w, r)
 	if !ok {
 		return
 	}
-	in, err := decodeConversationWrite(w, r)
+	in, err := decodeConversationWrite(w, r, MaxCreateBytes, true)
+	var items []newItem
+	if err == nil && len(in.Items) > 0 {
+		items, err = readItems(in.Items)
+	}
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -96,11 +99,15 @@ func (h *Handler) CreateConversation(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(in.Metadata) > 0 {
 		raw, _ := json.Marshal(in.Metadata)
-		if err := h.srv.Store.SetConversationMetadata(ctx, owner, c.ID, raw); err != nil {
-			h.srv.DiscardCreated(ctx, owner, c.ID) // a refusal writes nothing
-			h.writeError(w, r, err)
-			return
-		}
+		err = h.srv.Store.SetConversationMetadata(ctx, owner, c.ID, raw)
+	}
+	if err == nil && len(items) > 0 {
+		_, err = h.appendItems(ctx, owner, c.ID, items)
+	}
+	if err != nil {
+		h.srv.DiscardCreated(ctx, owner, c.ID) // a refusal writes nothing
+		h.writeError(w, r, conflict(err))
+		return
 	}
 	writeJSON(w, conversationOf(c, in.Metadata))
 }
@@ -162,7 +169,7 @@ func (h *Handler) UpdateConversation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	in, err := decodeConversationWrite(w, r)
+	in, err := decodeConversationWrite(w, r, MaxConversationBytes, false)
 	if err == nil && in.Metadata == nil {
 		err = invalid("metadata", "missing_required_parameter", "Missing required parameter: 'metadata'.")
 	}
@@ -200,7 +207,7 @@ func (h *Handler) DeleteConversation(w http.ResponseWriter, r *http.Request) {
 
 // items are the conversation's items: the blocks of the messages of its
 // active path, oldest first. A user message is one message item (its
-// text, input_text); an assistant message's text blocks are message items
+// text, input_text, then its files, input_image or input_file); an assistant message's text blocks are message items
 // (output_text) and its reasoning blocks reasoning items, with the ids
 // the responses show them with. Other blocks are not shown yet.
 func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, bool) {
@@ -215,33 +222,45 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, b
 	}
 	var items []outputItem
 	for _, m := range st.Messages {
-		if m.Role == conversation.RoleUser {
-			var text strings.Builder
-			for _, b := range m.Blocks {
-				if b.Type == "text" {
-					text.WriteString(b.Content)
-				}
-			}
-			items = append(items, outputItem{Type: "message", ID: "msg_" + m.ID.String(), Status: "completed", Role: "user",
-				Content: []contentPart{{Type: "input_text", Text: text.String()}}})
-			continue
-		}
-		for _, b := range m.Blocks {
-			status := "completed"
-			if b.Status == conversation.BlockStreaming {
-				status = "in_progress"
-			}
-			switch b.Type {
-			case "text":
-				items = append(items, outputItem{Type: "message", ID: "msg_" + b.ID.String(), Status: status, Role: "assistant",
-					Content: []contentPart{{Type: "output_text", Text: b.Content, Annotations: &[]json.RawMessage{}, Logprobs: &[]json.RawMessage{}}}})
-			case "reasoning":
-				items = append(items, outputItem{Type: "reasoning", ID: "rs_" + b.ID.String(), Status: status, Summary: &[]string{},
-					Content: []contentPart{{Type: "reasoning_text", Text: b.Content}}})
-			}
-		}
+		items = append(items, messageItems(m)...)
 	}
 	return items, true
+}
+
+// messageItems are the items of one message of the path: a user
+// message is one message item (its text, input_text, then its files); an
+// assistant message's text blocks are message items (output_text) and its
+// reasoning blocks reasoning items. Other blocks are not shown yet.
+func messageItems(m conversation.Message) []outputItem {
+	if m.Role == conversation.RoleUser {
+		var text strings.Builder
+		var files []conversation.MessageFile
+		for _, b := range m.Blocks {
+			if b.Type == "text" {
+				text.WriteString(b.Content)
+			} else if f, ok := messageFile(b); ok {
+				files = append(files, f)
+			}
+		}
+		return []outputItem{{Type: "message", ID: "msg_" + m.ID.String(), Status: "completed", Role: "user",
+			Content: userParts(text.String(), files)}}
+	}
+	var items []outputItem
+	for _, b := range m.Blocks {
+		status := "completed"
+		if b.Status == conversation.BlockStreaming {
+			status = "in_progress"
+		}
+		switch b.Type {
+		case "text":
+			items = append(items, outputItem{Type: "message", ID: "msg_" + b.ID.String(), Status: status, Role: "assistant",
+				Content: []contentPart{{Type: "output_text", Text: b.Content, Annotations: &[]json.RawMessage{}, Logprobs: &[]json.RawMessage{}}}})
+		case "reasoning":
+			items = append(items, outputItem{Type: "reasoning", ID: "rs_" + b.ID.String(), Status: status, Summary: &[]string{},
+				Content: []contentPart{{Type: "reasoning_text", Text: b.Content}}})
+		}
+	}
+	return items
 }
 
 // ListItems serves GET /v1/conversations/{id}/items: the conversation's

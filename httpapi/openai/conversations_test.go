@@ -18,7 +18,7 @@ import (
 // The Conversations API through the SDK: a conversation made with
 // metadata, written with a response, its metadata replaced, its items
 // (the active path's messages' blocks) listed in both orders and paged,
-// one read; items cannot be added; another user sees nothing; a delete
+// one read; a system or developer item is refused; another user sees nothing; a delete
 // deletes the convo conversation.
 func TestConversations(t *testing.T) {
 	t.Parallel()
@@ -96,11 +96,11 @@ func TestConversations(t *testing.T) {
 	apiErr(t, err, http.StatusNotFound, "")
 
 	_, err = c.Conversations.New(ctx, conversations.ConversationNewParams{Items: []responses.ResponseInputItemUnionParam{
-		responses.ResponseInputItemParamOfMessage("hi", responses.EasyInputMessageRoleUser)}})
-	apiErr(t, err, http.StatusBadRequest, "items")
+		responses.ResponseInputItemParamOfMessage("hi", responses.EasyInputMessageRoleSystem)}})
+	apiErr(t, err, http.StatusBadRequest, "items[0].role")
 	_, err = c.Conversations.Items.New(ctx, conv.ID, conversations.ItemNewParams{Items: []responses.ResponseInputItemUnionParam{
-		responses.ResponseInputItemParamOfMessage("hi", responses.EasyInputMessageRoleUser)}})
-	apiErr(t, err, http.StatusBadRequest, "")
+		responses.ResponseInputItemParamOfMessage("hi", responses.EasyInputMessageRoleDeveloper)}})
+	apiErr(t, err, http.StatusBadRequest, "items[0].role")
 	bob := client(t, tb, "bob")
 	_, err = bob.Conversations.Get(ctx, conv.ID)
 	apiErr(t, err, http.StatusNotFound, "")

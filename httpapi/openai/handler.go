@@ -122,9 +122,14 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		defer sub.Close()
 		sub.ReleaseSnapshot() // the fold reads the prompt's events from the log
 	}
-	promptID, err := h.send(ctx, owner, conv, req, prev)
+	fileIDs, err := h.storeFiles(ctx, owner, req.attachments)
 	if err != nil {
 		h.writeError(w, r, err)
+		return
+	}
+	promptID, err := h.send(ctx, owner, conv, req, prev, fileIDs)
+	if err != nil {
+		h.writeError(w, r, fileRefusal(err, req.attachments))
 		return
 	}
 	queued = true
@@ -148,23 +153,23 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// send writes the user's message and queues the reply: after the
+// send writes the user's message, holding fileIDs, and queues the reply: after the
 // previous response's reply when there is one (its branch made active
 // first; when the reply already has a following message, the text is a
 // new version of that message: a branch), all in one statement that a
 // refusal undoes whole, else at the conversation's active leaf. It
 // returns the reply's prompt.
-func (h *Handler) send(ctx context.Context, owner string, conv uuid.UUID, req *createRequest, prev conversation.Trace) (uuid.UUID, error) {
+func (h *Handler) send(ctx context.Context, owner string, conv uuid.UUID, req *createRequest, prev conversation.Trace, fileIDs []uuid.UUID) (uuid.UUID, error) {
 	if req.previous != uuid.Nil {
 		sent, err := h.srv.Store.SendAfter(ctx, conversation.SendAfterParams{OwnerID: owner, ConversationID: conv,
-			AfterMessageID: prev.Prompt.MessageID, Text: req.text, ModelConfig: req.config})
+			AfterMessageID: prev.Prompt.MessageID, Text: req.text, ModelConfig: req.config, FileIDs: fileIDs})
 		if err != nil {
 			return uuid.Nil, err
 		}
 		return sent.PromptID, nil
 	}
 	sent, err := h.srv.Store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: owner, ConversationID: conv,
-		Text: req.text, ModelConfigs: []json.RawMessage{req.config}})
+		Text: req.text, ModelConfigs: []json.RawMessage{req.config}, FileIDs: fileIDs})
 	if err != nil {
 		return uuid.Nil, err
 	}
@@ -212,6 +217,9 @@ func lastSeq(tr conversation.Trace) int64 {
 // merged it) and returns the stream events it made.
 func (r *reply) feed(e conversation.Event) []any {
 	var out []any
+	if u := usageOf(e); u != nil && !r.ended {
+		r.head.Usage = u // before the fold: response.completed carries it
+	}
 	for _, one := range split(e) {
 		ev, err := wire.Event(one)
 		if err != nil {

@@ -15,8 +15,8 @@ const (
 // InputItems serves GET /v1/responses/{id}/input_items: the input the
 // response answers, as OpenAI lists it (after, limit, order: desc by
 // default). In convo that is one item: the user's message the reply
-// answers (input items joined into one message when it was sent, its
-// text blocks), id "msg_" and the message's id, whether or not it is on
+// answers (input items joined into one message when it was sent: its
+// text blocks, then its files), id "msg_" and the message's id, whether or not it is on
 // the conversation's active path now. An unknown, foreign or deleted
 // response is 404; a bad limit, order or after is 400 naming it.
 func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +45,7 @@ func (h *Handler) InputItems(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	items := []outputItem{{Type: "message", ID: "msg_" + in.MessageID.String(), Status: "completed", Role: "user",
-		Content: []contentPart{{Type: "input_text", Text: in.Text}}}}
+		Content: userParts(in.Text, in.Files)}}
 	list, err := page(items, r.URL.Query())
 	if err != nil {
 		h.writeError(w, r, err)

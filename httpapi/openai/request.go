@@ -11,12 +11,14 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/wire"
 )
 
-// MaxCreateBytes bounds the body of POST /v1/responses.
-const MaxCreateBytes = 1 << 20
+// MaxCreateBytes bounds the body of POST /v1/responses: room for inline
+// files and images (base64), as the AI SDK route's body has.
+const MaxCreateBytes = 8 << 20
 
 // Metadata bounds, OpenAI's: at most 16 pairs, keys of at most 64
 // characters, values of at most 512.
@@ -28,8 +30,8 @@ const (
 
 // createRequest is the body of POST /v1/responses: the fields convo
 // takes. Others of OpenAI's (include, reasoning, text, truncation, …) are
-// ignored; those convo cannot honour yet (tools, store false, input
-// files and images) are refused.
+// ignored; those convo cannot honour yet (tools, store false) are
+// refused.
 type createRequest struct {
 	Model              *string           `json:"model"`
 	Input              json.RawMessage   `json:"input"`
@@ -46,7 +48,10 @@ type createRequest struct {
 	ToolChoice         json.RawMessage   `json:"tool_choice"`
 	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
 
-	text           string
+	text string
+	// attachments are the input's input_image and input_file parts, in
+	// order: the files the user's message holds.
+	attachments    []httpx.Attachment
 	conversationID uuid.UUID // uuid.Nil: none named
 	previous       uuid.UUID // the previous response's prompt, uuid.Nil: none
 	// previousSegment is the previous response's segment of its prompt
@@ -117,8 +122,12 @@ func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*cr
 		}
 		if isOutputs {
 			req.outputs = outputs
-		} else if req.text, err = inputText(req.Input); err != nil {
-			return nil, err
+		} else {
+			text, atts, err := inputText(req.Input)
+			if err != nil {
+				return nil, err
+			}
+			req.text, req.attachments = text, atts
 		}
 		if req.Instructions != nil {
 			if err := wire.CheckText("instructions", *req.Instructions, false, wire.MaxMessageText); err != nil {
@@ -171,19 +180,21 @@ func decodeCreate(models []string) func(http.ResponseWriter, *http.Request) (*cr
 
 // inputText reads input: a string, or input items, each a user message
 // (type "message" or none, role "user") whose content is a string or
-// input_text parts. The messages' texts are joined by a blank line: one
-// convo message. input_image and input_file parts are refused for now.
-func inputText(raw json.RawMessage) (string, error) {
+// input_text, input_image and input_file parts. The messages' texts are
+// joined by a blank line: one convo message, which holds the files of
+// the image and file parts (inputFile), in order. The text may be empty
+// when there are files.
+func inputText(raw json.RawMessage) (string, []httpx.Attachment, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return "", invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
+		return "", nil, invalid("input", "missing_required_parameter", "Missing required parameter: 'input'.")
 	}
 	var text string
 	if raw[0] == '"' {
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return "", invalid("input", "invalid_value", "input is not a string: "+err.Error())
+			return "", nil, invalid("input", "invalid_value", "input is not a string: "+err.Error())
 		}
-		return text, checkInput("input", text)
+		return text, nil, checkInput("input", text)
 	}
 	var items []struct {
 		Type    string          `json:"type"`
@@ -191,55 +202,38 @@ func inputText(raw json.RawMessage) (string, error) {
 		Content json.RawMessage `json:"content"`
 	}
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return "", invalid("input", "invalid_type", "input must be a string or an array of input items: "+err.Error())
+		return "", nil, invalid("input", "invalid_type", "input must be a string or an array of input items: "+err.Error())
 	}
 	if len(items) == 0 {
-		return "", invalid("input", "empty_array", "input has no items: it needs a user message.")
+		return "", nil, invalid("input", "empty_array", "input has no items: it needs a user message.")
 	}
 	var texts []string
+	var atts []httpx.Attachment
 	for i, it := range items {
 		field := fmt.Sprintf("input[%d]", i)
 		if it.Type != "" && it.Type != "message" {
-			return "", invalid(field+".type", "unsupported_value", fmt.Sprintf("%s is a %q item; convo takes user messages only for now.", field, clip(it.Type)))
+			return "", nil, invalid(field+".type", "unsupported_value", fmt.Sprintf("%s is a %q item; convo takes user messages only for now.", field, clip(it.Type)))
 		}
 		if it.Role != "user" {
-			return "", invalid(field+".role", "unsupported_value", fmt.Sprintf("%s has role %q; convo takes user messages only (instructions go in instructions).", field, clip(it.Role)))
+			return "", nil, invalid(field+".role", "unsupported_value", fmt.Sprintf("%s has role %q; convo takes user messages only (instructions go in instructions).", field, clip(it.Role)))
 		}
-		c := bytes.TrimSpace(it.Content)
-		if len(c) > 0 && c[0] == '"' {
-			var s string
-			if err := json.Unmarshal(c, &s); err != nil {
-				return "", invalid(field+".content", "invalid_value", err.Error())
-			}
-			texts = append(texts, s)
-			continue
+		t, files, err := messageContent(field, conversation.RoleUser, it.Content)
+		if err != nil {
+			return "", nil, err
 		}
-		var parts []struct {
-			Type string  `json:"type"`
-			Text *string `json:"text"`
+		if t != "" || len(files) == 0 { // a message of files only adds no blank text
+			texts = append(texts, t)
 		}
-		if err := json.Unmarshal(c, &parts); err != nil || len(parts) == 0 {
-			return "", invalid(field+".content", "invalid_value", field+".content must be a string or an array of input_text parts.")
-		}
-		var b strings.Builder
-		for j, p := range parts {
-			pf := fmt.Sprintf("%s.content[%d]", field, j)
-			switch p.Type {
-			case "input_text":
-				if p.Text == nil {
-					return "", invalid(pf+".text", "missing_required_parameter", "Missing required parameter: '"+pf+".text'.")
-				}
-				b.WriteString(*p.Text)
-			case "input_image", "input_file":
-				return "", invalid(pf, "unsupported_content", fmt.Sprintf("%s is an %s part; convo's Responses API takes input_text parts only for now.", pf, p.Type))
-			default:
-				return "", invalid(pf+".type", "unsupported_value", fmt.Sprintf("%s has type %q; want input_text.", pf, clip(p.Type)))
-			}
-		}
-		texts = append(texts, b.String())
+		atts = append(atts, files...)
 	}
 	text = strings.Join(texts, "\n\n")
-	return text, checkInput("input", text)
+	if len(atts) > 0 {
+		if err := wire.CheckText("input", text, false, wire.MaxMessageText); err != nil {
+			return "", nil, invalid("input", "invalid_value", err.Error())
+		}
+		return text, atts, nil
+	}
+	return text, nil, checkInput("input", text)
 }
 
 // checkInput checks the message text as convo checks every message's.

@@ -107,7 +107,7 @@ func TestBadInputIsRefusedAsOpenAIDoes(t *testing.T) {
 			http.StatusNotFound, "conversation"},
 		{"foreign previous response", responses.ResponseNewParams{Model: "demo", Input: text,
 			PreviousResponseID: openaisdk.String("resp_" + bob.PromptID.String())}, http.StatusBadRequest, "previous_response_id"},
-		{"input image", responses.ResponseNewParams{Model: "demo", Input: responses.ResponseNewParamsInputUnion{
+		{"input image without a source", responses.ResponseNewParams{Model: "demo", Input: responses.ResponseNewParamsInputUnion{
 			OfInputItemList: responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage(
 				responses.ResponseInputMessageContentListParam{
 					responses.ResponseInputContentParamOfInputImage(responses.ResponseInputImageDetailAuto),

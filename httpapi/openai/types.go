@@ -70,13 +70,16 @@ type outputItem struct {
 	raw []byte
 }
 
-// contentPart is an output_text part (of a message) or a reasoning_text
-// part (of a reasoning item).
+// contentPart is an output_text part (of a message), a reasoning_text
+// part (of a reasoning item), or a user message's input_text,
+// input_image or input_file part (the last two a file, files.go).
 type contentPart struct {
 	Type        string             `json:"type"`
 	Text        string             `json:"text"`
 	Annotations *[]json.RawMessage `json:"annotations,omitempty"`
 	Logprobs    *[]json.RawMessage `json:"logprobs,omitempty"`
+	// file is the file of an input_image or input_file part.
+	file *fileFields
 }
 
 // streamEvent is one event of a response's stream: Type and

@@ -15,7 +15,7 @@ import (
 const branchSendAfter = `-- name: BranchSendAfter :one
 SELECT s.user_message_id::uuid AS user_message_id, s.prompt_id::uuid AS prompt_id
   FROM convo.send_after($1::text, $2::uuid, $3::uuid, $4::text,
-                        $5::jsonb) s
+                        $5::jsonb, $6::uuid[]) s
 `
 
 type BranchSendAfterParams struct {
@@ -24,6 +24,7 @@ type BranchSendAfterParams struct {
 	AfterMessageID uuid.UUID
 	Text           string
 	ModelConfig    json.RawMessage
+	FileIds        []uuid.UUID
 }
 
 type BranchSendAfterRow struct {
@@ -40,6 +41,7 @@ func (q *Queries) BranchSendAfter(ctx context.Context, arg BranchSendAfterParams
 		arg.AfterMessageID,
 		arg.Text,
 		arg.ModelConfig,
+		arg.FileIds,
 	)
 	var i BranchSendAfterRow
 	err := row.Scan(&i.UserMessageID, &i.PromptID)

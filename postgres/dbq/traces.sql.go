@@ -103,7 +103,9 @@ func (q *Queries) PromptGet(ctx context.Context, arg PromptGetParams) (PromptGet
 }
 
 const promptInputMessage = `-- name: PromptInputMessage :one
-SELECT u.id, u.created_at, convo._message_text(u.id)::text AS text
+SELECT u.id, u.created_at, convo._message_text(u.id)::text AS text,
+       (SELECT coalesce(jsonb_agg(b.metadata ORDER BY b.position), '[]')
+          FROM convo.blocks b WHERE b.message_id = u.id AND b.block_type = 'file')::jsonb AS files
   FROM convo.prompts p
   JOIN convo.messages r ON r.id = p.message_id
   JOIN convo.messages u ON u.id = r.parent_id
@@ -119,13 +121,20 @@ type PromptInputMessageRow struct {
 	ID        uuid.UUID
 	CreatedAt time.Time
 	Text      string
+	Files     json.RawMessage
 }
 
 // The user message the prompt's reply answers (the reply's parent, on the
-// active path or not) and its text, when the prompt is owner_id's.
+// active path or not), its text and its file blocks' metadata (a JSON
+// array, in order), when the prompt is owner_id's.
 func (q *Queries) PromptInputMessage(ctx context.Context, arg PromptInputMessageParams) (PromptInputMessageRow, error) {
 	row := q.db.QueryRow(ctx, promptInputMessage, arg.PromptID, arg.OwnerID)
 	var i PromptInputMessageRow
-	err := row.Scan(&i.ID, &i.CreatedAt, &i.Text)
+	err := row.Scan(
+		&i.ID,
+		&i.CreatedAt,
+		&i.Text,
+		&i.Files,
+	)
 	return i, err
 }

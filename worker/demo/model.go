@@ -36,7 +36,11 @@ type Options struct {
 // It honours maxTokens (finishing with "length"). It acknowledges each file
 // of the user's message first, from the file's bytes: "You attached
 // notes.txt (text/plain, 1.2 KB); its first line: "…"", an image's size in
-// pixels (PNG, JPEG, GIF); an error reading a file fails the reply.
+// pixels (PNG, JPEG, GIF); an error reading a file fails the reply. It
+// reports the usage of its own tokens (demoTokenRE, not a real
+// tokenizer's): the input tokens of the request's messages' text and tool
+// calls' arguments, the output tokens it streamed, those of its
+// reasoning among them; never cached tokens.
 func NewModel(opts Options) worker.Model {
 	if opts.TokensPerSecond == 0 {
 		opts.TokensPerSecond = 40
@@ -62,7 +66,7 @@ func (d *demoModel) Stream(ctx context.Context, req worker.Request) iter.Seq2[wo
 			ok = d.plan(e, req)
 		}
 		if ok {
-			yield(worker.Finish{Reason: e.finishReason()}, nil)
+			yield(worker.Finish{Reason: e.finishReason(), Usage: e.usage(req)}, nil)
 		}
 	}
 }
@@ -453,6 +457,22 @@ type demoEmitter struct {
 	cut       bool
 	reason    worker.FinishReason
 	stopped   bool
+	// reasoning counts the tokens streamed as reasoning.
+	reasoning int
+}
+
+// usage is the round's usage in the demo model's own tokens: the
+// request's messages (their text and tool calls' arguments) in, what it
+// streamed out.
+func (e *demoEmitter) usage(req worker.Request) *worker.Usage {
+	in := 0
+	for _, m := range req.Messages {
+		in += len(demoTokenRE.FindAllString(m.Text, -1))
+		for _, c := range m.ToolCalls {
+			in += len(demoTokenRE.FindAllString(c.Arguments, -1))
+		}
+	}
+	return &worker.Usage{InputTokens: int64(in), OutputTokens: int64(e.tokens), ReasoningTokens: int64(e.reasoning)}
 }
 
 func (e *demoEmitter) finishReason() worker.FinishReason {
@@ -498,7 +518,11 @@ func (e *demoEmitter) stream(index int, text string, chunk func(string) worker.C
 			return false
 		}
 		e.tokens++
-		if !e.emit(worker.Part{Index: index, Chunk: chunk(tok)}) {
+		c := chunk(tok)
+		if _, ok := c.(worker.ReasoningChunk); ok {
+			e.reasoning++
+		}
+		if !e.emit(worker.Part{Index: index, Chunk: c}) {
 			return false
 		}
 	}

@@ -14,6 +14,33 @@ type chatChunk struct {
 		Delta        chunkDelta `json:"delta"`
 		FinishReason string     `json:"finish_reason"`
 	} `json:"choices"`
+	// Usage comes in a chunk of its own after the finish (asked for with
+	// stream_options.include_usage), or with the finish on some servers.
+	Usage *chatUsage `json:"usage"`
+}
+
+// chatUsage is a completion's token usage.
+type chatUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// usage is u as the runtime takes it.
+func (u *chatUsage) usage() *worker.Usage {
+	out := &worker.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CachedInputTokens = d.CachedTokens
+	}
+	if d := u.CompletionTokensDetails; d != nil {
+		out.ReasoningTokens = d.ReasoningTokens
+	}
+	return out
 }
 
 type chunkDelta struct {

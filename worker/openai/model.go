@@ -173,9 +173,21 @@ func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker
 
 		mp := &mapper{structured: len(req.Config.ResponseFormat) > 0, tools: map[int64]int{}}
 		events := readEvents(resp.Body)
+		// finish is the answer's end once it came: held until the
+		// usage chunk that follows it, [DONE], or the end of the body,
+		// whichever first (a stream that breaks after the finish loses
+		// only the usage).
+		var finish *worker.Finish
+		var usage *worker.Usage
+		done := func() {
+			finish.Usage = usage
+			yield(*finish, nil)
+		}
 		for data, err := range events {
 			if err != nil {
-				if ctx.Err() == nil {
+				if finish != nil {
+					done()
+				} else if ctx.Err() == nil {
 					yield(nil, failed(err))
 				}
 				return
@@ -192,19 +204,38 @@ func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker
 				yield(nil, m.errorf("the stream sent something that is not JSON: %v", err))
 				return
 			}
-			if len(c.Error) > 0 {
+			if len(c.Error) > 0 && finish == nil {
 				yield(nil, m.errorf("the stream failed: %s", streamErrorMessage(data)))
 				return
 			}
-			evs, done := mp.chunk(c.chatChunk)
+			if c.Usage != nil {
+				usage = c.Usage.usage()
+			}
+			if finish != nil {
+				if usage != nil {
+					done()
+					return
+				}
+				continue
+			}
+			evs, ended := mp.chunk(c.chatChunk)
 			for _, ev := range evs {
+				if f, ok := ev.(worker.Finish); ok {
+					finish = &f
+					continue
+				}
 				if !yield(ev, nil) {
 					return
 				}
 			}
-			if done {
+			if ended && usage != nil {
+				done()
 				return
 			}
+		}
+		if finish != nil {
+			done()
+			return
 		}
 		if ctx.Err() != nil {
 			return // the prompt stopped; nobody is listening

@@ -113,7 +113,7 @@ func TestRequestBody(t *testing.T) {
 	want := `{"max_tokens":77,"messages":[{"content":"Be brief.","role":"system"},{"content":"6*7?","role":"user"},` +
 		`{"role":"assistant","tool_calls":[{"function":{"arguments":"{\"expression\":\"6*7\"}","name":"calculator"},"id":"call_1","type":"function"}]},` +
 		`{"content":"42","role":"tool","tool_call_id":"call_1"},{"content":"42.","role":"assistant"},{"content":"Thanks","role":"user"}],` +
-		`"model":"default-model","response_format":{"type":"json_object"},"stream":true,"temperature":0.3,` +
+		`"model":"default-model","response_format":{"type":"json_object"},"stream":true,"stream_options":{"include_usage":true},"temperature":0.3,` +
 		`"tools":[{"function":{"description":"adds","name":"calculator","parameters":{"properties":{"expression":{"type":"string"}},"type":"object"}},"type":"function"}]}`
 	if string(got) != want {
 		t.Errorf("request body\n%s\nwant\n%s", got, want)
@@ -195,6 +195,43 @@ func TestStreamMapping(t *testing.T) {
 		got, err := run(t, s, Options{}, worker.Request{})
 		if err != nil || len(got) == 0 || got[len(got)-1] != want {
 			t.Errorf("%s: %v %v", reason, got, err)
+		}
+	}
+}
+
+// TestStreamUsage: the usage chunk that follows the finish (asked for
+// with stream_options.include_usage), or usage sent with the finish, is
+// the Finish's Usage; a stream without one finishes without usage, and one
+// that breaks after the finish still finishes.
+func TestStreamUsage(t *testing.T) {
+	t.Parallel()
+	usage := `"usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,` +
+		`"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":2}}`
+	want := &worker.Usage{InputTokens: 12, OutputTokens: 7, CachedInputTokens: 4, ReasoningTokens: 2}
+	for name, tc := range map[string]struct {
+		respond func(w http.ResponseWriter)
+		want    *worker.Usage
+	}{
+		"after the finish": {func(w http.ResponseWriter) {
+			events(w, chunk(`{"content":"hi"}`, "stop"), `{"id":"c","object":"chat.completion.chunk","choices":[],`+usage+`}`)
+		}, want},
+		"with the finish": {func(w http.ResponseWriter) {
+			events(w, strings.TrimSuffix(chunk(`{"content":"hi"}`, "stop"), "}")+","+usage+"}")
+		}, want},
+		"none": {func(w http.ResponseWriter) { events(w, chunk(`{"content":"hi"}`, "stop")) }, nil},
+		"no [DONE] after the finish": {func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: %s\n\n", chunk(`{"content":"hi"}`, "length"))
+		}, nil},
+	} {
+		s := newServer(t, tc.respond)
+		got, err := run(t, s, Options{}, worker.Request{})
+		if err != nil || len(got) == 0 {
+			t.Fatalf("%s: %v %v", name, got, err)
+		}
+		f, ok := got[len(got)-1].(worker.Finish)
+		if !ok || (f.Usage == nil) != (tc.want == nil) || (f.Usage != nil && *f.Usage != *tc.want) {
+			t.Errorf("%s: last event %#v; want a Finish with usage %+v", name, got[len(got)-1], tc.want)
 		}
 	}
 }

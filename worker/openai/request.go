@@ -18,6 +18,12 @@ type chatRequest struct {
 	MaxTokens      *int64        `json:"max_tokens,omitempty"`
 	ResponseFormat any           `json:"response_format,omitempty"`
 	Stream         bool          `json:"stream"`
+	// StreamOptions asks for the usage chunk at the end of the stream.
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
 }
 
 type chatMessage struct {
@@ -58,7 +64,8 @@ type chatToolFunction struct {
 // tool's parameters that are not a JSON object, a response format that is
 // not JSON, and a file that cannot be read (a *fileError).
 func (m *model) request(ctx context.Context, req worker.Request) (chatRequest, error) {
-	p := chatRequest{Model: req.Config.Model, Messages: []chatMessage{}, Stream: true}
+	p := chatRequest{Model: req.Config.Model, Messages: []chatMessage{}, Stream: true,
+		StreamOptions: &streamOptions{IncludeUsage: true}}
 	if p.Model == "" {
 		p.Model = m.opts.Model
 	}
