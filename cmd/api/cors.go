@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	connectcors "connectrpc.com/cors"
@@ -54,13 +55,26 @@ func checkOrigin(o string) error {
 	return nil
 }
 
+// openAISDKHeaders are the headers OpenAI's JavaScript SDK sends from a
+// browser (dangerouslyAllowBrowser) besides Authorization and
+// Content-Type: its platform and retry headers, and the beta, organization
+// and project headers when set. Without them a preflight for the
+// Responses and Conversations routes fails.
+var openAISDKHeaders = []string{
+	"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-OS", "X-Stainless-Arch",
+	"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count", "X-Stainless-Timeout",
+	"X-Stainless-Helper-Method", "X-Stainless-Poll-Helper", "X-Stainless-Custom-Poll-Interval",
+	"OpenAI-Beta", "OpenAI-Organization", "OpenAI-Project",
+}
+
 // newCORS returns the CORS policy for origins, or nil for none (every
 // cross-origin call is then blocked by the browser, as without CORS).
 //
 // The lists of headers come from connectrpc.com/cors, so the Connect,
 // gRPC-Web and plain HTTP routes all work from another origin: requests
-// may carry Authorization (bearer tokens) and Last-Event-ID (SSE resume),
-// and scripts may read the gRPC-Web status headers and Retry-After.
+// may carry Authorization (bearer tokens), Last-Event-ID (SSE resume) and
+// what OpenAI's SDK adds, DELETE is allowed (the OpenAI routes delete
+// responses, conversations and items), and scripts may read the gRPC-Web status headers and Retry-After.
 // Credentials (cookies) are never allowed: convo authenticates with the
 // Authorization header, which needs none, and "*" would forbid them anyway.
 func newCORS(origins []string) *cors.Cors {
@@ -69,8 +83,8 @@ func newCORS(origins []string) *cors.Cors {
 	}
 	return cors.New(cors.Options{
 		AllowedOrigins:   origins,
-		AllowedMethods:   connectcors.AllowedMethods(),
-		AllowedHeaders:   append(connectcors.AllowedHeaders(), "Authorization", "Last-Event-ID"),
+		AllowedMethods:   append(connectcors.AllowedMethods(), http.MethodDelete),
+		AllowedHeaders:   slices.Concat(connectcors.AllowedHeaders(), []string{"Authorization", "Last-Event-ID"}, openAISDKHeaders),
 		ExposedHeaders:   append(connectcors.ExposedHeaders(), "Retry-After"),
 		MaxAge:           corsMaxAge,
 		AllowCredentials: false,

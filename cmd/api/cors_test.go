@@ -94,6 +94,11 @@ func TestCORS(t *testing.T) {
 		{"AISDKChat", "POST", "/v1/ai-sdk/chat", "content-type,authorization"},
 		{"AISDKResume", "GET", "/v1/ai-sdk/chat/" + id + "/stream", "authorization"},
 		{"AISDKStop", "POST", "/v1/ai-sdk/chat/" + id + "/stop", "authorization"},
+		// What OpenAI's JavaScript SDK sends from a browser.
+		{"OpenAIResponses", "POST", "/v1/responses", "authorization,content-type,x-stainless-lang,x-stainless-package-version," +
+			"x-stainless-os,x-stainless-arch,x-stainless-runtime,x-stainless-runtime-version,x-stainless-retry-count,x-stainless-timeout"},
+		{"OpenAIDeleteResponse", "DELETE", "/v1/responses/resp_x", "authorization,x-stainless-retry-count"},
+		{"OpenAIDeleteConversation", "DELETE", "/v1/conversations/" + id, "authorization,openai-organization,openai-project"},
 	}
 	for _, p := range preflights {
 		t.Run("Preflight"+p.name, func(t *testing.T) {
