@@ -202,13 +202,20 @@ func (h *Handler) DeleteConversation(w http.ResponseWriter, r *http.Request) {
 // active path, oldest first. A user message is one message item (its
 // text, input_text); an assistant message's text blocks are message items
 // (output_text) and its reasoning blocks reasoning items, with the ids
-// the responses show them with. Other blocks are not shown yet.
+// the responses show them with; a call of one of convo's own tools that ran
+// on the worker an mcp_call item (foldmcp.go). Other blocks are not shown
+// yet.
 func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, bool) {
 	owner, c, ok := h.conversation(w, r)
 	if !ok {
 		return nil, false
 	}
 	st, err := h.srv.Store.State(r.Context(), owner, c.ID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return nil, false
+	}
+	inputs, err := h.callInputs(r.Context(), st)
 	if err != nil {
 		h.writeError(w, r, err)
 		return nil, false
@@ -238,6 +245,10 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, b
 			case "reasoning":
 				items = append(items, outputItem{Type: "reasoning", ID: "rs_" + b.ID.String(), Status: status, Summary: &[]string{},
 					Content: []contentPart{{Type: "reasoning_text", Text: b.Content}}})
+			case "tool_use":
+				if it, ok := mcpCallOf(b, inputs); ok {
+					items = append(items, it)
+				}
 			}
 		}
 	}
