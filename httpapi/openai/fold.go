@@ -164,9 +164,9 @@ func (r *reply) apply(ev *convov1.Event) []any {
 				r.close(it, statusCompleted, emit)
 			}
 		case view.CallProgressed:
-			r.ran(ch.BlockID, false, emit)
+			r.ran(ch.BlockID, false, false, emit)
 		case view.CallEnded:
-			r.ran(ch.BlockID, true, emit)
+			r.ran(ch.BlockID, true, ch.Failed, emit)
 		case view.InputRequested:
 			r.requested(ch, emit)
 		case view.PromptWaiting:

@@ -59,9 +59,9 @@ func (r *reply) trackRan(blockID string) {
 	}
 }
 
-// ran shows an own call's output or end in the segment the fold shows:
-// the item added at its first, done at its end.
-func (r *reply) ran(blockID string, ended bool, emit func(streamEvent)) {
+// ran shows an own call's output or end (ended; failed: it failed) in the
+// segment the fold shows: the item added at its first, done at its end.
+func (r *reply) ran(blockID string, ended, failed bool, emit func(streamEvent)) {
 	c := r.callOfBlock(blockID)
 	if c == nil || c.mcpIn != r.segment {
 		return
@@ -81,7 +81,7 @@ func (r *reply) ran(blockID string, ended bool, emit func(streamEvent)) {
 	if !ended || it.status != statusInProgress {
 		return
 	}
-	if it.block.Call.GetStatus() == "failed" {
+	if failed {
 		it.status = statusFailed
 		emit(streamEvent{Type: "response.mcp_call.failed", ItemID: it.id, OutputIndex: ptr(it.index)})
 	} else {

@@ -41,11 +41,10 @@ func mcpCalls(resp *responses.Response) []responses.ResponseOutputItemMcpCall {
 	return out
 }
 
-// conversationItems are GET /v1/conversations/{id}/items, oldest first,
-// as JSON texts.
-func conversationItems(t *testing.T, tb *apitest.Bundle, conv string) []string {
+// getJSON is alice's GET of path, which must answer 200.
+func getJSON(t *testing.T, tb *apitest.Bundle, path string) []byte {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, tb.URL+"/v1/conversations/"+conv+"/items?order=asc&limit=100", nil)
+	req, _ := http.NewRequest(http.MethodGet, tb.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+apitest.TokenFor(t, "alice"))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -53,9 +52,20 @@ func conversationItems(t *testing.T, tb *apitest.Bundle, conv string) []string {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
+	}
+	return body
+}
+
+// conversationItems are GET /v1/conversations/{id}/items, oldest first,
+// as JSON texts.
+func conversationItems(t *testing.T, tb *apitest.Bundle, conv string) []string {
+	t.Helper()
+	body := getJSON(t, tb, "/v1/conversations/"+conv+"/items?order=asc&limit=100")
 	var list struct{ Data []json.RawMessage }
-	if res.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil {
-		t.Fatalf("items: %d %s", res.StatusCode, body)
+	if json.Unmarshal(body, &list) != nil {
+		t.Fatalf("items: %s", body)
 	}
 	out := make([]string, len(list.Data))
 	for i, d := range list.Data {
@@ -162,6 +172,9 @@ func TestOwnToolCallIsAnMCPCall(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the conversation's items have no mcp_call")
+	}
+	if one := getJSON(t, tb, "/v1/conversations/"+got.Conversation.ID+"/items/"+item.ID); !jsonEqual(t, string(one), item.RawJSON()) {
+		t.Fatalf("GET the item: %s; want %s", one, item.RawJSON())
 	}
 
 	replay := func(when string) {
