@@ -306,6 +306,11 @@ type Store interface {
 	// sent. It returns the requests as answered, in ps's order. The
 	// error of a refused answer is prefixed with its Field (when set).
 	AnswerInputs(ctx context.Context, ps []AnswerInputParams) ([]InputRequest, error)
+	// ToolCallInputs returns the input requests of those of the given tool
+	// calls that asked for input (ToolCallID, Kind, Status and Answer set),
+	// in no order. It does not check ownership: callers pass the calls of a
+	// conversation whose ownership they have checked.
+	ToolCallInputs(ctx context.Context, toolCallIDs []uuid.UUID) ([]InputRequest, error)
 	// ClaimInput claims the owner's pending client_tool request for
 	// p.Claimant for p.Lease (whole seconds), when it is unclaimed, its
 	// claim lapsed or p.Claimant holds it (a renewal), and returns it as

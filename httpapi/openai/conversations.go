@@ -207,9 +207,12 @@ func (h *Handler) DeleteConversation(w http.ResponseWriter, r *http.Request) {
 
 // items are the conversation's items: the blocks of the messages of its
 // active path, oldest first. A user message is one message item (its
-// text, input_text, then its files, input_image or input_file); an assistant message's text blocks are message items
+// text, input_text, then its files, input_image or input_file); an
+// assistant message's text blocks are message items
 // (output_text) and its reasoning blocks reasoning items, with the ids
-// the responses show them with. Other blocks are not shown yet.
+// the responses show them with; a call of one of convo's own tools that ran
+// on the worker an mcp_call item (foldmcp.go). Other blocks are not shown
+// yet.
 func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, bool) {
 	owner, c, ok := h.conversation(w, r)
 	if !ok {
@@ -220,9 +223,14 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, b
 		h.writeError(w, r, err)
 		return nil, false
 	}
+	inputs, err := h.callInputs(r.Context(), st)
+	if err != nil {
+		h.writeError(w, r, err)
+		return nil, false
+	}
 	var items []outputItem
 	for _, m := range st.Messages {
-		items = append(items, messageItems(m)...)
+		items = append(items, messageItems(m, inputs)...)
 	}
 	return items, true
 }
@@ -231,7 +239,7 @@ func (h *Handler) items(w http.ResponseWriter, r *http.Request) ([]outputItem, b
 // message is one message item (its text, input_text, then its files); an
 // assistant message's text blocks are message items (output_text) and its
 // reasoning blocks reasoning items. Other blocks are not shown yet.
-func messageItems(m conversation.Message) []outputItem {
+func messageItems(m conversation.Message, inputs map[uuid.UUID]conversation.InputRequest) []outputItem {
 	if m.Role == conversation.RoleUser {
 		var text strings.Builder
 		var files []conversation.MessageFile
@@ -258,6 +266,10 @@ func messageItems(m conversation.Message) []outputItem {
 		case "reasoning":
 			items = append(items, outputItem{Type: "reasoning", ID: "rs_" + b.ID.String(), Status: status, Summary: &[]string{},
 				Content: []contentPart{{Type: "reasoning_text", Text: b.Content}}})
+		case "tool_use":
+			if it, ok := mcpCallOf(b, inputs); ok {
+				items = append(items, it)
+			}
 		}
 	}
 	return items

@@ -20,8 +20,10 @@ import (
 // item with one reasoning_text part: the block's start makes
 // output_item.added and content_part.added, each delta an
 // output_text.delta (reasoning_text.delta), its end the .done events of
-// the text, the part and the item. Other blocks (tool calls, structured
-// output, files) are not shown yet. The prompt's end closes the items
+// the text, the part and the item. A tool call is a function_call, an
+// mcp_approval_request (foldtools.go) or an mcp_call (foldmcp.go); other
+// blocks (tool_result, which repeats its call's output, structured output,
+// files, worker-defined types) are not shown. The prompt's end closes the items
 // still open (status incomplete), then makes response.completed,
 // response.failed (with the prompt's error), or, cancelled,
 // response.incomplete with status cancelled (the SDKs know no event of
@@ -56,7 +58,8 @@ type reply struct {
 // item is one output item: a block shown.
 type item struct {
 	block    *view.Block
-	call     *callState // a call's item (foldtools.go), block nil
+	call     *callState // a call's item (foldtools.go), block nil but for an mcp_call
+	mcp      bool       // an own tool's mcp_call item (foldmcp.go): block is its tool_use block
 	itemType string     // "message" or "reasoning"
 	partType string     // "output_text" or "reasoning_text"
 	id       string
@@ -160,6 +163,10 @@ func (r *reply) apply(ev *convov1.Event) []any {
 			if it := r.byBlock[ch.BlockID]; it != nil && it.status == statusInProgress {
 				r.close(it, statusCompleted, emit)
 			}
+		case view.CallProgressed:
+			r.ran(ch.BlockID, false, false, emit)
+		case view.CallEnded:
+			r.ran(ch.BlockID, true, ch.Failed, emit)
 		case view.InputRequested:
 			r.requested(ch, emit)
 		case view.PromptWaiting:
@@ -208,6 +215,10 @@ func (r *reply) emitCreated(out *[]any) {
 // close makes the .done events of an item whose block ended (status
 // completed) or whose prompt ended first (incomplete).
 func (r *reply) close(it *item, status string, emit func(streamEvent)) {
+	if it.mcp {
+		r.closeCall(it, status, emit)
+		return
+	}
 	text := it.block.Content()
 	e := streamEvent{Type: "response." + it.partType + ".done", ItemID: it.id, OutputIndex: ptr(it.index),
 		ContentIndex: ptr(0), Text: &text}
@@ -234,6 +245,9 @@ func (it *item) part(text string) contentPart {
 
 // output is the item as it stands.
 func (it *item) output() outputItem {
+	if it.mcp {
+		return it.mcpItem(true)
+	}
 	if it.call != nil {
 		return it.call.callItem(it.status)
 	}

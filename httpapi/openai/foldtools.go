@@ -20,6 +20,11 @@ type callState struct {
 	answer json.RawMessage
 	// arguments are the call's arguments, as the model wrote them.
 	arguments string
+	// mcpIn is the segment whose response shows an own call as an
+	// mcp_call (-1: none yet), item that item once the fold made it
+	// (foldmcp.go).
+	mcpIn int
+	item  *item
 }
 
 // track folds what the reply's calls and waits are, whichever segment the
@@ -37,8 +42,12 @@ func (r *reply) track(ch view.Change) {
 	case view.CallStarted:
 		id := ch.Call.GetId()
 		if r.calls[id] == nil {
-			r.calls[id] = &callState{id: id, name: ch.Call.GetName(), blockID: ch.BlockID, answeredIn: -1}
+			r.calls[id] = &callState{id: id, name: ch.Call.GetName(), blockID: ch.BlockID, answeredIn: -1, mcpIn: -1}
 		}
+	case view.CallProgressed:
+		r.trackRan(ch.BlockID)
+	case view.CallEnded:
+		r.trackRan(ch.BlockID)
 	case view.InputRequested:
 		c := r.calls[ch.Request.GetToolCallId()]
 		if c == nil {

@@ -147,7 +147,7 @@ func (h *Handler) appendItems(ctx context.Context, owner string, conv uuid.UUID,
 	var out []outputItem
 	for _, m := range st.Messages {
 		if slices.Contains(ids, m.ID) {
-			out = append(out, messageItems(m)...)
+			out = append(out, messageItems(m, nil)...)
 		}
 	}
 	return out, nil
@@ -252,7 +252,7 @@ func (h *Handler) DeleteItem(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("item")
 	message := uuid.Nil
 	for _, m := range st.Messages {
-		if slices.ContainsFunc(messageItems(m), func(it outputItem) bool { return it.ID == id }) {
+		if slices.ContainsFunc(messageItems(m, nil), func(it outputItem) bool { return it.ID == id }) {
 			message = m.ID
 		}
 	}

@@ -56,8 +56,9 @@ type nodeEvent struct {
 // resumed with responses.retrieve(id, {stream: true, starting_after: n})
 // has no gap or repeat in its sequence numbers, its terminal event's
 // response is GET's, and its deltas, the response's output_text and the
-// conversation's reply are one text. store: false raises the SDK's
-// BadRequestError naming store. A function tool's round trip: the demo
+// conversation's reply are one text; the demo's text_stats call is one
+// mcp_call item, its four mcp_call events in the stream. store: false
+// raises the SDK's BadRequestError naming store. A function tool's round trip: the demo
 // model's call is a function_call item, and a function_call_output sent
 // with previous_response_id resumes the reply as a new response that
 // says what the tool answered.
@@ -125,6 +126,34 @@ func TestOpenAINodeSDK(t *testing.T) {
 	}
 	if text != got.OutputText {
 		t.Errorf("the conversation's reply %q; the response's %q", text, got.OutputText)
+	}
+	// The demo measured the story with text_stats, one of convo's own
+	// tools: an mcp_call item, as the SDK read it, and its events among
+	// the stream's.
+	var calls struct {
+		Output []struct {
+			Type        string  `json:"type"`
+			Name        string  `json:"name"`
+			ServerLabel string  `json:"server_label"`
+			Status      string  `json:"status"`
+			Output      *string `json:"output"`
+		} `json:"output"`
+	}
+	_ = json.Unmarshal(r.Got, &calls)
+	mcp := 0
+	for _, o := range calls.Output {
+		if o.Type == "mcp_call" && o.Name == "text_stats" && o.ServerLabel == "convo" && o.Status == "completed" && apitest.Deref(o.Output) != "" {
+			mcp++
+		}
+	}
+	var mcpEvents []string
+	for _, e := range all {
+		if strings.HasPrefix(e.Type, "response.mcp_call") {
+			mcpEvents = append(mcpEvents, e.Type)
+		}
+	}
+	if mcp != 1 || len(mcpEvents) != 4 {
+		t.Errorf("the response's output %s, mcp_call events %v; want text_stats's call as one mcp_call item, with its four events", r.Got, mcpEvents)
 	}
 
 	f := report.Refused

@@ -15,8 +15,9 @@
 // transaction; once answered, modelMessagesOf gives streamText the
 // answers (tool-approval-response parts, so the AI SDK runs the approved
 // tools itself; the client tool's output or the user's answer as the
-// call's tool-result). The runtime (./worker.ts) does the rest: batching,
-// leases, cancel.
+// call's tool-result). withDeclaredTools adds the client tools the
+// prompt's client declared (./ai-sdk-declared.ts) to the handler's tools.
+// The runtime (./worker.ts) does the rest: batching, leases, cancel.
 
 import type { AssistantModelMessage, ModelMessage, TextStreamPart, ToolContent, ToolSet, UIMessageChunk, UserContent } from "ai";
 import { checkToolMetadata, pauseOf } from "./ai-sdk-tools.js";
@@ -27,6 +28,7 @@ import type { Job } from "./job.js";
 import type { PromptInput } from "./inputs.js";
 import { StreamingToolCall, type Block, type InputRequest, type Reply, type ToolCall } from "./reply.js";
 
+export { declaredTools, withDeclaredTools, type ToolDeclaration } from "./ai-sdk-declared.js";
 export {
   askUser,
   askUserName,
