@@ -368,7 +368,7 @@ func (c *countingAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) 
 	return err
 }
 
-func (c *countingAPI) WorkerContext(ctx context.Context, arg dbq.WorkerContextParams) ([]dbq.WorkerContextRow, error) {
-	c.note("WorkerContext", false)
-	return c.SQLAPI.WorkerContext(ctx, arg)
+func (c *countingAPI) WorkerPromptRead(ctx context.Context, arg dbq.WorkerPromptReadParams) ([]dbq.WorkerPromptReadRow, error) {
+	c.note("WorkerPromptRead", false)
+	return c.SQLAPI.WorkerPromptRead(ctx, arg)
 }
