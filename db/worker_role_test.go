@@ -27,7 +27,7 @@ var workerAPI = []string{
 	"append_block", "claim_prompt", "claim_prompts", "complete_prompt", "complete_tool_call", "end_block",
 	"expire_leases", "fail_prompt", "fail_tool_call", "file_chunk", "heartbeat", "prompt_files", "prompt_inputs", "prompt_status",
 	"release_prompt", "request_input", "start_block", "start_prompt", "start_tool_call", "tool_call_progress",
-	"wait_prompt", "worker_batch_mark", "worker_context", "worker_heartbeat", "worker_reply", "write_batch",
+	"wait_prompt", "worker_batch_mark", "worker_context", "worker_heartbeat", "worker_prompt_read", "worker_reply", "write_batch",
 }
 
 // send queues a prompt of a new conversation of owner on the owner's

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -52,4 +53,40 @@ func TestClaimRetriesAfterAFailedClaim(t *testing.T) {
 	if n := claims.calls.Load(); n < 4 {
 		t.Errorf("%d claims, want the 3 failed ones and one more", n)
 	}
+}
+
+// TestBurstClaimedAFewAtATime: a burst of prompts queued at once is
+// claimed a few at a time (a claim's prompts start only when it returns,
+// and a claim costs the database about a millisecond a prompt), not 40
+// in one claim; the first claim takes claimFirst (8), the later ones
+// what was measured to claim in about 25 ms, and every prompt runs.
+func TestBurstClaimedAFewAtATime(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	const n = 40
+	rows, err := tb.db.Query(context.Background(), `SELECT p.prompt_ids[1] FROM generate_series(1, $1) i,
+		LATERAL convo.send_message('user' || i, NULL, 'go', '[{"model": "test"}]') p`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil || len(prompts) != n {
+		t.Fatalf("queued %d: %v", len(prompts), err)
+	}
+	api, wrap := newCountingAPI()
+	_, res := tb.start(t, WithWrapAPI(Config{Workers: 100, Models: modelsWith(pacedModel(fastTokens(3), time.Millisecond))}, wrap))
+	for _, id := range prompts {
+		if r := res.wait(t, id, time.Minute); r.Outcome != OutcomeCompleted {
+			t.Fatalf("prompt %s: %s: %v", id, r.Outcome, r.Err)
+		}
+	}
+	sizes := api.claimSizes()
+	took := 0
+	for _, s := range sizes {
+		took += s[1]
+	}
+	if len(sizes) == 0 || sizes[0][0] != 8 || took != n || len(sizes) < n/8 {
+		t.Errorf("claims (asked for, took): %v; want the first of 8 and %d prompts in at least %d claims", sizes, n, n/8)
+	}
+	t.Logf("claims (asked for, took): %v", sizes)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -296,6 +297,7 @@ type countingAPI struct {
 	mu     sync.Mutex
 	calls  map[string]int
 	writes []time.Time // every call that writes a reply (one transaction each)
+	claims [][2]int    // of each claim that took prompts: asked for, took
 }
 
 func newCountingAPI() (*countingAPI, func(SQLAPI) SQLAPI) {
@@ -336,7 +338,21 @@ func (c *countingAPI) lastWrite() time.Time {
 
 func (c *countingAPI) PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error) {
 	c.note("PromptClaimMany", false)
-	return c.SQLAPI.PromptClaimMany(ctx, arg)
+	rows, err := c.SQLAPI.PromptClaimMany(ctx, arg)
+	if len(rows) > 0 {
+		c.mu.Lock()
+		c.claims = append(c.claims, [2]int{int(arg.MaxPrompts), len(rows)})
+		c.mu.Unlock()
+	}
+	return rows, err
+}
+
+// claimSizes is, for each claim that took prompts, how many it asked for
+// and took.
+func (c *countingAPI) claimSizes() [][2]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.claims)
 }
 
 func (c *countingAPI) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
@@ -368,7 +384,7 @@ func (c *countingAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) 
 	return err
 }
 
-func (c *countingAPI) WorkerContext(ctx context.Context, arg dbq.WorkerContextParams) ([]dbq.WorkerContextRow, error) {
-	c.note("WorkerContext", false)
-	return c.SQLAPI.WorkerContext(ctx, arg)
+func (c *countingAPI) WorkerPromptRead(ctx context.Context, arg dbq.WorkerPromptReadParams) ([]dbq.WorkerPromptReadRow, error) {
+	c.note("WorkerPromptRead", false)
+	return c.SQLAPI.WorkerPromptRead(ctx, arg)
 }

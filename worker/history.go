@@ -174,3 +174,35 @@ func callOutcome(b dbq.WorkerContextListRow) string {
 	}
 	return "(no result)"
 }
+
+// splitPromptRead splits the rows of WorkerPromptRead into those of
+// WorkerContextList (kind "block") and of WorkerFiles (kind "file"): its
+// zero values (a block with no tool call) back to what those read.
+func splitPromptRead(read []dbq.WorkerPromptReadRow) ([]dbq.WorkerContextListRow, []dbq.WorkerFilesRow) {
+	var blocks []dbq.WorkerContextListRow
+	var files []dbq.WorkerFilesRow
+	for _, r := range read {
+		switch r.Kind {
+		case "block":
+			b := dbq.WorkerContextListRow{
+				MessageID: r.MessageID, MessagePosition: r.MessagePosition, Role: r.Role,
+				BlockType: r.BlockType, Content: r.Content, Metadata: r.Metadata,
+			}
+			if r.ToolCallID != uuid.Nil {
+				b.ToolCallID = uuid.NullUUID{UUID: r.ToolCallID, Valid: true}
+				b.ToolName, b.ToolInput, b.ToolStatus, b.ToolOutput = &r.ToolName, r.ToolInput, &r.ToolStatus, &r.ToolOutput
+				if r.ToolError != "" {
+					b.ToolError = &r.ToolError
+				}
+			}
+			blocks = append(blocks, b)
+		case "file":
+			files = append(files, dbq.WorkerFilesRow{
+				MessageID: r.MessageID, MessagePosition: r.MessagePosition, FilePosition: r.FilePosition,
+				FileID: r.FileID, Filename: r.Filename, MediaType: r.MediaType, Size: r.Size,
+				Sha256: r.Sha256, Storage: r.Storage, BlobID: r.BlobID, Chunks: r.Chunks,
+			})
+		}
+	}
+	return blocks, files
+}

@@ -65,6 +65,10 @@ type Pool struct {
 	// (the listener listened again: a cancel may have been missed).
 	recheck chan struct{}
 
+	// claimPerPrompt is the recent time of a claim divided by its
+	// prompts, in nanoseconds; 0: none measured yet (claimCap).
+	claimPerPrompt atomic.Int64
+
 	metrics poolMetrics
 }
 
@@ -257,8 +261,45 @@ func (p *Pool) cancelPrompt(promptID uuid.UUID) {
 	}
 }
 
-// claimBatch bounds the prompts one claim takes.
-const claimBatch = 100
+// The prompts one claim takes: what it claims in about claimTarget, by
+// the time recent claims took per prompt (claimMin to claimBatch;
+// claimFirst until one was measured). A claim's prompts start only when
+// it returns, and under a burst a claim costs the database about a
+// millisecond a prompt (several on a loaded machine): one claim of 50
+// would start none of them for hundreds of milliseconds, where claims of
+// a few start the first at once and the rest as they are claimed, as the
+// sender's groups answer a burst's sends a few at a time.
+const (
+	claimBatch  = 100
+	claimMin    = 4
+	claimFirst  = 8
+	claimTarget = 25 * time.Millisecond
+)
+
+// claimCap is how many prompts the next claim takes at most.
+func (p *Pool) claimCap() int {
+	per := time.Duration(p.claimPerPrompt.Load())
+	if per <= 0 {
+		return claimFirst
+	}
+	return int(min(max(claimTarget/per, claimMin), claimBatch))
+}
+
+// claimMeasured folds a claim of n prompts that took took into
+// claimPerPrompt (an average weighing the last claim a quarter).
+func (p *Pool) claimMeasured(n int, took time.Duration) {
+	per := int64(took) / int64(n)
+	for {
+		old := p.claimPerPrompt.Load()
+		next := per
+		if old > 0 {
+			next = old + (per-old)/4
+		}
+		if p.claimPerPrompt.CompareAndSwap(old, next) {
+			return
+		}
+	}
+}
 
 // claimLoop claims prompts while fewer than cfg.Workers run, until
 // claimCtx ends, and runs each in its own goroutine until it settles or
@@ -282,8 +323,15 @@ func (p *Pool) claimLoop(claimCtx, runCtx context.Context) {
 		if free > 0 && live {
 			// A claim is not cancelled when claiming stops (Drain): its
 			// prompts would stay held until their lease ran out.
-			n := min(free, claimBatch)
-			claimed, err := p.claim(context.WithoutCancel(claimCtx), n, min(p.cfg.ReservedSlots, n))
+			// The reserve is the last ReservedSlots of the free slots, so
+			// a claim of fewer than free takes its share of them only.
+			n := min(free, p.claimCap())
+			reserved := max(0, min(p.cfg.ReservedSlots, free)-(free-n))
+			began := time.Now()
+			claimed, err := p.claim(context.WithoutCancel(claimCtx), n, reserved)
+			if err == nil && len(claimed) > 0 {
+				p.claimMeasured(len(claimed), time.Since(began))
+			}
 			if err != nil && claimCtx.Err() == nil {
 				p.cfg.Logger.Warn("claim prompts", "err", err)
 			}

@@ -110,24 +110,16 @@ func (r *run) execute() (err error) {
 		return err
 	}
 
-	var rows []dbq.WorkerContextListRow
-	if err := r.call("read the conversation", func(ctx context.Context) error {
-		held, err := r.p.api.WorkerContext(ctx, dbq.WorkerContextParams{PromptID: r.claim.PromptID, Worker: r.worker})
-		rows = make([]dbq.WorkerContextListRow, len(held))
-		for i, b := range held {
-			rows[i] = dbq.WorkerContextListRow(b)
-		}
+	// The conversation and its files in one call (convo.worker_prompt_read),
+	// which looks for files only in a conversation that holds some.
+	var read []dbq.WorkerPromptReadRow
+	if err := r.call("read the conversation", func(ctx context.Context) (err error) {
+		read, err = r.p.api.WorkerPromptRead(ctx, dbq.WorkerPromptReadParams{PromptID: r.claim.PromptID, Worker: r.worker})
 		return err
 	}); err != nil {
 		return err
 	}
-	var fileRows []dbq.WorkerFilesRow
-	if err := r.call("read the conversation's files", func(ctx context.Context) (err error) {
-		fileRows, err = r.p.api.WorkerFiles(ctx, dbq.WorkerFilesParams{PromptID: r.claim.PromptID, Worker: r.worker})
-		return err
-	}); err != nil {
-		return err
-	}
+	rows, fileRows := splitPromptRead(read)
 	filePositions := map[uuid.UUID]int64{}
 	for _, f := range fileRows {
 		filePositions[f.MessageID] = f.MessagePosition

@@ -27,10 +27,9 @@ type sqlAPI interface {
 	PromptFail(ctx context.Context, arg dbq.PromptFailParams) error
 	PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error)
 	PromptStatus(ctx context.Context, arg dbq.PromptStatusParams) (string, error)
-	WorkerContext(ctx context.Context, arg dbq.WorkerContextParams) ([]dbq.WorkerContextRow, error)
+	WorkerPromptRead(ctx context.Context, arg dbq.WorkerPromptReadParams) ([]dbq.WorkerPromptReadRow, error)
 	WorkerInputs(ctx context.Context, arg dbq.WorkerInputsParams) ([]dbq.WorkerInputsRow, error)
 	WorkerReply(ctx context.Context, arg dbq.WorkerReplyParams) ([]dbq.WorkerReplyRow, error)
-	WorkerFiles(ctx context.Context, arg dbq.WorkerFilesParams) ([]dbq.WorkerFilesRow, error)
 	WorkerFileChunk(ctx context.Context, arg dbq.WorkerFileChunkParams) ([]byte, error)
 }
 

@@ -33,8 +33,12 @@ BEGIN
             max_prompts, coalesce(reserved::text, 'NULL') USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo.expire_leases();
-    -- Claim by claim: each counts the ones before. Past max_prompts -
-    -- reserved, only owners who hold nothing are served.
+    -- First every owner who holds nothing, one prompt each, in one pass
+    -- (the order _claim_next would serve them in: it prefers them, and
+    -- each claim makes its owner hold one); then claim by claim, each
+    -- counting the ones before. Past max_prompts - reserved, only owners
+    -- who hold nothing are served.
+    v_ids := convo._claim_idle(claim_prompts.worker, claim_prompts.lease_seconds, max_prompts);
     WHILE cardinality(v_ids) < max_prompts LOOP
         v_next := convo._claim_next(claim_prompts.worker, claim_prompts.lease_seconds,
                                     cardinality(v_ids) >= max_prompts - reserved,
@@ -47,6 +51,86 @@ BEGIN
       FROM unnest(v_ids) WITH ORDINALITY AS u(id, n)
       JOIN convo.prompts p ON p.id = u.id
      ORDER BY u.n;
+END;
+$$;
+
+-- _claim_idle claims for worker, for lease_seconds, the oldest claimable
+-- prompt of each of up to p_max waiting owners who hold nothing, in the
+-- order of their turns, and returns their ids in that order: what as many
+-- calls of _claim_next would claim while such owners wait, in a few
+-- statements instead of several per prompt (a burst of replies of a user
+-- each is all such owners). Owners and prompts that other claims hold
+-- locked are skipped, never waited for; an owner served by another claim
+-- since this call began is left out (checked again once its row is
+-- locked), as _claim_next leaves it. An owner whose turn came and who has
+-- no claimable prompt left (cancelled, deleted) stops waiting.
+CREATE OR REPLACE FUNCTION convo._claim_idle(p_worker text, p_lease_seconds integer, p_max integer) RETURNS uuid[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_owners text[];
+    v_ids    uuid[];
+    v_lease  timestamptz;
+    -- the turns of the owners served, one microsecond apart in claim
+    -- order, as _claim_next's clock_timestamp() per claim orders them
+    v_now    timestamptz := clock_timestamp();
+BEGIN
+    SELECT coalesce(array_agg(o.owner_id ORDER BY o.last_claimed_at NULLS FIRST, o.waiting_since, o.owner_id), '{}')
+      INTO v_owners
+      FROM (SELECT q.owner_id, q.last_claimed_at, q.waiting_since FROM convo.owner_queue q
+             WHERE q.waiting_since IS NOT NULL
+               AND NOT EXISTS (SELECT 1 FROM convo.prompts h
+                                WHERE h.owner_id = q.owner_id
+                                  AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)))
+             ORDER BY q.last_claimed_at NULLS FIRST, q.waiting_since, q.owner_id
+             LIMIT p_max
+               FOR UPDATE OF q SKIP LOCKED) o;
+    IF v_owners = '{}' THEN
+        RETURN '{}';
+    END IF;
+    v_lease := convo._worker_lease(p_worker, p_lease_seconds);
+    -- The owners' rows are ours now, so no other claim serves them; but
+    -- one may have done so since the statement above began (this one
+    -- sees its claims).
+    WITH o AS (
+        SELECT u.owner_id, u.n, q.waiting_since
+          FROM unnest(v_owners) WITH ORDINALITY AS u(owner_id, n)
+          JOIN convo.owner_queue q ON q.owner_id = u.owner_id
+         WHERE NOT EXISTS (SELECT 1 FROM convo.prompts h
+                            WHERE h.owner_id = u.owner_id
+                              AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)))),
+    picked AS (
+        SELECT o.owner_id, o.n, o.waiting_since, p.id
+          FROM o
+         CROSS JOIN LATERAL (
+               SELECT p.id FROM convo.prompts p
+                WHERE p.owner_id = o.owner_id AND p.status = 'queued' AND p.worker IS NULL AND NOT p.waiting
+                  AND p.created_at >= o.waiting_since
+                ORDER BY p.created_at, p.id
+                LIMIT 1
+                  FOR NO KEY UPDATE SKIP LOCKED) p),
+    claimed AS (
+        UPDATE convo.prompts p
+           SET worker = p_worker, lease_seconds = p_lease_seconds, lease_expires_at = v_lease,
+               attempts = p.attempts + 1
+          FROM picked k
+         WHERE p.id = k.id
+        RETURNING p.id, k.n),
+    -- Every owner served moves on to its next turn, and waits from its
+    -- next claimable prompt, if any (no claimable prompt found: it stops
+    -- waiting, or waits from the one another transaction holds locked).
+    turned AS (
+        UPDATE convo.owner_queue q
+           SET last_claimed_at = CASE WHEN k.id IS NULL THEN q.last_claimed_at
+                                      ELSE v_now + make_interval(secs => o.n / 1e6) END,
+               waiting_since = (SELECT min(p.created_at) FROM convo.prompts p
+                                 WHERE p.owner_id = o.owner_id AND p.status = 'queued' AND p.worker IS NULL
+                                   AND NOT p.waiting AND p.created_at >= o.waiting_since
+                                   AND p.id IS DISTINCT FROM k.id)
+          FROM o
+          LEFT JOIN picked k ON k.owner_id = o.owner_id
+         WHERE q.owner_id = o.owner_id)
+    SELECT coalesce(array_agg(c.id ORDER BY c.n), '{}') INTO v_ids FROM claimed c;
+    RETURN v_ids;
 END;
 $$;
 

@@ -158,6 +158,46 @@ BEGIN
 END;
 $$;
 
+-- worker_prompt_read returns, in one call, what a worker reads to start
+-- a prompt worker holds: the rows of worker_context (kind 'block', in
+-- message_position, block_position order), then those of prompt_files
+-- (kind 'file', in message_position, file_position order); the columns of
+-- the other kind are NULL. The files are looked for only when a message
+-- of the prompt's conversation holds one: a conversation without files
+-- costs one probe, not prompt_files' walk. worker_context and
+-- prompt_files stay for workers that read them apart. CV001 unless worker
+-- holds the prompt.
+CREATE OR REPLACE FUNCTION convo.worker_prompt_read(prompt_id uuid, worker text)
+RETURNS TABLE (kind text, message_id uuid, message_position bigint, role text, block_position integer,
+               block_type text, content text, metadata jsonb, tool_call_id uuid, tool_name text, tool_input jsonb,
+               tool_status text, tool_output text, tool_error text, file_position integer, file_id uuid,
+               filename text, media_type text, size bigint, sha256 text, storage text, blob_id uuid, chunks integer)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_prompt convo.prompts := convo._held_prompt(worker_prompt_read.prompt_id, worker_prompt_read.worker,
+                                                 'worker_prompt_read');
+BEGIN
+    RETURN QUERY
+    SELECT 'block', c.message_id, c.message_position::bigint, c.role, c.block_position::integer, c.block_type,
+           c.content, c.metadata, c.tool_call_id, c.tool_name, c.tool_input, c.tool_status, c.tool_output,
+           c.tool_error, NULL::integer, NULL::uuid, NULL::text, NULL::text, NULL::bigint, NULL::text, NULL::text,
+           NULL::uuid, NULL::integer
+      FROM convo.prompt_context c
+     WHERE c.prompt_id = worker_prompt_read.prompt_id
+     ORDER BY c.message_position, c.block_position;
+    IF EXISTS (SELECT 1 FROM convo.messages m
+                 JOIN convo.message_files mf ON mf.message_id = m.id
+                WHERE m.conversation_id = v_prompt.conversation_id) THEN
+        RETURN QUERY
+        SELECT 'file', f.message_id, f.message_position, NULL::text, NULL::integer, NULL::text, NULL::text,
+               NULL::jsonb, NULL::uuid, NULL::text, NULL::jsonb, NULL::text, NULL::text, NULL::text,
+               f.file_position, f.file_id, f.filename, f.media_type, f.size, f.sha256, f.storage, f.blob_id,
+               f.chunks
+          FROM convo._prompt_files(worker_prompt_read.prompt_id) f;
+    END IF;
+END;
+$$;
+
 -- file_chunk returns chunk seq (from 0; 256 KiB, the last may be shorter)
 -- of file file_id of the context of a prompt worker holds: the chunks of
 -- 0 .. chunks-1 (prompt_files) joined are the file's bytes. A worker

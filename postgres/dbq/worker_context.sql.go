@@ -230,6 +230,102 @@ func (q *Queries) WorkerFiles(ctx context.Context, arg WorkerFilesParams) ([]Wor
 	return items, nil
 }
 
+const workerPromptRead = `-- name: WorkerPromptRead :many
+SELECT r.kind::text AS kind, r.message_id::uuid AS message_id, r.message_position::bigint AS message_position,
+       coalesce(r.role, '')::text AS role, coalesce(r.block_type, '')::text AS block_type,
+       coalesce(r.content, '')::text AS content, coalesce(r.metadata, 'null')::jsonb AS metadata,
+       coalesce(r.tool_call_id, '00000000-0000-0000-0000-000000000000')::uuid AS tool_call_id,
+       coalesce(r.tool_name, '')::text AS tool_name, coalesce(r.tool_input, 'null')::jsonb AS tool_input,
+       coalesce(r.tool_status, '')::text AS tool_status, coalesce(r.tool_output, '')::text AS tool_output,
+       coalesce(r.tool_error, '')::text AS tool_error,
+       coalesce(r.file_position, 0)::integer AS file_position,
+       coalesce(r.file_id, '00000000-0000-0000-0000-000000000000')::uuid AS file_id,
+       coalesce(r.filename, '')::text AS filename, coalesce(r.media_type, '')::text AS media_type,
+       coalesce(r.size, 0)::bigint AS size, coalesce(r.sha256, '')::text AS sha256,
+       coalesce(r.storage, '')::text AS storage,
+       coalesce(r.blob_id, '00000000-0000-0000-0000-000000000000')::uuid AS blob_id,
+       coalesce(r.chunks, 0)::integer AS chunks
+  FROM convo.worker_prompt_read($1::uuid, $2::text) r
+`
+
+type WorkerPromptReadParams struct {
+	PromptID uuid.UUID
+	Worker   string
+}
+
+type WorkerPromptReadRow struct {
+	Kind            string
+	MessageID       uuid.UUID
+	MessagePosition int64
+	Role            string
+	BlockType       string
+	Content         string
+	Metadata        json.RawMessage
+	ToolCallID      uuid.UUID
+	ToolName        string
+	ToolInput       json.RawMessage
+	ToolStatus      string
+	ToolOutput      string
+	ToolError       string
+	FilePosition    int32
+	FileID          uuid.UUID
+	Filename        string
+	MediaType       string
+	Size            int64
+	Sha256          string
+	Storage         string
+	BlobID          uuid.UUID
+	Chunks          int32
+}
+
+// WorkerContext and WorkerFiles of a prompt worker holds in one call
+// (convo.worker_prompt_read): kind 'block' rows in context order, then kind
+// 'file' rows in message then file order. A column NULL in the function's
+// row (the other kind's, a block's tool call it has not) is its zero value
+// here: the nil uuid, ”, 0, JSON null. CV001 otherwise.
+func (q *Queries) WorkerPromptRead(ctx context.Context, arg WorkerPromptReadParams) ([]WorkerPromptReadRow, error) {
+	rows, err := q.db.Query(ctx, workerPromptRead, arg.PromptID, arg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []WorkerPromptReadRow
+	for rows.Next() {
+		var i WorkerPromptReadRow
+		if err := rows.Scan(
+			&i.Kind,
+			&i.MessageID,
+			&i.MessagePosition,
+			&i.Role,
+			&i.BlockType,
+			&i.Content,
+			&i.Metadata,
+			&i.ToolCallID,
+			&i.ToolName,
+			&i.ToolInput,
+			&i.ToolStatus,
+			&i.ToolOutput,
+			&i.ToolError,
+			&i.FilePosition,
+			&i.FileID,
+			&i.Filename,
+			&i.MediaType,
+			&i.Size,
+			&i.Sha256,
+			&i.Storage,
+			&i.BlobID,
+			&i.Chunks,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const workerReply = `-- name: WorkerReply :many
 SELECT r.message_id, r.message_position, r.role, r.block_type, r.content, r.metadata,
        r.tool_call_id, r.tool_name, r.tool_input, r.tool_status, r.tool_output, r.tool_error
