@@ -95,11 +95,13 @@ func TestProcessLease(t *testing.T) {
 	t.Run("SlowCommitterLosesNoReply", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
-		// Every batch takes 2.5 s, with a lease of 1 s: a lease that rode
-		// in the batches would run out between any two of them.
+		// Every batch takes 2.5 s, with a lease of 2 s: a lease that rode
+		// in the batches would run out between any two of them. (With a
+		// lease of 1 s, no heartbeat got through in time once, in a full
+		// race-enabled run at load average 13; it passed alone.)
 		_, res := tb.start(t, WithWrapAPI(Config{
 			Models:  modelsWith(pacedModel(fastTokens(60), 20*time.Millisecond)),
-			Workers: 6, LeaseSeconds: 1, PollInterval: 100 * time.Millisecond,
+			Workers: 6, LeaseSeconds: 2, PollInterval: 100 * time.Millisecond,
 		}, func(inner SQLAPI) SQLAPI { return &slowBatches{SQLAPI: inner, delay: 2500 * time.Millisecond} }))
 		// Leases are reaped all along (as the server's maintenance does).
 		ctx, stop := context.WithCancel(context.Background())
