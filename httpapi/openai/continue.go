@@ -8,7 +8,6 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
-	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -134,15 +133,13 @@ func (h *Handler) continueReply(w http.ResponseWriter, r *http.Request, owner st
 			return
 		}
 	}
-	var sub *wire.Subscription
-	if req.Stream || !req.Background {
-		var err error
-		if sub, err = h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: prev.Prompt.ConversationID, Branches: true}); err != nil {
-			h.writeError(w, r, err)
-			return
-		}
+	sub, err := h.subscribe(ctx, req, owner, prev.Prompt.ConversationID)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if sub != nil {
 		defer sub.Close()
-		sub.ReleaseSnapshot()
 	}
 	if _, err := h.srv.Store.AnswerInputs(ctx, answers); err != nil {
 		h.writeError(w, r, err)
@@ -158,18 +155,7 @@ func (h *Handler) continueReply(w http.ResponseWriter, r *http.Request, owner st
 		h.writeError(w, r, err)
 		return
 	}
-	switch {
-	case req.Stream:
-		h.stream(w, r, sub, tr, next, -1)
-	case req.Background:
-		writeJSON(w, next.snapshot())
-	default:
-		if err := h.wait(ctx, sub, tr, next); err != nil {
-			h.writeError(w, r, err)
-			return
-		}
-		writeJSON(w, next.snapshot())
-	}
+	h.respond(w, r, req, sub, tr, next)
 }
 
 // inputAnswer is o as the answer to a request of kind: a client tool's

@@ -109,18 +109,13 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 			}
 		}()
 	}
-	var sub *wire.Subscription
-	if req.Stream || !req.Background {
-		// Subscribe before the send: a refusal (the stream limit) then
-		// queues nothing.
-		var err error
-		sub, err = h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: conv, Branches: true})
-		if err != nil {
-			h.writeError(w, r, err)
-			return
-		}
+	sub, err := h.subscribe(ctx, req, owner, conv)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if sub != nil {
 		defer sub.Close()
-		sub.ReleaseSnapshot() // the fold reads the prompt's events from the log
 	}
 	fileIDs, err := h.storeFiles(ctx, owner, req.attachments)
 	if err != nil {
@@ -138,14 +133,36 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	rep := foldTrace(tr)
+	h.respond(w, r, req, sub, tr, foldTrace(tr))
+}
+
+// subscribe opens the subscription that a streamed or a waited-for
+// response reads (none for a background one without stream), before the
+// write that queues its reply, so that a refusal (the stream limit)
+// writes nothing. The fold reads the prompt's own events from the log,
+// so the snapshot is released at once.
+func (h *Handler) subscribe(ctx context.Context, req *createRequest, owner string, conv uuid.UUID) (*wire.Subscription, error) {
+	if req.Background && !req.Stream {
+		return nil, nil
+	}
+	sub, err := h.srv.Hub.Open(ctx, stream.OpenParams{OwnerID: owner, ConversationID: conv, Branches: true})
+	if err != nil {
+		return nil, err
+	}
+	sub.ReleaseSnapshot()
+	return sub, nil
+}
+
+// respond answers a POST /v1/responses as it asked: the event stream,
+// the Response at once (background), or the Response when the reply ends.
+func (h *Handler) respond(w http.ResponseWriter, r *http.Request, req *createRequest, sub *wire.Subscription, tr conversation.Trace, rep *reply) {
 	switch {
 	case req.Stream:
 		h.stream(w, r, sub, tr, rep, -1)
 	case req.Background:
 		writeJSON(w, rep.snapshot())
 	default:
-		if err := h.wait(ctx, sub, tr, rep); err != nil {
+		if err := h.wait(r.Context(), sub, tr, rep); err != nil {
 			h.writeError(w, r, err)
 			return
 		}
