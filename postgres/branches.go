@@ -20,8 +20,12 @@ import (
 
 // RegenerateReply implements conversation.Store.
 func (s *Store) RegenerateReply(ctx context.Context, p conversation.RegenerateParams) (conversation.RegenerateResult, error) {
-	row, err := s.q.MessageRegenerate(ctx, dbq.MessageRegenerateParams{
-		OwnerID: p.OwnerID, ConversationID: p.ConversationID, MessageID: p.MessageID, ModelConfig: p.ModelConfig,
+	var row dbq.MessageRegenerateRow
+	err := s.changePath(ctx, func(q *dbq.Queries) (err error) {
+		row, err = q.MessageRegenerate(ctx, dbq.MessageRegenerateParams{
+			OwnerID: p.OwnerID, ConversationID: p.ConversationID, MessageID: p.MessageID, ModelConfig: p.ModelConfig,
+		})
+		return err
 	})
 	if err != nil {
 		return conversation.RegenerateResult{}, translate(err, "regenerate reply")
@@ -31,9 +35,13 @@ func (s *Store) RegenerateReply(ctx context.Context, p conversation.RegeneratePa
 
 // EditMessage implements conversation.Store.
 func (s *Store) EditMessage(ctx context.Context, p conversation.EditParams) (conversation.EditResult, error) {
-	row, err := s.q.MessageEdit(ctx, dbq.MessageEditParams{
-		OwnerID: p.OwnerID, ConversationID: p.ConversationID, MessageID: p.MessageID, Text: p.Text,
-		ModelConfig: p.ModelConfig, FileIds: nonNil(p.FileIDs),
+	var row dbq.MessageEditRow
+	err := s.changePath(ctx, func(q *dbq.Queries) (err error) {
+		row, err = q.MessageEdit(ctx, dbq.MessageEditParams{
+			OwnerID: p.OwnerID, ConversationID: p.ConversationID, MessageID: p.MessageID, Text: p.Text,
+			ModelConfig: p.ModelConfig, FileIds: nonNil(p.FileIDs),
+		})
+		return err
 	})
 	if err != nil {
 		return conversation.EditResult{}, translate(err, "edit message "+p.MessageID.String())
@@ -45,8 +53,12 @@ func (s *Store) EditMessage(ctx context.Context, p conversation.EditParams) (con
 
 // SwitchBranch implements conversation.Store.
 func (s *Store) SwitchBranch(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) (uuid.UUID, error) {
-	leaf, err := s.q.BranchSwitch(ctx, dbq.BranchSwitchParams{
-		OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID,
+	var leaf uuid.UUID
+	err := s.changePath(ctx, func(q *dbq.Queries) (err error) {
+		leaf, err = q.BranchSwitch(ctx, dbq.BranchSwitchParams{
+			OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID,
+		})
+		return err
 	})
 	if err != nil {
 		return uuid.Nil, translate(err, "switch branch to message "+messageID.String())
@@ -57,9 +69,13 @@ func (s *Store) SwitchBranch(ctx context.Context, ownerID string, conversationID
 // SendAfter implements conversation.Store with convo.send_after: one
 // statement, so the switch it may make is undone with any refusal.
 func (s *Store) SendAfter(ctx context.Context, p conversation.SendAfterParams) (conversation.SendAfterResult, error) {
-	row, err := s.q.BranchSendAfter(ctx, dbq.BranchSendAfterParams{
-		OwnerID: p.OwnerID, ConversationID: p.ConversationID, AfterMessageID: p.AfterMessageID, Text: p.Text,
-		ModelConfig: p.ModelConfig, FileIds: nonNil(p.FileIDs),
+	var row dbq.BranchSendAfterRow
+	err := s.changePath(ctx, func(q *dbq.Queries) (err error) {
+		row, err = q.BranchSendAfter(ctx, dbq.BranchSendAfterParams{
+			OwnerID: p.OwnerID, ConversationID: p.ConversationID, AfterMessageID: p.AfterMessageID, Text: p.Text,
+			ModelConfig: p.ModelConfig, FileIds: nonNil(p.FileIDs),
+		})
+		return err
 	})
 	if err != nil {
 		return conversation.SendAfterResult{}, translate(err, "send after message "+p.AfterMessageID.String())
@@ -77,13 +93,46 @@ func (s *Store) SwitchVersion(ctx context.Context, ownerID string, conversationI
 	if siblingIndex < 0 || siblingIndex > math.MaxInt32 {
 		return uuid.Nil, conversation.Errorf(conversation.Invalid, "siblingIndex: %d is out of range", siblingIndex)
 	}
-	leaf, err := s.q.BranchSwitchVersion(ctx, dbq.BranchSwitchVersionParams{
-		OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID, SiblingIndex: int32(siblingIndex),
+	var leaf uuid.UUID
+	err := s.changePath(ctx, func(q *dbq.Queries) (err error) {
+		leaf, err = q.BranchSwitchVersion(ctx, dbq.BranchSwitchVersionParams{
+			OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID, SiblingIndex: int32(siblingIndex),
+		})
+		return err
 	})
 	if err != nil {
 		return uuid.Nil, translate(err, "switch to version "+strconv.Itoa(siblingIndex)+" of message "+messageID.String())
 	}
 	return leaf, nil
+}
+
+// SetSnapshotBytes bounds the messages a branchSwitched carries to
+// maxBytes, sized as a snapshot's (RecentState), for every call of s that
+// changes a conversation's path (edits, regenerations, switches, sends
+// after a message, deletions): each runs in a transaction that first sets
+// convo.snapshot_bytes, which convo._event_bytes reads, for that
+// transaction only. Unlike the pool-wide SetSnapshotBytes, which sets it
+// on the session, this holds through a transaction pooler (PgBouncer's
+// pool_mode = transaction), where a session's settings leak to other
+// clients and are missing from the next transaction. 0 (the default)
+// leaves the session's bound: 256 KiB unless SetSnapshotBytes set one.
+// Call it before s serves.
+func (s *Store) SetSnapshotBytes(maxBytes int) { s.eventBytes = maxBytes }
+
+// changePath runs fn, a call that may change a conversation's path, with
+// the bound of SetSnapshotBytes in its transaction; without a bound, as
+// one statement on the pool.
+func (s *Store) changePath(ctx context.Context, fn func(q *dbq.Queries) error) error {
+	if s.eventBytes == 0 {
+		return fn(s.q)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		if err := q.BranchSetEventBytesLocal(ctx, strconv.Itoa(s.eventBytes)); err != nil {
+			return fmt.Errorf("set convo.snapshot_bytes: %w", err)
+		}
+		return fn(q)
+	})
 }
 
 // SetSnapshotBytes makes the connections of cfg bound the messages a
@@ -97,7 +146,8 @@ func (s *Store) SwitchVersion(ctx context.Context, ownerID string, conversationI
 // any hook cfg had), not sent among the startup parameters: PgBouncer,
 // the session pooler docs/deploy.md allows in front of convo, refuses a
 // connection whose startup packet holds a parameter it does not know
-// ("unsupported startup parameter: convo.snapshot_bytes").
+// ("unsupported startup parameter: convo.snapshot_bytes"). It is session
+// state: behind a transaction pooler use Store.SetSnapshotBytes instead.
 func SetSnapshotBytes(cfg *pgxpool.Config, maxBytes int) {
 	before := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {

@@ -483,13 +483,43 @@ func TestOlderMessagesFollowThePath(t *testing.T) {
 // messages than a snapshot would (convo.snapshot_bytes), with the page
 // token of the rest; the event's messages and its pages then make the
 // whole active path, as GetConversation reads it. A switch that fits
-// carries every message after its fork, and no token.
+// carries every message after its fork, and no token. The bound holds
+// set on the pool's sessions (postgres.SetSnapshotBytes) and set by the
+// Store in each path change's transaction (Store.SetSnapshotBytes, for a
+// transaction pooler), which leaves no session setting behind.
 func TestLargeSwitchIsBounded(t *testing.T) {
 	t.Parallel()
+	for _, how := range []string{"session", "transaction"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			testLargeSwitchIsBounded(t, how == "transaction")
+		})
+	}
+}
+
+func testLargeSwitchIsBounded(t *testing.T, perTransaction bool) {
 	ctx := context.Background()
 	const bound = 4096
-	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c, bound) })
+	var pool *pgxpool.Pool
+	if perTransaction {
+		pool = pgtest.Pool(t)
+	} else {
+		pool = pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c, bound) })
+	}
 	tb := &testBundle{pool: pool, store: postgres.New(pool)}
+	if perTransaction {
+		tb.store.SetSnapshotBytes(bound)
+		// Every later path change must leave the sessions unset.
+		defer func() {
+			var setting string
+			if err := pool.QueryRow(ctx, `SELECT coalesce(current_setting('convo.snapshot_bytes', true), '')`).Scan(&setting); err != nil {
+				t.Fatal(err)
+			}
+			if setting != "" {
+				t.Errorf("a session holds convo.snapshot_bytes = %q after the path changes; want it set per transaction only", setting)
+			}
+		}()
+	}
 	tb.q = tb.store.Queries()
 
 	_, a1 := tb.turn(t, uuid.Nil, "one")

@@ -36,6 +36,8 @@ func (s *Store) AppendMessages(ctx context.Context, p conversation.AppendMessage
 
 // DeleteMessage implements conversation.Store with convo.delete_message.
 func (s *Store) DeleteMessage(ctx context.Context, ownerID string, conversationID, messageID uuid.UUID) error {
-	err := s.q.MessageDelete(ctx, dbq.MessageDeleteParams{OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID})
+	err := s.changePath(ctx, func(q *dbq.Queries) error {
+		return q.MessageDelete(ctx, dbq.MessageDeleteParams{OwnerID: ownerID, ConversationID: conversationID, MessageID: messageID})
+	})
 	return translate(err, "delete message "+messageID.String())
 }

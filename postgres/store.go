@@ -22,6 +22,9 @@ type Store struct {
 	searchTimeout time.Duration
 	// sends groups concurrent SendMessages into shared transactions.
 	sends *sender
+	// eventBytes bounds a branchSwitched's messages in the transaction of
+	// each path change (SetSnapshotBytes); 0: the session's bound.
+	eventBytes int
 }
 
 var _ conversation.Store = (*Store)(nil)

@@ -27,12 +27,17 @@ phase "system packages"
 # Debian's packages the tests need, installed with one apt-get (as root)
 # while the Go code compiles: PostgreSQL's server binaries (the tests start
 # private clusters from them, unless CONVO_TEST_DATABASE_URL names a
-# server), Chromium (Playwright cannot download its own browser here), and
-# Python with psycopg for the Python worker SDK (scripts/sdk-setup-python.sh).
+# server), PgBouncer (the tests that run convo through a transaction
+# pooler start one in front of it), Chromium (Playwright cannot download its
+# own browser here), and Python with psycopg for the Python worker SDK
+# (scripts/sdk-setup-python.sh).
 debs=()
 if [ -z "${CONVO_TEST_DATABASE_URL:-}" ] && ! command -v initdb >/dev/null 2>&1 \
    && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   debs+=(postgresql)
+fi
+if [ -z "${CONVO_TEST_PGBOUNCER:-}" ] && ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ]; then
+  debs+=(pgbouncer)
 fi
 chromium="${CONVO_E2E_CHROMIUM:-/usr/bin/chromium}"
 if [ ! -x "$chromium" ]; then

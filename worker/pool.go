@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/convo-dev/convo/internal/backoff"
 	"github.com/convo-dev/convo/internal/firstdelta"
 	"github.com/convo-dev/convo/pglisten"
+	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -102,6 +104,13 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("worker config: %w", err)
+	}
+	if cfg.Workers > 0 && cfg.Listener == nil && postgres.TransactionPooled(db.Config().ConnConfig) {
+		// Through a transaction pooler the LISTEN would hold on a server
+		// connection the listener does not keep: the workers would hear
+		// nothing and only poll.
+		return nil, errors.New("worker: the database pool goes through a transaction pooler (CONVO_DB_POOL_MODE=transaction), " +
+			"where LISTEN does not hold: set CONVO_DIRECT_DATABASE_URL to a direct (or session-pooled) URL for the listener (Config.Listener)")
 	}
 	p := &Pool{
 		cfg: cfg, api: dbq.New(db),

@@ -160,6 +160,16 @@ type Config struct {
 	// SnapshotReader): at most this many group reads at once, never on
 	// the connections of sends or of the hub's live reads.
 	SnapshotConns int
+	// DBPoolMode says what is between DATABASE_URL and PostgreSQL
+	// (CONVO_DB_POOL_MODE, --db-pool-mode; pooler.go): "session" (nothing,
+	// or a session pooler) or "transaction" (a transaction pooler: the
+	// pools then use no named prepared statements and no session state).
+	DBPoolMode string
+	// DirectDatabaseURL reaches PostgreSQL without a transaction pooler
+	// (CONVO_DIRECT_DATABASE_URL, --direct-database-url): the listener,
+	// the logical feed and the migrations connect with it. Empty:
+	// DatabaseURL; required with DBPoolMode "transaction".
+	DirectDatabaseURL string
 	// WorkerDatabaseURL is what the in-process workers connect to
 	// (CONVO_WORKER_DATABASE_URL): a login of the worker role
 	// (docs/deploy.md, "The worker role"), so that they can do no more than
@@ -248,7 +258,7 @@ type Main struct {
 // NewMain returns a Main with the defaults of README.md, "Configuration".
 func NewMain() *Main {
 	return &Main{
-		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, LogLevel: "info", Feed: feedNotify,
+		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, DBPoolMode: poolModeSession, LogLevel: "info", Feed: feedNotify,
 			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
 			DBMaxConns: 16, SnapshotConns: postgres.DefaultSnapshotConns, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), Files: DefaultFileSettings(),
@@ -270,6 +280,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	fromEnv(&c.DatabaseURL, "DATABASE_URL")
 	fromEnv(&c.WorkerDatabaseURL, "CONVO_WORKER_DATABASE_URL")
+	fromEnv(&c.DirectDatabaseURL, "CONVO_DIRECT_DATABASE_URL")
+	fromEnv(&c.DBPoolMode, "CONVO_DB_POOL_MODE")
 	fromEnv(&c.HTTPAddr, "CONVO_HTTP_ADDR")
 	fromEnv(&c.DataDir, "CONVO_DATA_DIR")
 	fromEnv(&c.LogLevel, "CONVO_LOG_LEVEL")
@@ -393,6 +405,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := checkFeed(c.Feed); err != nil {
 		return err
 	}
+	if err := c.checkPooler(); err != nil {
+		return err
+	}
 	if c.AuthSecret != "" && c.AuthJWKSURL != "" {
 		return errors.New("set CONVO_AUTH_SECRET or CONVO_AUTH_JWKS_URL, not both")
 	}
@@ -414,6 +429,10 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(&c.HTTPAddr, "http-addr", c.HTTPAddr, "listen address (CONVO_HTTP_ADDR)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "data directory of the embedded PostgreSQL (CONVO_DATA_DIR); empty: a per-user default")
 	fs.IntVar(&c.EmbedPort, "embed-port", c.EmbedPort, "port of the embedded PostgreSQL for this start, 0 for a free one (CONVO_EMBED_PORT); unset: the port its data directory took on its first start (this one, or a free one when it was taken)")
+	fs.StringVar(&c.DBPoolMode, "db-pool-mode", c.DBPoolMode,
+		"what is between --database-url and PostgreSQL (CONVO_DB_POOL_MODE): session (nothing, or a session pooler) or transaction (PgBouncer's pool_mode = transaction; needs --direct-database-url)")
+	fs.StringVar(&c.DirectDatabaseURL, "direct-database-url", c.DirectDatabaseURL,
+		"PostgreSQL without a transaction pooler, for the listener, the logical feed and the migrations (CONVO_DIRECT_DATABASE_URL); empty: --database-url")
 	fs.StringVar(&c.WorkerDatabaseURL, "worker-database-url", c.WorkerDatabaseURL,
 		"what the in-process workers connect to, a login of the worker role convo_worker (CONVO_WORKER_DATABASE_URL); empty: --database-url, or the embedded default's worker login")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.DBMaxConns, "connections the API's pool may open (CONVO_DB_MAX_CONNS); the workers' are --worker-db-conns")
@@ -443,12 +462,15 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	c.FileStorage.registerFlags(fs)
 }
 
-// Migrate applies the migrations to Config.DatabaseURL (--migrate).
+// Migrate applies the migrations (--migrate) through the direct URL
+// (Config.DirectDatabaseURL, else DatabaseURL): goose holds a session
+// lock, which a transaction pooler does not keep.
 func (m *Main) Migrate(ctx context.Context) error {
-	if err := db.Migrate(ctx, m.Config.DatabaseURL); err != nil {
-		return fmt.Errorf("migrate %s: %w", redact(m.Config.DatabaseURL), err)
+	dsn := m.Config.directDatabaseURL(m.Config.DatabaseURL)
+	if err := db.Migrate(ctx, dsn); err != nil {
+		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
 	}
-	m.Logger.Info("the database is migrated", "database", redact(m.Config.DatabaseURL))
+	m.Logger.Info("the database is migrated", "database", redact(dsn))
 	return nil
 }
 
@@ -471,9 +493,12 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// The listener, the logical feed and the migrations (a session lock)
+	// need sessions of their own: not through a transaction pooler.
+	directDSN := m.Config.directDatabaseURL(dsn)
 	m.Logger.Info("migrating the database")
-	if err := db.Migrate(ctx, dsn); err != nil {
-		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
+	if err := db.Migrate(ctx, directDSN); err != nil {
+		return fmt.Errorf("migrate %s: %w", redact(directDSN), err)
 	}
 	workerDSN := cmp.Or(m.Config.WorkerDatabaseURL, dsn)
 	if m.cluster != nil && m.Config.WorkerDatabaseURL == "" {
@@ -486,13 +511,27 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
-	// A branchSwitched carries at most a snapshot's worth of messages.
-	postgres.SetSnapshotBytes(poolConfig, m.Config.SnapshotBytes)
+	directConfig, err := pgxpool.ParseConfig(directDSN)
+	if err != nil {
+		return fmt.Errorf("direct database url (CONVO_DIRECT_DATABASE_URL): %w", err)
+	}
 	workerPoolConfig, err := pgxpool.ParseConfig(workerDSN)
 	if err != nil {
 		return fmt.Errorf("worker database url: %w", err)
 	}
-	postgres.SetSnapshotBytes(workerPoolConfig, m.Config.SnapshotBytes)
+	pooled := m.Config.transactionPooled()
+	if pooled {
+		// No named prepared statements: PgBouncer would send the next
+		// use of one to a server connection that never prepared it.
+		postgres.ForTransactionPooler(poolConfig)
+		postgres.ForTransactionPooler(workerPoolConfig)
+	} else {
+		// A branchSwitched carries at most a snapshot's worth of
+		// messages: set on every session (behind a transaction pooler,
+		// in each path change's transaction instead; below).
+		postgres.SetSnapshotBytes(poolConfig, m.Config.SnapshotBytes)
+		postgres.SetSnapshotBytes(workerPoolConfig, m.Config.SnapshotBytes)
+	}
 	// A value nested past encoding/json's limit reads (as a placeholder).
 	postgres.KeepRawJSON(poolConfig)
 	postgres.KeepRawJSON(workerPoolConfig)
@@ -511,6 +550,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.store = postgres.New(m.pool)
+	if pooled {
+		m.store.SetSnapshotBytes(m.Config.SnapshotBytes)
+	}
 	m.store.SetSearchTimeout(m.Config.Limits.SearchTimeout)
 	if err := m.store.SetMaxPendingSends(m.Config.Limits.MaxPendingSends); err != nil {
 		return err
@@ -545,7 +587,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.metrics.registry.MustRegister(maintenance.QueueCollector{Store: m.store})
 	m.metrics.registry.MustRegister(postgres.SendCollector{Store: m.store})
-	if err := m.startBackground(ctx, poolConfig.ConnConfig); err != nil {
+	if err := m.startBackground(ctx, directConfig.ConnConfig); err != nil {
 		return err
 	}
 	workerConfig, err := builtin.Config(m.Config.Workers, m.Logger)
@@ -691,8 +733,14 @@ const hubConns = 2
 
 // connectionUses lists the connections this server opens to PostgreSQL,
 // each bounded by its setting. The replication connection of the logical
-// feed is a WAL sender, which max_wal_senders bounds instead.
+// feed is a WAL sender, which max_wal_senders bounds instead. Behind a
+// transaction pooler (CONVO_DB_POOL_MODE=transaction) the pools connect to
+// the pooler, whose own pool size bounds what reaches PostgreSQL: only
+// the listener counts.
 func (m *Main) connectionUses() []postgres.ConnectionUse {
+	if m.Config.transactionPooled() {
+		return []postgres.ConnectionUse{{What: "listener", Conns: 1}}
+	}
 	uses := []postgres.ConnectionUse{
 		{What: "API pool", Conns: m.Config.DBMaxConns, Setting: "CONVO_DB_MAX_CONNS"},
 		{What: "stream hub", Conns: hubConns},

@@ -16,6 +16,7 @@ import (
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/pgembed"
 )
@@ -26,30 +27,45 @@ import (
 // in-process workers' shared batches: every reply completes, and its text
 // is what the same message gets without a fault, no character lost or
 // doubled (a batch whose answer was lost is sent again and applied once).
+//
+// The same holds with the server's pools and its workers' behind PgBouncer
+// in transaction mode (CONVO_DB_POOL_MODE=transaction; its listener
+// direct): the pooler's server connections die with the fault, and the
+// server's are then cut by PgBouncer.
 func TestRepliesSurvivePostgresFaults(t *testing.T) {
 	t.Parallel()
-	t.Run("PostgresRestarted", func(t *testing.T) {
-		t.Parallel()
-		testRepliesSurvive(t, func(ctx context.Context, cluster *pgembed.Cluster, _ *pgxpool.Pool) error {
-			return cluster.Restart(ctx)
+	restart := func(ctx context.Context, cluster *pgembed.Cluster, _ *pgxpool.Pool) error {
+		return cluster.Restart(ctx)
+	}
+	terminate := func(ctx context.Context, _ *pgembed.Cluster, db *pgxpool.Pool) error {
+		var n int
+		err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&n)
+		if err == nil && n < 3 {
+			err = fmt.Errorf("terminated %d backends, want the server's pools and listener", n)
+		}
+		return err
+	}
+	for _, c := range []struct {
+		name   string
+		pooled bool
+		fault  func(ctx context.Context, cluster *pgembed.Cluster, db *pgxpool.Pool) error
+	}{
+		{"PostgresRestarted", false, restart},
+		{"BackendsTerminated", false, terminate},
+		{"PostgresRestartedBehindPgBouncer", true, restart},
+		{"BackendsTerminatedBehindPgBouncer", true, terminate},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testRepliesSurvive(t, c.pooled, c.fault)
 		})
-	})
-	t.Run("BackendsTerminated", func(t *testing.T) {
-		t.Parallel()
-		testRepliesSurvive(t, func(ctx context.Context, _ *pgembed.Cluster, db *pgxpool.Pool) error {
-			var n int
-			err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&n)
-			if err == nil && n < 3 {
-				err = fmt.Errorf("terminated %d backends, want the server's pools and listener", n)
-			}
-			return err
-		})
-	})
+	}
 }
 
-// testRepliesSurvive runs 40 replies and fault in the middle of them.
-func testRepliesSurvive(t *testing.T, fault func(ctx context.Context, cluster *pgembed.Cluster, db *pgxpool.Pool) error) {
+// testRepliesSurvive runs 40 replies and fault in the middle of them,
+// through PgBouncer when pooled.
+func testRepliesSurvive(t *testing.T, pooled bool, fault func(ctx context.Context, cluster *pgembed.Cluster, db *pgxpool.Pool) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cluster, err := pgembed.Start(ctx, pgembed.Options{
@@ -71,6 +87,10 @@ func testRepliesSurvive(t *testing.T, fault func(ctx context.Context, cluster *p
 		// one starts, on a loaded machine too (at 100 tokens/s, under
 		// make test's load, half had ended by then).
 		"CONVO_DEMO_TOKENS_PER_SECOND": "25", "CONVO_MAX_ACTIVE_PROMPTS": "0", "CONVO_WRITE_RATE": "0",
+	}
+	if pooled {
+		env["DATABASE_URL"] = pgtest.PgBouncer(t, dsn)[0]
+		env["CONVO_DB_POOL_MODE"], env["CONVO_DIRECT_DATABASE_URL"] = "transaction", dsn
 	}
 	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/convo-dev/convo/files/s3blobs"
 	"github.com/convo-dev/convo/maintenance"
 	"github.com/convo-dev/convo/metrics"
+	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/builtin"
@@ -60,7 +61,17 @@ func main() {
 // variable and a flag of the same meaning.
 type Config struct {
 	DatabaseURL string // DATABASE_URL, --database-url (required)
-	LogLevel    string // CONVO_LOG_LEVEL, --log-level
+	// DBPoolMode says what is between DatabaseURL and PostgreSQL
+	// (CONVO_DB_POOL_MODE, --db-pool-mode), as in cmd/api: "session" or
+	// "transaction" (a transaction pooler: no named prepared statements,
+	// and the listener connects with DirectDatabaseURL).
+	DBPoolMode string
+	// DirectDatabaseURL reaches PostgreSQL without a transaction pooler,
+	// for the LISTEN connection (CONVO_DIRECT_DATABASE_URL,
+	// --direct-database-url). Empty: DatabaseURL; required with
+	// DBPoolMode "transaction".
+	DirectDatabaseURL string
+	LogLevel          string // CONVO_LOG_LEVEL, --log-level
 	// CompactAfter is how long after a prompt finishes its delta events
 	// are merged (CONVO_COMPACT_AFTER, --compact-after, as in cmd/api);
 	// 0 turns compaction off.
@@ -86,7 +97,12 @@ type Main struct {
 
 	db      *pgxpool.Pool
 	workers *worker.Pool
-	admin   *metrics.Admin
+	// listener is the LISTEN connection on DirectDatabaseURL, when one
+	// is given; stopListener stops it once the workers are stopped.
+	listener     *pglisten.Listener
+	stopListener context.CancelFunc
+	listenerDone chan struct{}
+	admin        *metrics.Admin
 	// reapEvery is how often the lease reaper runs; 0: its default.
 	reapEvery       time.Duration
 	stopMaintenance context.CancelFunc
@@ -95,7 +111,7 @@ type Main struct {
 
 // NewMain returns a Main with the default settings.
 func NewMain() *Main {
-	return &Main{Config: Config{LogLevel: "info", CompactAfter: time.Hour, FileStorage: files.StoragePostgres, Worker: worker.DefaultSettings()}}
+	return &Main{Config: Config{LogLevel: "info", DBPoolMode: "session", CompactAfter: time.Hour, FileStorage: files.StoragePostgres, Worker: worker.DefaultSettings()}}
 }
 
 // ParseFlags reads configuration from the environment (through getenv) and
@@ -104,6 +120,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c := &m.Config
 	if v := getenv("DATABASE_URL"); v != "" {
 		c.DatabaseURL = v
+	}
+	if v := getenv("CONVO_DB_POOL_MODE"); v != "" {
+		c.DBPoolMode = v
+	}
+	if v := getenv("CONVO_DIRECT_DATABASE_URL"); v != "" {
+		c.DirectDatabaseURL = v
 	}
 	if v := getenv("CONVO_LOG_LEVEL"); v != "" {
 		c.LogLevel = v
@@ -134,6 +156,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL to work on (DATABASE_URL), migrated by the API server")
+	fs.StringVar(&c.DBPoolMode, "db-pool-mode", c.DBPoolMode,
+		"what is between --database-url and PostgreSQL (CONVO_DB_POOL_MODE): session (nothing, or a session pooler) or transaction (PgBouncer's pool_mode = transaction; needs --direct-database-url)")
+	fs.StringVar(&c.DirectDatabaseURL, "direct-database-url", c.DirectDatabaseURL,
+		"PostgreSQL without a transaction pooler, for the LISTEN connection (CONVO_DIRECT_DATABASE_URL); empty: --database-url")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error (CONVO_LOG_LEVEL)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this (private) address (CONVO_ADMIN_ADDR); empty: none")
 	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
@@ -154,6 +180,17 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if c.DatabaseURL == "" {
 		return errors.New("DATABASE_URL (or --database-url) is required: the database the API server uses (`make run` prints it)")
+	}
+	switch c.DBPoolMode {
+	case "session":
+	case "transaction":
+		if c.DirectDatabaseURL == "" {
+			return errors.New("CONVO_DB_POOL_MODE=transaction needs CONVO_DIRECT_DATABASE_URL: a URL that reaches PostgreSQL directly " +
+				"(or through a session pooler), for the workers' LISTEN connection, which a transaction pooler cannot carry")
+		}
+	default:
+		return fmt.Errorf("CONVO_DB_POOL_MODE (--db-pool-mode) is %q: want \"session\" (DATABASE_URL reaches PostgreSQL directly or through a session pooler) "+
+			"or \"transaction\" (DATABASE_URL goes through a transaction pooler such as PgBouncer with pool_mode = transaction)", c.DBPoolMode)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
@@ -208,15 +245,38 @@ func (m *Main) Run(ctx context.Context) error {
 	poolConfig.MaxConns = int32(m.Config.Worker.DBConns)
 	// A conversation's context reads whatever its JSON's nesting.
 	postgres.KeepRawJSON(poolConfig)
+	uses := []postgres.ConnectionUse{
+		{What: "worker pool", Conns: m.Config.Worker.DBConns, Setting: "CONVO_WORKER_DB_CONNS"},
+		{What: "listener", Conns: 1},
+	}
+	if m.Config.DBPoolMode == "transaction" {
+		// No named prepared statements; the pooler's own pool size bounds
+		// what reaches PostgreSQL, so only the listener counts.
+		postgres.ForTransactionPooler(poolConfig)
+		uses = uses[1:]
+	}
 	if m.db, err = pgxpool.NewWithConfig(ctx, poolConfig); err != nil {
 		return fmt.Errorf("connect to the database: %w", err)
 	}
 	store := postgres.New(m.db)
-	if err := store.CheckConnections(ctx, []postgres.ConnectionUse{
-		{What: "worker pool", Conns: m.Config.Worker.DBConns, Setting: "CONVO_WORKER_DB_CONNS"},
-		{What: "listener", Conns: 1},
-	}); err != nil {
+	if err := store.CheckConnections(ctx, uses); err != nil {
 		return err
+	}
+	if m.Config.DirectDatabaseURL != "" {
+		// LISTEN needs a session of its own: not through a transaction
+		// pooler.
+		direct, err := pgxpool.ParseConfig(m.Config.DirectDatabaseURL)
+		if err != nil {
+			return fmt.Errorf("direct database url (CONVO_DIRECT_DATABASE_URL): %w", err)
+		}
+		m.listener = pglisten.New(pglisten.Options{ConnConfig: direct.ConnConfig, Logger: m.Logger, PingInterval: 30 * time.Second})
+		listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
+		m.stopListener, m.listenerDone = stopListener, make(chan struct{})
+		go func() {
+			defer close(m.listenerDone)
+			m.listener.Run(listenCtx)
+		}()
+		cfg.Listener = m.listener
 	}
 	if m.Config.FileStorage == files.StorageS3 {
 		blobs, err := s3blobs.New(ctx, m.Config.S3)
@@ -284,6 +344,11 @@ func (m *Main) Close() error {
 			errs = append(errs, err)
 		}
 		m.workers = nil
+	}
+	if m.stopListener != nil {
+		m.stopListener()
+		<-m.listenerDone
+		m.stopListener = nil
 	}
 	if m.db != nil {
 		m.db.Close()

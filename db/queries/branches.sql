@@ -30,6 +30,12 @@ SELECT convo.switch_version(@owner_id::text, @conversation_id::uuid, @message_id
 -- postgres.SetSnapshotBytes.
 SELECT set_config('convo.snapshot_bytes', @max_bytes::text, false);
 
+-- name: BranchSetEventBytesLocal :exec
+-- Sets the bound on the messages of a branchSwitched (convo.snapshot_bytes)
+-- for the calling transaction only, so that it holds through a transaction
+-- pooler; see Store.SetSnapshotBytes.
+SELECT set_config('convo.snapshot_bytes', @max_bytes::text, true);
+
 -- name: BranchSendAfter :one
 -- Sends text as the user's message following after_message_id, its
 -- branch shown first, all or nothing; see convo.send_after.

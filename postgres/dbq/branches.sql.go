@@ -60,6 +60,18 @@ func (q *Queries) BranchSetEventBytes(ctx context.Context, maxBytes string) erro
 	return err
 }
 
+const branchSetEventBytesLocal = `-- name: BranchSetEventBytesLocal :exec
+SELECT set_config('convo.snapshot_bytes', $1::text, true)
+`
+
+// Sets the bound on the messages of a branchSwitched (convo.snapshot_bytes)
+// for the calling transaction only, so that it holds through a transaction
+// pooler; see Store.SetSnapshotBytes.
+func (q *Queries) BranchSetEventBytesLocal(ctx context.Context, maxBytes string) error {
+	_, err := q.db.Exec(ctx, branchSetEventBytesLocal, maxBytes)
+	return err
+}
+
 const branchSwitch = `-- name: BranchSwitch :one
 SELECT convo.switch_branch($1::text, $2::uuid, $3::uuid)::uuid AS leaf_message_id
 `
