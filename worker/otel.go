@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,8 +163,10 @@ func (pt *poolTelemetry) startRound(ctx context.Context, cfg ModelConfig, conver
 	if pt == nil {
 		return nil
 	}
+	// A provider without model names (the demo) is its one model.
+	model := cmp.Or(cfg.Model, cfg.Provider)
 	attrs := []attribute.KeyValue{
-		attribute.String(attrOperation, "chat"), pt.providerAttr(cfg.Provider), attribute.String(attrRequestModel, cfg.Model),
+		attribute.String(attrOperation, "chat"), pt.providerAttr(cfg.Provider), attribute.String(attrRequestModel, model),
 	}
 	spanAttrs := append([]attribute.KeyValue{attribute.String(attrConversationID, conversationID)}, attrs...)
 	if cfg.Temperature != nil {
@@ -172,11 +175,7 @@ func (pt *poolTelemetry) startRound(ctx context.Context, cfg ModelConfig, conver
 	if cfg.MaxTokens != nil {
 		spanAttrs = append(spanAttrs, attribute.Int(attrMaxTokens, int(*cfg.MaxTokens)))
 	}
-	name := "chat"
-	if cfg.Model != "" {
-		name += " " + cfg.Model
-	}
-	ctx, span := pt.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
+	ctx, span := pt.tracer.Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(spanAttrs...))
 	return &roundSpan{span: span, ctx: ctx, pt: pt, started: time.Now(), attrs: attrs}
 }
 
