@@ -25,7 +25,7 @@ import (
 // docs/worker-api.md, and nothing else.
 var workerAPI = []string{
 	"append_block", "claim_prompt", "claim_prompts", "complete_prompt", "complete_tool_call", "end_block",
-	"expire_leases", "fail_prompt", "fail_tool_call", "file_chunk", "heartbeat", "prompt_files", "prompt_inputs", "prompt_status",
+	"expire_leases", "fail_prompt", "fail_tool_call", "file_chunk", "heartbeat", "prompt_files", "prompt_inputs", "prompt_status", "prompt_trace",
 	"release_prompt", "request_input", "start_block", "start_prompt", "start_tool_call", "tool_call_progress",
 	"wait_prompt", "worker_batch_mark", "worker_context", "worker_heartbeat", "worker_prompt_read", "worker_reply", "write_batch",
 }

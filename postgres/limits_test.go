@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -513,6 +514,11 @@ func TestPromptLimitsMigrationDown(t *testing.T) {
 
 	if _, err := provider.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)
+	}
+	// And the functions, as every start applies them after the
+	// migrations: the server's send calls send_messages as it is now.
+	if err := db.Migrate(ctx, dsn); err != nil {
+		t.Fatalf("functions after up: %v", err)
 	}
 	tb = setupDSN(t, dsn)
 	var owners string

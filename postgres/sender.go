@@ -90,6 +90,9 @@ type sender struct {
 type pendingSend struct {
 	p       conversation.SendMessageParams
 	configs string
+	// trace is the W3C trace context of the send's request as JSON
+	// (traceContext), "" when it has none.
+	trace string
 	// done receives the send's answer, once.
 	done chan sendAnswer
 	// taken is set, under the sender's mu, when a group takes the send;
@@ -115,7 +118,7 @@ func (s *sender) send(ctx context.Context, p conversation.SendMessageParams, con
 	if err := ctx.Err(); err != nil {
 		return conversation.SendMessageResult{}, fmt.Errorf("send message: %w", err)
 	}
-	req := &pendingSend{p: p, configs: configs, done: make(chan sendAnswer, 1)}
+	req := &pendingSend{p: p, configs: configs, trace: traceContext(ctx), done: make(chan sendAnswer, 1)}
 	s.mu.Lock()
 	if s.maxPending > 0 && len(s.queue) >= s.maxPending {
 		n := len(s.queue)
@@ -225,6 +228,13 @@ func (s *sender) write(group []*pendingSend) {
 	for i, r := range group {
 		arg.OwnerIds[i], arg.ConversationIds[i], arg.Texts[i] = r.p.OwnerID, r.p.ConversationID, r.p.Text
 		arg.ModelConfigs[i], arg.ParentMessageIds[i], arg.FileIds[i] = r.configs, r.p.ParentMessageID, uuidArray(r.p.FileIDs)
+		if r.trace != "" {
+			// Without telemetry the array stays NULL: nothing to store.
+			if arg.TraceContexts == nil {
+				arg.TraceContexts = make([]string, len(group))
+			}
+			arg.TraceContexts[i] = r.trace
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sendGroupTimeout)
 	defer cancel()

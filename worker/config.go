@@ -13,6 +13,7 @@ import (
 
 	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/pglisten"
+	"github.com/convo-dev/convo/telemetry"
 )
 
 // Config configures a Pool of workers. The zero value of every field but
@@ -99,6 +100,11 @@ type Config struct {
 	// wrapping ErrFileUnavailable. Files stored in PostgreSQL are read
 	// through convo.file_chunk whatever Blobs is.
 	Blobs files.Blobs
+	// Telemetry, when it exports, traces each prompt (continuing the
+	// trace of the request that sent it), its model rounds and tool calls,
+	// and records the GenAI metrics (docs/operations.md, "OpenTelemetry").
+	// Nil: none.
+	Telemetry *telemetry.Telemetry
 	// OnPromptDone, when set, is called after each prompt a worker took
 	// has been settled, from that worker's goroutine: for metrics and
 	// tests. It must not block for long.

@@ -40,6 +40,10 @@ type Finish struct {
 	Reason FinishReason
 	Error  string
 	Usage  *Usage
+	// ResponseID and ResponseModel, when the provider says them, are the
+	// id it gave the response and the model that answered (the spans'
+	// gen_ai.response.id and gen_ai.response.model); empty: not said.
+	ResponseID, ResponseModel string
 }
 
 // Usage is the tokens a model took for a round: InputTokens read (of

@@ -72,6 +72,8 @@ type Pool struct {
 	claimPerPrompt atomic.Int64
 
 	metrics poolMetrics
+	// otel traces and measures prompts (Config.Telemetry); nil: off.
+	otel *poolTelemetry
 }
 
 // Run runs cfg.Workers workers on db until ctx ends, then stops them as
@@ -118,6 +120,7 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 		recheck: make(chan struct{}, 1),
 		running: map[uuid.UUID]context.CancelCauseFunc{},
 		metrics: newPoolMetrics(),
+		otel:    newPoolTelemetry(cfg.Telemetry),
 	}
 	if cfg.wrapAPI != nil {
 		p.api = cfg.wrapAPI(p.api)

@@ -29,12 +29,16 @@ type run struct {
 	tools *Tools
 	// usage is the sum of the rounds' usage; nil: no round reported one.
 	usage *Usage
+	// round is the model round's span while it runs and its tools run
+	// (nil: telemetry off).
+	round *roundSpan
 }
 
 // handle runs a claimed prompt to its end and settles it: completed,
 // failed with a clear error, or left alone when it is no longer ours.
 func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow, epoch int) {
 	started := time.Now()
+	ctx, span := p.otel.startPrompt(ctx, claim, p.cfg.Name)
 	pctx, cancel := context.WithCancelCause(ctx)
 	r := &run{
 		p: p, worker: p.cfg.Name, claim: claim, ctx: pctx, cancel: cancel,
@@ -47,6 +51,7 @@ func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow, epoch int) 
 		// The pool is stopping: the prompt was claimed but not started.
 		cancel(errShutdown)
 		r.release()
+		span.end(OutcomeStopped, errShutdown, nil)
 		return
 	}
 	r.w = w
@@ -61,6 +66,7 @@ func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow, epoch int) 
 		Rounds: r.rounds, Deltas: r.w.deltaCount(), Duration: time.Since(started),
 	}
 	p.metrics.settled(outcome, res.Duration)
+	span.end(outcome, err, r.usage)
 	switch outcome {
 	case OutcomeCompleted:
 		r.log.Info("prompt completed", "rounds", res.Rounds, "deltas", res.Deltas, "duration", res.Duration)
@@ -170,7 +176,10 @@ func (r *run) converse(model Model, req Request) error {
 		r.rounds++
 		tr := newTranslator(r.w)
 		tr.pause = r.pauseFor
-		if err := r.stream(model, req, tr); err != nil {
+		r.round = r.p.otel.startRound(r.ctx, req.Config, r.claim.ConversationID.String())
+		err := r.stream(model, req, tr)
+		r.round.end(tr.finish, tr.firstOutput, err)
+		if err != nil {
 			return err
 		}
 		r.usage = tr.finish.Usage.add(r.usage)
@@ -233,7 +242,7 @@ type streamItem struct {
 // The model runs in its own goroutine, so that the worker stops at once
 // when the prompt must stop, even if the model is slow to notice.
 func (r *run) stream(model Model, req Request, tr *translator) error {
-	mctx, cancel := context.WithCancel(r.ctx)
+	mctx, cancel := context.WithCancel(r.round.context(r.ctx))
 	defer cancel()
 	items := make(chan streamItem)
 	go func() {
@@ -275,6 +284,9 @@ func (r *run) stream(model Model, req Request, tr *translator) error {
 			}
 			if it.err != nil {
 				return &errModel{msg: it.err.Error()}
+			}
+			if _, ok := it.ev.(Part); ok && tr.firstOutput.IsZero() {
+				tr.firstOutput = time.Now()
 			}
 			if err := tr.handle(it.ev); err != nil {
 				return err

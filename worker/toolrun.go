@@ -22,14 +22,21 @@ func (r *run) runTool(c *pendingCall) (string, error) {
 	if c.inputKind != "" {
 		meta["inputKind"] = c.inputKind
 	}
+	span := r.round.startTool(c)
 	if c.badArgs != "" {
 		// Already failed when the arguments were flushed.
+		span.end(c.badArgs)
 		meta["isError"] = true
 		return r.writeResult(meta, "error: "+c.badArgs)
 	}
 
 	started := time.Now()
 	result, toolErr := r.callTool(c)
+	if toolErr != nil {
+		span.end(toolErr.Error())
+	} else {
+		span.end("")
+	}
 	meta["durationMs"] = time.Since(started).Milliseconds()
 	if r.ctx.Err() != nil {
 		return "", context.Cause(r.ctx)

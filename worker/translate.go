@@ -61,6 +61,9 @@ type translator struct {
 	order  []*item
 	calls  []*pendingCall
 	finish *Finish
+	// firstOutput is when the model's first Part came (zero: none yet),
+	// for the time-to-first-token metric.
+	firstOutput time.Time
 }
 
 func newTranslator(w *writer) *translator {

@@ -50,9 +50,14 @@ func (m *Main) routes() http.Handler {
 		m.parking = connectapi.NewParking(m.Logger)
 		m.parking.WriteTimeout = m.Config.WriteTimeout
 	}
+	interceptors := []connect.Interceptor{m.metrics.rpc}
+	if otel := m.rpcTelemetry(); otel != nil {
+		// Outermost: the span holds the metrics' and the errors' work.
+		interceptors = append([]connect.Interceptor{otel}, interceptors...)
+	}
 	path, api := connectapi.NewHandler(connectapi.Options{
 		Store: m.readsGrouped(), Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger,
-		Interceptors: []connect.Interceptor{m.metrics.rpc}, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
+		Interceptors: interceptors, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
 		Searches: m.Config.Limits.searches(), PageBytes: m.Config.SnapshotBytes, WriteTimeout: m.Config.WriteTimeout,
 		Reads: reads, DemoModel: m.demoModel, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
 		MaxFileBytes: m.Config.Files.MaxBytes, FileURLs: m.fileURLs,
@@ -63,12 +68,12 @@ func (m *Main) routes() http.Handler {
 	}
 	mux.Handle("/", web.Handler())
 	// The open protocols (SSE, AG-UI, history export) over the same hub.
-	mux.Handle("/v1/", httpapi.NewHandler(httpapi.Options{
+	mux.Handle("/v1/", m.httpTelemetry().HTTP(httpapi.NewHandler(httpapi.Options{
 		Store: m.readsGrouped(), Hub: m.hub, Auth: m.authenticator(), Logger: m.Logger, Writes: writes,
 		WriteTimeout: m.Config.WriteTimeout, Reads: reads, PageBytes: m.Config.SnapshotBytes,
 		Files: m.files, FileURLs: m.fileURLs, FileOwners: m.fileStore, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
 		Models: m.models,
-	}))
+	})))
 	m.cors = newCORS(m.Config.CORSOrigins)
 	return guard.BodyDeadlines(m.bodyTimeout,
 		withWriteDeadline(m.Config.WriteTimeout, m.withGuard(withCORS(m.cors, mux))))

@@ -41,6 +41,7 @@ import (
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/stream"
+	"github.com/convo-dev/convo/telemetry"
 	"github.com/convo-dev/convo/wire"
 	"github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/builtin"
@@ -253,6 +254,12 @@ type Main struct {
 	// s3Blobs keeps files' bytes with CONVO_FILE_STORAGE=s3; nil: they
 	// live in PostgreSQL.
 	s3Blobs *s3blobs.Store
+	// getenv is what ParseFlags read the environment through: Run reads
+	// the OTEL_* variables through it too.
+	getenv func(string) string
+	// telemetry exports traces and metrics over OTLP as the OTEL_*
+	// variables say (package telemetry); Close flushes it last.
+	telemetry *telemetry.Telemetry
 }
 
 // NewMain returns a Main with the defaults of README.md, "Configuration".
@@ -273,6 +280,7 @@ func NewMain() *Main {
 // and then from args, flags winning.
 func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c := &m.Config
+	m.getenv = getenv
 	fromEnv := func(dst *string, name string) {
 		if v := getenv(name); v != "" {
 			*dst = v
@@ -481,9 +489,20 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Logger = slog.Default()
 	}
 	m.metrics = newServerMetrics()
+	var err error
+	// First, so that what follows is traced; nothing is dialled yet.
+	getenv := m.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if m.telemetry, err = telemetry.FromEnv(ctx, getenv, "convo"); err != nil {
+		return err
+	}
+	if m.telemetry.Enabled() {
+		m.Logger.Info("OpenTelemetry is on", "traces", m.telemetry.Traces, "metrics", m.telemetry.Metrics)
+	}
 	// A bucket that is missing or out of the keys' reach stops the start
 	// before anything else does.
-	var err error
 	if m.s3Blobs, err = m.Config.FileStorage.s3Blobs(ctx); err != nil {
 		return err
 	}
@@ -595,6 +614,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("workers: %w", err)
 	}
 	workerConfig.Listener = m.pgListener
+	workerConfig.Telemetry = m.telemetry
 	if m.s3Blobs != nil {
 		// Files in the bucket are read from it; files in PostgreSQL
 		// (kept from before a switch to S3) still through file_chunk.
@@ -666,6 +686,10 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Logger.Info(fmt.Sprintf("open %s in a browser", m.URL()))
 	return nil
 }
+
+// telemetryFlushTimeout bounds the flush of telemetry at shutdown: a
+// collector that does not answer costs the spans, not a hung shutdown.
+const telemetryFlushTimeout = 5 * time.Second
 
 // noWorkersMessage is logged at start with CONVO_WORKERS=0, so that a
 // prompt that waits is not a surprise.
@@ -886,6 +910,15 @@ func (m *Main) Close() error {
 	if m.running != nil {
 		m.running.release()
 		m.running = nil
+	}
+	if m.telemetry != nil {
+		// Last: the spans of the replies drained above are flushed.
+		ctx, cancel := context.WithTimeout(context.Background(), telemetryFlushTimeout)
+		defer cancel()
+		if err := m.telemetry.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		m.telemetry = nil
 	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/convo-dev/convo/metrics"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
+	"github.com/convo-dev/convo/telemetry"
 	"github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/builtin"
 )
@@ -107,6 +108,12 @@ type Main struct {
 	reapEvery       time.Duration
 	stopMaintenance context.CancelFunc
 	maintenanceDone chan struct{}
+	// getenv is what ParseFlags read the environment through; Run reads
+	// the OTEL_* variables through it too.
+	getenv func(string) string
+	// telemetry exports the workers' traces and metrics as the OTEL_*
+	// variables say (package telemetry); Close flushes it last.
+	telemetry *telemetry.Telemetry
 }
 
 // NewMain returns a Main with the default settings.
@@ -118,6 +125,7 @@ func NewMain() *Main {
 // then from args, flags winning.
 func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c := &m.Config
+	m.getenv = getenv
 	if v := getenv("DATABASE_URL"); v != "" {
 		c.DatabaseURL = v
 	}
@@ -237,6 +245,14 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	getenv := m.getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if m.telemetry, err = telemetry.FromEnv(ctx, getenv, "convo-worker"); err != nil {
+		return err
+	}
+	cfg.Telemetry = m.telemetry
 	poolConfig, err := pgxpool.ParseConfig(m.Config.DatabaseURL)
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
@@ -361,6 +377,15 @@ func (m *Main) Close() error {
 			errs = append(errs, err)
 		}
 		m.admin = nil
+	}
+	if m.telemetry != nil {
+		// Last: the spans of the replies stopped above are flushed.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := m.telemetry.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		m.telemetry = nil
 	}
 	return errors.Join(errs...)
 }

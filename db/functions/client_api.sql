@@ -347,8 +347,8 @@ BEGIN
         VALUES (v_conv.id, v_user.position + v_slot, 'assistant', 'pending',
                 CASE WHEN jsonb_array_length(p_model_configs) = 2 THEN chr(ascii('a') + v_slot - 1) END, v_user.id)
         RETURNING * INTO v_assistant;
-        INSERT INTO convo.prompts (conversation_id, message_id, model_config)
-        VALUES (v_conv.id, v_assistant.id, v_config)
+        INSERT INTO convo.prompts (conversation_id, message_id, model_config, trace_context)
+        VALUES (v_conv.id, v_assistant.id, v_config, convo._trace_context())
         RETURNING * INTO v_prompt;
         v_messages := v_messages || v_assistant.id;
         v_prompts := v_prompts || v_prompt.id;
@@ -400,6 +400,49 @@ BEGIN
 END;
 $$;
 
+-- _check_trace_context returns p_value when it is a W3C trace context as
+-- a JSON object of strings, {"traceparent": "00-<32 hex>-<16 hex>-<2 hex>",
+-- "tracestate": "…"} (tracestate and other propagation fields, such as
+-- baggage, optional; 8 kB at most), and '' for NULL or ''. Anything else
+-- raises CV003 naming p_field.
+CREATE OR REPLACE FUNCTION convo._check_trace_context(p_value text, p_field text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    v_obj jsonb;
+BEGIN
+    IF p_value IS NULL OR p_value = '' THEN
+        RETURN '';
+    END IF;
+    IF octet_length(p_value) > 8192 THEN
+        RAISE EXCEPTION 'send_messages: % is % bytes; a trace context is 8192 at most', p_field, octet_length(p_value)
+            USING ERRCODE = 'CV003';
+    END IF;
+    BEGIN
+        v_obj := p_value::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        RAISE EXCEPTION 'send_messages: % is not JSON: %', p_field, left(p_value, 80) USING ERRCODE = 'CV003';
+    END;
+    IF jsonb_typeof(v_obj) <> 'object'
+       OR EXISTS (SELECT 1 FROM jsonb_each(v_obj) e WHERE jsonb_typeof(e.value) <> 'string') THEN
+        RAISE EXCEPTION 'send_messages: % must be a JSON object of strings, such as {"traceparent": "00-…"}', p_field
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF coalesce(v_obj ->> 'traceparent', '') !~ '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$' THEN
+        RAISE EXCEPTION 'send_messages: %.traceparent must be a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>), got %',
+            p_field, coalesce(v_obj ->> 'traceparent', 'none') USING ERRCODE = 'CV003';
+    END IF;
+    RETURN p_value;
+END;
+$$;
+
+-- _trace_context is the trace context the prompts queued now keep:
+-- convo.trace_context, which send_messages sets for each of its items
+-- (checked by _check_trace_context), as JSON; NULL when unset or ''.
+CREATE OR REPLACE FUNCTION convo._trace_context() RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT nullif(current_setting('convo.trace_context', true), '')::jsonb
+$$;
+
 -- send_messages sends many messages in one transaction: item i is
 -- send_message(p_owner_ids[i], p_conversation_ids[i], p_texts[i],
 -- p_model_configs[i]::jsonb, p_parent_message_ids[i], p_file_ids[i]::uuid[])
@@ -412,6 +455,12 @@ $$;
 -- The server's sender (package postgres) calls it for the SendMessages
 -- that arrive together, so that they share one commit.
 --
+-- p_trace_contexts (optional; NULL: none) gives item i's prompts the W3C
+-- trace context p_trace_contexts[i], a JSON object of strings with a
+-- "traceparent" (and perhaps "tracestate"), that the workers continue
+-- (convo.prompt_trace); NULL or '' for an item: none. A malformed one
+-- refuses its item with CV003 naming trace_contexts[i].
+--
 -- Notifications, sent when the transaction commits: "convo_events" once
 -- per conversation an item wrote to, with its last seq, instead of once
 -- per event (unless convo.notify_events is 'off'); "convo_prompts" once,
@@ -421,7 +470,8 @@ $$;
 -- Arrays of different lengths are CV003, changing nothing. An error that
 -- cannot be caught (a cancelled statement) fails the whole call.
 CREATE OR REPLACE FUNCTION convo.send_messages(p_owner_ids text[], p_conversation_ids uuid[], p_texts text[],
-                                               p_model_configs text[], p_parent_message_ids uuid[], p_file_ids text[])
+                                               p_model_configs text[], p_parent_message_ids uuid[], p_file_ids text[],
+                                               p_trace_contexts text[] DEFAULT NULL)
 RETURNS TABLE (ord integer, conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[],
                prompt_ids uuid[], comparison_id uuid, error_code text, error_message text, error_detail text)
 LANGUAGE plpgsql AS $$
@@ -429,13 +479,15 @@ DECLARE
     v_n       integer := coalesce(cardinality(p_owner_ids), 0);
     v_events  text := current_setting('convo.notify_events', true);
     v_prompts text := current_setting('convo.notify_prompts', true);
+    v_trace   text := current_setting('convo.trace_context', true);
     v_convs   uuid[] := '{}';
     v_queued  boolean := false;
     v_sent    record;
 BEGIN
     IF coalesce(cardinality(p_conversation_ids), 0) <> v_n OR coalesce(cardinality(p_texts), 0) <> v_n
        OR coalesce(cardinality(p_model_configs), 0) <> v_n OR coalesce(cardinality(p_parent_message_ids), 0) <> v_n
-       OR coalesce(cardinality(p_file_ids), 0) <> v_n THEN
+       OR coalesce(cardinality(p_file_ids), 0) <> v_n
+       OR (p_trace_contexts IS NOT NULL AND cardinality(p_trace_contexts) <> v_n) THEN
         RAISE EXCEPTION 'send_messages: the arrays must have one element per message (% owner ids)', v_n
             USING ERRCODE = 'CV003';
     END IF;
@@ -446,6 +498,11 @@ BEGIN
     FOR i IN 1 .. v_n LOOP
         ord := i;
         BEGIN
+            IF p_trace_contexts IS NOT NULL THEN
+                -- The item's prompts keep its trace context (_trace_context).
+                PERFORM set_config('convo.trace_context',
+                                   convo._check_trace_context(p_trace_contexts[i], format('trace_contexts[%s]', i)), true);
+            END IF;
             SELECT s.* INTO v_sent
               FROM convo.send_message(p_owner_ids[i], p_conversation_ids[i], p_texts[i], p_model_configs[i]::jsonb,
                                       p_parent_message_ids[i], coalesce(p_file_ids[i], '{}')::uuid[]) s;
@@ -473,6 +530,9 @@ BEGIN
     END LOOP;
     PERFORM set_config('convo.notify_events', coalesce(v_events, ''), true);
     PERFORM set_config('convo.notify_prompts', coalesce(v_prompts, ''), true);
+    IF p_trace_contexts IS NOT NULL THEN
+        PERFORM set_config('convo.trace_context', coalesce(v_trace, ''), true);
+    END IF;
     IF v_events IS DISTINCT FROM 'off' THEN
         PERFORM convo._notify_event(c.id, c.last_seq) FROM convo.conversations c WHERE c.id = ANY (v_convs);
     END IF;
@@ -516,8 +576,8 @@ BEGIN
     INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, on_active_path)
     VALUES (p_conversation_id, p_position, 'assistant', 'pending', p_parent, false)
     RETURNING * INTO v_assistant;
-    INSERT INTO convo.prompts (conversation_id, message_id, model_config)
-    VALUES (p_conversation_id, v_assistant.id, p_model_config)
+    INSERT INTO convo.prompts (conversation_id, message_id, model_config, trace_context)
+    VALUES (p_conversation_id, v_assistant.id, p_model_config, convo._trace_context())
     RETURNING * INTO v_prompt;
     PERFORM convo._notify_prompt('queued', v_prompt.id);
     RETURN v_prompt;

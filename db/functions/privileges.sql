@@ -33,7 +33,7 @@ DECLARE
         'complete_prompt', 'fail_prompt', 'expire_leases', 'write_batch',
         'request_input', 'wait_prompt', 'prompt_inputs',
         'worker_context', 'worker_reply', 'prompt_status', 'worker_batch_mark', 'prompt_files', 'file_chunk',
-        'worker_prompt_read'];
+        'worker_prompt_read', 'prompt_trace'];
     v_name text;
     v_fn   regprocedure;
     v_role boolean := to_regrole('convo_worker') IS NOT NULL;

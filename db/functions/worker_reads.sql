@@ -239,3 +239,24 @@ BEGIN
     RETURN v_data;
 END;
 $$;
+
+-- prompt_trace returns what a worker needs to continue a prompt's trace
+-- (docs/operations.md, "OpenTelemetry"): trace_context, the W3C trace
+-- context (a JSON object of strings: "traceparent", perhaps "tracestate")
+-- of the request that queued the prompt, NULL when it came with none; and
+-- queued_seconds, how long ago (by the database's clock, at the caller's
+-- transaction start) the prompt was queued. CV001 unless worker holds the
+-- prompt. Not STABLE: called in the query that claims the prompt
+-- (db/queries/worker.sql), it must see the claim.
+CREATE OR REPLACE FUNCTION convo.prompt_trace(prompt_id uuid, worker text)
+RETURNS TABLE (trace_context jsonb, queued_seconds double precision)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt convo.prompts;
+BEGIN
+    v_prompt := convo._held_prompt(prompt_trace.prompt_id, prompt_trace.worker, 'prompt_trace');
+    trace_context := v_prompt.trace_context;
+    queued_seconds := greatest(extract(epoch FROM now() - v_prompt.created_at), 0);
+    RETURN NEXT;
+END;
+$$;

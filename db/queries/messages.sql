@@ -3,6 +3,8 @@
 -- own; see convo.send_messages. A zero conversation or parent id is none
 -- (NULL). One row per item, in order: its result, or its error's
 -- SQLSTATE, message and detail (error_code '' when it was sent).
+-- trace_contexts: each item's W3C trace context as JSON, or NULL (the
+-- array) for none.
 SELECT s.ord::integer AS ord,
        coalesce(s.conversation_id, '00000000-0000-0000-0000-000000000000')::uuid AS conversation_id,
        coalesce(s.user_message_id, '00000000-0000-0000-0000-000000000000')::uuid AS user_message_id,
@@ -18,7 +20,8 @@ SELECT s.ord::integer AS ord,
          @texts::text[], @model_configs::text[],
          (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
             FROM unnest(@parent_message_ids::uuid[]) WITH ORDINALITY x(id, n)),
-         @file_ids::text[]) s
+         @file_ids::text[],
+         @trace_contexts::text[]) s
  ORDER BY s.ord;
 
 -- name: MessageSend :one

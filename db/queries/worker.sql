@@ -3,12 +3,15 @@
 
 -- name: PromptClaim :many
 -- At most one row: the claimed prompt. resumed: it has input requests (it
--- paused for input before, and an answer queued it again).
+-- paused for input before, and an answer queued it again). trace_context
+-- ({} when none) and queued_seconds: convo.prompt_trace.
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed
-  FROM convo.claim_prompt(@worker::text, @lease_seconds::int) c;
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed,
+       coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
+  FROM convo.claim_prompt(@worker::text, @lease_seconds::int) c
+ CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, @worker::text) t;
 
 -- name: PromptStart :exec
 SELECT convo.start_prompt(@prompt_id::uuid);
@@ -73,8 +76,10 @@ SELECT convo.fail_tool_call(@tool_call_id::uuid, @error::text);
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed
-  FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c;
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed,
+       coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
+  FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c
+ CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, @worker::text) t;
 
 -- name: BatchWrite :many
 -- One row per refused prompt; see convo.write_batch (db/functions/batch.sql).

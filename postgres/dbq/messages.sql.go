@@ -223,7 +223,8 @@ SELECT s.ord::integer AS ord,
          $3::text[], $4::text[],
          (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
             FROM unnest($5::uuid[]) WITH ORDINALITY x(id, n)),
-         $6::text[]) s
+         $6::text[],
+         $7::text[]) s
  ORDER BY s.ord
 `
 
@@ -234,6 +235,7 @@ type MessageSendManyParams struct {
 	ModelConfigs     []string
 	ParentMessageIds []uuid.UUID
 	FileIds          []string
+	TraceContexts    []string
 }
 
 type MessageSendManyRow struct {
@@ -252,6 +254,8 @@ type MessageSendManyRow struct {
 // own; see convo.send_messages. A zero conversation or parent id is none
 // (NULL). One row per item, in order: its result, or its error's
 // SQLSTATE, message and detail (error_code ” when it was sent).
+// trace_contexts: each item's W3C trace context as JSON, or NULL (the
+// array) for none.
 func (q *Queries) MessageSendMany(ctx context.Context, arg MessageSendManyParams) ([]MessageSendManyRow, error) {
 	rows, err := q.db.Query(ctx, messageSendMany,
 		arg.OwnerIds,
@@ -260,6 +264,7 @@ func (q *Queries) MessageSendMany(ctx context.Context, arg MessageSendManyParams
 		arg.ModelConfigs,
 		arg.ParentMessageIds,
 		arg.FileIds,
+		arg.TraceContexts,
 	)
 	if err != nil {
 		return nil, err

@@ -174,6 +174,7 @@ type ConvoPrompt struct {
 	CompactedAt    *time.Time
 	OwnerID        string
 	Waiting        bool
+	TraceContext   json.RawMessage
 }
 
 type ConvoPromptContext struct {

@@ -157,8 +157,10 @@ const promptClaim = `-- name: PromptClaim :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed,
+       coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompt($1::text, $2::int) c
+ CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, $1::text) t
 `
 
 type PromptClaimParams struct {
@@ -173,12 +175,15 @@ type PromptClaimRow struct {
 	ModelConfig    json.RawMessage
 	Attempts       int32
 	Resumed        bool
+	TraceContext   json.RawMessage
+	QueuedSeconds  float64
 }
 
 // The SQL worker API, as the Go worker runtime calls it. Each query is one
 // call of a convo.* function (db/functions/worker_api.sql).
 // At most one row: the claimed prompt. resumed: it has input requests (it
-// paused for input before, and an answer queued it again).
+// paused for input before, and an answer queued it again). trace_context
+// ({} when none) and queued_seconds: convo.prompt_trace.
 func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]PromptClaimRow, error) {
 	rows, err := q.db.Query(ctx, promptClaim, arg.Worker, arg.LeaseSeconds)
 	if err != nil {
@@ -195,6 +200,8 @@ func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]Pro
 			&i.ModelConfig,
 			&i.Attempts,
 			&i.Resumed,
+			&i.TraceContext,
+			&i.QueuedSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -210,8 +217,10 @@ const promptClaimMany = `-- name: PromptClaimMany :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed,
+       coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompts($1::text, $2::int, $3::int, $4::int) c
+ CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, $1::text) t
 `
 
 type PromptClaimManyParams struct {
@@ -228,6 +237,8 @@ type PromptClaimManyRow struct {
 	ModelConfig    json.RawMessage
 	Attempts       int32
 	Resumed        bool
+	TraceContext   json.RawMessage
+	QueuedSeconds  float64
 }
 
 // Up to max_prompts claimed prompts, in the order claimed; the last
@@ -253,6 +264,8 @@ func (q *Queries) PromptClaimMany(ctx context.Context, arg PromptClaimManyParams
 			&i.ModelConfig,
 			&i.Attempts,
 			&i.Resumed,
+			&i.TraceContext,
+			&i.QueuedSeconds,
 		); err != nil {
 			return nil, err
 		}

@@ -9,6 +9,9 @@ import (
 // chatChunk is one streamed chunk of a chat completion: the fields convo
 // reads.
 type chatChunk struct {
+	// ID and Model name the completion and the model that answers.
+	ID      string `json:"id"`
+	Model   string `json:"model"`
 	Choices []struct {
 		Index        int64      `json:"index"`
 		Delta        chunkDelta `json:"delta"`

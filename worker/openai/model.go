@@ -11,6 +11,7 @@ package openai
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -179,8 +180,10 @@ func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker
 		// only the usage).
 		var finish *worker.Finish
 		var usage *worker.Usage
+		var responseID, responseModel string
 		done := func() {
 			finish.Usage = usage
+			finish.ResponseID, finish.ResponseModel = responseID, responseModel
 			yield(*finish, nil)
 		}
 		for data, err := range events {
@@ -211,6 +214,7 @@ func (m *model) Stream(ctx context.Context, req worker.Request) iter.Seq2[worker
 			if c.Usage != nil {
 				usage = c.Usage.usage()
 			}
+			responseID, responseModel = cmp.Or(responseID, c.ID), cmp.Or(responseModel, c.Model)
 			if finish != nil {
 				if usage != nil {
 					done()

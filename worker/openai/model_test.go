@@ -187,9 +187,10 @@ func TestStreamMapping(t *testing.T) {
 	}
 
 	for reason, want := range map[string]worker.Finish{
-		"length":         {Reason: worker.FinishLength},
-		"content_filter": {Reason: worker.FinishError, Error: "the provider's content filter stopped the answer"},
-		"stop":           {Reason: worker.FinishStop},
+		// The chunks' id is the response's (gen_ai.response.id).
+		"length":         {Reason: worker.FinishLength, ResponseID: "c"},
+		"content_filter": {Reason: worker.FinishError, Error: "the provider's content filter stopped the answer", ResponseID: "c"},
+		"stop":           {Reason: worker.FinishStop, ResponseID: "c"},
 	} {
 		s := newServer(t, func(w http.ResponseWriter) { events(w, chunk(`{"content":"x"}`, reason)) })
 		got, err := run(t, s, Options{}, worker.Request{})
