@@ -223,27 +223,9 @@ func TestChatRun(t *testing.T) {
 	if err := os.WriteFile(peerFile, []byte(peerLines), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	m := NewMain()
-	var out bytes.Buffer
-	m.Stdout = &out
-	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	err := m.ParseFlags([]string{
-		"--database-url", pgtest.DSN(t), "--run", "chat", "--feeds", "notify",
-		"--chat-replies", "3", "--chat-via", "sse", "--chat-tps", "2000", "--chat-cap", "60s",
-		"--chat-order", "readers-first,send-first", "--chat-users", "one,per-reply",
-		"--peer-chat-results", peerFile,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runErr := m.Run(t.Context())
-	if err := m.Close(); err != nil {
-		t.Errorf("close: %v", err)
-	}
-	if runErr != nil {
-		t.Fatalf("run: %v\n%s", runErr, out.String())
-	}
-	t.Log(out.String())
+	m, out := runChatBench(t, "--chat-via", "sse", "--chat-order", "readers-first,send-first",
+		"--chat-users", "one,per-reply", "--peer-chat-results", peerFile)
+	t.Log(out)
 	if len(m.Results.Chat) != 4 {
 		t.Fatalf("%d chat results, want 4 (2 orders × 2 user shapes)", len(m.Results.Chat))
 	}
@@ -259,7 +241,7 @@ func TestChatRun(t *testing.T) {
 		"| notify | sse | send-first | per-reply | 3 | resume | 3 / 2 = 1.50 |",
 		"where the first delta's time goes", "| hub read | notified → read |",
 	} {
-		if !strings.Contains(out.String(), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
@@ -363,16 +345,29 @@ func checkChatStages(t *testing.T, r ChatResult) {
 // events carry no commit time).
 func TestChatViaOpenAI(t *testing.T) {
 	t.Parallel()
+	m, _ := runChatBench(t, "--chat-via", "openai", "--chat-order", "readers-first", "--chat-users", "per-reply")
+	if len(m.Results.Chat) != 1 || m.Results.Chat[0].Via != "openai" {
+		t.Fatalf("chat results %+v, want one via openai", m.Results.Chat)
+	}
+	r := m.Results.Chat[0]
+	checkChatResult(t, r)
+	if r.LagP99 != 0 {
+		t.Errorf("lag p99 %v ms through the Responses API, whose events carry no commit time", r.LagP99)
+	}
+}
+
+// runChatBench runs the chat measurement of 3 replies at 2,000 tokens/s on
+// a test database with the flags given besides, and returns the run and
+// what it printed; a failed run fails the test.
+func runChatBench(t *testing.T, flags ...string) (*Main, string) {
+	t.Helper()
 	m := NewMain()
 	var out bytes.Buffer
 	m.Stdout = &out
 	m.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	err := m.ParseFlags([]string{
-		"--database-url", pgtest.DSN(t), "--run", "chat", "--feeds", "notify",
-		"--chat-replies", "3", "--chat-via", "openai", "--chat-tps", "2000", "--chat-cap", "60s",
-		"--chat-order", "readers-first", "--chat-users", "per-reply",
-	})
-	if err != nil {
+	args := append([]string{"--database-url", pgtest.DSN(t), "--run", "chat", "--feeds", "notify",
+		"--chat-replies", "3", "--chat-tps", "2000", "--chat-cap", "60s"}, flags...)
+	if err := m.ParseFlags(args); err != nil {
 		t.Fatal(err)
 	}
 	runErr := m.Run(t.Context())
@@ -382,14 +377,7 @@ func TestChatViaOpenAI(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("run: %v\n%s", runErr, out.String())
 	}
-	if len(m.Results.Chat) != 1 || m.Results.Chat[0].Via != "openai" {
-		t.Fatalf("chat results %+v, want one via openai", m.Results.Chat)
-	}
-	r := m.Results.Chat[0]
-	checkChatResult(t, r)
-	if r.LagP99 != 0 {
-		t.Errorf("lag p99 %v ms through the Responses API, whose events carry no commit time", r.LagP99)
-	}
+	return m, out.String()
 }
 
 func TestJSONStringLen(t *testing.T) {
