@@ -357,8 +357,10 @@ func TestProcessLease(t *testing.T) {
 				}
 			}
 		}
-		if after := api.count("WorkerHeartbeat"); ok < float64(beats) || ok > float64(after) {
-			t.Errorf("convo_worker_heartbeats_total{result=ok} = %v; %d to %d calls were made", ok, beats, after)
+		// The count is taken when a call starts and the metric when it
+		// returns; heartbeats are serial, so at most one is in between.
+		if after := api.count("WorkerHeartbeat"); ok < float64(beats-1) || ok > float64(after) {
+			t.Errorf("convo_worker_heartbeats_total{result=ok} = %v; %d to %d calls were started", ok, beats, after)
 		}
 		t.Logf("%d process heartbeats in %s for 8 replies (%.2f per interval)", beats, elapsed, perInterval)
 	})
