@@ -31,7 +31,7 @@ var functionsFS embed.FS
 // it names was replaced.
 var FunctionFiles = []string{
 	"branches.sql", "json.sql", "events.sql", "worker_api.sql", "worker_reads.sql", "batch.sql", "client_api.sql",
-	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "privileges.sql",
+	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "restore.sql", "privileges.sql",
 }
 
 // WorkerRole is the group role that may only call the SQL worker API

@@ -85,3 +85,9 @@ func newestFirst(pattern, prefix string) []string {
 	slices.SortStableFunc(matches, func(a, b string) int { return cmp.Compare(version(b), version(a)) })
 	return matches
 }
+
+// isFile reports whether path names a file (not a directory).
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir()
+}

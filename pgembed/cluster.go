@@ -197,6 +197,22 @@ func (c *Cluster) Port() int { return int(c.port.Load()) }
 // DataDir returns the absolute path of the data directory.
 func (c *Cluster) DataDir() string { return c.dataDir }
 
+// Tool returns the path of one of PostgreSQL's programs (pg_dump,
+// pg_restore, psql …) in the directory of the server binaries the cluster
+// runs (a symbolic link to postgres followed), so that its version is the
+// server's; else the one in PATH.
+func (c *Cluster) Tool(name string) string {
+	if postgres, err := filepath.EvalSymlinks(c.bin.postgres); err == nil {
+		if p := filepath.Join(filepath.Dir(postgres), name); isFile(p) {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	return name
+}
+
 // SocketDir returns the directory of the server's Unix socket (psql -h
 // SocketDir). It is the data directory unless that path is too long for a
 // socket address.

@@ -47,3 +47,29 @@ func (s *Store) PromptQueueStats(ctx context.Context) (QueueStats, error) {
 		OldestQueued: time.Duration(row.OldestQueuedSeconds * float64(time.Second)),
 	}, nil
 }
+
+// Restore says what NoteDatabaseIdentity found.
+type Restore struct {
+	// Restored is true when the database is not the one last noted: it
+	// was restored from a backup or copied to another cluster.
+	Restored bool
+	// Conversations is how many conversations' seqs moved forward.
+	Conversations int64
+	// Running is how many replies were running in the restored data;
+	// they are failed (their workers' leases ended).
+	Running int64
+}
+
+// NoteDatabaseIdentity compares the database's identity (cluster, oid,
+// timeline) with the one last noted (convo.note_database_identity). On a
+// restored database it moves every conversation's seq past anything the
+// original can have written, so that no client resumes from a seq the
+// two logs do not share, and ends the leases of the original's workers.
+// Servers call it at start, before serving a stream.
+func (s *Store) NoteDatabaseIdentity(ctx context.Context) (Restore, error) {
+	row, err := s.q.NoteDatabaseIdentity(ctx)
+	if err != nil {
+		return Restore{}, translate(err, "note the database's identity")
+	}
+	return Restore{Restored: row.Restored, Conversations: row.Conversations, Running: row.Running}, nil
+}

@@ -569,6 +569,16 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.store = postgres.New(m.pool)
+	// Before any stream is served: a restored database's seqs move past
+	// what clients of the original read (docs/deploy.md, "Backups").
+	restore, err := m.store.NoteDatabaseIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	if restore.Restored {
+		m.Logger.Warn("this database was restored from a backup or copied: every conversation's seq moved forward, so clients resuming from the original get a snapshot; the replies that were running failed",
+			"conversations", restore.Conversations, "running", restore.Running)
+	}
 	if pooled {
 		m.store.SetSnapshotBytes(m.Config.SnapshotBytes)
 	}

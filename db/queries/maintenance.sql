@@ -13,3 +13,7 @@ SELECT (SELECT count(*) FROM convo.prompts WHERE status = 'queued' AND NOT waiti
        (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
           FROM convo.prompts WHERE status = 'queued' AND NOT waiting)::double precision AS oldest_queued_seconds,
        (SELECT count(*) FROM convo.prompts WHERE status = 'running')::bigint AS running;
+
+-- name: NoteDatabaseIdentity :one
+SELECT restored::boolean AS restored, conversations::bigint AS conversations, running::bigint AS running
+FROM convo.note_database_identity();

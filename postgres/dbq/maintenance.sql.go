@@ -34,6 +34,24 @@ func (q *Queries) EventsCompact(ctx context.Context, arg EventsCompactParams) (E
 	return i, err
 }
 
+const noteDatabaseIdentity = `-- name: NoteDatabaseIdentity :one
+SELECT restored::boolean AS restored, conversations::bigint AS conversations, running::bigint AS running
+FROM convo.note_database_identity()
+`
+
+type NoteDatabaseIdentityRow struct {
+	Restored      bool
+	Conversations int64
+	Running       int64
+}
+
+func (q *Queries) NoteDatabaseIdentity(ctx context.Context) (NoteDatabaseIdentityRow, error) {
+	row := q.db.QueryRow(ctx, noteDatabaseIdentity)
+	var i NoteDatabaseIdentityRow
+	err := row.Scan(&i.Restored, &i.Conversations, &i.Running)
+	return i, err
+}
+
 const promptQueueStats = `-- name: PromptQueueStats :one
 SELECT (SELECT count(*) FROM convo.prompts WHERE status = 'queued' AND NOT waiting)::bigint AS queued,
        (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 type ConvoBlock struct {
@@ -55,6 +56,16 @@ type ConvoConversation struct {
 type ConvoConversationMetadatum struct {
 	ConversationID uuid.UUID
 	Metadata       json.RawMessage
+}
+
+type ConvoDatabaseIdentity struct {
+	OnlyRow          bool
+	SystemIdentifier *string
+	DatabaseOid      pgtype.Uint32
+	Timeline         *int32
+	NotedAt          time.Time
+	Restores         int32
+	RestoredAt       *time.Time
 }
 
 type ConvoDeletedResponse struct {
