@@ -140,7 +140,7 @@ func TestMetricsMove(t *testing.T) {
 	// The worker records its outcome just after completing the prompt,
 	// and the compactor runs every second.
 	var after scrape
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for {
 		after = scrapeMetrics(t, m.URL())
 		if after.value("convo_worker_prompts_total", "outcome", "completed") > 0 &&
@@ -224,7 +224,7 @@ func TestQueueAndLeaseMetrics(t *testing.T) {
 		t.Errorf("after the claim: running %v, queued %v; want 1 and 0", got, running.value("convo_prompts_queued"))
 	}
 	// The reaper looks every 5 s; the lease lasts 1 s.
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(45 * time.Second)
 	for scrapeMetrics(t, m.URL()).value("convo_prompt_leases_expired_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("convo_prompt_leases_expired_total did not move after the lease expired")
