@@ -56,6 +56,7 @@ func TestManyRepliesAtOnce(t *testing.T) {
 	models.Register("test", chattyModel(40, 20*time.Millisecond), "chatty")
 	pool, err := worker.Start(ctx, db, worker.Config{
 		Workers: replies, Models: models, PollInterval: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		Listener: tb.workerListener(t),
 		OnPromptDone: func(r worker.Result) {
 			mu.Lock()
 			outcomes[r.Outcome]++

@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/auth"
@@ -25,6 +26,7 @@ import (
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
@@ -36,7 +38,10 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const testSecret = "test-secret-of-at-least-32-bytes!!"
 
 type testBundle struct {
+	// pool is the servers' pool: behind PgBouncer with pgtest.Pooler;
+	// dsn is the database's direct URL, for what needs a session.
 	pool  *pgxpool.Pool
+	dsn   string
 	store *postgres.Store
 	hub   *wire.Hub
 	// parking is nil with setupOptions.noParking.
@@ -99,12 +104,19 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	pool := pgtest.PoolWith(t, func(c *pgxpool.Config) {
-		if o.snapshotBytes > 0 {
+	dsn := pgtest.DSN(t)
+	pooled := pgtest.Pooler(t)
+	pool := pgtest.ClientPool(t, dsn, func(c *pgxpool.Config) {
+		// Behind a transaction pooler the bound is set in each path
+		// change's transaction instead (Store.SetSnapshotBytes).
+		if o.snapshotBytes > 0 && !pooled {
 			postgres.SetSnapshotBytes(c, o.snapshotBytes)
 		}
 	})
 	store := postgres.New(pool)
+	if o.snapshotBytes > 0 && pooled {
+		store.SetSnapshotBytes(o.snapshotBytes)
+	}
 	if o.searchTimeout != 0 {
 		store.SetSearchTimeout(o.searchTimeout)
 	}
@@ -125,7 +137,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	hub := stream.NewHub(stream.HubOptions[*wire.Response]{Store: store, Decode: o.decode, QueueSize: o.queueSize,
 		SnapshotBytes: o.snapshotBytes})
-	feed := newFeed(t, o.feed, pool, store, hub)
+	feed := newFeed(t, o.feed, dsn, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { hub.Run(ctx) })
@@ -172,6 +184,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 		}
 	}
 	return &testBundle{
+		dsn:  dsn,
 		pool: pool, store: store, hub: hub, feed: feed, parking: parking, q: store.Queries(), url: srv.URL, stop: stop,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
 		files:  fileSvc, signer: signer,
@@ -180,9 +193,13 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 
 // newFeed returns the feed of hub. With the logical feed, the database's
 // events stop notifying, as a server with CONVO_FEED=logical has it.
-func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Store, hub stream.Sink) stream.Feed {
+// Its connection is to dsn, directly: a feed holds a session.
+func newFeed(t testing.TB, name, dsn string, pool *pgxpool.Pool, store *postgres.Store, hub stream.Sink) stream.Feed {
 	t.Helper()
-	config := pool.Config().ConnConfig.Copy()
+	config, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
 	switch name {
 	case "", feedNotify:
 		config.RuntimeParams["application_name"] = "convo-listener"
@@ -204,6 +221,30 @@ func newFeed(t testing.TB, name string, pool *pgxpool.Pool, store *postgres.Stor
 	}
 	t.Fatalf("unknown feed %q", name)
 	return nil
+}
+
+// workerListener is the listener for a worker.Pool on tb.pool: nil (the
+// pool's own) unless tb.pool goes through PgBouncer, where it is one on
+// the direct URL, as cmd/worker's with CONVO_DIRECT_DATABASE_URL, stopped
+// when the test ends (after the workers, which the test stops first).
+func (tb *testBundle) workerListener(t testing.TB) *pglisten.Listener {
+	t.Helper()
+	if !pgtest.Pooler(t) {
+		return nil
+	}
+	cfg, err := pgx.ParseConfig(tb.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := pglisten.New(pglisten.Options{ConnConfig: cfg, PingInterval: 30 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return l
 }
 
 // h2cClient is a client whose streams share one HTTP/2 connection.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
@@ -212,11 +213,12 @@ func TestLogicalFeed(t *testing.T) {
 func testEventsNotify(t *testing.T, feed string) {
 	ctx := context.Background()
 	tb := setup(t, setupOptions{feed: feed})
-	conn, err := tb.pool.Acquire(ctx)
+	// A session of its own, LISTEN needs one.
+	conn, err := pgx.Connect(ctx, tb.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Release()
+	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "LISTEN "+stream.EventsChannel); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +231,7 @@ func testEventsNotify(t *testing.T, feed string) {
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	n, _ := conn.Conn().WaitForNotification(done)
+	n, _ := conn.WaitForNotification(done)
 	if notified := n != nil; notified != (feed == feedNotify) {
 		t.Errorf("%s feed: events notify = %v", feed, notified)
 	}

@@ -137,6 +137,15 @@ phase "fault soak (cmd/api TestFaultSoak)"
 go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
   grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
 
+# The Connect and worker suites again, and the fault soak (NOTIFY feed),
+# with their pools behind a real PgBouncer in transaction mode and their
+# listeners direct, as a deployment with CONVO_DB_POOL_MODE=transaction
+# runs (internal/pgtest: CONVO_TEST_POOLER).
+phase "through PgBouncer: the Connect and worker suites, the fault soak"
+CONVO_TEST_POOLER=pgbouncer go test -race -count=1 -parallel 4 -timeout 15m ./connectapi/ ./worker/
+CONVO_TEST_POOLER=pgbouncer CONVO_SOAK_FEEDS=notify go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
+  grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
+
 # The web app in Chromium against the server built from this tree (with the
 # race detector, and the web/dist rebuilt from web/src: a stale committed
 # bundle fails here), real PostgreSQL and the demo model.

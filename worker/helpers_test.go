@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/internal/testbin"
+	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 
@@ -33,29 +35,22 @@ type testBundle struct {
 	store *postgres.Store
 	// workerDB, when set, is what start runs pools on instead of db: a
 	// login of the worker role (useWorkerRole).
-	workerDB *pgxpool.Pool
+	workerDB  *pgxpool.Pool
+	workerDSN string
 }
 
 // useWorkerRole makes start run pools as a login of the worker role, which
 // may only call the SQL worker API (docs/deploy.md, "The worker role").
 func (tb *testBundle) useWorkerRole(t testing.TB) {
 	t.Helper()
-	db, err := pgxpool.New(context.Background(), pgtest.WorkerDSN(t, tb.dsn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	tb.workerDB = db
+	tb.workerDSN = pgtest.WorkerDSN(t, tb.dsn)
+	tb.workerDB = pgtest.ClientPool(t, tb.workerDSN, nil)
 }
 
 func setup(t testing.TB) *testBundle {
 	t.Helper()
 	dsn := pgtest.DSN(t)
-	db, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
+	db := pgtest.ClientPool(t, dsn, nil)
 	return &testBundle{dsn: dsn, db: db, store: postgres.New(db)}
 }
 
@@ -129,9 +124,14 @@ func (tb *testBundle) start(t testing.TB, cfg Config) (*Pool, *results) {
 		}
 		res.ch <- r
 	}
-	db := tb.db
+	db, dsn := tb.db, tb.dsn
 	if tb.workerDB != nil {
-		db = tb.workerDB
+		db, dsn = tb.workerDB, tb.workerDSN
+	}
+	if cfg.Workers > 0 && cfg.Listener == nil && pgtest.Pooler(t) {
+		// Behind the pooler, the listener connects directly, as
+		// cmd/worker's with CONVO_DIRECT_DATABASE_URL.
+		cfg.Listener = directListener(t, dsn)
 	}
 	p, err := Start(context.Background(), db, cfg)
 	if err != nil {
@@ -145,6 +145,26 @@ func (tb *testBundle) start(t testing.TB, cfg Config) (*Pool, *results) {
 		}
 	})
 	return p, res
+}
+
+// directListener runs a listener on dsn until the test ends.
+func directListener(t testing.TB, dsn string) *pglisten.Listener {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := pglisten.New(pglisten.Options{ConnConfig: cfg, Logger: testLogger(t), PingInterval: 30 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx)
+	}()
+	// Registered before start's cleanup, so run after it: the listener
+	// stops once the workers have.
+	t.Cleanup(func() { cancel(); <-done })
+	return l
 }
 
 func testLogger(t testing.TB) *slog.Logger {

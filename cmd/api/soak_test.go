@@ -29,8 +29,10 @@ import (
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/pglisten"
+	"github.com/convo-dev/convo/postgres"
 )
 
 // The fault soak: writers stream replies through the SQL worker API (two
@@ -107,9 +109,24 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 	}
 	env := []string{"DATABASE_URL=" + dsn, "CONVO_FEED=" + feed, "CONVO_WORKERS=0", "CONVO_DRAIN_GRACE=200ms",
 		"CONVO_MAX_ACTIVE_PROMPTS=0", "CONVO_MAX_STREAMS_PER_USER=0", "CONVO_MAX_STREAMS=0", "CONVO_WRITE_RATE=1000"}
+	// With pgtest.Pooler, the servers' pools and the writers' go through
+	// a PgBouncer in transaction mode, the servers' feeds and migrations
+	// directly, as deployed behind one.
+	poolURL := dsn
+	if pgtest.Pooler(t) {
+		poolURL = pgtest.PgBouncer(t, dsn)[0]
+		env = append(env, "DATABASE_URL="+poolURL, "CONVO_DB_POOL_MODE=transaction", "CONVO_DIRECT_DATABASE_URL="+dsn)
+	}
 	s := &soak{t: t, dsn: dsn, env: env, bin: bin, cluster: cluster}
 	s.servers = []*serverProcess{startProcess(t, bin, env...), startProcess(t, bin, env...)}
-	pool, err := pgxpool.New(ctx, dsn)
+	poolConfig, err := pgxpool.ParseConfig(poolURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgtest.Pooler(t) {
+		postgres.ForTransactionPooler(poolConfig)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
