@@ -26,11 +26,19 @@ var schemaFS embed.FS
 var functionsFS embed.FS
 
 // FunctionFiles are the files of functions/ in the order Migrate applies
-// them: a function of LANGUAGE sql must come after the functions it calls,
-// and privileges.sql (who may call what) comes last, after every function
-// it names was replaced.
+// them: a function of LANGUAGE sql must come after the functions it calls
+// (its body is checked when it is created; a plpgsql body only when it
+// runs), and privileges.sql (who may call what) comes last, after every
+// function it names was replaced. The SQL worker API is the worker_*.sql
+// files and the client API the client_*.sql files, one topic each
+// (db/README.md), applied where the two files they were split from were:
+// the worker's prompts first (the helpers that end a prompt, which every
+// other writer calls), then its claims, blocks, tool calls and pauses.
 var FunctionFiles = []string{
-	"branches.sql", "json.sql", "events.sql", "worker_api.sql", "worker_reads.sql", "batch.sql", "client_api.sql",
+	"branches.sql", "json.sql", "events.sql",
+	"worker_prompts.sql", "worker_claims.sql", "worker_blocks.sql", "worker_tool_calls.sql", "worker_pauses.sql",
+	"worker_reads.sql", "batch.sql",
+	"client_conversations.sql", "client_messages.sql", "client_replies.sql", "client_feedback.sql", "client_inputs.sql",
 	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "privileges.sql",
 }
 
