@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
