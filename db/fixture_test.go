@@ -19,6 +19,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -30,7 +31,8 @@ import (
 type testBundle struct {
 	pool  *pgxpool.Pool
 	store *postgres.Store
-	q     *dbq.Queries
+	q     *dbq.Queries  // the store's queries
+	api   *apiq.Queries // the SQL API as a worker (or a client, without the store) calls it
 }
 
 func setup(t testing.TB) *testBundle {
@@ -46,7 +48,7 @@ func setupDSN(t testing.TB, dsn string) *testBundle {
 	}
 	t.Cleanup(pool.Close)
 	store := postgres.New(pool)
-	return &testBundle{pool: pool, store: store, q: store.Queries()}
+	return &testBundle{pool: pool, store: store, q: store.Queries(), api: apiq.New(pool)}
 }
 
 // reply is a prompt that a worker has claimed and started.
@@ -74,11 +76,11 @@ func (tb *testBundle) startReply(t testing.TB) reply {
 	t.Helper()
 	ctx := context.Background()
 	r := tb.sendMessage(t, uuid.Nil, "hello")
-	claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 || claimed[0].PromptID != r.promptID {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}
-	if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, r.promptID); err != nil {
 		t.Fatalf("start prompt: %v", err)
 	}
 	return r
@@ -86,7 +88,7 @@ func (tb *testBundle) startReply(t testing.TB) reply {
 
 func (tb *testBundle) startBlock(t testing.TB, promptID uuid.UUID, blockType string) uuid.UUID {
 	t.Helper()
-	id, err := tb.q.BlockStart(context.Background(), dbq.BlockStartParams{
+	id, err := tb.api.BlockStart(context.Background(), apiq.BlockStartParams{
 		PromptID: promptID, BlockType: blockType, Metadata: json.RawMessage(`{}`),
 	})
 	if err != nil {
@@ -97,7 +99,7 @@ func (tb *testBundle) startBlock(t testing.TB, promptID uuid.UUID, blockType str
 
 func (tb *testBundle) append(t testing.TB, blockID uuid.UUID, delta string) {
 	t.Helper()
-	if err := tb.q.BlockAppend(context.Background(), dbq.BlockAppendParams{BlockID: blockID, Delta: delta}); err != nil {
+	if err := tb.api.BlockAppend(context.Background(), apiq.BlockAppendParams{BlockID: blockID, Delta: delta}); err != nil {
 		t.Fatalf("append block: %v", err)
 	}
 }
@@ -179,8 +181,8 @@ func migrations(t testing.TB, dsn string) *goose.Provider {
 	return provider
 }
 
-func appendParams(blockID uuid.UUID, delta string) dbq.BlockAppendParams {
-	return dbq.BlockAppendParams{BlockID: blockID, Delta: delta}
+func appendParams(blockID uuid.UUID, delta string) apiq.BlockAppendParams {
+	return apiq.BlockAppendParams{BlockID: blockID, Delta: delta}
 }
 
 func deltaContent(t testing.TB, e conversation.Event) string {
@@ -262,7 +264,7 @@ func (tb *testBundle) count(t testing.TB, sql string, args ...any) int {
 // text block and complete it.
 func (tb *testBundle) answerWith(t testing.TB, promptID uuid.UUID, text string) {
 	t.Helper()
-	claimed, err := tb.q.PromptClaim(context.Background(), dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(context.Background(), apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 || claimed[0].PromptID != promptID {
 		t.Fatalf("claim: %v %+v; want prompt %s", err, claimed, promptID)
 	}
@@ -274,15 +276,15 @@ func (tb *testBundle) answerWith(t testing.TB, promptID uuid.UUID, text string) 
 func (tb *testBundle) complete(t testing.TB, promptID uuid.UUID, text string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := tb.q.PromptStart(ctx, promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, promptID); err != nil {
 		t.Fatal(err)
 	}
 	block := tb.startBlock(t, promptID, "text")
 	tb.append(t, block, text)
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: block}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptComplete(ctx, promptID); err != nil {
+	if err := tb.api.PromptComplete(ctx, promptID); err != nil {
 		t.Fatal(err)
 	}
 }

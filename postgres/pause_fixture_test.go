@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -20,10 +21,10 @@ func (tb *testBundle) toolCall(t testing.TB, promptID uuid.UUID, name string) uu
 	t.Helper()
 	ctx := context.Background()
 	block := tb.startBlock(t, promptID, "tool_use")
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: block}); err != nil {
 		t.Fatal(err)
 	}
-	call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: block, Name: name, Input: json.RawMessage(`{"path":"notes.txt"}`)})
+	call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: block, Name: name, Input: json.RawMessage(`{"path":"notes.txt"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func (tb *testBundle) toolCall(t testing.TB, promptID uuid.UUID, name string) uu
 // requestInput asks for input of kind on the call.
 func (tb *testBundle) requestInput(t testing.TB, call uuid.UUID, kind, request string) {
 	t.Helper()
-	if err := tb.q.InputRequest(context.Background(), dbq.InputRequestParams{ToolCallID: call, Kind: kind, Request: json.RawMessage(request)}); err != nil {
+	if err := tb.api.InputRequest(context.Background(), apiq.InputRequestParams{ToolCallID: call, Kind: kind, Request: json.RawMessage(request)}); err != nil {
 		t.Fatalf("request_input: %v", err)
 	}
 }
@@ -45,7 +46,7 @@ func (tb *testBundle) paused(t testing.TB, kind, request string) (reply, uuid.UU
 	r := tb.startReply(t)
 	call := tb.toolCall(t, r.promptID, "delete_file")
 	tb.requestInput(t, call, kind, request)
-	parked, err := tb.q.PromptWait(context.Background(), dbq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
+	parked, err := tb.api.PromptWait(context.Background(), apiq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
 	if err != nil || !parked {
 		t.Fatalf("wait_prompt = %v, %v; want parked", parked, err)
 	}
