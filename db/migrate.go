@@ -1,8 +1,12 @@
 // Package db holds convo's PostgreSQL schema and applies it: the tables
 // and their history in numbered goose migrations (schema/), and the current
 // definition of every SQL function (functions/), applied after the
-// migrations. The queries in queries/ are compiled by sqlc into package
-// postgres/dbq. README.md in this directory says where to change what.
+// migrations. sqlc compiles the queries in queries/ into package
+// postgres/dbq (the store's), those in queries/worker/ into
+// worker/internal/wdb (the Go worker runtime's) and those in
+// queries/tests/ into internal/pgtest/apiq (the tests'). The tests of the
+// SQL API, which call the functions as a worker or a client would, are
+// this package's. README.md in this directory says where to change what.
 package db
 
 import (

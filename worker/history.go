@@ -13,8 +13,8 @@ import (
 )
 
 // historyMessages turns the blocks of a conversation's earlier messages
-// (convo.worker_context's rows, in order) into a model's context: user and system
-// text as they are; an assistant message as its text, its tool calls
+// (convo.worker_context's rows, in order) into a model's context: user and
+// system text as they are; an assistant message as its text, its tool calls
 // (tool_use blocks), each answered by a tool message (its tool_result
 // block, or else the call's own output or error), then the text that
 // followed. files are the files of the messages (prompt_files, by
