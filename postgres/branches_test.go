@@ -507,7 +507,7 @@ func testLargeSwitchIsBounded(t *testing.T, perTransaction bool) {
 	} else {
 		pool = pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c, bound) })
 	}
-	tb := &testBundle{pool: pool, store: postgres.New(pool)}
+	tb := &testBundle{pool: pool, store: postgres.New(pool), api: apiq.New(pool)}
 	if perTransaction {
 		tb.store.SetSnapshotBytes(bound)
 		// Every later path change must leave the sessions unset.
