@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 func TestSendMessage(t *testing.T) {
@@ -60,18 +60,18 @@ func TestGetConversationIncludesStreamingBlocks(t *testing.T) {
 	tb := setup(t)
 	sent := tb.send(t, tb.client, "", "hi")
 	id := uuid.MustParse(sent.PromptId)
-	if _, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w", LeaseSeconds: 30}); err != nil {
+	if _, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w", LeaseSeconds: 30}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptStart(ctx, id); err != nil {
+	if err := tb.api.PromptStart(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	block, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: id, BlockType: "text", Metadata: []byte(`{"lang":"en"}`)})
+	block, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: id, BlockType: "text", Metadata: []byte(`{"lang":"en"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"Hel", "lo, ", "world"} {
-		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: d}); err != nil {
+		if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -352,7 +352,7 @@ func TestComparison(t *testing.T) {
 	// Both prompts reach workers, each stored with its configuration.
 	var models []string
 	for range 2 {
-		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v %v", claimed, err)
 		}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // resumeUntil follows a subscriber as a client does: on a resumable end
@@ -125,21 +125,21 @@ func TestBranchesFold(t *testing.T) {
 		}
 		// Its reply streams while a subscriber joins.
 		prompt := uuid.MustParse(ed.Msg.PromptId)
-		if err := tb.q.PromptStart(ctx, prompt); err != nil {
+		if err := tb.api.PromptStart(ctx, prompt); err != nil {
 			t.Fatal(err)
 		}
-		block, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: prompt, BlockType: "text", Metadata: []byte("{}")})
+		block, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: prompt, BlockType: "text", Metadata: []byte("{}")})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: "re: "}); err != nil {
+		if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: "re: "}); err != nil {
 			t.Fatal(err)
 		}
 		join()
-		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: "uno"}); err != nil {
+		if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: "uno"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.PromptComplete(ctx, prompt); err != nil {
+		if err := tb.api.PromptComplete(ctx, prompt); err != nil {
 			t.Fatal(err)
 		}
 		check("after edit")

@@ -16,7 +16,7 @@ import (
 	"github.com/convo-dev/convo/connectapi"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // flushCounter counts the flushes that reach the connection.
@@ -40,16 +40,16 @@ func TestStreamCoalescesFlushes(t *testing.T) {
 	ctx := context.Background()
 	sent := b.send(t, b.client, "", "coalesce")
 	prompt := uuid.MustParse(sent.PromptId)
-	if err := b.q.PromptStart(ctx, prompt); err != nil {
+	if err := b.api.PromptStart(ctx, prompt); err != nil {
 		t.Fatal(err)
 	}
-	block, err := b.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: prompt, BlockType: "text", Metadata: []byte("{}")})
+	block, err := b.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: prompt, BlockType: "text", Metadata: []byte("{}")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const deltas = 50
 	for range deltas {
-		if err := b.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: "x"}); err != nil {
+		if err := b.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: "x"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -93,7 +93,7 @@ func TestStreamCoalescesFlushes(t *testing.T) {
 
 	// A live event, alone: it must be flushed at once, not held back.
 	before := flushes.Load()
-	if err := b.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: "live"}); err != nil {
+	if err := b.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: "live"}); err != nil {
 		t.Fatal(err)
 	}
 	if !st.Receive() {

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // failReply plays a worker whose reply fails with cause.
@@ -17,10 +17,10 @@ func (tb *testBundle) failReply(t testing.TB, promptID, cause string) {
 	t.Helper()
 	ctx := context.Background()
 	id := uuid.MustParse(promptID)
-	if err := tb.q.PromptStart(ctx, id); err != nil {
+	if err := tb.api.PromptStart(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptFail(ctx, dbq.PromptFailParams{PromptID: id, Error: cause}); err != nil {
+	if err := tb.api.PromptFail(ctx, apiq.PromptFailParams{PromptID: id, Error: cause}); err != nil {
 		t.Fatal(err)
 	}
 }

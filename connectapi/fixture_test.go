@@ -25,6 +25,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
@@ -48,6 +49,7 @@ type testBundle struct {
 	parking *connectapi.Parking
 	feed    stream.Feed
 	q       *dbq.Queries
+	api     *apiq.Queries // the SQL API as a worker calls it
 	url     string
 	client  convov1connect.ConversationServiceClient
 	// stop stops the hub and its feed (the test's cleanup does too).
@@ -185,7 +187,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	}
 	return &testBundle{
 		dsn:  dsn,
-		pool: pool, store: store, hub: hub, feed: feed, parking: parking, q: store.Queries(), url: srv.URL, stop: stop,
+		pool: pool, store: store, hub: hub, feed: feed, parking: parking, q: store.Queries(), api: apiq.New(pool), url: srv.URL, stop: stop,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
 		files:  fileSvc, signer: signer,
 	}
@@ -332,17 +334,17 @@ func (tb *testBundle) writeReply(t testing.TB, promptID, text string) {
 	t.Helper()
 	ctx := context.Background()
 	id := uuid.MustParse(promptID)
-	if err := tb.q.PromptStart(ctx, id); err != nil {
+	if err := tb.api.PromptStart(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	block, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: id, BlockType: "text", Metadata: []byte("{}")})
+	block, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: id, BlockType: "text", Metadata: []byte("{}")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: text}); err != nil {
+	if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: text}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptComplete(ctx, id); err != nil {
+	if err := tb.api.PromptComplete(ctx, id); err != nil {
 		t.Fatal(err)
 	}
 }

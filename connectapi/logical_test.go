@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/internal/testwait"
-	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
@@ -62,14 +62,14 @@ func TestLogicalFeed(t *testing.T) {
 		// non-ASCII text, nulls in JSON, a tool call.
 		block := tb.startBlock(t, prompt, "tool_use")
 		tb.appendText(t, block, strings.Repeat("日本語 🙂 \"quoted\"\n", 2000))
-		call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: block, Name: "search", Input: json.RawMessage(`{"q":"é","n":null,"a":[1,2.5]}`)})
+		call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: block, Name: "search", Input: json.RawMessage(`{"q":"é","n":null,"a":[1,2.5]}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
+		if err := tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.PromptComplete(ctx, prompt); err != nil {
+		if err := tb.api.PromptComplete(ctx, prompt); err != nil {
 			t.Fatal(err)
 		}
 		last := tb.mark(t, sent.ConversationId)
@@ -128,7 +128,7 @@ func TestLogicalFeed(t *testing.T) {
 				kills++
 			}
 		}
-		if err := tb.q.PromptComplete(ctx, prompt); err != nil {
+		if err := tb.api.PromptComplete(ctx, prompt); err != nil {
 			t.Fatal(err)
 		}
 		last := tb.mark(t, sent.ConversationId)

@@ -28,7 +28,7 @@ func TestSnapshotPagesEqualGetConversation(t *testing.T) {
 		// A reply streaming at the end.
 		sent := tb.send(t, tb.client, id.String(), "and now?")
 		prompt := uuid.MustParse(sent.PromptId)
-		if err := tb.q.PromptStart(ctx, prompt); err != nil {
+		if err := tb.api.PromptStart(ctx, prompt); err != nil {
 			t.Fatal(err)
 		}
 		tb.appendText(t, tb.startBlock(t, prompt, "text"), "so far")

@@ -84,13 +84,13 @@ func TestReadersShowPoisonedValues(t *testing.T) {
 
 		// Live: a reply starts a tool call whose input is poisoned.
 		live := tb.send(t, tb.client, id, "live")
-		if err := tb.q.PromptStart(ctx, uuid.MustParse(live.PromptId)); err != nil {
+		if err := tb.api.PromptStart(ctx, uuid.MustParse(live.PromptId)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := pgtest.StartPoisonedToolCall(ctx, tb.pool, live.PromptId); err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.PromptComplete(ctx, uuid.MustParse(live.PromptId)); err != nil {
+		if err := tb.api.PromptComplete(ctx, uuid.MustParse(live.PromptId)); err != nil {
 			t.Fatal(err)
 		}
 		var started *convov1.ToolCallStarted

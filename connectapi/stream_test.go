@@ -19,8 +19,8 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/internal/testwait"
-	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
@@ -95,7 +95,7 @@ func (tb *testBundle) running(t testing.TB) (*convov1.SendMessageResponse, uuid.
 	t.Helper()
 	sent := tb.send(t, tb.client, "", "tell me something")
 	id := uuid.MustParse(sent.PromptId)
-	if err := tb.q.PromptStart(context.Background(), id); err != nil {
+	if err := tb.api.PromptStart(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	return sent, id
@@ -103,7 +103,7 @@ func (tb *testBundle) running(t testing.TB) (*convov1.SendMessageResponse, uuid.
 
 func (tb *testBundle) startBlock(t testing.TB, promptID uuid.UUID, blockType string) uuid.UUID {
 	t.Helper()
-	id, err := tb.q.BlockStart(context.Background(), dbq.BlockStartParams{PromptID: promptID, BlockType: blockType, Metadata: []byte("{}")})
+	id, err := tb.api.BlockStart(context.Background(), apiq.BlockStartParams{PromptID: promptID, BlockType: blockType, Metadata: []byte("{}")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func (tb *testBundle) startBlock(t testing.TB, promptID uuid.UUID, blockType str
 
 func (tb *testBundle) appendText(t testing.TB, block uuid.UUID, delta string) {
 	t.Helper()
-	if err := tb.q.BlockAppend(context.Background(), dbq.BlockAppendParams{BlockID: block, Delta: delta}); err != nil {
+	if err := tb.api.BlockAppend(context.Background(), apiq.BlockAppendParams{BlockID: block, Delta: delta}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -155,7 +155,7 @@ func testStreamConversation(t *testing.T, feed string) {
 		}
 
 		tb.appendText(t, text, "ld!")
-		if err := tb.q.PromptComplete(ctx, prompt); err != nil {
+		if err := tb.api.PromptComplete(ctx, prompt); err != nil {
 			t.Fatal(err)
 		}
 		st = sub.waitSeq(t, tb.mark(t, sent.ConversationId), streamTimeout)
@@ -174,18 +174,18 @@ func testStreamConversation(t *testing.T, feed string) {
 		sent, prompt := tb.running(t)
 		block := tb.startBlock(t, prompt, "tool_use")
 		tb.appendText(t, block, `{"q":1}`)
-		call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: block, Name: "search", Input: json.RawMessage(`{"q":1}`)})
+		call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: block, Name: "search", Input: json.RawMessage(`{"q":1}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: call, Output: "page 1 "}); err != nil {
+		if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: call, Output: "page 1 "}); err != nil {
 			t.Fatal(err)
 		}
 		sub := subscribe(t, tb.client, &convov1.StreamConversationRequest{ConversationId: sent.ConversationId})
-		if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: call, Output: "page 2"}); err != nil {
+		if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: call, Output: "page 2"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
+		if err := tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
 			t.Fatal(err)
 		}
 		st := sub.waitSeq(t, tb.mark(t, sent.ConversationId), streamTimeout)
@@ -466,7 +466,7 @@ type randomWorker struct {
 
 func (w *randomWorker) step() {
 	ctx := context.Background()
-	q := w.tb.q
+	q := w.tb.api
 	var err error
 	switch r := w.rng.IntN(100); {
 	case !w.running:
@@ -481,26 +481,26 @@ func (w *randomWorker) step() {
 	case r < 12:
 		types := []string{"text", "reasoning", "tool_use", "structured", "tool_result"}
 		var id uuid.UUID
-		id, err = q.BlockStart(ctx, dbq.BlockStartParams{PromptID: w.prompt, BlockType: types[w.rng.IntN(len(types))], Metadata: []byte(`{"n":1}`)})
+		id, err = q.BlockStart(ctx, apiq.BlockStartParams{PromptID: w.prompt, BlockType: types[w.rng.IntN(len(types))], Metadata: []byte(`{"n":1}`)})
 		if err == nil {
 			w.blocks = append(w.blocks, id)
 		}
 	case r < 70 && len(w.blocks) > 0:
-		err = q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: w.blocks[w.rng.IntN(len(w.blocks))], Delta: randomText(w.rng)})
+		err = q.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: w.blocks[w.rng.IntN(len(w.blocks))], Delta: randomText(w.rng)})
 	case r < 76 && len(w.blocks) > 0:
 		var id uuid.UUID
-		id, err = q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: w.blocks[w.rng.IntN(len(w.blocks))], Name: "tool", Input: []byte(`{"x":[1,null]}`)})
+		id, err = q.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: w.blocks[w.rng.IntN(len(w.blocks))], Name: "tool", Input: []byte(`{"x":[1,null]}`)})
 		if err == nil {
 			w.toolCalls = append(w.toolCalls, id)
 		}
 	case r < 84 && len(w.toolCalls) > 0:
-		err = q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: w.toolCalls[w.rng.IntN(len(w.toolCalls))], Output: randomText(w.rng)})
+		err = q.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: w.toolCalls[w.rng.IntN(len(w.toolCalls))], Output: randomText(w.rng)})
 	case r < 87 && len(w.toolCalls) > 0:
-		err = q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: w.toolCalls[w.rng.IntN(len(w.toolCalls))]})
+		err = q.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: w.toolCalls[w.rng.IntN(len(w.toolCalls))]})
 	case r < 89 && len(w.toolCalls) > 0:
-		err = q.ToolCallFail(ctx, dbq.ToolCallFailParams{ToolCallID: w.toolCalls[w.rng.IntN(len(w.toolCalls))], Error: "boom"})
+		err = q.ToolCallFail(ctx, apiq.ToolCallFailParams{ToolCallID: w.toolCalls[w.rng.IntN(len(w.toolCalls))], Error: "boom"})
 	case r < 93 && len(w.blocks) > 0:
-		err = q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: w.blocks[w.rng.IntN(len(w.blocks))], Metadata: []byte(`{"done":true}`)})
+		err = q.BlockEnd(ctx, apiq.BlockEndParams{BlockID: w.blocks[w.rng.IntN(len(w.blocks))], Metadata: []byte(`{"done":true}`)})
 	case r < 95:
 		_, err = w.tb.store.SubmitFeedback(ctx, "local", uuid.MustParse(w.tb.state(w.t, w.conversation).Messages[1].Id), "up", "ok")
 	case r < 96:
@@ -509,7 +509,7 @@ func (w *randomWorker) step() {
 		_, err = w.tb.store.CancelPrompt(ctx, "local", w.prompt)
 		w.running = false
 	case r < 98:
-		err = q.PromptFail(ctx, dbq.PromptFailParams{PromptID: w.prompt, Error: "model error"})
+		err = q.PromptFail(ctx, apiq.PromptFailParams{PromptID: w.prompt, Error: "model error"})
 		w.running = false
 	case r < 100:
 		err = q.PromptComplete(ctx, w.prompt)

@@ -90,6 +90,29 @@ func TestEveryFunctionIsInFunctions(t *testing.T) {
 	}
 }
 
+// TestReadmeNamesEveryFunctionFile checks that db/README.md's table of
+// functions/ by topic has a row for every file Migrate applies, so that a
+// reader finds a function by its topic.
+func TestReadmeNamesEveryFunctionFile(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "## functions/, by topic")
+	if !ok {
+		t.Fatal(`db/README.md has no section "## functions/, by topic"`)
+	}
+	// The table: from its first row to the first blank line.
+	table = table[strings.Index(table, "\n|")+1:]
+	table, _, _ = strings.Cut(table, "\n\n")
+	for _, name := range db.FunctionFiles {
+		if !regexp.MustCompile("(?m)^\\| [^|]*`" + regexp.QuoteMeta(name) + "`").MatchString(table) {
+			t.Errorf("db/README.md's table of functions/ by topic has no row naming %s", name)
+		}
+	}
+}
+
 // TestMigrateAgain checks that Migrate can run again, and from several
 // servers at once, and leaves every function as it was.
 func TestMigrateAgain(t *testing.T) {

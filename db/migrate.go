@@ -1,8 +1,12 @@
 // Package db holds convo's PostgreSQL schema and applies it: the tables
 // and their history in numbered goose migrations (schema/), and the current
 // definition of every SQL function (functions/), applied after the
-// migrations. The queries in queries/ are compiled by sqlc into package
-// postgres/dbq. README.md in this directory says where to change what.
+// migrations. sqlc compiles the queries in queries/ into package
+// postgres/dbq (the store's), those in queries/worker/ into
+// worker/internal/wdb (the Go worker runtime's) and those in
+// queries/tests/ into internal/pgtest/apiq (the tests'). The tests of the
+// SQL API, which call the functions as a worker or a client would, are
+// this package's. README.md in this directory says where to change what.
 package db
 
 import (
@@ -26,11 +30,19 @@ var schemaFS embed.FS
 var functionsFS embed.FS
 
 // FunctionFiles are the files of functions/ in the order Migrate applies
-// them: a function of LANGUAGE sql must come after the functions it calls,
-// and privileges.sql (who may call what) comes last, after every function
-// it names was replaced.
+// them: a function of LANGUAGE sql must come after the functions it calls
+// (its body is checked when it is created; a plpgsql body only when it
+// runs), and privileges.sql (who may call what) comes last, after every
+// function it names was replaced. The SQL worker API is the worker_*.sql
+// files and the client API the client_*.sql files, one topic each
+// (db/README.md), applied where the two files they were split from were:
+// the worker's prompts first (the helpers that end a prompt, which every
+// other writer calls), then its claims, blocks, tool calls and pauses.
 var FunctionFiles = []string{
-	"branches.sql", "json.sql", "events.sql", "worker_api.sql", "worker_reads.sql", "batch.sql", "client_api.sql",
+	"branches.sql", "json.sql", "events.sql",
+	"worker_prompts.sql", "worker_claims.sql", "worker_blocks.sql", "worker_tool_calls.sql", "worker_pauses.sql",
+	"worker_reads.sql", "batch.sql",
+	"client_conversations.sql", "client_messages.sql", "client_replies.sql", "client_feedback.sql", "client_inputs.sql",
 	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "restore.sql", "privileges.sql",
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // TestAnswerInputsAllOrNothing answers two requests of a waiting prompt
@@ -29,7 +29,7 @@ func TestAnswerInputsAllOrNothing(t *testing.T) {
 	tb.requestInput(t, question, "question", `{"question": "Which?", "choices": ["a", "b"]}`)
 	tool := tb.toolCall(t, r.promptID, "count")
 	tb.requestInput(t, tool, "client_tool", `{"outputSchema": {"type": "array", "items": {"type": "integer"}}}`)
-	if parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !parked {
+	if parked, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !parked {
 		t.Fatalf("wait_prompt = %v, %v", parked, err)
 	}
 	params := func(toolOutput, questionAnswer string) []conversation.AnswerInputParams {

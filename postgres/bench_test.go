@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // BenchmarkAppendBlock measures one convo.append_block call on a block that
@@ -43,7 +43,7 @@ func BenchmarkAppendBlock(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				params := dbq.BlockAppendParams{BlockID: block, Delta: "a token of about forty bytes of text.. "}
+				params := apiq.BlockAppendParams{BlockID: block, Delta: "a token of about forty bytes of text.. "}
 				seq := int32(prefill)
 				b.ResetTimer()
 				for b.Loop() {
@@ -51,7 +51,7 @@ func BenchmarkAppendBlock(b *testing.B) {
 						seq++
 						params.DeltaSeq = &seq
 					}
-					if err := tb.q.BlockAppend(ctx, params); err != nil {
+					if err := tb.api.BlockAppend(ctx, params); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -67,7 +67,7 @@ func BenchmarkAppendBlock(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			w := i % len(blocks)
 			seqs[w]++
-			if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{
+			if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{
 				BlockID: blocks[w], Delta: "a token of about forty bytes of text.. ", DeltaSeq: &seqs[w],
 			}); err != nil {
 				b.Fatal(err)
@@ -96,7 +96,7 @@ func BenchmarkPromptClaim(b *testing.B) {
 					b.Fatal(err)
 				}
 				if held == "all" {
-					if _, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w0", LeaseSeconds: 3600, MaxPrompts: int32(max(queued/10, 1))}); err != nil {
+					if _, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w0", LeaseSeconds: 3600, MaxPrompts: int32(max(queued/10, 1))}); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -105,11 +105,11 @@ func BenchmarkPromptClaim(b *testing.B) {
 				}
 				b.ResetTimer()
 				for b.Loop() {
-					claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+					claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 					if err != nil || len(claimed) != 1 {
 						b.Fatalf("claim = %+v, %v", claimed, err)
 					}
-					if ok, err := tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: claimed[0].PromptID, Worker: "w1"}); err != nil || !ok {
+					if ok, err := tb.api.PromptRelease(ctx, apiq.PromptReleaseParams{PromptID: claimed[0].PromptID, Worker: "w1"}); err != nil || !ok {
 						b.Fatalf("release = %v, %v", ok, err)
 					}
 				}

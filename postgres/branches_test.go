@@ -16,6 +16,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/stream"
@@ -34,7 +35,7 @@ func (tb *testBundle) answerWith(t testing.TB, promptID uuid.UUID, text string) 
 func (tb *testBundle) answerAll(t testing.TB, texts map[uuid.UUID]string) {
 	t.Helper()
 	for range texts {
-		claimed, err := tb.q.PromptClaim(context.Background(), dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(context.Background(), apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v %+v", err, claimed)
 		}
@@ -51,15 +52,15 @@ func (tb *testBundle) answerAll(t testing.TB, texts map[uuid.UUID]string) {
 func (tb *testBundle) complete(t testing.TB, promptID uuid.UUID, text string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := tb.q.PromptStart(ctx, promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, promptID); err != nil {
 		t.Fatal(err)
 	}
 	block := tb.startBlock(t, promptID, "text")
 	tb.append(t, block, text)
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: block}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptComplete(ctx, promptID); err != nil {
+	if err := tb.api.PromptComplete(ctx, promptID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -104,7 +105,7 @@ func pathText(st conversation.State) string {
 // (convo.prompt_context), as texts in order.
 func (tb *testBundle) contextText(t testing.TB, promptID uuid.UUID) string {
 	t.Helper()
-	rows, err := tb.q.WorkerContextList(context.Background(), promptID)
+	rows, err := tb.api.WorkerContextList(context.Background(), promptID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,18 +384,18 @@ func TestCompactionKeepsBranches(t *testing.T) {
 	tb := setup(t)
 	answerInDeltas := func(promptID uuid.UUID, deltas ...string) {
 		t.Helper()
-		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 || claimed[0].PromptID != promptID {
 			t.Fatalf("claim: %v %+v", err, claimed)
 		}
-		if err := tb.q.PromptStart(ctx, promptID); err != nil {
+		if err := tb.api.PromptStart(ctx, promptID); err != nil {
 			t.Fatal(err)
 		}
 		block := tb.startBlock(t, promptID, "text")
 		for _, d := range deltas {
 			tb.append(t, block, d)
 		}
-		if err := tb.q.PromptComplete(ctx, promptID); err != nil {
+		if err := tb.api.PromptComplete(ctx, promptID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -506,7 +507,7 @@ func testLargeSwitchIsBounded(t *testing.T, perTransaction bool) {
 	} else {
 		pool = pgtest.PoolWith(t, func(c *pgxpool.Config) { postgres.SetSnapshotBytes(c, bound) })
 	}
-	tb := &testBundle{pool: pool, store: postgres.New(pool)}
+	tb := &testBundle{pool: pool, store: postgres.New(pool), api: apiq.New(pool)}
 	if perTransaction {
 		tb.store.SetSnapshotBytes(bound)
 		// Every later path change must leave the sessions unset.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // openInputs opens n tool calls on the running prompt, each with a
@@ -33,7 +33,7 @@ func (tb *testBundle) openInputs(t testing.TB, promptID uuid.UUID, n int) {
 // park parks the running prompt (wait_prompt as worker w1).
 func (tb *testBundle) park(t testing.TB, promptID uuid.UUID) {
 	t.Helper()
-	parked, err := tb.q.PromptWait(context.Background(), dbq.PromptWaitParams{PromptID: promptID, Worker: "w1"})
+	parked, err := tb.api.PromptWait(context.Background(), apiq.PromptWaitParams{PromptID: promptID, Worker: "w1"})
 	if err != nil || !parked {
 		t.Fatalf("wait_prompt = %v, %v; want parked", parked, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // TestCancelManyInputs cancels a reply waiting on hundreds of inputs
@@ -31,7 +31,7 @@ func TestCancelManyInputs(t *testing.T) {
 	// A call that streams output (it asks nothing): its output stays.
 	streamed := tb.toolCall(t, r.promptID, "search")
 	for _, part := range []string{"part 1, ", "part 2"} {
-		if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: streamed, Output: part}); err != nil {
+		if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: streamed, Output: part}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // BenchmarkPromptClaimBurst measures one convo.claim_prompts of 100
@@ -35,7 +35,7 @@ func benchClaimBurst(b *testing.B, n int) {
 		round++
 		b.StartTimer()
 		began := time.Now()
-		claimed, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w", LeaseSeconds: 30, MaxPrompts: int32(n)})
+		claimed, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w", LeaseSeconds: 30, MaxPrompts: int32(n)})
 		took += time.Since(began)
 		if err != nil || len(claimed) != n {
 			b.Fatalf("claimed %d, %v", len(claimed), err)

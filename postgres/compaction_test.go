@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // appendMany appends n numbered deltas (some multi-byte) to a block in one
@@ -59,23 +59,23 @@ func TestCompaction(t *testing.T) {
 	r := tb.startReply(t)
 	reasoning := tb.startBlock(t, r.promptID, "reasoning")
 	tb.appendMany(t, reasoning, "thought ", 100)
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: reasoning}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: reasoning}); err != nil {
 		t.Fatal(err)
 	}
 	toolUse := tb.startBlock(t, r.promptID, "tool_use")
-	call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: toolUse, Name: "search", Input: json.RawMessage(`{"q":"x"}`)})
+	call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: toolUse, Name: "search", Input: json.RawMessage(`{"q":"x"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: call, Output: fmt.Sprintf("step %d; ", i)}); err != nil {
+		if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: call, Output: fmt.Sprintf("step %d; ", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
+	if err := tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: toolUse}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: toolUse}); err != nil {
 		t.Fatal(err)
 	}
 	text := tb.startBlock(t, r.promptID, "text")
@@ -84,11 +84,11 @@ func TestCompaction(t *testing.T) {
 	// into two runs.
 	aside := tb.startBlock(t, r.promptID, "reasoning")
 	tb.append(t, aside, "an aside")
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: aside}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: aside}); err != nil {
 		t.Fatal(err)
 	}
 	tb.appendMany(t, text, "word ", 2500)
-	if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+	if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -217,18 +218,18 @@ func driveEveryEventKind(t *testing.T, tb *testBundle) uuid.UUID {
 	// a comparison are equally old: either may come first).
 	claimStart := func() (promptID, messageID uuid.UUID) {
 		t.Helper()
-		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v %+v", err, claimed)
 		}
-		must(tb.q.PromptStart(ctx, claimed[0].PromptID))
+		must(tb.api.PromptStart(ctx, claimed[0].PromptID))
 		return claimed[0].PromptID, claimed[0].MessageID
 	}
 	toolBlock := func(promptID uuid.UUID) uuid.UUID {
 		t.Helper()
 		block := tb.startBlock(t, promptID, "tool_use")
 		tb.append(t, block, `{"expression":"6*7"}`)
-		call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: block, Name: "calculator", Input: json.RawMessage(`{"expression":"6*7"}`)})
+		call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: block, Name: "calculator", Input: json.RawMessage(`{"expression":"6*7"}`)})
 		must(err)
 		return call
 	}
@@ -247,18 +248,18 @@ func driveEveryEventKind(t *testing.T, tb *testBundle) uuid.UUID {
 	text := tb.startBlock(t, a, "text")
 	tb.append(t, text, "6 times 7 ")
 	tb.append(t, text, "is 42.")
-	must(tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: text, Metadata: json.RawMessage(`{"tokens":4}`)}))
+	must(tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: text, Metadata: json.RawMessage(`{"tokens":4}`)}))
 	completed := toolBlock(a)
-	must(tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: completed, Output: "evaluating … "}))
+	must(tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: completed, Output: "evaluating … "}))
 	output := "42"
-	must(tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: completed, Output: &output}))
-	must(tb.q.ToolCallFail(ctx, dbq.ToolCallFailParams{ToolCallID: toolBlock(a), Error: "division by zero"}))
+	must(tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: completed, Output: &output}))
+	must(tb.api.ToolCallFail(ctx, apiq.ToolCallFailParams{ToolCallID: toolBlock(a), Error: "division by zero"}))
 	toolBlock(a) // left open: complete_prompt fails the call and ends the block
-	must(tb.q.PromptComplete(ctx, a))
+	must(tb.api.PromptComplete(ctx, a))
 
 	// The second fails.
 	b, _ := claimStart()
-	must(tb.q.PromptFail(ctx, dbq.PromptFailParams{PromptID: b, Error: "model unavailable"}))
+	must(tb.api.PromptFail(ctx, apiq.PromptFailParams{PromptID: b, Error: "model unavailable"}))
 
 	// A pause: a reply asks for approval and waits (inputRequested,
 	// promptWaiting), is answered (inputAnswered) and resumed; then a
@@ -267,8 +268,8 @@ func driveEveryEventKind(t *testing.T, tb *testBundle) uuid.UUID {
 	endedToolBlock := func(promptID uuid.UUID) uuid.UUID {
 		t.Helper()
 		block := tb.startBlock(t, promptID, "tool_use")
-		must(tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}))
-		call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: block, Name: "delete_file", Input: json.RawMessage(`{"path":"notes.txt"}`)})
+		must(tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: block}))
+		call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: block, Name: "delete_file", Input: json.RawMessage(`{"path":"notes.txt"}`)})
 		must(err)
 		return call
 	}
@@ -277,19 +278,19 @@ func driveEveryEventKind(t *testing.T, tb *testBundle) uuid.UUID {
 		t.Fatalf("claimed %s, want %s", id, p.promptID)
 	}
 	approval := endedToolBlock(p.promptID)
-	must(tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: approval, Kind: "approval", Request: json.RawMessage(`{"message":"Delete notes.txt?"}`)}))
-	if parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: p.promptID, Worker: "w1"}); err != nil || !parked {
+	must(tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: approval, Kind: "approval", Request: json.RawMessage(`{"message":"Delete notes.txt?"}`)}))
+	if parked, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: p.promptID, Worker: "w1"}); err != nil || !parked {
 		t.Fatalf("wait_prompt = %v, %v", parked, err)
 	}
 	_, err = tb.q.InputAnswer(ctx, dbq.InputAnswerParams{OwnerID: "local", ToolCallID: approval, Answer: json.RawMessage(`{"approved":true}`)})
 	must(err)
 	claimStart()
-	must(tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: approval, Output: &output}))
+	must(tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: approval, Output: &output}))
 	clientTool := endedToolBlock(p.promptID)
-	must(tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: clientTool, Kind: "client_tool", Request: json.RawMessage(`{}`)}))
+	must(tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: clientTool, Kind: "client_tool", Request: json.RawMessage(`{}`)}))
 	_, err = tb.q.InputClaim(ctx, dbq.InputClaimParams{OwnerID: "local", ToolCallID: clientTool, Claimant: "tab-1", LeaseSeconds: 30})
 	must(err)
-	must(tb.q.PromptComplete(ctx, p.promptID))
+	must(tb.api.PromptComplete(ctx, p.promptID))
 
 	// Feedback, a rename, a cancelled reply, a regenerated one, a clear.
 	_, err = tb.store.SubmitFeedback(ctx, "local", replyA, conversation.RatingUp, "right")

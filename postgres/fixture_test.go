@@ -16,6 +16,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
@@ -25,7 +26,8 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 type testBundle struct {
 	pool  *pgxpool.Pool
 	store *postgres.Store
-	q     *dbq.Queries
+	q     *dbq.Queries  // the store's queries
+	api   *apiq.Queries // the SQL API as a worker (or a client, without the store) calls it
 }
 
 func setup(t testing.TB) *testBundle {
@@ -41,7 +43,7 @@ func setupDSN(t testing.TB, dsn string) *testBundle {
 	}
 	t.Cleanup(pool.Close)
 	store := postgres.New(pool)
-	return &testBundle{pool: pool, store: store, q: store.Queries()}
+	return &testBundle{pool: pool, store: store, q: store.Queries(), api: apiq.New(pool)}
 }
 
 func mustUUID(t testing.TB, s string) uuid.UUID {
@@ -78,11 +80,11 @@ func (tb *testBundle) startReply(t testing.TB) reply {
 	t.Helper()
 	ctx := context.Background()
 	r := tb.sendMessage(t, uuid.Nil, "hello")
-	claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 || claimed[0].PromptID != r.promptID {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}
-	if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, r.promptID); err != nil {
 		t.Fatalf("start prompt: %v", err)
 	}
 	return r
@@ -90,7 +92,7 @@ func (tb *testBundle) startReply(t testing.TB) reply {
 
 func (tb *testBundle) startBlock(t testing.TB, promptID uuid.UUID, blockType string) uuid.UUID {
 	t.Helper()
-	id, err := tb.q.BlockStart(context.Background(), dbq.BlockStartParams{
+	id, err := tb.api.BlockStart(context.Background(), apiq.BlockStartParams{
 		PromptID: promptID, BlockType: blockType, Metadata: json.RawMessage(`{}`),
 	})
 	if err != nil {
@@ -101,7 +103,7 @@ func (tb *testBundle) startBlock(t testing.TB, promptID uuid.UUID, blockType str
 
 func (tb *testBundle) append(t testing.TB, blockID uuid.UUID, delta string) {
 	t.Helper()
-	if err := tb.q.BlockAppend(context.Background(), dbq.BlockAppendParams{BlockID: blockID, Delta: delta}); err != nil {
+	if err := tb.api.BlockAppend(context.Background(), apiq.BlockAppendParams{BlockID: blockID, Delta: delta}); err != nil {
 		t.Fatalf("append block: %v", err)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
-func appendParams(blockID uuid.UUID, delta string) dbq.BlockAppendParams {
-	return dbq.BlockAppendParams{BlockID: blockID, Delta: delta}
+func appendParams(blockID uuid.UUID, delta string) apiq.BlockAppendParams {
+	return apiq.BlockAppendParams{BlockID: blockID, Delta: delta}
 }
 
 func deltaContent(t testing.TB, e conversation.Event) string {

@@ -14,7 +14,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/internal/jsonlimit/jsonlimittest"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // clientToolAnswer is the answer of a client tool whose output is
@@ -171,14 +171,14 @@ func TestRequestInputSchemaBounds(t *testing.T) {
 		"Enum": {`{"enum": [` + strings.Join(entries, ",") + `]}`, "request.outputSchema is over the schema size limit"},
 		"Deep": {strings.Repeat(`{"type": "array", "items": `, 40) + `{}` + strings.Repeat(`}`, 40), "request.outputSchema is over the schema depth limit"},
 	} {
-		err := tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: call, Kind: "client_tool", Request: json.RawMessage(`{"outputSchema": ` + tc.schema + `}`)})
+		err := tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: call, Kind: "client_tool", Request: json.RawMessage(`{"outputSchema": ` + tc.schema + `}`)})
 		if pgErr := requireSQLState(t, err, sqlstate.InvalidArgument); !strings.Contains(pgErr.Message, tc.message) {
 			t.Errorf("%s: message %q, want %q", name, pgErr.Message, tc.message)
 		}
 	}
 	// Just within: 31 levels below the schema object is accepted.
 	ok := strings.Repeat(`{"items": `, 31) + `{}` + strings.Repeat(`}`, 31)
-	if err := tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: call, Kind: "client_tool", Request: json.RawMessage(`{"outputSchema": ` + ok + `}`)}); err != nil {
+	if err := tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: call, Kind: "client_tool", Request: json.RawMessage(`{"outputSchema": ` + ok + `}`)}); err != nil {
 		t.Fatalf("a schema of 32 levels: %v", err)
 	}
 }

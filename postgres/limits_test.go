@@ -13,6 +13,7 @@ import (
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -101,16 +102,16 @@ func TestMaxActivePrompts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim = %+v, %v", claimed, err)
 		}
-		if err := tb.q.PromptStart(ctx, claimed[0].PromptID); err != nil {
+		if err := tb.api.PromptStart(ctx, claimed[0].PromptID); err != nil {
 			t.Fatal(err)
 		}
 		_, err = tb.send(ctx, "alice", uuid.Nil, 1)
 		requireQuotaExceeded(t, err) // one running, one queued
-		if err := tb.q.PromptComplete(ctx, claimed[0].PromptID); err != nil {
+		if err := tb.api.PromptComplete(ctx, claimed[0].PromptID); err != nil {
 			t.Fatal(err)
 		}
 		c, err := tb.send(ctx, "alice", uuid.Nil, 1)
@@ -138,14 +139,14 @@ func TestMaxActivePrompts(t *testing.T) {
 		tb.setCap(t, 1)
 		finish := func(t *testing.T) {
 			t.Helper()
-			claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+			claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 			if err != nil || len(claimed) != 1 {
 				t.Fatalf("claim = %+v, %v", claimed, err)
 			}
-			if err := tb.q.PromptStart(ctx, claimed[0].PromptID); err != nil {
+			if err := tb.api.PromptStart(ctx, claimed[0].PromptID); err != nil {
 				t.Fatal(err)
 			}
-			if err := tb.q.PromptComplete(ctx, claimed[0].PromptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, claimed[0].PromptID); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -319,7 +320,7 @@ func TestFairClaim(t *testing.T) {
 		var served []string
 		var servedIDs []uuid.UUID
 		for {
-			claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+			claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -329,10 +330,10 @@ func TestFairClaim(t *testing.T) {
 			id := claimed[0].PromptID
 			served = append(served, owners[id])
 			servedIDs = append(servedIDs, id)
-			if err := tb.q.PromptStart(ctx, id); err != nil {
+			if err := tb.api.PromptStart(ctx, id); err != nil {
 				t.Fatal(err)
 			}
-			if err := tb.q.PromptComplete(ctx, id); err != nil {
+			if err := tb.api.PromptComplete(ctx, id); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -367,7 +368,7 @@ func TestFairClaim(t *testing.T) {
 			owners := map[uuid.UUID]string{}
 			var order []uuid.UUID
 			queue(t, tb, "carol", 1, owners, &order)
-			if _, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w0", LeaseSeconds: 30, MaxPrompts: 1}); err != nil {
+			if _, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w0", LeaseSeconds: 30, MaxPrompts: 1}); err != nil {
 				t.Fatal(err)
 			}
 			queue(t, tb, "alice", 3, owners, &order)
@@ -375,7 +376,7 @@ func TestFairClaim(t *testing.T) {
 			queue(t, tb, "carol", 2, owners, &order)
 			var got []string
 			if many {
-				claimed, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 100})
+				claimed, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 100})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -385,7 +386,7 @@ func TestFairClaim(t *testing.T) {
 				return strings.Join(got, " ")
 			}
 			for {
-				claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+				claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -413,17 +414,17 @@ func TestFairClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck
-		held, err := dbq.New(tx).PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 1})
+		held, err := apiq.New(tx).PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 1})
 		if err != nil || len(held) != 1 || held[0].PromptID != order[0] {
 			t.Fatalf("held claim = %+v, %v", held, err)
 		}
 		// (Claiming alice's second prompt would wait for the held claim's
 		// transaction: it records alice's turn.)
-		claimed, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w2", LeaseSeconds: 30, MaxPrompts: 1})
+		claimed, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w2", LeaseSeconds: 30, MaxPrompts: 1})
 		if err != nil || len(claimed) != 1 || claimed[0].PromptID != order[2] {
 			t.Fatalf("concurrent claim = %+v, %v; want bob's first prompt only, without waiting", claimed, err)
 		}
-		_, err = tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w2", LeaseSeconds: 30, MaxPrompts: 0})
+		_, err = tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w2", LeaseSeconds: 30, MaxPrompts: 0})
 		requireSQLState(t, err, sqlstate.InvalidArgument)
 	})
 
@@ -433,12 +434,12 @@ func TestFairClaim(t *testing.T) {
 		owners := map[uuid.UUID]string{}
 		var order []uuid.UUID
 		queue(t, tb, "alice", 3, owners, &order)
-		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 || owners[claimed[0].PromptID] != "alice" {
 			t.Fatalf("first claim = %+v, %v", claimed, err)
 		}
 		queue(t, tb, "bob", 1, owners, &order)
-		claimed, err = tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		claimed, err = tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 || owners[claimed[0].PromptID] != "bob" {
 			t.Fatalf("second claim = %+v, %v; want bob's prompt, queued after alice's backlog", claimed, err)
 		}
@@ -457,11 +458,11 @@ func TestFairClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck
-		held, err := dbq.New(tx).PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		held, err := apiq.New(tx).PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(held) != 1 || owners[held[0].PromptID] != "alice" {
 			t.Fatalf("held claim = %+v, %v", held, err)
 		}
-		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 || owners[claimed[0].PromptID] != "bob" {
 			t.Fatalf("concurrent claim = %+v, %v; want bob's prompt without waiting", claimed, err)
 		}
@@ -473,14 +474,14 @@ func TestFairClaim(t *testing.T) {
 		owners := map[uuid.UUID]string{}
 		var order []uuid.UUID
 		queue(t, tb, "alice", 1, owners, &order)
-		first, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		first, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(first) != 1 {
 			t.Fatalf("claim = %+v, %v", first, err)
 		}
 		if _, err := tb.pool.Exec(ctx, `UPDATE convo.prompts SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, first[0].PromptID); err != nil {
 			t.Fatal(err)
 		}
-		again, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		again, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
 		if err != nil || len(again) != 1 || again[0].PromptID != first[0].PromptID || again[0].Attempts != 2 {
 			t.Fatalf("reclaim = %+v, %v; want the same prompt, attempt 2", again, err)
 		}

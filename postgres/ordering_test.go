@@ -66,7 +66,7 @@ func TestSeqOrdering(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range appends {
-				if err := tb.q.BlockAppend(ctx, appendParams(blocks[w], fmt.Sprintf("%d,", i))); err != nil {
+				if err := tb.api.BlockAppend(ctx, appendParams(blocks[w], fmt.Sprintf("%d,", i))); err != nil {
 					t.Errorf("writer %d append %d: %v", w, i, err)
 					return
 				}
@@ -122,7 +122,7 @@ func TestNotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.WithTx(tx).BlockAppend(ctx, appendParams(b, "never")); err != nil {
+	if err := tb.api.WithTx(tx).BlockAppend(ctx, appendParams(b, "never")); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Rollback(ctx); err != nil {
@@ -163,7 +163,7 @@ func TestStateIsConsistentUnderWrites(t *testing.T) {
 	go func() {
 		defer close(writerDone)
 		for i := range deltas {
-			if err := tb.q.BlockAppend(ctx, appendParams(b, fmt.Sprintf("<%d>", i))); err != nil {
+			if err := tb.api.BlockAppend(ctx, appendParams(b, fmt.Sprintf("<%d>", i))); err != nil {
 				t.Errorf("append: %v", err)
 				return
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // messageIDs are the ids of ms in order.
@@ -104,11 +104,11 @@ func TestRecentStateKeepsWhatIsLive(t *testing.T) {
 	// A reply streaming, then a second message queued after it: both are
 	// in, with the user message between, whatever the budget.
 	r := tb.sendMessage(t, id, "one more")
-	claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}
-	if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, r.promptID); err != nil {
 		t.Fatal(err)
 	}
 	block := tb.startBlock(t, r.promptID, "text")

@@ -12,7 +12,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // searchVector returns a block's stored search vector as text ("" for an
@@ -67,7 +67,7 @@ func TestSearchVector(t *testing.T) {
 		if got := tb.search(t, "local", "sourdough"); len(got) != 0 {
 			t.Errorf("search found a streaming block: %+v", got)
 		}
-		if err := tb.q.PromptComplete(ctx, r.promptID); err != nil { // ends both blocks
+		if err := tb.api.PromptComplete(ctx, r.promptID); err != nil { // ends both blocks
 			t.Fatal(err)
 		}
 		if v := tb.searchVector(t, block); v != "'ferment':3 'sourdough':1 'starter':2" {
@@ -99,7 +99,7 @@ func TestSearchVector(t *testing.T) {
 				chunk.Reset()
 			}
 		}
-		if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}); err != nil {
+		if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: block}); err != nil {
 			t.Fatalf("end a 2 MB block: %v", err)
 		}
 		// The vector covers the first 100,000 characters (about 3,000

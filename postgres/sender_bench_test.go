@@ -14,8 +14,8 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres"
-	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 // BenchmarkSendMessages sends n messages at once (each a new conversation
@@ -30,7 +30,7 @@ import (
 func BenchmarkSendMessages(b *testing.B) {
 	ctx := context.Background()
 	configs := []json.RawMessage{json.RawMessage(`{"model":"demo"}`)}
-	open := func(b *testing.B) *postgres.Store {
+	open := func(b *testing.B) (*postgres.Store, *apiq.Queries) {
 		cfg, err := pgxpool.ParseConfig(pgtest.DSN(b))
 		if err != nil {
 			b.Fatal(err)
@@ -45,23 +45,23 @@ func BenchmarkSendMessages(b *testing.B) {
 		if err := s.SetMaxActivePrompts(ctx, 0); err != nil {
 			b.Fatal(err)
 		}
-		return s
+		return s, apiq.New(pool)
 	}
 	for _, mode := range []string{"grouped", "alone"} {
 		b.Run(mode+"/idle", func(b *testing.B) {
-			s := open(b)
+			s, api := open(b)
 			i := 0
 			for b.Loop() {
 				i++
 				p := conversation.SendMessageParams{OwnerID: fmt.Sprintf("idle-%d", i), Text: "hello", ModelConfigs: configs}
-				if err := sendBy(ctx, s, mode, p); err != nil {
+				if err := sendBy(ctx, s, api, mode, p); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		for _, n := range []int{100, 200, 1000} {
 			b.Run(fmt.Sprintf("%s/n=%d", mode, n), func(b *testing.B) {
-				s := open(b)
+				s, api := open(b)
 				var took []time.Duration
 				var total time.Duration
 				round := 0
@@ -75,7 +75,7 @@ func BenchmarkSendMessages(b *testing.B) {
 						wg.Go(func() {
 							<-start
 							began := time.Now()
-							if err := sendBy(ctx, s, mode, p); err != nil {
+							if err := sendBy(ctx, s, api, mode, p); err != nil {
 								b.Error(err)
 							}
 							lat[i] = time.Since(began)
@@ -98,12 +98,12 @@ func BenchmarkSendMessages(b *testing.B) {
 
 // sendBy sends p through the sender ("grouped") or convo.send_message in
 // a transaction of its own ("alone").
-func sendBy(ctx context.Context, s *postgres.Store, mode string, p conversation.SendMessageParams) error {
+func sendBy(ctx context.Context, s *postgres.Store, api *apiq.Queries, mode string, p conversation.SendMessageParams) error {
 	if mode == "grouped" {
 		_, err := s.SendMessage(ctx, p)
 		return err
 	}
 	configs, _ := json.Marshal(p.ModelConfigs)
-	_, err := s.Queries().MessageSend(ctx, dbq.MessageSendParams{OwnerID: p.OwnerID, Text: p.Text, ModelConfigs: configs, FileIds: []uuid.UUID{}})
+	_, err := api.MessageSend(ctx, apiq.MessageSendParams{OwnerID: p.OwnerID, Text: p.Text, ModelConfigs: configs, FileIds: []uuid.UUID{}})
 	return err
 }

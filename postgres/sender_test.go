@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres"
-	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 // listenPrompts opens a connection to tb's database that listens on
@@ -352,7 +352,7 @@ func TestSendMessageSQLNotifiesEachPrompt(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
 	heard := listenPrompts(t, tb)
-	row, err := tb.q.MessageSend(context.Background(), dbq.MessageSendParams{OwnerID: "local", Text: "a or b?",
+	row, err := tb.api.MessageSend(context.Background(), apiq.MessageSendParams{OwnerID: "local", Text: "a or b?",
 		ModelConfigs: json.RawMessage(`[{}, {}]`), FileIds: []uuid.UUID{}})
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres"
-	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 // snapshotFixture is a database with conversations of every shape a
@@ -41,7 +41,7 @@ func newSnapshotFixture(t *testing.T, tb *testBundle, dsn string) snapshotFixtur
 	f.live = r.conversationID
 	done := tb.startBlock(t, r.promptID, "text")
 	tb.append(t, done, "finished text")
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: done}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: done}); err != nil {
 		t.Fatal(err)
 	}
 	output, err := json.Marshal(map[string]string{"output": strings.Repeat("x", 20_000)})
@@ -56,7 +56,7 @@ func newSnapshotFixture(t *testing.T, tb *testBundle, dsn string) snapshotFixtur
 		}
 	}
 	running := tb.toolCall(t, r.promptID, "search")
-	if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: running, Output: "found 3; "}); err != nil {
+	if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: running, Output: "found 3; "}); err != nil {
 		t.Fatal(err)
 	}
 	streaming := tb.startBlock(t, r.promptID, "text")

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // BenchmarkWriteBatch measures one convo.write_batch of 100 replies
@@ -39,7 +39,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 			FROM generate_series(1, $2) i`, fmt.Sprint(round), n); err != nil {
 			b.Fatal(err)
 		}
-		claimed, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w", LeaseSeconds: 30, MaxPrompts: n})
+		claimed, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w", LeaseSeconds: 30, MaxPrompts: n})
 		if err != nil || len(claimed) != n {
 			b.Fatalf("claimed %d: %v", len(claimed), err)
 		}
@@ -80,7 +80,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 			b.Fatal(err)
 		}
 		before, ticks := lsn(b, tb), backendTicks(b, pid)
-		refused, err := dbq.New(conn).BatchWrite(ctx, dbq.BatchWriteParams{Worker: "w", Batch: batch, Ops: raw})
+		refused, err := apiq.New(conn).BatchWrite(ctx, apiq.BatchWriteParams{Worker: "w", Batch: batch, Ops: raw})
 		if err != nil || len(refused) > 0 {
 			b.Fatalf("write_batch: %v %+v", err, refused)
 		}

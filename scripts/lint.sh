@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== generated code is current (sqlc: postgres/dbq/sqlc.sum, scripts/sqlc-sum.sh)"
+echo "== generated code is current (sqlc: sqlc.sum, scripts/sqlc-sum.sh)"
 scripts/sqlc-sum.sh check
 
 echo "== buf lint, and generated protobuf code is current"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The record of what sqlc generated postgres/dbq from: postgres/dbq/sqlc.sum
-# lists sqlc's version and the SHA-256 of every input (sqlc.yaml, db/schema,
-# db/queries) and every generated file. Compiling sqlc takes minutes on a
+# The record of what sqlc generated its three outputs from (sqlc.yaml: the
+# store's postgres/dbq, the worker runtime's worker/internal/wdb, the
+# tests' internal/pgtest/apiq): sqlc.sum lists sqlc's version and the
+# SHA-256 of every input (sqlc.yaml, db/schema, db/queries and its
+# subdirectories) and every generated file. Compiling sqlc takes minutes on a
 # fresh machine (it carries PostgreSQL's parser in C, or in WebAssembly), so
 # the lint checks the record first and runs sqlc itself only when it differs.
 #
@@ -14,12 +16,16 @@
 # generated file, or a new sqlc, changes a line, and then sqlc itself decides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-record=postgres/dbq/sqlc.sum
+record=sqlc.sum
 
 list() {
   # go.mod's line for sqlc: "github.com/sqlc-dev/sqlc v1.31.1 // indirect".
   awk '$1 == "github.com/sqlc-dev/sqlc" { print "sqlc " $2 }' go.mod
-  sha256sum sqlc.yaml db/schema/*.sql db/queries/*.sql $(ls postgres/dbq/*.go)
+  # Every output directory of sqlc.yaml ("out: …"), so that a new one is
+  # covered, and a generated file left over in one (sqlc never deletes)
+  # changes the record.
+  outs=$(awk '$1 == "out:" { print $2 }' sqlc.yaml)
+  sha256sum sqlc.yaml db/schema/*.sql db/queries/*.sql db/queries/*/*.sql $(for d in $outs; do ls "$d"/*.go; done)
 }
 
 case "${1:-}" in
@@ -29,7 +35,7 @@ write)
 check)
   now=$(list)
   if [ "$now" = "$(cat "$record" 2>/dev/null)" ]; then
-    echo "postgres/dbq was generated from these queries and schema by this sqlc ($record)"
+    echo "sqlc's outputs ($(awk '$1 == "out:" { print $2 }' sqlc.yaml | paste -sd ' ')) were generated from these queries and schema by this sqlc ($record)"
     exit 0
   fi
   echo "$record differs from the tree (- recorded, + now):"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -28,6 +29,7 @@ type testBundle struct {
 	pool  *pgxpool.Pool
 	store *postgres.Store
 	q     *dbq.Queries
+	api   *apiq.Queries // the SQL API as a worker calls it
 	hub   *stream.Hub[struct{}]
 	feed  *stream.NotifyFeed
 	// snapshots reads the hub's snapshots when hubOptions.snapshotConns
@@ -76,7 +78,7 @@ func setupDSN(t testing.TB, dsn string, o hubOptions) *testBundle {
 		pool.Close()
 	})
 	testwait.For(t, "the listener to connect", func() bool { return feed.Connects() > 0 })
-	return &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub, feed: feed, snapshots: snapshots}
+	return &testBundle{pool: pool, store: store, q: store.Queries(), api: apiq.New(pool), hub: hub, feed: feed, snapshots: snapshots}
 }
 
 func setup(t testing.TB, o hubOptions) *testBundle { return setupDSN(t, pgtest.DSN(t), o) }
@@ -99,7 +101,7 @@ func setupWithoutFeed(t testing.TB) *testBundle {
 		wg.Wait()
 		pool.Close()
 	})
-	return &testBundle{pool: pool, store: store, q: store.Queries(), hub: hub}
+	return &testBundle{pool: pool, store: store, q: store.Queries(), api: apiq.New(pool), hub: hub}
 }
 
 // reply queues a message and starts its prompt, returning the
@@ -113,10 +115,10 @@ func (tb *testBundle) reply(t testing.TB) (uuid.UUID, uuid.UUID) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptStart(ctx, res.PromptIDs[0]); err != nil {
+	if err := tb.api.PromptStart(ctx, res.PromptIDs[0]); err != nil {
 		t.Fatal(err)
 	}
-	block, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: res.PromptIDs[0], BlockType: "text", Metadata: json.RawMessage(`{}`)})
+	block, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: res.PromptIDs[0], BlockType: "text", Metadata: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +275,7 @@ func TestThousandSubscribers(t *testing.T) {
 	}
 	const deltas = 200
 	for i := range deltas {
-		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("<%d>", i)}); err != nil {
+		if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("<%d>", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -316,7 +318,7 @@ func TestListenerTerminated(t *testing.T) {
 	for i := range 1000 {
 		d := fmt.Sprintf("%d,", i)
 		want += d
-		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: d}); err != nil {
+		if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: d}); err != nil {
 			t.Fatal(err)
 		}
 		if i%100 == 50 {
@@ -367,7 +369,7 @@ func TestSlowSubscriberIsCutOff(t *testing.T) {
 	// grows by one each time.
 	end := tb.lastSeq(t, conv)
 	for i := range 300 {
-		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("%d ", i)}); err != nil {
+		if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: fmt.Sprintf("%d ", i)}); err != nil {
 			t.Fatal(err)
 		}
 		end++

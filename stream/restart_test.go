@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/internal/testwait"
-	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 // TestDatabaseRestart restarts PostgreSQL in the middle of a reply.
@@ -26,7 +26,7 @@ func TestDatabaseRestart(t *testing.T) {
 	appendRetrying := func(delta string) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: delta})
+			err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: delta})
 			if err == nil {
 				return
 			}

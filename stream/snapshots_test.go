@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // TestJoinStorm: 500 subscribers join at once, one on each of 500
@@ -46,7 +46,7 @@ func TestJoinStorm(t *testing.T) {
 					once.Do(func() { close(secondRound) })
 				}
 				for i := w; i < joiners; i += writers {
-					if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: blocks[i], Delta: fmt.Sprintf("<%d:%d>", i, round)}); err != nil {
+					if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: blocks[i], Delta: fmt.Sprintf("<%d:%d>", i, round)}); err != nil {
 						writeErrs <- err
 						return
 					}

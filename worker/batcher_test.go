@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 
 	. "github.com/convo-dev/convo/worker"
 )
@@ -155,7 +155,7 @@ type slowFirstAppend struct {
 	once  sync.Once
 }
 
-func (s *slowFirstAppend) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (s *slowFirstAppend) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	if bytes.Contains(arg.Ops, []byte(`"op":"append"`)) {
 		s.once.Do(func() { time.Sleep(s.delay) })
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/convo-dev/convo/pglisten"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 
 	. "github.com/convo-dev/convo/worker"
 )
@@ -24,7 +24,7 @@ type failingClaims struct {
 	calls atomic.Int32
 }
 
-func (f *failingClaims) PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error) {
+func (f *failingClaims) PromptClaimMany(ctx context.Context, arg wdb.PromptClaimManyParams) ([]wdb.PromptClaimManyRow, error) {
 	if f.calls.Add(1) <= f.fail {
 		return nil, errors.New("FATAL: terminating connection due to unexpected postmaster exit (SQLSTATE 57P01)")
 	}

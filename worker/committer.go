@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/db/sqlstate"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // committer writes the output of the replies a Pool gives it (a Pool has
@@ -244,7 +244,7 @@ func (c *committer) flush(ctx context.Context) {
 }
 
 // writeOps encodes ops and writes them as one batch.
-func (c *committer) writeOps(ctx context.Context, ops []wireOp) ([]dbq.BatchWriteRow, error) {
+func (c *committer) writeOps(ctx context.Context, ops []wireOp) ([]wdb.BatchWriteRow, error) {
 	encoded, err := json.Marshal(ops)
 	if err != nil {
 		return nil, &writeError{what: "encode the batch", err: err}
@@ -283,12 +283,12 @@ func withoutNUL(b []byte) []byte {
 
 // write calls write_batch, retrying the same batch while the failure is
 // the connection's or PostgreSQL asks for a retry, for at most a lease.
-func (c *committer) write(ctx context.Context, ops []byte) ([]dbq.BatchWriteRow, error) {
+func (c *committer) write(ctx context.Context, ops []byte) ([]wdb.BatchWriteRow, error) {
 	if !c.numbered {
 		c.numberFromMark(ctx)
 	}
 	c.batch++
-	arg := dbq.BatchWriteParams{Worker: c.worker, Batch: c.batch, Ops: ops, Lane: c.lane}
+	arg := wdb.BatchWriteParams{Worker: c.worker, Batch: c.batch, Ops: ops, Lane: c.lane}
 	renumbered := false
 	giveUp := time.Now().Add(time.Duration(c.cfg.LeaseSeconds) * time.Second)
 	delay := 20 * time.Millisecond
@@ -323,8 +323,8 @@ func (c *committer) write(ctx context.Context, ops []byte) ([]dbq.BatchWriteRow,
 // settle tells each writer of a batch what became of its ops: applied, or
 // refused from one op on (its prompt's row in refused), or all failed
 // with err.
-func (c *committer) settle(parts []batchPart, refused []dbq.BatchWriteRow, err error) {
-	byPrompt := make(map[uuid.UUID]dbq.BatchWriteRow, len(refused))
+func (c *committer) settle(parts []batchPart, refused []wdb.BatchWriteRow, err error) {
+	byPrompt := make(map[uuid.UUID]wdb.BatchWriteRow, len(refused))
 	for _, r := range refused {
 		byPrompt[r.PromptID] = r
 	}
@@ -371,7 +371,7 @@ func (c *committer) shutdown() {
 func (c *committer) numberFromMark(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.CallTimeout)
 	defer cancel()
-	if mark, err := c.api.BatchMark(cctx, dbq.BatchMarkParams{Worker: c.worker, Lane: c.lane}); err == nil {
+	if mark, err := c.api.BatchMark(cctx, wdb.BatchMarkParams{Worker: c.worker, Lane: c.lane}); err == nil {
 		c.batch = max(c.batch, mark)
 		c.numbered = true
 	} else if errors.Is(err, pgx.ErrNoRows) {

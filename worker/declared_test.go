@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 
 	. "github.com/convo-dev/convo/worker"
@@ -29,7 +30,7 @@ func TestDeclaredClientToolRoundTrip(t *testing.T) {
 		t.Fatalf("outcome %s (%v); want waiting for the client tool", r.Outcome, r.Err)
 	}
 	ctx := context.Background()
-	inputs, err := dbq.New(tb.db).PromptInputs(ctx, s.promptID)
+	inputs, err := apiq.New(tb.db).PromptInputs(ctx, s.promptID)
 	if err != nil || len(inputs) != 1 {
 		t.Fatalf("prompt inputs %+v, %v", inputs, err)
 	}

@@ -1,6 +1,6 @@
 // Package worker is convo's Go worker runtime: it runs prompts with a
 // model and writes the replies through the SQL worker API (the convo.*
-// functions of db/functions/worker_api.sql), exactly as a worker in any
+// functions of db/functions/worker_*.sql), exactly as a worker in any
 // other language would, one function call per transaction.
 //
 // A Pool of workers waits on LISTEN convo_prompts (polling slowly as a

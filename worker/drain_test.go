@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/convo-dev/convo/postgres/dbq"
 	. "github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/demo"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // TestDrainFinishesReplies drains a pool in the middle of a reply: the
@@ -57,7 +57,7 @@ type blockingStart struct {
 	release chan struct{}
 }
 
-func (b *blockingStart) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (b *blockingStart) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	if !bytes.Contains(arg.Ops, []byte(`"op":"start_prompt"`)) {
 		return b.SQLAPI.BatchWrite(ctx, arg)
 	}

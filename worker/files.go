@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/files"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // File is a file a user message holds (an image, a PDF, a document the
@@ -158,7 +158,7 @@ func (req Request) LastUserFiles() []File {
 // promptFiles turns convo.prompt_files' rows into Files by message, each
 // read through convo.file_chunk as this run's worker, or from
 // Config.Blobs when it is in S3.
-func (r *run) promptFiles(rows []dbq.WorkerFilesRow) map[uuid.UUID][]File {
+func (r *run) promptFiles(rows []wdb.WorkerPromptReadRow) map[uuid.UUID][]File {
 	out := map[uuid.UUID][]File{}
 	for _, row := range rows {
 		f := File{
@@ -279,7 +279,7 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 func (c *chunkReader) chunk() ([]byte, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.r.p.cfg.CallTimeout)
 	defer cancel()
-	data, err := c.r.p.api.WorkerFileChunk(ctx, dbq.WorkerFileChunkParams{
+	data, err := c.r.p.api.WorkerFileChunk(ctx, wdb.WorkerFileChunkParams{
 		PromptID: c.r.claim.PromptID, Worker: c.r.worker, FileID: c.id, Seq: c.seq,
 	})
 	if err != nil {

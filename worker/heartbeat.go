@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/internal/backoff"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // The process lease (convo.worker_heartbeat, docs/worker-api.md, "Two
@@ -111,7 +111,7 @@ func (p *Pool) beat(ctx context.Context, starting bool) (bool, error) {
 	lease := time.Duration(p.cfg.LeaseSeconds) * time.Second
 	cctx, cancel := context.WithTimeout(ctx, min(p.cfg.CallTimeout, lease))
 	defer cancel()
-	live, err := p.api.WorkerHeartbeat(cctx, dbq.WorkerHeartbeatParams{
+	live, err := p.api.WorkerHeartbeat(cctx, wdb.WorkerHeartbeatParams{
 		Worker: p.cfg.Name, LeaseSeconds: int32(p.cfg.LeaseSeconds), Starting: starting,
 	})
 	if err != nil {
@@ -201,7 +201,7 @@ func (p *Pool) stopGone(ctx context.Context) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	gone, err := p.api.WorkerPromptsGone(cctx, dbq.WorkerPromptsGoneParams{Worker: p.cfg.Name, PromptIds: ids})
+	gone, err := p.api.WorkerPromptsGone(cctx, wdb.WorkerPromptsGoneParams{Worker: p.cfg.Name, PromptIds: ids})
 	if err != nil {
 		if ctx.Err() == nil {
 			p.cfg.Logger.Warn("check the prompts in flight", "err", err)

@@ -21,7 +21,7 @@ import (
 	"github.com/convo-dev/convo/internal/testbin"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 
 	. "github.com/convo-dev/convo/worker"
 	"github.com/convo-dev/convo/worker/demo"
@@ -356,7 +356,7 @@ func (c *countingAPI) lastWrite() time.Time {
 	return c.writes[len(c.writes)-1]
 }
 
-func (c *countingAPI) PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error) {
+func (c *countingAPI) PromptClaimMany(ctx context.Context, arg wdb.PromptClaimManyParams) ([]wdb.PromptClaimManyRow, error) {
 	c.note("PromptClaimMany", false)
 	rows, err := c.SQLAPI.PromptClaimMany(ctx, arg)
 	if len(rows) > 0 {
@@ -375,7 +375,7 @@ func (c *countingAPI) claimSizes() [][2]int {
 	return slices.Clone(c.claims)
 }
 
-func (c *countingAPI) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (c *countingAPI) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	var ops []struct{ Op string }
 	if err := json.Unmarshal(arg.Ops, &ops); err != nil {
 		panic(err)
@@ -388,23 +388,23 @@ func (c *countingAPI) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) 
 	return rows, err
 }
 
-func (c *countingAPI) PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error) {
+func (c *countingAPI) PromptHeartbeat(ctx context.Context, arg wdb.PromptHeartbeatParams) (bool, error) {
 	c.note("PromptHeartbeat", false)
 	return c.SQLAPI.PromptHeartbeat(ctx, arg)
 }
 
-func (c *countingAPI) WorkerHeartbeat(ctx context.Context, arg dbq.WorkerHeartbeatParams) (bool, error) {
+func (c *countingAPI) WorkerHeartbeat(ctx context.Context, arg wdb.WorkerHeartbeatParams) (bool, error) {
 	c.note("WorkerHeartbeat", false)
 	return c.SQLAPI.WorkerHeartbeat(ctx, arg)
 }
 
-func (c *countingAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) error {
+func (c *countingAPI) PromptFail(ctx context.Context, arg wdb.PromptFailParams) error {
 	err := c.SQLAPI.PromptFail(ctx, arg)
 	c.note("PromptFail", true)
 	return err
 }
 
-func (c *countingAPI) WorkerPromptRead(ctx context.Context, arg dbq.WorkerPromptReadParams) ([]dbq.WorkerPromptReadRow, error) {
+func (c *countingAPI) WorkerPromptRead(ctx context.Context, arg wdb.WorkerPromptReadParams) ([]wdb.WorkerPromptReadRow, error) {
 	c.note("WorkerPromptRead", false)
 	return c.SQLAPI.WorkerPromptRead(ctx, arg)
 }

@@ -9,22 +9,22 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // historyMessages turns the blocks of a conversation's earlier messages
-// (WorkerContextList, in order) into a model's context: user and system
-// text as they are; an assistant message as its text, its tool calls
+// (convo.worker_context's rows, in order) into a model's context: user and
+// system text as they are; an assistant message as its text, its tool calls
 // (tool_use blocks), each answered by a tool message (its tool_result
 // block, or else the call's own output or error), then the text that
 // followed. files are the files of the messages (prompt_files, by
 // message), each given to its user message; a message of files only has
 // no blocks among rows, and is placed by its position (filePositions).
-func historyMessages(rows []dbq.WorkerContextListRow, files map[uuid.UUID][]File, filePositions map[uuid.UUID]int64) []Message {
+func historyMessages(rows []wdb.WorkerReplyRow, files map[uuid.UUID][]File, filePositions map[uuid.UUID]int64) []Message {
 	// The messages of files only, in order of position.
 	var onlyFiles []uuid.UUID
 	for id := range files {
-		if !slices.ContainsFunc(rows, func(r dbq.WorkerContextListRow) bool { return r.MessageID == id }) {
+		if !slices.ContainsFunc(rows, func(r wdb.WorkerReplyRow) bool { return r.MessageID == id }) {
 			onlyFiles = append(onlyFiles, id)
 		}
 	}
@@ -73,7 +73,7 @@ type historyCall struct {
 // assistantHistory renders the blocks of one assistant message. A turn is
 // text followed by tool calls; the results of the calls close it, and text
 // after them starts the next turn.
-func assistantHistory(blocks []dbq.WorkerContextListRow) []Message {
+func assistantHistory(blocks []wdb.WorkerReplyRow) []Message {
 	var out []Message
 	var text strings.Builder
 	var calls []*historyCall
@@ -165,7 +165,7 @@ func toolArguments(input json.RawMessage) string {
 
 // callOutcome is what a call's row says happened, for a call without a
 // tool_result block.
-func callOutcome(b dbq.WorkerContextListRow) string {
+func callOutcome(b wdb.WorkerReplyRow) string {
 	if b.ToolError != nil && *b.ToolError != "" {
 		return "error: " + *b.ToolError
 	}
@@ -175,16 +175,17 @@ func callOutcome(b dbq.WorkerContextListRow) string {
 	return "(no result)"
 }
 
-// splitPromptRead splits the rows of WorkerPromptRead into those of
-// WorkerContextList (kind "block") and of WorkerFiles (kind "file"): its
-// zero values (a block with no tool call) back to what those read.
-func splitPromptRead(read []dbq.WorkerPromptReadRow) ([]dbq.WorkerContextListRow, []dbq.WorkerFilesRow) {
-	var blocks []dbq.WorkerContextListRow
-	var files []dbq.WorkerFilesRow
+// splitPromptRead splits the rows of WorkerPromptRead into the context's
+// blocks (kind "block"), in the shape of convo.worker_context's and
+// convo.worker_reply's rows (WorkerReplyRow: its zero values, a block with
+// no tool call, back to NULL), and its files (kind "file").
+func splitPromptRead(read []wdb.WorkerPromptReadRow) ([]wdb.WorkerReplyRow, []wdb.WorkerPromptReadRow) {
+	var blocks []wdb.WorkerReplyRow
+	var files []wdb.WorkerPromptReadRow
 	for _, r := range read {
 		switch r.Kind {
 		case "block":
-			b := dbq.WorkerContextListRow{
+			b := wdb.WorkerReplyRow{
 				MessageID: r.MessageID, MessagePosition: r.MessagePosition, Role: r.Role,
 				BlockType: r.BlockType, Content: r.Content, Metadata: r.Metadata,
 			}
@@ -197,11 +198,7 @@ func splitPromptRead(read []dbq.WorkerPromptReadRow) ([]dbq.WorkerContextListRow
 			}
 			blocks = append(blocks, b)
 		case "file":
-			files = append(files, dbq.WorkerFilesRow{
-				MessageID: r.MessageID, MessagePosition: r.MessagePosition, FilePosition: r.FilePosition,
-				FileID: r.FileID, Filename: r.Filename, MediaType: r.MediaType, Size: r.Size,
-				Sha256: r.Sha256, Storage: r.Storage, BlobID: r.BlobID, Chunks: r.Chunks,
-			})
+			files = append(files, r)
 		}
 	}
 	return blocks, files

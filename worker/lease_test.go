@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 
 	. "github.com/convo-dev/convo/worker"
 )
@@ -23,7 +23,7 @@ type slowBatches struct {
 	delay time.Duration
 }
 
-func (s *slowBatches) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (s *slowBatches) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	time.Sleep(s.delay)
 	return s.SQLAPI.BatchWrite(ctx, arg)
 }
@@ -40,7 +40,7 @@ type frozenAPI struct {
 
 var errFrozen = errors.New("frozen: the connection is gone")
 
-func (f *frozenAPI) PromptClaimMany(ctx context.Context, arg dbq.PromptClaimManyParams) ([]dbq.PromptClaimManyRow, error) {
+func (f *frozenAPI) PromptClaimMany(ctx context.Context, arg wdb.PromptClaimManyParams) ([]wdb.PromptClaimManyRow, error) {
 	if f.frozen.Load() {
 		return nil, errFrozen
 	}
@@ -51,35 +51,35 @@ func (f *frozenAPI) PromptClaimMany(ctx context.Context, arg dbq.PromptClaimMany
 	return rows, err
 }
 
-func (f *frozenAPI) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (f *frozenAPI) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	if f.frozen.Load() {
 		return nil, errFrozen
 	}
 	return f.SQLAPI.BatchWrite(ctx, arg)
 }
 
-func (f *frozenAPI) WorkerHeartbeat(ctx context.Context, arg dbq.WorkerHeartbeatParams) (bool, error) {
+func (f *frozenAPI) WorkerHeartbeat(ctx context.Context, arg wdb.WorkerHeartbeatParams) (bool, error) {
 	if f.frozen.Load() || f.beatsFail.Load() {
 		return false, errFrozen
 	}
 	return f.SQLAPI.WorkerHeartbeat(ctx, arg)
 }
 
-func (f *frozenAPI) PromptHeartbeat(ctx context.Context, arg dbq.PromptHeartbeatParams) (bool, error) {
+func (f *frozenAPI) PromptHeartbeat(ctx context.Context, arg wdb.PromptHeartbeatParams) (bool, error) {
 	if f.frozen.Load() {
 		return false, errFrozen
 	}
 	return f.SQLAPI.PromptHeartbeat(ctx, arg)
 }
 
-func (f *frozenAPI) PromptFail(ctx context.Context, arg dbq.PromptFailParams) error {
+func (f *frozenAPI) PromptFail(ctx context.Context, arg wdb.PromptFailParams) error {
 	if f.frozen.Load() {
 		return errFrozen
 	}
 	return f.SQLAPI.PromptFail(ctx, arg)
 }
 
-func (f *frozenAPI) PromptRelease(ctx context.Context, arg dbq.PromptReleaseParams) (bool, error) {
+func (f *frozenAPI) PromptRelease(ctx context.Context, arg wdb.PromptReleaseParams) (bool, error) {
 	if f.frozen.Load() {
 		return false, errFrozen
 	}

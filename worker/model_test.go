@@ -3,14 +3,13 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 	"iter"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 func TestParseModelConfig(t *testing.T) {
@@ -86,7 +85,7 @@ func TestHistoryMessages(t *testing.T) {
 	user, asst := uuid.New(), uuid.New()
 	call1, call2 := uuid.New(), uuid.New()
 	str := func(s string) *string { return &s }
-	rows := []dbq.WorkerContextListRow{
+	rows := []wdb.WorkerReplyRow{
 		{MessageID: user, Role: "user", BlockType: "text", Content: "What is 6*7?"},
 		{MessageID: asst, Role: "assistant", BlockType: "text", Content: "Let me see."},
 		{MessageID: asst, Role: "assistant", BlockType: "tool_use", Content: `{"expression":"6*7"}`,
@@ -129,7 +128,7 @@ assistant:Sorry.
 func TestHistoryMessagesFiles(t *testing.T) {
 	t.Parallel()
 	u1, a1, u2, a2, u3 := uuid.New(), uuid.New(), uuid.New(), uuid.New(), uuid.New()
-	rows := []dbq.WorkerContextListRow{
+	rows := []wdb.WorkerReplyRow{
 		{MessageID: u1, MessagePosition: 1, Role: "user", BlockType: "text", Content: "see the notes"},
 		{MessageID: a1, MessagePosition: 2, Role: "assistant", BlockType: "text", Content: "seen"},
 		{MessageID: a2, MessagePosition: 4, Role: "assistant", BlockType: "text", Content: "a picture"},

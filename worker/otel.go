@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/convo-dev/convo/postgres/dbq"
 	"github.com/convo-dev/convo/telemetry"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // The attributes of the GenAI semantic conventions the workers set
@@ -106,7 +106,7 @@ type promptSpan struct {
 // startPrompt starts the span of a claimed prompt as a child of the trace
 // context it was queued with (that of the request that sent its message;
 // none: a trace of its own), and returns ctx carrying it.
-func (pt *poolTelemetry) startPrompt(ctx context.Context, claim dbq.PromptClaimRow, worker string) (context.Context, *promptSpan) {
+func (pt *poolTelemetry) startPrompt(ctx context.Context, claim wdb.PromptClaimManyRow, worker string) (context.Context, *promptSpan) {
 	if pt == nil {
 		return ctx, nil
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // errWaiting ends a run whose prompt now waits for a person: it is
@@ -56,23 +56,23 @@ type inputAnswer struct {
 // runs now; a denied one fails with the reason; a client tool's output or
 // error and a question's answer complete or fail the call.
 func (r *run) resume() ([]Message, error) {
-	var inputs []dbq.WorkerInputsRow
-	var rows []dbq.WorkerReplyRow
+	var inputs []wdb.WorkerInputsRow
+	var rows []wdb.WorkerReplyRow
 	if err := r.call("read the reply so far and its answers", func(ctx context.Context) error {
 		var err error
-		held := dbq.WorkerInputsParams{PromptID: r.claim.PromptID, Worker: r.worker}
+		held := wdb.WorkerInputsParams{PromptID: r.claim.PromptID, Worker: r.worker}
 		if inputs, err = r.p.api.WorkerInputs(ctx, held); err != nil {
 			return err
 		}
-		rows, err = r.p.api.WorkerReply(ctx, dbq.WorkerReplyParams(held))
+		rows, err = r.p.api.WorkerReply(ctx, wdb.WorkerReplyParams(held))
 		return err
 	}); err != nil {
 		return nil, err
 	}
-	blocks := make([]dbq.WorkerContextListRow, 0, len(rows)+len(inputs))
+	blocks := make([]wdb.WorkerReplyRow, 0, len(rows)+len(inputs))
 	callIDs := map[uuid.UUID]string{} // the model's id of each call, from its tool_use block
 	for _, b := range rows {
-		blocks = append(blocks, dbq.WorkerContextListRow(b))
+		blocks = append(blocks, b)
 		if b.ToolCallID.Valid {
 			var meta struct {
 				CallID string `json:"callId"`
@@ -91,7 +91,7 @@ func (r *run) resume() ([]Message, error) {
 			break
 		}
 	}
-	var results []dbq.WorkerContextListRow
+	var results []wdb.WorkerReplyRow
 	for _, in := range inputs {
 		// A call already ended was acted on (in an earlier resume, or it
 		// was cancelled): its blocks say what happened.
@@ -104,7 +104,7 @@ func (r *run) resume() ([]Message, error) {
 			return nil, err
 		}
 		meta, _ := json.Marshal(map[string]string{"toolCallId": in.ToolCallID.String()})
-		results = append(results, dbq.WorkerContextListRow{
+		results = append(results, wdb.WorkerReplyRow{
 			MessageID: r.claim.MessageID, Role: string(RoleAssistant), BlockType: "tool_result", Content: result, Metadata: meta,
 		})
 	}
@@ -113,7 +113,7 @@ func (r *run) resume() ([]Message, error) {
 
 // actOn ends a call that waited for input as its answer says, writes its
 // tool_result block, and returns what the model is told.
-func (r *run) actOn(c *pendingCall, in dbq.WorkerInputsRow) (string, error) {
+func (r *run) actOn(c *pendingCall, in wdb.WorkerInputsRow) (string, error) {
 	var a inputAnswer
 	if err := json.Unmarshal(in.Answer, &a); err != nil {
 		return "", fmt.Errorf("read the answer to tool call %s: %w", c.toolCallID, err)

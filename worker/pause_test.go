@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 
 	. "github.com/convo-dev/convo/worker"
@@ -94,7 +95,7 @@ func (pb *pauseBundle) startPool(t *testing.T, name string) (*Pool, *results) {
 // one, with the request of kind pending; the slot is free (another
 // prompt runs on the one worker meanwhile). Then it stops the pool, so
 // that another one resumes the prompt.
-func (pb *pauseBundle) pause(t *testing.T, kind string) dbq.PromptInputsRow {
+func (pb *pauseBundle) pause(t *testing.T, kind string) apiq.PromptInputsRow {
 	t.Helper()
 	ctx := context.Background()
 	p1, res := pb.startPool(t, "w1")
@@ -113,7 +114,7 @@ func (pb *pauseBundle) pause(t *testing.T, kind string) dbq.PromptInputsRow {
 	if status != "queued" || !waiting || worker != nil || lease != nil {
 		t.Errorf("prompt %s waiting=%v worker=%v lease=%v; want queued, waiting, no worker, no lease", status, waiting, worker, lease)
 	}
-	inputs, err := dbq.New(pb.db).PromptInputs(ctx, pb.prompt.promptID)
+	inputs, err := apiq.New(pb.db).PromptInputs(ctx, pb.prompt.promptID)
 	if err != nil || len(inputs) != 1 {
 		t.Fatalf("prompt inputs %+v, %v", inputs, err)
 	}
@@ -345,7 +346,7 @@ func TestPause(t *testing.T) {
 		if err := p1.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		inputs, err := dbq.New(pb.db).PromptInputs(context.Background(), s.promptID)
+		inputs, err := apiq.New(pb.db).PromptInputs(context.Background(), s.promptID)
 		if err != nil || len(inputs) != 1 || inputs[0].Name != "delete_file" {
 			t.Fatalf("inputs %+v, %v", inputs, err)
 		}
@@ -401,7 +402,7 @@ func TestPause(t *testing.T) {
 		if err := p1.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		inputs, err := dbq.New(pb.db).PromptInputs(context.Background(), s.promptID)
+		inputs, err := apiq.New(pb.db).PromptInputs(context.Background(), s.promptID)
 		if err != nil || len(inputs) != 1 {
 			t.Fatalf("inputs %+v, %v", inputs, err)
 		}
@@ -484,7 +485,7 @@ func TestDemoModelPauses(t *testing.T) {
 			if err := p1.Stop(ctx); err != nil {
 				t.Fatal(err)
 			}
-			inputs, err := dbq.New(tb.db).PromptInputs(ctx, s.promptID)
+			inputs, err := apiq.New(tb.db).PromptInputs(ctx, s.promptID)
 			if err != nil || len(inputs) != 1 || inputs[0].Name != tc.tool || inputs[0].Kind != tc.kind {
 				t.Fatalf("inputs %+v, %v", inputs, err)
 			}

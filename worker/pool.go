@@ -18,7 +18,7 @@ import (
 	"github.com/convo-dev/convo/internal/firstdelta"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // Pool runs up to Config.Workers prompts at once in one process. One
@@ -115,7 +115,7 @@ func Start(ctx context.Context, db *pgxpool.Pool, cfg Config) (*Pool, error) {
 			"where LISTEN does not hold: set CONVO_DIRECT_DATABASE_URL to a direct (or session-pooled) URL for the listener (Config.Listener)")
 	}
 	p := &Pool{
-		cfg: cfg, api: dbq.New(db),
+		cfg: cfg, api: wdb.New(db),
 		wake:    make(chan struct{}, 1),
 		recheck: make(chan struct{}, 1),
 		running: map[uuid.UUID]context.CancelCauseFunc{},
@@ -401,21 +401,17 @@ const (
 // claim claims up to n claimable prompts in the fair order of
 // convo.claim_prompts, the last reserved of them only for users who hold
 // no prompt.
-func (p *Pool) claim(ctx context.Context, n, reserved int) ([]dbq.PromptClaimRow, error) {
+func (p *Pool) claim(ctx context.Context, n, reserved int) ([]wdb.PromptClaimManyRow, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	rows, err := p.api.PromptClaimMany(cctx, dbq.PromptClaimManyParams{
+	rows, err := p.api.PromptClaimMany(cctx, wdb.PromptClaimManyParams{
 		Worker: p.cfg.Name, LeaseSeconds: int32(p.cfg.LeaseSeconds), MaxPrompts: int32(n), Reserved: int32(reserved),
 	})
 	if err != nil {
 		return nil, err
 	}
-	claimed := make([]dbq.PromptClaimRow, len(rows))
-	for i, r := range rows {
-		claimed[i] = dbq.PromptClaimRow(r)
-	}
 	p.metrics.claims.Add(float64(len(rows)))
-	return claimed, nil
+	return rows, nil
 }
 
 // committerFor returns the lane of a conversation's replies: always the
@@ -440,10 +436,10 @@ func (p *Pool) register(promptID uuid.UUID, cancel context.CancelCauseFunc, epoc
 }
 
 // releaseAll hands claimed prompts back to the queue.
-func (p *Pool) releaseAll(claimed []dbq.PromptClaimRow) {
+func (p *Pool) releaseAll(claimed []wdb.PromptClaimManyRow) {
 	for _, c := range claimed {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.CallTimeout)
-		_, err := p.api.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: c.PromptID, Worker: p.cfg.Name})
+		_, err := p.api.PromptRelease(ctx, wdb.PromptReleaseParams{PromptID: c.PromptID, Worker: p.cfg.Name})
 		cancel()
 		if err != nil {
 			p.cfg.Logger.Warn("release a prompt claimed as the process lease ran out; its lease hands it back", "prompt_id", c.PromptID, "err", err)

@@ -11,14 +11,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/db/sqlstate"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // run is one prompt in the hands of the pool.
 type run struct {
 	p      *Pool
 	worker string
-	claim  dbq.PromptClaimRow
+	claim  wdb.PromptClaimManyRow
 	log    *slog.Logger
 	ctx    context.Context // ends when the worker must stop writing
 	cancel context.CancelCauseFunc
@@ -36,7 +36,7 @@ type run struct {
 
 // handle runs a claimed prompt to its end and settles it: completed,
 // failed with a clear error, or left alone when it is no longer ours.
-func (p *Pool) handle(ctx context.Context, claim dbq.PromptClaimRow, epoch int) {
+func (p *Pool) handle(ctx context.Context, claim wdb.PromptClaimManyRow, epoch int) {
 	started := time.Now()
 	ctx, span := p.otel.startPrompt(ctx, claim, p.cfg.Name)
 	pctx, cancel := context.WithCancelCause(ctx)
@@ -118,9 +118,9 @@ func (r *run) execute() (err error) {
 
 	// The conversation and its files in one call (convo.worker_prompt_read),
 	// which looks for files only in a conversation that holds some.
-	var read []dbq.WorkerPromptReadRow
+	var read []wdb.WorkerPromptReadRow
 	if err := r.call("read the conversation", func(ctx context.Context) (err error) {
-		read, err = r.p.api.WorkerPromptRead(ctx, dbq.WorkerPromptReadParams{PromptID: r.claim.PromptID, Worker: r.worker})
+		read, err = r.p.api.WorkerPromptRead(ctx, wdb.WorkerPromptReadParams{PromptID: r.claim.PromptID, Worker: r.worker})
 		return err
 	}); err != nil {
 		return err
@@ -300,7 +300,7 @@ func (r *run) stream(model Model, req Request, tr *translator) error {
 func (r *run) beat() (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()
-	keep, err := r.p.api.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.claim.PromptID, Worker: r.worker})
+	keep, err := r.p.api.PromptHeartbeat(ctx, wdb.PromptHeartbeatParams{PromptID: r.claim.PromptID, Worker: r.worker})
 	if err != nil {
 		return false, fmt.Errorf("heartbeat: %w", err)
 	}
@@ -312,7 +312,7 @@ func (r *run) beat() (bool, error) {
 func (r *run) release() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()
-	released, err := r.p.api.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: r.claim.PromptID, Worker: r.worker})
+	released, err := r.p.api.PromptRelease(ctx, wdb.PromptReleaseParams{PromptID: r.claim.PromptID, Worker: r.worker})
 	switch {
 	case err != nil:
 		r.log.Warn("release the prompt; it is claimable again when its lease expires", "err", err)
@@ -327,7 +327,7 @@ func (r *run) release() {
 func (r *run) whyNotOurs(err error) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()
-	if status, serr := r.p.api.PromptStatus(ctx, dbq.PromptStatusParams{PromptID: r.claim.PromptID, Worker: r.worker}); serr == nil && status == "cancelled" {
+	if status, serr := r.p.api.PromptStatus(ctx, wdb.PromptStatusParams{PromptID: r.claim.PromptID, Worker: r.worker}); serr == nil && status == "cancelled" {
 		return OutcomeCancelled, errCancelled
 	}
 	return OutcomeStopped, err
@@ -383,7 +383,7 @@ func (r *run) settle(err error) (Outcome, error) {
 	msg := err.Error()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.p.cfg.CallTimeout)
 	defer cancel()
-	if ferr := r.p.api.PromptFail(ctx, dbq.PromptFailParams{PromptID: r.claim.PromptID, Error: msg}); ferr != nil {
+	if ferr := r.p.api.PromptFail(ctx, wdb.PromptFailParams{PromptID: r.claim.PromptID, Error: msg}); ferr != nil {
 		if st := sqlstate.Of(ferr); st == sqlstate.IllegalState {
 			// Cancelled or ended meanwhile: nothing more to write.
 			return OutcomeStopped, err

@@ -17,7 +17,7 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
 	"github.com/convo-dev/convo/postgres"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // cuttingProxy forwards TCP to PostgreSQL. Armed, it drops the next reply
@@ -97,7 +97,7 @@ func TestBatchRetryAfterLostReply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows, err := store.Queries().PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w", LeaseSeconds: 30, MaxPrompts: 1}); err != nil || len(rows) != 1 {
+	if rows, err := wdb.New(db).PromptClaimMany(ctx, wdb.PromptClaimManyParams{Worker: "w", LeaseSeconds: 30, MaxPrompts: 1}); err != nil || len(rows) != 1 {
 		t.Fatalf("claim: %v %v", rows, err)
 	}
 
@@ -116,7 +116,7 @@ func TestBatchRetryAfterLostReply(t *testing.T) {
 	}
 	defer viaProxy.Close()
 
-	calls := &countingBatches{sqlAPI: dbq.New(viaProxy)}
+	calls := &countingBatches{sqlAPI: wdb.New(viaProxy)}
 	m := newPoolMetrics()
 	c := newCommitter(calls, "w", 0, false, &Config{CallTimeout: 10 * time.Second, LeaseSeconds: 30, HeartbeatInterval: 10 * time.Second,
 		BatchBytes: 1 << 20, Logger: slog.New(slog.DiscardHandler)}, &m)
@@ -172,7 +172,7 @@ type countingBatches struct {
 	n atomic.Int32
 }
 
-func (c *countingBatches) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (c *countingBatches) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	c.n.Add(1)
 	return c.sqlAPI.BatchWrite(ctx, arg)
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 
 	. "github.com/convo-dev/convo/worker"
 )
@@ -36,7 +36,7 @@ type laneBatch struct {
 	ops  []string // op kinds, in order
 }
 
-func (l *laneAPI) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (l *laneAPI) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	var ops []struct{ Op string }
 	if err := json.Unmarshal(arg.Ops, &ops); err != nil {
 		panic(err)
@@ -183,7 +183,7 @@ type cancelAtStart struct {
 	once   sync.Once
 }
 
-func (c *cancelAtStart) BatchWrite(ctx context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (c *cancelAtStart) BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	if strings.Contains(string(arg.Ops), `"start_prompt"`) && strings.Contains(string(arg.Ops), c.prompt.String()) {
 		c.once.Do(func() {
 			if ok, err := c.tb.store.CancelPrompt(ctx, "local", c.prompt); err != nil || !ok {

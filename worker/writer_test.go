@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/db/sqlstate"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/worker/internal/wdb"
 )
 
 // recordingAPI records the batches a committer writes, without a
@@ -25,12 +25,12 @@ type recordingAPI struct {
 	mu      sync.Mutex
 	batches [][]wireOp
 	numbers []int64
-	refuse  func(ops []wireOp) []dbq.BatchWriteRow
+	refuse  func(ops []wireOp) []wdb.BatchWriteRow
 	// fail, when set, fails a whole batch as PostgreSQL would.
 	fail func(ops []wireOp) error
 }
 
-func (a *recordingAPI) BatchWrite(_ context.Context, arg dbq.BatchWriteParams) ([]dbq.BatchWriteRow, error) {
+func (a *recordingAPI) BatchWrite(_ context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error) {
 	var ops []wireOp
 	if err := json.Unmarshal(arg.Ops, &ops); err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (a *recordingAPI) BatchWrite(_ context.Context, arg dbq.BatchWriteParams) (
 }
 
 // BatchMark answers as for a worker that never wrote a batch.
-func (a *recordingAPI) BatchMark(context.Context, dbq.BatchMarkParams) (int64, error) {
+func (a *recordingAPI) BatchMark(context.Context, wdb.BatchMarkParams) (int64, error) {
 	return 0, pgx.ErrNoRows
 }
 
@@ -149,8 +149,8 @@ func TestWriter(t *testing.T) {
 	t.Run("RefusalFailsTheReplyFromThatOp", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, time.Hour)
-		b.api.refuse = func(ops []wireOp) []dbq.BatchWriteRow {
-			return []dbq.BatchWriteRow{{PromptID: ops[0].Prompt, OpIndex: 2, Code: sqlstate.IllegalState,
+		b.api.refuse = func(ops []wireOp) []wdb.BatchWriteRow {
+			return []wdb.BatchWriteRow{{PromptID: ops[0].Prompt, OpIndex: 2, Code: sqlstate.IllegalState,
 				Message: "write_batch: prompt is cancelled, not running"}}
 		}
 		a, _ := b.w.startBlock("text", nil)

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // reply is a conversation whose assistant reply is streaming into a text
@@ -39,8 +39,8 @@ func (m *Main) newReplyFor(ctx context.Context, owner string) (reply, error) {
 	if err != nil {
 		return reply{}, err
 	}
-	q := dbq.New(m.writers)
-	claimed, err := q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "bench", LeaseSeconds: benchLease})
+	q := apiq.New(m.writers)
+	claimed, err := q.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "bench", LeaseSeconds: benchLease})
 	if err != nil {
 		return reply{}, fmt.Errorf("claim prompt: %w", err)
 	}
@@ -50,7 +50,7 @@ func (m *Main) newReplyFor(ctx context.Context, owner string) (reply, error) {
 	if err := q.PromptStart(ctx, res.PromptIDs[0]); err != nil {
 		return reply{}, fmt.Errorf("start prompt: %w", err)
 	}
-	block, err := q.BlockStart(ctx, dbq.BlockStartParams{
+	block, err := q.BlockStart(ctx, apiq.BlockStartParams{
 		PromptID: res.PromptIDs[0], BlockType: "text", Metadata: json.RawMessage(`{}`),
 	})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // warmupDeltas are appended, and awaited by every subscriber, before the
@@ -121,10 +121,10 @@ func (m *Main) latencyScenario(ctx context.Context, sys *system, via string, int
 		return err
 	}
 
-	q := dbq.New(m.writers)
+	q := apiq.New(m.writers)
 	for i := range warmupDeltas {
 		for _, rp := range replies {
-			if err := q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: rp.blockID, Delta: deltaText(i, cfg.DeltaBytes)}); err != nil {
+			if err := q.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: rp.blockID, Delta: deltaText(i, cfg.DeltaBytes)}); err != nil {
 				return fmt.Errorf("warm-up append: %w", err)
 			}
 		}
@@ -162,7 +162,7 @@ func (m *Main) latencyScenario(ctx context.Context, sys *system, via string, int
 					}
 				}
 				t0 := wallNow()
-				err := q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: rp.blockID, Delta: deltaText(warmupDeltas+i, cfg.DeltaBytes)})
+				err := q.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: rp.blockID, Delta: deltaText(warmupDeltas+i, cfg.DeltaBytes)})
 				t1 := wallNow()
 				if err != nil {
 					writeErr <- fmt.Errorf("append: %w", err)

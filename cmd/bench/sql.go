@@ -10,7 +10,7 @@ import (
 )
 
 // The bench's own statements, which are not convo's (those are in
-// db/queries, called through package dbq): the baseline of the throughput
+// db/queries/tests, called through package apiq): the baseline of the throughput
 // measurement, clean-up, and reading settings.
 
 // The baseline is the least a NOTIFY-based design must do per delta: one

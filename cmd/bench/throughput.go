@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // maxOpsPerWriter bounds a writer's loop besides its deadline.
@@ -65,14 +65,14 @@ func (m *Main) runThroughput(ctx context.Context, sys *system) error {
 			}
 			if mode == "without" {
 				ops[mode] = func(ctx context.Context, w, i int, conn *pgxpool.Conn) error {
-					return dbq.New(conn).BlockAppend(ctx, dbq.BlockAppendParams{BlockID: replies[w].blockID, Delta: deltaText(i, m.Config.DeltaBytes)})
+					return apiq.New(conn).BlockAppend(ctx, apiq.BlockAppendParams{BlockID: replies[w].blockID, Delta: deltaText(i, m.Config.DeltaBytes)})
 				}
 				continue
 			}
 			appends := make([]int32, n) // appends[w] is writer w's alone
 			ops[mode] = func(ctx context.Context, w, i int, conn *pgxpool.Conn) error {
 				appends[w]++
-				return dbq.New(conn).BlockAppend(ctx, dbq.BlockAppendParams{
+				return apiq.New(conn).BlockAppend(ctx, apiq.BlockAppendParams{
 					BlockID: replies[w].blockID, Delta: deltaText(i, m.Config.DeltaBytes), DeltaSeq: &appends[w],
 				})
 			}

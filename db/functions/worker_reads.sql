@@ -247,7 +247,7 @@ $$;
 -- queued_seconds, how long ago (by the database's clock, at the caller's
 -- transaction start) the prompt was queued. CV001 unless worker holds the
 -- prompt. Not STABLE: called in the query that claims the prompt
--- (db/queries/worker.sql), it must see the claim.
+-- (db/queries/worker/worker.sql), it must see the claim.
 CREATE OR REPLACE FUNCTION convo.prompt_trace(prompt_id uuid, worker text)
 RETURNS TABLE (trace_context jsonb, queued_seconds double precision)
 LANGUAGE plpgsql AS $$

@@ -1,4 +1,4 @@
--- The client side of pauses (db/functions/client_api.sql): answering an
+-- The client side of pauses (db/functions/client_inputs.sql): answering an
 -- input request, and claiming a client tool's run.
 
 -- name: InputAnswer :one

@@ -1,3 +1,5 @@
+
+
 -- name: MessageSendMany :many
 -- Sends many messages in one transaction, each in a subtransaction of its
 -- own; see convo.send_messages. A zero conversation or parent id is none
@@ -23,16 +25,6 @@ SELECT s.ord::integer AS ord,
          @file_ids::text[],
          @trace_contexts::text[]) s
  ORDER BY s.ord;
-
--- name: MessageSend :one
--- Appends a user message and queues its prompt(s); see convo.send_message
--- (parent_message_id: the active leaf the client expects, or NULL;
--- file_ids: the files the message holds).
-SELECT s.conversation_id::uuid AS conversation_id, s.user_message_id::uuid AS user_message_id,
-       s.assistant_message_ids::uuid[] AS assistant_message_ids, s.prompt_ids::uuid[] AS prompt_ids,
-       s.comparison_id::uuid AS comparison_id
-  FROM convo.send_message(@owner_id::text, sqlc.narg(conversation_id)::uuid, @text::text, @model_configs::jsonb,
-                          sqlc.narg(parent_message_id)::uuid, @file_ids::uuid[]) s;
 
 -- name: MessageListByConversation :many
 -- The conversation's messages on its active path at positions

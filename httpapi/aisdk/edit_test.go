@@ -82,7 +82,7 @@ func TestAISDKEdit(t *testing.T) {
 	}
 	edited := st.Messages[3]
 	// The model sees the first turn and the new text, not the old one.
-	rows, err := tb.Q.WorkerContextList(ctx, edited.PromptID.UUID)
+	rows, err := tb.API.WorkerContextList(ctx, edited.PromptID.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}

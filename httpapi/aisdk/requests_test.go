@@ -187,7 +187,7 @@ func TestAISDKRegenerate(t *testing.T) {
 		t.Fatalf("start %v; new message %+v", start, fresh)
 	}
 	// The model sees the user's message, not the reply being replaced.
-	rows, err := tb.Q.WorkerContextList(ctx, fresh.PromptID.UUID)
+	rows, err := tb.API.WorkerContextList(ctx, fresh.PromptID.UUID)
 	if err != nil {
 		t.Fatal(err)
 	}

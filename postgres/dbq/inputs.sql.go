@@ -25,7 +25,7 @@ type InputAnswerParams struct {
 	Answer     json.RawMessage
 }
 
-// The client side of pauses (db/functions/client_api.sql): answering an
+// The client side of pauses (db/functions/client_inputs.sql): answering an
 // input request, and claiming a client tool's run.
 // Answers the owner's pending input request (first answer wins); see
 // convo.answer_input. It returns the request as answered, in the proto3

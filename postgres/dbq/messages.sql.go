@@ -7,7 +7,6 @@ package dbq
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -157,54 +156,6 @@ func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageList
 		return nil, err
 	}
 	return items, nil
-}
-
-const messageSend = `-- name: MessageSend :one
-SELECT s.conversation_id::uuid AS conversation_id, s.user_message_id::uuid AS user_message_id,
-       s.assistant_message_ids::uuid[] AS assistant_message_ids, s.prompt_ids::uuid[] AS prompt_ids,
-       s.comparison_id::uuid AS comparison_id
-  FROM convo.send_message($1::text, $2::uuid, $3::text, $4::jsonb,
-                          $5::uuid, $6::uuid[]) s
-`
-
-type MessageSendParams struct {
-	OwnerID         string
-	ConversationID  uuid.NullUUID
-	Text            string
-	ModelConfigs    json.RawMessage
-	ParentMessageID uuid.NullUUID
-	FileIds         []uuid.UUID
-}
-
-type MessageSendRow struct {
-	ConversationID      uuid.UUID
-	UserMessageID       uuid.UUID
-	AssistantMessageIds []uuid.UUID
-	PromptIds           []uuid.UUID
-	ComparisonID        uuid.UUID
-}
-
-// Appends a user message and queues its prompt(s); see convo.send_message
-// (parent_message_id: the active leaf the client expects, or NULL;
-// file_ids: the files the message holds).
-func (q *Queries) MessageSend(ctx context.Context, arg MessageSendParams) (MessageSendRow, error) {
-	row := q.db.QueryRow(ctx, messageSend,
-		arg.OwnerID,
-		arg.ConversationID,
-		arg.Text,
-		arg.ModelConfigs,
-		arg.ParentMessageID,
-		arg.FileIds,
-	)
-	var i MessageSendRow
-	err := row.Scan(
-		&i.ConversationID,
-		&i.UserMessageID,
-		&i.AssistantMessageIds,
-		&i.PromptIds,
-		&i.ComparisonID,
-	)
-	return i, err
 }
 
 const messageSendMany = `-- name: MessageSendMany :many

@@ -10,7 +10,7 @@
  * controls, the soft hyphen, …), variation selectors and the other
  * default-ignorable code points (Hangul fillers, tag characters, …), and
  * the blank symbols U+2800 (braille pattern blank) and U+1D159. It is
- * convo._invisible of db/functions/client_api.sql character for character
+ * convo._invisible of db/functions/client_conversations.sql character for character
  * (the web app's editing.test.tsx checks it), which the server's Go check (wire.Invisible)
  * agrees with on every code point.
  */

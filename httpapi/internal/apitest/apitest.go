@@ -35,6 +35,7 @@ import (
 	"github.com/convo-dev/convo/guard"
 	"github.com/convo-dev/convo/httpapi"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/internal/testwait"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
@@ -56,7 +57,8 @@ const (
 type Bundle struct {
 	Pool  *pgxpool.Pool
 	Store *postgres.Store
-	Q     *dbq.Queries // the queries of Store, on Pool
+	Q     *dbq.Queries  // the queries of Store, on Pool
+	API   *apiq.Queries // the SQL API as a worker calls it, on Pool
 	// URL is the server's; its handler is httpapi.NewHandler's.
 	URL string
 	// StopHub ends every open stream, as a server shutting down does.
@@ -199,7 +201,7 @@ func Setup(t testing.TB, opts ...Options) *Bundle {
 			}
 		})
 	}
-	return &Bundle{Pool: pool, Store: store, Q: store.Queries(), URL: srv.URL, StopHub: stop, Files: hopts.Files, FileURLs: hopts.FileURLs}
+	return &Bundle{Pool: pool, Store: store, Q: store.Queries(), API: apiq.New(pool), URL: srv.URL, StopHub: stop, Files: hopts.Files, FileURLs: hopts.FileURLs}
 }
 
 // SetupAuth is Setup with a server that takes the tokens of TokenFor.
@@ -248,14 +250,14 @@ func (tb *Bundle) Send(t testing.TB, owner string, conversationID uuid.UUID, tex
 
 func (tb *Bundle) StartPrompt(t testing.TB, prompt uuid.UUID) {
 	t.Helper()
-	if err := tb.Q.PromptStart(context.Background(), prompt); err != nil {
+	if err := tb.API.PromptStart(context.Background(), prompt); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (tb *Bundle) StartBlock(t testing.TB, prompt uuid.UUID, blockType, metadata string) uuid.UUID {
 	t.Helper()
-	id, err := tb.Q.BlockStart(context.Background(), dbq.BlockStartParams{PromptID: prompt, BlockType: blockType, Metadata: []byte(metadata)})
+	id, err := tb.API.BlockStart(context.Background(), apiq.BlockStartParams{PromptID: prompt, BlockType: blockType, Metadata: []byte(metadata)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +267,7 @@ func (tb *Bundle) StartBlock(t testing.TB, prompt uuid.UUID, blockType, metadata
 func (tb *Bundle) AppendText(t testing.TB, block uuid.UUID, deltas ...string) {
 	t.Helper()
 	for _, d := range deltas {
-		if err := tb.Q.BlockAppend(context.Background(), dbq.BlockAppendParams{BlockID: block, Delta: d}); err != nil {
+		if err := tb.API.BlockAppend(context.Background(), apiq.BlockAppendParams{BlockID: block, Delta: d}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -306,7 +308,7 @@ func (tb *Bundle) ToolCall(t testing.TB, block uuid.UUID, name, input, errText s
 
 func (tb *Bundle) CompletePrompt(t testing.TB, prompt uuid.UUID) {
 	t.Helper()
-	if err := tb.Q.PromptComplete(context.Background(), prompt); err != nil {
+	if err := tb.API.PromptComplete(context.Background(), prompt); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,9 +22,9 @@ const saveDisabled = (text: string, writing = false) => {
 
 describe("the rule of empty text", () => {
   it("is the database's: showsSomething's set is convo._invisible, which the server's Go check agrees with", () => {
-    const sql = readFileSync(new URL("../../../db/functions/client_api.sql", import.meta.url), "utf8");
+    const sql = readFileSync(new URL("../../../db/functions/client_conversations.sql", import.meta.url), "utf8");
     const m = /FUNCTION convo\._invisible\(\)[\s\S]*?SELECT '([^']*)'::text/.exec(sql);
-    expect(m, "convo._invisible in db/functions/client_api.sql").not.toBeNull();
+    expect(m, "convo._invisible in db/functions/client_conversations.sql").not.toBeNull();
     expect(invisibleRanges).toBe(m![1]);
   });
 });

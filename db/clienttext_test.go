@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/db/sqlstate"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -25,7 +26,7 @@ func TestClientAPIRefusesBlankTextAndSeparatedTitles(t *testing.T) {
 	r := tb.sendMessage(t, uuid.Nil, "mine")
 	configs := json.RawMessage(`[{}]`)
 	send := func(text string) error {
-		_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: text, ModelConfigs: configs})
+		_, err := tb.api.MessageSend(ctx, apiq.MessageSendParams{OwnerID: "local", Text: text, ModelConfigs: configs})
 		return err
 	}
 	const blankText, blankTitle, oneLine = "text must not be empty or only whitespace, control, zero-width, bidi control or blank",

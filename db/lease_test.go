@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 func TestLease(t *testing.T) {
@@ -33,7 +33,7 @@ func TestLease(t *testing.T) {
 		expireLease(t, tb, r.promptID)
 
 		// Any claim reaps expired leases first.
-		claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 0 {
 			t.Fatalf("claim = %+v, %v; want nothing to claim", claimed, err)
 		}
@@ -52,7 +52,7 @@ func TestLease(t *testing.T) {
 		if !strings.Contains(string(failed.Payload), "lease expired: worker w1") {
 			t.Errorf("promptFailed payload = %s", failed.Payload)
 		}
-		keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"})
+		keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"})
 		if err != nil || keep {
 			t.Errorf("late heartbeat = %v, %v; want false", keep, err)
 		}
@@ -62,23 +62,23 @@ func TestLease(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
 		r := tb.sendMessage(t, uuid.Nil, "hi")
-		if c, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30}); err != nil || len(c) != 1 {
+		if c, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30}); err != nil || len(c) != 1 {
 			t.Fatalf("first claim: %v %+v", err, c)
 		}
 		// While w1's lease runs, nobody else gets it.
-		if c, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30}); err != nil || len(c) != 0 {
+		if c, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30}); err != nil || len(c) != 0 {
 			t.Fatalf("claim during lease: %v %+v", err, c)
 		}
 		expireLease(t, tb, r.promptID)
-		c, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+		c, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
 		if err != nil || len(c) != 1 || c[0].PromptID != r.promptID || c[0].Attempts != 2 {
 			t.Fatalf("reclaim = %+v, %v", c, err)
 		}
 		// w1 lost it.
-		if keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"}); err != nil || keep {
+		if keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"}); err != nil || keep {
 			t.Errorf("old holder's heartbeat = %v, %v; want false", keep, err)
 		}
-		if keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w2"}); err != nil || !keep {
+		if keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w2"}); err != nil || !keep {
 			t.Errorf("new holder's heartbeat = %v, %v; want true", keep, err)
 		}
 	})
@@ -88,7 +88,7 @@ func TestLease(t *testing.T) {
 		tb := setup(t)
 		r := tb.startReply(t)
 		expireLease(t, tb, r.promptID)
-		if keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !keep {
+		if keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !keep {
 			t.Fatalf("heartbeat = %v, %v", keep, err)
 		}
 		if n, err := tb.q.PromptExpireLeases(ctx); err != nil || n != 0 {
@@ -108,7 +108,7 @@ func TestLease(t *testing.T) {
 		for w := range 4 {
 			go func() {
 				for {
-					c, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w" + string(rune('a'+w)), LeaseSeconds: 30})
+					c, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w" + string(rune('a'+w)), LeaseSeconds: 30})
 					if err != nil || len(c) == 0 {
 						errs <- err
 						return
@@ -145,7 +145,7 @@ func TestReleasePrompt(t *testing.T) {
 	r := tb.sendMessage(t, uuid.Nil, "hello")
 	release := func(worker string) bool {
 		t.Helper()
-		ok, err := tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: r.promptID, Worker: worker})
+		ok, err := tb.api.PromptRelease(ctx, apiq.PromptReleaseParams{PromptID: r.promptID, Worker: worker})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +154,7 @@ func TestReleasePrompt(t *testing.T) {
 	if release("w1") {
 		t.Error("released a prompt nobody claimed")
 	}
-	if _, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 3600}); err != nil {
+	if _, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 3600}); err != nil {
 		t.Fatal(err)
 	}
 	before := tb.fingerprint(t)
@@ -164,11 +164,11 @@ func TestReleasePrompt(t *testing.T) {
 	if !release("w1") {
 		t.Fatal("w1 could not release its prompt")
 	}
-	claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w2", LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 || claimed[0].PromptID != r.promptID {
 		t.Fatalf("w2 did not take the released prompt at once: %v %+v", err, claimed)
 	}
-	if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, r.promptID); err != nil {
 		t.Fatal(err)
 	}
 	before = tb.fingerprint(t)

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"bytes"
@@ -11,16 +11,16 @@ import (
 
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/files"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // promptReadAsApart is what convo.worker_prompt_read returned for
 // promptID as worker w1, and what worker_context and prompt_files return
 // apart, each row as text, its NULLs as WorkerPromptRead's zero values.
-func promptReadAsApart(t *testing.T, tb *testBundle, q *dbq.Queries, promptID uuid.UUID) (got, want []string) {
+func promptReadAsApart(t *testing.T, tb *testBundle, q *apiq.Queries, promptID uuid.UUID) (got, want []string) {
 	t.Helper()
 	ctx := context.Background()
-	read, err := q.WorkerPromptRead(ctx, dbq.WorkerPromptReadParams{PromptID: promptID, Worker: "w1"})
+	read, err := q.WorkerPromptRead(ctx, apiq.WorkerPromptReadParams{PromptID: promptID, Worker: "w1"})
 	if err != nil {
 		t.Fatalf("worker_prompt_read: %v", err)
 	}
@@ -30,7 +30,7 @@ func promptReadAsApart(t *testing.T, tb *testBundle, q *dbq.Queries, promptID uu
 			r.ToolInput, r.ToolStatus, r.ToolOutput, r.ToolError, r.FilePosition, r.FileID, r.Filename, r.MediaType,
 			r.Size, r.Sha256, r.Storage, r.BlobID, r.Chunks))
 	}
-	blocks, err := q.WorkerContext(ctx, dbq.WorkerContextParams{PromptID: promptID, Worker: "w1"})
+	blocks, err := q.WorkerContext(ctx, apiq.WorkerContextParams{PromptID: promptID, Worker: "w1"})
 	if err != nil {
 		t.Fatalf("worker_context: %v", err)
 	}
@@ -49,7 +49,7 @@ func promptReadAsApart(t *testing.T, tb *testBundle, q *dbq.Queries, promptID uu
 			b.MessagePosition, b.Role, b.BlockType, b.Content, b.Metadata, b.ToolCallID.UUID, str(b.ToolName), input,
 			str(b.ToolStatus), str(b.ToolOutput), str(b.ToolError), uuid.Nil, uuid.Nil))
 	}
-	fileRows, err := q.WorkerFiles(ctx, dbq.WorkerFilesParams{PromptID: promptID, Worker: "w1"})
+	fileRows, err := q.WorkerFiles(ctx, apiq.WorkerFilesParams{PromptID: promptID, Worker: "w1"})
 	if err != nil {
 		t.Fatalf("prompt_files: %v", err)
 	}
@@ -83,33 +83,33 @@ func TestWorkerPromptRead(t *testing.T) {
 	// then a message of a file only, whose prompt w1 holds.
 	_, r1 := tb.sendFiles(t, uuid.Nil, "look at this", notes.ID)
 	tb.claimAs(t, "w1", r1.promptID)
-	if err := tb.q.PromptStart(ctx, r1.promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, r1.promptID); err != nil {
 		t.Fatal(err)
 	}
 	toolUse := tb.startBlock(t, r1.promptID, "tool_use")
 	found := "found it"
-	call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: toolUse, Name: "search", Input: json.RawMessage(`{"q":"x"}`)})
+	call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: toolUse, Name: "search", Input: json.RawMessage(`{"q":"x"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call, Output: &found}); err != nil {
+	if err := tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: call, Output: &found}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: toolUse}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: toolUse}); err != nil {
 		t.Fatal(err)
 	}
 	text := tb.startBlock(t, r1.promptID, "text")
 	tb.append(t, text, "seen")
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: text}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: text}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptComplete(ctx, r1.promptID); err != nil {
+	if err := tb.api.PromptComplete(ctx, r1.promptID); err != nil {
 		t.Fatal(err)
 	}
 	_, r2 := tb.sendFiles(t, r1.conversationID, "", big.ID)
 	tb.claimAs(t, "w1", r2.promptID)
 
-	got, want := promptReadAsApart(t, tb, tb.q, r2.promptID)
+	got, want := promptReadAsApart(t, tb, tb.api, r2.promptID)
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != 5 {
 		t.Errorf("worker_prompt_read:\n  %q\nworker_context, then prompt_files (3 blocks, 2 files):\n  %q", got, want)
 	}
@@ -119,7 +119,7 @@ func TestWorkerPromptRead(t *testing.T) {
 	tb.answerWith(t, r3.promptID, "right")
 	_, r4 := tb.sendFiles(t, r3.conversationID, "still none")
 	tb.claimAs(t, "w1", r4.promptID)
-	got, want = promptReadAsApart(t, tb, tb.q, r4.promptID)
+	got, want = promptReadAsApart(t, tb, tb.api, r4.promptID)
 	if fmt.Sprint(got) != fmt.Sprint(want) || len(got) != 3 {
 		t.Errorf("worker_prompt_read without files:\n  %q\nworker_context (3 blocks):\n  %q", got, want)
 	}
@@ -133,7 +133,7 @@ func TestWorkerPromptRead(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dbq.New(tx).WorkerPromptRead(ctx, dbq.WorkerPromptReadParams{PromptID: r4.promptID, Worker: "w1"}); err != nil {
+	if _, err := apiq.New(tx).WorkerPromptRead(ctx, apiq.WorkerPromptReadParams{PromptID: r4.promptID, Worker: "w1"}); err != nil {
 		t.Fatal(err)
 	}
 	var walks int64
@@ -144,10 +144,10 @@ func TestWorkerPromptRead(t *testing.T) {
 		t.Errorf("worker_prompt_read walked the context %d times in a conversation without files; want once", walks)
 	}
 
-	if _, err := tb.q.WorkerPromptRead(ctx, dbq.WorkerPromptReadParams{PromptID: r2.promptID, Worker: "w2"}); sqlstate.Of(err) != sqlstate.NotFound {
+	if _, err := tb.api.WorkerPromptRead(ctx, apiq.WorkerPromptReadParams{PromptID: r2.promptID, Worker: "w2"}); sqlstate.Of(err) != sqlstate.NotFound {
 		t.Errorf("worker_prompt_read of another worker's prompt: %v; want CV001", err)
 	}
-	if _, err := tb.q.WorkerPromptRead(ctx, dbq.WorkerPromptReadParams{PromptID: uuid.New(), Worker: "w1"}); sqlstate.Of(err) != sqlstate.NotFound {
+	if _, err := tb.api.WorkerPromptRead(ctx, apiq.WorkerPromptReadParams{PromptID: uuid.New(), Worker: "w1"}); sqlstate.Of(err) != sqlstate.NotFound {
 		t.Errorf("worker_prompt_read of an unknown prompt: %v; want CV001", err)
 	}
 }

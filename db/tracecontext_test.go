@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/db/sqlstate"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // TestPromptTraceContext: a send whose context carries a span keeps its
@@ -33,7 +33,7 @@ func TestPromptTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 || claimed[0].PromptID != res.PromptIDs[0] {
 		t.Fatalf("claim: %v %+v", err, claimed)
 	}
@@ -58,7 +58,7 @@ func TestPromptTraceContext(t *testing.T) {
 
 	// No span: no trace context; the claim says {}.
 	plain := tb.sendMessage(t, uuid.Nil, "untraced")
-	claimed, err = tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err = tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 || claimed[0].PromptID != plain.promptID || string(claimed[0].TraceContext) != "{}" {
 		t.Fatalf("claim of the untraced prompt: %v %+v", err, claimed)
 	}

@@ -1,12 +1,10 @@
--- What the Go worker runtime reads, besides the SQL worker API: the
--- conversation a prompt answers, as context for the model. All read the
--- views every worker runtime reads (db/schema/00015_prompt_context.sql
--- says what they hold), so the Go runtime and the SDKs in other languages
--- give a model the same conversation. The runtime reads them through the
--- functions a worker's connection may call (WorkerContext, WorkerReply:
--- db/functions/worker_reads.sql), which answer only about a prompt the
--- worker holds; WorkerContextList and WorkerReplyList read the views of
--- any prompt, on the owner's connection (the server's, tests).
+-- What a worker reads of a prompt's conversation, as the tests call it,
+-- compiled by sqlc into internal/pgtest/apiq (the Go worker runtime's own
+-- are in db/queries/worker/). WorkerContextList reads the view
+-- convo.prompt_context of any prompt, on the owner's connection; the
+-- others call the functions a worker's connection may call
+-- (db/functions/worker_reads.sql), which answer only about a prompt the
+-- worker holds.
 
 -- name: WorkerContextList :many
 -- The finished blocks of the messages before the prompt's message, in
@@ -17,16 +15,6 @@ SELECT message_id, message_position, role, block_type, content, metadata,
  WHERE prompt_id = @prompt_id::uuid
  ORDER BY message_position, block_position;
 
--- name: WorkerReplyList :many
--- The finished blocks of the prompt's own reply so far, in order
--- (convo.prompt_reply): what a worker that resumes a paused prompt gives
--- the model, so the reply goes on where it stopped.
-SELECT message_id, message_position, role, block_type, content, metadata,
-       tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
-  FROM convo.prompt_reply
- WHERE prompt_id = @prompt_id::uuid
- ORDER BY block_position;
-
 -- name: WorkerContext :many
 -- WorkerContextList of a prompt worker holds (convo.worker_context);
 -- CV001 otherwise.
@@ -36,8 +24,10 @@ SELECT c.message_id, c.message_position, c.role, c.block_type, c.content, c.meta
  ORDER BY c.message_position, c.block_position;
 
 -- name: WorkerReply :many
--- WorkerReplyList of a prompt worker holds (convo.worker_reply); CV001
--- otherwise.
+-- The finished blocks of the prompt's own reply so far, in order
+-- (convo.worker_reply: the view convo.prompt_reply of a prompt worker
+-- holds; CV001 otherwise): what a worker that resumes a paused prompt
+-- gives the model, so the reply goes on where it stopped.
 SELECT r.message_id, r.message_position, r.role, r.block_type, r.content, r.metadata,
        r.tool_call_id, r.tool_name, r.tool_input, r.tool_status, r.tool_output, r.tool_error
   FROM convo.worker_reply(@prompt_id::uuid, @worker::text) r

@@ -3,12 +3,11 @@
 //   sqlc v1.31.1
 // source: worker.sql
 
-package dbq
+package wdb
 
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/google/uuid"
 )
@@ -72,136 +71,6 @@ func (q *Queries) BatchWrite(ctx context.Context, arg BatchWriteParams) ([]Batch
 			&i.OpIndex,
 			&i.Code,
 			&i.Message,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const blockAppend = `-- name: BlockAppend :exec
-SELECT convo.append_block($1::uuid, $2::text, $3::int)
-`
-
-type BlockAppendParams struct {
-	BlockID  uuid.UUID
-	Delta    string
-	DeltaSeq *int32
-}
-
-// delta_seq (optional) makes a retried call a no-op; see convo.append_block.
-func (q *Queries) BlockAppend(ctx context.Context, arg BlockAppendParams) error {
-	_, err := q.db.Exec(ctx, blockAppend, arg.BlockID, arg.Delta, arg.DeltaSeq)
-	return err
-}
-
-const blockEnd = `-- name: BlockEnd :exec
-SELECT convo.end_block($1::uuid, $2::jsonb)
-`
-
-type BlockEndParams struct {
-	BlockID  uuid.UUID
-	Metadata json.RawMessage
-}
-
-func (q *Queries) BlockEnd(ctx context.Context, arg BlockEndParams) error {
-	_, err := q.db.Exec(ctx, blockEnd, arg.BlockID, arg.Metadata)
-	return err
-}
-
-const blockStart = `-- name: BlockStart :one
-SELECT convo.start_block($1::uuid, $2::text, $3::jsonb)::uuid AS block_id
-`
-
-type BlockStartParams struct {
-	PromptID  uuid.UUID
-	BlockType string
-	Metadata  json.RawMessage
-}
-
-func (q *Queries) BlockStart(ctx context.Context, arg BlockStartParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, blockStart, arg.PromptID, arg.BlockType, arg.Metadata)
-	var block_id uuid.UUID
-	err := row.Scan(&block_id)
-	return block_id, err
-}
-
-const inputRequest = `-- name: InputRequest :exec
-SELECT convo.request_input($1::uuid, $2::text, $3::jsonb, $4::timestamptz)
-`
-
-type InputRequestParams struct {
-	ToolCallID uuid.UUID
-	Kind       string
-	Request    json.RawMessage
-	ExpiresAt  *time.Time
-}
-
-// Asks a person for input on a started tool call; see convo.request_input.
-func (q *Queries) InputRequest(ctx context.Context, arg InputRequestParams) error {
-	_, err := q.db.Exec(ctx, inputRequest,
-		arg.ToolCallID,
-		arg.Kind,
-		arg.Request,
-		arg.ExpiresAt,
-	)
-	return err
-}
-
-const promptClaim = `-- name: PromptClaim :many
-
-SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
-       c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
-       c.attempts::int AS attempts,
-       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed,
-       coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
-  FROM convo.claim_prompt($1::text, $2::int) c
- CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, $1::text) t
-`
-
-type PromptClaimParams struct {
-	Worker       string
-	LeaseSeconds int32
-}
-
-type PromptClaimRow struct {
-	PromptID       uuid.UUID
-	ConversationID uuid.UUID
-	MessageID      uuid.UUID
-	ModelConfig    json.RawMessage
-	Attempts       int32
-	Resumed        bool
-	TraceContext   json.RawMessage
-	QueuedSeconds  float64
-}
-
-// The SQL worker API, as the Go worker runtime calls it. Each query is one
-// call of a convo.* function (db/functions/worker_api.sql).
-// At most one row: the claimed prompt. resumed: it has input requests (it
-// paused for input before, and an answer queued it again). trace_context
-// ({} when none) and queued_seconds: convo.prompt_trace.
-func (q *Queries) PromptClaim(ctx context.Context, arg PromptClaimParams) ([]PromptClaimRow, error) {
-	rows, err := q.db.Query(ctx, promptClaim, arg.Worker, arg.LeaseSeconds)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PromptClaimRow
-	for rows.Next() {
-		var i PromptClaimRow
-		if err := rows.Scan(
-			&i.PromptID,
-			&i.ConversationID,
-			&i.MessageID,
-			&i.ModelConfig,
-			&i.Attempts,
-			&i.Resumed,
-			&i.TraceContext,
-			&i.QueuedSeconds,
 		); err != nil {
 			return nil, err
 		}
@@ -277,15 +146,6 @@ func (q *Queries) PromptClaimMany(ctx context.Context, arg PromptClaimManyParams
 	return items, nil
 }
 
-const promptComplete = `-- name: PromptComplete :exec
-SELECT convo.complete_prompt($1::uuid)
-`
-
-func (q *Queries) PromptComplete(ctx context.Context, promptID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, promptComplete, promptID)
-	return err
-}
-
 const promptFail = `-- name: PromptFail :exec
 SELECT convo.fail_prompt($1::uuid, $2::text)
 `
@@ -301,6 +161,7 @@ func (q *Queries) PromptFail(ctx context.Context, arg PromptFailParams) error {
 }
 
 const promptHeartbeat = `-- name: PromptHeartbeat :one
+
 SELECT convo.heartbeat($1::uuid, $2::text)::bool AS keep_going
 `
 
@@ -309,69 +170,15 @@ type PromptHeartbeatParams struct {
 	Worker   string
 }
 
+// The SQL worker API, as the Go worker runtime (package worker) calls it,
+// compiled by sqlc into worker/internal/wdb, the runtime's alone. Each
+// query is one call of a convo.* function (db/functions/worker_*.sql,
+// batch.sql) that a connection of the worker role may call.
 func (q *Queries) PromptHeartbeat(ctx context.Context, arg PromptHeartbeatParams) (bool, error) {
 	row := q.db.QueryRow(ctx, promptHeartbeat, arg.PromptID, arg.Worker)
 	var keep_going bool
 	err := row.Scan(&keep_going)
 	return keep_going, err
-}
-
-const promptInputs = `-- name: PromptInputs :many
-SELECT r.tool_call_id, t.block_id, t.name, t.input, t.status AS tool_call_status, r.kind,
-       r.request, r.status, r.answer, r.answered_at, r.expires_at
-  FROM convo.input_requests r
-  JOIN convo.tool_calls t ON t.id = r.tool_call_id
- WHERE r.prompt_id = $1::uuid
- ORDER BY t.started_at, t.id
-`
-
-type PromptInputsRow struct {
-	ToolCallID     uuid.UUID
-	BlockID        uuid.UUID
-	Name           string
-	Input          json.RawMessage
-	ToolCallStatus string
-	Kind           string
-	Request        json.RawMessage
-	Status         string
-	Answer         json.RawMessage
-	AnsweredAt     *time.Time
-	ExpiresAt      *time.Time
-}
-
-// The input requests of a prompt's tool calls with their answers, read
-// from the tables on the owner's connection (the server's, tests); a
-// worker reads WorkerInputs.
-func (q *Queries) PromptInputs(ctx context.Context, promptID uuid.UUID) ([]PromptInputsRow, error) {
-	rows, err := q.db.Query(ctx, promptInputs, promptID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PromptInputsRow
-	for rows.Next() {
-		var i PromptInputsRow
-		if err := rows.Scan(
-			&i.ToolCallID,
-			&i.BlockID,
-			&i.Name,
-			&i.Input,
-			&i.ToolCallStatus,
-			&i.Kind,
-			&i.Request,
-			&i.Status,
-			&i.Answer,
-			&i.AnsweredAt,
-			&i.ExpiresAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const promptRelease = `-- name: PromptRelease :one
@@ -390,15 +197,6 @@ func (q *Queries) PromptRelease(ctx context.Context, arg PromptReleaseParams) (b
 	return released, err
 }
 
-const promptStart = `-- name: PromptStart :exec
-SELECT convo.start_prompt($1::uuid)
-`
-
-func (q *Queries) PromptStart(ctx context.Context, promptID uuid.UUID) error {
-	_, err := q.db.Exec(ctx, promptStart, promptID)
-	return err
-}
-
 const promptStatus = `-- name: PromptStatus :one
 SELECT convo.prompt_status($1::uuid, $2::text)::text AS status
 `
@@ -415,83 +213,6 @@ func (q *Queries) PromptStatus(ctx context.Context, arg PromptStatusParams) (str
 	var status string
 	err := row.Scan(&status)
 	return status, err
-}
-
-const promptWait = `-- name: PromptWait :one
-SELECT convo.wait_prompt($1::uuid, $2::text)::bool AS parked
-`
-
-type PromptWaitParams struct {
-	PromptID uuid.UUID
-	Worker   string
-}
-
-// Parks the prompt until its input requests are answered: true when it
-// parked, false when every request was answered already (go on).
-func (q *Queries) PromptWait(ctx context.Context, arg PromptWaitParams) (bool, error) {
-	row := q.db.QueryRow(ctx, promptWait, arg.PromptID, arg.Worker)
-	var parked bool
-	err := row.Scan(&parked)
-	return parked, err
-}
-
-const toolCallComplete = `-- name: ToolCallComplete :exec
-SELECT convo.complete_tool_call($1::uuid, $2::text)
-`
-
-type ToolCallCompleteParams struct {
-	ToolCallID uuid.UUID
-	Output     *string
-}
-
-func (q *Queries) ToolCallComplete(ctx context.Context, arg ToolCallCompleteParams) error {
-	_, err := q.db.Exec(ctx, toolCallComplete, arg.ToolCallID, arg.Output)
-	return err
-}
-
-const toolCallFail = `-- name: ToolCallFail :exec
-SELECT convo.fail_tool_call($1::uuid, $2::text)
-`
-
-type ToolCallFailParams struct {
-	ToolCallID uuid.UUID
-	Error      string
-}
-
-func (q *Queries) ToolCallFail(ctx context.Context, arg ToolCallFailParams) error {
-	_, err := q.db.Exec(ctx, toolCallFail, arg.ToolCallID, arg.Error)
-	return err
-}
-
-const toolCallProgress = `-- name: ToolCallProgress :exec
-SELECT convo.tool_call_progress($1::uuid, $2::text)
-`
-
-type ToolCallProgressParams struct {
-	ToolCallID uuid.UUID
-	Output     string
-}
-
-func (q *Queries) ToolCallProgress(ctx context.Context, arg ToolCallProgressParams) error {
-	_, err := q.db.Exec(ctx, toolCallProgress, arg.ToolCallID, arg.Output)
-	return err
-}
-
-const toolCallStart = `-- name: ToolCallStart :one
-SELECT convo.start_tool_call($1::uuid, $2::text, $3::jsonb)::uuid AS tool_call_id
-`
-
-type ToolCallStartParams struct {
-	BlockID uuid.UUID
-	Name    string
-	Input   json.RawMessage
-}
-
-func (q *Queries) ToolCallStart(ctx context.Context, arg ToolCallStartParams) (uuid.UUID, error) {
-	row := q.db.QueryRow(ctx, toolCallStart, arg.BlockID, arg.Name, arg.Input)
-	var tool_call_id uuid.UUID
-	err := row.Scan(&tool_call_id)
-	return tool_call_id, err
 }
 
 const workerHeartbeat = `-- name: WorkerHeartbeat :one

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/conversation"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -25,40 +26,40 @@ func TestWorkerAPI(t *testing.T) {
 		reasoning := tb.startBlock(t, r.promptID, "reasoning")
 		tb.append(t, reasoning, "Let me ")
 		tb.append(t, reasoning, "think.")
-		if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: reasoning, Metadata: json.RawMessage(`{"signature":"sig"}`)}); err != nil {
+		if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: reasoning, Metadata: json.RawMessage(`{"signature":"sig"}`)}); err != nil {
 			t.Fatal(err)
 		}
 		toolUse := tb.startBlock(t, r.promptID, "tool_use")
 		tb.append(t, toolUse, `{"city":`)
 		tb.append(t, toolUse, `"Paris"}`)
-		call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: toolUse, Name: "weather", Input: json.RawMessage(`{"city":"Paris","unit":null}`)})
+		call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: toolUse, Name: "weather", Input: json.RawMessage(`{"city":"Paris","unit":null}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: call, Output: "looking up… "}); err != nil {
+		if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: call, Output: "looking up… "}); err != nil {
 			t.Fatal(err)
 		}
 		final := "18°C"
-		if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call, Output: &final}); err != nil {
+		if err := tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: call, Output: &final}); err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: toolUse}); err != nil {
+		if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: toolUse}); err != nil {
 			t.Fatal(err)
 		}
 		structured := tb.startBlock(t, r.promptID, "structured")
 		tb.append(t, structured, `{"temp":`)
 		tb.append(t, structured, `18}`)
-		if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: structured}); err != nil {
+		if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: structured}); err != nil {
 			t.Fatal(err)
 		}
 		text := tb.startBlock(t, r.promptID, "text")
 		tb.append(t, text, "It is ")
 		tb.append(t, text, "18°C in Paris. 🌤")
-		keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"})
+		keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"})
 		if err != nil || !keep {
 			t.Fatalf("heartbeat = %v, %v; want true", keep, err)
 		}
-		if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+		if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 			t.Fatal(err)
 		}
 
@@ -128,10 +129,10 @@ func TestWorkerAPI(t *testing.T) {
 		text := tb.startBlock(t, r.promptID, "text")
 		tb.append(t, text, "partial")
 		toolUse := tb.startBlock(t, r.promptID, "tool_use")
-		if _, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: toolUse, Name: "calc", Input: json.RawMessage(`{}`)}); err != nil {
+		if _, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: toolUse, Name: "calc", Input: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+		if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 			t.Fatal(err)
 		}
 		st := tb.state(t, r.conversationID)
@@ -153,7 +154,7 @@ func TestWorkerAPI(t *testing.T) {
 		finish func(tb *testBundle, promptID uuid.UUID) error
 	}{
 		{"FailEndsOpenBlocks", conversation.PromptFailed, func(tb *testBundle, id uuid.UUID) error {
-			return tb.q.PromptFail(ctx, dbq.PromptFailParams{PromptID: id, Error: "model exploded"})
+			return tb.api.PromptFail(ctx, apiq.PromptFailParams{PromptID: id, Error: "model exploded"})
 		}},
 		{"CancelEndsOpenBlocksAndKeepsPartialReply", conversation.PromptCancelled, func(tb *testBundle, id uuid.UUID) error {
 			cancelled, err := tb.store.CancelPrompt(ctx, "local", id)
@@ -183,7 +184,7 @@ func TestWorkerAPI(t *testing.T) {
 			if st.Conversation.ActivePromptID.Valid {
 				t.Errorf("active prompt still set: %v", st.Conversation.ActivePromptID)
 			}
-			keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"})
+			keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"})
 			if err != nil || keep {
 				t.Errorf("heartbeat after end = %v, %v; want false", keep, err)
 			}
@@ -216,13 +217,13 @@ func TestWorkerAPI(t *testing.T) {
 			delta string
 			seq   int32
 		}{{"a", 1}, {"b", 2}, {"b", 2}, {"a", 1}, {"c", 3}, {"c", 3}} {
-			if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: call.delta, DeltaSeq: seq(call.seq)}); err != nil {
+			if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: b, Delta: call.delta, DeltaSeq: seq(call.seq)}); err != nil {
 				t.Fatalf("append %q #%d: %v", call.delta, call.seq, err)
 			}
 		}
 		// Calls without delta_seq still append, and count.
 		tb.append(t, b, "d")
-		if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "e", DeltaSeq: seq(5)}); err != nil {
+		if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: b, Delta: "e", DeltaSeq: seq(5)}); err != nil {
 			t.Fatal(err)
 		}
 		st := tb.state(t, r.conversationID)
@@ -269,58 +270,58 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 		prepare func(t *testing.T, tb *testBundle) func() error
 	}{
 		{"StartUnknownPrompt", "CV001", "does not exist", func(t *testing.T, tb *testBundle) func() error {
-			return func() error { return tb.q.PromptStart(ctx, unknown) }
+			return func() error { return tb.api.PromptStart(ctx, unknown) }
 		}},
 		{"StartRunningPrompt", "CV002", "is running, not queued", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
-			return func() error { return tb.q.PromptStart(ctx, r.promptID) }
+			return func() error { return tb.api.PromptStart(ctx, r.promptID) }
 		}},
 		{"StartBlockOnQueuedPrompt", "CV002", "queued, not running", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.sendMessage(t, uuid.Nil, "hi")
 			return func() error {
-				_, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: r.promptID, BlockType: "text", Metadata: json.RawMessage(`{}`)})
+				_, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: r.promptID, BlockType: "text", Metadata: json.RawMessage(`{}`)})
 				return err
 			}
 		}},
 		{"StartBlockBadType", "CV003", "lower_snake", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			return func() error {
-				_, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: r.promptID, BlockType: "Text Block", Metadata: json.RawMessage(`{}`)})
+				_, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: r.promptID, BlockType: "Text Block", Metadata: json.RawMessage(`{}`)})
 				return err
 			}
 		}},
 		{"StartBlockMetadataNotObject", "CV003", "metadata must be a JSON object", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			return func() error {
-				_, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: r.promptID, BlockType: "text", Metadata: json.RawMessage(`[1]`)})
+				_, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: r.promptID, BlockType: "text", Metadata: json.RawMessage(`[1]`)})
 				return err
 			}
 		}},
 		{"AppendUnknownBlock", "CV001", "does not exist", func(t *testing.T, tb *testBundle) func() error {
-			return func() error { return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: unknown, Delta: "x"}) }
+			return func() error { return tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: unknown, Delta: "x"}) }
 		}},
 		{"AppendEndedBlock", "CV002", "has ended", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "text")
-			if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: b}); err != nil {
+			if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: b}); err != nil {
 				t.Fatal(err)
 			}
-			return func() error { return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "x"}) }
+			return func() error { return tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: b, Delta: "x"}) }
 		}},
 		{"AppendUserMessageBlock", "CV002", "user message", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.sendMessage(t, uuid.Nil, "hi")
 			st := tb.state(t, r.conversationID)
 			return func() error {
-				return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: st.Messages[0].Blocks[0].ID, Delta: "x"})
+				return tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: st.Messages[0].Blocks[0].ID, Delta: "x"})
 			}
 		}},
 		{"AppendAfterPromptCompleted", "CV002", "is completed, not running", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "text")
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
-			return func() error { return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "x"}) }
+			return func() error { return tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: b, Delta: "x"}) }
 		}},
 		{"AppendAfterPromptCancelled", "CV002", "is cancelled, not running", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
@@ -328,50 +329,50 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 			if _, err := tb.store.CancelPrompt(ctx, "local", r.promptID); err != nil {
 				t.Fatal(err)
 			}
-			return func() error { return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "x"}) }
+			return func() error { return tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: b, Delta: "x"}) }
 		}},
 		{"AppendSkippingADeltaSeq", "CV002", "delta_seq 3 skips ahead", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "text")
 			one := int32(1)
-			if err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "x", DeltaSeq: &one}); err != nil {
+			if err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: b, Delta: "x", DeltaSeq: &one}); err != nil {
 				t.Fatal(err)
 			}
 			three := int32(3)
 			return func() error {
-				return tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: b, Delta: "y", DeltaSeq: &three})
+				return tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: b, Delta: "y", DeltaSeq: &three})
 			}
 		}},
 		{"EndStructuredBlockWithInvalidJSON", "CV003", "does not hold valid JSON", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "structured")
 			tb.append(t, b, `{"a":`)
-			return func() error { return tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: b}) }
+			return func() error { return tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: b}) }
 		}},
 		{"EndBlockTwice", "CV002", "has ended", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "text")
-			if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: b}); err != nil {
+			if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: b}); err != nil {
 				t.Fatal(err)
 			}
-			return func() error { return tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: b}) }
+			return func() error { return tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: b}) }
 		}},
 		{"ToolCallOnTextBlock", "CV002", "not tool_use", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "text")
 			return func() error {
-				_, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
+				_, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
 				return err
 			}
 		}},
 		{"SecondToolCallOnBlock", "CV002", "already has a tool call", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "tool_use")
-			if _, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)}); err != nil {
+			if _, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)}); err != nil {
 				t.Fatal(err)
 			}
 			return func() error {
-				_, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
+				_, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
 				return err
 			}
 		}},
@@ -379,81 +380,83 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "tool_use")
 			return func() error {
-				_, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: b, Name: "", Input: json.RawMessage(`{}`)})
+				_, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: b, Name: "", Input: json.RawMessage(`{}`)})
 				return err
 			}
 		}},
 		{"ProgressOnCompletedToolCall", "CV002", "has already completed", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "tool_use")
-			call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
+			call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
+			if err := tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: call}); err != nil {
 				t.Fatal(err)
 			}
 			return func() error {
-				return tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: call, Output: "more"})
+				return tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: call, Output: "more"})
 			}
 		}},
 		{"CompleteUnknownToolCall", "CV001", "does not exist", func(t *testing.T, tb *testBundle) func() error {
-			return func() error { return tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: unknown}) }
+			return func() error { return tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: unknown}) }
 		}},
 		{"FailToolCallWithoutError", "CV003", "error must not be empty", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "tool_use")
-			call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
+			call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			return func() error { return tb.q.ToolCallFail(ctx, dbq.ToolCallFailParams{ToolCallID: call, Error: ""}) }
+			return func() error { return tb.api.ToolCallFail(ctx, apiq.ToolCallFailParams{ToolCallID: call, Error: ""}) }
 		}},
 		{"CompleteQueuedPrompt", "CV002", "queued, not running", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.sendMessage(t, uuid.Nil, "hi")
-			return func() error { return tb.q.PromptComplete(ctx, r.promptID) }
+			return func() error { return tb.api.PromptComplete(ctx, r.promptID) }
 		}},
 		{"CompletePromptTwice", "CV002", "is completed, not running", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
-			return func() error { return tb.q.PromptComplete(ctx, r.promptID) }
+			return func() error { return tb.api.PromptComplete(ctx, r.promptID) }
 		}},
 		{"FailPromptWithoutError", "CV003", "error must not be empty", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
-			return func() error { return tb.q.PromptFail(ctx, dbq.PromptFailParams{PromptID: r.promptID, Error: ""}) }
+			return func() error { return tb.api.PromptFail(ctx, apiq.PromptFailParams{PromptID: r.promptID, Error: ""}) }
 		}},
 		{"FailCompletedPrompt", "CV002", "already completed", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
-			return func() error { return tb.q.PromptFail(ctx, dbq.PromptFailParams{PromptID: r.promptID, Error: "late"}) }
+			return func() error {
+				return tb.api.PromptFail(ctx, apiq.PromptFailParams{PromptID: r.promptID, Error: "late"})
+			}
 		}},
 		{"ClaimWithoutWorkerName", "CV003", "worker must be a non-empty name", func(t *testing.T, tb *testBundle) func() error {
 			tb.sendMessage(t, uuid.Nil, "hi")
 			return func() error {
-				_, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "", LeaseSeconds: 30})
+				_, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "", LeaseSeconds: 30})
 				return err
 			}
 		}},
 		{"ClaimWithZeroLease", "CV003", "lease_seconds must be between", func(t *testing.T, tb *testBundle) func() error {
 			tb.sendMessage(t, uuid.Nil, "hi")
 			return func() error {
-				_, err := tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w", LeaseSeconds: 0})
+				_, err := tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w", LeaseSeconds: 0})
 				return err
 			}
 		}},
 		{"HeartbeatUnknownPrompt", "CV001", "does not exist", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
-				_, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: unknown, Worker: "w"})
+				_, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: unknown, Worker: "w"})
 				return err
 			}
 		}},
 		{"CancelCompletedPrompt", "CV002", "already completed", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.startReply(t)
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
 			return func() error {
@@ -463,19 +466,19 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 		}},
 		{"SendBlankText", "CV003", "text must not be empty or only whitespace", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
-				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: " \n\t ", ModelConfigs: json.RawMessage(`[{}]`)})
+				_, err := tb.api.MessageSend(ctx, apiq.MessageSendParams{OwnerID: "local", Text: " \n\t ", ModelConfigs: json.RawMessage(`[{}]`)})
 				return err
 			}
 		}},
 		{"SendZeroWidthText", "CV003", "text must not be empty or only whitespace, control, zero-width, bidi", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
-				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "\u200b\u200c\u200d\u2060\ufeff", ModelConfigs: json.RawMessage(`[{}]`)})
+				_, err := tb.api.MessageSend(ctx, apiq.MessageSendParams{OwnerID: "local", Text: "\u200b\u200c\u200d\u2060\ufeff", ModelConfigs: json.RawMessage(`[{}]`)})
 				return err
 			}
 		}},
 		{"SendBidiControlText", "CV003", "text must not be empty or only whitespace, control, zero-width, bidi", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
-				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "\u202e\u2066\u200f \x1b", ModelConfigs: json.RawMessage(`[{}]`)})
+				_, err := tb.api.MessageSend(ctx, apiq.MessageSendParams{OwnerID: "local", Text: "\u202e\u2066\u200f \x1b", ModelConfigs: json.RawMessage(`[{}]`)})
 				return err
 			}
 		}},
@@ -506,7 +509,7 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 		{"SendToForeignConversation", "CV001", "does not exist", func(t *testing.T, tb *testBundle) func() error {
 			r := tb.sendMessage(t, uuid.Nil, "mine")
 			return func() error {
-				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{
+				_, err := tb.api.MessageSend(ctx, apiq.MessageSendParams{
 					OwnerID: "mallory", ConversationID: uuid.NullUUID{UUID: r.conversationID, Valid: true},
 					Text: "hi", ModelConfigs: json.RawMessage(`[{}]`),
 				})
@@ -515,7 +518,7 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 		}},
 		{"SendThreeModelConfigs", "CV003", "one or two objects", func(t *testing.T, tb *testBundle) func() error {
 			return func() error {
-				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "hi", ModelConfigs: json.RawMessage(`[{},{},{}]`)})
+				_, err := tb.api.MessageSend(ctx, apiq.MessageSendParams{OwnerID: "local", Text: "hi", ModelConfigs: json.RawMessage(`[{},{},{}]`)})
 				return err
 			}
 		}},

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/convo-dev/convo/db"
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/internal/pgtest"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -24,10 +25,10 @@ func (tb *testBundle) toolCall(t testing.TB, promptID uuid.UUID, name string) uu
 	t.Helper()
 	ctx := context.Background()
 	block := tb.startBlock(t, promptID, "tool_use")
-	if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}); err != nil {
+	if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: block}); err != nil {
 		t.Fatal(err)
 	}
-	call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: block, Name: name, Input: json.RawMessage(`{"path":"notes.txt"}`)})
+	call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: block, Name: name, Input: json.RawMessage(`{"path":"notes.txt"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func (tb *testBundle) toolCall(t testing.TB, promptID uuid.UUID, name string) uu
 // requestInput asks for input of kind on the call.
 func (tb *testBundle) requestInput(t testing.TB, call uuid.UUID, kind, request string) {
 	t.Helper()
-	if err := tb.q.InputRequest(context.Background(), dbq.InputRequestParams{ToolCallID: call, Kind: kind, Request: json.RawMessage(request)}); err != nil {
+	if err := tb.api.InputRequest(context.Background(), apiq.InputRequestParams{ToolCallID: call, Kind: kind, Request: json.RawMessage(request)}); err != nil {
 		t.Fatalf("request_input: %v", err)
 	}
 }
@@ -49,7 +50,7 @@ func (tb *testBundle) paused(t testing.TB, kind, request string) (reply, uuid.UU
 	r := tb.startReply(t)
 	call := tb.toolCall(t, r.promptID, "delete_file")
 	tb.requestInput(t, call, kind, request)
-	parked, err := tb.q.PromptWait(context.Background(), dbq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
+	parked, err := tb.api.PromptWait(context.Background(), apiq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
 	if err != nil || !parked {
 		t.Fatalf("wait_prompt = %v, %v; want parked", parked, err)
 	}
@@ -89,14 +90,14 @@ func (tb *testBundle) promptRow(t testing.TB, id uuid.UUID) promptRow {
 }
 
 // claimOne claims as w1 and returns the claimed prompt (uuid.Nil: none).
-func (tb *testBundle) claimOne(t testing.TB) dbq.PromptClaimRow {
+func (tb *testBundle) claimOne(t testing.TB) apiq.PromptClaimRow {
 	t.Helper()
-	claimed, err := tb.q.PromptClaim(context.Background(), dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(context.Background(), apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(claimed) == 0 {
-		return dbq.PromptClaimRow{}
+		return apiq.PromptClaimRow{}
 	}
 	return claimed[0]
 }
@@ -128,7 +129,7 @@ func TestPause(t *testing.T) {
 			if c := tb.claimOne(t); c.PromptID != uuid.Nil {
 				t.Fatalf("claimed %s while it waits for input", c.PromptID)
 			}
-			if keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"}); err != nil || keep {
+			if keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: r.promptID, Worker: "w1"}); err != nil || keep {
 				t.Errorf("heartbeat of the parked prompt = %v, %v; want false", keep, err)
 			}
 			st := tb.state(t, r.conversationID)
@@ -152,10 +153,10 @@ func TestPause(t *testing.T) {
 			if c.PromptID != r.promptID || c.Attempts != 1 {
 				t.Fatalf("claim after the answer = %+v; want the prompt, attempt 1 (a resume is no retry)", c)
 			}
-			if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptStart(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
-			inputs, err := tb.q.PromptInputs(ctx, r.promptID)
+			inputs, err := tb.api.PromptInputs(ctx, r.promptID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,10 +183,10 @@ func TestPause(t *testing.T) {
 				Scan(&fnCall, &fnStatus, &fnAnswer); err != nil || fnCall != call || fnStatus != "answered" || string(fnAnswer) != string(inputs[0].Answer) {
 				t.Errorf("convo.prompt_inputs = %s %s %s, %v", fnCall, fnStatus, fnAnswer, err)
 			}
-			if err := tb.q.ToolCallComplete(ctx, dbq.ToolCallCompleteParams{ToolCallID: call, Output: &tc.output}); err != nil {
+			if err := tb.api.ToolCallComplete(ctx, apiq.ToolCallCompleteParams{ToolCallID: call, Output: &tc.output}); err != nil {
 				t.Fatal(err)
 			}
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
 			if open, err := tb.q.InputRequestListOpen(ctx, dbq.InputRequestListOpenParams{ConversationID: r.conversationID, MaxBytes: -1}); err != nil || len(open) != 0 {
@@ -243,15 +244,15 @@ func TestPause(t *testing.T) {
 		if c := tb.claimOne(t); c.PromptID != newer.promptID {
 			t.Fatalf("claimed %s, want the newer", c.PromptID)
 		}
-		if released, err := tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: older.promptID, Worker: "w1"}); err != nil || !released {
+		if released, err := tb.api.PromptRelease(ctx, apiq.PromptReleaseParams{PromptID: older.promptID, Worker: "w1"}); err != nil || !released {
 			t.Fatalf("release = %v, %v", released, err)
 		}
-		if err := tb.q.PromptStart(ctx, newer.promptID); err != nil {
+		if err := tb.api.PromptStart(ctx, newer.promptID); err != nil {
 			t.Fatal(err)
 		}
 		call := tb.toolCall(t, newer.promptID, "delete_file")
 		tb.requestInput(t, call, "approval", `{}`)
-		if parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: newer.promptID, Worker: "w1"}); err != nil || !parked {
+		if parked, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: newer.promptID, Worker: "w1"}); err != nil || !parked {
 			t.Fatalf("wait_prompt = %v, %v", parked, err)
 		}
 		if c := tb.claimOne(t); c.PromptID != older.promptID {
@@ -263,7 +264,7 @@ func TestPause(t *testing.T) {
 		if c := tb.claimOne(t); c.PromptID != uuid.Nil {
 			t.Errorf("claimed %s, which waits for input", c.PromptID)
 		}
-		if err := tb.q.PromptStart(ctx, newer.promptID); err == nil {
+		if err := tb.api.PromptStart(ctx, newer.promptID); err == nil {
 			t.Error("start_prompt started a prompt waiting for input")
 		}
 	})
@@ -277,7 +278,7 @@ func TestPause(t *testing.T) {
 		if err := tb.answer(ctx, call, `{"approved": false}`); err != nil {
 			t.Fatal(err)
 		}
-		parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
+		parked, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
 		if err != nil || parked {
 			t.Fatalf("wait_prompt after the answer = %v, %v; want false", parked, err)
 		}
@@ -285,11 +286,11 @@ func TestPause(t *testing.T) {
 			t.Errorf("prompt = %+v; want still running, held by w1", p)
 		}
 		// The call ended: nothing is left to wait for.
-		if err := tb.q.ToolCallFail(ctx, dbq.ToolCallFailParams{ToolCallID: call, Error: "denied by the user"}); err != nil {
+		if err := tb.api.ToolCallFail(ctx, apiq.ToolCallFailParams{ToolCallID: call, Error: "denied by the user"}); err != nil {
 			t.Fatal(err)
 		}
 		before := tb.fingerprint(t)
-		_, err = tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
+		_, err = tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"})
 		if pgErr := requireSQLState(t, err, sqlstate.IllegalState); !strings.Contains(pgErr.Message, "no input request to wait for") {
 			t.Errorf("message %q", pgErr.Message)
 		}
@@ -305,7 +306,7 @@ func TestPause(t *testing.T) {
 		first, second := tb.toolCall(t, r.promptID, "a"), tb.toolCall(t, r.promptID, "b")
 		tb.requestInput(t, first, "approval", `{}`)
 		tb.requestInput(t, second, "question", `{"question": "Why?"}`)
-		if parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !parked {
+		if parked, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !parked {
 			t.Fatalf("wait_prompt = %v, %v", parked, err)
 		}
 		ev := tb.events(t, r.conversationID)
@@ -414,7 +415,7 @@ func TestPauseCancel(t *testing.T) {
 		if tb.fingerprint(t) != before {
 			t.Error("a refused answer changed something")
 		}
-		inputs, err := tb.q.PromptInputs(ctx, r.promptID)
+		inputs, err := tb.api.PromptInputs(ctx, r.promptID)
 		if err != nil || len(inputs) != 1 || inputs[0].Status != "cancelled" || inputs[0].Answer != nil {
 			t.Errorf("prompt_inputs = %+v, %v", inputs, err)
 		}
@@ -430,7 +431,7 @@ func TestPauseCancel(t *testing.T) {
 		if cancelled, err := tb.store.CancelPrompt(ctx, "local", r.promptID); err != nil || !cancelled {
 			t.Fatalf("cancel after the answer = %v, %v; want cancelled", cancelled, err)
 		}
-		inputs, err := tb.q.PromptInputs(ctx, r.promptID)
+		inputs, err := tb.api.PromptInputs(ctx, r.promptID)
 		if err != nil || len(inputs) != 1 || inputs[0].Status != "answered" {
 			t.Errorf("prompt_inputs = %+v, %v; the answer stays", inputs, err)
 		}
@@ -467,7 +468,7 @@ func TestPauseCancel(t *testing.T) {
 			if cancelErr != nil {
 				t.Fatalf("cancel: %v", cancelErr)
 			}
-			inputs, err := tb.q.PromptInputs(ctx, r.promptID)
+			inputs, err := tb.api.PromptInputs(ctx, r.promptID)
 			if err != nil || len(inputs) != 1 {
 				t.Fatalf("prompt_inputs = %+v, %v", inputs, err)
 			}
@@ -535,11 +536,11 @@ func TestPauseExpiry(t *testing.T) {
 		call          uuid.UUID
 		kind, request string
 	}{{approval, "approval", `{}`}, {question, "question", `{"question": "Why?"}`}} {
-		if err := tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: c.call, Kind: c.kind, Request: json.RawMessage(c.request), ExpiresAt: &in}); err != nil {
+		if err := tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: c.call, Kind: c.kind, Request: json.RawMessage(c.request), ExpiresAt: &in}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if parked, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !parked {
+	if parked, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: r.promptID, Worker: "w1"}); err != nil || !parked {
 		t.Fatalf("wait_prompt = %v, %v", parked, err)
 	}
 	if _, err := tb.q.PromptExpireLeases(ctx); err != nil {
@@ -563,7 +564,7 @@ func TestPauseExpiry(t *testing.T) {
 	if _, err := tb.q.PromptExpireLeases(ctx); err != nil {
 		t.Fatal(err)
 	}
-	inputs, err := tb.q.PromptInputs(ctx, r.promptID)
+	inputs, err := tb.api.PromptInputs(ctx, r.promptID)
 	if err != nil || len(inputs) != 2 {
 		t.Fatalf("prompt_inputs = %+v, %v", inputs, err)
 	}
@@ -665,7 +666,7 @@ func TestPauseRefusals(t *testing.T) {
 	running := tb.startReply(t)
 	open := tb.toolCall(t, running.promptID, "open")
 	progressed := tb.toolCall(t, running.promptID, "progressed")
-	if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: progressed, Output: "…"}); err != nil {
+	if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: progressed, Output: "…"}); err != nil {
 		t.Fatal(err)
 	}
 	waiting, approval := tb.paused(t, "approval", `{}`)
@@ -686,7 +687,7 @@ func TestPauseRefusals(t *testing.T) {
 
 	request := func(call uuid.UUID, kind, req string) func() error {
 		return func() error {
-			return tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: call, Kind: kind, Request: json.RawMessage(req)})
+			return tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: call, Kind: kind, Request: json.RawMessage(req)})
 		}
 	}
 	answer := func(owner string, call uuid.UUID, a string) func() error {
@@ -709,29 +710,29 @@ func TestPauseRefusals(t *testing.T) {
 		{"BlankChoice", sqlstate.InvalidArgument, "request.choices must be texts", request(open, "question", `{"question": "Q", "choices": ["a", " "]}`)},
 		{"SameChoices", sqlstate.InvalidArgument, "request.choices must be distinct", request(open, "question", `{"question": "Q", "choices": ["a", "a"]}`)},
 		{"ExpiredAlready", sqlstate.InvalidArgument, "expires_at must be in the future", func() error {
-			return tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: open, Kind: "approval", Request: json.RawMessage(`{}`), ExpiresAt: &past})
+			return tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: open, Kind: "approval", Request: json.RawMessage(`{}`), ExpiresAt: &past})
 		}},
 		{"UnknownToolCall", sqlstate.NotFound, "does not exist", request(uuid.New(), "approval", `{}`)},
 		{"ToolCallRunning", sqlstate.IllegalState, "is running: ask before the tool writes output", request(progressed, "approval", `{}`)},
 		{"SecondRequest", sqlstate.IllegalState, "already has an input request (question, pending)", request(question, "approval", `{}`)},
 		{"RequestOnWaitingPrompt", sqlstate.IllegalState, "is queued, not running", request(approval, "approval", `{}`)},
 		{"WaitNotRunning", sqlstate.IllegalState, "is queued, not running", func() error {
-			_, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: waiting.promptID, Worker: "w1"})
+			_, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: waiting.promptID, Worker: "w1"})
 			return err
 		}},
 		{"WaitOtherWorker", sqlstate.IllegalState, "is held by w1, not by w2", func() error {
-			_, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: running.promptID, Worker: "w2"})
+			_, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: running.promptID, Worker: "w2"})
 			return err
 		}},
 		{"WaitWhileStreaming", sqlstate.IllegalState, "is still streaming: end it first", func() error {
-			_, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: asking.promptID, Worker: "w1"})
+			_, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: asking.promptID, Worker: "w1"})
 			return err
 		}},
 		{"WaitNothingAsked", sqlstate.IllegalState, "no input request to wait for", func() error {
-			_, err := tb.q.PromptWait(ctx, dbq.PromptWaitParams{PromptID: running.promptID, Worker: "w1"})
+			_, err := tb.api.PromptWait(ctx, apiq.PromptWaitParams{PromptID: running.promptID, Worker: "w1"})
 			return err
 		}},
-		{"StartWaiting", sqlstate.IllegalState, "is waiting for input", func() error { return tb.q.PromptStart(ctx, waiting.promptID) }},
+		{"StartWaiting", sqlstate.IllegalState, "is waiting for input", func() error { return tb.api.PromptStart(ctx, waiting.promptID) }},
 		{"SendWhileWaiting", sqlstate.IllegalState, "a reply is waiting for an answer: answer or cancel it", func() error {
 			_, err := tb.pool.Exec(ctx, `SELECT convo.send_message('local', $1, 'And?', '[{}]')`, waiting.conversationID)
 			return err
@@ -841,7 +842,7 @@ func TestPauseWriteBatch(t *testing.T) {
 	if p := tb.promptRow(t, r.promptID); !p.Waiting || p.Worker != nil {
 		t.Fatalf("prompt after the batch = %+v; want parked", p)
 	}
-	inputs, err := tb.q.PromptInputs(ctx, r.promptID)
+	inputs, err := tb.api.PromptInputs(ctx, r.promptID)
 	if err != nil || len(inputs) != 1 || inputs[0].ExpiresAt == nil || inputs[0].Kind != "question" {
 		t.Fatalf("prompt_inputs = %+v, %v", inputs, err)
 	}
@@ -873,13 +874,13 @@ func TestPauseCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb.claimOne(t)
-	if err := tb.q.PromptStart(ctx, r.promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, r.promptID); err != nil {
 		t.Fatal(err)
 	}
 	text := tb.startBlock(t, r.promptID, "text")
 	tb.append(t, text, "Deleted ")
 	tb.append(t, text, "it.")
-	if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+	if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 		t.Fatal(err)
 	}
 	before := kinds(tb.events(t, r.conversationID))
@@ -931,10 +932,10 @@ func TestPauseMigrationDown(t *testing.T) {
 	if err := tb.pool.QueryRow(ctx, `SELECT prompt_id FROM convo.claim_prompt('w1', 30)`).Scan(&claimed); err != nil || claimed != queued.promptID {
 		t.Fatalf("claim after down = %v, %v; want the queued prompt", claimed, err)
 	}
-	if err := tb.q.PromptStart(ctx, queued.promptID); err != nil {
+	if err := tb.api.PromptStart(ctx, queued.promptID); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.q.PromptComplete(ctx, queued.promptID); err != nil {
+	if err := tb.api.PromptComplete(ctx, queued.promptID); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -14,20 +14,20 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/db/sqlstate"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // batchOp is one op of convo.write_batch.
 type batchOp map[string]any
 
 // writeBatch calls write_batch as worker w1.
-func (tb *testBundle) writeBatch(t testing.TB, number int64, ops ...batchOp) ([]dbq.BatchWriteRow, error) {
+func (tb *testBundle) writeBatch(t testing.TB, number int64, ops ...batchOp) ([]apiq.BatchWriteRow, error) {
 	t.Helper()
 	encoded, err := json.Marshal(ops)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tb.q.BatchWrite(context.Background(), dbq.BatchWriteParams{Worker: "w1", Batch: number, Ops: encoded})
+	return tb.api.BatchWrite(context.Background(), apiq.BatchWriteParams{Worker: "w1", Batch: number, Ops: encoded})
 }
 
 func appendOp(r reply, block uuid.UUID, text string, seq int) batchOp {
@@ -65,7 +65,7 @@ func TestWriteBatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		open, ended := tb.startBlock(t, illegal.promptID, "text"), tb.startBlock(t, illegal.promptID, "reasoning")
-		if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: ended}); err != nil {
+		if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: ended}); err != nil {
 			t.Fatal(err)
 		}
 		block := uuid.New()
@@ -83,7 +83,7 @@ func TestWriteBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[uuid.UUID]dbq.BatchWriteRow{}
+		got := map[uuid.UUID]apiq.BatchWriteRow{}
 		for _, r := range rows {
 			got[r.PromptID] = r
 		}
@@ -209,7 +209,7 @@ func TestWriteBatch(t *testing.T) {
 			{"NoPrompt", `[{"op": "append", "block": "` + block.String() + `", "text": "x", "seq": 1}]`, "ops[0].prompt must be a uuid"},
 			{"UnknownOp", `[{"op": "append", "prompt": "` + r.promptID.String() + `"}, {"op": "explode", "prompt": "` + r.promptID.String() + `"}]`, "ops[1].op must be one of"},
 		} {
-			_, err := tb.q.BatchWrite(ctx, dbq.BatchWriteParams{Worker: "w1", Batch: 1, Ops: json.RawMessage(tc.ops)})
+			_, err := tb.api.BatchWrite(ctx, apiq.BatchWriteParams{Worker: "w1", Batch: 1, Ops: json.RawMessage(tc.ops)})
 			if pgErr := requireSQLState(t, err, sqlstate.InvalidArgument); !strings.Contains(pgErr.Message, tc.want) {
 				t.Errorf("%s: %q, want it to say %q", tc.name, pgErr.Message, tc.want)
 			}

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/convo-dev/convo/db/sqlstate"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // fairQueue is a queue of several owners' prompts for the claim-order
@@ -44,14 +44,14 @@ func (f *fairQueue) queue(t *testing.T, owner string, n int) []uuid.UUID {
 func (f *fairQueue) claim(t *testing.T) (string, uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
-	claimed, err := f.tb.q.PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+	claimed, err := f.tb.api.PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(claimed) == 0 {
 		return "", uuid.Nil
 	}
-	if err := f.tb.q.PromptStart(ctx, claimed[0].PromptID); err != nil {
+	if err := f.tb.api.PromptStart(ctx, claimed[0].PromptID); err != nil {
 		t.Fatal(err)
 	}
 	return f.owners[claimed[0].PromptID], claimed[0].PromptID
@@ -78,7 +78,7 @@ func (f *fairQueue) claims(t *testing.T, n int) (string, []uuid.UUID) {
 // owners of the prompts it claimed, in order.
 func (f *fairQueue) claimMany(t *testing.T, worker string, n, reserved int) string {
 	t.Helper()
-	claimed, err := f.tb.q.PromptClaimMany(context.Background(), dbq.PromptClaimManyParams{
+	claimed, err := f.tb.api.PromptClaimMany(context.Background(), apiq.PromptClaimManyParams{
 		Worker: worker, LeaseSeconds: 30, MaxPrompts: int32(n), Reserved: int32(reserved),
 	})
 	if err != nil {
@@ -94,7 +94,7 @@ func (f *fairQueue) claimMany(t *testing.T, worker string, n, reserved int) stri
 func (f *fairQueue) complete(t *testing.T, ids ...uuid.UUID) {
 	t.Helper()
 	for _, id := range ids {
-		if err := f.tb.q.PromptComplete(context.Background(), id); err != nil {
+		if err := f.tb.api.PromptComplete(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -176,7 +176,7 @@ func TestFairSlots(t *testing.T) {
 			t.Errorf("claim_prompts with three arguments: %v", err)
 		}
 		for _, reserved := range []int{-1, 2} {
-			_, err := f.tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 1, Reserved: int32(reserved)})
+			_, err := f.tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 1, Reserved: int32(reserved)})
 			requireSQLState(t, err, sqlstate.InvalidArgument)
 			if err != nil && !strings.Contains(err.Error(), "reserved must be between 0 and max_prompts (1)") {
 				t.Errorf("reserved %d: %v", reserved, err)
@@ -220,7 +220,7 @@ func TestFairSlots(t *testing.T) {
 		if got := f.claimMany(t, "w1", 1, 0); got != "alice" {
 			t.Fatalf("claimed %q", got)
 		}
-		if ok, err := f.tb.q.PromptRelease(ctx, dbq.PromptReleaseParams{PromptID: ids[0], Worker: "w1"}); err != nil || !ok {
+		if ok, err := f.tb.api.PromptRelease(ctx, apiq.PromptReleaseParams{PromptID: ids[0], Worker: "w1"}); err != nil || !ok {
 			t.Fatalf("release = %v, %v", ok, err)
 		}
 		if got := f.claimMany(t, "w2", 1, 1); got != "alice" {
@@ -241,7 +241,7 @@ func TestFairSlots(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck
-		held, err := dbq.New(tx).PromptClaim(ctx, dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		held, err := apiq.New(tx).PromptClaim(ctx, apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(held) != 1 || f.owners[held[0].PromptID] != "alice" {
 			t.Fatalf("held claim = %+v, %v", held, err)
 		}
@@ -285,7 +285,7 @@ func TestFairSlotsConcurrent(t *testing.T) {
 				if done {
 					return
 				}
-				rows, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{
+				rows, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{
 					Worker: fmt.Sprintf("w%d", c), LeaseSeconds: 30, MaxPrompts: 3, Reserved: int32(c % 2),
 				})
 				if err != nil {
@@ -296,11 +296,11 @@ func TestFairSlotsConcurrent(t *testing.T) {
 					mu.Lock()
 					claimed[r.PromptID]++
 					mu.Unlock()
-					if err := tb.q.PromptStart(ctx, r.PromptID); err != nil {
+					if err := tb.api.PromptStart(ctx, r.PromptID); err != nil {
 						errs <- fmt.Errorf("start: %w", err)
 						return
 					}
-					if err := tb.q.PromptComplete(ctx, r.PromptID); err != nil {
+					if err := tb.api.PromptComplete(ctx, r.PromptID); err != nil {
 						errs <- fmt.Errorf("complete: %w", err)
 						return
 					}

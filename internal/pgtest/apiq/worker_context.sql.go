@@ -3,7 +3,7 @@
 //   sqlc v1.31.1
 // source: worker_context.sql
 
-package dbq
+package apiq
 
 import (
 	"context"
@@ -98,15 +98,13 @@ type WorkerContextListRow struct {
 	ToolError       *string
 }
 
-// What the Go worker runtime reads, besides the SQL worker API: the
-// conversation a prompt answers, as context for the model. All read the
-// views every worker runtime reads (db/schema/00015_prompt_context.sql
-// says what they hold), so the Go runtime and the SDKs in other languages
-// give a model the same conversation. The runtime reads them through the
-// functions a worker's connection may call (WorkerContext, WorkerReply:
-// db/functions/worker_reads.sql), which answer only about a prompt the
-// worker holds; WorkerContextList and WorkerReplyList read the views of
-// any prompt, on the owner's connection (the server's, tests).
+// What a worker reads of a prompt's conversation, as the tests call it,
+// compiled by sqlc into internal/pgtest/apiq (the Go worker runtime's own
+// are in db/queries/worker/). WorkerContextList reads the view
+// convo.prompt_context of any prompt, on the owner's connection; the
+// others call the functions a worker's connection may call
+// (db/functions/worker_reads.sql), which answer only about a prompt the
+// worker holds.
 // The finished blocks of the messages before the prompt's message, in
 // order, that a model sees as context (convo.prompt_context).
 func (q *Queries) WorkerContextList(ctx context.Context, promptID uuid.UUID) ([]WorkerContextListRow, error) {
@@ -353,8 +351,10 @@ type WorkerReplyRow struct {
 	ToolError       *string
 }
 
-// WorkerReplyList of a prompt worker holds (convo.worker_reply); CV001
-// otherwise.
+// The finished blocks of the prompt's own reply so far, in order
+// (convo.worker_reply: the view convo.prompt_reply of a prompt worker
+// holds; CV001 otherwise): what a worker that resumes a paused prompt
+// gives the model, so the reply goes on where it stopped.
 func (q *Queries) WorkerReply(ctx context.Context, arg WorkerReplyParams) ([]WorkerReplyRow, error) {
 	rows, err := q.db.Query(ctx, workerReply, arg.PromptID, arg.Worker)
 	if err != nil {
@@ -364,65 +364,6 @@ func (q *Queries) WorkerReply(ctx context.Context, arg WorkerReplyParams) ([]Wor
 	var items []WorkerReplyRow
 	for rows.Next() {
 		var i WorkerReplyRow
-		if err := rows.Scan(
-			&i.MessageID,
-			&i.MessagePosition,
-			&i.Role,
-			&i.BlockType,
-			&i.Content,
-			&i.Metadata,
-			&i.ToolCallID,
-			&i.ToolName,
-			&i.ToolInput,
-			&i.ToolStatus,
-			&i.ToolOutput,
-			&i.ToolError,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const workerReplyList = `-- name: WorkerReplyList :many
-SELECT message_id, message_position, role, block_type, content, metadata,
-       tool_call_id, tool_name, tool_input, tool_status, tool_output, tool_error
-  FROM convo.prompt_reply
- WHERE prompt_id = $1::uuid
- ORDER BY block_position
-`
-
-type WorkerReplyListRow struct {
-	MessageID       uuid.UUID
-	MessagePosition int64
-	Role            string
-	BlockType       string
-	Content         string
-	Metadata        json.RawMessage
-	ToolCallID      uuid.NullUUID
-	ToolName        *string
-	ToolInput       json.RawMessage
-	ToolStatus      *string
-	ToolOutput      *string
-	ToolError       *string
-}
-
-// The finished blocks of the prompt's own reply so far, in order
-// (convo.prompt_reply): what a worker that resumes a paused prompt gives
-// the model, so the reply goes on where it stopped.
-func (q *Queries) WorkerReplyList(ctx context.Context, promptID uuid.UUID) ([]WorkerReplyListRow, error) {
-	rows, err := q.db.Query(ctx, workerReplyList, promptID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []WorkerReplyListRow
-	for rows.Next() {
-		var i WorkerReplyListRow
 		if err := rows.Scan(
 			&i.MessageID,
 			&i.MessagePosition,

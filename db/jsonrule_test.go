@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/db/sqlstate"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres/dbq"
 )
 
@@ -37,7 +38,7 @@ type jsonRuleCase struct {
 // the prompt id) and returns its refusal as the error a direct call
 // would have raised.
 func batchErr(tb *testBundle, number int64, op string) error {
-	rows, err := tb.q.BatchWrite(context.Background(), dbq.BatchWriteParams{Worker: "w1", Batch: number, Ops: json.RawMessage("[" + op + "]")})
+	rows, err := tb.api.BatchWrite(context.Background(), apiq.BatchWriteParams{Worker: "w1", Batch: number, Ops: json.RawMessage("[" + op + "]")})
 	if err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func jsonRuleCases() []jsonRuleCase {
 		{"start_block", "start_block: metadata", func(t *testing.T, tb *testBundle, v string) func() error {
 			r := tb.startReply(t)
 			return func() error {
-				_, err := tb.q.BlockStart(ctx, dbq.BlockStartParams{PromptID: r.promptID, BlockType: "text", Metadata: json.RawMessage(`{"n":` + v + `}`)})
+				_, err := tb.api.BlockStart(ctx, apiq.BlockStartParams{PromptID: r.promptID, BlockType: "text", Metadata: json.RawMessage(`{"n":` + v + `}`)})
 				return err
 			}
 		}, true},
@@ -62,7 +63,7 @@ func jsonRuleCases() []jsonRuleCase {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "text")
 			return func() error {
-				return tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: b, Metadata: json.RawMessage(`{"n":` + v + `}`)})
+				return tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: b, Metadata: json.RawMessage(`{"n":` + v + `}`)})
 			}
 		}, true},
 		{"end_block_structured", "end_block: content", func(t *testing.T, tb *testBundle, v string) func() error {
@@ -70,13 +71,13 @@ func jsonRuleCases() []jsonRuleCase {
 			b := tb.startBlock(t, r.promptID, "structured")
 			tb.append(t, b, `{"n":`)
 			tb.append(t, b, v+`}`)
-			return func() error { return tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: b}) }
+			return func() error { return tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: b}) }
 		}, true},
 		{"start_tool_call", "start_tool_call: input", func(t *testing.T, tb *testBundle, v string) func() error {
 			r := tb.startReply(t)
 			b := tb.startBlock(t, r.promptID, "tool_use")
 			return func() error {
-				_, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{"expression":` + v + `}`)})
+				_, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: b, Name: "calc", Input: json.RawMessage(`{"expression":` + v + `}`)})
 				return err
 			}
 		}, true},
@@ -84,7 +85,7 @@ func jsonRuleCases() []jsonRuleCase {
 			r := tb.startReply(t)
 			call := tb.toolCall(t, r.promptID, "pick")
 			return func() error {
-				return tb.q.InputRequest(ctx, dbq.InputRequestParams{ToolCallID: call, Kind: "client_tool",
+				return tb.api.InputRequest(ctx, apiq.InputRequestParams{ToolCallID: call, Kind: "client_tool",
 					Request: json.RawMessage(`{"outputSchema":{"type":"array","items":{"maximum":` + v + `}}}`)})
 			}
 		}, true},
@@ -120,14 +121,14 @@ func jsonRuleCases() []jsonRuleCase {
 		}, true},
 		{"send_message", "send_message: model_configs", func(t *testing.T, tb *testBundle, v string) func() error {
 			return func() error {
-				_, err := tb.q.MessageSend(ctx, dbq.MessageSendParams{OwnerID: "local", Text: "hi",
+				_, err := tb.api.MessageSend(ctx, apiq.MessageSendParams{OwnerID: "local", Text: "hi",
 					ModelConfigs: json.RawMessage(`[{"model":"demo","temperature":` + v + `}]`)})
 				return err
 			}
 		}, true},
 		{"regenerate_reply", "regenerate_reply: model_config", func(t *testing.T, tb *testBundle, v string) func() error {
 			r := tb.startReply(t)
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
 			return func() error {
@@ -138,7 +139,7 @@ func jsonRuleCases() []jsonRuleCase {
 		}, true},
 		{"edit_message", "edit_message: model_config", func(t *testing.T, tb *testBundle, v string) func() error {
 			r := tb.startReply(t)
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
 			user := tb.state(t, r.conversationID).Messages[0].ID

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/db/sqlstate"
 	"github.com/convo-dev/convo/files"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 	"github.com/convo-dev/convo/postgres"
-	"github.com/convo-dev/convo/postgres/dbq"
 )
 
 // sendFiles sends text with fileIDs as the user "local" and returns the
@@ -35,7 +35,7 @@ func (tb *testBundle) sendFiles(t testing.TB, conversationID uuid.UUID, text str
 // claimAs claims the one queued prompt as worker and checks it is want.
 func (tb *testBundle) claimAs(t testing.TB, worker string, want uuid.UUID) {
 	t.Helper()
-	claimed, err := tb.q.PromptClaim(context.Background(), dbq.PromptClaimParams{Worker: worker, LeaseSeconds: 30})
+	claimed, err := tb.api.PromptClaim(context.Background(), apiq.PromptClaimParams{Worker: worker, LeaseSeconds: 30})
 	if err != nil || len(claimed) != 1 || claimed[0].PromptID != want {
 		t.Fatalf("claim as %s: %v %+v; want prompt %s", worker, err, claimed, want)
 	}
@@ -43,9 +43,9 @@ func (tb *testBundle) claimAs(t testing.TB, worker string, want uuid.UUID) {
 
 // promptFiles lists the files of promptID's context, as worker w1 reads
 // them, as "filename@message_position.file_position".
-func (tb *testBundle) promptFiles(t testing.TB, promptID uuid.UUID) ([]dbq.WorkerFilesRow, string) {
+func (tb *testBundle) promptFiles(t testing.TB, promptID uuid.UUID) ([]apiq.WorkerFilesRow, string) {
 	t.Helper()
-	rows, err := tb.q.WorkerFiles(context.Background(), dbq.WorkerFilesParams{PromptID: promptID, Worker: "w1"})
+	rows, err := tb.api.WorkerFiles(context.Background(), apiq.WorkerFilesParams{PromptID: promptID, Worker: "w1"})
 	if err != nil {
 		t.Fatalf("prompt_files: %v", err)
 	}
@@ -57,11 +57,11 @@ func (tb *testBundle) promptFiles(t testing.TB, promptID uuid.UUID) ([]dbq.Worke
 }
 
 // readChunks joins the chunks of file f of promptID, read as w1.
-func (tb *testBundle) readChunks(t testing.TB, promptID uuid.UUID, f dbq.WorkerFilesRow) []byte {
+func (tb *testBundle) readChunks(t testing.TB, promptID uuid.UUID, f apiq.WorkerFilesRow) []byte {
 	t.Helper()
 	var out []byte
 	for seq := range f.Chunks {
-		data, err := tb.q.WorkerFileChunk(context.Background(), dbq.WorkerFileChunkParams{
+		data, err := tb.api.WorkerFileChunk(context.Background(), apiq.WorkerFileChunkParams{
 			PromptID: promptID, Worker: "w1", FileID: f.FileID, Seq: seq,
 		})
 		if err != nil {
@@ -143,7 +143,7 @@ func TestPromptFiles(t *testing.T) {
 		t.Errorf("prompt_files of the edit's reply = %q; want other.txt", names)
 	}
 	for _, f := range []files.File{notes, big, elsewhere} {
-		_, err := tb.q.WorkerFileChunk(ctx, dbq.WorkerFileChunkParams{PromptID: edited.PromptID, Worker: "w1", FileID: f.ID, Seq: 0})
+		_, err := tb.api.WorkerFileChunk(ctx, apiq.WorkerFileChunkParams{PromptID: edited.PromptID, Worker: "w1", FileID: f.ID, Seq: 0})
 		if sqlstate.Of(err) != sqlstate.NotFound || !strings.Contains(err.Error(), f.ID.String()) {
 			t.Errorf("file_chunk of %s, not in the prompt's context: %v; want CV001 naming the file", f.Filename, err)
 		}
@@ -156,7 +156,7 @@ func TestPromptFiles(t *testing.T) {
 	if _, names := tb.promptFiles(t, r3.promptID); names != "elsewhere.txt" {
 		t.Errorf("prompt_files of another conversation = %q; want elsewhere.txt", names)
 	}
-	if _, err := tb.q.WorkerFileChunk(ctx, dbq.WorkerFileChunkParams{PromptID: r3.promptID, Worker: "w1", FileID: notes.ID, Seq: 0}); sqlstate.Of(err) != sqlstate.NotFound {
+	if _, err := tb.api.WorkerFileChunk(ctx, apiq.WorkerFileChunkParams{PromptID: r3.promptID, Worker: "w1", FileID: notes.ID, Seq: 0}); sqlstate.Of(err) != sqlstate.NotFound {
 		t.Errorf("file_chunk of another conversation's file: %v; want CV001", err)
 	}
 }
@@ -175,20 +175,20 @@ func TestPromptFilesRefusals(t *testing.T) {
 	_, r := tb.sendFiles(t, uuid.Nil, "see", f.ID)
 
 	// Queued, claimed by nobody: no worker may read it.
-	if _, err := tb.q.WorkerFiles(ctx, dbq.WorkerFilesParams{PromptID: r.promptID, Worker: "w1"}); sqlstate.Of(err) != sqlstate.NotFound {
+	if _, err := tb.api.WorkerFiles(ctx, apiq.WorkerFilesParams{PromptID: r.promptID, Worker: "w1"}); sqlstate.Of(err) != sqlstate.NotFound {
 		t.Errorf("prompt_files of a prompt nobody holds: %v; want CV001", err)
 	}
 	tb.claimAs(t, "w1", r.promptID)
 	before := tb.fingerprint(t)
-	if _, err := tb.q.WorkerFiles(ctx, dbq.WorkerFilesParams{PromptID: r.promptID, Worker: "w2"}); sqlstate.Of(err) != sqlstate.NotFound ||
+	if _, err := tb.api.WorkerFiles(ctx, apiq.WorkerFilesParams{PromptID: r.promptID, Worker: "w2"}); sqlstate.Of(err) != sqlstate.NotFound ||
 		!strings.Contains(err.Error(), "not held by worker w2") {
 		t.Errorf("prompt_files of another worker's prompt: %v; want CV001", err)
 	}
-	if _, err := tb.q.WorkerFileChunk(ctx, dbq.WorkerFileChunkParams{PromptID: r.promptID, Worker: "w2", FileID: f.ID}); sqlstate.Of(err) != sqlstate.NotFound {
+	if _, err := tb.api.WorkerFileChunk(ctx, apiq.WorkerFileChunkParams{PromptID: r.promptID, Worker: "w2", FileID: f.ID}); sqlstate.Of(err) != sqlstate.NotFound {
 		t.Errorf("file_chunk of another worker's prompt: %v; want CV001", err)
 	}
 	for _, seq := range []int32{-1, 1} {
-		_, err := tb.q.WorkerFileChunk(ctx, dbq.WorkerFileChunkParams{PromptID: r.promptID, Worker: "w1", FileID: f.ID, Seq: seq})
+		_, err := tb.api.WorkerFileChunk(ctx, apiq.WorkerFileChunkParams{PromptID: r.promptID, Worker: "w1", FileID: f.ID, Seq: seq})
 		if sqlstate.Of(err) != sqlstate.InvalidArgument || !strings.Contains(err.Error(), "out of range") || !strings.Contains(err.Error(), "has 1 chunks") {
 			t.Errorf("file_chunk seq %d: %v; want CV003 out of range", seq, err)
 		}
@@ -208,7 +208,7 @@ func TestPromptFilesRefusals(t *testing.T) {
 	if len(rows) != 1 || rows[0].Storage != "s3" || rows[0].Chunks != 0 {
 		t.Fatalf("prompt_files of a file in S3 = %+v; want storage s3, 0 chunks", rows)
 	}
-	_, err = tb.q.WorkerFileChunk(ctx, dbq.WorkerFileChunkParams{PromptID: r.promptID, Worker: "w1", FileID: f.ID, Seq: 0})
+	_, err = tb.api.WorkerFileChunk(ctx, apiq.WorkerFileChunkParams{PromptID: r.promptID, Worker: "w1", FileID: f.ID, Seq: 0})
 	if sqlstate.Of(err) != sqlstate.InvalidArgument || !strings.Contains(err.Error(), "are in s3") || !strings.Contains(err.Error(), rows[0].BlobID.String()) {
 		t.Errorf("file_chunk of a file in S3: %v; want CV003 naming the object", err)
 	}

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/convo-dev/convo/db/sqlstate"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // TestAppendSeqFromOne writes appends whose seq is not a whole number from
@@ -41,7 +41,7 @@ func TestAppendSeqFromOne(t *testing.T) {
 		}
 	}
 	for _, seq := range []int32{-1, 0} {
-		err := tb.q.BlockAppend(ctx, dbq.BlockAppendParams{BlockID: block, Delta: "lost", DeltaSeq: &seq})
+		err := tb.api.BlockAppend(ctx, apiq.BlockAppendParams{BlockID: block, Delta: "lost", DeltaSeq: &seq})
 		if pgErr := requireSQLState(t, err, sqlstate.InvalidArgument); !strings.Contains(pgErr.Message, "append_block: delta_seq must be 1 or more") {
 			t.Errorf("append_block with delta_seq %d: %q", seq, pgErr.Message)
 		}

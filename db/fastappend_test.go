@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/internal/pgtest"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // The tests below cover append_block's common path
@@ -25,7 +25,7 @@ import (
 // appendSeq appends delta to block as delta number seq.
 func (tb *testBundle) appendSeq(t testing.TB, block uuid.UUID, delta string, seq int32) error {
 	t.Helper()
-	return tb.q.BlockAppend(context.Background(), dbq.BlockAppendParams{BlockID: block, Delta: delta, DeltaSeq: &seq})
+	return tb.api.BlockAppend(context.Background(), apiq.BlockAppendParams{BlockID: block, Delta: delta, DeltaSeq: &seq})
 }
 
 // blockDeltas returns the blockDelta contents of block in the log, in order.
@@ -51,17 +51,17 @@ func TestAppendAfterBlockStopsStreaming(t *testing.T) {
 		stop                    func(t *testing.T, tb *testBundle, r reply, block uuid.UUID)
 	}{
 		{"BlockEnded", "CV002", "has ended", func(t *testing.T, tb *testBundle, r reply, block uuid.UUID) {
-			if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: block}); err != nil {
+			if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: block}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"PromptCompleted", "CV002", "is completed, not running", func(t *testing.T, tb *testBundle, r reply, block uuid.UUID) {
-			if err := tb.q.PromptComplete(ctx, r.promptID); err != nil {
+			if err := tb.api.PromptComplete(ctx, r.promptID); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{"PromptFailed", "CV002", "is failed, not running", func(t *testing.T, tb *testBundle, r reply, block uuid.UUID) {
-			if err := tb.q.PromptFail(ctx, dbq.PromptFailParams{PromptID: r.promptID, Error: "model error"}); err != nil {
+			if err := tb.api.PromptFail(ctx, apiq.PromptFailParams{PromptID: r.promptID, Error: "model error"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -110,12 +110,12 @@ func TestAppendAfterBlockStopsStreaming(t *testing.T) {
 				}
 				tc.stop(t, tb, r, block)
 				before := tb.fingerprint(t)
-				params := dbq.BlockAppendParams{BlockID: block, Delta: "late"}
+				params := apiq.BlockAppendParams{BlockID: block, Delta: "late"}
 				if withSeq {
 					four := int32(4)
 					params.DeltaSeq = &four
 				}
-				pgErr := requireSQLState(t, tb.q.BlockAppend(ctx, params), tc.sqlstate)
+				pgErr := requireSQLState(t, tb.api.BlockAppend(ctx, params), tc.sqlstate)
 				if !strings.Contains(pgErr.Message, tc.message) || !strings.HasPrefix(pgErr.Message, "append_block: ") {
 					t.Errorf("message %q, want append_block: … %q", pgErr.Message, tc.message)
 				}
@@ -144,7 +144,7 @@ func TestInterleavedBlocksKeepTheirCounts(t *testing.T) {
 	}
 	var blocks [2]uuid.UUID
 	for i, p := range res.PromptIDs {
-		if err := tb.q.PromptStart(ctx, p); err != nil {
+		if err := tb.api.PromptStart(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 		blocks[i] = tb.startBlock(t, p, "text")
@@ -198,7 +198,7 @@ func TestInterleavedBlocksKeepTheirCounts(t *testing.T) {
 		t.Errorf("snapshot text of block 0 = %q, want %q", got, want[0].String())
 	}
 	for i, b := range blocks {
-		if err := tb.q.BlockEnd(ctx, dbq.BlockEndParams{BlockID: b}); err != nil {
+		if err := tb.api.BlockEnd(ctx, apiq.BlockEndParams{BlockID: b}); err != nil {
 			t.Fatal(err)
 		}
 		var content string
@@ -308,7 +308,7 @@ func TestAppendRaces(t *testing.T) {
 		block := tb.startBlock(t, r.promptID, "text")
 		tb.append(t, block, "a")
 		tx := lock(t, tb, r.conversationID)
-		errs := queueBehind(t, tb, func() error { return tb.q.BlockAppend(ctx, appendParams(block, "late")) })
+		errs := queueBehind(t, tb, func() error { return tb.api.BlockAppend(ctx, appendParams(block, "late")) })
 		if _, err := tx.Exec(ctx, `SELECT convo.end_block($1)`, block); err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +333,7 @@ func TestAppendRaces(t *testing.T) {
 		block := tb.startBlock(t, r.promptID, "text")
 		tb.append(t, block, "a")
 		tx := lock(t, tb, r.conversationID)
-		errs := queueBehind(t, tb, func() error { return tb.q.BlockAppend(ctx, appendParams(block, "late")) })
+		errs := queueBehind(t, tb, func() error { return tb.api.BlockAppend(ctx, appendParams(block, "late")) })
 		if _, err := tx.Exec(ctx, `DELETE FROM convo.messages WHERE id = $1`, r.messageID); err != nil {
 			t.Fatal(err)
 		}
@@ -389,13 +389,13 @@ func TestToolOutputWhileStreaming(t *testing.T) {
 	tb.append(t, text, "before ")
 	use := tb.startBlock(t, r.promptID, "tool_use")
 	tb.append(t, use, `{"q":1}`)
-	call, err := tb.q.ToolCallStart(ctx, dbq.ToolCallStartParams{BlockID: use, Name: "search", Input: json.RawMessage(`{"q":1}`)})
+	call, err := tb.api.ToolCallStart(ctx, apiq.ToolCallStartParams{BlockID: use, Name: "search", Input: json.RawMessage(`{"q":1}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
 		tb.append(t, text, fmt.Sprintf("t%d ", i))
-		if err := tb.q.ToolCallProgress(ctx, dbq.ToolCallProgressParams{ToolCallID: call, Output: fmt.Sprintf("o%d ", i)}); err != nil {
+		if err := tb.api.ToolCallProgress(ctx, apiq.ToolCallProgressParams{ToolCallID: call, Output: fmt.Sprintf("o%d ", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

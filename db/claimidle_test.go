@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // burstQueue queues, on tb, a queue of several owners in several states:
@@ -78,7 +78,7 @@ func TestClaimPromptsIdleOwnersAsClaimByClaim(t *testing.T) {
 	got := fOne.claimMany(t, "w1", n, 0)
 	var want []string
 	for range n {
-		claimed, err := each.q.PromptClaim(context.Background(), dbq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
+		claimed, err := each.api.PromptClaim(context.Background(), apiq.PromptClaimParams{Worker: "w1", LeaseSeconds: 30})
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim_prompt = %v, %v", claimed, err)
 		}
@@ -123,7 +123,7 @@ func TestClaimPromptsBurstInOnePass(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := dbq.New(tx).PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 20, Reserved: 5})
+	claimed, err := apiq.New(tx).PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: "w1", LeaseSeconds: 30, MaxPrompts: 20, Reserved: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package postgres_test
+package db_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/convo-dev/convo/conversation"
-	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/internal/pgtest/apiq"
 )
 
 // TestWorkerLease covers convo.worker_heartbeat, the process lease: the
@@ -23,7 +23,7 @@ func TestWorkerLease(t *testing.T) {
 
 	beat := func(t *testing.T, tb *testBundle, worker string, lease int, starting bool) bool {
 		t.Helper()
-		live, err := tb.q.WorkerHeartbeat(ctx, dbq.WorkerHeartbeatParams{Worker: worker, LeaseSeconds: int32(lease), Starting: starting})
+		live, err := tb.api.WorkerHeartbeat(ctx, apiq.WorkerHeartbeatParams{Worker: worker, LeaseSeconds: int32(lease), Starting: starting})
 		if err != nil {
 			t.Fatalf("worker_heartbeat(%s): %v", worker, err)
 		}
@@ -39,7 +39,7 @@ func TestWorkerLease(t *testing.T) {
 	}
 	claim := func(t *testing.T, tb *testBundle, worker string, n int) []uuid.UUID {
 		t.Helper()
-		rows, err := tb.q.PromptClaimMany(ctx, dbq.PromptClaimManyParams{Worker: worker, LeaseSeconds: 1, MaxPrompts: int32(n)})
+		rows, err := tb.api.PromptClaimMany(ctx, apiq.PromptClaimManyParams{Worker: worker, LeaseSeconds: 1, MaxPrompts: int32(n)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestWorkerLease(t *testing.T) {
 		if got := claim(t, tb, "w1", 2); len(got) != 2 {
 			t.Fatalf("claimed %v", got)
 		}
-		if err := tb.q.PromptStart(ctx, a.promptID); err != nil {
+		if err := tb.api.PromptStart(ctx, a.promptID); err != nil {
 			t.Fatal(err)
 		}
 		if got := lease(t, tb, a.promptID); got != "running w1 infinity" {
@@ -114,7 +114,7 @@ func TestWorkerLease(t *testing.T) {
 			t.Errorf("trace of a prompt under a process lease: %+v, %v", tr.Prompt, err)
 		}
 		// A per-prompt heartbeat changes nothing and says the prompt is w1's.
-		if keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: a.promptID, Worker: "w1"}); err != nil || !keep {
+		if keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: a.promptID, Worker: "w1"}); err != nil || !keep {
 			t.Errorf("heartbeat = %v, %v", keep, err)
 		}
 		if got := lease(t, tb, a.promptID); got != "running w1 infinity" {
@@ -145,7 +145,7 @@ func TestWorkerLease(t *testing.T) {
 		beat(t, tb, "w1", 30, true)
 		a, b := tb.sendMessage(t, uuid.Nil, "one"), tb.sendMessage(t, uuid.Nil, "two")
 		claim(t, tb, "w1", 2)
-		if err := tb.q.PromptStart(ctx, a.promptID); err != nil {
+		if err := tb.api.PromptStart(ctx, a.promptID); err != nil {
 			t.Fatal(err)
 		}
 		tb.append(t, tb.startBlock(t, a.promptID, "text"), "half")
@@ -197,7 +197,7 @@ func TestWorkerLease(t *testing.T) {
 		beat(t, tb, "w1", 30, true)
 		a := tb.sendMessage(t, uuid.Nil, "one")
 		claim(t, tb, "w1", 1)
-		if err := tb.q.PromptStart(ctx, a.promptID); err != nil {
+		if err := tb.api.PromptStart(ctx, a.promptID); err != nil {
 			t.Fatal(err)
 		}
 		lapse(t, tb, "w1")
@@ -219,7 +219,7 @@ func TestWorkerLease(t *testing.T) {
 		beat(t, tb, "w1", 30, true)
 		a := tb.sendMessage(t, uuid.Nil, "one")
 		claim(t, tb, "w1", 1)
-		if err := tb.q.PromptStart(ctx, a.promptID); err != nil {
+		if err := tb.api.PromptStart(ctx, a.promptID); err != nil {
 			t.Fatal(err)
 		}
 		// The process died and another starts under its name, within the
@@ -240,14 +240,14 @@ func TestWorkerLease(t *testing.T) {
 		tb := setup(t)
 		a := tb.sendMessage(t, uuid.Nil, "one")
 		claim(t, tb, "w1", 1)
-		if err := tb.q.PromptStart(ctx, a.promptID); err != nil {
+		if err := tb.api.PromptStart(ctx, a.promptID); err != nil {
 			t.Fatal(err)
 		}
 		if got := lease(t, tb, a.promptID); got != "running w1 future" {
 			t.Fatalf("a simple SQL worker's prompt: %s", got)
 		}
 		time.Sleep(600 * time.Millisecond)
-		if keep, err := tb.q.PromptHeartbeat(ctx, dbq.PromptHeartbeatParams{PromptID: a.promptID, Worker: "w1"}); err != nil || !keep {
+		if keep, err := tb.api.PromptHeartbeat(ctx, apiq.PromptHeartbeatParams{PromptID: a.promptID, Worker: "w1"}); err != nil || !keep {
 			t.Fatalf("heartbeat = %v, %v", keep, err)
 		}
 		time.Sleep(600 * time.Millisecond) // 1.2 s after the start, 0.6 s after the heartbeat

@@ -1,0 +1,192 @@
+-- The client API (what the server calls for its users' requests):
+-- conversations, created, renamed, cleared and deleted, the owner checks
+-- every client function makes, and the rules of a title and of visible
+-- text.
+--
+-- The current definition of each function; db.Migrate applies this file
+-- after the migrations (CREATE OR REPLACE), in the order of
+-- db.FunctionFiles, so a change to a function is an edit here. See
+-- db/README.md.
+
+-- _owned_conversation locks the owner's conversation and returns it,
+-- raising CV001 when it does not exist or belongs to someone else (the two
+-- are indistinguishable on purpose, so ids cannot be probed).
+CREATE OR REPLACE FUNCTION convo._owned_conversation(p_owner_id text, p_conversation_id uuid, p_action text)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    SELECT * INTO v_conv FROM convo.conversations c
+     WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+    RETURN v_conv;
+END;
+$$;
+
+-- _check_owner raises CV001, as _owned_conversation does, when the
+-- conversation does not exist or belongs to someone else, without locking
+-- it. The functions that queue prompts call it before _check_prompt_quota
+-- (which must come before the conversation's lock): a request for a
+-- conversation the caller cannot see answers CV001 whatever the caller's
+-- quota, and costs nothing (not the quota's per-owner lock either).
+-- _owned_conversation checks again under the lock (the conversation may
+-- be deleted in between).
+CREATE OR REPLACE FUNCTION convo._check_owner(p_owner_id text, p_conversation_id uuid, p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM FROM convo.conversations c WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+END;
+$$;
+
+-- _invisible is the inside of a regular expression's bracket expression
+-- that matches every character that shows nothing by itself: white space,
+-- control characters (Cc), format characters (Cf: the zero-width
+-- characters U+200B-U+200D, U+2060, U+FEFF, the bidi controls U+200E,
+-- U+200F, U+202A-U+202E, U+2066-U+2069, the soft hyphen, ...), variation
+-- selectors, the other default-ignorable code points (Hangul fillers,
+-- tag characters, ...), and the blank symbols U+2800 (BRAILLE PATTERN
+-- BLANK) and U+1D159 (MUSICAL SYMBOL NULL NOTEHEAD). wire.Invisible
+-- (wire/validate.go) is the same set: TestVisibleAsInGo checks that the
+-- two agree on every code point.
+CREATE OR REPLACE FUNCTION convo._invisible() RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '\u0001-\u0020\u007F-\u00A0\u00AD\u034F\u0600-\u0605\u061C\u06DD\u070F\u0890-\u0891\u08E2\u115F-\u1160\u1680\u17B4-\u17B5\u180B-\u180F\u2000-\u200F\u2028-\u202F\u205F-\u206F\u2800\u3000\u3164\uFE00-\uFE0F\uFEFF\uFFA0\uFFF0-\uFFFB\U000110BD\U000110CD\U00013430-\U0001343F\U0001BCA0-\U0001BCA3\U0001D159\U0001D173-\U0001D17A\U000E0000-\U000E0FFF'::text
+$$;
+
+-- _has_visible reports whether p_text has a character that shows
+-- something (one that is not in _invisible).
+CREATE OR REPLACE FUNCTION convo._has_visible(p_text text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT p_text ~ ('[^' || convo._invisible() || ']')
+$$;
+
+-- _title_from_text is the title a conversation takes from its first
+-- message: the first line with something visible, its control characters
+-- (TAB, ESC, ...) made spaces, cut at 80 characters, and what shows
+-- nothing trimmed from both ends; '' when there is none.
+CREATE OR REPLACE FUNCTION convo._title_from_text(p_text text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce((
+        SELECT regexp_replace(
+                   left(regexp_replace(regexp_replace(l.line, '[\u0001-\u001F\u007F-\u009F]', ' ', 'g'),
+                                       '^[' || convo._invisible() || ']+', ''), 80),
+                   '[' || convo._invisible() || ']+$', '')
+          FROM regexp_split_to_table(p_text, '[\n\r\u0085\u2028\u2029]') WITH ORDINALITY AS l(line, n)
+         WHERE convo._has_visible(l.line)
+         ORDER BY l.n LIMIT 1), '')
+$$;
+
+-- _check_title raises CV003 unless the title is 1 to 200 characters of one
+-- line (no control character: CR, LF, TAB, ESC, BEL, DEL, C1; no line or
+-- paragraph separator U+2028, U+2029) with something visible, or empty
+-- when allowed. wire.CheckTitle is the same rule.
+CREATE OR REPLACE FUNCTION convo._check_title(p_title text, p_allow_empty boolean) RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_title IS NULL OR (NOT p_allow_empty AND p_title = '') THEN
+        RAISE EXCEPTION 'title must not be empty' USING ERRCODE = 'CV003';
+    END IF;
+    IF p_title ~ '[\u0001-\u001F\u007F-\u009F\u2028\u2029]' THEN
+        RAISE EXCEPTION 'title must not contain control characters (CR, LF, TAB, ESC, ...) or line or paragraph separators (U+2028, U+2029): a title is one line of text'
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF p_title <> '' AND NOT convo._has_visible(p_title) THEN
+        RAISE EXCEPTION 'title must not be empty or only whitespace, zero-width, bidi control or blank (U+2800, ...) characters'
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF length(p_title) > 200 THEN
+        RAISE EXCEPTION 'title must be at most 200 characters, got %', length(p_title) USING ERRCODE = 'CV003';
+    END IF;
+END;
+$$;
+
+-- create_conversation creates an empty conversation for the owner. It has
+-- no events yet: its log starts with the first change.
+CREATE OR REPLACE FUNCTION convo.create_conversation(p_owner_id text, p_title text) RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    PERFORM convo._check_title(p_title, true);
+    INSERT INTO convo.conversations (owner_id, title) VALUES (p_owner_id, btrim(p_title))
+    RETURNING * INTO v_conv;
+    RETURN v_conv;
+END;
+$$;
+
+-- rename_conversation sets the title. Event: conversationUpdated.
+CREATE OR REPLACE FUNCTION convo.rename_conversation(p_owner_id text, p_conversation_id uuid, p_title text)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    PERFORM convo._check_title(p_title, false);
+    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'rename_conversation');
+    UPDATE convo.conversations SET title = btrim(p_title), updated_at = now()
+     WHERE id = p_conversation_id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+    SELECT * INTO v_conv FROM convo.conversations WHERE id = p_conversation_id;
+    RETURN v_conv;
+END;
+$$;
+
+-- clear_conversation removes every message (with its prompts, blocks, tool
+-- calls and comparisons) and keeps the conversation and its event log.
+-- Prompts still queued or running are cancelled first, so their workers
+-- stop. Events: (the cancellations' events), historyCleared.
+CREATE OR REPLACE FUNCTION convo.clear_conversation(p_owner_id text, p_conversation_id uuid)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv   convo.conversations;
+    v_prompt uuid;
+BEGIN
+    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'clear_conversation');
+    FOR v_prompt IN
+        SELECT p.id FROM convo.prompts p
+         WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
+         ORDER BY p.created_at
+    LOOP
+        PERFORM convo._finish_prompt(v_prompt, 'cancelled', NULL);
+        PERFORM convo._notify_prompt('cancelled', v_prompt);
+    END LOOP;
+    DELETE FROM convo.messages WHERE conversation_id = p_conversation_id;
+    UPDATE convo.conversations SET active_prompt_id = NULL, updated_at = now()
+     WHERE id = p_conversation_id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'historyCleared',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+    SELECT * INTO v_conv FROM convo.conversations WHERE id = p_conversation_id;
+    RETURN v_conv;
+END;
+$$;
+
+-- delete_conversation deletes the conversation and everything in it,
+-- cancelling its running prompts' workers, and notifies "convo_events" with
+-- '<conversation id>:deleted' so that subscribers are ended.
+CREATE OR REPLACE FUNCTION convo.delete_conversation(p_owner_id text, p_conversation_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_prompt uuid;
+BEGIN
+    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'delete_conversation');
+    FOR v_prompt IN
+        SELECT p.id FROM convo.prompts p
+         WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
+    LOOP
+        PERFORM convo._notify_prompt('cancelled', v_prompt);
+    END LOOP;
+    DELETE FROM convo.conversations WHERE id = p_conversation_id;
+    PERFORM convo._notify_deleted(p_conversation_id);
+END;
+$$;
