@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,7 +46,9 @@ const WorkerRole = "convo_worker"
 
 // functionsLock is the advisory lock key that serialises the application
 // of functions/ by servers starting at once (two concurrent CREATE OR
-// REPLACE of one function fail with "tuple concurrently updated").
+// REPLACE of one function fail with "tuple concurrently updated"); they
+// also hold goose's session lock, which older releases took for their
+// migrations only.
 const functionsLock = 0x636f6e766f66 // "convof"
 
 // Migrate brings the database at dsn up to the newest schema version, then
@@ -97,9 +101,11 @@ var ErrSchemaBehind = errors.New("the database's schema is older than this relea
 //     functions are not applied, which would put this release's older
 //     definitions over the newer ones; Result.Newer says so.
 //   - this release's, or older: with Options.Migrate, the missing
-//     migrations run, then this release's functions are applied. The
-//     functions' transaction reads the version again under its lock, so a
-//     newer release migrating meanwhile is not overwritten either.
+//     migrations and then this release's functions are applied in one
+//     transaction, so that the servers still serving see the schema and
+//     functions change at once. It reads the versions again under the
+//     locks, so a newer release migrating meanwhile is not overwritten
+//     either.
 //     Without Options.Migrate nothing changes, and an older database is
 //     ErrSchemaBehind, naming both versions.
 func Upgrade(ctx context.Context, dsn string, opts Options) (Result, error) {
@@ -152,15 +158,12 @@ func upgrade(ctx context.Context, sqlDB *sql.DB, rel release, opts Options) (Res
 		}
 		return res, nil
 	}
-	results, err := provider.Up(ctx)
-	if err != nil {
+	// goose creates its table of versions in a new database (under its
+	// lock); the migrations themselves run below.
+	if _, err := provider.GetDBVersion(ctx); err != nil {
 		return res, fmt.Errorf("migrate: %w", err)
 	}
-	for _, r := range results {
-		res.Applied = append(res.Applied, r.Source.Version)
-		slog.Debug("migration applied", "version", r.Source.Version, "duration", r.Duration)
-	}
-	if res.Functions, err = applyFunctions(ctx, sqlDB, rel, res.Release); err != nil {
+	if res, err = migrateAtOnce(ctx, sqlDB, locker, provider.ListSources(), schema, rel, res); err != nil || res.Newer() {
 		return res, err
 	}
 	var hasRole bool
@@ -191,38 +194,128 @@ func databaseVersion(ctx context.Context, q interface {
 	return v, nil
 }
 
-// applyFunctions applies rel's functions in one transaction, unless the
-// database is by then newer than releaseVersion (a newer release migrated
-// it since Upgrade looked): it says whether it applied them.
-func applyFunctions(ctx context.Context, sqlDB *sql.DB, rel release, releaseVersion int64) (bool, error) {
-	tx, err := sqlDB.BeginTx(ctx, nil)
+// migrateAtOnce applies, under goose's session lock and in one
+// transaction, the migrations of sources the database lacks (recording
+// each in goose's table, as goose does), then rel's functions. In one
+// transaction, because servers of the previous release keep serving
+// meanwhile: a migration that drops a function whose new definition is in
+// functions/ (a changed signature) would otherwise leave it missing until
+// the functions commit, and their calls failing. res holds the versions
+// read before; it comes back with what was applied, or Newer when a newer
+// release migrated the database while this one waited for the lock.
+func migrateAtOnce(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker, sources []*goose.Source,
+	schema fs.FS, rel release, res Result) (_ Result, err error) {
+	conn, err := sqlDB.Conn(ctx)
 	if err != nil {
-		return false, fmt.Errorf("migrate: functions: %w", err)
+		return res, fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	if err := locker.SessionLock(ctx, conn); err != nil {
+		return res, fmt.Errorf("migrate: lock: %w", err)
+	}
+	defer func() {
+		if unlockErr := locker.SessionUnlock(context.WithoutCancel(ctx), conn); unlockErr != nil && err == nil {
+			err = fmt.Errorf("migrate: unlock: %w", unlockErr)
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return res, fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	// A server applying functions without migrations (another of this
+	// release) takes this lock too.
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", functionsLock); err != nil {
-		return false, fmt.Errorf("migrate: functions: lock: %w", err)
+		return res, fmt.Errorf("migrate: functions: lock: %w", err)
 	}
-	// A newer release applies its functions under this lock after its
-	// migrations committed: read after taking it, the version tells.
-	if v, err := databaseVersion(ctx, tx); err != nil || v > releaseVersion {
-		return false, err
+	applied := map[int64]bool{}
+	rows, err := tx.QueryContext(ctx, "SELECT version_id FROM goose_db_version WHERE is_applied")
+	if err != nil {
+		return res, fmt.Errorf("migrate: read the database's migrations: %w", err)
 	}
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("migrate: read the database's migrations: %w", err)
+		}
+		applied[v] = true
+		res.Database = max(res.Database, v)
+	}
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("migrate: read the database's migrations: %w", err)
+	}
+	if res.Newer() {
+		return res, nil
+	}
+	for _, src := range sources {
+		if applied[src.Version] {
+			continue
+		}
+		if src.Version < res.Database {
+			return res, fmt.Errorf("migrate: migration %d is missing from the database, which has %d: "+
+				"migrations apply in order, and none may be added below one applied", src.Version, res.Database)
+		}
+		text, err := fs.ReadFile(schema, src.Path)
+		if err != nil {
+			return res, fmt.Errorf("migrate: %w", err)
+		}
+		up, err := upSection(string(text))
+		if err != nil {
+			return res, fmt.Errorf("migrate: %s: %w", src.Path, err)
+		}
+		start := time.Now()
+		// No arguments: the simple protocol, which runs many statements
+		// in one call.
+		if _, err := tx.ExecContext(ctx, up); err != nil {
+			return res, fmt.Errorf("migrate: %s: %w", src.Path, err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)", src.Version); err != nil {
+			return res, fmt.Errorf("migrate: record %s: %w", src.Path, err)
+		}
+		res.Applied = append(res.Applied, src.Version)
+		slog.Debug("migration applied", "version", src.Version, "duration", time.Since(start))
+	}
+	if err := execFunctions(ctx, tx, rel); err != nil {
+		return res, err
+	}
+	if err := tx.Commit(); err != nil {
+		return res, fmt.Errorf("migrate: %w", err)
+	}
+	res.Functions = true
+	return res, nil
+}
+
+// upSection returns the statements of a goose migration's Up section: the
+// text between "-- +goose Up" and "-- +goose Down" (StatementBegin and
+// StatementEnd are comments to PostgreSQL). A migration that must run
+// outside a transaction (NO TRANSACTION) cannot be one of them.
+func upSection(text string) (string, error) {
+	_, up, ok := strings.Cut(text, "-- +goose Up")
+	if !ok {
+		return "", errors.New("no \"-- +goose Up\" line")
+	}
+	if strings.Contains(text, "+goose NO TRANSACTION") {
+		return "", errors.New("NO TRANSACTION is not supported: every migration runs in the one transaction of the upgrade")
+	}
+	up, _, _ = strings.Cut(up, "-- +goose Down")
+	return up, nil
+}
+
+// execFunctions applies rel's functions in tx, in the order of its files.
+func execFunctions(ctx context.Context, tx *sql.Tx, rel release) error {
 	for _, name := range rel.files {
 		text, err := fs.ReadFile(rel.functions, "functions/"+name)
 		if err != nil {
-			return false, fmt.Errorf("migrate: functions: %w", err)
+			return fmt.Errorf("migrate: functions: %w", err)
 		}
 		// No arguments: the simple protocol, which runs a file of many
 		// statements in one call.
 		if _, err := tx.ExecContext(ctx, string(text)); err != nil {
-			return false, fmt.Errorf("migrate: functions/%s: %w", name, err)
+			return fmt.Errorf("migrate: functions/%s: %w", name, err)
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("migrate: functions: %w", err)
-	}
-	return true, nil
+	return nil
 }
 
 // Functions returns the text of functions/name.
