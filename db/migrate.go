@@ -31,11 +31,12 @@ var functionsFS embed.FS
 
 // FunctionFiles are the files of functions/ in the order Migrate applies
 // them: a function of LANGUAGE sql must come after the functions it calls,
-// and privileges.sql (who may call what) comes last, after every function
-// it names was replaced.
+// compat.sql (what keeps the previous release's calls working) after the
+// functions it delegates to, and privileges.sql (who may call what) comes
+// last, after every function it names was replaced.
 var FunctionFiles = []string{
 	"branches.sql", "json.sql", "events.sql", "worker_api.sql", "worker_reads.sql", "batch.sql", "client_api.sql",
-	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "privileges.sql",
+	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "compat.sql", "privileges.sql",
 }
 
 // WorkerRole is the group role that may only call the SQL worker API

@@ -111,3 +111,36 @@ func TestMigrationsOffRefusesAnOlderDatabase(t *testing.T) {
 		t.Error("a refused start changed the database")
 	}
 }
+
+// TestPreviousReleasesSendMessagesIsDropped puts back the six-argument
+// convo.send_messages, as a server of the previous release does when it
+// restarts after this release migrated (it re-applies its functions):
+// the previous release's calls become ambiguous. The next Migrate of this
+// release (compat.sql) drops it, and the same calls work again.
+func TestPreviousReleasesSendMessagesIsDropped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	conn := connect(t, dsn)
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION convo.send_messages(p_owner_ids text[], p_conversation_ids uuid[], p_texts text[],
+		p_model_configs text[], p_parent_message_ids uuid[], p_file_ids text[])
+		RETURNS TABLE (ord integer, conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[],
+		               prompt_ids uuid[], comparison_id uuid, error_code text, error_message text, error_detail text)
+		LANGUAGE plpgsql AS $$ BEGIN RETURN; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	const previousCall = `SELECT count(*) FROM convo.send_messages('{}'::text[], '{}'::uuid[], '{}'::text[], '{}'::text[], '{}'::uuid[], '{}'::text[])`
+	var n int
+	if err := conn.QueryRow(ctx, previousCall).Scan(&n); err == nil || !strings.Contains(err.Error(), "is not unique") {
+		t.Fatalf("the previous release's call beside its own overload: %v; want it ambiguous", err)
+	}
+	if err := db.Migrate(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, previousCall).Scan(&n); err != nil {
+		t.Errorf("the previous release's call after Migrate: %v", err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE oid::regprocedure::text LIKE 'convo.send_messages(%'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("convo.send_messages has %d signatures after Migrate (%v); want 1", n, err)
+	}
+}
