@@ -476,9 +476,10 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	c.FileStorage.registerFlags(fs)
 }
 
-// Migrate applies the migrations (--migrate) through the direct URL
-// (Config.DirectDatabaseURL, else DatabaseURL): goose holds a session
-// lock, which a transaction pooler does not keep.
+// Migrate applies the migrations and functions (--migrate) through the
+// direct URL (Config.DirectDatabaseURL, else DatabaseURL): goose's session
+// lock is held, which a transaction pooler does not keep. A database a
+// newer release migrated is left as it is, with a warning.
 func (m *Main) Migrate(ctx context.Context) error {
 	dsn := m.Config.directDatabaseURL(m.Config.DatabaseURL)
 	res, err := db.Upgrade(ctx, dsn, db.Options{Migrate: true})
