@@ -41,8 +41,8 @@ func buildPrevious(t *testing.T) string {
 	dir := t.TempDir()
 	archive := exec.Command("git", "-C", root, "archive", "--format=tar", PreviousRelease)
 	extract := exec.Command("tar", "-x", "-C", dir)
-	var errs bytes.Buffer
-	archive.Stderr, extract.Stderr = &errs, &errs
+	var archiveErr, extractErr bytes.Buffer
+	archive.Stderr, extract.Stderr = &archiveErr, &extractErr
 	if extract.Stdin, err = archive.StdoutPipe(); err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +50,10 @@ func buildPrevious(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", PreviousRelease, err, errs.String())
+		t.Fatalf("git archive %s: %v\n%s", PreviousRelease, err, archiveErr.String())
 	}
 	if err := extract.Wait(); err != nil {
-		t.Fatalf("extracting %s: %v\n%s", PreviousRelease, err, errs.String())
+		t.Fatalf("extracting %s: %v\n%s", PreviousRelease, err, extractErr.String())
 	}
 	bin := filepath.Join(dir, "convo-api-previous")
 	start := time.Now()

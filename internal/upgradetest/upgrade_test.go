@@ -54,7 +54,9 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	env := []string{"DATABASE_URL=" + dsn, "CONVO_WORKERS=2", "CONVO_DEMO_TOKENS_PER_SECOND=150", "CONVO_LOG_LEVEL=info"}
+	// One user sends every message: no per-user limit may refuse them.
+	env := []string{"DATABASE_URL=" + dsn, "CONVO_WORKERS=4", "CONVO_DEMO_TOKENS_PER_SECOND=150", "CONVO_LOG_LEVEL=info",
+		"CONVO_WRITE_RATE=0", "CONVO_MAX_ACTIVE_PROMPTS=0"}
 	send := func(s *server, conversation, text string) *convov1.SendMessageResponse {
 		t.Helper()
 		res, err := clientOf(s).SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{ConversationId: conversation, Text: text}))
@@ -98,7 +100,9 @@ func TestRollingUpgrade(t *testing.T) {
 	migrated := make(chan struct{})
 	wg.Go(func() {
 		client := clientOf(old)
-		for i := 0; ; i++ {
+		// At most 50, one every 100 ms: a slow migration (the race
+		// detector's) must not queue more replies than the test waits for.
+		for i := 0; i < 50; i++ {
 			_, err := client.SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{Text: fmt.Sprintf("a question during the migration, %d", i)}))
 			if err != nil {
 				sendErrs = append(sendErrs, err)
@@ -107,7 +111,7 @@ func TestRollingUpgrade(t *testing.T) {
 			select {
 			case <-migrated:
 				return
-			case <-time.After(10 * time.Millisecond):
+			case <-time.After(100 * time.Millisecond):
 			}
 		}
 	})
