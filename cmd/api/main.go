@@ -114,6 +114,11 @@ type Config struct {
 	// MigrateOnly applies the migrations to DatabaseURL and exits
 	// (--migrate), so they can run ahead of a deploy.
 	MigrateOnly bool
+	// MigrateAtStart: Run applies the migrations and functions the
+	// database lacks (CONVO_MIGRATE_AT_START, --migrate-at-start; on by
+	// default). Off, they run ahead with --migrate, and a server whose
+	// database is older than its release refuses to start.
+	MigrateAtStart bool
 	// AdminAddr, when set, serves /metrics and /debug/pprof/ there
 	// (CONVO_ADMIN_ADDR, --admin-addr).
 	AdminAddr string
@@ -266,7 +271,7 @@ type Main struct {
 func NewMain() *Main {
 	return &Main{
 		Config: Config{HTTPAddr: "127.0.0.1:8080", EmbedPort: 5434, DBPoolMode: poolModeSession, LogLevel: "info", Feed: feedNotify,
-			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true,
+			CompactAfter: time.Hour, DrainGrace: 2 * time.Second, DrainTimeout: 20 * time.Second, ParkStreams: true, MigrateAtStart: true,
 			DBMaxConns: 16, SnapshotConns: postgres.DefaultSnapshotConns, WriteTimeout: 30 * time.Second, SnapshotBytes: stream.DefaultSnapshotBytes, BodyTimeout: 10 * time.Second,
 			Workers: worker.DefaultSettings(), Limits: DefaultLimits(), Files: DefaultFileSettings(),
 			FileURLs:    FileURLs{TTL: files.DefaultURLTTL},
@@ -314,7 +319,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	fromEnv(&c.AdminAddr, "CONVO_ADMIN_ADDR")
-	for name, dst := range map[string]*bool{"CONVO_PUBLIC_METRICS": &c.PublicMetrics, "CONVO_PARK_STREAMS": &c.ParkStreams} {
+	for name, dst := range map[string]*bool{"CONVO_PUBLIC_METRICS": &c.PublicMetrics, "CONVO_PARK_STREAMS": &c.ParkStreams, "CONVO_MIGRATE_AT_START": &c.MigrateAtStart} {
 		if v := getenv(name); v != "" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -453,6 +458,7 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	fs.StringVar(&c.Feed, "feed", c.Feed, "what feeds streams (CONVO_FEED): notify (LISTEN/NOTIFY) or logical (logical replication; needs wal_level=logical)")
 	fs.DurationVar(&c.CompactAfter, "compact-after", c.CompactAfter, "merge a finished prompt's delta events this long after it ends (CONVO_COMPACT_AFTER); 0: never")
 	fs.BoolVar(&c.MigrateOnly, "migrate", false, "apply the database migrations to DATABASE_URL and exit")
+	fs.BoolVar(&c.MigrateAtStart, "migrate-at-start", c.MigrateAtStart, "apply the migrations the database lacks at start (CONVO_MIGRATE_AT_START); false: they run ahead with --migrate, and a database older than this release is refused")
 	fs.StringVar(&c.AdminAddr, "admin-addr", c.AdminAddr, "serve /metrics and /debug/pprof/ on this (private) address (CONVO_ADMIN_ADDR); empty: no admin address")
 	fs.BoolVar(&c.PublicMetrics, "public-metrics", c.PublicMetrics, "serve /metrics on --http-addr too (CONVO_PUBLIC_METRICS); off by default")
 	fs.BoolVar(&c.ParkStreams, "park-streams", c.ParkStreams, "idle HTTP/1.1 Connect streams hold no goroutine or buffers (CONVO_PARK_STREAMS)")
@@ -470,15 +476,44 @@ func (c *Config) registerFlags(fs *flag.FlagSet, corsOrigins, allowedHosts *stri
 	c.FileStorage.registerFlags(fs)
 }
 
-// Migrate applies the migrations (--migrate) through the direct URL
-// (Config.DirectDatabaseURL, else DatabaseURL): goose holds a session
-// lock, which a transaction pooler does not keep.
+// Migrate applies the migrations and functions (--migrate) through the
+// direct URL (Config.DirectDatabaseURL, else DatabaseURL): goose's session
+// lock is held, which a transaction pooler does not keep. A database a
+// newer release migrated is left as it is, with a warning.
 func (m *Main) Migrate(ctx context.Context) error {
 	dsn := m.Config.directDatabaseURL(m.Config.DatabaseURL)
-	if err := db.Migrate(ctx, dsn); err != nil {
+	res, err := db.Upgrade(ctx, dsn, db.Options{Migrate: true})
+	if err != nil {
 		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
 	}
-	m.Logger.Info("the database is migrated", "database", redact(dsn))
+	if res.Newer() {
+		m.Logger.Warn("the database was migrated by a newer release: this one changed nothing",
+			"database", redact(dsn), "database_migration", res.Database, "release_migration", res.Release)
+		return nil
+	}
+	m.Logger.Info("the database is migrated", "database", redact(dsn), "migration", res.Release, "applied", len(res.Applied))
+	return nil
+}
+
+// upgrade migrates the database at dsn at start (Config.MigrateAtStart),
+// or checks that it is not older than this release; a database a newer
+// release migrated is served as it is (docs/deploy.md, "Upgrades").
+func (m *Main) upgrade(ctx context.Context, dsn string) error {
+	if m.Config.MigrateAtStart || m.cluster != nil {
+		m.Logger.Info("migrating the database")
+	}
+	// The embedded PostgreSQL is this server's own: always migrated.
+	res, err := db.Upgrade(ctx, dsn, db.Options{Migrate: m.Config.MigrateAtStart || m.cluster != nil})
+	if errors.Is(err, db.ErrSchemaBehind) {
+		return fmt.Errorf("CONVO_MIGRATE_AT_START is false and %w", err)
+	}
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", redact(dsn), err)
+	}
+	if res.Newer() {
+		m.Logger.Info("the database was migrated by a newer release: serving without migrating, with its schema and functions",
+			"database_migration", res.Database, "release_migration", res.Release)
+	}
 	return nil
 }
 
@@ -515,9 +550,8 @@ func (m *Main) Run(ctx context.Context) error {
 	// The listener, the logical feed and the migrations (a session lock)
 	// need sessions of their own: not through a transaction pooler.
 	directDSN := m.Config.directDatabaseURL(dsn)
-	m.Logger.Info("migrating the database")
-	if err := db.Migrate(ctx, directDSN); err != nil {
-		return fmt.Errorf("migrate %s: %w", redact(directDSN), err)
+	if err := m.upgrade(ctx, directDSN); err != nil {
+		return err
 	}
 	workerDSN := cmp.Or(m.Config.WorkerDatabaseURL, dsn)
 	if m.cluster != nil && m.Config.WorkerDatabaseURL == "" {

@@ -1,0 +1,42 @@
+package db
+
+import (
+	"context"
+	"io/fs"
+	"strconv"
+	"strings"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// UpgradeAsRelease runs Upgrade as a release whose newest migration is
+// upTo (this one's migrations up to it) and whose functions/ is the one
+// file functions: an older release, to a test.
+func UpgradeAsRelease(ctx context.Context, dsn string, upTo int64, functions string, opts Options) (Result, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return Result{}, err
+	}
+	sqlDB := stdlib.OpenDB(*cfg)
+	defer sqlDB.Close()
+	schema := fstest.MapFS{}
+	entries, err := fs.ReadDir(schemaFS, "schema")
+	if err != nil {
+		return Result{}, err
+	}
+	for _, e := range entries {
+		digits, _, _ := strings.Cut(e.Name(), "_")
+		if v, err := strconv.ParseInt(digits, 10, 64); err != nil || v > upTo {
+			continue
+		}
+		text, err := fs.ReadFile(schemaFS, "schema/"+e.Name())
+		if err != nil {
+			return Result{}, err
+		}
+		schema["schema/"+e.Name()] = &fstest.MapFile{Data: text}
+	}
+	rel := release{schema: schema, functions: fstest.MapFS{"functions/old.sql": {Data: []byte(functions)}}, files: []string{"old.sql"}}
+	return upgrade(ctx, sqlDB, rel, opts)
+}
