@@ -24,6 +24,11 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 phase "system packages"
+# The rolling-upgrade test (internal/upgradetest) builds the previous
+# release from git history: a shallow clone fetches the rest first.
+if [ "$(git rev-parse --is-shallow-repository 2>/dev/null)" = true ]; then
+  git fetch --quiet --unshallow || echo "git fetch --unshallow failed: internal/upgradetest will say what it lacks" >&2
+fi
 # Debian's packages the tests need, installed with one apt-get (as root)
 # while the Go code compiles: PostgreSQL's server binaries (the tests start
 # private clusters from them, unless CONVO_TEST_DATABASE_URL names a
