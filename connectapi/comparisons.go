@@ -30,6 +30,7 @@ func (s *service) VoteComparison(ctx context.Context, req *connect.Request[convo
 	if err != nil {
 		return nil, err
 	}
+	s.recordVotes(ctx, owner, comparisonVotes(c)...)
 	pc, err := wire.Comparison(c)
 	if err != nil {
 		return nil, err

@@ -158,6 +158,7 @@ func (s *service) SubmitFeedback(ctx context.Context, req *connect.Request[convo
 	if err != nil {
 		return nil, err
 	}
+	s.recordVotes(ctx, owner, feedbackVote(msg, rating, req.Msg.GetComment() != ""))
 	pm, err := wire.Message(msg)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convo-dev/convo/auth"
 	"github.com/convo-dev/convo/conversation"
@@ -76,6 +77,10 @@ type Options struct {
 	// DemoModel says GetServerInfo's demo_model: the server runs
 	// in-process workers whose default model is the demo model.
 	DemoModel bool
+	// Tracer, when set, records every rating (SubmitFeedback) and
+	// comparison vote (VoteComparison) as a span on the rated reply's
+	// trace (votes.go); nil records none.
+	Tracer trace.TracerProvider
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's default.
@@ -102,6 +107,9 @@ func NewHandler(opts Options) (string, http.Handler) {
 	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now,
 		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches, demoModel: opts.DemoModel,
 		maxFiles: opts.MaxFilesPerMessage, maxFileBytes: opts.MaxFileBytes, urls: opts.FileURLs}
+	if opts.Tracer != nil {
+		svc.tracer = opts.Tracer.Tracer("github.com/convo-dev/convo/connectapi")
+	}
 	if opts.Parking != nil {
 		opts.Parking.shared = shared
 	}
@@ -138,6 +146,8 @@ type service struct {
 	logger  *slog.Logger
 	now     func() time.Time
 	parking *Parking
+	// tracer records votes on replies' traces; nil: none (votes.go).
+	tracer trace.Tracer
 	// pageBytes bounds a ListMessages page.
 	pageBytes int
 	// searches bounds SearchMessages (nil: no bound).

@@ -240,6 +240,12 @@ type Store interface {
 	// ListComparisons returns at most limit comparisons of the owner (of
 	// one conversation when conversationID is valid), newest first.
 	ListComparisons(ctx context.Context, ownerID string, conversationID uuid.NullUUID, limit int, after *PageCursor) ([]Comparison, error)
+	// ReplyTraceContexts returns, by message id, the W3C trace context
+	// (traceparent, and tracestate when there is one) that the prompts of
+	// the owner's messages keep from the request that sent them; a message
+	// with no prompt, one that keeps none, or not the owner's is absent.
+	// Ratings and votes are recorded on those traces (docs/operations.md).
+	ReplyTraceContexts(ctx context.Context, ownerID string, messageIDs []uuid.UUID) (map[uuid.UUID]map[string]string, error)
 
 	// DeleteResponse deletes the owner's prompt's reply from OpenAI's
 	// Responses API (ResponseDeleted reports it from then on); the

@@ -60,7 +60,7 @@ func (m *Main) routes() http.Handler {
 		Interceptors: interceptors, Refused: m.metrics.rpc.Refused, Writes: writes, Parking: m.parking,
 		Searches: m.Config.Limits.searches(), PageBytes: m.Config.SnapshotBytes, WriteTimeout: m.Config.WriteTimeout,
 		Reads: reads, DemoModel: m.demoModel, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
-		MaxFileBytes: m.Config.Files.MaxBytes, FileURLs: m.fileURLs,
+		MaxFileBytes: m.Config.Files.MaxBytes, FileURLs: m.fileURLs, Tracer: m.voteTracer(),
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {

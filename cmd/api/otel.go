@@ -3,6 +3,7 @@ package main
 import (
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/convo-dev/convo/telemetry"
 )
@@ -44,4 +45,14 @@ func (m *Main) httpTelemetry() *telemetry.Telemetry {
 		return telemetry.Disabled()
 	}
 	return m.telemetry
+}
+
+// voteTracer records ratings and comparison votes on the replies' traces
+// (connectapi.Options.Tracer); nil when traces are not exported, so that
+// no vote costs a read of its reply's trace context then.
+func (m *Main) voteTracer() trace.TracerProvider {
+	if t := m.httpTelemetry(); t.Traces {
+		return t.Tracer
+	}
+	return nil
 }

@@ -33,6 +33,15 @@ export interface Job {
   /** A resumed prompt's input requests with their answers (convo.prompt_inputs), in the order the calls started; empty unless resumed. */
   readonly inputs: PromptInput[];
   /**
+   * The W3C trace context of the request that sent the prompt's message
+   * (convo.prompt_trace), undefined when it had none. With
+   * @opentelemetry/api installed the worker continues it already (the
+   * prompt's span is active while the handler runs); these are for a
+   * handler that propagates it itself.
+   */
+  readonly traceparent: string | undefined;
+  readonly tracestate: string | undefined;
+  /**
    * Fires when the handler must stop: the user cancelled the prompt, the
    * worker lost its lease, the worker is stopping, or a write was refused.
    * `signal.reason` is the WorkerError saying which. Pass it to the model

@@ -18,6 +18,10 @@ export interface ClaimRow {
   attempts: number;
   /** The prompt has input requests: it paused for input before, and an answer queued it again. */
   resumed: boolean;
+  /** The W3C trace context of the request that sent the prompt's message (convo.prompt_trace); null when it had none. */
+  trace_context: { traceparent?: string; tracestate?: string } | null;
+  /** How long the prompt was queued, by the database's clock. */
+  queued_seconds: number;
 }
 
 /** One input request of a prompt with its call and its answer (convo.prompt_inputs). */
@@ -196,8 +200,10 @@ export class Sql {
     return this.query<ClaimRow>(
       "claim prompts",
       `SELECT c.prompt_id::text, c.conversation_id::text, c.message_id::text, c.model_config, c.attempts,
-              EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1)) AS resumed
-         FROM convo.claim_prompts($1, $2, $3, $4) c`,
+              EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1)) AS resumed,
+              t.trace_context, t.queued_seconds
+         FROM convo.claim_prompts($1, $2, $3, $4) c
+        CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, $1) t`,
       [worker, leaseSeconds, max, reserved],
     );
   }

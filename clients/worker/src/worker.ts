@@ -17,6 +17,7 @@ import { PromptInput } from "./inputs.js";
 import type { Job } from "./job.js";
 import { ProcessLease } from "./lease.js";
 import { Listener } from "./listener.js";
+import { PromptSpan, loadOtel } from "./otel.js";
 import { settingsOf, type Settings, type Settled, type WorkerOptions } from "./options.js";
 import { Reply } from "./reply.js";
 import { Sql, retryable, type ClaimRow, type ContextRow, type InputRow } from "./sql.js";
@@ -38,6 +39,8 @@ export class Worker {
   private readonly ownPool: boolean;
   private readonly sql: Sql;
   private readonly committers: Committer[];
+  /** @opentelemetry/api when the app has it (loaded by start()): each prompt's span (otel.ts). */
+  private otel?: Awaited<ReturnType<typeof loadOtel>>;
   /** The process lease's heartbeats, on a pool (one connection) of their own. */
   private readonly beatPool: pg.Pool;
   private readonly lease: ProcessLease;
@@ -111,6 +114,7 @@ export class Worker {
    * the process starts) waits for it, so that it stops what it started.
    */
   private async connect(): Promise<void> {
+    this.otel = await loadOtel();
     this.pool.on("error", this.onPoolError);
     this.pool.on("connect", this.onPoolConnect);
     this.beatPool.on("error", this.onPoolError);
@@ -326,15 +330,17 @@ export class Worker {
     committer.add(reply);
     const entry = this.running.get(row.prompt_id);
     if (entry) entry.reply = reply;
+    const span = PromptSpan.start(this.otel, row, this.s.workerId);
     let settled: Settled;
     try {
-      settled = await this.execute(row, reply, abort);
+      settled = await this.execute(row, reply, abort, span);
     } catch (err) {
       settled = { promptId: row.prompt_id, outcome: "stopped", error: messageOf(err), durationMs: 0 };
     } finally {
       committer.remove(reply);
     }
     settled.durationMs = Date.now() - startedAt;
+    span.end(settled);
     const log = settled.outcome === "failed" ? this.s.logger.warn : this.s.logger.info;
     log.call(this.s.logger, `prompt ${settled.outcome}`, { promptId: row.prompt_id, error: settled.error, durationMs: settled.durationMs });
     try {
@@ -344,7 +350,7 @@ export class Worker {
     }
   }
 
-  private async execute(row: ClaimRow, reply: Reply, abort: AbortController): Promise<Settled> {
+  private async execute(row: ClaimRow, reply: Reply, abort: AbortController, span: PromptSpan): Promise<Settled> {
     const promptId = row.prompt_id;
     const out = (outcome: Settled["outcome"], error?: string): Settled => ({ promptId, outcome, error, durationMs: 0 });
     let err: unknown;
@@ -371,12 +377,14 @@ export class Worker {
         resumed: row.resumed,
         replySoFar: resumed ? replySoFarOf(resumed.reply, inputs) : [],
         inputs,
+        traceparent: row.trace_context?.traceparent,
+        tracestate: row.trace_context?.tracestate,
         signal: abort.signal,
         reply,
       };
       // The handler may notice its signal late: the prompt settles (and its
       // slot frees) when the signal fires, whatever the handler does.
-      const handled = Promise.resolve().then(() => this.handler(job));
+      const handled = Promise.resolve().then(() => span.run(() => this.handler(job)));
       handled.catch(() => {});
       await Promise.race([handled, aborted(abort.signal)]);
       handlerDone = true;

@@ -274,6 +274,13 @@ class Job:
     #: The files of the context's messages (``convo.prompt_files``), by
     #: message; ``messages`` gives each user message its own.
     files: ContextFiles = field(default_factory=dict)
+    #: The W3C trace context (``traceparent``, ``tracestate`` headers'
+    #: values) of the request that sent the prompt's message
+    #: (``convo.prompt_trace``); None when it had none. Continue it with
+    #: OpenTelemetry to make the reply part of the send's trace
+    #: (docs/workers-python.md, "Tracing").
+    traceparent: str | None = None
+    tracestate: str | None = None
     # tool_result blocks written for resumed calls, for the history.
     _results: list[ContextBlock] = field(default_factory=list, repr=False)
 

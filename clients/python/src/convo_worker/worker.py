@@ -44,11 +44,14 @@ _LISTEN_PING_INTERVAL = 30.0
 _LISTEN_PING_TIMEOUT = 5.0
 
 # resumed: the prompt has input requests (it paused for input before, and
-# an answer queued it again).
+# an answer queued it again). trace_context: the W3C trace context the
+# request that sent the prompt's message left (convo.prompt_trace), for
+# the handler to continue (Job.traceparent).
 _CLAIM_SQL = """
 SELECT c.prompt_id::text, c.conversation_id::text, c.message_id::text, c.model_config, c.attempts,
-       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, %s)) AS resumed
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, %s)) AS resumed, t.trace_context
   FROM convo.claim_prompts(%s, %s, %s, %s) c
+ CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, %s) t
 """
 _CONTEXT_SQL = """
 SELECT message_id::text, role, block_type, content, metadata, tool_call_id::text, tool_name,
@@ -413,7 +416,7 @@ class Worker:
     async def _claim(self, n: int, reserved: int) -> list[tuple[Any, ...]]:
         assert self._pool is not None
         s = self.settings
-        return await self._pool.fetch(_CLAIM_SQL, (s.worker_id, s.worker_id, s.lease_seconds, n, reserved))
+        return await self._pool.fetch(_CLAIM_SQL, (s.worker_id, s.worker_id, s.lease_seconds, n, reserved, s.worker_id))
 
     async def _release_unstarted(self, prompt_id: str) -> None:
         assert self._pool is not None
@@ -423,8 +426,9 @@ class Worker:
             log.warning("prompt %s: release it (claimable again when its lease expires): %s", prompt_id, message_of(err))
 
     def _start_run(self, row: tuple[Any, ...]) -> None:
-        prompt_id, conversation_id, message_id, model_config, attempts, resumed = row
-        run = _Run(self, prompt_id, conversation_id, message_id, model_config or {}, attempts, bool(resumed))
+        prompt_id, conversation_id, message_id, model_config, attempts, resumed, trace_context = row
+        run = _Run(self, prompt_id, conversation_id, message_id, model_config or {}, attempts, bool(resumed),
+                   trace_context or {})
         self._runs[prompt_id] = run
         run.task = asyncio.create_task(self._run_prompt(run), name=f"convo-worker prompt {prompt_id}")
         if self._stopping:
@@ -469,8 +473,10 @@ class _Run:
     """One claimed prompt in the worker's hands, from its start to its end."""
 
     def __init__(self, worker: Worker, prompt_id: str, conversation_id: str, message_id: str,
-                 model_config: dict[str, Any], attempts: int, resumed: bool = False) -> None:
+                 model_config: dict[str, Any], attempts: int, resumed: bool = False,
+                 trace_context: dict[str, str] | None = None) -> None:
         self.w = worker
+        self.trace_context = trace_context or {}
         self.resumed = resumed
         self.prompt_id = prompt_id
         self.conversation_id = conversation_id
@@ -562,6 +568,7 @@ class _Run:
                 model_config=self.model_config, attempts=self.attempts, worker_id=self.w.worker_id,
                 context=blocks, reply=Reply(writer), resumed=self.resumed,
                 reply_so_far=own, inputs=inputs, files=files,
+                traceparent=self.trace_context.get("traceparent"), tracestate=self.trace_context.get("tracestate"),
             )
             self._bind_inputs(self.job)
             reply = self.job.reply
