@@ -404,9 +404,21 @@ const (
 func (p *Pool) claim(ctx context.Context, n, reserved int) ([]wdb.PromptClaimManyRow, error) {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 	defer cancel()
-	rows, err := p.api.PromptClaimMany(cctx, wdb.PromptClaimManyParams{
+	arg := wdb.PromptClaimManyParams{
 		Worker: p.cfg.Name, LeaseSeconds: int32(p.cfg.LeaseSeconds), MaxPrompts: int32(n), Reserved: int32(reserved),
-	})
+	}
+	var rows []wdb.PromptClaimManyRow
+	var err error
+	if p.otel == nil {
+		rows, err = p.api.PromptClaimMany(cctx, arg)
+	} else {
+		// The trace context and the queue wait feed only telemetry.
+		var traced []wdb.PromptClaimManyTracedRow
+		traced, err = p.api.PromptClaimManyTraced(cctx, wdb.PromptClaimManyTracedParams(arg))
+		for _, r := range traced {
+			rows = append(rows, wdb.PromptClaimManyRow(r))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

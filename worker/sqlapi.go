@@ -20,6 +20,7 @@ import (
 // *wdb.Queries on a pool implements it; tests wrap it to watch the calls.
 type sqlAPI interface {
 	PromptClaimMany(ctx context.Context, arg wdb.PromptClaimManyParams) ([]wdb.PromptClaimManyRow, error)
+	PromptClaimManyTraced(ctx context.Context, arg wdb.PromptClaimManyTracedParams) ([]wdb.PromptClaimManyTracedRow, error)
 	BatchWrite(ctx context.Context, arg wdb.BatchWriteParams) ([]wdb.BatchWriteRow, error)
 	BatchMark(ctx context.Context, arg wdb.BatchMarkParams) (int64, error)
 	PromptHeartbeat(ctx context.Context, arg wdb.PromptHeartbeatParams) (bool, error)

@@ -34,7 +34,20 @@ SELECT convo.release_prompt(@prompt_id::uuid, @worker::text)::bool AS released;
 
 -- name: PromptClaimMany :many
 -- Up to max_prompts claimed prompts, in the order claimed; the last
--- reserved of them only for owners who hold nothing.
+-- reserved of them only for owners who hold nothing. Without their trace
+-- context ('{}') and queue wait (0): PromptClaimManyTraced reads them,
+-- for telemetry only, since the read makes a burst's claims a third
+-- dearer in PostgreSQL's CPU (docs/performance.md).
+SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
+       c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
+       c.attempts::int AS attempts,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed,
+       '{}'::jsonb AS trace_context, 0::float8 AS queued_seconds
+  FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c;
+
+-- name: PromptClaimManyTraced :many
+-- PromptClaimMany with each prompt's trace context and how long it was
+-- queued (convo.prompt_trace).
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
