@@ -279,13 +279,28 @@ func TestDocs(t *testing.T) {
 
 // curlShim stands in for curl and buf on PATH while docs/api.md's
 // examples run: it records each call's arguments, response headers and
-// body (curl) or exit status (buf), and bounds streams to a few seconds.
+// body (curl) or exit status (buf). It bounds each call in its own time,
+// in place of any --max-time the example gives: a stream ends after 8
+// seconds (long enough for its snapshot on a loaded machine; 2 or 3 were
+// not, under go test -race beside the other packages), a unary call
+// fails after 60.
 const curlShim = `#!/bin/sh
 call=$(mktemp "$DOCS_CALLS/call.XXXXXX")
 printf '%s\n' "$(basename "$0")" "$@" > "$call.args"
 case "$(basename "$0")" in
 curl)
-	"$DOCS_REAL_CURL" --max-time 3 -D "$call.headers" "$@" | tee "$call.body"
+	limit=60
+	skip=no
+	for a in "$@"; do
+		shift
+		if [ $skip = yes ]; then skip=no; continue; fi
+		case $a in
+		--max-time) skip=yes; continue ;;
+		*/StreamConversation) limit=8 ;;
+		esac
+		set -- "$@" "$a"
+	done
+	"$DOCS_REAL_CURL" --max-time $limit -D "$call.headers" "$@" | tee "$call.body"
 	;;
 buf)
 	"$DOCS_REAL_BUF" "$@"

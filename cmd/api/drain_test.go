@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,12 +119,13 @@ func TestDrainMovesClients(t *testing.T) {
 	dsn := pgtest.DSN(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	// The demo model at 20 tokens a second: the reply outlasts the drain's
+	// The demo model at 8 tokens a second: the reply outlasts the drain's
 	// grace by seconds even on a loaded machine (at 150, and at 50 under a
 	// load of 20 on 2 cores, it ended within the grace, and the follower
-	// never had to move).
-	common := []string{"DATABASE_URL=" + dsn, "CONVO_DEMO_TOKENS_PER_SECOND=20",
-		"CONVO_DRAIN_GRACE=1s", "CONVO_DRAIN_TIMEOUT=60s", "CONVO_LOG_LEVEL=info"}
+	// never had to move). The grace is long enough for the test to see
+	// A's /healthz answer 503 within it: after it, A stops listening.
+	common := []string{"DATABASE_URL=" + dsn, "CONVO_DEMO_TOKENS_PER_SECOND=8",
+		"CONVO_DRAIN_GRACE=2s", "CONVO_DRAIN_TIMEOUT=60s", "CONVO_LOG_LEVEL=info"}
 	a := startProcess(t, bin, append(common, "CONVO_WORKER_NAME=server-a")...)
 
 	// A's worker takes the first prompt: B does not run yet.
@@ -149,7 +151,12 @@ func TestDrainMovesClients(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	testwait.Until(t, ctx, "A to report draining", func() bool { return healthStatus(a.url) == http.StatusServiceUnavailable })
+	// A logs the grace as it begins; its /healthz answers 503 from before
+	// that line until it stops listening.
+	testwait.Until(t, ctx, "A to begin its grace", func() bool { return strings.Contains(a.logs.String(), "draining: open streams go on") })
+	if got := healthStatus(a.url); got != http.StatusServiceUnavailable {
+		t.Errorf("A's /healthz while it drains: %d, want 503", got)
+	}
 	// A refuses new streams with a retryable Unavailable meanwhile.
 	refused, err := clientA.StreamConversation(ctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: sent.Msg.ConversationId}))
 	if err == nil {
