@@ -132,8 +132,10 @@ await "build versitygw (the S3 tests' server)"
 
 # -parallel 4: most tests wait (on PostgreSQL, on a server process, on a
 # model's pace), so four of a package's tests at a time, not one per core.
+# internal/testreport prints what plain go test would, then the slowest
+# tests and packages.
 phase "go test -race"
-go test -race -count=1 -parallel 4 -timeout 20m -skip '^TestFaultSoak$' ./...
+go test -json -race -count=1 -parallel 4 -timeout 20m -skip '^TestFaultSoak$' ./... | go run ./internal/testreport
 
 # The fault soak on its own (it loads both cores), both feeds one after
 # the other, with its figures shown; docs/operations.md says how to run it
@@ -147,7 +149,7 @@ go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
 # listeners direct, as a deployment with CONVO_DB_POOL_MODE=transaction
 # runs (internal/pgtest: CONVO_TEST_POOLER).
 phase "through PgBouncer: the Connect and worker suites, the fault soak"
-CONVO_TEST_POOLER=pgbouncer go test -race -count=1 -parallel 4 -timeout 15m ./connectapi/ ./worker/
+CONVO_TEST_POOLER=pgbouncer go test -json -race -count=1 -parallel 4 -timeout 15m ./connectapi/ ./worker/ | go run ./internal/testreport
 CONVO_TEST_POOLER=pgbouncer CONVO_SOAK_FEEDS=notify go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
   grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
 
