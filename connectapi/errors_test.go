@@ -56,6 +56,14 @@ func everyRPC(client convov1connect.ConversationServiceClient, id ids) map[strin
 			_, err := client.RenameConversation(ctx, connect.NewRequest(&convov1.RenameConversationRequest{ConversationId: id.conversation, Title: "mine now"}))
 			return err
 		},
+		"SetSendPolicy": func() error {
+			_, err := client.SetSendPolicy(ctx, connect.NewRequest(&convov1.SetSendPolicyRequest{ConversationId: id.conversation, SendPolicy: convov1.SendPolicy_SEND_POLICY_REJECT}))
+			return err
+		},
+		"DeleteQueuedMessage": func() error {
+			_, err := client.DeleteQueuedMessage(ctx, connect.NewRequest(&convov1.DeleteQueuedMessageRequest{MessageId: id.userMessage}))
+			return err
+		},
 		"ClearConversation": func() error {
 			_, err := client.ClearConversation(ctx, connect.NewRequest(&convov1.ClearConversationRequest{ConversationId: id.conversation}))
 			return err
