@@ -128,8 +128,8 @@ func TestOwnership(t *testing.T) {
 		foreignErr := requireCode(t, call(), connect.CodeNotFound)
 		unknownErr := requireCode(t, unknownCalls[name](), connect.CodeNotFound)
 		// Same answer, up to the id itself.
-		f := strings.NewReplacer(foreign.conversation, "ID", foreign.message, "ID", foreign.prompt, "ID", foreign.comparison, "ID", foreign.toolCall, "ID").Replace(foreignErr.Message())
-		u := strings.NewReplacer(unknown.conversation, "ID", unknown.message, "ID", unknown.prompt, "ID", unknown.comparison, "ID", unknown.toolCall, "ID").Replace(unknownErr.Message())
+		f := strings.NewReplacer(foreign.conversation, "ID", foreign.userMessage, "ID", foreign.message, "ID", foreign.prompt, "ID", foreign.comparison, "ID", foreign.toolCall, "ID").Replace(foreignErr.Message())
+		u := strings.NewReplacer(unknown.conversation, "ID", unknown.userMessage, "ID", unknown.message, "ID", unknown.prompt, "ID", unknown.comparison, "ID", unknown.toolCall, "ID").Replace(unknownErr.Message())
 		if f != u {
 			t.Errorf("%s: foreign id answers %q, unknown id %q", name, f, u)
 		}
