@@ -33,8 +33,10 @@ func TestSendMessage(t *testing.T) {
 	if got.Conversation.Title != "Plan a trip to Lisbon" {
 		t.Errorf("title = %q, want the first line of the first message", got.Conversation.Title)
 	}
-	if got.Conversation.ActivePromptId != second.PromptId {
-		t.Errorf("active prompt = %s, want %s", got.Conversation.ActivePromptId, second.PromptId)
+	// The first reply is still queued: the second message waits its turn
+	// (the server's send policy, enqueue), and the first stays active.
+	if !second.Queued || got.Conversation.ActivePromptId != first.PromptId {
+		t.Errorf("second send queued %v, active prompt = %s; want queued, %s", second.Queued, got.Conversation.ActivePromptId, first.PromptId)
 	}
 	var summary []string
 	for _, m := range got.Messages {

@@ -66,6 +66,24 @@ func (s *service) RenameConversation(ctx context.Context, req *connect.Request[c
 	return connect.NewResponse(&convov1.RenameConversationResponse{Conversation: wire.Conversation(c)}), nil
 }
 
+// SetSendPolicy sets what the conversation's sends that name no policy
+// do while a reply is in flight.
+func (s *service) SetSendPolicy(ctx context.Context, req *connect.Request[convov1.SetSendPolicyRequest]) (*connect.Response[convov1.SetSendPolicyResponse], error) {
+	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
+	if err != nil {
+		return nil, err
+	}
+	policy, err := wire.ParseSendPolicy("sendPolicy", req.Msg.GetSendPolicy())
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.store.SetSendPolicy(ctx, owner, id, policy)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&convov1.SetSendPolicyResponse{Conversation: wire.Conversation(c)}), nil
+}
+
 func (s *service) DeleteConversation(ctx context.Context, req *connect.Request[convov1.DeleteConversationRequest]) (*connect.Response[convov1.DeleteConversationResponse], error) {
 	owner, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
 	if err != nil {

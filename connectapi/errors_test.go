@@ -56,6 +56,14 @@ func everyRPC(client convov1connect.ConversationServiceClient, id ids) map[strin
 			_, err := client.RenameConversation(ctx, connect.NewRequest(&convov1.RenameConversationRequest{ConversationId: id.conversation, Title: "mine now"}))
 			return err
 		},
+		"SetSendPolicy": func() error {
+			_, err := client.SetSendPolicy(ctx, connect.NewRequest(&convov1.SetSendPolicyRequest{ConversationId: id.conversation, SendPolicy: convov1.SendPolicy_SEND_POLICY_REJECT}))
+			return err
+		},
+		"DeleteQueuedMessage": func() error {
+			_, err := client.DeleteQueuedMessage(ctx, connect.NewRequest(&convov1.DeleteQueuedMessageRequest{MessageId: id.userMessage}))
+			return err
+		},
 		"ClearConversation": func() error {
 			_, err := client.ClearConversation(ctx, connect.NewRequest(&convov1.ClearConversationRequest{ConversationId: id.conversation}))
 			return err
@@ -120,8 +128,8 @@ func TestOwnership(t *testing.T) {
 		foreignErr := requireCode(t, call(), connect.CodeNotFound)
 		unknownErr := requireCode(t, unknownCalls[name](), connect.CodeNotFound)
 		// Same answer, up to the id itself.
-		f := strings.NewReplacer(foreign.conversation, "ID", foreign.message, "ID", foreign.prompt, "ID", foreign.comparison, "ID", foreign.toolCall, "ID").Replace(foreignErr.Message())
-		u := strings.NewReplacer(unknown.conversation, "ID", unknown.message, "ID", unknown.prompt, "ID", unknown.comparison, "ID", unknown.toolCall, "ID").Replace(unknownErr.Message())
+		f := strings.NewReplacer(foreign.conversation, "ID", foreign.userMessage, "ID", foreign.message, "ID", foreign.prompt, "ID", foreign.comparison, "ID", foreign.toolCall, "ID").Replace(foreignErr.Message())
+		u := strings.NewReplacer(unknown.conversation, "ID", unknown.userMessage, "ID", unknown.message, "ID", unknown.prompt, "ID", unknown.comparison, "ID", unknown.toolCall, "ID").Replace(unknownErr.Message())
 		if f != u {
 			t.Errorf("%s: foreign id answers %q, unknown id %q", name, f, u)
 		}

@@ -45,9 +45,13 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 		}
 		configs = append(configs, configB)
 	}
+	policy, err := wire.ParseSendPolicy("sendPolicy", m.GetSendPolicy())
+	if err != nil {
+		return nil, err
+	}
 	res, err := s.store.SendMessage(ctx, conversation.SendMessageParams{
 		OwnerID: owner, ConversationID: conversationID.UUID, Text: m.GetText(), ModelConfigs: configs,
-		ParentMessageID: parentID.UUID, FileIDs: fileIDs,
+		ParentMessageID: parentID.UUID, FileIDs: fileIDs, Policy: policy,
 	})
 	if err != nil {
 		return nil, err
@@ -57,6 +61,7 @@ func (s *service) SendMessage(ctx context.Context, req *connect.Request[convov1.
 		UserMessageId:      res.UserMessageID.String(),
 		AssistantMessageId: res.AssistantMessageIDs[0].String(),
 		PromptId:           res.PromptIDs[0].String(),
+		Queued:             res.Queued,
 	}
 	if len(res.PromptIDs) == 2 {
 		out.ComparisonId = wire.NullID(res.ComparisonID)
@@ -135,6 +140,21 @@ func (s *service) CancelPrompt(ctx context.Context, req *connect.Request[convov1
 		return nil, err
 	}
 	return connect.NewResponse(&convov1.CancelPromptResponse{Cancelled: cancelled}), nil
+}
+
+// DeleteQueuedMessage takes back a queued send (its user message and
+// pending replies) before its turn; FailedPrecondition once its reply
+// started.
+func (s *service) DeleteQueuedMessage(ctx context.Context, req *connect.Request[convov1.DeleteQueuedMessageRequest]) (*connect.Response[convov1.DeleteQueuedMessageResponse], error) {
+	owner, id, err := userAndID(ctx, "messageId", req.Msg.GetMessageId())
+	if err != nil {
+		return nil, err
+	}
+	conv, err := s.store.DeleteQueuedMessage(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&convov1.DeleteQueuedMessageResponse{ConversationId: conv.String()}), nil
 }
 
 func (s *service) SubmitFeedback(ctx context.Context, req *connect.Request[convov1.SubmitFeedbackRequest]) (*connect.Response[convov1.SubmitFeedbackResponse], error) {

@@ -10,7 +10,9 @@ import (
 )
 
 // writeProcedures are the RPCs that take a write token (Options.Writes).
-// CancelPrompt is left out on purpose: stopping a reply must always work.
+// CancelPrompt and DeleteQueuedMessage are left out on purpose: stopping
+// a reply, or taking back a message before its reply starts, must always
+// work.
 var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceSendMessageProcedure:        true,
 	convov1connect.ConversationServiceCreateConversationProcedure: true,
@@ -24,6 +26,7 @@ var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceEditMessageProcedure:        true,
 	convov1connect.ConversationServiceRegenerateReplyProcedure:    true,
 	convov1connect.ConversationServiceSwitchBranchProcedure:       true,
+	convov1connect.ConversationServiceSetSendPolicyProcedure:      true,
 }
 
 // writeLimiter takes one write token of the authenticated user for each

@@ -17,7 +17,28 @@ type Conversation struct {
 	LastMessageAt  time.Time
 	// LastSeq is the seq of the conversation's newest event.
 	LastSeq int64
+	// SendPolicy is the conversation's send policy; SendPolicyDefault:
+	// the server's (SendPolicyEnqueue).
+	SendPolicy SendPolicy
 }
+
+// SendPolicy is what a send does while a reply of its conversation is
+// queued or running (docs/api.md, "Sending while a reply runs").
+type SendPolicy string
+
+const (
+	// SendPolicyDefault is the conversation's policy, else the server's
+	// (SendPolicyEnqueue).
+	SendPolicyDefault SendPolicy = ""
+	// SendPolicyEnqueue writes the message now, marked queued; its reply
+	// starts when every reply before it ended.
+	SendPolicyEnqueue SendPolicy = "enqueue"
+	// SendPolicyInterrupt cancels the replies in flight (and queued),
+	// then answers the message at once.
+	SendPolicyInterrupt SendPolicy = "interrupt"
+	// SendPolicyReject refuses the send (FailedPrecondition).
+	SendPolicyReject SendPolicy = "reject"
+)
 
 // PageCursor is a position in a list ordered by (time, id) descending: the
 // next page starts strictly after it.

@@ -57,6 +57,9 @@ type Message struct {
 	// Error is why a failed message failed: its prompt's error as
 	// stored. Empty unless Status is MessageFailed.
 	Error string
+	// Queued marks a user message sent while a reply was in flight
+	// (SendPolicyEnqueue), and its pending replies, until their turn.
+	Queued bool
 }
 
 // Rating is a thumbs up or down.

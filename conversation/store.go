@@ -25,6 +25,10 @@ type SendMessageParams struct {
 	// unknown one is NotFound, and nothing is written. With files, Text
 	// may be empty.
 	FileIDs []uuid.UUID
+	// Policy is what the send does while a reply of the conversation is
+	// queued or running; "" (SendPolicyDefault): the conversation's, else
+	// SendPolicyEnqueue.
+	Policy SendPolicy
 }
 
 // SendMessageResult names what SendMessage created.
@@ -35,6 +39,9 @@ type SendMessageResult struct {
 	PromptIDs           []uuid.UUID
 	// ComparisonID is set when two prompts were queued (an A/B comparison).
 	ComparisonID uuid.NullUUID
+	// Queued is true when the send was enqueued behind a reply in
+	// flight: its prompts are claimable only once that reply ends.
+	Queued bool
 }
 
 // RegenerateParams names the reply to write again.
@@ -219,6 +226,17 @@ type Store interface {
 	// reports whether it did: a request that created a conversation and
 	// was then refused leaves nothing behind.
 	DeleteUntouchedConversation(ctx context.Context, ownerID string, id uuid.UUID) (bool, error)
+	// SetSendPolicy sets the conversation's send policy
+	// (SendPolicyDefault: the server's). InvalidArgument for an unknown
+	// policy, NotFound for a conversation that is not the owner's.
+	SetSendPolicy(ctx context.Context, ownerID string, id uuid.UUID, policy SendPolicy) (Conversation, error)
+	// DeleteQueuedMessage takes back the owner's queued user message (a
+	// send enqueued behind a reply in flight) with its pending replies
+	// before their turn, and returns its conversation's id.
+	// FailedPrecondition when the message is not queued (its reply
+	// started, a reply's message, or never queued); NotFound when it is
+	// not the owner's.
+	DeleteQueuedMessage(ctx context.Context, ownerID string, messageID uuid.UUID) (uuid.UUID, error)
 	// RenameConversation sets the title (1 to 200 characters).
 	RenameConversation(ctx context.Context, ownerID string, id uuid.UUID, title string) (Conversation, error)
 	// ClearConversation removes every message, cancelling prompts still

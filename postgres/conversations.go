@@ -46,6 +46,14 @@ func (s *Store) RenameConversation(ctx context.Context, ownerID string, id uuid.
 	return s.conversation(ctx, ownerID, id)
 }
 
+// SetSendPolicy implements conversation.Store with convo.set_send_policy.
+func (s *Store) SetSendPolicy(ctx context.Context, ownerID string, id uuid.UUID, policy conversation.SendPolicy) (conversation.Conversation, error) {
+	if err := s.q.ConversationSetSendPolicy(ctx, dbq.ConversationSetSendPolicyParams{OwnerID: ownerID, ID: id, Policy: string(policy)}); err != nil {
+		return conversation.Conversation{}, translate(err, "set send policy")
+	}
+	return s.conversation(ctx, ownerID, id)
+}
+
 // ClearConversation implements conversation.Store.
 func (s *Store) ClearConversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
 	if err := s.q.ConversationClear(ctx, dbq.ConversationClearParams{OwnerID: ownerID, ID: id}); err != nil {

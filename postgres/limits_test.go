@@ -295,13 +295,13 @@ func TestFairClaim(t *testing.T) {
 	// owners maps each prompt to its owner.
 	queue := func(t *testing.T, tb *testBundle, owner string, n int, owners map[uuid.UUID]string, order *[]uuid.UUID) {
 		t.Helper()
-		conv := uuid.Nil
+		// Each in a conversation of its own: one conversation answers one
+		// message at a time (a second send waits its turn, not claimable).
 		for range n {
-			res, err := tb.send(ctx, owner, conv, 1)
+			res, err := tb.send(ctx, owner, uuid.Nil, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			conv = res.ConversationID
 			owners[res.PromptIDs[0]] = owner
 			*order = append(*order, res.PromptIDs[0])
 		}

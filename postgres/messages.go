@@ -114,3 +114,13 @@ func nonNil(ids []uuid.UUID) []uuid.UUID {
 	}
 	return ids
 }
+
+// DeleteQueuedMessage implements conversation.Store with
+// convo.delete_queued_message.
+func (s *Store) DeleteQueuedMessage(ctx context.Context, ownerID string, messageID uuid.UUID) (uuid.UUID, error) {
+	id, err := s.q.MessageDeleteQueued(ctx, dbq.MessageDeleteQueuedParams{OwnerID: ownerID, MessageID: messageID})
+	if err != nil {
+		return uuid.Nil, translate(err, "delete queued message")
+	}
+	return id, nil
+}

@@ -235,6 +235,14 @@ func (s *sender) write(group []*pendingSend) {
 			}
 			arg.TraceContexts[i] = r.trace
 		}
+		if r.p.Policy != conversation.SendPolicyDefault {
+			// Without a policy named the array stays NULL: every item
+			// takes its conversation's.
+			if arg.Policies == nil {
+				arg.Policies = make([]string, len(group))
+			}
+			arg.Policies[i] = string(r.p.Policy)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), sendGroupTimeout)
 	defer cancel()
@@ -277,6 +285,7 @@ func (s *sender) write(group []*pendingSend) {
 				ConversationID: row.ConversationID, UserMessageID: row.UserMessageID,
 				AssistantMessageIDs: row.AssistantMessageIds, PromptIDs: row.PromptIds,
 				ComparisonID: uuid.NullUUID{UUID: row.ComparisonID, Valid: row.ComparisonID != uuid.Nil},
+				Queued:       row.Queued,
 			}
 			continue
 		}

@@ -222,7 +222,7 @@ func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
 		Status: conversation.MessageStatus(m.Status), Position: m.Position, PromptID: m.PromptID,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, ComparisonID: m.ComparisonID,
 		ParentID: m.ParentID, SiblingCount: int(m.SiblingCount), SiblingIndex: int(m.SiblingIndex),
-		Error: m.PromptError,
+		Error: m.PromptError, Queued: m.Queued,
 	}
 	if m.FeedbackRating != nil && m.FeedbackAt != nil {
 		msg.Feedback = &conversation.Feedback{
@@ -236,9 +236,13 @@ func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
 }
 
 func conversationFromRow(c dbq.ConvoConversation) conversation.Conversation {
-	return conversation.Conversation{
+	conv := conversation.Conversation{
 		ID: c.ID, OwnerID: c.OwnerID, Title: c.Title, ActivePromptID: c.ActivePromptID,
 		CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt, LastMessageAt: c.LastMessageAt,
 		LastSeq: c.LastSeq,
 	}
+	if c.SendPolicy != nil {
+		conv.SendPolicy = conversation.SendPolicy(*c.SendPolicy)
+	}
+	return conv
 }

@@ -99,7 +99,38 @@ func Conversation(c conversation.Conversation) *convov1.Conversation {
 	return &convov1.Conversation{
 		Id: c.ID.String(), Title: c.Title, ActivePromptId: NullID(c.ActivePromptID),
 		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt), LastMessageAt: ts(c.LastMessageAt),
+		SendPolicy: SendPolicy(c.SendPolicy),
 	}
+}
+
+// SendPolicy is p in its wire form (SEND_POLICY_UNSPECIFIED for the
+// default).
+func SendPolicy(p conversation.SendPolicy) convov1.SendPolicy {
+	switch p {
+	case conversation.SendPolicyEnqueue:
+		return convov1.SendPolicy_SEND_POLICY_ENQUEUE
+	case conversation.SendPolicyInterrupt:
+		return convov1.SendPolicy_SEND_POLICY_INTERRUPT
+	case conversation.SendPolicyReject:
+		return convov1.SendPolicy_SEND_POLICY_REJECT
+	}
+	return convov1.SendPolicy_SEND_POLICY_UNSPECIFIED
+}
+
+// ParseSendPolicy is the send policy p names; InvalidArgument naming
+// field for a value the enum does not define.
+func ParseSendPolicy(field string, p convov1.SendPolicy) (conversation.SendPolicy, error) {
+	switch p {
+	case convov1.SendPolicy_SEND_POLICY_UNSPECIFIED:
+		return conversation.SendPolicyDefault, nil
+	case convov1.SendPolicy_SEND_POLICY_ENQUEUE:
+		return conversation.SendPolicyEnqueue, nil
+	case convov1.SendPolicy_SEND_POLICY_INTERRUPT:
+		return conversation.SendPolicyInterrupt, nil
+	case convov1.SendPolicy_SEND_POLICY_REJECT:
+		return conversation.SendPolicyReject, nil
+	}
+	return "", Invalid(field, "must be SEND_POLICY_ENQUEUE, SEND_POLICY_INTERRUPT, SEND_POLICY_REJECT or unset, got %d", int32(p))
 }
 
 // Message is m in its wire form, with its blocks. It fails only for a
@@ -111,7 +142,7 @@ func Message(m conversation.Message) (*convov1.Message, error) {
 		CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt),
 		ComparisonId: NullID(m.ComparisonID), ComparisonSlot: m.ComparisonSlot,
 		ParentId: NullID(m.ParentID), SiblingCount: int32(m.SiblingCount), SiblingIndex: int32(m.SiblingIndex),
-		Error: m.Error,
+		Error: m.Error, Queued: m.Queued,
 	}
 	if f := m.Feedback; f != nil {
 		out.Feedback = &convov1.Feedback{Rating: Rating(f.Rating), Comment: f.Comment, CreatedAt: ts(f.CreatedAt)}

@@ -104,6 +104,7 @@ BEGIN
          CROSS JOIN LATERAL (
                SELECT p.id FROM convo.prompts p
                 WHERE p.owner_id = o.owner_id AND p.status = 'queued' AND p.worker IS NULL AND NOT p.waiting
+                  AND NOT p.awaiting_turn
                   AND p.created_at >= o.waiting_since
                 ORDER BY p.created_at, p.id
                 LIMIT 1
@@ -124,7 +125,7 @@ BEGIN
                                       ELSE v_now + make_interval(secs => o.n / 1e6) END,
                waiting_since = (SELECT min(p.created_at) FROM convo.prompts p
                                  WHERE p.owner_id = o.owner_id AND p.status = 'queued' AND p.worker IS NULL
-                                   AND NOT p.waiting AND p.created_at >= o.waiting_since
+                                   AND NOT p.waiting AND NOT p.awaiting_turn AND p.created_at >= o.waiting_since
                                    AND p.id IS DISTINCT FROM k.id)
           FROM o
           LEFT JOIN picked k ON k.owner_id = o.owner_id

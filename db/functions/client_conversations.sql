@@ -140,6 +140,33 @@ BEGIN
 END;
 $$;
 
+-- set_send_policy sets the conversation's send policy, what a send that
+-- names none does while a reply is in flight: 'enqueue', 'interrupt' or
+-- 'reject' (send_message), or NULL (or ''): the server's, 'enqueue'.
+-- Sends already queued stay queued. Event: conversationUpdated (its
+-- sendPolicy). Errors, changing nothing: CV003 another policy; CV001 a
+-- conversation that is not the owner's.
+CREATE OR REPLACE FUNCTION convo.set_send_policy(p_owner_id text, p_conversation_id uuid, p_policy text)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    IF nullif(p_policy, '') NOT IN ('enqueue', 'interrupt', 'reject') THEN
+        RAISE EXCEPTION 'set_send_policy: send policy must be enqueue, interrupt or reject, got "%"', left(p_policy, 40)
+            USING ERRCODE = 'CV003';
+    END IF;
+    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'set_send_policy');
+    UPDATE convo.conversations SET send_policy = nullif(p_policy, ''), updated_at = now()
+     WHERE id = p_conversation_id
+    RETURNING * INTO v_conv;
+    PERFORM convo._append_event(v_conv.id, 'conversationUpdated',
+        jsonb_build_object('conversation', convo._conversation_json(v_conv)));
+    SELECT * INTO v_conv FROM convo.conversations WHERE id = p_conversation_id;
+    RETURN v_conv;
+END;
+$$;
+
 -- clear_conversation removes every message (with its prompts, blocks, tool
 -- calls and comparisons) and keeps the conversation and its event log.
 -- Prompts still queued or running are cancelled first, so their workers
@@ -155,7 +182,9 @@ BEGIN
     FOR v_prompt IN
         SELECT p.id FROM convo.prompts p
          WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
-         ORDER BY p.created_at
+         -- queued sends first: the reply that holds the turn, cancelled
+         -- last, then hands it to none (_release_turn)
+         ORDER BY p.awaiting_turn DESC, p.created_at
     LOOP
         PERFORM convo._finish_prompt(v_prompt, 'cancelled', NULL);
         PERFORM convo._notify_prompt('cancelled', v_prompt);

@@ -84,6 +84,26 @@ $$;
 -- ends the path names it. It is checked under the conversation's lock, so
 -- no change of the path can come between the check and the insert. A
 -- parent without a conversation is CV003. NULL: no check.
+--
+-- The send policy says what the send does when a reply of the
+-- conversation is still queued or running (docs/api.md, "Sending while a
+-- reply runs"): the setting convo.send_policy, which send_messages sets
+-- for each of its items (as it sets their trace context); unset or '',
+-- the conversation's send_policy, and when that is NULL the server's,
+-- 'enqueue'.
+-- * 'enqueue': the message is written now, its replies wait their turn:
+--   the user message and its pending replies are marked queued, their
+--   prompts await their turn (not claimable, no notification) until every
+--   reply before them ended (_release_turn).
+--   A reply waiting for an answer still refuses the send (CV002, above).
+-- * 'interrupt': every unfinished prompt of the conversation is cancelled
+--   first, as cancel_prompt cancels one (the partial replies stay; queued
+--   sends' replies first, so none takes the turn), then the message is
+--   sent and answered at once.
+-- * 'reject': CV002 "a reply is running: …" naming the prompt, nothing
+--   written.
+-- Another policy is CV003. Without a reply in flight all three send
+-- alike.
 CREATE OR REPLACE FUNCTION convo.send_message(p_owner_id text, p_conversation_id uuid, p_text text, p_model_configs jsonb,
                                               p_parent_message_id uuid DEFAULT NULL, p_file_ids uuid[] DEFAULT '{}')
 RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[], prompt_ids uuid[],
@@ -91,6 +111,9 @@ RETURNS TABLE (conversation_id uuid, user_message_id uuid, assistant_message_ids
 LANGUAGE plpgsql AS $$
 DECLARE
     v_conv       convo.conversations;
+    v_policy     text := nullif(current_setting('convo.send_policy', true), '');
+    v_busy       convo.prompts;
+    v_queued     boolean := false;
     v_leaf       uuid;
     v_user       convo.messages;
     v_assistant  convo.messages;
@@ -117,6 +140,10 @@ BEGIN
         RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo._json_check(p_model_configs, 'send_message: model_configs');
+    IF v_policy NOT IN ('enqueue', 'interrupt', 'reject') THEN
+        RAISE EXCEPTION 'send_message: send policy (convo.send_policy) must be enqueue, interrupt or reject, got "%"',
+            left(v_policy, 40) USING ERRCODE = 'CV003';
+    END IF;
     IF p_parent_message_id IS NOT NULL AND p_conversation_id IS NULL THEN
         RAISE EXCEPTION 'send_message: parentMessageId % names a message of a conversation, and conversationId is not set',
             p_parent_message_id USING ERRCODE = 'CV003';
@@ -132,9 +159,34 @@ BEGIN
         INSERT INTO convo.conversations (owner_id) VALUES (p_owner_id) RETURNING * INTO v_conv;
     ELSE
         v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'send_message');
-        IF EXISTS (SELECT 1 FROM convo.prompts p WHERE p.conversation_id = v_conv.id AND p.waiting) THEN
-            RAISE EXCEPTION 'send_message: a reply is waiting for an answer: answer or cancel it'
+        v_policy := coalesce(v_policy, v_conv.send_policy, 'enqueue');
+        -- The reply in flight: the one that holds the turn, else the
+        -- oldest queued send's.
+        SELECT * INTO v_busy FROM convo.prompts p
+         WHERE p.conversation_id = v_conv.id AND p.status IN ('queued', 'running')
+         ORDER BY p.awaiting_turn, p.created_at, p.id LIMIT 1;
+        IF FOUND AND v_policy = 'reject' THEN
+            RAISE EXCEPTION 'send_message: a reply is running: prompt % of conversation % is % (send policy reject: wait for it to end, cancel it, or send with policy enqueue or interrupt)',
+                v_busy.id, v_conv.id, CASE WHEN v_busy.awaiting_turn THEN 'queued behind another reply'
+                                           WHEN v_busy.waiting THEN 'waiting for an answer'
+                                           ELSE v_busy.status END
                 USING ERRCODE = 'CV002';
+        ELSIF FOUND AND v_policy = 'interrupt' THEN
+            FOR v_busy IN
+                SELECT * FROM convo.prompts p
+                 WHERE p.conversation_id = v_conv.id AND p.status IN ('queued', 'running')
+                 ORDER BY p.awaiting_turn DESC, p.created_at, p.id
+            LOOP
+                PERFORM convo._finish_prompt(v_busy.id, 'cancelled', NULL);
+                PERFORM convo._notify_prompt('cancelled', v_busy.id);
+            END LOOP;
+            SELECT * INTO v_conv FROM convo.conversations c WHERE c.id = v_conv.id;
+        ELSIF FOUND THEN
+            IF EXISTS (SELECT 1 FROM convo.prompts p WHERE p.conversation_id = v_conv.id AND p.waiting) THEN
+                RAISE EXCEPTION 'send_message: a reply is waiting for an answer: answer or cancel it'
+                    USING ERRCODE = 'CV002';
+            END IF;
+            v_queued := true;
         END IF;
     END IF;
 
@@ -149,8 +201,8 @@ BEGIN
             p_parent_message_id, v_conv.id, coalesce(v_leaf::text, 'none, the conversation has no messages')
             USING ERRCODE = 'CV002';
     END IF;
-    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id)
-    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf)
+    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, queued)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf, v_queued)
     RETURNING * INTO v_user;
     PERFORM convo._write_user_blocks(p_owner_id, v_user, p_text, p_file_ids, 'send_message');
     v_kinds := v_kinds || 'messageCreated'::text;
@@ -163,12 +215,13 @@ BEGIN
     -- so each message's first event already carries its comparison.
     FOR v_config IN SELECT c.value FROM jsonb_array_elements(p_model_configs) c LOOP
         v_slot := v_slot + 1;
-        INSERT INTO convo.messages (conversation_id, position, role, status, comparison_slot, parent_id)
+        INSERT INTO convo.messages (conversation_id, position, role, status, comparison_slot, parent_id, queued)
         VALUES (v_conv.id, v_user.position + v_slot, 'assistant', 'pending',
-                CASE WHEN jsonb_array_length(p_model_configs) = 2 THEN chr(ascii('a') + v_slot - 1) END, v_user.id)
+                CASE WHEN jsonb_array_length(p_model_configs) = 2 THEN chr(ascii('a') + v_slot - 1) END, v_user.id,
+                v_queued)
         RETURNING * INTO v_assistant;
-        INSERT INTO convo.prompts (conversation_id, message_id, model_config, trace_context)
-        VALUES (v_conv.id, v_assistant.id, v_config, convo._trace_context())
+        INSERT INTO convo.prompts (conversation_id, message_id, model_config, trace_context, awaiting_turn)
+        VALUES (v_conv.id, v_assistant.id, v_config, convo._trace_context(), v_queued)
         RETURNING * INTO v_prompt;
         v_messages := v_messages || v_assistant.id;
         v_prompts := v_prompts || v_prompt.id;
@@ -186,7 +239,7 @@ BEGIN
         v_payloads := v_payloads || ARRAY[jsonb_build_object('message', convo._message_json(v_assistant)),
                                           jsonb_build_object('prompt', convo._prompt_json(v_prompt))];
         v_event_ps := v_event_ps || ARRAY[v_prompt.id, v_prompt.id];
-        IF current_setting('convo.notify_prompts', true) IS DISTINCT FROM 'off' THEN
+        IF NOT v_queued AND current_setting('convo.notify_prompts', true) IS DISTINCT FROM 'off' THEN
             PERFORM convo._notify_prompt('queued', v_prompt.id);
         END IF;
     END LOOP;
@@ -204,7 +257,7 @@ BEGIN
     END IF;
     UPDATE convo.conversations c
        SET title = CASE WHEN c.title = '' THEN coalesce(v_title, '') ELSE c.title END,
-           active_prompt_id = v_prompts[1],
+           active_prompt_id = CASE WHEN v_queued THEN c.active_prompt_id ELSE v_prompts[1] END,
            last_message_at = now(),
            updated_at = now()
      WHERE c.id = v_conv.id
@@ -217,6 +270,70 @@ BEGIN
                                  array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]));
 
     RETURN QUERY SELECT v_conv.id, v_user.id, v_messages, v_prompts, v_comparison;
+END;
+$$;
+
+-- delete_queued_message takes back a queued send before its turn: user
+-- message p_message_id, marked queued (send_message's 'enqueue'), goes
+-- with its pending replies and their prompts (blocks, files held,
+-- comparison too), and the messages below it (the sends queued after it)
+-- hang below its parent instead, as delete_message keeps what followed a
+-- deleted message. Event: branchSwitched (its fork the message's parent,
+-- its messages the path after it: the later queued sends). It returns
+-- the conversation.
+-- Errors, changing nothing: CV001 a message that does not exist or is not
+-- in a conversation of the owner's; CV002 a message that is not queued
+-- (a reply's message, a message never queued, or one whose reply has
+-- started: cancel that reply instead).
+CREATE OR REPLACE FUNCTION convo.delete_queued_message(p_owner_id text, p_message_id uuid)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+    v_msg  convo.messages;
+    v_leaf uuid;
+BEGIN
+    SELECT * INTO v_msg FROM convo.messages m WHERE m.id = p_message_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'delete_queued_message: message % does not exist', p_message_id USING ERRCODE = 'CV001';
+    END IF;
+    BEGIN
+        v_conv := convo._owned_conversation(p_owner_id, v_msg.conversation_id, 'delete_queued_message');
+    EXCEPTION WHEN SQLSTATE 'CV001' THEN
+        -- Another owner's message is not told apart from none.
+        RAISE EXCEPTION 'delete_queued_message: message % does not exist', p_message_id USING ERRCODE = 'CV001';
+    END;
+    -- Again under the lock: its turn may have come meanwhile.
+    SELECT * INTO v_msg FROM convo.messages m WHERE m.id = p_message_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'delete_queued_message: message % does not exist', p_message_id USING ERRCODE = 'CV001';
+    END IF;
+    IF v_msg.role <> 'user' THEN
+        RAISE EXCEPTION 'delete_queued_message: message % is a reply, not a queued user message: name the user message it answers',
+            v_msg.id USING ERRCODE = 'CV002';
+    END IF;
+    IF NOT v_msg.queued THEN
+        RAISE EXCEPTION 'delete_queued_message: message % is not queued: its reply has started (cancel it instead) or it was never queued',
+            v_msg.id USING ERRCODE = 'CV002';
+    END IF;
+    -- A queued send is on the active path (the path does not change while
+    -- a reply is in flight) and ends it, or the sends queued after it
+    -- follow it. The leaf after: the path's last message not going away.
+    SELECT m.id INTO v_leaf FROM convo.messages m
+     WHERE m.conversation_id = v_conv.id AND m.on_active_path
+       AND m.id <> v_msg.id AND m.parent_id IS DISTINCT FROM v_msg.id
+     ORDER BY m.position DESC LIMIT 1;
+    UPDATE convo.messages m SET on_active_path = false
+     WHERE m.conversation_id = v_conv.id AND m.on_active_path AND m.position >= v_msg.position;
+    -- What followed the send (below its replies, slot "a" of a comparison)
+    -- hangs below the send's parent.
+    UPDATE convo.messages m SET parent_id = v_msg.parent_id
+     WHERE m.parent_id IN (SELECT a.id FROM convo.messages a WHERE a.parent_id = v_msg.id);
+    DELETE FROM convo.messages m WHERE m.parent_id = v_msg.id;
+    DELETE FROM convo.messages m WHERE m.id = v_msg.id;
+    PERFORM convo._change_path(v_conv.id, v_leaf);
+    SELECT * INTO v_conv FROM convo.conversations c WHERE c.id = v_conv.id;
+    RETURN v_conv;
 END;
 $$;
 
@@ -281,6 +398,13 @@ $$;
 -- (convo.prompt_trace); NULL or '' for an item: none. A malformed one
 -- refuses its item with CV003 naming trace_contexts[i].
 --
+-- p_policies (optional; NULL: none) gives item i the send policy
+-- p_policies[i] ('enqueue', 'interrupt' or 'reject'; NULL or '': the
+-- conversation's), as the setting convo.send_policy send_message reads;
+-- another refuses its item with CV003 naming policies[i]. The result's
+-- queued says an item's replies await their turn (its user message is
+-- queued).
+--
 -- Notifications, sent when the transaction commits: "convo_events" once
 -- per conversation an item wrote to, with its last seq, instead of once
 -- per event (unless convo.notify_events is 'off'); "convo_prompts" once,
@@ -291,15 +415,17 @@ $$;
 -- cannot be caught (a cancelled statement) fails the whole call.
 CREATE OR REPLACE FUNCTION convo.send_messages(p_owner_ids text[], p_conversation_ids uuid[], p_texts text[],
                                                p_model_configs text[], p_parent_message_ids uuid[], p_file_ids text[],
-                                               p_trace_contexts text[] DEFAULT NULL)
+                                               p_trace_contexts text[] DEFAULT NULL, p_policies text[] DEFAULT NULL)
 RETURNS TABLE (ord integer, conversation_id uuid, user_message_id uuid, assistant_message_ids uuid[],
-               prompt_ids uuid[], comparison_id uuid, error_code text, error_message text, error_detail text)
+               prompt_ids uuid[], comparison_id uuid, error_code text, error_message text, error_detail text,
+               queued boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_n       integer := coalesce(cardinality(p_owner_ids), 0);
     v_events  text := current_setting('convo.notify_events', true);
     v_prompts text := current_setting('convo.notify_prompts', true);
     v_trace   text := current_setting('convo.trace_context', true);
+    v_policy  text := current_setting('convo.send_policy', true);
     v_convs   uuid[] := '{}';
     v_queued  boolean := false;
     v_sent    record;
@@ -307,7 +433,8 @@ BEGIN
     IF coalesce(cardinality(p_conversation_ids), 0) <> v_n OR coalesce(cardinality(p_texts), 0) <> v_n
        OR coalesce(cardinality(p_model_configs), 0) <> v_n OR coalesce(cardinality(p_parent_message_ids), 0) <> v_n
        OR coalesce(cardinality(p_file_ids), 0) <> v_n
-       OR (p_trace_contexts IS NOT NULL AND cardinality(p_trace_contexts) <> v_n) THEN
+       OR (p_trace_contexts IS NOT NULL AND cardinality(p_trace_contexts) <> v_n)
+       OR (p_policies IS NOT NULL AND cardinality(p_policies) <> v_n) THEN
         RAISE EXCEPTION 'send_messages: the arrays must have one element per message (% owner ids)', v_n
             USING ERRCODE = 'CV003';
     END IF;
@@ -323,6 +450,13 @@ BEGIN
                 PERFORM set_config('convo.trace_context',
                                    convo._check_trace_context(p_trace_contexts[i], format('trace_contexts[%s]', i)), true);
             END IF;
+            IF p_policies IS NOT NULL THEN
+                IF nullif(p_policies[i], '') NOT IN ('enqueue', 'interrupt', 'reject') THEN
+                    RAISE EXCEPTION 'send_messages: policies[%] must be enqueue, interrupt or reject, got "%"',
+                        i, left(p_policies[i], 40) USING ERRCODE = 'CV003';
+                END IF;
+                PERFORM set_config('convo.send_policy', coalesce(p_policies[i], ''), true);
+            END IF;
             SELECT s.* INTO v_sent
               FROM convo.send_message(p_owner_ids[i], p_conversation_ids[i], p_texts[i], p_model_configs[i]::jsonb,
                                       p_parent_message_ids[i], coalesce(p_file_ids[i], '{}')::uuid[]) s;
@@ -331,6 +465,7 @@ BEGIN
             assistant_message_ids := v_sent.assistant_message_ids;
             prompt_ids := v_sent.prompt_ids;
             comparison_id := v_sent.comparison_id;
+            queued := (SELECT m.queued FROM convo.messages m WHERE m.id = v_sent.user_message_id);
             error_code := NULL;
             error_message := NULL;
             error_detail := NULL;
@@ -342,6 +477,7 @@ BEGIN
             assistant_message_ids := NULL;
             prompt_ids := NULL;
             comparison_id := NULL;
+            queued := NULL;
             GET STACKED DIAGNOSTICS error_code = RETURNED_SQLSTATE, error_message = MESSAGE_TEXT,
                                     error_detail = PG_EXCEPTION_DETAIL;
             error_detail := nullif(error_detail, '');
@@ -352,6 +488,9 @@ BEGIN
     PERFORM set_config('convo.notify_prompts', coalesce(v_prompts, ''), true);
     IF p_trace_contexts IS NOT NULL THEN
         PERFORM set_config('convo.trace_context', coalesce(v_trace, ''), true);
+    END IF;
+    IF p_policies IS NOT NULL THEN
+        PERFORM set_config('convo.send_policy', coalesce(v_policy, ''), true);
     END IF;
     IF v_events IS DISTINCT FROM 'off' THEN
         PERFORM convo._notify_event(c.id, c.last_seq) FROM convo.conversations c WHERE c.id = ANY (v_convs);

@@ -41,13 +41,15 @@ LANGUAGE sql STABLE AS $$
         'activePromptId', c.active_prompt_id,
         'createdAt', convo._ts(c.created_at),
         'updatedAt', convo._ts(c.updated_at),
-        'lastMessageAt', convo._ts(c.last_message_at)))
+        'lastMessageAt', convo._ts(c.last_message_at),
+        'sendPolicy', 'SEND_POLICY_' || upper(c.send_policy)))
 $$;
 
 -- The message JSON: its prompt (promptId; error, the prompt's error, for
 -- a failed message only), feedback, the comparison, and the message's
 -- place in its conversation's tree (parentId; siblingCount and siblingIndex, see
--- _sibling_place). Null fields are left out as _object leaves them out,
+-- _sibling_place), and queued (true only: a send that waits for the reply
+-- before it, see _release_turn). Null fields are left out as _object leaves them out,
 -- but by jsonb_strip_nulls: every value here is a column, so the nulls it
 -- also strips below the top level (feedback's) are ones _object dropped
 -- too, without a call of _object.
@@ -71,7 +73,8 @@ BEGIN
             'comparisonSlot', m.comparison_slot,
             'parentId', m.parent_id,
             'siblingCount', sp.sibling_count,
-            'siblingIndex', sp.sibling_index))
+            'siblingIndex', sp.sibling_index,
+            'queued', CASE WHEN m.queued THEN true END))
           FROM convo._sibling_place(m) sp
           LEFT JOIN convo.prompts p ON p.message_id = m.id);
 END;

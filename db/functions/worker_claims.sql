@@ -236,6 +236,7 @@ BEGIN
         SELECT coalesce(array_agg(c.id ORDER BY c.created_at, c.id), '{}') INTO v_ids
           FROM (SELECT p.id, p.created_at FROM convo.prompts p
                  WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL AND NOT p.waiting
+                   AND NOT p.awaiting_turn
                    AND p.created_at >= v_since
                  ORDER BY p.created_at, p.id
                  LIMIT CASE WHEN v_alone THEN greatest(p_max, 1) ELSE 1 END
@@ -254,7 +255,7 @@ BEGIN
            SET last_claimed_at = CASE WHEN v_ids = '{}' THEN q.last_claimed_at ELSE clock_timestamp() END,
                waiting_since = (SELECT min(p.created_at) FROM convo.prompts p
                                  WHERE p.owner_id = v_owner AND p.status = 'queued' AND p.worker IS NULL
-                                   AND NOT p.waiting AND p.created_at >= v_since)
+                                   AND NOT p.waiting AND NOT p.awaiting_turn AND p.created_at >= v_since)
          WHERE q.owner_id = v_owner;
         IF v_ids <> '{}' THEN
             RETURN v_ids;
@@ -433,7 +434,8 @@ $$;
 -- start_prompt moves a claimed queued prompt to running and its message to
 -- processing; a prompt resumed after a pause (wait_prompt) keeps the
 -- started_at of its first start. A prompt waiting for input cannot start
--- (CV002): it is claimed once answered. Events: promptStarted,
+-- (CV002): it is claimed once answered; nor one awaiting its turn (CV002,
+-- a queued send: _release_turn). Events: promptStarted,
 -- messageUpdated. A prompt claimed under its worker's process lease stays
 -- under it (lease_expires_at 'infinity'); any other is leased for the
 -- claim's lease_seconds from now.
@@ -452,13 +454,17 @@ BEGIN
        SET status = 'running', started_at = coalesce(p.started_at, now()),
            lease_expires_at = CASE WHEN p.lease_expires_at = 'infinity' THEN p.lease_expires_at
                                    ELSE now() + make_interval(secs => coalesce(p.lease_seconds, 30)) END
-     WHERE p.id = start_prompt.prompt_id AND p.status = 'queued' AND NOT p.waiting
+     WHERE p.id = start_prompt.prompt_id AND p.status = 'queued' AND NOT p.waiting AND NOT p.awaiting_turn
     RETURNING * INTO v_prompt;
     IF NOT FOUND THEN
         SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = start_prompt.prompt_id;
         IF v_prompt.waiting THEN
             RAISE EXCEPTION 'start_prompt: prompt % is waiting for input, not claimed', v_prompt.id
                 USING ERRCODE = 'CV002', HINT = 'an answer (or the requests'' expiry) queues it again; claim it then';
+        END IF;
+        IF v_prompt.awaiting_turn THEN
+            RAISE EXCEPTION 'start_prompt: prompt % awaits its turn (a queued send: the reply before it is still in flight), not claimed',
+                v_prompt.id USING ERRCODE = 'CV002';
         END IF;
         RAISE EXCEPTION 'start_prompt: prompt % is %, not queued', v_prompt.id, v_prompt.status
             USING ERRCODE = 'CV002';

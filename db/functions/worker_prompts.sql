@@ -10,7 +10,9 @@
 -- db.FunctionFiles, so a change to a function is an edit here. See
 -- db/README.md.
 
--- _set_active_prompt points the conversation at its newest unfinished prompt
+-- _refresh_active_prompt points the conversation at its newest unfinished
+-- prompt that is not awaiting its turn (a queued send's reply is not the
+-- active one before its turn; with only those left, the newest of them)
 -- and, when that changed, appends conversationUpdated.
 CREATE OR REPLACE FUNCTION convo._refresh_active_prompt(p_conversation_id uuid) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -22,7 +24,7 @@ BEGIN
       FROM (SELECT (SELECT p.id FROM convo.prompts p
                      WHERE p.conversation_id = p_conversation_id
                        AND p.status IN ('queued', 'running')
-                     ORDER BY p.created_at DESC, p.id DESC LIMIT 1) AS id) a
+                     ORDER BY p.awaiting_turn, p.created_at DESC, p.id DESC LIMIT 1) AS id) a
      WHERE c.id = p_conversation_id
        AND c.active_prompt_id IS DISTINCT FROM a.id
     RETURNING c.* INTO v_conv;
@@ -212,6 +214,13 @@ $$;
 -- on. p_usage, the token usage the worker reported (_usage_json), goes in
 -- the final event's payload as "usage" (none when NULL). The caller holds
 -- the conversation lock.
+--
+-- A prompt that held the conversation's turn hands it on, in the same
+-- transaction (_release_turn): every way a reply ends (complete_prompt,
+-- fail_prompt, cancel_prompt, expire_leases, write_batch's ends) comes
+-- here. A queued send's reply cancelled before its turn takes its user
+-- message out of the queue when no other reply of it waits (messageUpdated,
+-- queued unset).
 CREATE OR REPLACE FUNCTION convo._finish_prompt(p_prompt_id uuid, p_status text, p_error text,
                                                 p_usage jsonb DEFAULT NULL) RETURNS convo.prompts
 LANGUAGE plpgsql AS $$
@@ -220,7 +229,9 @@ DECLARE
     v_message convo.messages;
     v_block   convo.blocks;
     v_kind    text;
+    v_turn    boolean;
 BEGIN
+    SELECT p.awaiting_turn INTO v_turn FROM convo.prompts p WHERE p.id = p_prompt_id;
     PERFORM convo._fail_open_calls(p_prompt_id, 'prompt ' || p_status || ' before the tool call finished');
     FOR v_block IN
         SELECT * FROM convo.blocks b
@@ -231,7 +242,8 @@ BEGIN
     END LOOP;
 
     UPDATE convo.prompts
-       SET status = p_status, error = p_error, ended_at = now(), lease_expires_at = NULL, waiting = false
+       SET status = p_status, error = p_error, ended_at = now(), lease_expires_at = NULL, waiting = false,
+           awaiting_turn = false
      WHERE id = p_prompt_id
     RETURNING * INTO v_prompt;
     v_kind := CASE p_status WHEN 'completed' THEN 'promptCompleted'
@@ -241,14 +253,78 @@ BEGIN
         convo._object(jsonb_build_object('prompt', convo._prompt_json(v_prompt), 'error', p_error, 'usage', p_usage)),
         v_prompt.id);
 
-    UPDATE convo.messages SET status = p_status, updated_at = now()
+    UPDATE convo.messages SET status = p_status, queued = false, updated_at = now()
      WHERE id = v_prompt.message_id
     RETURNING * INTO v_message;
     PERFORM convo._append_event(v_prompt.conversation_id, 'messageUpdated',
         jsonb_build_object('message', convo._message_json(v_message)), v_prompt.id);
 
+    IF v_turn THEN
+        UPDATE convo.messages u SET queued = false, updated_at = now()
+         WHERE u.id = v_message.parent_id AND u.queued
+           AND NOT EXISTS (SELECT 1 FROM convo.messages a JOIN convo.prompts p ON p.message_id = a.id
+                            WHERE a.parent_id = u.id AND p.awaiting_turn)
+        RETURNING * INTO v_message;
+        IF FOUND THEN
+            PERFORM convo._append_event(v_prompt.conversation_id, 'messageUpdated',
+                jsonb_build_object('message', convo._message_json(v_message)));
+        END IF;
+    ELSE
+        PERFORM convo._release_turn(v_prompt.conversation_id);
+    END IF;
     PERFORM convo._refresh_active_prompt(v_prompt.conversation_id);
     RETURN v_prompt;
+END;
+$$;
+
+-- _release_turn starts the next queued send of the conversation when no
+-- prompt of it holds the turn (none queued or running that is not
+-- awaiting its turn): the oldest send whose replies await their turn (a
+-- comparison's two replies go together). Its user message and replies
+-- lose their queued mark (messageUpdated each: the user message, then the
+-- replies in order), its prompts turn claimable (trigger
+-- prompts_claimable_turn) and "convo_prompts" is notified with
+-- 'queued:<prompt id>' for each. The caller holds the conversation lock,
+-- so the turn passes in the transaction that ended the one before: no
+-- claim sees two replies of the conversation in flight, nor none while
+-- one waits. It costs one probe of an empty index when nothing waits.
+CREATE OR REPLACE FUNCTION convo._release_turn(p_conversation_id uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_user    uuid;
+    v_message convo.messages;
+    v_prompt  uuid;
+BEGIN
+    SELECT m.parent_id INTO v_user
+      FROM convo.prompts p JOIN convo.messages m ON m.id = p.message_id
+     WHERE p.conversation_id = p_conversation_id AND p.awaiting_turn
+     ORDER BY p.created_at, p.id
+     LIMIT 1;
+    IF NOT FOUND OR EXISTS (SELECT 1 FROM convo.prompts p
+                             WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
+                               AND NOT p.awaiting_turn) THEN
+        RETURN;
+    END IF;
+    UPDATE convo.messages m SET queued = false, updated_at = now()
+     WHERE m.id = v_user AND m.queued
+    RETURNING * INTO v_message;
+    IF FOUND THEN
+        PERFORM convo._append_event(p_conversation_id, 'messageUpdated',
+            jsonb_build_object('message', convo._message_json(v_message)));
+    END IF;
+    FOR v_prompt IN
+        SELECT p.id FROM convo.prompts p JOIN convo.messages a ON a.id = p.message_id
+         WHERE a.parent_id = v_user AND p.awaiting_turn
+         ORDER BY a.position
+    LOOP
+        UPDATE convo.prompts p SET awaiting_turn = false WHERE p.id = v_prompt;
+        UPDATE convo.messages m SET queued = false, updated_at = now()
+         WHERE m.id = (SELECT p.message_id FROM convo.prompts p WHERE p.id = v_prompt)
+        RETURNING * INTO v_message;
+        PERFORM convo._append_event(p_conversation_id, 'messageUpdated',
+            jsonb_build_object('message', convo._message_json(v_message)), v_prompt);
+        PERFORM convo._notify_prompt('queued', v_prompt);
+    END LOOP;
 END;
 $$;
 

@@ -9,6 +9,11 @@ SELECT (convo.create_conversation(@owner_id::text, @title::text)).id::uuid AS id
 -- name: ConversationRename :exec
 SELECT convo.rename_conversation(@owner_id::text, @id::uuid, @title::text);
 
+-- name: ConversationSetSendPolicy :exec
+-- The conversation's send policy ('' for the server's); see
+-- convo.set_send_policy.
+SELECT convo.set_send_policy(@owner_id::text, @id::uuid, @policy::text);
+
 -- name: ConversationClear :exec
 SELECT convo.clear_conversation(@owner_id::text, @id::uuid);
 

@@ -6,7 +6,8 @@
 -- (NULL). One row per item, in order: its result, or its error's
 -- SQLSTATE, message and detail (error_code '' when it was sent).
 -- trace_contexts: each item's W3C trace context as JSON, or NULL (the
--- array) for none.
+-- array) for none. policies: each item's send policy ('' for the
+-- conversation's); queued: the item's replies await their turn.
 SELECT s.ord::integer AS ord,
        coalesce(s.conversation_id, '00000000-0000-0000-0000-000000000000')::uuid AS conversation_id,
        coalesce(s.user_message_id, '00000000-0000-0000-0000-000000000000')::uuid AS user_message_id,
@@ -14,7 +15,8 @@ SELECT s.ord::integer AS ord,
        coalesce(s.prompt_ids, '{}')::uuid[] AS prompt_ids,
        coalesce(s.comparison_id, '00000000-0000-0000-0000-000000000000')::uuid AS comparison_id,
        coalesce(s.error_code, '')::text AS error_code, coalesce(s.error_message, '')::text AS error_message,
-       coalesce(s.error_detail, '')::text AS error_detail
+       coalesce(s.error_detail, '')::text AS error_detail,
+       coalesce(s.queued, false)::boolean AS queued
   FROM convo.send_messages(
          @owner_ids::text[],
          (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
@@ -23,7 +25,8 @@ SELECT s.ord::integer AS ord,
          (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
             FROM unnest(@parent_message_ids::uuid[]) WITH ORDINALITY x(id, n)),
          @file_ids::text[],
-         @trace_contexts::text[]) s
+         @trace_contexts::text[],
+         @policies::text[]) s
  ORDER BY s.ord;
 
 -- name: MessageListByConversation :many
@@ -61,3 +64,8 @@ SELECT m.*, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.err
 
 -- name: MessageSetFeedback :exec
 SELECT convo.set_feedback(@owner_id::text, @message_id::uuid, @rating::text, @comment::text);
+
+-- name: MessageDeleteQueued :one
+-- Takes back a queued send before its turn; see
+-- convo.delete_queued_message. Returns its conversation.
+SELECT (convo.delete_queued_message(@owner_id::text, @message_id::uuid)).id::uuid AS conversation_id;

@@ -243,12 +243,15 @@ func TestAGUIVerifier(t *testing.T) {
 			manual.StartPrompt(t, a.PromptID)
 			ta := manual.StartBlock(t, a.PromptID, "text", "{}")
 			manual.AppendText(t, ta, "one")
+			// The second message is queued behind the running reply (the
+			// server's send policy): its prompt's events come while the
+			// first run is open, and wait for a run of their own.
 			b := manual.Send(t, "local", a.ConversationID, "second")
+			manual.AppendText(t, ta, "!")
+			manual.CompletePrompt(t, a.PromptID)
 			manual.StartPrompt(t, b.PromptID)
 			manual.AppendText(t, manual.StartBlock(t, b.PromptID, "text", "{}"), "t", "wo")
 			manual.CompletePrompt(t, b.PromptID)
-			manual.AppendText(t, ta, "!")
-			manual.CompletePrompt(t, a.PromptID)
 			first := follow.Until(t, "RUN_FINISHED")
 			second := follow.Until(t, "RUN_FINISHED")
 			follow.save(t, dir, "overlap")

@@ -83,7 +83,7 @@ func (q *Queries) ConversationDeleteUntouched(ctx context.Context, arg Conversat
 }
 
 const conversationGet = `-- name: ConversationGet :one
-SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count FROM convo.conversations
+SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count, send_policy FROM convo.conversations
  WHERE id = $1::uuid AND owner_id = $2::text
 `
 
@@ -107,6 +107,7 @@ func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams
 		&i.LastMessageAt,
 		&i.DeltaBlockID,
 		&i.DeltaCount,
+		&i.SendPolicy,
 	)
 	return i, err
 }
@@ -134,7 +135,7 @@ func (q *Queries) ConversationInsertIfAbsent(ctx context.Context, arg Conversati
 }
 
 const conversationList = `-- name: ConversationList :many
-SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count FROM convo.conversations
+SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count, send_policy FROM convo.conversations
  WHERE owner_id = $1::text
    AND ($2::timestamptz IS NULL
         OR (last_message_at, id) < ($2::timestamptz, $3::uuid))
@@ -178,6 +179,7 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 			&i.LastMessageAt,
 			&i.DeltaBlockID,
 			&i.DeltaCount,
+			&i.SendPolicy,
 		); err != nil {
 			return nil, err
 		}
@@ -201,5 +203,22 @@ type ConversationRenameParams struct {
 
 func (q *Queries) ConversationRename(ctx context.Context, arg ConversationRenameParams) error {
 	_, err := q.db.Exec(ctx, conversationRename, arg.OwnerID, arg.ID, arg.Title)
+	return err
+}
+
+const conversationSetSendPolicy = `-- name: ConversationSetSendPolicy :exec
+SELECT convo.set_send_policy($1::text, $2::uuid, $3::text)
+`
+
+type ConversationSetSendPolicyParams struct {
+	OwnerID string
+	ID      uuid.UUID
+	Policy  string
+}
+
+// The conversation's send policy (” for the server's); see
+// convo.set_send_policy.
+func (q *Queries) ConversationSetSendPolicy(ctx context.Context, arg ConversationSetSendPolicyParams) error {
+	_, err := q.db.Exec(ctx, conversationSetSendPolicy, arg.OwnerID, arg.ID, arg.Policy)
 	return err
 }

@@ -12,8 +12,26 @@ import (
 	"github.com/google/uuid"
 )
 
+const messageDeleteQueued = `-- name: MessageDeleteQueued :one
+SELECT (convo.delete_queued_message($1::text, $2::uuid)).id::uuid AS conversation_id
+`
+
+type MessageDeleteQueuedParams struct {
+	OwnerID   string
+	MessageID uuid.UUID
+}
+
+// Takes back a queued send before its turn; see
+// convo.delete_queued_message. Returns its conversation.
+func (q *Queries) MessageDeleteQueued(ctx context.Context, arg MessageDeleteQueuedParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, messageDeleteQueued, arg.OwnerID, arg.MessageID)
+	var conversation_id uuid.UUID
+	err := row.Scan(&conversation_id)
+	return conversation_id, err
+}
+
 const messageGet = `-- name: MessageGet :one
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
        sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   JOIN convo.conversations c ON c.id = m.conversation_id
@@ -42,6 +60,7 @@ type MessageGetRow struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	Queued          bool
 	PromptID        uuid.NullUUID
 	PromptError     string
 	SiblingCount    int32
@@ -68,6 +87,7 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 		&i.ComparisonSlot,
 		&i.ParentID,
 		&i.OnActivePath,
+		&i.Queued,
 		&i.PromptID,
 		&i.PromptError,
 		&i.SiblingCount,
@@ -77,7 +97,7 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 }
 
 const messageListByConversation = `-- name: MessageListByConversation :many
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
        sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   LEFT JOIN convo.prompts p ON p.message_id = m.id
@@ -108,6 +128,7 @@ type MessageListByConversationRow struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	Queued          bool
 	PromptID        uuid.NullUUID
 	PromptError     string
 	SiblingCount    int32
@@ -143,6 +164,7 @@ func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageList
 			&i.ComparisonSlot,
 			&i.ParentID,
 			&i.OnActivePath,
+			&i.Queued,
 			&i.PromptID,
 			&i.PromptError,
 			&i.SiblingCount,
@@ -166,7 +188,8 @@ SELECT s.ord::integer AS ord,
        coalesce(s.prompt_ids, '{}')::uuid[] AS prompt_ids,
        coalesce(s.comparison_id, '00000000-0000-0000-0000-000000000000')::uuid AS comparison_id,
        coalesce(s.error_code, '')::text AS error_code, coalesce(s.error_message, '')::text AS error_message,
-       coalesce(s.error_detail, '')::text AS error_detail
+       coalesce(s.error_detail, '')::text AS error_detail,
+       coalesce(s.queued, false)::boolean AS queued
   FROM convo.send_messages(
          $1::text[],
          (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
@@ -175,7 +198,8 @@ SELECT s.ord::integer AS ord,
          (SELECT array_agg(nullif(x.id, '00000000-0000-0000-0000-000000000000') ORDER BY x.n)
             FROM unnest($5::uuid[]) WITH ORDINALITY x(id, n)),
          $6::text[],
-         $7::text[]) s
+         $7::text[],
+         $8::text[]) s
  ORDER BY s.ord
 `
 
@@ -187,6 +211,7 @@ type MessageSendManyParams struct {
 	ParentMessageIds []uuid.UUID
 	FileIds          []string
 	TraceContexts    []string
+	Policies         []string
 }
 
 type MessageSendManyRow struct {
@@ -199,6 +224,7 @@ type MessageSendManyRow struct {
 	ErrorCode           string
 	ErrorMessage        string
 	ErrorDetail         string
+	Queued              bool
 }
 
 // Sends many messages in one transaction, each in a subtransaction of its
@@ -206,7 +232,8 @@ type MessageSendManyRow struct {
 // (NULL). One row per item, in order: its result, or its error's
 // SQLSTATE, message and detail (error_code ” when it was sent).
 // trace_contexts: each item's W3C trace context as JSON, or NULL (the
-// array) for none.
+// array) for none. policies: each item's send policy (” for the
+// conversation's); queued: the item's replies await their turn.
 func (q *Queries) MessageSendMany(ctx context.Context, arg MessageSendManyParams) ([]MessageSendManyRow, error) {
 	rows, err := q.db.Query(ctx, messageSendMany,
 		arg.OwnerIds,
@@ -216,6 +243,7 @@ func (q *Queries) MessageSendMany(ctx context.Context, arg MessageSendManyParams
 		arg.ParentMessageIds,
 		arg.FileIds,
 		arg.TraceContexts,
+		arg.Policies,
 	)
 	if err != nil {
 		return nil, err
@@ -234,6 +262,7 @@ func (q *Queries) MessageSendMany(ctx context.Context, arg MessageSendManyParams
 			&i.ErrorCode,
 			&i.ErrorMessage,
 			&i.ErrorDetail,
+			&i.Queued,
 		); err != nil {
 			return nil, err
 		}

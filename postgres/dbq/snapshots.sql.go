@@ -84,7 +84,7 @@ WITH r AS (
     SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS owner_id,
            unnest($3::bigint[]) AS max_bytes, generate_subscripts($1::uuid[], 1) AS nth
 )
-SELECT r.nth::integer AS nth, c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at, c.last_message_at, c.delta_block_id, c.delta_count, t.from_position::bigint AS from_position, t.older::boolean AS older
+SELECT r.nth::integer AS nth, c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at, c.last_message_at, c.delta_block_id, c.delta_count, c.send_policy, t.from_position::bigint AS from_position, t.older::boolean AS older
   FROM r
   JOIN convo.conversations c ON c.id = r.id AND c.owner_id = r.owner_id
  CROSS JOIN LATERAL convo._message_tail(c.id, -1, 9223372036854775807, r.max_bytes) t
@@ -131,6 +131,7 @@ func (q *Queries) SnapshotConversations(ctx context.Context, arg SnapshotConvers
 			&i.ConvoConversation.LastMessageAt,
 			&i.ConvoConversation.DeltaBlockID,
 			&i.ConvoConversation.DeltaCount,
+			&i.ConvoConversation.SendPolicy,
 			&i.FromPosition,
 			&i.Older,
 		); err != nil {
@@ -227,7 +228,7 @@ const snapshotMessages = `-- name: SnapshotMessages :many
 WITH r AS (
     SELECT unnest($1::uuid[]) AS conversation_id, unnest($2::bigint[]) AS from_position
 )
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
        sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM r
   JOIN convo.messages m ON m.conversation_id = r.conversation_id AND m.on_active_path
@@ -257,6 +258,7 @@ type SnapshotMessagesRow struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	Queued          bool
 	PromptID        uuid.NullUUID
 	PromptError     string
 	SiblingCount    int32
@@ -290,6 +292,7 @@ func (q *Queries) SnapshotMessages(ctx context.Context, arg SnapshotMessagesPara
 			&i.ComparisonSlot,
 			&i.ParentID,
 			&i.OnActivePath,
+			&i.Queued,
 			&i.PromptID,
 			&i.PromptError,
 			&i.SiblingCount,

@@ -13,7 +13,7 @@ import {
 } from "./gen/convo/v1/conversation_service_pb.js";
 import type { InputRequest } from "./gen/convo/v1/types_pb.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Rating, type ModelConfigSchema } from "./gen/convo/v1/types_pb.js";
+import { Rating, SendPolicy, type ModelConfigSchema } from "./gen/convo/v1/types_pb.js";
 
 /** ConvoClient is the generated connect-es client of ConversationService. */
 export type ConvoClient = Client<typeof ConversationService>;
@@ -96,6 +96,13 @@ export interface SendOptions {
    * max_files_per_message, each once (InvalidArgument naming the field).
    */
   fileIds?: string[];
+  /**
+   * What the send does while a reply of the conversation is queued or
+   * running: ENQUEUE (the message waits its turn, marked queued), INTERRUPT
+   * (the reply in flight is cancelled) or REJECT (FailedPrecondition);
+   * omitted: the conversation's policy, else the server's, ENQUEUE.
+   */
+  sendPolicy?: SendPolicy;
   signal?: AbortSignal;
 }
 
@@ -109,6 +116,7 @@ export function sendMessage(client: ConvoClient, text: string, o: SendOptions = 
       compareModel: modelConfig(o.compareModel),
       parentMessageId: o.parentMessageId ?? "",
       fileIds: o.fileIds ?? [],
+      sendPolicy: o.sendPolicy ?? SendPolicy.UNSPECIFIED,
     },
     { signal: o.signal },
   );

@@ -23,6 +23,69 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SendPolicy is what a send does while a reply of its conversation is
+// queued or running. Without a reply in flight every policy sends alike.
+type SendPolicy int32
+
+const (
+	// SEND_POLICY_UNSPECIFIED: the conversation's policy, else ENQUEUE.
+	SendPolicy_SEND_POLICY_UNSPECIFIED SendPolicy = 0
+	// SEND_POLICY_ENQUEUE writes the message now, marked queued (every
+	// reader sees it); its reply starts when every reply before it ended
+	// (completed, failed or cancelled), in the order the messages were sent.
+	SendPolicy_SEND_POLICY_ENQUEUE SendPolicy = 1
+	// SEND_POLICY_INTERRUPT cancels the reply in flight (its partial text
+	// stays, as CancelPrompt leaves it) and every queued message's reply,
+	// then answers the new message at once.
+	SendPolicy_SEND_POLICY_INTERRUPT SendPolicy = 2
+	// SEND_POLICY_REJECT refuses the send with FailedPrecondition ("a reply
+	// is running: ..."), writing nothing.
+	SendPolicy_SEND_POLICY_REJECT SendPolicy = 3
+)
+
+// Enum value maps for SendPolicy.
+var (
+	SendPolicy_name = map[int32]string{
+		0: "SEND_POLICY_UNSPECIFIED",
+		1: "SEND_POLICY_ENQUEUE",
+		2: "SEND_POLICY_INTERRUPT",
+		3: "SEND_POLICY_REJECT",
+	}
+	SendPolicy_value = map[string]int32{
+		"SEND_POLICY_UNSPECIFIED": 0,
+		"SEND_POLICY_ENQUEUE":     1,
+		"SEND_POLICY_INTERRUPT":   2,
+		"SEND_POLICY_REJECT":      3,
+	}
+)
+
+func (x SendPolicy) Enum() *SendPolicy {
+	p := new(SendPolicy)
+	*p = x
+	return p
+}
+
+func (x SendPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SendPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_convo_v1_types_proto_enumTypes[0].Descriptor()
+}
+
+func (SendPolicy) Type() protoreflect.EnumType {
+	return &file_convo_v1_types_proto_enumTypes[0]
+}
+
+func (x SendPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SendPolicy.Descriptor instead.
+func (SendPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{0}
+}
+
 // Rating is a thumbs up or down.
 type Rating int32
 
@@ -60,11 +123,11 @@ func (x Rating) String() string {
 }
 
 func (Rating) Descriptor() protoreflect.EnumDescriptor {
-	return file_convo_v1_types_proto_enumTypes[0].Descriptor()
+	return file_convo_v1_types_proto_enumTypes[1].Descriptor()
 }
 
 func (Rating) Type() protoreflect.EnumType {
-	return &file_convo_v1_types_proto_enumTypes[0]
+	return &file_convo_v1_types_proto_enumTypes[1]
 }
 
 func (x Rating) Number() protoreflect.EnumNumber {
@@ -73,7 +136,7 @@ func (x Rating) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Rating.Descriptor instead.
 func (Rating) EnumDescriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{0}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{1}
 }
 
 // Conversation is a thread owned by one user.
@@ -94,6 +157,9 @@ type Conversation struct {
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// last_message_at is when the newest message was sent; lists sort by it.
 	LastMessageAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_message_at,json=lastMessageAt,proto3" json:"last_message_at,omitempty"`
+	// send_policy is the conversation's send policy (SetSendPolicy);
+	// unspecified: the server's, ENQUEUE.
+	SendPolicy    SendPolicy `protobuf:"varint,60,opt,name=send_policy,json=sendPolicy,proto3,enum=convo.v1.SendPolicy" json:"send_policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +236,13 @@ func (x *Conversation) GetLastMessageAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Conversation) GetSendPolicy() SendPolicy {
+	if x != nil {
+		return x.SendPolicy
+	}
+	return SendPolicy_SEND_POLICY_UNSPECIFIED
+}
+
 // Message is one turn of a conversation.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -216,7 +289,12 @@ type Message struct {
 	// "failed". Snapshots, GetConversation, ListMessages, branchSwitched
 	// and the events that carry a message all have it, so a client that
 	// missed promptFailed still knows why.
-	Error         string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,15,opt,name=error,proto3" json:"error,omitempty"`
+	// queued is true on a user message sent while a reply was in flight
+	// (SendPolicy ENQUEUE) and on its pending replies, until its turn comes
+	// (a message_updated clears it) or it is taken back
+	// (DeleteQueuedMessage).
+	Queued        bool `protobuf:"varint,60,opt,name=queued,proto3" json:"queued,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -354,6 +432,13 @@ func (x *Message) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Message) GetQueued() bool {
+	if x != nil {
+		return x.Queued
+	}
+	return false
 }
 
 // Block is an ordered piece of a message.
@@ -1112,7 +1197,7 @@ var File_convo_v1_types_proto protoreflect.FileDescriptor
 
 const file_convo_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x14convo/v1/types.proto\x12\bconvo.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x98\x02\n" +
+	"\x14convo/v1/types.proto\x12\bconvo.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\x02\n" +
 	"\fConversation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12(\n" +
@@ -1121,7 +1206,9 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
-	"\x0flast_message_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastMessageAt\"\xa5\x04\n" +
+	"\x0flast_message_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastMessageAt\x125\n" +
+	"\vsend_policy\x18< \x01(\x0e2\x14.convo.v1.SendPolicyR\n" +
+	"sendPolicy\"\xbd\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
@@ -1140,7 +1227,8 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\tparent_id\x18\f \x01(\tR\bparentId\x12#\n" +
 	"\rsibling_count\x18\r \x01(\x05R\fsiblingCount\x12#\n" +
 	"\rsibling_index\x18\x0e \x01(\x05R\fsiblingIndex\x12\x14\n" +
-	"\x05error\x18\x0f \x01(\tR\x05error\"\x8e\x02\n" +
+	"\x05error\x18\x0f \x01(\tR\x05error\x12\x16\n" +
+	"\x06queued\x18< \x01(\bR\x06queued\"\x8e\x02\n" +
 	"\x05Block\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1216,7 +1304,13 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\x06rating\x18\x01 \x01(\x0e2\x10.convo.v1.RatingR\x06rating\x12\x18\n" +
 	"\acomment\x18\x02 \x01(\tR\acomment\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*@\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt*u\n" +
+	"\n" +
+	"SendPolicy\x12\x1b\n" +
+	"\x17SEND_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13SEND_POLICY_ENQUEUE\x10\x01\x12\x19\n" +
+	"\x15SEND_POLICY_INTERRUPT\x10\x02\x12\x16\n" +
+	"\x12SEND_POLICY_REJECT\x10\x03*@\n" +
 	"\x06Rating\x12\x16\n" +
 	"\x12RATING_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tRATING_UP\x10\x01\x12\x0f\n" +
@@ -1234,55 +1328,57 @@ func file_convo_v1_types_proto_rawDescGZIP() []byte {
 	return file_convo_v1_types_proto_rawDescData
 }
 
-var file_convo_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_convo_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_convo_v1_types_proto_goTypes = []any{
-	(Rating)(0),                   // 0: convo.v1.Rating
-	(*Conversation)(nil),          // 1: convo.v1.Conversation
-	(*Message)(nil),               // 2: convo.v1.Message
-	(*Block)(nil),                 // 3: convo.v1.Block
-	(*File)(nil),                  // 4: convo.v1.File
-	(*ToolCall)(nil),              // 5: convo.v1.ToolCall
-	(*Prompt)(nil),                // 6: convo.v1.Prompt
-	(*InputRequest)(nil),          // 7: convo.v1.InputRequest
-	(*ModelConfig)(nil),           // 8: convo.v1.ModelConfig
-	(*Feedback)(nil),              // 9: convo.v1.Feedback
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 11: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 12: google.protobuf.Value
+	(SendPolicy)(0),               // 0: convo.v1.SendPolicy
+	(Rating)(0),                   // 1: convo.v1.Rating
+	(*Conversation)(nil),          // 2: convo.v1.Conversation
+	(*Message)(nil),               // 3: convo.v1.Message
+	(*Block)(nil),                 // 4: convo.v1.Block
+	(*File)(nil),                  // 5: convo.v1.File
+	(*ToolCall)(nil),              // 6: convo.v1.ToolCall
+	(*Prompt)(nil),                // 7: convo.v1.Prompt
+	(*InputRequest)(nil),          // 8: convo.v1.InputRequest
+	(*ModelConfig)(nil),           // 9: convo.v1.ModelConfig
+	(*Feedback)(nil),              // 10: convo.v1.Feedback
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 13: google.protobuf.Value
 }
 var file_convo_v1_types_proto_depIdxs = []int32{
-	10, // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
-	10, // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
-	3,  // 3: convo.v1.Message.blocks:type_name -> convo.v1.Block
-	10, // 4: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	10, // 5: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 6: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
-	11, // 7: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
-	5,  // 8: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
-	4,  // 9: convo.v1.Block.file:type_name -> convo.v1.File
-	10, // 10: convo.v1.File.url_expires_at:type_name -> google.protobuf.Timestamp
-	12, // 11: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
-	10, // 12: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
-	10, // 13: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
-	11, // 14: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
-	10, // 15: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
-	10, // 16: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
-	10, // 17: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
-	11, // 18: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
-	11, // 19: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
-	10, // 20: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
-	10, // 21: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 22: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
-	10, // 23: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
-	0,  // 24: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
-	10, // 25: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	11, // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
+	11, // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
+	0,  // 3: convo.v1.Conversation.send_policy:type_name -> convo.v1.SendPolicy
+	4,  // 4: convo.v1.Message.blocks:type_name -> convo.v1.Block
+	11, // 5: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	11, // 6: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	10, // 7: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
+	12, // 8: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
+	6,  // 9: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
+	5,  // 10: convo.v1.Block.file:type_name -> convo.v1.File
+	11, // 11: convo.v1.File.url_expires_at:type_name -> google.protobuf.Timestamp
+	13, // 12: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
+	11, // 13: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
+	11, // 14: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
+	12, // 15: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
+	11, // 16: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
+	11, // 17: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
+	11, // 18: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
+	12, // 19: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
+	12, // 20: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
+	11, // 21: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
+	11, // 22: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
+	11, // 23: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
+	11, // 24: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 25: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
+	11, // 26: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_types_proto_init() }
@@ -1296,7 +1392,7 @@ func file_convo_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_types_proto_rawDesc), len(file_convo_v1_types_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -51,6 +51,7 @@ type ConvoConversation struct {
 	LastMessageAt  time.Time
 	DeltaBlockID   uuid.NullUUID
 	DeltaCount     int32
+	SendPolicy     *string
 }
 
 type ConvoConversationMetadatum struct {
@@ -154,6 +155,7 @@ type ConvoMessage struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	Queued          bool
 }
 
 type ConvoMessageFile struct {
@@ -186,6 +188,7 @@ type ConvoPrompt struct {
 	OwnerID        string
 	Waiting        bool
 	TraceContext   json.RawMessage
+	AwaitingTurn   bool
 }
 
 type ConvoPromptContext struct {

@@ -48,6 +48,12 @@ const (
 	// ConversationServiceCancelPromptProcedure is the fully-qualified name of the ConversationService's
 	// CancelPrompt RPC.
 	ConversationServiceCancelPromptProcedure = "/convo.v1.ConversationService/CancelPrompt"
+	// ConversationServiceSetSendPolicyProcedure is the fully-qualified name of the
+	// ConversationService's SetSendPolicy RPC.
+	ConversationServiceSetSendPolicyProcedure = "/convo.v1.ConversationService/SetSendPolicy"
+	// ConversationServiceDeleteQueuedMessageProcedure is the fully-qualified name of the
+	// ConversationService's DeleteQueuedMessage RPC.
+	ConversationServiceDeleteQueuedMessageProcedure = "/convo.v1.ConversationService/DeleteQueuedMessage"
 	// ConversationServiceCreateConversationProcedure is the fully-qualified name of the
 	// ConversationService's CreateConversation RPC.
 	ConversationServiceCreateConversationProcedure = "/convo.v1.ConversationService/CreateConversation"
@@ -116,6 +122,15 @@ type ConversationServiceClient interface {
 	// stays. Cancelling a cancelled prompt is harmless; a completed or failed
 	// one answers FailedPrecondition.
 	CancelPrompt(context.Context, *connect.Request[v1.CancelPromptRequest]) (*connect.Response[v1.CancelPromptResponse], error)
+	// SetSendPolicy sets a conversation's send policy: what a SendMessage
+	// that names none does while a reply of the conversation is queued or
+	// running (docs/api.md, "Sending while a reply runs").
+	SetSendPolicy(context.Context, *connect.Request[v1.SetSendPolicyRequest]) (*connect.Response[v1.SetSendPolicyResponse], error)
+	// DeleteQueuedMessage takes back a queued message (a send enqueued
+	// behind a reply in flight) before its reply starts, with its pending
+	// reply; later queued messages move up. FailedPrecondition once its
+	// reply started, or for a message that was never queued.
+	DeleteQueuedMessage(context.Context, *connect.Request[v1.DeleteQueuedMessageRequest]) (*connect.Response[v1.DeleteQueuedMessageResponse], error)
 	// CreateConversation creates an empty conversation.
 	CreateConversation(context.Context, *connect.Request[v1.CreateConversationRequest]) (*connect.Response[v1.CreateConversationResponse], error)
 	// RenameConversation sets a conversation's title.
@@ -213,6 +228,18 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			httpClient,
 			baseURL+ConversationServiceCancelPromptProcedure,
 			connect.WithSchema(conversationServiceMethods.ByName("CancelPrompt")),
+			connect.WithClientOptions(opts...),
+		),
+		setSendPolicy: connect.NewClient[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse](
+			httpClient,
+			baseURL+ConversationServiceSetSendPolicyProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("SetSendPolicy")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteQueuedMessage: connect.NewClient[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse](
+			httpClient,
+			baseURL+ConversationServiceDeleteQueuedMessageProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("DeleteQueuedMessage")),
 			connect.WithClientOptions(opts...),
 		),
 		createConversation: connect.NewClient[v1.CreateConversationRequest, v1.CreateConversationResponse](
@@ -316,27 +343,29 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 
 // conversationServiceClient implements ConversationServiceClient.
 type conversationServiceClient struct {
-	sendMessage        *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
-	streamConversation *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
-	getConversation    *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
-	listConversations  *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
-	cancelPrompt       *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
-	createConversation *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
-	renameConversation *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
-	deleteConversation *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
-	clearConversation  *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
-	submitFeedback     *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
-	voteComparison     *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
-	listComparisons    *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
-	getTrace           *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
-	searchMessages     *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
-	listMessages       *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
-	answerInput        *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
-	claimInput         *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
-	editMessage        *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
-	regenerateReply    *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
-	switchBranch       *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
-	getServerInfo      *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
+	sendMessage         *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
+	streamConversation  *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
+	getConversation     *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
+	listConversations   *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
+	cancelPrompt        *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
+	setSendPolicy       *connect.Client[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse]
+	deleteQueuedMessage *connect.Client[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse]
+	createConversation  *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
+	renameConversation  *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
+	deleteConversation  *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
+	clearConversation   *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
+	submitFeedback      *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
+	voteComparison      *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
+	listComparisons     *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
+	getTrace            *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
+	searchMessages      *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
+	listMessages        *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
+	answerInput         *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
+	claimInput          *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
+	editMessage         *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
+	regenerateReply     *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
+	switchBranch        *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
+	getServerInfo       *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -362,6 +391,16 @@ func (c *conversationServiceClient) ListConversations(ctx context.Context, req *
 // CancelPrompt calls convo.v1.ConversationService.CancelPrompt.
 func (c *conversationServiceClient) CancelPrompt(ctx context.Context, req *connect.Request[v1.CancelPromptRequest]) (*connect.Response[v1.CancelPromptResponse], error) {
 	return c.cancelPrompt.CallUnary(ctx, req)
+}
+
+// SetSendPolicy calls convo.v1.ConversationService.SetSendPolicy.
+func (c *conversationServiceClient) SetSendPolicy(ctx context.Context, req *connect.Request[v1.SetSendPolicyRequest]) (*connect.Response[v1.SetSendPolicyResponse], error) {
+	return c.setSendPolicy.CallUnary(ctx, req)
+}
+
+// DeleteQueuedMessage calls convo.v1.ConversationService.DeleteQueuedMessage.
+func (c *conversationServiceClient) DeleteQueuedMessage(ctx context.Context, req *connect.Request[v1.DeleteQueuedMessageRequest]) (*connect.Response[v1.DeleteQueuedMessageResponse], error) {
+	return c.deleteQueuedMessage.CallUnary(ctx, req)
 }
 
 // CreateConversation calls convo.v1.ConversationService.CreateConversation.
@@ -462,6 +501,15 @@ type ConversationServiceHandler interface {
 	// stays. Cancelling a cancelled prompt is harmless; a completed or failed
 	// one answers FailedPrecondition.
 	CancelPrompt(context.Context, *connect.Request[v1.CancelPromptRequest]) (*connect.Response[v1.CancelPromptResponse], error)
+	// SetSendPolicy sets a conversation's send policy: what a SendMessage
+	// that names none does while a reply of the conversation is queued or
+	// running (docs/api.md, "Sending while a reply runs").
+	SetSendPolicy(context.Context, *connect.Request[v1.SetSendPolicyRequest]) (*connect.Response[v1.SetSendPolicyResponse], error)
+	// DeleteQueuedMessage takes back a queued message (a send enqueued
+	// behind a reply in flight) before its reply starts, with its pending
+	// reply; later queued messages move up. FailedPrecondition once its
+	// reply started, or for a message that was never queued.
+	DeleteQueuedMessage(context.Context, *connect.Request[v1.DeleteQueuedMessageRequest]) (*connect.Response[v1.DeleteQueuedMessageResponse], error)
 	// CreateConversation creates an empty conversation.
 	CreateConversation(context.Context, *connect.Request[v1.CreateConversationRequest]) (*connect.Response[v1.CreateConversationResponse], error)
 	// RenameConversation sets a conversation's title.
@@ -555,6 +603,18 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		ConversationServiceCancelPromptProcedure,
 		svc.CancelPrompt,
 		connect.WithSchema(conversationServiceMethods.ByName("CancelPrompt")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceSetSendPolicyHandler := connect.NewUnaryHandler(
+		ConversationServiceSetSendPolicyProcedure,
+		svc.SetSendPolicy,
+		connect.WithSchema(conversationServiceMethods.ByName("SetSendPolicy")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceDeleteQueuedMessageHandler := connect.NewUnaryHandler(
+		ConversationServiceDeleteQueuedMessageProcedure,
+		svc.DeleteQueuedMessage,
+		connect.WithSchema(conversationServiceMethods.ByName("DeleteQueuedMessage")),
 		connect.WithHandlerOptions(opts...),
 	)
 	conversationServiceCreateConversationHandler := connect.NewUnaryHandler(
@@ -665,6 +725,10 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceListConversationsHandler.ServeHTTP(w, r)
 		case ConversationServiceCancelPromptProcedure:
 			conversationServiceCancelPromptHandler.ServeHTTP(w, r)
+		case ConversationServiceSetSendPolicyProcedure:
+			conversationServiceSetSendPolicyHandler.ServeHTTP(w, r)
+		case ConversationServiceDeleteQueuedMessageProcedure:
+			conversationServiceDeleteQueuedMessageHandler.ServeHTTP(w, r)
 		case ConversationServiceCreateConversationProcedure:
 			conversationServiceCreateConversationHandler.ServeHTTP(w, r)
 		case ConversationServiceRenameConversationProcedure:
@@ -724,6 +788,14 @@ func (UnimplementedConversationServiceHandler) ListConversations(context.Context
 
 func (UnimplementedConversationServiceHandler) CancelPrompt(context.Context, *connect.Request[v1.CancelPromptRequest]) (*connect.Response[v1.CancelPromptResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.CancelPrompt is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) SetSendPolicy(context.Context, *connect.Request[v1.SetSendPolicyRequest]) (*connect.Response[v1.SetSendPolicyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.SetSendPolicy is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) DeleteQueuedMessage(context.Context, *connect.Request[v1.DeleteQueuedMessageRequest]) (*connect.Response[v1.DeleteQueuedMessageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.DeleteQueuedMessage is not implemented"))
 }
 
 func (UnimplementedConversationServiceHandler) CreateConversation(context.Context, *connect.Request[v1.CreateConversationRequest]) (*connect.Response[v1.CreateConversationResponse], error) {

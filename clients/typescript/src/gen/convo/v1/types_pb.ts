@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file convo/v1/types.proto.
  */
 export const file_convo_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEi2AEKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihgMKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJEhEKCXBhcmVudF9pZBgMIAEoCRIVCg1zaWJsaW5nX2NvdW50GA0gASgFEhUKDXNpYmxpbmdfaW5kZXgYDiABKAUSDQoFZXJyb3IYDyABKAkiygEKBUJsb2NrEgoKAmlkGAEgASgJEhIKCmJsb2NrX3R5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAUgASgJEiUKCXRvb2xfY2FsbBgGIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsEhAKCHBvc2l0aW9uGAcgASgFEhwKBGZpbGUYCCABKAsyDi5jb252by52MS5GaWxlIpcBCgRGaWxlEgoKAmlkGAEgASgJEhAKCGZpbGVuYW1lGAIgASgJEhIKCm1lZGlhX3R5cGUYAyABKAkSDAoEc2l6ZRgEIAEoAxIOCgZzaGEyNTYYBSABKAkSCwoDdXJsGAYgASgJEjIKDnVybF9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLqAQoIVG9vbENhbGwSCgoCaWQYASABKAkSEAoIYmxvY2tfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSJQoFaW5wdXQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDgoGb3V0cHV0GAYgASgJEg0KBWVycm9yGAcgASgJEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKdAgoGUHJvbXB0EgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRItCgxtb2RlbF9jb25maWcYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKcAwoMSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSFwoPY29udmVyc2F0aW9uX2lkGAMgASgJEgwKBGtpbmQYBCABKAkSKAoHcmVxdWVzdBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAYgASgJEicKBmFuc3dlchgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoLYW5zd2VyZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNsYWltZWRfYnkYCiABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwEKC01vZGVsQ29uZmlnEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhgKC3RlbXBlcmF0dXJlGAMgASgBSACIAQESFwoKbWF4X3Rva2VucxgEIAEoBUgBiAEBEhUKDXN5c3RlbV9wcm9tcHQYBSABKAlCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zIm0KCEZlZWRiYWNrEiAKBnJhdGluZxgBIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKkAKBlJhdGluZxIWChJSQVRJTkdfVU5TUEVDSUZJRUQQABINCglSQVRJTkdfVVAQARIPCgtSQVRJTkdfRE9XThACQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEigwIKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5IpYDCgdNZXNzYWdlEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIRCglwcm9tcHRfaWQYBSABKAkSHwoGYmxvY2tzGAYgAygLMg8uY29udm8udjEuQmxvY2sSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoIZmVlZGJhY2sYCSABKAsyEi5jb252by52MS5GZWVkYmFjaxIVCg1jb21wYXJpc29uX2lkGAogASgJEhcKD2NvbXBhcmlzb25fc2xvdBgLIAEoCRIRCglwYXJlbnRfaWQYDCABKAkSFQoNc2libGluZ19jb3VudBgNIAEoBRIVCg1zaWJsaW5nX2luZGV4GA4gASgFEg0KBWVycm9yGA8gASgJEg4KBnF1ZXVlZBg8IAEoCCLKAQoFQmxvY2sSCgoCaWQYASABKAkSEgoKYmxvY2tfdHlwZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBSABKAkSJQoJdG9vbF9jYWxsGAYgASgLMhIuY29udm8udjEuVG9vbENhbGwSEAoIcG9zaXRpb24YByABKAUSHAoEZmlsZRgIIAEoCzIOLmNvbnZvLnYxLkZpbGUilwEKBEZpbGUSCgoCaWQYASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRzaXplGAQgASgDEg4KBnNoYTI1NhgFIAEoCRILCgN1cmwYBiABKAkSMgoOdXJsX2V4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuoBCghUb29sQ2FsbBIKCgJpZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIlCgVpbnB1dBgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIOCgZvdXRwdXQYBiABKAkSDQoFZXJyb3IYByABKAkSLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0CCgZQcm9tcHQSCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEi0KDG1vZGVsX2NvbmZpZxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpwDCgxJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRIoCgdyZXF1ZXN0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBiABKAkSJwoGYW5zd2VyGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgthbnN3ZXJlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY2xhaW1lZF9ieRgKIAEoCRI0ChBjbGFpbV9leHBpcmVzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKXAQoLTW9kZWxDb25maWcSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgFIAEoCUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMibQoIRmVlZGJhY2sSIAoGcmF0aW5nGAEgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqdQoKU2VuZFBvbGljeRIbChdTRU5EX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE1NFTkRfUE9MSUNZX0VOUVVFVUUQARIZChVTRU5EX1BPTElDWV9JTlRFUlJVUFQQAhIWChJTRU5EX1BPTElDWV9SRUpFQ1QQAypACgZSYXRpbmcSFgoSUkFUSU5HX1VOU1BFQ0lGSUVEEAASDQoJUkFUSU5HX1VQEAESDwoLUkFUSU5HX0RPV04QAkIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Conversation is a thread owned by one user.
@@ -64,6 +64,14 @@ export type Conversation = Message$1<"convo.v1.Conversation"> & {
    * @generated from field: google.protobuf.Timestamp last_message_at = 6;
    */
   lastMessageAt?: Timestamp | undefined;
+
+  /**
+   * send_policy is the conversation's send policy (SetSendPolicy);
+   * unspecified: the server's, ENQUEUE.
+   *
+   * @generated from field: convo.v1.SendPolicy send_policy = 60;
+   */
+  sendPolicy: SendPolicy;
 };
 
 /**
@@ -197,6 +205,16 @@ export type Message = Message$1<"convo.v1.Message"> & {
    * @generated from field: string error = 15;
    */
   error: string;
+
+  /**
+   * queued is true on a user message sent while a reply was in flight
+   * (SendPolicy ENQUEUE) and on its pending replies, until its turn comes
+   * (a message_updated clears it) or it is taken back
+   * (DeleteQueuedMessage).
+   *
+   * @generated from field: bool queued = 60;
+   */
+  queued: boolean;
 };
 
 /**
@@ -692,6 +710,53 @@ export const FeedbackSchema: GenMessage<Feedback> = /*@__PURE__*/
   messageDesc(file_convo_v1_types, 8);
 
 /**
+ * SendPolicy is what a send does while a reply of its conversation is
+ * queued or running. Without a reply in flight every policy sends alike.
+ *
+ * @generated from enum convo.v1.SendPolicy
+ */
+export enum SendPolicy {
+  /**
+   * SEND_POLICY_UNSPECIFIED: the conversation's policy, else ENQUEUE.
+   *
+   * @generated from enum value: SEND_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * SEND_POLICY_ENQUEUE writes the message now, marked queued (every
+   * reader sees it); its reply starts when every reply before it ended
+   * (completed, failed or cancelled), in the order the messages were sent.
+   *
+   * @generated from enum value: SEND_POLICY_ENQUEUE = 1;
+   */
+  ENQUEUE = 1,
+
+  /**
+   * SEND_POLICY_INTERRUPT cancels the reply in flight (its partial text
+   * stays, as CancelPrompt leaves it) and every queued message's reply,
+   * then answers the new message at once.
+   *
+   * @generated from enum value: SEND_POLICY_INTERRUPT = 2;
+   */
+  INTERRUPT = 2,
+
+  /**
+   * SEND_POLICY_REJECT refuses the send with FailedPrecondition ("a reply
+   * is running: ..."), writing nothing.
+   *
+   * @generated from enum value: SEND_POLICY_REJECT = 3;
+   */
+  REJECT = 3,
+}
+
+/**
+ * Describes the enum convo.v1.SendPolicy.
+ */
+export const SendPolicySchema: GenEnum<SendPolicy> = /*@__PURE__*/
+  enumDesc(file_convo_v1_types, 0);
+
+/**
  * Rating is a thumbs up or down.
  *
  * @generated from enum convo.v1.Rating
@@ -723,5 +788,5 @@ export enum Rating {
  * Describes the enum convo.v1.Rating.
  */
 export const RatingSchema: GenEnum<Rating> = /*@__PURE__*/
-  enumDesc(file_convo_v1_types, 0);
+  enumDesc(file_convo_v1_types, 1);
 
