@@ -697,6 +697,13 @@ type StreamConversationRequest struct {
 	// a seq before a branch_switched starts from a snapshot, which holds
 	// the new path. See docs/events.md, "Branches".
 	IncludeBranches bool `protobuf:"varint,4,opt,name=include_branches,json=includeBranches,proto3" json:"include_branches,omitempty"`
+	// include_presence asks for presence: the stream sends a Presence (who
+	// is viewing the conversation, who is typing) right after the snapshot
+	// (or at the start of a resume) and again whenever it changes, and the
+	// caller counts as viewing while the stream is open. Without it the
+	// stream carries no Presence, and its caller is not counted. See
+	// docs/streaming.md, "Presence".
+	IncludePresence bool `protobuf:"varint,70,opt,name=include_presence,json=includePresence,proto3" json:"include_presence,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -759,15 +766,23 @@ func (x *StreamConversationRequest) GetIncludeBranches() bool {
 	return false
 }
 
+func (x *StreamConversationRequest) GetIncludePresence() bool {
+	if x != nil {
+		return x.IncludePresence
+	}
+	return false
+}
+
 // StreamConversationResponse is one message of a conversation stream.
 type StreamConversationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// kind is a snapshot or an event.
+	// kind is a snapshot, an event, or (include_presence) a presence.
 	//
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*StreamConversationResponse_Snapshot
 	//	*StreamConversationResponse_Event
+	//	*StreamConversationResponse_Presence
 	Kind          isStreamConversationResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -828,6 +843,15 @@ func (x *StreamConversationResponse) GetEvent() *Event {
 	return nil
 }
 
+func (x *StreamConversationResponse) GetPresence() *Presence {
+	if x != nil {
+		if x, ok := x.Kind.(*StreamConversationResponse_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
 type isStreamConversationResponse_Kind interface {
 	isStreamConversationResponse_Kind()
 }
@@ -842,9 +866,222 @@ type StreamConversationResponse_Event struct {
 	Event *Event `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
 }
 
+type StreamConversationResponse_Presence struct {
+	// presence is the full current list of who is here. It is ephemeral:
+	// no seq, never stored nor replayed; each one replaces the last.
+	Presence *Presence `protobuf:"bytes,70,opt,name=presence,proto3,oneof"`
+}
+
 func (*StreamConversationResponse_Snapshot) isStreamConversationResponse_Kind() {}
 
 func (*StreamConversationResponse_Event) isStreamConversationResponse_Kind() {}
+
+func (*StreamConversationResponse_Presence) isStreamConversationResponse_Kind() {}
+
+// Presence is who is in a conversation now, on every server: each user who
+// has a stream of it open with include_presence (viewing), or reported
+// typing within the last 6 s (typing), or both. Sorted by user id; at most
+// 64 users.
+type Presence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// users are the users present, each once.
+	Users         []*PresentUser `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Presence) Reset() {
+	*x = Presence{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Presence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Presence) ProtoMessage() {}
+
+func (x *Presence) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Presence.ProtoReflect.Descriptor instead.
+func (*Presence) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Presence) GetUsers() []*PresentUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// PresentUser is one user of a Presence.
+type PresentUser struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_id is the user (a token's sub; "local" without authentication).
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// viewing: the user has a stream of the conversation open.
+	Viewing bool `protobuf:"varint,2,opt,name=viewing,proto3" json:"viewing,omitempty"`
+	// typing: the user reported typing (SetTyping) within the last 6 s.
+	Typing        bool `protobuf:"varint,3,opt,name=typing,proto3" json:"typing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresentUser) Reset() {
+	*x = PresentUser{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresentUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresentUser) ProtoMessage() {}
+
+func (x *PresentUser) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresentUser.ProtoReflect.Descriptor instead.
+func (*PresentUser) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PresentUser) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *PresentUser) GetViewing() bool {
+	if x != nil {
+		return x.Viewing
+	}
+	return false
+}
+
+func (x *PresentUser) GetTyping() bool {
+	if x != nil {
+		return x.Typing
+	}
+	return false
+}
+
+// SetTypingRequest reports whether the caller is typing.
+type SetTypingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation typed in: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// typing is true while the caller types, false once it stopped or sent.
+	Typing        bool `protobuf:"varint,2,opt,name=typing,proto3" json:"typing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTypingRequest) Reset() {
+	*x = SetTypingRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTypingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTypingRequest) ProtoMessage() {}
+
+func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTypingRequest.ProtoReflect.Descriptor instead.
+func (*SetTypingRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetTypingRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SetTypingRequest) GetTyping() bool {
+	if x != nil {
+		return x.Typing
+	}
+	return false
+}
+
+// SetTypingResponse is empty.
+type SetTypingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTypingResponse) Reset() {
+	*x = SetTypingResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTypingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTypingResponse) ProtoMessage() {}
+
+func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTypingResponse.ProtoReflect.Descriptor instead.
+func (*SetTypingResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+}
 
 // Snapshot is a conversation's state at seq, without streaming blocks.
 type Snapshot struct {
@@ -875,7 +1112,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1124,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1137,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Snapshot) GetConversation() *Conversation {
@@ -952,7 +1189,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1201,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1214,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListMessagesRequest) GetConversationId() string {
@@ -1011,7 +1248,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1260,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1273,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -1067,7 +1304,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1316,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1329,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -1137,7 +1374,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1386,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1399,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -1213,7 +1450,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1462,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1475,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -1268,7 +1505,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1517,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1530,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -1321,7 +1558,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1570,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1583,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -1367,7 +1604,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1616,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1629,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -1413,7 +1650,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1662,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1675,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -1459,7 +1696,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1708,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1721,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -1507,7 +1744,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1756,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1769,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -1560,7 +1797,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1809,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1822,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -1606,7 +1843,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1855,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1868,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -1650,7 +1887,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1899,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1912,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 // ClearConversationRequest names a conversation.
@@ -1689,7 +1926,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1938,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1951,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -1735,7 +1972,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1984,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1997,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -1785,7 +2022,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +2034,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +2047,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -1845,7 +2082,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2094,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2107,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -1893,7 +2130,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2142,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2155,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -1946,7 +2183,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2195,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2208,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -2006,7 +2243,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2255,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2268,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Comparison) GetId() string {
@@ -2107,7 +2344,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2356,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2369,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -2178,7 +2415,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2427,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2440,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -2240,7 +2477,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2489,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2502,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -2298,7 +2535,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2547,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2560,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -2380,7 +2617,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2629,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2642,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -2433,7 +2670,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2682,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2695,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -2507,7 +2744,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2756,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2769,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -2560,7 +2797,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2809,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2822,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -2624,7 +2861,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2873,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2886,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -2728,7 +2965,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2977,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2990,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -2783,7 +3020,7 @@ type AnswerInputRequest struct {
 
 func (x *AnswerInputRequest) Reset() {
 	*x = AnswerInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +3032,7 @@ func (x *AnswerInputRequest) String() string {
 func (*AnswerInputRequest) ProtoMessage() {}
 
 func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +3045,7 @@ func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
 func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AnswerInputRequest) GetToolCallId() string {
@@ -2843,7 +3080,7 @@ type InputAnswer struct {
 
 func (x *InputAnswer) Reset() {
 	*x = InputAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3092,7 @@ func (x *InputAnswer) String() string {
 func (*InputAnswer) ProtoMessage() {}
 
 func (x *InputAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3105,7 @@ func (x *InputAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
 func (*InputAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *InputAnswer) GetKind() isInputAnswer_Kind {
@@ -2944,7 +3181,7 @@ type ApprovalAnswer struct {
 
 func (x *ApprovalAnswer) Reset() {
 	*x = ApprovalAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3193,7 @@ func (x *ApprovalAnswer) String() string {
 func (*ApprovalAnswer) ProtoMessage() {}
 
 func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3206,7 @@ func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
 func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ApprovalAnswer) GetApproved() bool {
@@ -3003,7 +3240,7 @@ type ClientToolAnswer struct {
 
 func (x *ClientToolAnswer) Reset() {
 	*x = ClientToolAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3252,7 @@ func (x *ClientToolAnswer) String() string {
 func (*ClientToolAnswer) ProtoMessage() {}
 
 func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3265,7 @@ func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
 func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
@@ -3089,7 +3326,7 @@ type QuestionAnswer struct {
 
 func (x *QuestionAnswer) Reset() {
 	*x = QuestionAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3338,7 @@ func (x *QuestionAnswer) String() string {
 func (*QuestionAnswer) ProtoMessage() {}
 
 func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3351,7 @@ func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
 func (*QuestionAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QuestionAnswer) GetAnswer() string {
@@ -3135,7 +3372,7 @@ type AnswerInputResponse struct {
 
 func (x *AnswerInputResponse) Reset() {
 	*x = AnswerInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3384,7 @@ func (x *AnswerInputResponse) String() string {
 func (*AnswerInputResponse) ProtoMessage() {}
 
 func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3397,7 @@ func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
 func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
@@ -3187,7 +3424,7 @@ type ClaimInputRequest struct {
 
 func (x *ClaimInputRequest) Reset() {
 	*x = ClaimInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3436,7 @@ func (x *ClaimInputRequest) String() string {
 func (*ClaimInputRequest) ProtoMessage() {}
 
 func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3449,7 @@ func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
 func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClaimInputRequest) GetToolCallId() string {
@@ -3247,7 +3484,7 @@ type ClaimInputResponse struct {
 
 func (x *ClaimInputResponse) Reset() {
 	*x = ClaimInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3496,7 @@ func (x *ClaimInputResponse) String() string {
 func (*ClaimInputResponse) ProtoMessage() {}
 
 func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3509,7 @@ func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
 func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
@@ -3291,7 +3528,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3303,7 +3540,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3316,7 +3553,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
 }
 
 // GetServerInfoResponse is the server's set-up as a client shows it.
@@ -3341,7 +3578,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3590,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3603,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetServerInfoResponse) GetDemoModel() bool {
@@ -3436,18 +3673,30 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\tprompt_id\x18\x04 \x01(\tR\bpromptId\x12#\n" +
 	"\rcomparison_id\x18\x05 \x01(\tR\fcomparisonId\x12?\n" +
 	"\x1ccompare_assistant_message_id\x18\x06 \x01(\tR\x19compareAssistantMessageId\x12*\n" +
-	"\x11compare_prompt_id\x18\a \x01(\tR\x0fcomparePromptId\"\xd1\x01\n" +
+	"\x11compare_prompt_id\x18\a \x01(\tR\x0fcomparePromptId\"\xfc\x01\n" +
 	"\x19StreamConversationRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12 \n" +
 	"\tafter_seq\x18\x02 \x01(\x03H\x00R\bafterSeq\x88\x01\x01\x120\n" +
 	"\x14include_pause_events\x18\x03 \x01(\bR\x12includePauseEvents\x12)\n" +
-	"\x10include_branches\x18\x04 \x01(\bR\x0fincludeBranchesB\f\n" +
+	"\x10include_branches\x18\x04 \x01(\bR\x0fincludeBranches\x12)\n" +
+	"\x10include_presence\x18F \x01(\bR\x0fincludePresenceB\f\n" +
 	"\n" +
-	"_after_seq\"\x7f\n" +
+	"_after_seq\"\xb1\x01\n" +
 	"\x1aStreamConversationResponse\x120\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x12.convo.v1.SnapshotH\x00R\bsnapshot\x12'\n" +
-	"\x05event\x18\x02 \x01(\v2\x0f.convo.v1.EventH\x00R\x05eventB\x06\n" +
-	"\x04kind\"\xf0\x01\n" +
+	"\x05event\x18\x02 \x01(\v2\x0f.convo.v1.EventH\x00R\x05event\x120\n" +
+	"\bpresence\x18F \x01(\v2\x12.convo.v1.PresenceH\x00R\bpresenceB\x06\n" +
+	"\x04kind\"7\n" +
+	"\bPresence\x12+\n" +
+	"\x05users\x18\x01 \x03(\v2\x15.convo.v1.PresentUserR\x05users\"X\n" +
+	"\vPresentUser\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
+	"\aviewing\x18\x02 \x01(\bR\aviewing\x12\x16\n" +
+	"\x06typing\x18\x03 \x01(\bR\x06typing\"S\n" +
+	"\x10SetTypingRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x16\n" +
+	"\x06typing\x18\x02 \x01(\bR\x06typing\"\x13\n" +
+	"\x11SetTypingResponse\"\xf0\x01\n" +
 	"\bSnapshot\x12:\n" +
 	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\x12-\n" +
 	"\bmessages\x18\x02 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12\x10\n" +
@@ -3614,7 +3863,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\x8d\x0e\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xd3\x0e\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -3637,7 +3886,8 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\vEditMessage\x12\x1c.convo.v1.EditMessageRequest\x1a\x1d.convo.v1.EditMessageResponse\x12V\n" +
 	"\x0fRegenerateReply\x12 .convo.v1.RegenerateReplyRequest\x1a!.convo.v1.RegenerateReplyResponse\x12M\n" +
 	"\fSwitchBranch\x12\x1d.convo.v1.SwitchBranchRequest\x1a\x1e.convo.v1.SwitchBranchResponse\x12P\n" +
-	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponse\x12D\n" +
+	"\tSetTyping\x12\x1a.convo.v1.SetTypingRequest\x1a\x1b.convo.v1.SetTypingResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -3652,7 +3902,7 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                    // 0: convo.v1.Preference
 	(*EditMessageRequest)(nil),         // 1: convo.v1.EditMessageRequest
@@ -3665,148 +3915,156 @@ var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(*SendMessageResponse)(nil),        // 8: convo.v1.SendMessageResponse
 	(*StreamConversationRequest)(nil),  // 9: convo.v1.StreamConversationRequest
 	(*StreamConversationResponse)(nil), // 10: convo.v1.StreamConversationResponse
-	(*Snapshot)(nil),                   // 11: convo.v1.Snapshot
-	(*ListMessagesRequest)(nil),        // 12: convo.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 13: convo.v1.ListMessagesResponse
-	(*GetConversationRequest)(nil),     // 14: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),    // 15: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),   // 16: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),  // 17: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),        // 18: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),       // 19: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),  // 20: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil), // 21: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),  // 22: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil), // 23: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),  // 24: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil), // 25: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),   // 26: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),  // 27: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),      // 28: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),     // 29: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),      // 30: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),     // 31: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                 // 32: convo.v1.Comparison
-	(*ComparisonSide)(nil),             // 33: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),     // 34: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),    // 35: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),            // 36: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),           // 37: convo.v1.GetTraceResponse
-	(*Trace)(nil),                      // 38: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),      // 39: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),     // 40: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),               // 41: convo.v1.SearchResult
-	(*Highlight)(nil),                  // 42: convo.v1.Highlight
-	(*AnswerInputRequest)(nil),         // 43: convo.v1.AnswerInputRequest
-	(*InputAnswer)(nil),                // 44: convo.v1.InputAnswer
-	(*ApprovalAnswer)(nil),             // 45: convo.v1.ApprovalAnswer
-	(*ClientToolAnswer)(nil),           // 46: convo.v1.ClientToolAnswer
-	(*QuestionAnswer)(nil),             // 47: convo.v1.QuestionAnswer
-	(*AnswerInputResponse)(nil),        // 48: convo.v1.AnswerInputResponse
-	(*ClaimInputRequest)(nil),          // 49: convo.v1.ClaimInputRequest
-	(*ClaimInputResponse)(nil),         // 50: convo.v1.ClaimInputResponse
-	(*GetServerInfoRequest)(nil),       // 51: convo.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),      // 52: convo.v1.GetServerInfoResponse
-	(*ModelConfig)(nil),                // 53: convo.v1.ModelConfig
-	(*Event)(nil),                      // 54: convo.v1.Event
-	(*Conversation)(nil),               // 55: convo.v1.Conversation
-	(*Message)(nil),                    // 56: convo.v1.Message
-	(*InputRequest)(nil),               // 57: convo.v1.InputRequest
-	(Rating)(0),                        // 58: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),      // 59: google.protobuf.Timestamp
-	(*Prompt)(nil),                     // 60: convo.v1.Prompt
-	(*durationpb.Duration)(nil),        // 61: google.protobuf.Duration
+	(*Presence)(nil),                   // 11: convo.v1.Presence
+	(*PresentUser)(nil),                // 12: convo.v1.PresentUser
+	(*SetTypingRequest)(nil),           // 13: convo.v1.SetTypingRequest
+	(*SetTypingResponse)(nil),          // 14: convo.v1.SetTypingResponse
+	(*Snapshot)(nil),                   // 15: convo.v1.Snapshot
+	(*ListMessagesRequest)(nil),        // 16: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 17: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),     // 18: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),    // 19: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),   // 20: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),  // 21: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),        // 22: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),       // 23: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),  // 24: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil), // 25: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),  // 26: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil), // 27: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),  // 28: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil), // 29: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),   // 30: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),  // 31: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),      // 32: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),     // 33: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),      // 34: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),     // 35: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                 // 36: convo.v1.Comparison
+	(*ComparisonSide)(nil),             // 37: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),     // 38: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),    // 39: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),            // 40: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),           // 41: convo.v1.GetTraceResponse
+	(*Trace)(nil),                      // 42: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),      // 43: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),     // 44: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),               // 45: convo.v1.SearchResult
+	(*Highlight)(nil),                  // 46: convo.v1.Highlight
+	(*AnswerInputRequest)(nil),         // 47: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                // 48: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),             // 49: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),           // 50: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),             // 51: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),        // 52: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),          // 53: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),         // 54: convo.v1.ClaimInputResponse
+	(*GetServerInfoRequest)(nil),       // 55: convo.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),      // 56: convo.v1.GetServerInfoResponse
+	(*ModelConfig)(nil),                // 57: convo.v1.ModelConfig
+	(*Event)(nil),                      // 58: convo.v1.Event
+	(*Conversation)(nil),               // 59: convo.v1.Conversation
+	(*Message)(nil),                    // 60: convo.v1.Message
+	(*InputRequest)(nil),               // 61: convo.v1.InputRequest
+	(Rating)(0),                        // 62: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),      // 63: google.protobuf.Timestamp
+	(*Prompt)(nil),                     // 64: convo.v1.Prompt
+	(*durationpb.Duration)(nil),        // 65: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	53, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
-	53, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
-	53, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	53, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
-	11, // 4: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	54, // 5: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	55, // 6: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	56, // 7: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	57, // 8: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	56, // 9: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	55, // 10: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	56, // 11: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	57, // 12: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	55, // 13: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	55, // 14: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	55, // 15: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	55, // 16: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	58, // 17: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	56, // 18: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 19: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	32, // 20: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	33, // 21: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	33, // 22: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 23: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	59, // 24: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	59, // 25: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	53, // 26: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	32, // 27: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	38, // 28: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	60, // 29: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	61, // 30: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	61, // 31: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	54, // 32: convo.v1.Trace.events:type_name -> convo.v1.Event
-	41, // 33: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	42, // 34: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	59, // 35: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	44, // 36: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
-	45, // 37: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
-	46, // 38: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
-	47, // 39: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	57, // 40: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	57, // 41: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
-	7,  // 42: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	9,  // 43: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	14, // 44: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	16, // 45: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	18, // 46: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	20, // 47: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	22, // 48: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	24, // 49: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	26, // 50: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	28, // 51: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	30, // 52: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	34, // 53: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	36, // 54: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	39, // 55: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	12, // 56: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	43, // 57: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
-	49, // 58: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
-	1,  // 59: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
-	3,  // 60: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
-	5,  // 61: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
-	51, // 62: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
-	8,  // 63: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	10, // 64: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	15, // 65: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	17, // 66: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	19, // 67: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	21, // 68: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	23, // 69: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	25, // 70: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	27, // 71: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	29, // 72: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	31, // 73: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	35, // 74: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	37, // 75: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	40, // 76: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	13, // 77: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	48, // 78: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	50, // 79: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	2,  // 80: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
-	4,  // 81: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
-	6,  // 82: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
-	52, // 83: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
-	63, // [63:84] is the sub-list for method output_type
-	42, // [42:63] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	57, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	57, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	57, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	57, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	15, // 4: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
+	58, // 5: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	11, // 6: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
+	12, // 7: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
+	59, // 8: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	60, // 9: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	61, // 10: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	60, // 11: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	59, // 12: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	60, // 13: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	61, // 14: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	59, // 15: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	59, // 16: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	59, // 17: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	59, // 18: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	62, // 19: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	60, // 20: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 21: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	36, // 22: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	37, // 23: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	37, // 24: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 25: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	63, // 26: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	63, // 27: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	57, // 28: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	36, // 29: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	42, // 30: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	64, // 31: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	65, // 32: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	65, // 33: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	58, // 34: convo.v1.Trace.events:type_name -> convo.v1.Event
+	45, // 35: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	46, // 36: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	63, // 37: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	48, // 38: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	49, // 39: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	50, // 40: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	51, // 41: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	61, // 42: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	61, // 43: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	7,  // 44: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	9,  // 45: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	18, // 46: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	20, // 47: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	22, // 48: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	24, // 49: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	26, // 50: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	28, // 51: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	30, // 52: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	32, // 53: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	34, // 54: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	38, // 55: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	40, // 56: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	43, // 57: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	16, // 58: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	47, // 59: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	53, // 60: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	1,  // 61: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
+	3,  // 62: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
+	5,  // 63: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
+	55, // 64: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
+	13, // 65: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
+	8,  // 66: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	10, // 67: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	19, // 68: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	21, // 69: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	23, // 70: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	25, // 71: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	27, // 72: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	29, // 73: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	31, // 74: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	33, // 75: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	35, // 76: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	39, // 77: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	41, // 78: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	44, // 79: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	17, // 80: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	52, // 81: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	54, // 82: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	2,  // 83: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	4,  // 84: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	6,  // 85: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	56, // 86: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
+	14, // 87: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
+	66, // [66:88] is the sub-list for method output_type
+	44, // [44:66] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -3821,17 +4079,18 @@ func file_convo_v1_conversation_service_proto_init() {
 	file_convo_v1_conversation_service_proto_msgTypes[9].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
+		(*StreamConversationResponse_Presence)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[35].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[39].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[43].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[47].OneofWrappers = []any{
 		(*InputAnswer_Approval)(nil),
 		(*InputAnswer_ClientTool)(nil),
 		(*InputAnswer_Question)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[45].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[49].OneofWrappers = []any{
 		(*ClientToolAnswer_Output)(nil),
 		(*ClientToolAnswer_Error)(nil),
 	}
@@ -3841,7 +4100,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEihwEKEkVkaXRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgR0ZXh0GAMgASgJEiQKBW1vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSEAoIZmlsZV9pZHMYBSADKAkiXwoTRWRpdE1lc3NhZ2VSZXNwb25zZRIXCg91c2VyX21lc3NhZ2VfaWQYASABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAiABKAkSEQoJcHJvbXB0X2lkGAMgASgJImsKFlJlZ2VuZXJhdGVSZXBseVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyJKChdSZWdlbmVyYXRlUmVwbHlSZXNwb25zZRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkicAoTU3dpdGNoQnJhbmNoUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIaCg1zaWJsaW5nX2luZGV4GAMgASgFSACIAQFCEAoOX3NpYmxpbmdfaW5kZXgiLwoUU3dpdGNoQnJhbmNoUmVzcG9uc2USFwoPbGVhZl9tZXNzYWdlX2lkGAEgASgJIrwBChJTZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEgwKBHRleHQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIsCg1jb21wYXJlX21vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSGQoRcGFyZW50X21lc3NhZ2VfaWQYBSABKAkSEAoIZmlsZV9pZHMYBiADKAki0AEKE1NlbmRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgDIAEoCRIRCglwcm9tcHRfaWQYBCABKAkSFQoNY29tcGFyaXNvbl9pZBgFIAEoCRIkChxjb21wYXJlX2Fzc2lzdGFudF9tZXNzYWdlX2lkGAYgASgJEhkKEWNvbXBhcmVfcHJvbXB0X2lkGAcgASgJIpIBChlTdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKANIAIgBARIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgDIAEoCBIYChBpbmNsdWRlX2JyYW5jaGVzGAQgASgIQgwKCl9hZnRlcl9zZXEibgoaU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2USJgoIc25hcHNob3QYASABKAsyEi5jb252by52MS5TbmFwc2hvdEgAEiAKBWV2ZW50GAIgASgLMg8uY29udm8udjEuRXZlbnRIAEIGCgRraW5kIrQBCghTbmFwc2hvdBIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIYChBvbGRlcl9wYWdlX3Rva2VuGAQgASgJEi4KDnBlbmRpbmdfaW5wdXRzGAUgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IkIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCnBhZ2VfdG9rZW4YAiABKAkiVAoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5jb252by52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChZHZXRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgCIAEoCCLDAQoXR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSLgoOcGVuZGluZ19pbnB1dHMYBCADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QSGAoQb2xkZXJfcGFnZV90b2tlbhgFIAEoCSJBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYwoZTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRItCg1jb252ZXJzYXRpb25zGAEgAygLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChNDYW5jZWxQcm9tcHRSZXF1ZXN0EhEKCXByb21wdF9pZBgBIAEoCSIpChRDYW5jZWxQcm9tcHRSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiKgoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBINCgV0aXRsZRgBIAEoCSJKChpDcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iQwoZUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkiSgoaUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIhwKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlIjMKGENsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiSQoZQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iXgoVU3VibWl0RmVlZGJhY2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSIAoGcmF0aW5nGAIgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAyABKAkiPAoWU3VibWl0RmVlZGJhY2tSZXNwb25zZRIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSJYChVWb3RlQ29tcGFyaXNvblJlcXVlc3QSFQoNY29tcGFyaXNvbl9pZBgBIAEoCRIoCgpwcmVmZXJlbmNlGAIgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZSJCChZWb3RlQ29tcGFyaXNvblJlc3BvbnNlEigKCmNvbXBhcmlzb24YASABKAsyFC5jb252by52MS5Db21wYXJpc29uIpwCCgpDb21wYXJpc29uEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAyABKAkSIwoBYRgEIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEiMKAWIYBSABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIoCgpwcmVmZXJlbmNlGAYgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZRIsCgh2b3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoOQ29tcGFyaXNvblNpZGUSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSKwoMbW9kZWxfY29uZmlnGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSDgoGc3RhdHVzGAQgASgJIlgKFkxpc3RDb21wYXJpc29uc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KF0xpc3RDb21wYXJpc29uc1Jlc3BvbnNlEikKC2NvbXBhcmlzb25zGAEgAygLMhQuY29udm8udjEuQ29tcGFyaXNvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoPR2V0VHJhY2VSZXF1ZXN0EhMKCXByb21wdF9pZBgBIAEoCUgAEhQKCm1lc3NhZ2VfaWQYAiABKAlIAEIICgZ0YXJnZXQiMgoQR2V0VHJhY2VSZXNwb25zZRIeCgV0cmFjZRgBIAEoCzIPLmNvbnZvLnYxLlRyYWNlIqYBCgVUcmFjZRIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSKwoIZHVyYXRpb24YAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKcXVldWVfdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfCgZldmVudHMYBCADKAsyDy5jb252by52MS5FdmVudCI5ChVTZWFyY2hNZXNzYWdlc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIkEKFlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmNvbnZvLnYxLlNlYXJjaFJlc3VsdCLvAQoMU2VhcmNoUmVzdWx0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIaChJjb252ZXJzYXRpb25fdGl0bGUYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIMCgRyb2xlGAQgASgJEg8KB3NuaXBwZXQYBSABKAkSJwoKaGlnaGxpZ2h0cxgGIAMoCzITLmNvbnZvLnYxLkhpZ2hsaWdodBIMCgRyYW5rGAcgASgBEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGJsb2NrX2lkGAkgASgJIicKCUhpZ2hsaWdodBINCgVzdGFydBgBIAEoBRILCgNlbmQYAiABKAUiUQoSQW5zd2VySW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIlCgZhbnN3ZXIYAiABKAsyFS5jb252by52MS5JbnB1dEFuc3dlciKkAQoLSW5wdXRBbnN3ZXISLAoIYXBwcm92YWwYASABKAsyGC5jb252by52MS5BcHByb3ZhbEFuc3dlckgAEjEKC2NsaWVudF90b29sGAIgASgLMhouY29udm8udjEuQ2xpZW50VG9vbEFuc3dlckgAEiwKCHF1ZXN0aW9uGAMgASgLMhguY29udm8udjEuUXVlc3Rpb25BbnN3ZXJIAEIGCgRraW5kIjIKDkFwcHJvdmFsQW5zd2VyEhAKCGFwcHJvdmVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSI/ChBDbGllbnRUb29sQW5zd2VyEhAKBm91dHB1dBgBIAEoCUgAEg8KBWVycm9yGAIgASgJSABCCAoGcmVzdWx0IiAKDlF1ZXN0aW9uQW5zd2VyEg4KBmFuc3dlchgBIAEoCSJEChNBbnN3ZXJJbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiUgoRQ2xhaW1JbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhAKCGNsYWltYW50GAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKAUiQwoSQ2xhaW1JbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QiYgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhIKCmRlbW9fbW9kZWwYASABKAgSFgoObWF4X2ZpbGVfYnl0ZXMYAiABKAMSHQoVbWF4X2ZpbGVzX3Blcl9tZXNzYWdlGAMgASgFKmAKClByZWZlcmVuY2USGgoWUFJFRkVSRU5DRV9VTlNQRUNJRklFRBAAEhAKDFBSRUZFUkVOQ0VfQRABEhAKDFBSRUZFUkVOQ0VfQhACEhIKDlBSRUZFUkVOQ0VfVElFEAMyjQ4KE0NvbnZlcnNhdGlvblNlcnZpY2USSgoLU2VuZE1lc3NhZ2USHC5jb252by52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHS5jb252by52MS5TZW5kTWVzc2FnZVJlc3BvbnNlEmEKElN0cmVhbUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZTABElYKD0dldENvbnZlcnNhdGlvbhIgLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlcXVlc3QaIS5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXNwb25zZRJcChFMaXN0Q29udmVyc2F0aW9ucxIiLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBojLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USTQoMQ2FuY2VsUHJvbXB0Eh0uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVxdWVzdBoeLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlc3BvbnNlEl8KEkNyZWF0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRJfChJSZW5hbWVDb252ZXJzYXRpb24SIy5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSRGVsZXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlElwKEUNsZWFyQ29udmVyc2F0aW9uEiIuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0GiMuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRJTCg5TdWJtaXRGZWVkYmFjaxIfLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBogLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USUwoOVm90ZUNvbXBhcmlzb24SHy5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlcXVlc3QaIC5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlc3BvbnNlElYKD0xpc3RDb21wYXJpc29ucxIgLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1JlcXVlc3QaIS5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXNwb25zZRJBCghHZXRUcmFjZRIZLmNvbnZvLnYxLkdldFRyYWNlUmVxdWVzdBoaLmNvbnZvLnYxLkdldFRyYWNlUmVzcG9uc2USUwoOU2VhcmNoTWVzc2FnZXMSHy5jb252by52MS5TZWFyY2hNZXNzYWdlc1JlcXVlc3QaIC5jb252by52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEk0KDExpc3RNZXNzYWdlcxIdLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHi5jb252by52MS5MaXN0TWVzc2FnZXNSZXNwb25zZRJKCgtBbnN3ZXJJbnB1dBIcLmNvbnZvLnYxLkFuc3dlcklucHV0UmVxdWVzdBodLmNvbnZvLnYxLkFuc3dlcklucHV0UmVzcG9uc2USRwoKQ2xhaW1JbnB1dBIbLmNvbnZvLnYxLkNsYWltSW5wdXRSZXF1ZXN0GhwuY29udm8udjEuQ2xhaW1JbnB1dFJlc3BvbnNlEkoKC0VkaXRNZXNzYWdlEhwuY29udm8udjEuRWRpdE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuRWRpdE1lc3NhZ2VSZXNwb25zZRJWCg9SZWdlbmVyYXRlUmVwbHkSIC5jb252by52MS5SZWdlbmVyYXRlUmVwbHlSZXF1ZXN0GiEuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USTQoMU3dpdGNoQnJhbmNoEh0uY29udm8udjEuU3dpdGNoQnJhbmNoUmVxdWVzdBoeLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlc3BvbnNlElAKDUdldFNlcnZlckluZm8SHi5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBofLmNvbnZvLnYxLkdldFNlcnZlckluZm9SZXNwb25zZUIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEihwEKEkVkaXRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgR0ZXh0GAMgASgJEiQKBW1vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSEAoIZmlsZV9pZHMYBSADKAkiXwoTRWRpdE1lc3NhZ2VSZXNwb25zZRIXCg91c2VyX21lc3NhZ2VfaWQYASABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAiABKAkSEQoJcHJvbXB0X2lkGAMgASgJImsKFlJlZ2VuZXJhdGVSZXBseVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyJKChdSZWdlbmVyYXRlUmVwbHlSZXNwb25zZRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkicAoTU3dpdGNoQnJhbmNoUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIaCg1zaWJsaW5nX2luZGV4GAMgASgFSACIAQFCEAoOX3NpYmxpbmdfaW5kZXgiLwoUU3dpdGNoQnJhbmNoUmVzcG9uc2USFwoPbGVhZl9tZXNzYWdlX2lkGAEgASgJIrwBChJTZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEgwKBHRleHQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIsCg1jb21wYXJlX21vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSGQoRcGFyZW50X21lc3NhZ2VfaWQYBSABKAkSEAoIZmlsZV9pZHMYBiADKAki0AEKE1NlbmRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgDIAEoCRIRCglwcm9tcHRfaWQYBCABKAkSFQoNY29tcGFyaXNvbl9pZBgFIAEoCRIkChxjb21wYXJlX2Fzc2lzdGFudF9tZXNzYWdlX2lkGAYgASgJEhkKEWNvbXBhcmVfcHJvbXB0X2lkGAcgASgJIqwBChlTdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKANIAIgBARIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgDIAEoCBIYChBpbmNsdWRlX2JyYW5jaGVzGAQgASgIEhgKEGluY2x1ZGVfcHJlc2VuY2UYRiABKAhCDAoKX2FmdGVyX3NlcSKWAQoaU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2USJgoIc25hcHNob3QYASABKAsyEi5jb252by52MS5TbmFwc2hvdEgAEiAKBWV2ZW50GAIgASgLMg8uY29udm8udjEuRXZlbnRIABImCghwcmVzZW5jZRhGIAEoCzISLmNvbnZvLnYxLlByZXNlbmNlSABCBgoEa2luZCIwCghQcmVzZW5jZRIkCgV1c2VycxgBIAMoCzIVLmNvbnZvLnYxLlByZXNlbnRVc2VyIj8KC1ByZXNlbnRVc2VyEg8KB3VzZXJfaWQYASABKAkSDwoHdmlld2luZxgCIAEoCBIOCgZ0eXBpbmcYAyABKAgiOwoQU2V0VHlwaW5nUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDgoGdHlwaW5nGAIgASgIIhMKEVNldFR5cGluZ1Jlc3BvbnNlIrQBCghTbmFwc2hvdBIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIYChBvbGRlcl9wYWdlX3Rva2VuGAQgASgJEi4KDnBlbmRpbmdfaW5wdXRzGAUgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IkIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCnBhZ2VfdG9rZW4YAiABKAkiVAoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5jb252by52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChZHZXRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgCIAEoCCLDAQoXR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSLgoOcGVuZGluZ19pbnB1dHMYBCADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QSGAoQb2xkZXJfcGFnZV90b2tlbhgFIAEoCSJBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYwoZTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRItCg1jb252ZXJzYXRpb25zGAEgAygLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChNDYW5jZWxQcm9tcHRSZXF1ZXN0EhEKCXByb21wdF9pZBgBIAEoCSIpChRDYW5jZWxQcm9tcHRSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiKgoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBINCgV0aXRsZRgBIAEoCSJKChpDcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iQwoZUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkiSgoaUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIhwKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlIjMKGENsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiSQoZQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iXgoVU3VibWl0RmVlZGJhY2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSIAoGcmF0aW5nGAIgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAyABKAkiPAoWU3VibWl0RmVlZGJhY2tSZXNwb25zZRIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSJYChVWb3RlQ29tcGFyaXNvblJlcXVlc3QSFQoNY29tcGFyaXNvbl9pZBgBIAEoCRIoCgpwcmVmZXJlbmNlGAIgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZSJCChZWb3RlQ29tcGFyaXNvblJlc3BvbnNlEigKCmNvbXBhcmlzb24YASABKAsyFC5jb252by52MS5Db21wYXJpc29uIpwCCgpDb21wYXJpc29uEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAyABKAkSIwoBYRgEIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEiMKAWIYBSABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIoCgpwcmVmZXJlbmNlGAYgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZRIsCgh2b3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoOQ29tcGFyaXNvblNpZGUSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSKwoMbW9kZWxfY29uZmlnGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSDgoGc3RhdHVzGAQgASgJIlgKFkxpc3RDb21wYXJpc29uc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KF0xpc3RDb21wYXJpc29uc1Jlc3BvbnNlEikKC2NvbXBhcmlzb25zGAEgAygLMhQuY29udm8udjEuQ29tcGFyaXNvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoPR2V0VHJhY2VSZXF1ZXN0EhMKCXByb21wdF9pZBgBIAEoCUgAEhQKCm1lc3NhZ2VfaWQYAiABKAlIAEIICgZ0YXJnZXQiMgoQR2V0VHJhY2VSZXNwb25zZRIeCgV0cmFjZRgBIAEoCzIPLmNvbnZvLnYxLlRyYWNlIqYBCgVUcmFjZRIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSKwoIZHVyYXRpb24YAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKcXVldWVfdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfCgZldmVudHMYBCADKAsyDy5jb252by52MS5FdmVudCI5ChVTZWFyY2hNZXNzYWdlc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIkEKFlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmNvbnZvLnYxLlNlYXJjaFJlc3VsdCLvAQoMU2VhcmNoUmVzdWx0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIaChJjb252ZXJzYXRpb25fdGl0bGUYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIMCgRyb2xlGAQgASgJEg8KB3NuaXBwZXQYBSABKAkSJwoKaGlnaGxpZ2h0cxgGIAMoCzITLmNvbnZvLnYxLkhpZ2hsaWdodBIMCgRyYW5rGAcgASgBEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGJsb2NrX2lkGAkgASgJIicKCUhpZ2hsaWdodBINCgVzdGFydBgBIAEoBRILCgNlbmQYAiABKAUiUQoSQW5zd2VySW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIlCgZhbnN3ZXIYAiABKAsyFS5jb252by52MS5JbnB1dEFuc3dlciKkAQoLSW5wdXRBbnN3ZXISLAoIYXBwcm92YWwYASABKAsyGC5jb252by52MS5BcHByb3ZhbEFuc3dlckgAEjEKC2NsaWVudF90b29sGAIgASgLMhouY29udm8udjEuQ2xpZW50VG9vbEFuc3dlckgAEiwKCHF1ZXN0aW9uGAMgASgLMhguY29udm8udjEuUXVlc3Rpb25BbnN3ZXJIAEIGCgRraW5kIjIKDkFwcHJvdmFsQW5zd2VyEhAKCGFwcHJvdmVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSI/ChBDbGllbnRUb29sQW5zd2VyEhAKBm91dHB1dBgBIAEoCUgAEg8KBWVycm9yGAIgASgJSABCCAoGcmVzdWx0IiAKDlF1ZXN0aW9uQW5zd2VyEg4KBmFuc3dlchgBIAEoCSJEChNBbnN3ZXJJbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiUgoRQ2xhaW1JbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhAKCGNsYWltYW50GAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKAUiQwoSQ2xhaW1JbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QiYgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhIKCmRlbW9fbW9kZWwYASABKAgSFgoObWF4X2ZpbGVfYnl0ZXMYAiABKAMSHQoVbWF4X2ZpbGVzX3Blcl9tZXNzYWdlGAMgASgFKmAKClByZWZlcmVuY2USGgoWUFJFRkVSRU5DRV9VTlNQRUNJRklFRBAAEhAKDFBSRUZFUkVOQ0VfQRABEhAKDFBSRUZFUkVOQ0VfQhACEhIKDlBSRUZFUkVOQ0VfVElFEAMy0w4KE0NvbnZlcnNhdGlvblNlcnZpY2USSgoLU2VuZE1lc3NhZ2USHC5jb252by52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHS5jb252by52MS5TZW5kTWVzc2FnZVJlc3BvbnNlEmEKElN0cmVhbUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZTABElYKD0dldENvbnZlcnNhdGlvbhIgLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlcXVlc3QaIS5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXNwb25zZRJcChFMaXN0Q29udmVyc2F0aW9ucxIiLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBojLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USTQoMQ2FuY2VsUHJvbXB0Eh0uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVxdWVzdBoeLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlc3BvbnNlEl8KEkNyZWF0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRJfChJSZW5hbWVDb252ZXJzYXRpb24SIy5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSRGVsZXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlElwKEUNsZWFyQ29udmVyc2F0aW9uEiIuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0GiMuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRJTCg5TdWJtaXRGZWVkYmFjaxIfLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBogLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USUwoOVm90ZUNvbXBhcmlzb24SHy5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlcXVlc3QaIC5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlc3BvbnNlElYKD0xpc3RDb21wYXJpc29ucxIgLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1JlcXVlc3QaIS5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXNwb25zZRJBCghHZXRUcmFjZRIZLmNvbnZvLnYxLkdldFRyYWNlUmVxdWVzdBoaLmNvbnZvLnYxLkdldFRyYWNlUmVzcG9uc2USUwoOU2VhcmNoTWVzc2FnZXMSHy5jb252by52MS5TZWFyY2hNZXNzYWdlc1JlcXVlc3QaIC5jb252by52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEk0KDExpc3RNZXNzYWdlcxIdLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHi5jb252by52MS5MaXN0TWVzc2FnZXNSZXNwb25zZRJKCgtBbnN3ZXJJbnB1dBIcLmNvbnZvLnYxLkFuc3dlcklucHV0UmVxdWVzdBodLmNvbnZvLnYxLkFuc3dlcklucHV0UmVzcG9uc2USRwoKQ2xhaW1JbnB1dBIbLmNvbnZvLnYxLkNsYWltSW5wdXRSZXF1ZXN0GhwuY29udm8udjEuQ2xhaW1JbnB1dFJlc3BvbnNlEkoKC0VkaXRNZXNzYWdlEhwuY29udm8udjEuRWRpdE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuRWRpdE1lc3NhZ2VSZXNwb25zZRJWCg9SZWdlbmVyYXRlUmVwbHkSIC5jb252by52MS5SZWdlbmVyYXRlUmVwbHlSZXF1ZXN0GiEuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USTQoMU3dpdGNoQnJhbmNoEh0uY29udm8udjEuU3dpdGNoQnJhbmNoUmVxdWVzdBoeLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlc3BvbnNlElAKDUdldFNlcnZlckluZm8SHi5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBofLmNvbnZvLnYxLkdldFNlcnZlckluZm9SZXNwb25zZRJECglTZXRUeXBpbmcSGi5jb252by52MS5TZXRUeXBpbmdSZXF1ZXN0GhsuY29udm8udjEuU2V0VHlwaW5nUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * EditMessageRequest edits a user message.
@@ -413,6 +413,18 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
    * @generated from field: bool include_branches = 4;
    */
   includeBranches: boolean;
+
+  /**
+   * include_presence asks for presence: the stream sends a Presence (who
+   * is viewing the conversation, who is typing) right after the snapshot
+   * (or at the start of a resume) and again whenever it changes, and the
+   * caller counts as viewing while the stream is open. Without it the
+   * stream carries no Presence, and its caller is not counted. See
+   * docs/streaming.md, "Presence".
+   *
+   * @generated from field: bool include_presence = 70;
+   */
+  includePresence: boolean;
 };
 
 /**
@@ -429,7 +441,7 @@ export const StreamConversationRequestSchema: GenMessage<StreamConversationReque
  */
 export type StreamConversationResponse = Message<"convo.v1.StreamConversationResponse"> & {
   /**
-   * kind is a snapshot or an event.
+   * kind is a snapshot, an event, or (include_presence) a presence.
    *
    * @generated from oneof convo.v1.StreamConversationResponse.kind
    */
@@ -449,6 +461,15 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
      */
     value: Event;
     case: "event";
+  } | {
+    /**
+     * presence is the full current list of who is here. It is ephemeral:
+     * no seq, never stored nor replayed; each one replaces the last.
+     *
+     * @generated from field: convo.v1.Presence presence = 70;
+     */
+    value: Presence;
+    case: "presence";
   } | { case: undefined; value?: undefined };
 };
 
@@ -458,6 +479,108 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
  */
 export const StreamConversationResponseSchema: GenMessage<StreamConversationResponse> = /*@__PURE__*/
   messageDesc(file_convo_v1_conversation_service, 9);
+
+/**
+ * Presence is who is in a conversation now, on every server: each user who
+ * has a stream of it open with include_presence (viewing), or reported
+ * typing within the last 6 s (typing), or both. Sorted by user id; at most
+ * 64 users.
+ *
+ * @generated from message convo.v1.Presence
+ */
+export type Presence = Message<"convo.v1.Presence"> & {
+  /**
+   * users are the users present, each once.
+   *
+   * @generated from field: repeated convo.v1.PresentUser users = 1;
+   */
+  users: PresentUser[];
+};
+
+/**
+ * Describes the message convo.v1.Presence.
+ * Use `create(PresenceSchema)` to create a new message.
+ */
+export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 10);
+
+/**
+ * PresentUser is one user of a Presence.
+ *
+ * @generated from message convo.v1.PresentUser
+ */
+export type PresentUser = Message<"convo.v1.PresentUser"> & {
+  /**
+   * user_id is the user (a token's sub; "local" without authentication).
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * viewing: the user has a stream of the conversation open.
+   *
+   * @generated from field: bool viewing = 2;
+   */
+  viewing: boolean;
+
+  /**
+   * typing: the user reported typing (SetTyping) within the last 6 s.
+   *
+   * @generated from field: bool typing = 3;
+   */
+  typing: boolean;
+};
+
+/**
+ * Describes the message convo.v1.PresentUser.
+ * Use `create(PresentUserSchema)` to create a new message.
+ */
+export const PresentUserSchema: GenMessage<PresentUser> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 11);
+
+/**
+ * SetTypingRequest reports whether the caller is typing.
+ *
+ * @generated from message convo.v1.SetTypingRequest
+ */
+export type SetTypingRequest = Message<"convo.v1.SetTypingRequest"> & {
+  /**
+   * conversation_id is the conversation typed in: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * typing is true while the caller types, false once it stopped or sent.
+   *
+   * @generated from field: bool typing = 2;
+   */
+  typing: boolean;
+};
+
+/**
+ * Describes the message convo.v1.SetTypingRequest.
+ * Use `create(SetTypingRequestSchema)` to create a new message.
+ */
+export const SetTypingRequestSchema: GenMessage<SetTypingRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 12);
+
+/**
+ * SetTypingResponse is empty.
+ *
+ * @generated from message convo.v1.SetTypingResponse
+ */
+export type SetTypingResponse = Message<"convo.v1.SetTypingResponse"> & {
+};
+
+/**
+ * Describes the message convo.v1.SetTypingResponse.
+ * Use `create(SetTypingResponseSchema)` to create a new message.
+ */
+export const SetTypingResponseSchema: GenMessage<SetTypingResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 13);
 
 /**
  * Snapshot is a conversation's state at seq, without streaming blocks.
@@ -516,7 +639,7 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 10);
+  messageDesc(file_convo_v1_conversation_service, 14);
 
 /**
  * ListMessagesRequest asks for a page of older messages.
@@ -545,7 +668,7 @@ export type ListMessagesRequest = Message<"convo.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 11);
+  messageDesc(file_convo_v1_conversation_service, 15);
 
 /**
  * ListMessagesResponse is a page of messages, in order, each with every
@@ -577,7 +700,7 @@ export type ListMessagesResponse = Message<"convo.v1.ListMessagesResponse"> & {
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 12);
+  messageDesc(file_convo_v1_conversation_service, 16);
 
 /**
  * GetConversationRequest names a conversation.
@@ -606,7 +729,7 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
  * Use `create(GetConversationRequestSchema)` to create a new message.
  */
 export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 13);
+  messageDesc(file_convo_v1_conversation_service, 17);
 
 /**
  * GetConversationResponse is a conversation's state at seq: its latest
@@ -664,7 +787,7 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
  * Use `create(GetConversationResponseSchema)` to create a new message.
  */
 export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 14);
+  messageDesc(file_convo_v1_conversation_service, 18);
 
 /**
  * ListConversationsRequest asks for a page of conversations.
@@ -692,7 +815,7 @@ export type ListConversationsRequest = Message<"convo.v1.ListConversationsReques
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema: GenMessage<ListConversationsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 15);
+  messageDesc(file_convo_v1_conversation_service, 19);
 
 /**
  * ListConversationsResponse is a page of conversations.
@@ -720,7 +843,7 @@ export type ListConversationsResponse = Message<"convo.v1.ListConversationsRespo
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema: GenMessage<ListConversationsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 16);
+  messageDesc(file_convo_v1_conversation_service, 20);
 
 /**
  * CancelPromptRequest names a prompt.
@@ -741,7 +864,7 @@ export type CancelPromptRequest = Message<"convo.v1.CancelPromptRequest"> & {
  * Use `create(CancelPromptRequestSchema)` to create a new message.
  */
 export const CancelPromptRequestSchema: GenMessage<CancelPromptRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 17);
+  messageDesc(file_convo_v1_conversation_service, 21);
 
 /**
  * CancelPromptResponse says what CancelPrompt did.
@@ -762,7 +885,7 @@ export type CancelPromptResponse = Message<"convo.v1.CancelPromptResponse"> & {
  * Use `create(CancelPromptResponseSchema)` to create a new message.
  */
 export const CancelPromptResponseSchema: GenMessage<CancelPromptResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 18);
+  messageDesc(file_convo_v1_conversation_service, 22);
 
 /**
  * CreateConversationRequest describes a new conversation.
@@ -783,7 +906,7 @@ export type CreateConversationRequest = Message<"convo.v1.CreateConversationRequ
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 19);
+  messageDesc(file_convo_v1_conversation_service, 23);
 
 /**
  * CreateConversationResponse is the new conversation.
@@ -804,7 +927,7 @@ export type CreateConversationResponse = Message<"convo.v1.CreateConversationRes
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 20);
+  messageDesc(file_convo_v1_conversation_service, 24);
 
 /**
  * RenameConversationRequest sets a title.
@@ -832,7 +955,7 @@ export type RenameConversationRequest = Message<"convo.v1.RenameConversationRequ
  * Use `create(RenameConversationRequestSchema)` to create a new message.
  */
 export const RenameConversationRequestSchema: GenMessage<RenameConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 21);
+  messageDesc(file_convo_v1_conversation_service, 25);
 
 /**
  * RenameConversationResponse is the renamed conversation.
@@ -853,7 +976,7 @@ export type RenameConversationResponse = Message<"convo.v1.RenameConversationRes
  * Use `create(RenameConversationResponseSchema)` to create a new message.
  */
 export const RenameConversationResponseSchema: GenMessage<RenameConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 22);
+  messageDesc(file_convo_v1_conversation_service, 26);
 
 /**
  * DeleteConversationRequest names a conversation.
@@ -874,7 +997,7 @@ export type DeleteConversationRequest = Message<"convo.v1.DeleteConversationRequ
  * Use `create(DeleteConversationRequestSchema)` to create a new message.
  */
 export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 23);
+  messageDesc(file_convo_v1_conversation_service, 27);
 
 /**
  * DeleteConversationResponse is empty.
@@ -889,7 +1012,7 @@ export type DeleteConversationResponse = Message<"convo.v1.DeleteConversationRes
  * Use `create(DeleteConversationResponseSchema)` to create a new message.
  */
 export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 24);
+  messageDesc(file_convo_v1_conversation_service, 28);
 
 /**
  * ClearConversationRequest names a conversation.
@@ -910,7 +1033,7 @@ export type ClearConversationRequest = Message<"convo.v1.ClearConversationReques
  * Use `create(ClearConversationRequestSchema)` to create a new message.
  */
 export const ClearConversationRequestSchema: GenMessage<ClearConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 25);
+  messageDesc(file_convo_v1_conversation_service, 29);
 
 /**
  * ClearConversationResponse is the cleared conversation.
@@ -931,7 +1054,7 @@ export type ClearConversationResponse = Message<"convo.v1.ClearConversationRespo
  * Use `create(ClearConversationResponseSchema)` to create a new message.
  */
 export const ClearConversationResponseSchema: GenMessage<ClearConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 26);
+  messageDesc(file_convo_v1_conversation_service, 30);
 
 /**
  * SubmitFeedbackRequest rates an assistant message.
@@ -966,7 +1089,7 @@ export type SubmitFeedbackRequest = Message<"convo.v1.SubmitFeedbackRequest"> & 
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 27);
+  messageDesc(file_convo_v1_conversation_service, 31);
 
 /**
  * SubmitFeedbackResponse is the rated message.
@@ -987,7 +1110,7 @@ export type SubmitFeedbackResponse = Message<"convo.v1.SubmitFeedbackResponse"> 
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 28);
+  messageDesc(file_convo_v1_conversation_service, 32);
 
 /**
  * VoteComparisonRequest is a vote.
@@ -1015,7 +1138,7 @@ export type VoteComparisonRequest = Message<"convo.v1.VoteComparisonRequest"> & 
  * Use `create(VoteComparisonRequestSchema)` to create a new message.
  */
 export const VoteComparisonRequestSchema: GenMessage<VoteComparisonRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 29);
+  messageDesc(file_convo_v1_conversation_service, 33);
 
 /**
  * VoteComparisonResponse is the comparison with its vote.
@@ -1036,7 +1159,7 @@ export type VoteComparisonResponse = Message<"convo.v1.VoteComparisonResponse"> 
  * Use `create(VoteComparisonResponseSchema)` to create a new message.
  */
 export const VoteComparisonResponseSchema: GenMessage<VoteComparisonResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 30);
+  messageDesc(file_convo_v1_conversation_service, 34);
 
 /**
  * Comparison is an A/B comparison: two prompts answering one user message.
@@ -1106,7 +1229,7 @@ export type Comparison = Message<"convo.v1.Comparison"> & {
  * Use `create(ComparisonSchema)` to create a new message.
  */
 export const ComparisonSchema: GenMessage<Comparison> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 31);
+  messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
  * ComparisonSide is one reply of a comparison.
@@ -1148,7 +1271,7 @@ export type ComparisonSide = Message<"convo.v1.ComparisonSide"> & {
  * Use `create(ComparisonSideSchema)` to create a new message.
  */
 export const ComparisonSideSchema: GenMessage<ComparisonSide> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 32);
+  messageDesc(file_convo_v1_conversation_service, 36);
 
 /**
  * ListComparisonsRequest asks for a page of comparisons.
@@ -1183,7 +1306,7 @@ export type ListComparisonsRequest = Message<"convo.v1.ListComparisonsRequest"> 
  * Use `create(ListComparisonsRequestSchema)` to create a new message.
  */
 export const ListComparisonsRequestSchema: GenMessage<ListComparisonsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 33);
+  messageDesc(file_convo_v1_conversation_service, 37);
 
 /**
  * ListComparisonsResponse is a page of comparisons.
@@ -1211,7 +1334,7 @@ export type ListComparisonsResponse = Message<"convo.v1.ListComparisonsResponse"
  * Use `create(ListComparisonsResponseSchema)` to create a new message.
  */
 export const ListComparisonsResponseSchema: GenMessage<ListComparisonsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 34);
+  messageDesc(file_convo_v1_conversation_service, 38);
 
 /**
  * GetTraceRequest names a prompt, directly or through its message.
@@ -1248,7 +1371,7 @@ export type GetTraceRequest = Message<"convo.v1.GetTraceRequest"> & {
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 35);
+  messageDesc(file_convo_v1_conversation_service, 39);
 
 /**
  * GetTraceResponse is one prompt's trace.
@@ -1269,7 +1392,7 @@ export type GetTraceResponse = Message<"convo.v1.GetTraceResponse"> & {
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 36);
+  messageDesc(file_convo_v1_conversation_service, 40);
 
 /**
  * Trace is what one prompt did, step by step.
@@ -1312,7 +1435,7 @@ export type Trace = Message<"convo.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 37);
+  messageDesc(file_convo_v1_conversation_service, 41);
 
 /**
  * SearchMessagesRequest is a full-text query.
@@ -1345,7 +1468,7 @@ export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & 
  * Use `create(SearchMessagesRequestSchema)` to create a new message.
  */
 export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 38);
+  messageDesc(file_convo_v1_conversation_service, 42);
 
 /**
  * SearchMessagesResponse is the best matches, best first.
@@ -1366,7 +1489,7 @@ export type SearchMessagesResponse = Message<"convo.v1.SearchMessagesResponse"> 
  * Use `create(SearchMessagesResponseSchema)` to create a new message.
  */
 export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 39);
+  messageDesc(file_convo_v1_conversation_service, 43);
 
 /**
  * SearchResult is one matching message.
@@ -1445,7 +1568,7 @@ export type SearchResult = Message<"convo.v1.SearchResult"> & {
  * Use `create(SearchResultSchema)` to create a new message.
  */
 export const SearchResultSchema: GenMessage<SearchResult> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 40);
+  messageDesc(file_convo_v1_conversation_service, 44);
 
 /**
  * Highlight is a range of a snippet, in Unicode code points.
@@ -1473,7 +1596,7 @@ export type Highlight = Message<"convo.v1.Highlight"> & {
  * Use `create(HighlightSchema)` to create a new message.
  */
 export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 41);
+  messageDesc(file_convo_v1_conversation_service, 45);
 
 /**
  * AnswerInputRequest answers one input request.
@@ -1501,7 +1624,7 @@ export type AnswerInputRequest = Message<"convo.v1.AnswerInputRequest"> & {
  * Use `create(AnswerInputRequestSchema)` to create a new message.
  */
 export const AnswerInputRequestSchema: GenMessage<AnswerInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 42);
+  messageDesc(file_convo_v1_conversation_service, 46);
 
 /**
  * InputAnswer is the answer to an input request: exactly one of its kinds,
@@ -1547,7 +1670,7 @@ export type InputAnswer = Message<"convo.v1.InputAnswer"> & {
  * Use `create(InputAnswerSchema)` to create a new message.
  */
 export const InputAnswerSchema: GenMessage<InputAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 43);
+  messageDesc(file_convo_v1_conversation_service, 47);
 
 /**
  * ApprovalAnswer approves or denies a tool call.
@@ -1576,7 +1699,7 @@ export type ApprovalAnswer = Message<"convo.v1.ApprovalAnswer"> & {
  * Use `create(ApprovalAnswerSchema)` to create a new message.
  */
 export const ApprovalAnswerSchema: GenMessage<ApprovalAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 44);
+  messageDesc(file_convo_v1_conversation_service, 48);
 
 /**
  * ClientToolAnswer is the result of a tool the client ran: its output, or
@@ -1617,7 +1740,7 @@ export type ClientToolAnswer = Message<"convo.v1.ClientToolAnswer"> & {
  * Use `create(ClientToolAnswerSchema)` to create a new message.
  */
 export const ClientToolAnswerSchema: GenMessage<ClientToolAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 45);
+  messageDesc(file_convo_v1_conversation_service, 49);
 
 /**
  * QuestionAnswer answers a question.
@@ -1639,7 +1762,7 @@ export type QuestionAnswer = Message<"convo.v1.QuestionAnswer"> & {
  * Use `create(QuestionAnswerSchema)` to create a new message.
  */
 export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 46);
+  messageDesc(file_convo_v1_conversation_service, 50);
 
 /**
  * AnswerInputResponse is the request as answered.
@@ -1660,7 +1783,7 @@ export type AnswerInputResponse = Message<"convo.v1.AnswerInputResponse"> & {
  * Use `create(AnswerInputResponseSchema)` to create a new message.
  */
 export const AnswerInputResponseSchema: GenMessage<AnswerInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 47);
+  messageDesc(file_convo_v1_conversation_service, 51);
 
 /**
  * ClaimInputRequest claims a client tool's run.
@@ -1697,7 +1820,7 @@ export type ClaimInputRequest = Message<"convo.v1.ClaimInputRequest"> & {
  * Use `create(ClaimInputRequestSchema)` to create a new message.
  */
 export const ClaimInputRequestSchema: GenMessage<ClaimInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 48);
+  messageDesc(file_convo_v1_conversation_service, 52);
 
 /**
  * ClaimInputResponse is the request as claimed.
@@ -1718,7 +1841,7 @@ export type ClaimInputResponse = Message<"convo.v1.ClaimInputResponse"> & {
  * Use `create(ClaimInputResponseSchema)` to create a new message.
  */
 export const ClaimInputResponseSchema: GenMessage<ClaimInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 49);
+  messageDesc(file_convo_v1_conversation_service, 53);
 
 /**
  * GetServerInfoRequest asks for the server's set-up; it has no fields.
@@ -1733,7 +1856,7 @@ export type GetServerInfoRequest = Message<"convo.v1.GetServerInfoRequest"> & {
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 50);
+  messageDesc(file_convo_v1_conversation_service, 54);
 
 /**
  * GetServerInfoResponse is the server's set-up as a client shows it.
@@ -1775,7 +1898,7 @@ export type GetServerInfoResponse = Message<"convo.v1.GetServerInfoResponse"> & 
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 51);
+  messageDesc(file_convo_v1_conversation_service, 55);
 
 /**
  * Preference is a vote in an A/B comparison.
@@ -2066,6 +2189,22 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof GetServerInfoRequestSchema;
     output: typeof GetServerInfoResponseSchema;
+  },
+  /**
+   * SetTyping reports that the caller is typing in a conversation (typing
+   * true), or has stopped (false). The streams of the conversation that
+   * asked include_presence see it in their next Presence, on every server.
+   * Typing lasts 6 s after the last report: a client typing for longer
+   * reports again every few seconds. Rate-limited per user
+   * (ResourceExhausted with Retry-After); NotFound for a conversation the
+   * caller may not read. Nothing is stored.
+   *
+   * @generated from rpc convo.v1.ConversationService.SetTyping
+   */
+  setTyping: {
+    methodKind: "unary";
+    input: typeof SetTypingRequestSchema;
+    output: typeof SetTypingResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);
