@@ -230,8 +230,12 @@ func (s *Subscription[T]) Next(ctx context.Context) (*Item[T], error) {
 // why). A stream uses it to write every event that is ready before it
 // flushes once.
 func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
-	if item := s.takeEphemeral(); item != nil {
-		return item, true, nil
+	if s.ephemeral {
+		// Only a subscription that asked can hold one: the others pay
+		// nothing for the slot.
+		if item := s.takeEphemeral(); item != nil {
+			return item, true, nil
+		}
 	}
 	for {
 		if len(s.pending) > 0 {
