@@ -30,6 +30,7 @@ import (
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
 	"github.com/convo-dev/convo/postgres/dbq"
+	"github.com/convo-dev/convo/presence"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
@@ -57,6 +58,8 @@ type testBundle struct {
 	// files and signer are set with setupOptions.files.
 	files  *files.Service
 	signer *files.Signer
+	// presence is set with setupOptions.presence.
+	presence *presence.Tracker
 }
 
 type setupOptions struct {
@@ -80,6 +83,13 @@ type setupOptions struct {
 	// files keeps files in PostgreSQL (testBundle.files) and signs their
 	// URLs (Options.FileURLs and the hub's Decode).
 	files bool
+	// dsn, when set, is the database to serve (another bundle's: two
+	// servers on one database); default a new one.
+	dsn string
+	// presence, when set, tracks presence (testBundle.presence) with
+	// these options, Send and Publish filled in, its records heard on one
+	// listener that the notify feed shares, as cmd/api has it.
+	presence *presence.Options
 }
 
 // The feeds the stream tests run under.
@@ -106,7 +116,10 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	dsn := pgtest.DSN(t)
+	dsn := o.dsn
+	if dsn == "" {
+		dsn = pgtest.DSN(t)
+	}
 	pooled := pgtest.Pooler(t)
 	pool := pgtest.ClientPool(t, dsn, func(c *pgxpool.Config) {
 		// Behind a transaction pooler the bound is set in each path
@@ -142,6 +155,24 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	feed := newFeed(t, o.feed, dsn, pool, store, hub)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	var tracker *presence.Tracker
+	var listener *pglisten.Listener
+	if o.presence != nil {
+		popts := *o.presence
+		popts.Send, popts.Publish = store.NotifyPresence, wire.PublishPresence(hub)
+		tracker = presence.New(popts)
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listener = pglisten.New(pglisten.Options{ConnConfig: cfg})
+		tracker.Listen(listener)
+		if nf, ok := feed.(*stream.NotifyFeed); ok {
+			nf.Listener = listener
+		}
+		wg.Go(func() { listener.Run(ctx) })
+		wg.Go(func() { tracker.Run(ctx) })
+	}
 	wg.Go(func() { hub.Run(ctx) })
 	wg.Go(func() { feed.Run(ctx) })
 
@@ -152,6 +183,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	path, handler := connectapi.NewHandler(connectapi.Options{
 		Store: store, Hub: hub, Auth: auth.Authenticator{Verifier: o.verifier}, Parking: parking,
 		Searches: o.searches, PageBytes: o.snapshotBytes, DemoModel: o.demoModel, FileURLs: urls,
+		Presence: tracker,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(path, handler)
@@ -180,7 +212,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	// Notifications sent before the feed's first connection are not heard
 	// (a later connect catches up on events, but a deletion is only a
 	// notification): tests start once it listens.
-	for deadline := time.Now().Add(30 * time.Second); feed.Connects() == 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); feed.Connects() == 0 || (listener != nil && listener.Connects() == 0); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the feed did not connect within 30 s")
 		}
@@ -189,7 +221,7 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 		dsn:  dsn,
 		pool: pool, store: store, hub: hub, feed: feed, parking: parking, q: store.Queries(), api: apiq.New(pool), url: srv.URL, stop: stop,
 		client: convov1connect.NewConversationServiceClient(srv.Client(), srv.URL),
-		files:  fileSvc, signer: signer,
+		files:  fileSvc, signer: signer, presence: tracker,
 	}
 }
 

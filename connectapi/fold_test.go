@@ -97,6 +97,13 @@ func (f *folded) clone() folded {
 // correct stream never sends: an event out of order, a delta to an unknown
 // block.
 func (f *folded) apply(res *convov1.StreamConversationResponse) error {
+	if res.GetPresence() != nil {
+		// Ephemeral: no seq, nothing to fold; never before the start.
+		if f.conversation == nil {
+			return errors.New("a presence before the snapshot")
+		}
+		return nil
+	}
 	if snap := res.GetSnapshot(); snap != nil {
 		f.conversation = proto.Clone(snap.Conversation).(*convov1.Conversation)
 		f.messages = nil

@@ -18,6 +18,7 @@ import (
 	"github.com/convo-dev/convo/files"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/limit"
+	"github.com/convo-dev/convo/presence"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
 )
@@ -81,6 +82,14 @@ type Options struct {
 	// comparison vote (VoteComparison) as a span on the rated reply's
 	// trace (votes.go); nil records none.
 	Tracer trace.TracerProvider
+	// Presence, when set, serves StreamConversation's include_presence
+	// and SetTyping (presence.go); nil: include_presence is ignored and
+	// SetTyping answers Unimplemented.
+	Presence *presence.Tracker
+	// Typing rate-limits each user's SetTyping calls; refusals are
+	// ResourceExhausted with Retry-After. Nil: limit.DefaultTypingRate in
+	// bursts of limit.DefaultTypingBurst.
+	Typing *limit.Typing
 }
 
 // DefaultWriteTimeout is Options.WriteTimeout's default.
@@ -103,10 +112,14 @@ func NewHandler(opts Options) (string, http.Handler) {
 	if opts.MaxFilesPerMessage <= 0 {
 		opts.MaxFilesPerMessage = files.DefaultMaxFilesPerMessage
 	}
+	if opts.Typing == nil {
+		opts.Typing = limit.NewTyping(limit.DefaultTypingRate, limit.DefaultTypingBurst)
+	}
 	shared := newSharedEncodings()
 	svc := &service{store: opts.Store, hub: opts.Hub, shared: shared, logger: opts.Logger, now: time.Now,
 		parking: opts.Parking, pageBytes: opts.PageBytes, searches: opts.Searches, demoModel: opts.DemoModel,
-		maxFiles: opts.MaxFilesPerMessage, maxFileBytes: opts.MaxFileBytes, urls: opts.FileURLs}
+		maxFiles: opts.MaxFilesPerMessage, maxFileBytes: opts.MaxFileBytes, urls: opts.FileURLs,
+		presence: opts.Presence, typing: opts.Typing}
 	if opts.Tracer != nil {
 		svc.tracer = opts.Tracer.Tracer("github.com/convo-dev/convo/connectapi")
 	}
@@ -159,6 +172,10 @@ type service struct {
 	maxFileBytes int64
 	// urls signs the URLs of files in the messages it returns.
 	urls wire.FileURLs
+	// presence tracks who views and types (nil: none); typing bounds
+	// SetTyping.
+	presence *presence.Tracker
+	typing   *limit.Typing
 }
 
 var _ convov1connect.ConversationServiceHandler = (*service)(nil)

@@ -71,11 +71,18 @@ func (s *service) startStream(ctx context.Context, req *convov1.StreamConversati
 	if req.AfterSeq != nil && req.GetAfterSeq() < 0 {
 		return nil, wire.Invalid("afterSeq", "must not be negative, got %d", req.GetAfterSeq())
 	}
+	presence := req.GetIncludePresence() && s.presence != nil
 	sub, first, err := wire.OpenPauses(ctx, s.hub, stream.OpenParams{
 		OwnerID: owner, ConversationID: id, AfterSeq: req.AfterSeq, Branches: req.GetIncludeBranches(),
+		Ephemeral: presence,
 	}, req.GetIncludePauseEvents(), s.urls)
 	if err != nil {
 		return nil, err
+	}
+	if presence {
+		// The list waits in the subscription's slot: it goes out after
+		// the start below, never before the snapshot.
+		s.joinPresence(sub, owner, id)
 	}
 	for _, m := range first {
 		if err := out.Send(m); err != nil {
@@ -86,8 +93,9 @@ func (s *service) startStream(ctx context.Context, req *convov1.StreamConversati
 	return sub, nil
 }
 
-// sendEvent sends one event the hub delivered; an event of a pause only
-// when the client asked for them (wire.WithoutPauseEvents).
+// sendEvent sends one event the hub delivered, or a presence (an
+// ephemeral item); an event of a pause only when the client asked for
+// them (wire.WithoutPauseEvents).
 //
 //go:noinline
 func (s *service) sendEvent(item *wire.Item, pauses bool, out *connect.ServerStream[convov1.StreamConversationResponse]) error {

@@ -47,6 +47,9 @@ type Item[T any] struct {
 	Payload T
 	// Err is Decode's error, if any.
 	Err error
+	// Ephemeral marks an item that is not an event (Hub.Ephemeral): Event
+	// is zero, the payload is all there is.
+	Ephemeral bool
 
 	memo atomic.Value // see Memo
 }
@@ -475,6 +478,7 @@ func (h *Hub[T]) start(s *Subscription[T], seq int64) {
 // unregister removes a subscription, and its topic when it was the last.
 func (h *Hub[T]) unregister(s *Subscription[T]) {
 	s.release()
+	defer s.runOnClose()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t, ok := h.topics[s.conversationID]

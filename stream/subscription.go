@@ -61,6 +61,9 @@ type OpenParams struct {
 	// across one starts from a snapshot: such a client only ever sees the
 	// active path through snapshots and the events it knows.
 	Branches bool
+	// Ephemeral says the client takes ephemeral items (Hub.Ephemeral,
+	// Subscription.SetEphemeral): presence. Without it none is offered.
+	Ephemeral bool
 }
 
 // Subscription follows one conversation for one client. It is not safe for
@@ -94,6 +97,11 @@ type Subscription[T any] struct {
 	snapshot *conversation.State
 	// branches is OpenParams.Branches.
 	branches bool
+	// ephemeral is OpenParams.Ephemeral; eph is the waiting ephemeral
+	// item (ephemeral.go), guarded by qmu, as onClose is.
+	ephemeral bool
+	eph       *Item[T]
+	onClose   []func()
 }
 
 // Open registers a subscription with the hub and then reads where it
@@ -110,6 +118,7 @@ func (h *Hub[T]) Open(ctx context.Context, p OpenParams) (*Subscription[T], erro
 	s := &Subscription[T]{
 		hub: h, conversationID: p.ConversationID, release: release,
 		signal: make(chan struct{}, 1), endCh: make(chan struct{}), branches: p.Branches,
+		ephemeral: p.Ephemeral,
 	}
 	if err := h.register(s); err != nil {
 		release()
@@ -191,7 +200,9 @@ func (s *Subscription[T]) ReleaseSnapshot() { s.snapshot = nil }
 
 // Next returns the conversation's next event after the snapshot (or the
 // resume point), waiting for it to be committed. Events come exactly once,
-// in seq order. When the subscription ends (after every event queued
+// in seq order; an ephemeral item (Item.Ephemeral: presence, for a
+// subscription opened with OpenParams.Ephemeral) may come between any two,
+// without a seq. When the subscription ends (after every event queued
 // before) it returns ErrDeleted, or a ResumeAfter copy of ErrFellBehind,
 // ErrEventsCompacted or ErrClosed; and ctx's error.
 func (s *Subscription[T]) Next(ctx context.Context) (*Item[T], error) {
@@ -219,6 +230,13 @@ func (s *Subscription[T]) Next(ctx context.Context) (*Item[T], error) {
 // why). A stream uses it to write every event that is ready before it
 // flushes once.
 func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
+	if s.ephemeral {
+		// Only a subscription that asked can hold one: the others pay
+		// nothing for the slot.
+		if item := s.takeEphemeral(); item != nil {
+			return item, true, nil
+		}
+	}
 	for {
 		if len(s.pending) > 0 {
 			item := s.pending[0]
@@ -329,7 +347,7 @@ func (s *Subscription[T]) SetNotify(fn func()) {
 	defer s.hub.mu.Unlock()
 	s.notify = fn
 	s.qmu.Lock()
-	waiting := s.head < len(s.queue)
+	waiting := s.head < len(s.queue) || s.eph != nil
 	s.qmu.Unlock()
 	if waiting || s.ended != nil {
 		fn()

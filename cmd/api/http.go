@@ -61,6 +61,7 @@ func (m *Main) routes() http.Handler {
 		Searches: m.Config.Limits.searches(), PageBytes: m.Config.SnapshotBytes, WriteTimeout: m.Config.WriteTimeout,
 		Reads: reads, DemoModel: m.demoModel, MaxFilesPerMessage: m.Config.Files.MaxPerMessage,
 		MaxFileBytes: m.Config.Files.MaxBytes, FileURLs: m.fileURLs, Tracer: m.voteTracer(),
+		Presence: m.presence,
 	})
 	mux.Handle(path, api)
 	if m.Config.PublicMetrics {

@@ -40,6 +40,7 @@ import (
 	"github.com/convo-dev/convo/pgembed"
 	"github.com/convo-dev/convo/pglisten"
 	"github.com/convo-dev/convo/postgres"
+	"github.com/convo-dev/convo/presence"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/telemetry"
 	"github.com/convo-dev/convo/wire"
@@ -216,7 +217,10 @@ type Main struct {
 	fileStore *postgres.FileStore
 	fileURLs  *files.Signer
 	hub       *wire.Hub
-	workers   *worker.Pool
+	// presence keeps who views and types in each conversation, told to
+	// the other servers by NOTIFY on pgListener's connection.
+	presence *presence.Tracker
+	workers  *worker.Pool
 	// demoModel: the in-process workers run and default to the demo
 	// model (GetServerInfo).
 	demoModel bool
@@ -751,6 +755,10 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	listenCtx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopListener = stopListener
 	m.background.Go(func() { m.pgListener.Run(listenCtx) })
+	// Presence always travels by NOTIFY on the listener, whichever feed
+	// streams use: it is never stored, so the WAL has none of it.
+	m.presence = presence.New(presence.Options{Send: m.store.NotifyPresence, Publish: wire.PublishPresence(m.hub), Logger: m.Logger})
+	m.presence.Listen(m.pgListener)
 	feed, err := m.newFeed(ctx, connConfig)
 	if err != nil {
 		return err
@@ -759,6 +767,7 @@ func (m *Main) startBackground(ctx context.Context, connConfig *pgx.ConnConfig) 
 	m.stopBackground = cancel
 	m.background.Go(func() { m.hub.Run(bg) })
 	m.background.Go(func() { feed.Run(bg) })
+	m.background.Go(func() { m.presence.Run(bg) })
 	loops := maintenance.New(maintenance.Options{Store: m.store, CompactAfter: m.Config.CompactAfter, Logger: m.Logger,
 		Files: m.files, FileGrace: m.Config.Files.Grace})
 	m.metrics.registry.MustRegister(loops)

@@ -13,6 +13,7 @@ import {
   regenerateReply,
   sendMessage,
   siblingsOf,
+  typingReporter,
   switchBranch,
   type ConnectionStatus,
   type ConversationState,
@@ -101,6 +102,19 @@ export interface UseConversation {
    * message's siblingIndex - 1, "›": + 1); false and error when refused.
    */
   switchTo: (messageId: string, siblingIndex?: number) => Promise<boolean>;
+  /**
+   * Who views the conversation now and who types in it (user ids, sorted),
+   * with the option `presence: true`; empty without it.
+   */
+  present: readonly string[];
+  typing: readonly string[];
+  /**
+   * typed reports the user typing (call it on every keystroke of the
+   * composer: reports go out at most every 2 s); stoppedTyping reports the
+   * end once (after a send, a cleared draft, or on leaving).
+   */
+  typed: () => void;
+  stoppedTyping: () => void;
 }
 
 /** An open input request with its tool call. */
@@ -135,6 +149,12 @@ export interface UseConversationOptions {
    * the claim lapses (its tab closed).
    */
   clientTools?: Readonly<Record<string, ClientTool>>;
+  /**
+   * presence (default false): the stream asks for presence, so that this
+   * user counts as viewing while the conversation is open and the hook's
+   * present and typing lists are kept.
+   */
+  presence?: boolean;
 }
 
 /**
@@ -157,6 +177,7 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
   handler.current = o.onEvent;
 
   const share = o.share ?? true;
+  const presence = o.presence ?? false;
   useEffect(() => {
     const opts = {
       client,
@@ -168,9 +189,14 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
       onStatus: setStatus,
       onEvent: (ev: Event) => handler.current?.(ev),
       onNotFound: () => setNotFound(true),
+      presence,
     };
     return share ? followShared({ ...opts, getState: store.current }) : follow(opts);
-  }, [client, id, store, handler, share]);
+  }, [client, id, store, handler, share, presence]);
+
+  // Typing: one reporter per conversation; its end is reported on leaving.
+  const reporter = useMemo(() => typingReporter(client, id), [client, id]);
+  useEffect(() => () => reporter.stopped(), [reporter]);
 
   const send = useCallback(
     async (text: string, so: Omit<SendOptions, "conversationId"> = {}) => {
@@ -291,6 +317,10 @@ export function useConversation(id: string, o: UseConversationOptions = {}): Use
     edit,
     regenerate,
     switchTo,
+    present: state.present,
+    typing: state.typing,
+    typed: reporter.typed,
+    stoppedTyping: reporter.stopped,
   };
 }
 

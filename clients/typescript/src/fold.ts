@@ -130,6 +130,14 @@ export interface ConversationState {
   olderFork: string | null;
   /** The open input requests (pauses), in the order they were made. */
   inputs: readonly InputRequestState[];
+  /**
+   * Who views the conversation now (user ids, sorted), from the stream's
+   * latest presence: empty unless followed with `presence: true`.
+   * Ephemeral: not part of seq; each presence replaces both lists.
+   */
+  present: readonly string[];
+  /** Who is typing in the conversation now (user ids, sorted); see present. */
+  typing: readonly string[];
 }
 
 /** The snapshot part of a StreamConversation response or a GetConversation response. */
@@ -162,7 +170,14 @@ export type Action =
   | { type: "feedback"; messageId: string; feedback: FeedbackInfo | undefined }
   | { type: "reset"; conversationId: string }
   /** The whole state of another follower of the same conversation (another tab's: followShared). */
-  | { type: "replace"; state: ConversationState };
+  | { type: "replace"; state: ConversationState }
+  /** A stream's presence (includePresence): who views and who types, replacing the last. */
+  | { type: "presence"; presence: PresenceLike };
+
+/** What the fold reads of a Presence message. */
+export interface PresenceLike {
+  users: readonly { userId: string; viewing: boolean; typing: boolean }[];
+}
 
 export function initialState(conversationId: string): ConversationState {
   return {
@@ -181,6 +196,8 @@ export function initialState(conversationId: string): ConversationState {
     olderUpdates: {},
     olderFork: null,
     inputs: [],
+    present: [],
+    typing: [],
   };
 }
 
@@ -208,6 +225,8 @@ function apply(state: ConversationState, action: Action): ConversationState {
       return applyOlder(state, action);
     case "event":
       return receiveEvent(state, action.event);
+    case "presence":
+      return applyPresence(state, action.presence);
     case "feedback": {
       const m = state.messages[action.messageId];
       if (!m) return state;
@@ -260,6 +279,9 @@ function applySnapshot(state: ConversationState, snap: SnapshotLike): Conversati
     olderUpdates: {},
     olderFork: null,
     inputs: (snap.pendingInputs ?? []).filter((r) => r.status === "pending").map(inputRequestState),
+    // Presence is not part of a snapshot: the stream's next presence replaces it.
+    present: state.present,
+    typing: state.typing,
   };
 }
 
@@ -744,4 +766,23 @@ export function siblingsOf(state: ConversationState, messageId: string): Sibling
 /** The open input request of a tool call, if any. */
 export function inputOf(state: ConversationState, toolCallId: string): InputRequestState | undefined {
   return state.inputs.find((i) => i.toolCallId === toolCallId);
+}
+
+/**
+ * applyPresence replaces the lists of who views and who types with a
+ * presence's (each user once, sorted by id), keeping the old arrays when
+ * they did not change so that a renderer comparing them sees no change.
+ */
+function applyPresence(state: ConversationState, p: PresenceLike): ConversationState {
+  const ids = (pick: (u: PresenceLike["users"][number]) => boolean) =>
+    [...new Set(p.users.filter(pick).map((u) => u.userId))].sort();
+  const same = (a: readonly string[], b: readonly string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+  const present = ids((u) => u.viewing);
+  const typing = ids((u) => u.typing);
+  if (same(present, state.present) && same(typing, state.typing)) return state;
+  return {
+    ...state,
+    present: same(present, state.present) ? state.present : present,
+    typing: same(typing, state.typing) ? state.typing : typing,
+  };
 }

@@ -41,6 +41,13 @@ export interface FollowOptions {
    * messageUpdated in place of each such event.
    */
   includePauseEvents?: boolean;
+  /**
+   * Ask for presence (StreamConversationRequest.includePresence): the
+   * caller counts as viewing while the stream is open, and the fold keeps
+   * who views and who types in state.present and state.typing. Default
+   * false.
+   */
+  presence?: boolean;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
 }
@@ -142,6 +149,7 @@ export function follow(o: FollowOptions): () => void {
             // The fold applies branchSwitched: a change of the active path
             // arrives live instead of ending the stream (docs/events.md, "Branches").
             includeBranches: true,
+            includePresence: o.presence ?? false,
           },
           {
             signal: attempt.signal,
@@ -161,6 +169,8 @@ export function follow(o: FollowOptions): () => void {
           }
           if (res.kind.case === "snapshot") {
             o.dispatch({ type: "snapshot", snapshot: res.kind.value });
+          } else if (res.kind.case === "presence") {
+            o.dispatch({ type: "presence", presence: res.kind.value });
           } else if (res.kind.case === "event") {
             o.dispatch({ type: "event", event: res.kind.value });
             o.onEvent?.(res.kind.value);
@@ -247,6 +257,8 @@ export interface FollowConversationOptions {
   initial?: ConversationState;
   /** Ask for the events of pauses (default true): see FollowOptions.includePauseEvents. */
   includePauseEvents?: boolean;
+  /** Ask for presence (default false): see FollowOptions.presence. */
+  presence?: boolean;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
 }
@@ -296,6 +308,7 @@ export async function* followConversation(
       changed();
     },
     includePauseEvents: opts.includePauseEvents,
+    presence: opts.presence,
     initialBackoffMs: opts.initialBackoffMs,
     maxBackoffMs: opts.maxBackoffMs,
   });

@@ -14,6 +14,7 @@ export * from "./files.js";
 export * from "./fold.js";
 export * from "./follow.js";
 export * from "./older.js";
+export * from "./presence.js";
 export * from "./shared.js";
 export * from "./state.js";
 export * from "./gen/convo/v1/conversation_service_pb.js";

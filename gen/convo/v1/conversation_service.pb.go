@@ -913,6 +913,13 @@ type StreamConversationRequest struct {
 	// a seq before a branch_switched starts from a snapshot, which holds
 	// the new path. See docs/events.md, "Branches".
 	IncludeBranches bool `protobuf:"varint,4,opt,name=include_branches,json=includeBranches,proto3" json:"include_branches,omitempty"`
+	// include_presence asks for presence: the stream sends a Presence (who
+	// is viewing the conversation, who is typing) right after the snapshot
+	// (or at the start of a resume) and again whenever it changes, and the
+	// caller counts as viewing while the stream is open. Without it the
+	// stream carries no Presence, and its caller is not counted. See
+	// docs/streaming.md, "Presence".
+	IncludePresence bool `protobuf:"varint,70,opt,name=include_presence,json=includePresence,proto3" json:"include_presence,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -975,15 +982,23 @@ func (x *StreamConversationRequest) GetIncludeBranches() bool {
 	return false
 }
 
+func (x *StreamConversationRequest) GetIncludePresence() bool {
+	if x != nil {
+		return x.IncludePresence
+	}
+	return false
+}
+
 // StreamConversationResponse is one message of a conversation stream.
 type StreamConversationResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// kind is a snapshot or an event.
+	// kind is a snapshot, an event, or (include_presence) a presence.
 	//
 	// Types that are valid to be assigned to Kind:
 	//
 	//	*StreamConversationResponse_Snapshot
 	//	*StreamConversationResponse_Event
+	//	*StreamConversationResponse_Presence
 	Kind          isStreamConversationResponse_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1044,6 +1059,15 @@ func (x *StreamConversationResponse) GetEvent() *Event {
 	return nil
 }
 
+func (x *StreamConversationResponse) GetPresence() *Presence {
+	if x != nil {
+		if x, ok := x.Kind.(*StreamConversationResponse_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
 type isStreamConversationResponse_Kind interface {
 	isStreamConversationResponse_Kind()
 }
@@ -1058,9 +1082,222 @@ type StreamConversationResponse_Event struct {
 	Event *Event `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
 }
 
+type StreamConversationResponse_Presence struct {
+	// presence is the full current list of who is here. It is ephemeral:
+	// no seq, never stored nor replayed; each one replaces the last.
+	Presence *Presence `protobuf:"bytes,70,opt,name=presence,proto3,oneof"`
+}
+
 func (*StreamConversationResponse_Snapshot) isStreamConversationResponse_Kind() {}
 
 func (*StreamConversationResponse_Event) isStreamConversationResponse_Kind() {}
+
+func (*StreamConversationResponse_Presence) isStreamConversationResponse_Kind() {}
+
+// Presence is who is in a conversation now, on every server: each user who
+// has a stream of it open with include_presence (viewing), or reported
+// typing within the last 6 s (typing), or both. Sorted by user id; at most
+// 64 users.
+type Presence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// users are the users present, each once.
+	Users         []*PresentUser `protobuf:"bytes,1,rep,name=users,proto3" json:"users,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Presence) Reset() {
+	*x = Presence{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Presence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Presence) ProtoMessage() {}
+
+func (x *Presence) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Presence.ProtoReflect.Descriptor instead.
+func (*Presence) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Presence) GetUsers() []*PresentUser {
+	if x != nil {
+		return x.Users
+	}
+	return nil
+}
+
+// PresentUser is one user of a Presence.
+type PresentUser struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_id is the user (a token's sub; "local" without authentication).
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// viewing: the user has a stream of the conversation open.
+	Viewing bool `protobuf:"varint,2,opt,name=viewing,proto3" json:"viewing,omitempty"`
+	// typing: the user reported typing (SetTyping) within the last 6 s.
+	Typing        bool `protobuf:"varint,3,opt,name=typing,proto3" json:"typing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresentUser) Reset() {
+	*x = PresentUser{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresentUser) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresentUser) ProtoMessage() {}
+
+func (x *PresentUser) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresentUser.ProtoReflect.Descriptor instead.
+func (*PresentUser) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PresentUser) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *PresentUser) GetViewing() bool {
+	if x != nil {
+		return x.Viewing
+	}
+	return false
+}
+
+func (x *PresentUser) GetTyping() bool {
+	if x != nil {
+		return x.Typing
+	}
+	return false
+}
+
+// SetTypingRequest reports whether the caller is typing.
+type SetTypingRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation typed in: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// typing is true while the caller types, false once it stopped or sent.
+	Typing        bool `protobuf:"varint,2,opt,name=typing,proto3" json:"typing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTypingRequest) Reset() {
+	*x = SetTypingRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTypingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTypingRequest) ProtoMessage() {}
+
+func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTypingRequest.ProtoReflect.Descriptor instead.
+func (*SetTypingRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SetTypingRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *SetTypingRequest) GetTyping() bool {
+	if x != nil {
+		return x.Typing
+	}
+	return false
+}
+
+// SetTypingResponse is empty.
+type SetTypingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetTypingResponse) Reset() {
+	*x = SetTypingResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetTypingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetTypingResponse) ProtoMessage() {}
+
+func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetTypingResponse.ProtoReflect.Descriptor instead.
+func (*SetTypingResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+}
 
 // Snapshot is a conversation's state at seq, without streaming blocks.
 type Snapshot struct {
@@ -1091,7 +1328,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1340,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1353,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Snapshot) GetConversation() *Conversation {
@@ -1168,7 +1405,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1417,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1430,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListMessagesRequest) GetConversationId() string {
@@ -1227,7 +1464,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1476,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1489,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -1283,7 +1520,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1532,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1545,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -1353,7 +1590,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1602,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1615,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -1429,7 +1666,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1678,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1691,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -1484,7 +1721,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1733,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1746,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -1537,7 +1774,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1786,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1799,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -1583,7 +1820,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1832,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1845,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -1629,7 +1866,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1878,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1891,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -1675,7 +1912,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1924,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1937,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -1723,7 +1960,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1972,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1985,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -1776,7 +2013,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +2025,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +2038,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -1822,7 +2059,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +2071,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +2084,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -1866,7 +2103,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +2115,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +2128,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 // ClearConversationRequest names a conversation.
@@ -1905,7 +2142,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2154,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2167,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -1951,7 +2188,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1963,7 +2200,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1976,7 +2213,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -2001,7 +2238,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2250,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2263,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -2061,7 +2298,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2073,7 +2310,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2086,7 +2323,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -2109,7 +2346,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2121,7 +2358,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2134,7 +2371,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -2162,7 +2399,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2411,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2424,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -2222,7 +2459,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2471,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2484,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Comparison) GetId() string {
@@ -2323,7 +2560,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2335,7 +2572,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2348,7 +2585,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -2394,7 +2631,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2643,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2656,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -2456,7 +2693,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2705,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2718,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -2514,7 +2751,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2763,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2776,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -2596,7 +2833,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2845,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2858,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -2649,7 +2886,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2898,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2911,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -2723,7 +2960,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +2972,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +2985,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -2776,7 +3013,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3025,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3038,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -2840,7 +3077,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3089,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3102,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -2944,7 +3181,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3193,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3206,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -2999,7 +3236,7 @@ type AnswerInputRequest struct {
 
 func (x *AnswerInputRequest) Reset() {
 	*x = AnswerInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3248,7 @@ func (x *AnswerInputRequest) String() string {
 func (*AnswerInputRequest) ProtoMessage() {}
 
 func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3261,7 @@ func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
 func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AnswerInputRequest) GetToolCallId() string {
@@ -3059,7 +3296,7 @@ type InputAnswer struct {
 
 func (x *InputAnswer) Reset() {
 	*x = InputAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3071,7 +3308,7 @@ func (x *InputAnswer) String() string {
 func (*InputAnswer) ProtoMessage() {}
 
 func (x *InputAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3084,7 +3321,7 @@ func (x *InputAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
 func (*InputAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *InputAnswer) GetKind() isInputAnswer_Kind {
@@ -3160,7 +3397,7 @@ type ApprovalAnswer struct {
 
 func (x *ApprovalAnswer) Reset() {
 	*x = ApprovalAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3409,7 @@ func (x *ApprovalAnswer) String() string {
 func (*ApprovalAnswer) ProtoMessage() {}
 
 func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3422,7 @@ func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
 func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ApprovalAnswer) GetApproved() bool {
@@ -3219,7 +3456,7 @@ type ClientToolAnswer struct {
 
 func (x *ClientToolAnswer) Reset() {
 	*x = ClientToolAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3468,7 @@ func (x *ClientToolAnswer) String() string {
 func (*ClientToolAnswer) ProtoMessage() {}
 
 func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3481,7 @@ func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
 func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
@@ -3305,7 +3542,7 @@ type QuestionAnswer struct {
 
 func (x *QuestionAnswer) Reset() {
 	*x = QuestionAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3554,7 @@ func (x *QuestionAnswer) String() string {
 func (*QuestionAnswer) ProtoMessage() {}
 
 func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3567,7 @@ func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
 func (*QuestionAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QuestionAnswer) GetAnswer() string {
@@ -3351,7 +3588,7 @@ type AnswerInputResponse struct {
 
 func (x *AnswerInputResponse) Reset() {
 	*x = AnswerInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3600,7 @@ func (x *AnswerInputResponse) String() string {
 func (*AnswerInputResponse) ProtoMessage() {}
 
 func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3613,7 @@ func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
 func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
@@ -3403,7 +3640,7 @@ type ClaimInputRequest struct {
 
 func (x *ClaimInputRequest) Reset() {
 	*x = ClaimInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3415,7 +3652,7 @@ func (x *ClaimInputRequest) String() string {
 func (*ClaimInputRequest) ProtoMessage() {}
 
 func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3428,7 +3665,7 @@ func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
 func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClaimInputRequest) GetToolCallId() string {
@@ -3463,7 +3700,7 @@ type ClaimInputResponse struct {
 
 func (x *ClaimInputResponse) Reset() {
 	*x = ClaimInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3712,7 @@ func (x *ClaimInputResponse) String() string {
 func (*ClaimInputResponse) ProtoMessage() {}
 
 func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3725,7 @@ func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
 func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
@@ -3507,7 +3744,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3519,7 +3756,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3532,7 +3769,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{58}
 }
 
 // GetServerInfoResponse is the server's set-up as a client shows it.
@@ -3557,7 +3794,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3569,7 +3806,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3582,7 +3819,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetServerInfoResponse) GetDemoModel() bool {
@@ -3666,18 +3903,30 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\rcomparison_id\x18\x05 \x01(\tR\fcomparisonId\x12?\n" +
 	"\x1ccompare_assistant_message_id\x18\x06 \x01(\tR\x19compareAssistantMessageId\x12*\n" +
 	"\x11compare_prompt_id\x18\a \x01(\tR\x0fcomparePromptId\x12\x16\n" +
-	"\x06queued\x18< \x01(\bR\x06queued\"\xd1\x01\n" +
+	"\x06queued\x18< \x01(\bR\x06queued\"\xfc\x01\n" +
 	"\x19StreamConversationRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12 \n" +
 	"\tafter_seq\x18\x02 \x01(\x03H\x00R\bafterSeq\x88\x01\x01\x120\n" +
 	"\x14include_pause_events\x18\x03 \x01(\bR\x12includePauseEvents\x12)\n" +
-	"\x10include_branches\x18\x04 \x01(\bR\x0fincludeBranchesB\f\n" +
+	"\x10include_branches\x18\x04 \x01(\bR\x0fincludeBranches\x12)\n" +
+	"\x10include_presence\x18F \x01(\bR\x0fincludePresenceB\f\n" +
 	"\n" +
-	"_after_seq\"\x7f\n" +
+	"_after_seq\"\xb1\x01\n" +
 	"\x1aStreamConversationResponse\x120\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x12.convo.v1.SnapshotH\x00R\bsnapshot\x12'\n" +
-	"\x05event\x18\x02 \x01(\v2\x0f.convo.v1.EventH\x00R\x05eventB\x06\n" +
-	"\x04kind\"\xf0\x01\n" +
+	"\x05event\x18\x02 \x01(\v2\x0f.convo.v1.EventH\x00R\x05event\x120\n" +
+	"\bpresence\x18F \x01(\v2\x12.convo.v1.PresenceH\x00R\bpresenceB\x06\n" +
+	"\x04kind\"7\n" +
+	"\bPresence\x12+\n" +
+	"\x05users\x18\x01 \x03(\v2\x15.convo.v1.PresentUserR\x05users\"X\n" +
+	"\vPresentUser\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x18\n" +
+	"\aviewing\x18\x02 \x01(\bR\aviewing\x12\x16\n" +
+	"\x06typing\x18\x03 \x01(\bR\x06typing\"S\n" +
+	"\x10SetTypingRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x16\n" +
+	"\x06typing\x18\x02 \x01(\bR\x06typing\"\x13\n" +
+	"\x11SetTypingResponse\"\xf0\x01\n" +
 	"\bSnapshot\x12:\n" +
 	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\x12-\n" +
 	"\bmessages\x18\x02 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12\x10\n" +
@@ -3844,7 +4093,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\xc3\x0f\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\x89\x10\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -3869,7 +4118,8 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\vEditMessage\x12\x1c.convo.v1.EditMessageRequest\x1a\x1d.convo.v1.EditMessageResponse\x12V\n" +
 	"\x0fRegenerateReply\x12 .convo.v1.RegenerateReplyRequest\x1a!.convo.v1.RegenerateReplyResponse\x12M\n" +
 	"\fSwitchBranch\x12\x1d.convo.v1.SwitchBranchRequest\x1a\x1e.convo.v1.SwitchBranchResponse\x12P\n" +
-	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponse\x12D\n" +
+	"\tSetTyping\x12\x1a.convo.v1.SetTypingRequest\x1a\x1b.convo.v1.SetTypingResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -3884,7 +4134,7 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                     // 0: convo.v1.Preference
 	(*EditMessageRequest)(nil),          // 1: convo.v1.EditMessageRequest
@@ -3901,156 +4151,164 @@ var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(*SendMessageResponse)(nil),         // 12: convo.v1.SendMessageResponse
 	(*StreamConversationRequest)(nil),   // 13: convo.v1.StreamConversationRequest
 	(*StreamConversationResponse)(nil),  // 14: convo.v1.StreamConversationResponse
-	(*Snapshot)(nil),                    // 15: convo.v1.Snapshot
-	(*ListMessagesRequest)(nil),         // 16: convo.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),        // 17: convo.v1.ListMessagesResponse
-	(*GetConversationRequest)(nil),      // 18: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),     // 19: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),    // 20: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),   // 21: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),         // 22: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),        // 23: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),   // 24: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil),  // 25: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),   // 26: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil),  // 27: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),   // 28: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil),  // 29: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),    // 30: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),   // 31: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),       // 32: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),      // 33: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),       // 34: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),      // 35: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                  // 36: convo.v1.Comparison
-	(*ComparisonSide)(nil),              // 37: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),      // 38: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),     // 39: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),             // 40: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),            // 41: convo.v1.GetTraceResponse
-	(*Trace)(nil),                       // 42: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),       // 43: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),      // 44: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),                // 45: convo.v1.SearchResult
-	(*Highlight)(nil),                   // 46: convo.v1.Highlight
-	(*AnswerInputRequest)(nil),          // 47: convo.v1.AnswerInputRequest
-	(*InputAnswer)(nil),                 // 48: convo.v1.InputAnswer
-	(*ApprovalAnswer)(nil),              // 49: convo.v1.ApprovalAnswer
-	(*ClientToolAnswer)(nil),            // 50: convo.v1.ClientToolAnswer
-	(*QuestionAnswer)(nil),              // 51: convo.v1.QuestionAnswer
-	(*AnswerInputResponse)(nil),         // 52: convo.v1.AnswerInputResponse
-	(*ClaimInputRequest)(nil),           // 53: convo.v1.ClaimInputRequest
-	(*ClaimInputResponse)(nil),          // 54: convo.v1.ClaimInputResponse
-	(*GetServerInfoRequest)(nil),        // 55: convo.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),       // 56: convo.v1.GetServerInfoResponse
-	(*ModelConfig)(nil),                 // 57: convo.v1.ModelConfig
-	(SendPolicy)(0),                     // 58: convo.v1.SendPolicy
-	(*Conversation)(nil),                // 59: convo.v1.Conversation
-	(*Event)(nil),                       // 60: convo.v1.Event
-	(*Message)(nil),                     // 61: convo.v1.Message
-	(*InputRequest)(nil),                // 62: convo.v1.InputRequest
-	(Rating)(0),                         // 63: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),       // 64: google.protobuf.Timestamp
-	(*Prompt)(nil),                      // 65: convo.v1.Prompt
-	(*durationpb.Duration)(nil),         // 66: google.protobuf.Duration
+	(*Presence)(nil),                    // 15: convo.v1.Presence
+	(*PresentUser)(nil),                 // 16: convo.v1.PresentUser
+	(*SetTypingRequest)(nil),            // 17: convo.v1.SetTypingRequest
+	(*SetTypingResponse)(nil),           // 18: convo.v1.SetTypingResponse
+	(*Snapshot)(nil),                    // 19: convo.v1.Snapshot
+	(*ListMessagesRequest)(nil),         // 20: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),        // 21: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),      // 22: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),     // 23: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),    // 24: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),   // 25: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),         // 26: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),        // 27: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),   // 28: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil),  // 29: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),   // 30: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil),  // 31: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),   // 32: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil),  // 33: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),    // 34: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),   // 35: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),       // 36: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),      // 37: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),       // 38: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),      // 39: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                  // 40: convo.v1.Comparison
+	(*ComparisonSide)(nil),              // 41: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),      // 42: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),     // 43: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),             // 44: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),            // 45: convo.v1.GetTraceResponse
+	(*Trace)(nil),                       // 46: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),       // 47: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),      // 48: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),                // 49: convo.v1.SearchResult
+	(*Highlight)(nil),                   // 50: convo.v1.Highlight
+	(*AnswerInputRequest)(nil),          // 51: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                 // 52: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),              // 53: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),            // 54: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),              // 55: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),         // 56: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),           // 57: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),          // 58: convo.v1.ClaimInputResponse
+	(*GetServerInfoRequest)(nil),        // 59: convo.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),       // 60: convo.v1.GetServerInfoResponse
+	(*ModelConfig)(nil),                 // 61: convo.v1.ModelConfig
+	(SendPolicy)(0),                     // 62: convo.v1.SendPolicy
+	(*Conversation)(nil),                // 63: convo.v1.Conversation
+	(*Event)(nil),                       // 64: convo.v1.Event
+	(*Message)(nil),                     // 65: convo.v1.Message
+	(*InputRequest)(nil),                // 66: convo.v1.InputRequest
+	(Rating)(0),                         // 67: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),       // 68: google.protobuf.Timestamp
+	(*Prompt)(nil),                      // 69: convo.v1.Prompt
+	(*durationpb.Duration)(nil),         // 70: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	57, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
-	57, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
-	57, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	57, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
-	58, // 4: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
-	58, // 5: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
-	59, // 6: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
-	15, // 7: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	60, // 8: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	59, // 9: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	61, // 10: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	62, // 11: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	61, // 12: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	59, // 13: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	61, // 14: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	62, // 15: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	59, // 16: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	59, // 17: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	59, // 18: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	59, // 19: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	63, // 20: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	61, // 21: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 22: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	36, // 23: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	37, // 24: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	37, // 25: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 26: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	64, // 27: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	64, // 28: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	57, // 29: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	36, // 30: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	42, // 31: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	65, // 32: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	66, // 33: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	66, // 34: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	60, // 35: convo.v1.Trace.events:type_name -> convo.v1.Event
-	45, // 36: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	46, // 37: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	64, // 38: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	48, // 39: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
-	49, // 40: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
-	50, // 41: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
-	51, // 42: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	62, // 43: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	62, // 44: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
-	7,  // 45: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	13, // 46: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	18, // 47: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	20, // 48: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	22, // 49: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	8,  // 50: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
-	10, // 51: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
-	24, // 52: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	26, // 53: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	28, // 54: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	30, // 55: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	32, // 56: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	34, // 57: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	38, // 58: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	40, // 59: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	43, // 60: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	16, // 61: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	47, // 62: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
-	53, // 63: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
-	1,  // 64: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
-	3,  // 65: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
-	5,  // 66: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
-	55, // 67: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
-	12, // 68: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	14, // 69: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	19, // 70: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	21, // 71: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	23, // 72: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	9,  // 73: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
-	11, // 74: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
-	25, // 75: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	27, // 76: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	29, // 77: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	31, // 78: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	33, // 79: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	35, // 80: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	39, // 81: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	41, // 82: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	44, // 83: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	17, // 84: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	52, // 85: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	54, // 86: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	2,  // 87: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
-	4,  // 88: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
-	6,  // 89: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
-	56, // 90: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
-	68, // [68:91] is the sub-list for method output_type
-	45, // [45:68] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	61, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	61, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	61, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	61, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	62, // 4: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
+	62, // 5: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
+	63, // 6: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
+	19, // 7: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
+	64, // 8: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	15, // 9: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
+	16, // 10: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
+	63, // 11: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	65, // 12: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	66, // 13: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	65, // 14: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	63, // 15: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	65, // 16: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	66, // 17: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	63, // 18: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	63, // 19: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	63, // 20: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	63, // 21: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	67, // 22: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	65, // 23: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 24: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	40, // 25: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	41, // 26: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	41, // 27: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 28: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	68, // 29: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	68, // 30: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	61, // 31: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	40, // 32: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	46, // 33: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	69, // 34: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	70, // 35: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	70, // 36: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	64, // 37: convo.v1.Trace.events:type_name -> convo.v1.Event
+	49, // 38: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	50, // 39: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	68, // 40: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	52, // 41: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	53, // 42: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	54, // 43: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	55, // 44: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	66, // 45: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	66, // 46: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	7,  // 47: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	13, // 48: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	22, // 49: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	24, // 50: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	26, // 51: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	8,  // 52: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
+	10, // 53: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
+	28, // 54: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	30, // 55: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	32, // 56: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	34, // 57: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	36, // 58: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	38, // 59: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	42, // 60: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	44, // 61: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	47, // 62: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	20, // 63: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	51, // 64: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	57, // 65: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	1,  // 66: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
+	3,  // 67: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
+	5,  // 68: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
+	59, // 69: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
+	17, // 70: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
+	12, // 71: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	14, // 72: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	23, // 73: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	25, // 74: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	27, // 75: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	9,  // 76: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
+	11, // 77: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
+	29, // 78: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	31, // 79: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	33, // 80: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	35, // 81: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	37, // 82: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	39, // 83: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	43, // 84: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	45, // 85: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	48, // 86: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	21, // 87: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	56, // 88: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	58, // 89: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	2,  // 90: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	4,  // 91: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	6,  // 92: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	60, // 93: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
+	18, // 94: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
+	71, // [71:95] is the sub-list for method output_type
+	47, // [47:71] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -4065,17 +4323,18 @@ func file_convo_v1_conversation_service_proto_init() {
 	file_convo_v1_conversation_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
+		(*StreamConversationResponse_Presence)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[39].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[43].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[47].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[51].OneofWrappers = []any{
 		(*InputAnswer_Approval)(nil),
 		(*InputAnswer_ClientTool)(nil),
 		(*InputAnswer_Question)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[49].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[53].OneofWrappers = []any{
 		(*ClientToolAnswer_Output)(nil),
 		(*ClientToolAnswer_Error)(nil),
 	}
@@ -4085,7 +4344,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -102,6 +102,9 @@ const (
 	// ConversationServiceGetServerInfoProcedure is the fully-qualified name of the
 	// ConversationService's GetServerInfo RPC.
 	ConversationServiceGetServerInfoProcedure = "/convo.v1.ConversationService/GetServerInfo"
+	// ConversationServiceSetTypingProcedure is the fully-qualified name of the ConversationService's
+	// SetTyping RPC.
+	ConversationServiceSetTypingProcedure = "/convo.v1.ConversationService/SetTyping"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -187,6 +190,14 @@ type ConversationServiceClient interface {
 	// shows its user: whether its own workers answer with the demo model.
 	// It reads no data, only the server's settings.
 	GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error)
+	// SetTyping reports that the caller is typing in a conversation (typing
+	// true), or has stopped (false). The streams of the conversation that
+	// asked include_presence see it in their next Presence, on every server.
+	// Typing lasts 6 s after the last report: a client typing for longer
+	// reports again every few seconds. Rate-limited per user
+	// (ResourceExhausted with Retry-After); NotFound for a conversation the
+	// caller may not read. Nothing is stored.
+	SetTyping(context.Context, *connect.Request[v1.SetTypingRequest]) (*connect.Response[v1.SetTypingResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -338,6 +349,12 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("GetServerInfo")),
 			connect.WithClientOptions(opts...),
 		),
+		setTyping: connect.NewClient[v1.SetTypingRequest, v1.SetTypingResponse](
+			httpClient,
+			baseURL+ConversationServiceSetTypingProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("SetTyping")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -366,6 +383,7 @@ type conversationServiceClient struct {
 	regenerateReply     *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
 	switchBranch        *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
 	getServerInfo       *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
+	setTyping           *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -483,6 +501,11 @@ func (c *conversationServiceClient) GetServerInfo(ctx context.Context, req *conn
 	return c.getServerInfo.CallUnary(ctx, req)
 }
 
+// SetTyping calls convo.v1.ConversationService.SetTyping.
+func (c *conversationServiceClient) SetTyping(ctx context.Context, req *connect.Request[v1.SetTypingRequest]) (*connect.Response[v1.SetTypingResponse], error) {
+	return c.setTyping.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -566,6 +589,14 @@ type ConversationServiceHandler interface {
 	// shows its user: whether its own workers answer with the demo model.
 	// It reads no data, only the server's settings.
 	GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error)
+	// SetTyping reports that the caller is typing in a conversation (typing
+	// true), or has stopped (false). The streams of the conversation that
+	// asked include_presence see it in their next Presence, on every server.
+	// Typing lasts 6 s after the last report: a client typing for longer
+	// reports again every few seconds. Rate-limited per user
+	// (ResourceExhausted with Retry-After); NotFound for a conversation the
+	// caller may not read. Nothing is stored.
+	SetTyping(context.Context, *connect.Request[v1.SetTypingRequest]) (*connect.Response[v1.SetTypingResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -713,6 +744,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("GetServerInfo")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceSetTypingHandler := connect.NewUnaryHandler(
+		ConversationServiceSetTypingProcedure,
+		svc.SetTyping,
+		connect.WithSchema(conversationServiceMethods.ByName("SetTyping")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -761,6 +798,8 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceSwitchBranchHandler.ServeHTTP(w, r)
 		case ConversationServiceGetServerInfoProcedure:
 			conversationServiceGetServerInfoHandler.ServeHTTP(w, r)
+		case ConversationServiceSetTypingProcedure:
+			conversationServiceSetTypingHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -860,4 +899,8 @@ func (UnimplementedConversationServiceHandler) SwitchBranch(context.Context, *co
 
 func (UnimplementedConversationServiceHandler) GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.GetServerInfo is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) SetTyping(context.Context, *connect.Request[v1.SetTypingRequest]) (*connect.Response[v1.SetTypingResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.SetTyping is not implemented"))
 }

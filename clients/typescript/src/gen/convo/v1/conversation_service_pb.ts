@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEihwEKEkVkaXRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgR0ZXh0GAMgASgJEiQKBW1vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSEAoIZmlsZV9pZHMYBSADKAkiXwoTRWRpdE1lc3NhZ2VSZXNwb25zZRIXCg91c2VyX21lc3NhZ2VfaWQYASABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAiABKAkSEQoJcHJvbXB0X2lkGAMgASgJImsKFlJlZ2VuZXJhdGVSZXBseVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyJKChdSZWdlbmVyYXRlUmVwbHlSZXNwb25zZRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkicAoTU3dpdGNoQnJhbmNoUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIaCg1zaWJsaW5nX2luZGV4GAMgASgFSACIAQFCEAoOX3NpYmxpbmdfaW5kZXgiLwoUU3dpdGNoQnJhbmNoUmVzcG9uc2USFwoPbGVhZl9tZXNzYWdlX2lkGAEgASgJIucBChJTZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEgwKBHRleHQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIsCg1jb21wYXJlX21vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSGQoRcGFyZW50X21lc3NhZ2VfaWQYBSABKAkSEAoIZmlsZV9pZHMYBiADKAkSKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5IloKFFNldFNlbmRQb2xpY3lSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIpCgtzZW5kX3BvbGljeRgCIAEoDjIULmNvbnZvLnYxLlNlbmRQb2xpY3kiRQoVU2V0U2VuZFBvbGljeVJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiIwChpEZWxldGVRdWV1ZWRNZXNzYWdlUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJIjYKG0RlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAki4AEKE1NlbmRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgDIAEoCRIRCglwcm9tcHRfaWQYBCABKAkSFQoNY29tcGFyaXNvbl9pZBgFIAEoCRIkChxjb21wYXJlX2Fzc2lzdGFudF9tZXNzYWdlX2lkGAYgASgJEhkKEWNvbXBhcmVfcHJvbXB0X2lkGAcgASgJEg4KBnF1ZXVlZBg8IAEoCCKSAQoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAgSGAoQaW5jbHVkZV9icmFuY2hlcxgEIAEoCEIMCgpfYWZ0ZXJfc2VxIm4KGlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhIuY29udm8udjEuU25hcHNob3RIABIgCgVldmVudBgCIAEoCzIPLmNvbnZvLnYxLkV2ZW50SABCBgoEa2luZCK0AQoIU25hcHNob3QSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSGAoQb2xkZXJfcGFnZV90b2tlbhgEIAEoCRIuCg5wZW5kaW5nX2lucHV0cxgFIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJCChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJIlQKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuY29udm8udjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0Q29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAiABKAgiwwEKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEi4KDnBlbmRpbmdfaW5wdXRzGAQgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0EhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkiQQoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImMKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USLQoNY29udmVyc2F0aW9ucxgBIAMoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoTQ2FuY2VsUHJvbXB0UmVxdWVzdBIRCglwcm9tcHRfaWQYASABKAkiKQoUQ2FuY2VsUHJvbXB0UmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIioKGUNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QSDQoFdGl0bGUYASABKAkiSgoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIkMKGVJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJIkoKGlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiI0ChlEZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSIcChpEZWxldGVDb252ZXJzYXRpb25SZXNwb25zZSIzChhDbGVhckNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkkKGUNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJEiAKBnJhdGluZxgCIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAMgASgJIjwKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiWAoVVm90ZUNvbXBhcmlzb25SZXF1ZXN0EhUKDWNvbXBhcmlzb25faWQYASABKAkSKAoKcHJlZmVyZW5jZRgCIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2UiQgoWVm90ZUNvbXBhcmlzb25SZXNwb25zZRIoCgpjb21wYXJpc29uGAEgASgLMhQuY29udm8udjEuQ29tcGFyaXNvbiKcAgoKQ29tcGFyaXNvbhIKCgJpZBgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAMgASgJEiMKAWEYBCABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIjCgFiGAUgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSKAoKcHJlZmVyZW5jZRgGIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2USLAoIdm90ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInQKDkNvbXBhcmlzb25TaWRlEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEisKDG1vZGVsX2NvbmZpZxgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEg4KBnN0YXR1cxgEIAEoCSJYChZMaXN0Q29tcGFyaXNvbnNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJdChdMaXN0Q29tcGFyaXNvbnNSZXNwb25zZRIpCgtjb21wYXJpc29ucxgBIAMoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkYKD0dldFRyYWNlUmVxdWVzdBITCglwcm9tcHRfaWQYASABKAlIABIUCgptZXNzYWdlX2lkGAIgASgJSABCCAoGdGFyZ2V0IjIKEEdldFRyYWNlUmVzcG9uc2USHgoFdHJhY2UYASABKAsyDy5jb252by52MS5UcmFjZSKmAQoFVHJhY2USIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0EisKCGR1cmF0aW9uGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnF1ZXVlX3RpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHwoGZXZlbnRzGAQgAygLMg8uY29udm8udjEuRXZlbnQiOQoVU2VhcmNoTWVzc2FnZXNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJBChZTZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi5jb252by52MS5TZWFyY2hSZXN1bHQi7wEKDFNlYXJjaFJlc3VsdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSGgoSY29udmVyc2F0aW9uX3RpdGxlGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDAoEcm9sZRgEIAEoCRIPCgdzbmlwcGV0GAUgASgJEicKCmhpZ2hsaWdodHMYBiADKAsyEy5jb252by52MS5IaWdobGlnaHQSDAoEcmFuaxgHIAEoARIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghibG9ja19pZBgJIAEoCSInCglIaWdobGlnaHQSDQoFc3RhcnQYASABKAUSCwoDZW5kGAIgASgFIlEKEkFuc3dlcklucHV0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSJQoGYW5zd2VyGAIgASgLMhUuY29udm8udjEuSW5wdXRBbnN3ZXIipAEKC0lucHV0QW5zd2VyEiwKCGFwcHJvdmFsGAEgASgLMhguY29udm8udjEuQXBwcm92YWxBbnN3ZXJIABIxCgtjbGllbnRfdG9vbBgCIAEoCzIaLmNvbnZvLnYxLkNsaWVudFRvb2xBbnN3ZXJIABIsCghxdWVzdGlvbhgDIAEoCzIYLmNvbnZvLnYxLlF1ZXN0aW9uQW5zd2VySABCBgoEa2luZCIyCg5BcHByb3ZhbEFuc3dlchIQCghhcHByb3ZlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkiPwoQQ2xpZW50VG9vbEFuc3dlchIQCgZvdXRwdXQYASABKAlIABIPCgVlcnJvchgCIAEoCUgAQggKBnJlc3VsdCIgCg5RdWVzdGlvbkFuc3dlchIOCgZhbnN3ZXIYASABKAkiRAoTQW5zd2VySW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IlIKEUNsYWltSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIQCghjbGFpbWFudBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgFIkMKEkNsYWltSW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IhYKFEdldFNlcnZlckluZm9SZXF1ZXN0ImIKFUdldFNlcnZlckluZm9SZXNwb25zZRISCgpkZW1vX21vZGVsGAEgASgIEhYKDm1heF9maWxlX2J5dGVzGAIgASgDEh0KFW1heF9maWxlc19wZXJfbWVzc2FnZRgDIAEoBSpgCgpQcmVmZXJlbmNlEhoKFlBSRUZFUkVOQ0VfVU5TUEVDSUZJRUQQABIQCgxQUkVGRVJFTkNFX0EQARIQCgxQUkVGRVJFTkNFX0IQAhISCg5QUkVGRVJFTkNFX1RJRRADMsMPChNDb252ZXJzYXRpb25TZXJ2aWNlEkoKC1NlbmRNZXNzYWdlEhwuY29udm8udjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJhChJTdHJlYW1Db252ZXJzYXRpb24SIy5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2UwARJWCg9HZXRDb252ZXJzYXRpb24SIC5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0GiEuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXAoRTGlzdENvbnZlcnNhdGlvbnMSIi5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaIy5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEk0KDENhbmNlbFByb21wdBIdLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlcXVlc3QaHi5jb252by52MS5DYW5jZWxQcm9tcHRSZXNwb25zZRJQCg1TZXRTZW5kUG9saWN5Eh4uY29udm8udjEuU2V0U2VuZFBvbGljeVJlcXVlc3QaHy5jb252by52MS5TZXRTZW5kUG9saWN5UmVzcG9uc2USYgoTRGVsZXRlUXVldWVkTWVzc2FnZRIkLmNvbnZvLnYxLkRlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXF1ZXN0GiUuY29udm8udjEuRGVsZXRlUXVldWVkTWVzc2FnZVJlc3BvbnNlEl8KEkNyZWF0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRJfChJSZW5hbWVDb252ZXJzYXRpb24SIy5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSRGVsZXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlElwKEUNsZWFyQ29udmVyc2F0aW9uEiIuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0GiMuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRJTCg5TdWJtaXRGZWVkYmFjaxIfLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBogLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USUwoOVm90ZUNvbXBhcmlzb24SHy5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlcXVlc3QaIC5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlc3BvbnNlElYKD0xpc3RDb21wYXJpc29ucxIgLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1JlcXVlc3QaIS5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXNwb25zZRJBCghHZXRUcmFjZRIZLmNvbnZvLnYxLkdldFRyYWNlUmVxdWVzdBoaLmNvbnZvLnYxLkdldFRyYWNlUmVzcG9uc2USUwoOU2VhcmNoTWVzc2FnZXMSHy5jb252by52MS5TZWFyY2hNZXNzYWdlc1JlcXVlc3QaIC5jb252by52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEk0KDExpc3RNZXNzYWdlcxIdLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHi5jb252by52MS5MaXN0TWVzc2FnZXNSZXNwb25zZRJKCgtBbnN3ZXJJbnB1dBIcLmNvbnZvLnYxLkFuc3dlcklucHV0UmVxdWVzdBodLmNvbnZvLnYxLkFuc3dlcklucHV0UmVzcG9uc2USRwoKQ2xhaW1JbnB1dBIbLmNvbnZvLnYxLkNsYWltSW5wdXRSZXF1ZXN0GhwuY29udm8udjEuQ2xhaW1JbnB1dFJlc3BvbnNlEkoKC0VkaXRNZXNzYWdlEhwuY29udm8udjEuRWRpdE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuRWRpdE1lc3NhZ2VSZXNwb25zZRJWCg9SZWdlbmVyYXRlUmVwbHkSIC5jb252by52MS5SZWdlbmVyYXRlUmVwbHlSZXF1ZXN0GiEuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USTQoMU3dpdGNoQnJhbmNoEh0uY29udm8udjEuU3dpdGNoQnJhbmNoUmVxdWVzdBoeLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlc3BvbnNlElAKDUdldFNlcnZlckluZm8SHi5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBofLmNvbnZvLnYxLkdldFNlcnZlckluZm9SZXNwb25zZUIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEihwEKEkVkaXRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgR0ZXh0GAMgASgJEiQKBW1vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSEAoIZmlsZV9pZHMYBSADKAkiXwoTRWRpdE1lc3NhZ2VSZXNwb25zZRIXCg91c2VyX21lc3NhZ2VfaWQYASABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAiABKAkSEQoJcHJvbXB0X2lkGAMgASgJImsKFlJlZ2VuZXJhdGVSZXBseVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyJKChdSZWdlbmVyYXRlUmVwbHlSZXNwb25zZRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkicAoTU3dpdGNoQnJhbmNoUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIaCg1zaWJsaW5nX2luZGV4GAMgASgFSACIAQFCEAoOX3NpYmxpbmdfaW5kZXgiLwoUU3dpdGNoQnJhbmNoUmVzcG9uc2USFwoPbGVhZl9tZXNzYWdlX2lkGAEgASgJIucBChJTZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEgwKBHRleHQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIsCg1jb21wYXJlX21vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSGQoRcGFyZW50X21lc3NhZ2VfaWQYBSABKAkSEAoIZmlsZV9pZHMYBiADKAkSKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5IloKFFNldFNlbmRQb2xpY3lSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIpCgtzZW5kX3BvbGljeRgCIAEoDjIULmNvbnZvLnYxLlNlbmRQb2xpY3kiRQoVU2V0U2VuZFBvbGljeVJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiIwChpEZWxldGVRdWV1ZWRNZXNzYWdlUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJIjYKG0RlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAki4AEKE1NlbmRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgDIAEoCRIRCglwcm9tcHRfaWQYBCABKAkSFQoNY29tcGFyaXNvbl9pZBgFIAEoCRIkChxjb21wYXJlX2Fzc2lzdGFudF9tZXNzYWdlX2lkGAYgASgJEhkKEWNvbXBhcmVfcHJvbXB0X2lkGAcgASgJEg4KBnF1ZXVlZBg8IAEoCCKsAQoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAgSGAoQaW5jbHVkZV9icmFuY2hlcxgEIAEoCBIYChBpbmNsdWRlX3ByZXNlbmNlGEYgASgIQgwKCl9hZnRlcl9zZXEilgEKGlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhIuY29udm8udjEuU25hcHNob3RIABIgCgVldmVudBgCIAEoCzIPLmNvbnZvLnYxLkV2ZW50SAASJgoIcHJlc2VuY2UYRiABKAsyEi5jb252by52MS5QcmVzZW5jZUgAQgYKBGtpbmQiMAoIUHJlc2VuY2USJAoFdXNlcnMYASADKAsyFS5jb252by52MS5QcmVzZW50VXNlciI/CgtQcmVzZW50VXNlchIPCgd1c2VyX2lkGAEgASgJEg8KB3ZpZXdpbmcYAiABKAgSDgoGdHlwaW5nGAMgASgIIjsKEFNldFR5cGluZ1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg4KBnR5cGluZxgCIAEoCCITChFTZXRUeXBpbmdSZXNwb25zZSK0AQoIU25hcHNob3QSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSGAoQb2xkZXJfcGFnZV90b2tlbhgEIAEoCRIuCg5wZW5kaW5nX2lucHV0cxgFIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJCChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJIlQKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuY29udm8udjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0Q29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAiABKAgiwwEKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEi4KDnBlbmRpbmdfaW5wdXRzGAQgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0EhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkiQQoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImMKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USLQoNY29udmVyc2F0aW9ucxgBIAMoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoTQ2FuY2VsUHJvbXB0UmVxdWVzdBIRCglwcm9tcHRfaWQYASABKAkiKQoUQ2FuY2VsUHJvbXB0UmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIioKGUNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QSDQoFdGl0bGUYASABKAkiSgoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIkMKGVJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJIkoKGlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiI0ChlEZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSIcChpEZWxldGVDb252ZXJzYXRpb25SZXNwb25zZSIzChhDbGVhckNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkkKGUNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJEiAKBnJhdGluZxgCIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAMgASgJIjwKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiWAoVVm90ZUNvbXBhcmlzb25SZXF1ZXN0EhUKDWNvbXBhcmlzb25faWQYASABKAkSKAoKcHJlZmVyZW5jZRgCIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2UiQgoWVm90ZUNvbXBhcmlzb25SZXNwb25zZRIoCgpjb21wYXJpc29uGAEgASgLMhQuY29udm8udjEuQ29tcGFyaXNvbiKcAgoKQ29tcGFyaXNvbhIKCgJpZBgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAMgASgJEiMKAWEYBCABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIjCgFiGAUgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSKAoKcHJlZmVyZW5jZRgGIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2USLAoIdm90ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInQKDkNvbXBhcmlzb25TaWRlEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEisKDG1vZGVsX2NvbmZpZxgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEg4KBnN0YXR1cxgEIAEoCSJYChZMaXN0Q29tcGFyaXNvbnNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJdChdMaXN0Q29tcGFyaXNvbnNSZXNwb25zZRIpCgtjb21wYXJpc29ucxgBIAMoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkYKD0dldFRyYWNlUmVxdWVzdBITCglwcm9tcHRfaWQYASABKAlIABIUCgptZXNzYWdlX2lkGAIgASgJSABCCAoGdGFyZ2V0IjIKEEdldFRyYWNlUmVzcG9uc2USHgoFdHJhY2UYASABKAsyDy5jb252by52MS5UcmFjZSKmAQoFVHJhY2USIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0EisKCGR1cmF0aW9uGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnF1ZXVlX3RpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHwoGZXZlbnRzGAQgAygLMg8uY29udm8udjEuRXZlbnQiOQoVU2VhcmNoTWVzc2FnZXNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJBChZTZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi5jb252by52MS5TZWFyY2hSZXN1bHQi7wEKDFNlYXJjaFJlc3VsdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSGgoSY29udmVyc2F0aW9uX3RpdGxlGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDAoEcm9sZRgEIAEoCRIPCgdzbmlwcGV0GAUgASgJEicKCmhpZ2hsaWdodHMYBiADKAsyEy5jb252by52MS5IaWdobGlnaHQSDAoEcmFuaxgHIAEoARIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghibG9ja19pZBgJIAEoCSInCglIaWdobGlnaHQSDQoFc3RhcnQYASABKAUSCwoDZW5kGAIgASgFIlEKEkFuc3dlcklucHV0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSJQoGYW5zd2VyGAIgASgLMhUuY29udm8udjEuSW5wdXRBbnN3ZXIipAEKC0lucHV0QW5zd2VyEiwKCGFwcHJvdmFsGAEgASgLMhguY29udm8udjEuQXBwcm92YWxBbnN3ZXJIABIxCgtjbGllbnRfdG9vbBgCIAEoCzIaLmNvbnZvLnYxLkNsaWVudFRvb2xBbnN3ZXJIABIsCghxdWVzdGlvbhgDIAEoCzIYLmNvbnZvLnYxLlF1ZXN0aW9uQW5zd2VySABCBgoEa2luZCIyCg5BcHByb3ZhbEFuc3dlchIQCghhcHByb3ZlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkiPwoQQ2xpZW50VG9vbEFuc3dlchIQCgZvdXRwdXQYASABKAlIABIPCgVlcnJvchgCIAEoCUgAQggKBnJlc3VsdCIgCg5RdWVzdGlvbkFuc3dlchIOCgZhbnN3ZXIYASABKAkiRAoTQW5zd2VySW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IlIKEUNsYWltSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIQCghjbGFpbWFudBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgFIkMKEkNsYWltSW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IhYKFEdldFNlcnZlckluZm9SZXF1ZXN0ImIKFUdldFNlcnZlckluZm9SZXNwb25zZRISCgpkZW1vX21vZGVsGAEgASgIEhYKDm1heF9maWxlX2J5dGVzGAIgASgDEh0KFW1heF9maWxlc19wZXJfbWVzc2FnZRgDIAEoBSpgCgpQcmVmZXJlbmNlEhoKFlBSRUZFUkVOQ0VfVU5TUEVDSUZJRUQQABIQCgxQUkVGRVJFTkNFX0EQARIQCgxQUkVGRVJFTkNFX0IQAhISCg5QUkVGRVJFTkNFX1RJRRADMokQChNDb252ZXJzYXRpb25TZXJ2aWNlEkoKC1NlbmRNZXNzYWdlEhwuY29udm8udjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJhChJTdHJlYW1Db252ZXJzYXRpb24SIy5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2UwARJWCg9HZXRDb252ZXJzYXRpb24SIC5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0GiEuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXAoRTGlzdENvbnZlcnNhdGlvbnMSIi5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaIy5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEk0KDENhbmNlbFByb21wdBIdLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlcXVlc3QaHi5jb252by52MS5DYW5jZWxQcm9tcHRSZXNwb25zZRJQCg1TZXRTZW5kUG9saWN5Eh4uY29udm8udjEuU2V0U2VuZFBvbGljeVJlcXVlc3QaHy5jb252by52MS5TZXRTZW5kUG9saWN5UmVzcG9uc2USYgoTRGVsZXRlUXVldWVkTWVzc2FnZRIkLmNvbnZvLnYxLkRlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXF1ZXN0GiUuY29udm8udjEuRGVsZXRlUXVldWVkTWVzc2FnZVJlc3BvbnNlEl8KEkNyZWF0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRJfChJSZW5hbWVDb252ZXJzYXRpb24SIy5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSRGVsZXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlElwKEUNsZWFyQ29udmVyc2F0aW9uEiIuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0GiMuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRJTCg5TdWJtaXRGZWVkYmFjaxIfLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBogLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USUwoOVm90ZUNvbXBhcmlzb24SHy5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlcXVlc3QaIC5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlc3BvbnNlElYKD0xpc3RDb21wYXJpc29ucxIgLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1JlcXVlc3QaIS5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXNwb25zZRJBCghHZXRUcmFjZRIZLmNvbnZvLnYxLkdldFRyYWNlUmVxdWVzdBoaLmNvbnZvLnYxLkdldFRyYWNlUmVzcG9uc2USUwoOU2VhcmNoTWVzc2FnZXMSHy5jb252by52MS5TZWFyY2hNZXNzYWdlc1JlcXVlc3QaIC5jb252by52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEk0KDExpc3RNZXNzYWdlcxIdLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHi5jb252by52MS5MaXN0TWVzc2FnZXNSZXNwb25zZRJKCgtBbnN3ZXJJbnB1dBIcLmNvbnZvLnYxLkFuc3dlcklucHV0UmVxdWVzdBodLmNvbnZvLnYxLkFuc3dlcklucHV0UmVzcG9uc2USRwoKQ2xhaW1JbnB1dBIbLmNvbnZvLnYxLkNsYWltSW5wdXRSZXF1ZXN0GhwuY29udm8udjEuQ2xhaW1JbnB1dFJlc3BvbnNlEkoKC0VkaXRNZXNzYWdlEhwuY29udm8udjEuRWRpdE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuRWRpdE1lc3NhZ2VSZXNwb25zZRJWCg9SZWdlbmVyYXRlUmVwbHkSIC5jb252by52MS5SZWdlbmVyYXRlUmVwbHlSZXF1ZXN0GiEuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USTQoMU3dpdGNoQnJhbmNoEh0uY29udm8udjEuU3dpdGNoQnJhbmNoUmVxdWVzdBoeLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlc3BvbnNlElAKDUdldFNlcnZlckluZm8SHi5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBofLmNvbnZvLnYxLkdldFNlcnZlckluZm9SZXNwb25zZRJECglTZXRUeXBpbmcSGi5jb252by52MS5TZXRUeXBpbmdSZXF1ZXN0GhsuY29udm8udjEuU2V0VHlwaW5nUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * EditMessageRequest edits a user message.
@@ -523,6 +523,18 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
    * @generated from field: bool include_branches = 4;
    */
   includeBranches: boolean;
+
+  /**
+   * include_presence asks for presence: the stream sends a Presence (who
+   * is viewing the conversation, who is typing) right after the snapshot
+   * (or at the start of a resume) and again whenever it changes, and the
+   * caller counts as viewing while the stream is open. Without it the
+   * stream carries no Presence, and its caller is not counted. See
+   * docs/streaming.md, "Presence".
+   *
+   * @generated from field: bool include_presence = 70;
+   */
+  includePresence: boolean;
 };
 
 /**
@@ -539,7 +551,7 @@ export const StreamConversationRequestSchema: GenMessage<StreamConversationReque
  */
 export type StreamConversationResponse = Message<"convo.v1.StreamConversationResponse"> & {
   /**
-   * kind is a snapshot or an event.
+   * kind is a snapshot, an event, or (include_presence) a presence.
    *
    * @generated from oneof convo.v1.StreamConversationResponse.kind
    */
@@ -559,6 +571,15 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
      */
     value: Event;
     case: "event";
+  } | {
+    /**
+     * presence is the full current list of who is here. It is ephemeral:
+     * no seq, never stored nor replayed; each one replaces the last.
+     *
+     * @generated from field: convo.v1.Presence presence = 70;
+     */
+    value: Presence;
+    case: "presence";
   } | { case: undefined; value?: undefined };
 };
 
@@ -568,6 +589,108 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
  */
 export const StreamConversationResponseSchema: GenMessage<StreamConversationResponse> = /*@__PURE__*/
   messageDesc(file_convo_v1_conversation_service, 13);
+
+/**
+ * Presence is who is in a conversation now, on every server: each user who
+ * has a stream of it open with include_presence (viewing), or reported
+ * typing within the last 6 s (typing), or both. Sorted by user id; at most
+ * 64 users.
+ *
+ * @generated from message convo.v1.Presence
+ */
+export type Presence = Message<"convo.v1.Presence"> & {
+  /**
+   * users are the users present, each once.
+   *
+   * @generated from field: repeated convo.v1.PresentUser users = 1;
+   */
+  users: PresentUser[];
+};
+
+/**
+ * Describes the message convo.v1.Presence.
+ * Use `create(PresenceSchema)` to create a new message.
+ */
+export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 14);
+
+/**
+ * PresentUser is one user of a Presence.
+ *
+ * @generated from message convo.v1.PresentUser
+ */
+export type PresentUser = Message<"convo.v1.PresentUser"> & {
+  /**
+   * user_id is the user (a token's sub; "local" without authentication).
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * viewing: the user has a stream of the conversation open.
+   *
+   * @generated from field: bool viewing = 2;
+   */
+  viewing: boolean;
+
+  /**
+   * typing: the user reported typing (SetTyping) within the last 6 s.
+   *
+   * @generated from field: bool typing = 3;
+   */
+  typing: boolean;
+};
+
+/**
+ * Describes the message convo.v1.PresentUser.
+ * Use `create(PresentUserSchema)` to create a new message.
+ */
+export const PresentUserSchema: GenMessage<PresentUser> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 15);
+
+/**
+ * SetTypingRequest reports whether the caller is typing.
+ *
+ * @generated from message convo.v1.SetTypingRequest
+ */
+export type SetTypingRequest = Message<"convo.v1.SetTypingRequest"> & {
+  /**
+   * conversation_id is the conversation typed in: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * typing is true while the caller types, false once it stopped or sent.
+   *
+   * @generated from field: bool typing = 2;
+   */
+  typing: boolean;
+};
+
+/**
+ * Describes the message convo.v1.SetTypingRequest.
+ * Use `create(SetTypingRequestSchema)` to create a new message.
+ */
+export const SetTypingRequestSchema: GenMessage<SetTypingRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 16);
+
+/**
+ * SetTypingResponse is empty.
+ *
+ * @generated from message convo.v1.SetTypingResponse
+ */
+export type SetTypingResponse = Message<"convo.v1.SetTypingResponse"> & {
+};
+
+/**
+ * Describes the message convo.v1.SetTypingResponse.
+ * Use `create(SetTypingResponseSchema)` to create a new message.
+ */
+export const SetTypingResponseSchema: GenMessage<SetTypingResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 17);
 
 /**
  * Snapshot is a conversation's state at seq, without streaming blocks.
@@ -626,7 +749,7 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 14);
+  messageDesc(file_convo_v1_conversation_service, 18);
 
 /**
  * ListMessagesRequest asks for a page of older messages.
@@ -655,7 +778,7 @@ export type ListMessagesRequest = Message<"convo.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 15);
+  messageDesc(file_convo_v1_conversation_service, 19);
 
 /**
  * ListMessagesResponse is a page of messages, in order, each with every
@@ -687,7 +810,7 @@ export type ListMessagesResponse = Message<"convo.v1.ListMessagesResponse"> & {
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 16);
+  messageDesc(file_convo_v1_conversation_service, 20);
 
 /**
  * GetConversationRequest names a conversation.
@@ -716,7 +839,7 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
  * Use `create(GetConversationRequestSchema)` to create a new message.
  */
 export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 17);
+  messageDesc(file_convo_v1_conversation_service, 21);
 
 /**
  * GetConversationResponse is a conversation's state at seq: its latest
@@ -774,7 +897,7 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
  * Use `create(GetConversationResponseSchema)` to create a new message.
  */
 export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 18);
+  messageDesc(file_convo_v1_conversation_service, 22);
 
 /**
  * ListConversationsRequest asks for a page of conversations.
@@ -802,7 +925,7 @@ export type ListConversationsRequest = Message<"convo.v1.ListConversationsReques
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema: GenMessage<ListConversationsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 19);
+  messageDesc(file_convo_v1_conversation_service, 23);
 
 /**
  * ListConversationsResponse is a page of conversations.
@@ -830,7 +953,7 @@ export type ListConversationsResponse = Message<"convo.v1.ListConversationsRespo
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema: GenMessage<ListConversationsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 20);
+  messageDesc(file_convo_v1_conversation_service, 24);
 
 /**
  * CancelPromptRequest names a prompt.
@@ -851,7 +974,7 @@ export type CancelPromptRequest = Message<"convo.v1.CancelPromptRequest"> & {
  * Use `create(CancelPromptRequestSchema)` to create a new message.
  */
 export const CancelPromptRequestSchema: GenMessage<CancelPromptRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 21);
+  messageDesc(file_convo_v1_conversation_service, 25);
 
 /**
  * CancelPromptResponse says what CancelPrompt did.
@@ -872,7 +995,7 @@ export type CancelPromptResponse = Message<"convo.v1.CancelPromptResponse"> & {
  * Use `create(CancelPromptResponseSchema)` to create a new message.
  */
 export const CancelPromptResponseSchema: GenMessage<CancelPromptResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 22);
+  messageDesc(file_convo_v1_conversation_service, 26);
 
 /**
  * CreateConversationRequest describes a new conversation.
@@ -893,7 +1016,7 @@ export type CreateConversationRequest = Message<"convo.v1.CreateConversationRequ
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 23);
+  messageDesc(file_convo_v1_conversation_service, 27);
 
 /**
  * CreateConversationResponse is the new conversation.
@@ -914,7 +1037,7 @@ export type CreateConversationResponse = Message<"convo.v1.CreateConversationRes
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 24);
+  messageDesc(file_convo_v1_conversation_service, 28);
 
 /**
  * RenameConversationRequest sets a title.
@@ -942,7 +1065,7 @@ export type RenameConversationRequest = Message<"convo.v1.RenameConversationRequ
  * Use `create(RenameConversationRequestSchema)` to create a new message.
  */
 export const RenameConversationRequestSchema: GenMessage<RenameConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 25);
+  messageDesc(file_convo_v1_conversation_service, 29);
 
 /**
  * RenameConversationResponse is the renamed conversation.
@@ -963,7 +1086,7 @@ export type RenameConversationResponse = Message<"convo.v1.RenameConversationRes
  * Use `create(RenameConversationResponseSchema)` to create a new message.
  */
 export const RenameConversationResponseSchema: GenMessage<RenameConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 26);
+  messageDesc(file_convo_v1_conversation_service, 30);
 
 /**
  * DeleteConversationRequest names a conversation.
@@ -984,7 +1107,7 @@ export type DeleteConversationRequest = Message<"convo.v1.DeleteConversationRequ
  * Use `create(DeleteConversationRequestSchema)` to create a new message.
  */
 export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 27);
+  messageDesc(file_convo_v1_conversation_service, 31);
 
 /**
  * DeleteConversationResponse is empty.
@@ -999,7 +1122,7 @@ export type DeleteConversationResponse = Message<"convo.v1.DeleteConversationRes
  * Use `create(DeleteConversationResponseSchema)` to create a new message.
  */
 export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 28);
+  messageDesc(file_convo_v1_conversation_service, 32);
 
 /**
  * ClearConversationRequest names a conversation.
@@ -1020,7 +1143,7 @@ export type ClearConversationRequest = Message<"convo.v1.ClearConversationReques
  * Use `create(ClearConversationRequestSchema)` to create a new message.
  */
 export const ClearConversationRequestSchema: GenMessage<ClearConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 29);
+  messageDesc(file_convo_v1_conversation_service, 33);
 
 /**
  * ClearConversationResponse is the cleared conversation.
@@ -1041,7 +1164,7 @@ export type ClearConversationResponse = Message<"convo.v1.ClearConversationRespo
  * Use `create(ClearConversationResponseSchema)` to create a new message.
  */
 export const ClearConversationResponseSchema: GenMessage<ClearConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 30);
+  messageDesc(file_convo_v1_conversation_service, 34);
 
 /**
  * SubmitFeedbackRequest rates an assistant message.
@@ -1076,7 +1199,7 @@ export type SubmitFeedbackRequest = Message<"convo.v1.SubmitFeedbackRequest"> & 
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 31);
+  messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
  * SubmitFeedbackResponse is the rated message.
@@ -1097,7 +1220,7 @@ export type SubmitFeedbackResponse = Message<"convo.v1.SubmitFeedbackResponse"> 
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 32);
+  messageDesc(file_convo_v1_conversation_service, 36);
 
 /**
  * VoteComparisonRequest is a vote.
@@ -1125,7 +1248,7 @@ export type VoteComparisonRequest = Message<"convo.v1.VoteComparisonRequest"> & 
  * Use `create(VoteComparisonRequestSchema)` to create a new message.
  */
 export const VoteComparisonRequestSchema: GenMessage<VoteComparisonRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 33);
+  messageDesc(file_convo_v1_conversation_service, 37);
 
 /**
  * VoteComparisonResponse is the comparison with its vote.
@@ -1146,7 +1269,7 @@ export type VoteComparisonResponse = Message<"convo.v1.VoteComparisonResponse"> 
  * Use `create(VoteComparisonResponseSchema)` to create a new message.
  */
 export const VoteComparisonResponseSchema: GenMessage<VoteComparisonResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 34);
+  messageDesc(file_convo_v1_conversation_service, 38);
 
 /**
  * Comparison is an A/B comparison: two prompts answering one user message.
@@ -1216,7 +1339,7 @@ export type Comparison = Message<"convo.v1.Comparison"> & {
  * Use `create(ComparisonSchema)` to create a new message.
  */
 export const ComparisonSchema: GenMessage<Comparison> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 35);
+  messageDesc(file_convo_v1_conversation_service, 39);
 
 /**
  * ComparisonSide is one reply of a comparison.
@@ -1258,7 +1381,7 @@ export type ComparisonSide = Message<"convo.v1.ComparisonSide"> & {
  * Use `create(ComparisonSideSchema)` to create a new message.
  */
 export const ComparisonSideSchema: GenMessage<ComparisonSide> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 36);
+  messageDesc(file_convo_v1_conversation_service, 40);
 
 /**
  * ListComparisonsRequest asks for a page of comparisons.
@@ -1293,7 +1416,7 @@ export type ListComparisonsRequest = Message<"convo.v1.ListComparisonsRequest"> 
  * Use `create(ListComparisonsRequestSchema)` to create a new message.
  */
 export const ListComparisonsRequestSchema: GenMessage<ListComparisonsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 37);
+  messageDesc(file_convo_v1_conversation_service, 41);
 
 /**
  * ListComparisonsResponse is a page of comparisons.
@@ -1321,7 +1444,7 @@ export type ListComparisonsResponse = Message<"convo.v1.ListComparisonsResponse"
  * Use `create(ListComparisonsResponseSchema)` to create a new message.
  */
 export const ListComparisonsResponseSchema: GenMessage<ListComparisonsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 38);
+  messageDesc(file_convo_v1_conversation_service, 42);
 
 /**
  * GetTraceRequest names a prompt, directly or through its message.
@@ -1358,7 +1481,7 @@ export type GetTraceRequest = Message<"convo.v1.GetTraceRequest"> & {
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 39);
+  messageDesc(file_convo_v1_conversation_service, 43);
 
 /**
  * GetTraceResponse is one prompt's trace.
@@ -1379,7 +1502,7 @@ export type GetTraceResponse = Message<"convo.v1.GetTraceResponse"> & {
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 40);
+  messageDesc(file_convo_v1_conversation_service, 44);
 
 /**
  * Trace is what one prompt did, step by step.
@@ -1422,7 +1545,7 @@ export type Trace = Message<"convo.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 41);
+  messageDesc(file_convo_v1_conversation_service, 45);
 
 /**
  * SearchMessagesRequest is a full-text query.
@@ -1455,7 +1578,7 @@ export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & 
  * Use `create(SearchMessagesRequestSchema)` to create a new message.
  */
 export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 42);
+  messageDesc(file_convo_v1_conversation_service, 46);
 
 /**
  * SearchMessagesResponse is the best matches, best first.
@@ -1476,7 +1599,7 @@ export type SearchMessagesResponse = Message<"convo.v1.SearchMessagesResponse"> 
  * Use `create(SearchMessagesResponseSchema)` to create a new message.
  */
 export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 43);
+  messageDesc(file_convo_v1_conversation_service, 47);
 
 /**
  * SearchResult is one matching message.
@@ -1555,7 +1678,7 @@ export type SearchResult = Message<"convo.v1.SearchResult"> & {
  * Use `create(SearchResultSchema)` to create a new message.
  */
 export const SearchResultSchema: GenMessage<SearchResult> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 44);
+  messageDesc(file_convo_v1_conversation_service, 48);
 
 /**
  * Highlight is a range of a snippet, in Unicode code points.
@@ -1583,7 +1706,7 @@ export type Highlight = Message<"convo.v1.Highlight"> & {
  * Use `create(HighlightSchema)` to create a new message.
  */
 export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 45);
+  messageDesc(file_convo_v1_conversation_service, 49);
 
 /**
  * AnswerInputRequest answers one input request.
@@ -1611,7 +1734,7 @@ export type AnswerInputRequest = Message<"convo.v1.AnswerInputRequest"> & {
  * Use `create(AnswerInputRequestSchema)` to create a new message.
  */
 export const AnswerInputRequestSchema: GenMessage<AnswerInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 46);
+  messageDesc(file_convo_v1_conversation_service, 50);
 
 /**
  * InputAnswer is the answer to an input request: exactly one of its kinds,
@@ -1657,7 +1780,7 @@ export type InputAnswer = Message<"convo.v1.InputAnswer"> & {
  * Use `create(InputAnswerSchema)` to create a new message.
  */
 export const InputAnswerSchema: GenMessage<InputAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 47);
+  messageDesc(file_convo_v1_conversation_service, 51);
 
 /**
  * ApprovalAnswer approves or denies a tool call.
@@ -1686,7 +1809,7 @@ export type ApprovalAnswer = Message<"convo.v1.ApprovalAnswer"> & {
  * Use `create(ApprovalAnswerSchema)` to create a new message.
  */
 export const ApprovalAnswerSchema: GenMessage<ApprovalAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 48);
+  messageDesc(file_convo_v1_conversation_service, 52);
 
 /**
  * ClientToolAnswer is the result of a tool the client ran: its output, or
@@ -1727,7 +1850,7 @@ export type ClientToolAnswer = Message<"convo.v1.ClientToolAnswer"> & {
  * Use `create(ClientToolAnswerSchema)` to create a new message.
  */
 export const ClientToolAnswerSchema: GenMessage<ClientToolAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 49);
+  messageDesc(file_convo_v1_conversation_service, 53);
 
 /**
  * QuestionAnswer answers a question.
@@ -1749,7 +1872,7 @@ export type QuestionAnswer = Message<"convo.v1.QuestionAnswer"> & {
  * Use `create(QuestionAnswerSchema)` to create a new message.
  */
 export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 50);
+  messageDesc(file_convo_v1_conversation_service, 54);
 
 /**
  * AnswerInputResponse is the request as answered.
@@ -1770,7 +1893,7 @@ export type AnswerInputResponse = Message<"convo.v1.AnswerInputResponse"> & {
  * Use `create(AnswerInputResponseSchema)` to create a new message.
  */
 export const AnswerInputResponseSchema: GenMessage<AnswerInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 51);
+  messageDesc(file_convo_v1_conversation_service, 55);
 
 /**
  * ClaimInputRequest claims a client tool's run.
@@ -1807,7 +1930,7 @@ export type ClaimInputRequest = Message<"convo.v1.ClaimInputRequest"> & {
  * Use `create(ClaimInputRequestSchema)` to create a new message.
  */
 export const ClaimInputRequestSchema: GenMessage<ClaimInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 52);
+  messageDesc(file_convo_v1_conversation_service, 56);
 
 /**
  * ClaimInputResponse is the request as claimed.
@@ -1828,7 +1951,7 @@ export type ClaimInputResponse = Message<"convo.v1.ClaimInputResponse"> & {
  * Use `create(ClaimInputResponseSchema)` to create a new message.
  */
 export const ClaimInputResponseSchema: GenMessage<ClaimInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 53);
+  messageDesc(file_convo_v1_conversation_service, 57);
 
 /**
  * GetServerInfoRequest asks for the server's set-up; it has no fields.
@@ -1843,7 +1966,7 @@ export type GetServerInfoRequest = Message<"convo.v1.GetServerInfoRequest"> & {
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 54);
+  messageDesc(file_convo_v1_conversation_service, 58);
 
 /**
  * GetServerInfoResponse is the server's set-up as a client shows it.
@@ -1885,7 +2008,7 @@ export type GetServerInfoResponse = Message<"convo.v1.GetServerInfoResponse"> & 
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 55);
+  messageDesc(file_convo_v1_conversation_service, 59);
 
 /**
  * Preference is a vote in an A/B comparison.
@@ -2201,6 +2324,22 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof GetServerInfoRequestSchema;
     output: typeof GetServerInfoResponseSchema;
+  },
+  /**
+   * SetTyping reports that the caller is typing in a conversation (typing
+   * true), or has stopped (false). The streams of the conversation that
+   * asked include_presence see it in their next Presence, on every server.
+   * Typing lasts 6 s after the last report: a client typing for longer
+   * reports again every few seconds. Rate-limited per user
+   * (ResourceExhausted with Retry-After); NotFound for a conversation the
+   * caller may not read. Nothing is stored.
+   *
+   * @generated from rpc convo.v1.ConversationService.SetTyping
+   */
+  setTyping: {
+    methodKind: "unary";
+    input: typeof SetTypingRequestSchema;
+    output: typeof SetTypingResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);
