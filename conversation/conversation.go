@@ -17,6 +17,10 @@ type Conversation struct {
 	LastMessageAt  time.Time
 	// LastSeq is the seq of the conversation's newest event.
 	LastSeq int64
+	// Role is the role in it of the user who read it (RoleOwner,
+	// RoleParticipant or RoleViewer); empty when the read was not a
+	// user's.
+	Role MemberRole
 }
 
 // PageCursor is a position in a list ordered by (time, id) descending: the

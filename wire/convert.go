@@ -99,14 +99,20 @@ func Conversation(c conversation.Conversation) *convov1.Conversation {
 	return &convov1.Conversation{
 		Id: c.ID.String(), Title: c.Title, ActivePromptId: NullID(c.ActivePromptID),
 		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt), LastMessageAt: ts(c.LastMessageAt),
+		Role: string(c.Role),
 	}
+}
+
+// Member is m in its wire form.
+func Member(m conversation.Member) *convov1.Member {
+	return &convov1.Member{UserId: m.UserID, Role: string(m.Role), AddedAt: ts(m.AddedAt), AddedBy: m.AddedBy}
 }
 
 // Message is m in its wire form, with its blocks. It fails only for a
 // block whose JSON payload does not decode.
 func Message(m conversation.Message) (*convov1.Message, error) {
 	out := &convov1.Message{
-		Id: m.ID.String(), ConversationId: m.ConversationID.String(), Role: string(m.Role),
+		Id: m.ID.String(), ConversationId: m.ConversationID.String(), Role: string(m.Role), SenderId: m.SenderID,
 		Status: string(m.Status), PromptId: NullID(m.PromptID),
 		CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt),
 		ComparisonId: NullID(m.ComparisonID), ComparisonSlot: m.ComparisonSlot,

@@ -80,6 +80,299 @@ func (Preference) EnumDescriptor() ([]byte, []int) {
 	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
 }
 
+// AddMemberRequest adds a member to a conversation.
+type AddMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// user_id is the user to add: 1 to 200 bytes, no control character;
+	// not the owner's.
+	UserId string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// role is "viewer" or "participant".
+	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddMemberRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+// AddMemberResponse is the member as they now are.
+type AddMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *Member                `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AddMemberResponse) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+// RemoveMemberRequest removes a member from a conversation.
+type RemoveMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// user_id is the member to remove (the caller's own id to leave).
+	UserId        string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoveMemberRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *RemoveMemberRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// RemoveMemberResponse is empty.
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+}
+
+// ListMembersRequest names the conversation.
+type ListMembersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListMembersRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// ListMembersResponse lists the owner, then the members.
+type ListMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 // EditMessageRequest edits a user message.
 type EditMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -103,7 +396,7 @@ type EditMessageRequest struct {
 
 func (x *EditMessageRequest) Reset() {
 	*x = EditMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +408,7 @@ func (x *EditMessageRequest) String() string {
 func (*EditMessageRequest) ProtoMessage() {}
 
 func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +421,7 @@ func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageRequest.ProtoReflect.Descriptor instead.
 func (*EditMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EditMessageRequest) GetConversationId() string {
@@ -181,7 +474,7 @@ type EditMessageResponse struct {
 
 func (x *EditMessageResponse) Reset() {
 	*x = EditMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +486,7 @@ func (x *EditMessageResponse) String() string {
 func (*EditMessageResponse) ProtoMessage() {}
 
 func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +499,7 @@ func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageResponse.ProtoReflect.Descriptor instead.
 func (*EditMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EditMessageResponse) GetUserMessageId() string {
@@ -246,7 +539,7 @@ type RegenerateReplyRequest struct {
 
 func (x *RegenerateReplyRequest) Reset() {
 	*x = RegenerateReplyRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +551,7 @@ func (x *RegenerateReplyRequest) String() string {
 func (*RegenerateReplyRequest) ProtoMessage() {}
 
 func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +564,7 @@ func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyRequest.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegenerateReplyRequest) GetConversationId() string {
@@ -308,7 +601,7 @@ type RegenerateReplyResponse struct {
 
 func (x *RegenerateReplyResponse) Reset() {
 	*x = RegenerateReplyResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +613,7 @@ func (x *RegenerateReplyResponse) String() string {
 func (*RegenerateReplyResponse) ProtoMessage() {}
 
 func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +626,7 @@ func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyResponse.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegenerateReplyResponse) GetAssistantMessageId() string {
@@ -370,7 +663,7 @@ type SwitchBranchRequest struct {
 
 func (x *SwitchBranchRequest) Reset() {
 	*x = SwitchBranchRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +675,7 @@ func (x *SwitchBranchRequest) String() string {
 func (*SwitchBranchRequest) ProtoMessage() {}
 
 func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +688,7 @@ func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchRequest.ProtoReflect.Descriptor instead.
 func (*SwitchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SwitchBranchRequest) GetConversationId() string {
@@ -431,7 +724,7 @@ type SwitchBranchResponse struct {
 
 func (x *SwitchBranchResponse) Reset() {
 	*x = SwitchBranchResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +736,7 @@ func (x *SwitchBranchResponse) String() string {
 func (*SwitchBranchResponse) ProtoMessage() {}
 
 func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +749,7 @@ func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchResponse.ProtoReflect.Descriptor instead.
 func (*SwitchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SwitchBranchResponse) GetLeafMessageId() string {
@@ -500,7 +793,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +805,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +818,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SendMessageRequest) GetConversationId() string {
@@ -593,7 +886,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +898,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +911,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SendMessageResponse) GetConversationId() string {
@@ -703,7 +996,7 @@ type StreamConversationRequest struct {
 
 func (x *StreamConversationRequest) Reset() {
 	*x = StreamConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +1008,7 @@ func (x *StreamConversationRequest) String() string {
 func (*StreamConversationRequest) ProtoMessage() {}
 
 func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +1021,7 @@ func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationRequest.ProtoReflect.Descriptor instead.
 func (*StreamConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StreamConversationRequest) GetConversationId() string {
@@ -775,7 +1068,7 @@ type StreamConversationResponse struct {
 
 func (x *StreamConversationResponse) Reset() {
 	*x = StreamConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +1080,7 @@ func (x *StreamConversationResponse) String() string {
 func (*StreamConversationResponse) ProtoMessage() {}
 
 func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +1093,7 @@ func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationResponse.ProtoReflect.Descriptor instead.
 func (*StreamConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StreamConversationResponse) GetKind() isStreamConversationResponse_Kind {
@@ -875,7 +1168,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +1180,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +1193,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Snapshot) GetConversation() *Conversation {
@@ -952,7 +1245,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1257,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1270,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListMessagesRequest) GetConversationId() string {
@@ -1011,7 +1304,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1023,7 +1316,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1036,7 +1329,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -1067,7 +1360,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1372,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1385,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -1137,7 +1430,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1442,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1455,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -1213,7 +1506,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1518,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1531,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -1268,7 +1561,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1573,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1586,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -1321,7 +1614,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1626,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1639,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -1367,7 +1660,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1672,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1685,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -1413,7 +1706,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1718,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1731,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -1459,7 +1752,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1764,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1777,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -1507,7 +1800,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1812,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1825,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -1560,7 +1853,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1865,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1878,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -1606,7 +1899,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1911,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1924,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -1650,7 +1943,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1662,7 +1955,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1675,7 +1968,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 // ClearConversationRequest names a conversation.
@@ -1689,7 +1982,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1994,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +2007,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -1735,7 +2028,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +2040,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +2053,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -1785,7 +2078,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +2090,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +2103,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -1845,7 +2138,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1857,7 +2150,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1870,7 +2163,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -1893,7 +2186,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2198,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2211,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -1946,7 +2239,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2251,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2264,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -2006,7 +2299,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2311,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2324,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Comparison) GetId() string {
@@ -2107,7 +2400,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2412,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2425,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -2178,7 +2471,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2483,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2496,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -2240,7 +2533,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2545,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2558,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -2298,7 +2591,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2603,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2616,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -2380,7 +2673,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2392,7 +2685,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2405,7 +2698,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -2433,7 +2726,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2738,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2751,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -2507,7 +2800,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2812,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2825,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -2560,7 +2853,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2865,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2878,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -2624,7 +2917,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2929,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2942,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -2728,7 +3021,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +3033,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +3046,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -2783,7 +3076,7 @@ type AnswerInputRequest struct {
 
 func (x *AnswerInputRequest) Reset() {
 	*x = AnswerInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +3088,7 @@ func (x *AnswerInputRequest) String() string {
 func (*AnswerInputRequest) ProtoMessage() {}
 
 func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +3101,7 @@ func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
 func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AnswerInputRequest) GetToolCallId() string {
@@ -2843,7 +3136,7 @@ type InputAnswer struct {
 
 func (x *InputAnswer) Reset() {
 	*x = InputAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +3148,7 @@ func (x *InputAnswer) String() string {
 func (*InputAnswer) ProtoMessage() {}
 
 func (x *InputAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +3161,7 @@ func (x *InputAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
 func (*InputAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *InputAnswer) GetKind() isInputAnswer_Kind {
@@ -2944,7 +3237,7 @@ type ApprovalAnswer struct {
 
 func (x *ApprovalAnswer) Reset() {
 	*x = ApprovalAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3249,7 @@ func (x *ApprovalAnswer) String() string {
 func (*ApprovalAnswer) ProtoMessage() {}
 
 func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3262,7 @@ func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
 func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ApprovalAnswer) GetApproved() bool {
@@ -3003,7 +3296,7 @@ type ClientToolAnswer struct {
 
 func (x *ClientToolAnswer) Reset() {
 	*x = ClientToolAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3308,7 @@ func (x *ClientToolAnswer) String() string {
 func (*ClientToolAnswer) ProtoMessage() {}
 
 func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3321,7 @@ func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
 func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
@@ -3089,7 +3382,7 @@ type QuestionAnswer struct {
 
 func (x *QuestionAnswer) Reset() {
 	*x = QuestionAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3101,7 +3394,7 @@ func (x *QuestionAnswer) String() string {
 func (*QuestionAnswer) ProtoMessage() {}
 
 func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3114,7 +3407,7 @@ func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
 func (*QuestionAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *QuestionAnswer) GetAnswer() string {
@@ -3135,7 +3428,7 @@ type AnswerInputResponse struct {
 
 func (x *AnswerInputResponse) Reset() {
 	*x = AnswerInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3440,7 @@ func (x *AnswerInputResponse) String() string {
 func (*AnswerInputResponse) ProtoMessage() {}
 
 func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3453,7 @@ func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
 func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
@@ -3187,7 +3480,7 @@ type ClaimInputRequest struct {
 
 func (x *ClaimInputRequest) Reset() {
 	*x = ClaimInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3199,7 +3492,7 @@ func (x *ClaimInputRequest) String() string {
 func (*ClaimInputRequest) ProtoMessage() {}
 
 func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3212,7 +3505,7 @@ func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
 func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ClaimInputRequest) GetToolCallId() string {
@@ -3247,7 +3540,7 @@ type ClaimInputResponse struct {
 
 func (x *ClaimInputResponse) Reset() {
 	*x = ClaimInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3259,7 +3552,7 @@ func (x *ClaimInputResponse) String() string {
 func (*ClaimInputResponse) ProtoMessage() {}
 
 func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3272,7 +3565,7 @@ func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
 func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
@@ -3291,7 +3584,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3303,7 +3596,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3316,7 +3609,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
 }
 
 // GetServerInfoResponse is the server's set-up as a client shows it.
@@ -3341,7 +3634,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3646,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3659,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetServerInfoResponse) GetDemoModel() bool {
@@ -3394,7 +3687,21 @@ var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
 
 const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\n" +
-	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x01\n" +
+	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"\x10AddMemberRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"=\n" +
+	"\x11AddMemberResponse\x12(\n" +
+	"\x06member\x18\x01 \x01(\v2\x10.convo.v1.MemberR\x06member\"W\n" +
+	"\x13RemoveMemberRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\"\x16\n" +
+	"\x14RemoveMemberResponse\"=\n" +
+	"\x12ListMembersRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"A\n" +
+	"\x13ListMembersResponse\x12*\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.convo.v1.MemberR\amembers\"\xb8\x01\n" +
 	"\x12EditMessageRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
 	"\n" +
@@ -3614,7 +3921,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\x8d\x0e\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xee\x0f\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -3637,7 +3944,10 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\vEditMessage\x12\x1c.convo.v1.EditMessageRequest\x1a\x1d.convo.v1.EditMessageResponse\x12V\n" +
 	"\x0fRegenerateReply\x12 .convo.v1.RegenerateReplyRequest\x1a!.convo.v1.RegenerateReplyResponse\x12M\n" +
 	"\fSwitchBranch\x12\x1d.convo.v1.SwitchBranchRequest\x1a\x1e.convo.v1.SwitchBranchResponse\x12P\n" +
-	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponse\x12D\n" +
+	"\tAddMember\x12\x1a.convo.v1.AddMemberRequest\x1a\x1b.convo.v1.AddMemberResponse\x12M\n" +
+	"\fRemoveMember\x12\x1d.convo.v1.RemoveMemberRequest\x1a\x1e.convo.v1.RemoveMemberResponse\x12J\n" +
+	"\vListMembers\x12\x1c.convo.v1.ListMembersRequest\x1a\x1d.convo.v1.ListMembersResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -3652,161 +3962,176 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                    // 0: convo.v1.Preference
-	(*EditMessageRequest)(nil),         // 1: convo.v1.EditMessageRequest
-	(*EditMessageResponse)(nil),        // 2: convo.v1.EditMessageResponse
-	(*RegenerateReplyRequest)(nil),     // 3: convo.v1.RegenerateReplyRequest
-	(*RegenerateReplyResponse)(nil),    // 4: convo.v1.RegenerateReplyResponse
-	(*SwitchBranchRequest)(nil),        // 5: convo.v1.SwitchBranchRequest
-	(*SwitchBranchResponse)(nil),       // 6: convo.v1.SwitchBranchResponse
-	(*SendMessageRequest)(nil),         // 7: convo.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),        // 8: convo.v1.SendMessageResponse
-	(*StreamConversationRequest)(nil),  // 9: convo.v1.StreamConversationRequest
-	(*StreamConversationResponse)(nil), // 10: convo.v1.StreamConversationResponse
-	(*Snapshot)(nil),                   // 11: convo.v1.Snapshot
-	(*ListMessagesRequest)(nil),        // 12: convo.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),       // 13: convo.v1.ListMessagesResponse
-	(*GetConversationRequest)(nil),     // 14: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),    // 15: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),   // 16: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),  // 17: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),        // 18: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),       // 19: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),  // 20: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil), // 21: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),  // 22: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil), // 23: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),  // 24: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil), // 25: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),   // 26: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),  // 27: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),      // 28: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),     // 29: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),      // 30: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),     // 31: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                 // 32: convo.v1.Comparison
-	(*ComparisonSide)(nil),             // 33: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),     // 34: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),    // 35: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),            // 36: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),           // 37: convo.v1.GetTraceResponse
-	(*Trace)(nil),                      // 38: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),      // 39: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),     // 40: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),               // 41: convo.v1.SearchResult
-	(*Highlight)(nil),                  // 42: convo.v1.Highlight
-	(*AnswerInputRequest)(nil),         // 43: convo.v1.AnswerInputRequest
-	(*InputAnswer)(nil),                // 44: convo.v1.InputAnswer
-	(*ApprovalAnswer)(nil),             // 45: convo.v1.ApprovalAnswer
-	(*ClientToolAnswer)(nil),           // 46: convo.v1.ClientToolAnswer
-	(*QuestionAnswer)(nil),             // 47: convo.v1.QuestionAnswer
-	(*AnswerInputResponse)(nil),        // 48: convo.v1.AnswerInputResponse
-	(*ClaimInputRequest)(nil),          // 49: convo.v1.ClaimInputRequest
-	(*ClaimInputResponse)(nil),         // 50: convo.v1.ClaimInputResponse
-	(*GetServerInfoRequest)(nil),       // 51: convo.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),      // 52: convo.v1.GetServerInfoResponse
-	(*ModelConfig)(nil),                // 53: convo.v1.ModelConfig
-	(*Event)(nil),                      // 54: convo.v1.Event
-	(*Conversation)(nil),               // 55: convo.v1.Conversation
-	(*Message)(nil),                    // 56: convo.v1.Message
-	(*InputRequest)(nil),               // 57: convo.v1.InputRequest
-	(Rating)(0),                        // 58: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),      // 59: google.protobuf.Timestamp
-	(*Prompt)(nil),                     // 60: convo.v1.Prompt
-	(*durationpb.Duration)(nil),        // 61: google.protobuf.Duration
+	(*AddMemberRequest)(nil),           // 1: convo.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),          // 2: convo.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),        // 3: convo.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 4: convo.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),         // 5: convo.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),        // 6: convo.v1.ListMembersResponse
+	(*EditMessageRequest)(nil),         // 7: convo.v1.EditMessageRequest
+	(*EditMessageResponse)(nil),        // 8: convo.v1.EditMessageResponse
+	(*RegenerateReplyRequest)(nil),     // 9: convo.v1.RegenerateReplyRequest
+	(*RegenerateReplyResponse)(nil),    // 10: convo.v1.RegenerateReplyResponse
+	(*SwitchBranchRequest)(nil),        // 11: convo.v1.SwitchBranchRequest
+	(*SwitchBranchResponse)(nil),       // 12: convo.v1.SwitchBranchResponse
+	(*SendMessageRequest)(nil),         // 13: convo.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),        // 14: convo.v1.SendMessageResponse
+	(*StreamConversationRequest)(nil),  // 15: convo.v1.StreamConversationRequest
+	(*StreamConversationResponse)(nil), // 16: convo.v1.StreamConversationResponse
+	(*Snapshot)(nil),                   // 17: convo.v1.Snapshot
+	(*ListMessagesRequest)(nil),        // 18: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),       // 19: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),     // 20: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),    // 21: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),   // 22: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),  // 23: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),        // 24: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),       // 25: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),  // 26: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil), // 27: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),  // 28: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil), // 29: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),  // 30: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil), // 31: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),   // 32: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),  // 33: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),      // 34: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),     // 35: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),      // 36: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),     // 37: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                 // 38: convo.v1.Comparison
+	(*ComparisonSide)(nil),             // 39: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),     // 40: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),    // 41: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),            // 42: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),           // 43: convo.v1.GetTraceResponse
+	(*Trace)(nil),                      // 44: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),      // 45: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),     // 46: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),               // 47: convo.v1.SearchResult
+	(*Highlight)(nil),                  // 48: convo.v1.Highlight
+	(*AnswerInputRequest)(nil),         // 49: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                // 50: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),             // 51: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),           // 52: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),             // 53: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),        // 54: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),          // 55: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),         // 56: convo.v1.ClaimInputResponse
+	(*GetServerInfoRequest)(nil),       // 57: convo.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),      // 58: convo.v1.GetServerInfoResponse
+	(*Member)(nil),                     // 59: convo.v1.Member
+	(*ModelConfig)(nil),                // 60: convo.v1.ModelConfig
+	(*Event)(nil),                      // 61: convo.v1.Event
+	(*Conversation)(nil),               // 62: convo.v1.Conversation
+	(*Message)(nil),                    // 63: convo.v1.Message
+	(*InputRequest)(nil),               // 64: convo.v1.InputRequest
+	(Rating)(0),                        // 65: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),      // 66: google.protobuf.Timestamp
+	(*Prompt)(nil),                     // 67: convo.v1.Prompt
+	(*durationpb.Duration)(nil),        // 68: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	53, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
-	53, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
-	53, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	53, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
-	11, // 4: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	54, // 5: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	55, // 6: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	56, // 7: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	57, // 8: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	56, // 9: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	55, // 10: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	56, // 11: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	57, // 12: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	55, // 13: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	55, // 14: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	55, // 15: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	55, // 16: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	58, // 17: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	56, // 18: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 19: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	32, // 20: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	33, // 21: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	33, // 22: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 23: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	59, // 24: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	59, // 25: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	53, // 26: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	32, // 27: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	38, // 28: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	60, // 29: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	61, // 30: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	61, // 31: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	54, // 32: convo.v1.Trace.events:type_name -> convo.v1.Event
-	41, // 33: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	42, // 34: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	59, // 35: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	44, // 36: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
-	45, // 37: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
-	46, // 38: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
-	47, // 39: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	57, // 40: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	57, // 41: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
-	7,  // 42: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	9,  // 43: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	14, // 44: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	16, // 45: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	18, // 46: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	20, // 47: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	22, // 48: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	24, // 49: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	26, // 50: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	28, // 51: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	30, // 52: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	34, // 53: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	36, // 54: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	39, // 55: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	12, // 56: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	43, // 57: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
-	49, // 58: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
-	1,  // 59: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
-	3,  // 60: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
-	5,  // 61: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
-	51, // 62: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
-	8,  // 63: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	10, // 64: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	15, // 65: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	17, // 66: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	19, // 67: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	21, // 68: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	23, // 69: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	25, // 70: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	27, // 71: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	29, // 72: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	31, // 73: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	35, // 74: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	37, // 75: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	40, // 76: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	13, // 77: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	48, // 78: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	50, // 79: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	2,  // 80: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
-	4,  // 81: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
-	6,  // 82: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
-	52, // 83: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
-	63, // [63:84] is the sub-list for method output_type
-	42, // [42:63] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	59, // 0: convo.v1.AddMemberResponse.member:type_name -> convo.v1.Member
+	59, // 1: convo.v1.ListMembersResponse.members:type_name -> convo.v1.Member
+	60, // 2: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	60, // 3: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	60, // 4: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	60, // 5: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	17, // 6: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
+	61, // 7: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	62, // 8: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	63, // 9: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	64, // 10: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	63, // 11: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	62, // 12: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	63, // 13: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	64, // 14: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	62, // 15: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	62, // 16: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	62, // 17: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	62, // 18: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	65, // 19: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	63, // 20: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 21: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	38, // 22: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	39, // 23: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	39, // 24: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 25: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	66, // 26: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	66, // 27: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	60, // 28: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	38, // 29: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	44, // 30: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	67, // 31: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	68, // 32: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	68, // 33: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	61, // 34: convo.v1.Trace.events:type_name -> convo.v1.Event
+	47, // 35: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	48, // 36: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	66, // 37: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	50, // 38: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	51, // 39: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	52, // 40: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	53, // 41: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	64, // 42: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	64, // 43: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	13, // 44: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	15, // 45: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	20, // 46: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	22, // 47: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	24, // 48: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	26, // 49: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	28, // 50: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	30, // 51: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	32, // 52: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	34, // 53: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	36, // 54: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	40, // 55: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	42, // 56: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	45, // 57: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	18, // 58: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	49, // 59: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	55, // 60: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	7,  // 61: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
+	9,  // 62: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
+	11, // 63: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
+	57, // 64: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
+	1,  // 65: convo.v1.ConversationService.AddMember:input_type -> convo.v1.AddMemberRequest
+	3,  // 66: convo.v1.ConversationService.RemoveMember:input_type -> convo.v1.RemoveMemberRequest
+	5,  // 67: convo.v1.ConversationService.ListMembers:input_type -> convo.v1.ListMembersRequest
+	14, // 68: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	16, // 69: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	21, // 70: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	23, // 71: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	25, // 72: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	27, // 73: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	29, // 74: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	31, // 75: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	33, // 76: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	35, // 77: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	37, // 78: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	41, // 79: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	43, // 80: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	46, // 81: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	19, // 82: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	54, // 83: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	56, // 84: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	8,  // 85: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	10, // 86: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	12, // 87: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	58, // 88: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
+	2,  // 89: convo.v1.ConversationService.AddMember:output_type -> convo.v1.AddMemberResponse
+	4,  // 90: convo.v1.ConversationService.RemoveMember:output_type -> convo.v1.RemoveMemberResponse
+	6,  // 91: convo.v1.ConversationService.ListMembers:output_type -> convo.v1.ListMembersResponse
+	68, // [68:92] is the sub-list for method output_type
+	44, // [44:68] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -3816,22 +4141,22 @@ func file_convo_v1_conversation_service_proto_init() {
 	}
 	file_convo_v1_events_proto_init()
 	file_convo_v1_types_proto_init()
-	file_convo_v1_conversation_service_proto_msgTypes[4].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[8].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[9].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[10].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[14].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[15].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[35].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[41].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[43].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[49].OneofWrappers = []any{
 		(*InputAnswer_Approval)(nil),
 		(*InputAnswer_ClientTool)(nil),
 		(*InputAnswer_Question)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[45].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[51].OneofWrappers = []any{
 		(*ClientToolAnswer_Output)(nil),
 		(*ClientToolAnswer_Error)(nil),
 	}
@@ -3841,7 +4166,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -139,6 +139,14 @@ type ConvoLimit struct {
 	MaxActivePrompts int32
 }
 
+type ConvoMember struct {
+	ConversationID uuid.UUID
+	UserID         string
+	Role           string
+	AddedAt        time.Time
+	AddedBy        string
+}
+
 type ConvoMessage struct {
 	ID              uuid.UUID
 	ConversationID  uuid.UUID
@@ -154,6 +162,7 @@ type ConvoMessage struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	SenderID        *string
 }
 
 type ConvoMessageFile struct {

@@ -96,6 +96,15 @@ const (
 	// ConversationServiceGetServerInfoProcedure is the fully-qualified name of the
 	// ConversationService's GetServerInfo RPC.
 	ConversationServiceGetServerInfoProcedure = "/convo.v1.ConversationService/GetServerInfo"
+	// ConversationServiceAddMemberProcedure is the fully-qualified name of the ConversationService's
+	// AddMember RPC.
+	ConversationServiceAddMemberProcedure = "/convo.v1.ConversationService/AddMember"
+	// ConversationServiceRemoveMemberProcedure is the fully-qualified name of the ConversationService's
+	// RemoveMember RPC.
+	ConversationServiceRemoveMemberProcedure = "/convo.v1.ConversationService/RemoveMember"
+	// ConversationServiceListMembersProcedure is the fully-qualified name of the ConversationService's
+	// ListMembers RPC.
+	ConversationServiceListMembersProcedure = "/convo.v1.ConversationService/ListMembers"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -172,6 +181,18 @@ type ConversationServiceClient interface {
 	// shows its user: whether its own workers answer with the demo model.
 	// It reads no data, only the server's settings.
 	GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error)
+	// AddMember shares the conversation with a user as a "viewer" (reads)
+	// or a "participant" (reads and writes), or changes a member's role.
+	// The owner only: PermissionDenied for a member, NotFound for anyone
+	// else. Event: memberAdded (none when the role was that already).
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member: the owner removes anyone, a member
+	// only themself. The removed user's open streams of the conversation
+	// end with NotFound, on every server. Event: memberRemoved.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// ListMembers lists the owner, then the members in the order they were
+	// added; for the owner and any member.
+	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -311,6 +332,24 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("GetServerInfo")),
 			connect.WithClientOptions(opts...),
 		),
+		addMember: connect.NewClient[v1.AddMemberRequest, v1.AddMemberResponse](
+			httpClient,
+			baseURL+ConversationServiceAddMemberProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("AddMember")),
+			connect.WithClientOptions(opts...),
+		),
+		removeMember: connect.NewClient[v1.RemoveMemberRequest, v1.RemoveMemberResponse](
+			httpClient,
+			baseURL+ConversationServiceRemoveMemberProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("RemoveMember")),
+			connect.WithClientOptions(opts...),
+		),
+		listMembers: connect.NewClient[v1.ListMembersRequest, v1.ListMembersResponse](
+			httpClient,
+			baseURL+ConversationServiceListMembersProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -337,6 +376,9 @@ type conversationServiceClient struct {
 	regenerateReply    *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
 	switchBranch       *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
 	getServerInfo      *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
+	addMember          *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	removeMember       *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
+	listMembers        *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -444,6 +486,21 @@ func (c *conversationServiceClient) GetServerInfo(ctx context.Context, req *conn
 	return c.getServerInfo.CallUnary(ctx, req)
 }
 
+// AddMember calls convo.v1.ConversationService.AddMember.
+func (c *conversationServiceClient) AddMember(ctx context.Context, req *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return c.addMember.CallUnary(ctx, req)
+}
+
+// RemoveMember calls convo.v1.ConversationService.RemoveMember.
+func (c *conversationServiceClient) RemoveMember(ctx context.Context, req *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return c.removeMember.CallUnary(ctx, req)
+}
+
+// ListMembers calls convo.v1.ConversationService.ListMembers.
+func (c *conversationServiceClient) ListMembers(ctx context.Context, req *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
+	return c.listMembers.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -518,6 +575,18 @@ type ConversationServiceHandler interface {
 	// shows its user: whether its own workers answer with the demo model.
 	// It reads no data, only the server's settings.
 	GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error)
+	// AddMember shares the conversation with a user as a "viewer" (reads)
+	// or a "participant" (reads and writes), or changes a member's role.
+	// The owner only: PermissionDenied for a member, NotFound for anyone
+	// else. Event: memberAdded (none when the role was that already).
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member: the owner removes anyone, a member
+	// only themself. The removed user's open streams of the conversation
+	// end with NotFound, on every server. Event: memberRemoved.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// ListMembers lists the owner, then the members in the order they were
+	// added; for the owner and any member.
+	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -653,6 +722,24 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("GetServerInfo")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceAddMemberHandler := connect.NewUnaryHandler(
+		ConversationServiceAddMemberProcedure,
+		svc.AddMember,
+		connect.WithSchema(conversationServiceMethods.ByName("AddMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceRemoveMemberHandler := connect.NewUnaryHandler(
+		ConversationServiceRemoveMemberProcedure,
+		svc.RemoveMember,
+		connect.WithSchema(conversationServiceMethods.ByName("RemoveMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceListMembersHandler := connect.NewUnaryHandler(
+		ConversationServiceListMembersProcedure,
+		svc.ListMembers,
+		connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -697,6 +784,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceSwitchBranchHandler.ServeHTTP(w, r)
 		case ConversationServiceGetServerInfoProcedure:
 			conversationServiceGetServerInfoHandler.ServeHTTP(w, r)
+		case ConversationServiceAddMemberProcedure:
+			conversationServiceAddMemberHandler.ServeHTTP(w, r)
+		case ConversationServiceRemoveMemberProcedure:
+			conversationServiceRemoveMemberHandler.ServeHTTP(w, r)
+		case ConversationServiceListMembersProcedure:
+			conversationServiceListMembersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -788,4 +881,16 @@ func (UnimplementedConversationServiceHandler) SwitchBranch(context.Context, *co
 
 func (UnimplementedConversationServiceHandler) GetServerInfo(context.Context, *connect.Request[v1.GetServerInfoRequest]) (*connect.Response[v1.GetServerInfoResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.GetServerInfo is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.AddMember is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.RemoveMember is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListMembers is not implemented"))
 }

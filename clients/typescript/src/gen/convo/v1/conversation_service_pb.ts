@@ -6,7 +6,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Event } from "./events_pb.js";
 import { file_convo_v1_events } from "./events_pb.js";
-import type { Conversation, InputRequest, Message as Message$1, ModelConfig, Prompt, Rating } from "./types_pb.js";
+import type { Conversation, InputRequest, Member, Message as Message$1, ModelConfig, Prompt, Rating } from "./types_pb.js";
 import { file_convo_v1_types } from "./types_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -16,7 +16,145 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEihwEKEkVkaXRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgR0ZXh0GAMgASgJEiQKBW1vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSEAoIZmlsZV9pZHMYBSADKAkiXwoTRWRpdE1lc3NhZ2VSZXNwb25zZRIXCg91c2VyX21lc3NhZ2VfaWQYASABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAiABKAkSEQoJcHJvbXB0X2lkGAMgASgJImsKFlJlZ2VuZXJhdGVSZXBseVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyJKChdSZWdlbmVyYXRlUmVwbHlSZXNwb25zZRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkicAoTU3dpdGNoQnJhbmNoUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIaCg1zaWJsaW5nX2luZGV4GAMgASgFSACIAQFCEAoOX3NpYmxpbmdfaW5kZXgiLwoUU3dpdGNoQnJhbmNoUmVzcG9uc2USFwoPbGVhZl9tZXNzYWdlX2lkGAEgASgJIrwBChJTZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEgwKBHRleHQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIsCg1jb21wYXJlX21vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSGQoRcGFyZW50X21lc3NhZ2VfaWQYBSABKAkSEAoIZmlsZV9pZHMYBiADKAki0AEKE1NlbmRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgDIAEoCRIRCglwcm9tcHRfaWQYBCABKAkSFQoNY29tcGFyaXNvbl9pZBgFIAEoCRIkChxjb21wYXJlX2Fzc2lzdGFudF9tZXNzYWdlX2lkGAYgASgJEhkKEWNvbXBhcmVfcHJvbXB0X2lkGAcgASgJIpIBChlTdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKANIAIgBARIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgDIAEoCBIYChBpbmNsdWRlX2JyYW5jaGVzGAQgASgIQgwKCl9hZnRlcl9zZXEibgoaU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2USJgoIc25hcHNob3QYASABKAsyEi5jb252by52MS5TbmFwc2hvdEgAEiAKBWV2ZW50GAIgASgLMg8uY29udm8udjEuRXZlbnRIAEIGCgRraW5kIrQBCghTbmFwc2hvdBIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIYChBvbGRlcl9wYWdlX3Rva2VuGAQgASgJEi4KDnBlbmRpbmdfaW5wdXRzGAUgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IkIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCnBhZ2VfdG9rZW4YAiABKAkiVAoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5jb252by52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChZHZXRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgCIAEoCCLDAQoXR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSLgoOcGVuZGluZ19pbnB1dHMYBCADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QSGAoQb2xkZXJfcGFnZV90b2tlbhgFIAEoCSJBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYwoZTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRItCg1jb252ZXJzYXRpb25zGAEgAygLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChNDYW5jZWxQcm9tcHRSZXF1ZXN0EhEKCXByb21wdF9pZBgBIAEoCSIpChRDYW5jZWxQcm9tcHRSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiKgoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBINCgV0aXRsZRgBIAEoCSJKChpDcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iQwoZUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkiSgoaUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIhwKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlIjMKGENsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiSQoZQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iXgoVU3VibWl0RmVlZGJhY2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSIAoGcmF0aW5nGAIgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAyABKAkiPAoWU3VibWl0RmVlZGJhY2tSZXNwb25zZRIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSJYChVWb3RlQ29tcGFyaXNvblJlcXVlc3QSFQoNY29tcGFyaXNvbl9pZBgBIAEoCRIoCgpwcmVmZXJlbmNlGAIgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZSJCChZWb3RlQ29tcGFyaXNvblJlc3BvbnNlEigKCmNvbXBhcmlzb24YASABKAsyFC5jb252by52MS5Db21wYXJpc29uIpwCCgpDb21wYXJpc29uEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAyABKAkSIwoBYRgEIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEiMKAWIYBSABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIoCgpwcmVmZXJlbmNlGAYgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZRIsCgh2b3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoOQ29tcGFyaXNvblNpZGUSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSKwoMbW9kZWxfY29uZmlnGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSDgoGc3RhdHVzGAQgASgJIlgKFkxpc3RDb21wYXJpc29uc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KF0xpc3RDb21wYXJpc29uc1Jlc3BvbnNlEikKC2NvbXBhcmlzb25zGAEgAygLMhQuY29udm8udjEuQ29tcGFyaXNvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoPR2V0VHJhY2VSZXF1ZXN0EhMKCXByb21wdF9pZBgBIAEoCUgAEhQKCm1lc3NhZ2VfaWQYAiABKAlIAEIICgZ0YXJnZXQiMgoQR2V0VHJhY2VSZXNwb25zZRIeCgV0cmFjZRgBIAEoCzIPLmNvbnZvLnYxLlRyYWNlIqYBCgVUcmFjZRIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSKwoIZHVyYXRpb24YAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKcXVldWVfdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfCgZldmVudHMYBCADKAsyDy5jb252by52MS5FdmVudCI5ChVTZWFyY2hNZXNzYWdlc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIkEKFlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmNvbnZvLnYxLlNlYXJjaFJlc3VsdCLvAQoMU2VhcmNoUmVzdWx0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIaChJjb252ZXJzYXRpb25fdGl0bGUYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIMCgRyb2xlGAQgASgJEg8KB3NuaXBwZXQYBSABKAkSJwoKaGlnaGxpZ2h0cxgGIAMoCzITLmNvbnZvLnYxLkhpZ2hsaWdodBIMCgRyYW5rGAcgASgBEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGJsb2NrX2lkGAkgASgJIicKCUhpZ2hsaWdodBINCgVzdGFydBgBIAEoBRILCgNlbmQYAiABKAUiUQoSQW5zd2VySW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIlCgZhbnN3ZXIYAiABKAsyFS5jb252by52MS5JbnB1dEFuc3dlciKkAQoLSW5wdXRBbnN3ZXISLAoIYXBwcm92YWwYASABKAsyGC5jb252by52MS5BcHByb3ZhbEFuc3dlckgAEjEKC2NsaWVudF90b29sGAIgASgLMhouY29udm8udjEuQ2xpZW50VG9vbEFuc3dlckgAEiwKCHF1ZXN0aW9uGAMgASgLMhguY29udm8udjEuUXVlc3Rpb25BbnN3ZXJIAEIGCgRraW5kIjIKDkFwcHJvdmFsQW5zd2VyEhAKCGFwcHJvdmVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSI/ChBDbGllbnRUb29sQW5zd2VyEhAKBm91dHB1dBgBIAEoCUgAEg8KBWVycm9yGAIgASgJSABCCAoGcmVzdWx0IiAKDlF1ZXN0aW9uQW5zd2VyEg4KBmFuc3dlchgBIAEoCSJEChNBbnN3ZXJJbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiUgoRQ2xhaW1JbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhAKCGNsYWltYW50GAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKAUiQwoSQ2xhaW1JbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QiYgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhIKCmRlbW9fbW9kZWwYASABKAgSFgoObWF4X2ZpbGVfYnl0ZXMYAiABKAMSHQoVbWF4X2ZpbGVzX3Blcl9tZXNzYWdlGAMgASgFKmAKClByZWZlcmVuY2USGgoWUFJFRkVSRU5DRV9VTlNQRUNJRklFRBAAEhAKDFBSRUZFUkVOQ0VfQRABEhAKDFBSRUZFUkVOQ0VfQhACEhIKDlBSRUZFUkVOQ0VfVElFEAMyjQ4KE0NvbnZlcnNhdGlvblNlcnZpY2USSgoLU2VuZE1lc3NhZ2USHC5jb252by52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHS5jb252by52MS5TZW5kTWVzc2FnZVJlc3BvbnNlEmEKElN0cmVhbUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZTABElYKD0dldENvbnZlcnNhdGlvbhIgLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlcXVlc3QaIS5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXNwb25zZRJcChFMaXN0Q29udmVyc2F0aW9ucxIiLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBojLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USTQoMQ2FuY2VsUHJvbXB0Eh0uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVxdWVzdBoeLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlc3BvbnNlEl8KEkNyZWF0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRJfChJSZW5hbWVDb252ZXJzYXRpb24SIy5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSRGVsZXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlElwKEUNsZWFyQ29udmVyc2F0aW9uEiIuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0GiMuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRJTCg5TdWJtaXRGZWVkYmFjaxIfLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBogLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USUwoOVm90ZUNvbXBhcmlzb24SHy5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlcXVlc3QaIC5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlc3BvbnNlElYKD0xpc3RDb21wYXJpc29ucxIgLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1JlcXVlc3QaIS5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXNwb25zZRJBCghHZXRUcmFjZRIZLmNvbnZvLnYxLkdldFRyYWNlUmVxdWVzdBoaLmNvbnZvLnYxLkdldFRyYWNlUmVzcG9uc2USUwoOU2VhcmNoTWVzc2FnZXMSHy5jb252by52MS5TZWFyY2hNZXNzYWdlc1JlcXVlc3QaIC5jb252by52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEk0KDExpc3RNZXNzYWdlcxIdLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHi5jb252by52MS5MaXN0TWVzc2FnZXNSZXNwb25zZRJKCgtBbnN3ZXJJbnB1dBIcLmNvbnZvLnYxLkFuc3dlcklucHV0UmVxdWVzdBodLmNvbnZvLnYxLkFuc3dlcklucHV0UmVzcG9uc2USRwoKQ2xhaW1JbnB1dBIbLmNvbnZvLnYxLkNsYWltSW5wdXRSZXF1ZXN0GhwuY29udm8udjEuQ2xhaW1JbnB1dFJlc3BvbnNlEkoKC0VkaXRNZXNzYWdlEhwuY29udm8udjEuRWRpdE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuRWRpdE1lc3NhZ2VSZXNwb25zZRJWCg9SZWdlbmVyYXRlUmVwbHkSIC5jb252by52MS5SZWdlbmVyYXRlUmVwbHlSZXF1ZXN0GiEuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USTQoMU3dpdGNoQnJhbmNoEh0uY29udm8udjEuU3dpdGNoQnJhbmNoUmVxdWVzdBoeLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlc3BvbnNlElAKDUdldFNlcnZlckluZm8SHi5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBofLmNvbnZvLnYxLkdldFNlcnZlckluZm9SZXNwb25zZUIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEiSgoQQWRkTWVtYmVyUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJIjUKEUFkZE1lbWJlclJlc3BvbnNlEiAKBm1lbWJlchgBIAEoCzIQLmNvbnZvLnYxLk1lbWJlciI/ChNSZW1vdmVNZW1iZXJSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJIhYKFFJlbW92ZU1lbWJlclJlc3BvbnNlIi0KEkxpc3RNZW1iZXJzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiOAoTTGlzdE1lbWJlcnNSZXNwb25zZRIhCgdtZW1iZXJzGAEgAygLMhAuY29udm8udjEuTWVtYmVyIocBChJFZGl0TWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDAoEdGV4dBgDIAEoCRIkCgVtb2RlbBgEIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEhAKCGZpbGVfaWRzGAUgAygJIl8KE0VkaXRNZXNzYWdlUmVzcG9uc2USFwoPdXNlcl9tZXNzYWdlX2lkGAEgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAIgASgJEhEKCXByb21wdF9pZBgDIAEoCSJrChZSZWdlbmVyYXRlUmVwbHlSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEiQKBW1vZGVsGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWciSgoXUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYASABKAkSEQoJcHJvbXB0X2lkGAIgASgJInAKE1N3aXRjaEJyYW5jaFJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSGgoNc2libGluZ19pbmRleBgDIAEoBUgAiAEBQhAKDl9zaWJsaW5nX2luZGV4Ii8KFFN3aXRjaEJyYW5jaFJlc3BvbnNlEhcKD2xlYWZfbWVzc2FnZV9pZBgBIAEoCSK8AQoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJEiQKBW1vZGVsGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSLAoNY29tcGFyZV9tb2RlbBgEIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEhkKEXBhcmVudF9tZXNzYWdlX2lkGAUgASgJEhAKCGZpbGVfaWRzGAYgAygJItABChNTZW5kTWVzc2FnZVJlc3BvbnNlEhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAiABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAyABKAkSEQoJcHJvbXB0X2lkGAQgASgJEhUKDWNvbXBhcmlzb25faWQYBSABKAkSJAocY29tcGFyZV9hc3Npc3RhbnRfbWVzc2FnZV9pZBgGIAEoCRIZChFjb21wYXJlX3Byb21wdF9pZBgHIAEoCSKSAQoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAgSGAoQaW5jbHVkZV9icmFuY2hlcxgEIAEoCEIMCgpfYWZ0ZXJfc2VxIm4KGlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhIuY29udm8udjEuU25hcHNob3RIABIgCgVldmVudBgCIAEoCzIPLmNvbnZvLnYxLkV2ZW50SABCBgoEa2luZCK0AQoIU25hcHNob3QSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSGAoQb2xkZXJfcGFnZV90b2tlbhgEIAEoCRIuCg5wZW5kaW5nX2lucHV0cxgFIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJCChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJIlQKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuY29udm8udjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0Q29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAiABKAgiwwEKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEi4KDnBlbmRpbmdfaW5wdXRzGAQgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0EhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkiQQoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImMKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USLQoNY29udmVyc2F0aW9ucxgBIAMoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoTQ2FuY2VsUHJvbXB0UmVxdWVzdBIRCglwcm9tcHRfaWQYASABKAkiKQoUQ2FuY2VsUHJvbXB0UmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIioKGUNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QSDQoFdGl0bGUYASABKAkiSgoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIkMKGVJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJIkoKGlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiI0ChlEZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSIcChpEZWxldGVDb252ZXJzYXRpb25SZXNwb25zZSIzChhDbGVhckNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkkKGUNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJEiAKBnJhdGluZxgCIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAMgASgJIjwKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiWAoVVm90ZUNvbXBhcmlzb25SZXF1ZXN0EhUKDWNvbXBhcmlzb25faWQYASABKAkSKAoKcHJlZmVyZW5jZRgCIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2UiQgoWVm90ZUNvbXBhcmlzb25SZXNwb25zZRIoCgpjb21wYXJpc29uGAEgASgLMhQuY29udm8udjEuQ29tcGFyaXNvbiKcAgoKQ29tcGFyaXNvbhIKCgJpZBgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAMgASgJEiMKAWEYBCABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIjCgFiGAUgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSKAoKcHJlZmVyZW5jZRgGIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2USLAoIdm90ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInQKDkNvbXBhcmlzb25TaWRlEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEisKDG1vZGVsX2NvbmZpZxgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEg4KBnN0YXR1cxgEIAEoCSJYChZMaXN0Q29tcGFyaXNvbnNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJdChdMaXN0Q29tcGFyaXNvbnNSZXNwb25zZRIpCgtjb21wYXJpc29ucxgBIAMoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkYKD0dldFRyYWNlUmVxdWVzdBITCglwcm9tcHRfaWQYASABKAlIABIUCgptZXNzYWdlX2lkGAIgASgJSABCCAoGdGFyZ2V0IjIKEEdldFRyYWNlUmVzcG9uc2USHgoFdHJhY2UYASABKAsyDy5jb252by52MS5UcmFjZSKmAQoFVHJhY2USIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0EisKCGR1cmF0aW9uGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnF1ZXVlX3RpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHwoGZXZlbnRzGAQgAygLMg8uY29udm8udjEuRXZlbnQiOQoVU2VhcmNoTWVzc2FnZXNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJBChZTZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi5jb252by52MS5TZWFyY2hSZXN1bHQi7wEKDFNlYXJjaFJlc3VsdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSGgoSY29udmVyc2F0aW9uX3RpdGxlGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDAoEcm9sZRgEIAEoCRIPCgdzbmlwcGV0GAUgASgJEicKCmhpZ2hsaWdodHMYBiADKAsyEy5jb252by52MS5IaWdobGlnaHQSDAoEcmFuaxgHIAEoARIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghibG9ja19pZBgJIAEoCSInCglIaWdobGlnaHQSDQoFc3RhcnQYASABKAUSCwoDZW5kGAIgASgFIlEKEkFuc3dlcklucHV0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSJQoGYW5zd2VyGAIgASgLMhUuY29udm8udjEuSW5wdXRBbnN3ZXIipAEKC0lucHV0QW5zd2VyEiwKCGFwcHJvdmFsGAEgASgLMhguY29udm8udjEuQXBwcm92YWxBbnN3ZXJIABIxCgtjbGllbnRfdG9vbBgCIAEoCzIaLmNvbnZvLnYxLkNsaWVudFRvb2xBbnN3ZXJIABIsCghxdWVzdGlvbhgDIAEoCzIYLmNvbnZvLnYxLlF1ZXN0aW9uQW5zd2VySABCBgoEa2luZCIyCg5BcHByb3ZhbEFuc3dlchIQCghhcHByb3ZlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkiPwoQQ2xpZW50VG9vbEFuc3dlchIQCgZvdXRwdXQYASABKAlIABIPCgVlcnJvchgCIAEoCUgAQggKBnJlc3VsdCIgCg5RdWVzdGlvbkFuc3dlchIOCgZhbnN3ZXIYASABKAkiRAoTQW5zd2VySW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IlIKEUNsYWltSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIQCghjbGFpbWFudBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgFIkMKEkNsYWltSW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IhYKFEdldFNlcnZlckluZm9SZXF1ZXN0ImIKFUdldFNlcnZlckluZm9SZXNwb25zZRISCgpkZW1vX21vZGVsGAEgASgIEhYKDm1heF9maWxlX2J5dGVzGAIgASgDEh0KFW1heF9maWxlc19wZXJfbWVzc2FnZRgDIAEoBSpgCgpQcmVmZXJlbmNlEhoKFlBSRUZFUkVOQ0VfVU5TUEVDSUZJRUQQABIQCgxQUkVGRVJFTkNFX0EQARIQCgxQUkVGRVJFTkNFX0IQAhISCg5QUkVGRVJFTkNFX1RJRRADMu4PChNDb252ZXJzYXRpb25TZXJ2aWNlEkoKC1NlbmRNZXNzYWdlEhwuY29udm8udjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJhChJTdHJlYW1Db252ZXJzYXRpb24SIy5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2UwARJWCg9HZXRDb252ZXJzYXRpb24SIC5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0GiEuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXAoRTGlzdENvbnZlcnNhdGlvbnMSIi5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaIy5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEk0KDENhbmNlbFByb21wdBIdLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlcXVlc3QaHi5jb252by52MS5DYW5jZWxQcm9tcHRSZXNwb25zZRJfChJDcmVhdGVDb252ZXJzYXRpb24SIy5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSUmVuYW1lQ29udmVyc2F0aW9uEiMuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KEkRlbGV0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXNwb25zZRJcChFDbGVhckNvbnZlcnNhdGlvbhIiLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBojLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USUwoOU3VibWl0RmVlZGJhY2sSHy5jb252by52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaIC5jb252by52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlElMKDlZvdGVDb21wYXJpc29uEh8uY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXF1ZXN0GiAuY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXNwb25zZRJWCg9MaXN0Q29tcGFyaXNvbnMSIC5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXF1ZXN0GiEuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVzcG9uc2USQQoIR2V0VHJhY2USGS5jb252by52MS5HZXRUcmFjZVJlcXVlc3QaGi5jb252by52MS5HZXRUcmFjZVJlc3BvbnNlElMKDlNlYXJjaE1lc3NhZ2VzEh8uY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXF1ZXN0GiAuY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXNwb25zZRJNCgxMaXN0TWVzc2FnZXMSHS5jb252by52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh4uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USSgoLQW5zd2VySW5wdXQSHC5jb252by52MS5BbnN3ZXJJbnB1dFJlcXVlc3QaHS5jb252by52MS5BbnN3ZXJJbnB1dFJlc3BvbnNlEkcKCkNsYWltSW5wdXQSGy5jb252by52MS5DbGFpbUlucHV0UmVxdWVzdBocLmNvbnZvLnYxLkNsYWltSW5wdXRSZXNwb25zZRJKCgtFZGl0TWVzc2FnZRIcLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVzcG9uc2USVgoPUmVnZW5lcmF0ZVJlcGx5EiAuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVxdWVzdBohLmNvbnZvLnYxLlJlZ2VuZXJhdGVSZXBseVJlc3BvbnNlEk0KDFN3aXRjaEJyYW5jaBIdLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlcXVlc3QaHi5jb252by52MS5Td2l0Y2hCcmFuY2hSZXNwb25zZRJQCg1HZXRTZXJ2ZXJJbmZvEh4uY29udm8udjEuR2V0U2VydmVySW5mb1JlcXVlc3QaHy5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USRAoJQWRkTWVtYmVyEhouY29udm8udjEuQWRkTWVtYmVyUmVxdWVzdBobLmNvbnZvLnYxLkFkZE1lbWJlclJlc3BvbnNlEk0KDFJlbW92ZU1lbWJlchIdLmNvbnZvLnYxLlJlbW92ZU1lbWJlclJlcXVlc3QaHi5jb252by52MS5SZW1vdmVNZW1iZXJSZXNwb25zZRJKCgtMaXN0TWVtYmVycxIcLmNvbnZvLnYxLkxpc3RNZW1iZXJzUmVxdWVzdBodLmNvbnZvLnYxLkxpc3RNZW1iZXJzUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * AddMemberRequest adds a member to a conversation.
+ *
+ * @generated from message convo.v1.AddMemberRequest
+ */
+export type AddMemberRequest = Message<"convo.v1.AddMemberRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * user_id is the user to add: 1 to 200 bytes, no control character;
+   * not the owner's.
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * role is "viewer" or "participant".
+   *
+   * @generated from field: string role = 3;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message convo.v1.AddMemberRequest.
+ * Use `create(AddMemberRequestSchema)` to create a new message.
+ */
+export const AddMemberRequestSchema: GenMessage<AddMemberRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 0);
+
+/**
+ * AddMemberResponse is the member as they now are.
+ *
+ * @generated from message convo.v1.AddMemberResponse
+ */
+export type AddMemberResponse = Message<"convo.v1.AddMemberResponse"> & {
+  /**
+   * @generated from field: convo.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+};
+
+/**
+ * Describes the message convo.v1.AddMemberResponse.
+ * Use `create(AddMemberResponseSchema)` to create a new message.
+ */
+export const AddMemberResponseSchema: GenMessage<AddMemberResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 1);
+
+/**
+ * RemoveMemberRequest removes a member from a conversation.
+ *
+ * @generated from message convo.v1.RemoveMemberRequest
+ */
+export type RemoveMemberRequest = Message<"convo.v1.RemoveMemberRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * user_id is the member to remove (the caller's own id to leave).
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message convo.v1.RemoveMemberRequest.
+ * Use `create(RemoveMemberRequestSchema)` to create a new message.
+ */
+export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 2);
+
+/**
+ * RemoveMemberResponse is empty.
+ *
+ * @generated from message convo.v1.RemoveMemberResponse
+ */
+export type RemoveMemberResponse = Message<"convo.v1.RemoveMemberResponse"> & {
+};
+
+/**
+ * Describes the message convo.v1.RemoveMemberResponse.
+ * Use `create(RemoveMemberResponseSchema)` to create a new message.
+ */
+export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 3);
+
+/**
+ * ListMembersRequest names the conversation.
+ *
+ * @generated from message convo.v1.ListMembersRequest
+ */
+export type ListMembersRequest = Message<"convo.v1.ListMembersRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+};
+
+/**
+ * Describes the message convo.v1.ListMembersRequest.
+ * Use `create(ListMembersRequestSchema)` to create a new message.
+ */
+export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 4);
+
+/**
+ * ListMembersResponse lists the owner, then the members.
+ *
+ * @generated from message convo.v1.ListMembersResponse
+ */
+export type ListMembersResponse = Message<"convo.v1.ListMembersResponse"> & {
+  /**
+   * @generated from field: repeated convo.v1.Member members = 1;
+   */
+  members: Member[];
+};
+
+/**
+ * Describes the message convo.v1.ListMembersResponse.
+ * Use `create(ListMembersResponseSchema)` to create a new message.
+ */
+export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 5);
 
 /**
  * EditMessageRequest edits a user message.
@@ -69,7 +207,7 @@ export type EditMessageRequest = Message<"convo.v1.EditMessageRequest"> & {
  * Use `create(EditMessageRequestSchema)` to create a new message.
  */
 export const EditMessageRequestSchema: GenMessage<EditMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 0);
+  messageDesc(file_convo_v1_conversation_service, 6);
 
 /**
  * EditMessageResponse names what EditMessage created.
@@ -104,7 +242,7 @@ export type EditMessageResponse = Message<"convo.v1.EditMessageResponse"> & {
  * Use `create(EditMessageResponseSchema)` to create a new message.
  */
 export const EditMessageResponseSchema: GenMessage<EditMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 1);
+  messageDesc(file_convo_v1_conversation_service, 7);
 
 /**
  * RegenerateReplyRequest names a reply to write again.
@@ -140,7 +278,7 @@ export type RegenerateReplyRequest = Message<"convo.v1.RegenerateReplyRequest"> 
  * Use `create(RegenerateReplyRequestSchema)` to create a new message.
  */
 export const RegenerateReplyRequestSchema: GenMessage<RegenerateReplyRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 2);
+  messageDesc(file_convo_v1_conversation_service, 8);
 
 /**
  * RegenerateReplyResponse names the new reply.
@@ -168,7 +306,7 @@ export type RegenerateReplyResponse = Message<"convo.v1.RegenerateReplyResponse"
  * Use `create(RegenerateReplyResponseSchema)` to create a new message.
  */
 export const RegenerateReplyResponseSchema: GenMessage<RegenerateReplyResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 3);
+  messageDesc(file_convo_v1_conversation_service, 9);
 
 /**
  * SwitchBranchRequest names the version to show.
@@ -208,7 +346,7 @@ export type SwitchBranchRequest = Message<"convo.v1.SwitchBranchRequest"> & {
  * Use `create(SwitchBranchRequestSchema)` to create a new message.
  */
 export const SwitchBranchRequestSchema: GenMessage<SwitchBranchRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 4);
+  messageDesc(file_convo_v1_conversation_service, 10);
 
 /**
  * SwitchBranchResponse names the new active leaf.
@@ -230,7 +368,7 @@ export type SwitchBranchResponse = Message<"convo.v1.SwitchBranchResponse"> & {
  * Use `create(SwitchBranchResponseSchema)` to create a new message.
  */
 export const SwitchBranchResponseSchema: GenMessage<SwitchBranchResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 5);
+  messageDesc(file_convo_v1_conversation_service, 11);
 
 /**
  * SendMessageRequest is a user's message.
@@ -299,7 +437,7 @@ export type SendMessageRequest = Message<"convo.v1.SendMessageRequest"> & {
  * Use `create(SendMessageRequestSchema)` to create a new message.
  */
 export const SendMessageRequestSchema: GenMessage<SendMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 6);
+  messageDesc(file_convo_v1_conversation_service, 12);
 
 /**
  * SendMessageResponse names what SendMessage created.
@@ -362,7 +500,7 @@ export type SendMessageResponse = Message<"convo.v1.SendMessageResponse"> & {
  * Use `create(SendMessageResponseSchema)` to create a new message.
  */
 export const SendMessageResponseSchema: GenMessage<SendMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 7);
+  messageDesc(file_convo_v1_conversation_service, 13);
 
 /**
  * StreamConversationRequest subscribes to one conversation.
@@ -420,7 +558,7 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
  * Use `create(StreamConversationRequestSchema)` to create a new message.
  */
 export const StreamConversationRequestSchema: GenMessage<StreamConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 8);
+  messageDesc(file_convo_v1_conversation_service, 14);
 
 /**
  * StreamConversationResponse is one message of a conversation stream.
@@ -457,7 +595,7 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
  * Use `create(StreamConversationResponseSchema)` to create a new message.
  */
 export const StreamConversationResponseSchema: GenMessage<StreamConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 9);
+  messageDesc(file_convo_v1_conversation_service, 15);
 
 /**
  * Snapshot is a conversation's state at seq, without streaming blocks.
@@ -516,7 +654,7 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 10);
+  messageDesc(file_convo_v1_conversation_service, 16);
 
 /**
  * ListMessagesRequest asks for a page of older messages.
@@ -545,7 +683,7 @@ export type ListMessagesRequest = Message<"convo.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 11);
+  messageDesc(file_convo_v1_conversation_service, 17);
 
 /**
  * ListMessagesResponse is a page of messages, in order, each with every
@@ -577,7 +715,7 @@ export type ListMessagesResponse = Message<"convo.v1.ListMessagesResponse"> & {
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 12);
+  messageDesc(file_convo_v1_conversation_service, 18);
 
 /**
  * GetConversationRequest names a conversation.
@@ -606,7 +744,7 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
  * Use `create(GetConversationRequestSchema)` to create a new message.
  */
 export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 13);
+  messageDesc(file_convo_v1_conversation_service, 19);
 
 /**
  * GetConversationResponse is a conversation's state at seq: its latest
@@ -664,7 +802,7 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
  * Use `create(GetConversationResponseSchema)` to create a new message.
  */
 export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 14);
+  messageDesc(file_convo_v1_conversation_service, 20);
 
 /**
  * ListConversationsRequest asks for a page of conversations.
@@ -692,7 +830,7 @@ export type ListConversationsRequest = Message<"convo.v1.ListConversationsReques
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema: GenMessage<ListConversationsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 15);
+  messageDesc(file_convo_v1_conversation_service, 21);
 
 /**
  * ListConversationsResponse is a page of conversations.
@@ -720,7 +858,7 @@ export type ListConversationsResponse = Message<"convo.v1.ListConversationsRespo
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema: GenMessage<ListConversationsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 16);
+  messageDesc(file_convo_v1_conversation_service, 22);
 
 /**
  * CancelPromptRequest names a prompt.
@@ -741,7 +879,7 @@ export type CancelPromptRequest = Message<"convo.v1.CancelPromptRequest"> & {
  * Use `create(CancelPromptRequestSchema)` to create a new message.
  */
 export const CancelPromptRequestSchema: GenMessage<CancelPromptRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 17);
+  messageDesc(file_convo_v1_conversation_service, 23);
 
 /**
  * CancelPromptResponse says what CancelPrompt did.
@@ -762,7 +900,7 @@ export type CancelPromptResponse = Message<"convo.v1.CancelPromptResponse"> & {
  * Use `create(CancelPromptResponseSchema)` to create a new message.
  */
 export const CancelPromptResponseSchema: GenMessage<CancelPromptResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 18);
+  messageDesc(file_convo_v1_conversation_service, 24);
 
 /**
  * CreateConversationRequest describes a new conversation.
@@ -783,7 +921,7 @@ export type CreateConversationRequest = Message<"convo.v1.CreateConversationRequ
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 19);
+  messageDesc(file_convo_v1_conversation_service, 25);
 
 /**
  * CreateConversationResponse is the new conversation.
@@ -804,7 +942,7 @@ export type CreateConversationResponse = Message<"convo.v1.CreateConversationRes
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 20);
+  messageDesc(file_convo_v1_conversation_service, 26);
 
 /**
  * RenameConversationRequest sets a title.
@@ -832,7 +970,7 @@ export type RenameConversationRequest = Message<"convo.v1.RenameConversationRequ
  * Use `create(RenameConversationRequestSchema)` to create a new message.
  */
 export const RenameConversationRequestSchema: GenMessage<RenameConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 21);
+  messageDesc(file_convo_v1_conversation_service, 27);
 
 /**
  * RenameConversationResponse is the renamed conversation.
@@ -853,7 +991,7 @@ export type RenameConversationResponse = Message<"convo.v1.RenameConversationRes
  * Use `create(RenameConversationResponseSchema)` to create a new message.
  */
 export const RenameConversationResponseSchema: GenMessage<RenameConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 22);
+  messageDesc(file_convo_v1_conversation_service, 28);
 
 /**
  * DeleteConversationRequest names a conversation.
@@ -874,7 +1012,7 @@ export type DeleteConversationRequest = Message<"convo.v1.DeleteConversationRequ
  * Use `create(DeleteConversationRequestSchema)` to create a new message.
  */
 export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 23);
+  messageDesc(file_convo_v1_conversation_service, 29);
 
 /**
  * DeleteConversationResponse is empty.
@@ -889,7 +1027,7 @@ export type DeleteConversationResponse = Message<"convo.v1.DeleteConversationRes
  * Use `create(DeleteConversationResponseSchema)` to create a new message.
  */
 export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 24);
+  messageDesc(file_convo_v1_conversation_service, 30);
 
 /**
  * ClearConversationRequest names a conversation.
@@ -910,7 +1048,7 @@ export type ClearConversationRequest = Message<"convo.v1.ClearConversationReques
  * Use `create(ClearConversationRequestSchema)` to create a new message.
  */
 export const ClearConversationRequestSchema: GenMessage<ClearConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 25);
+  messageDesc(file_convo_v1_conversation_service, 31);
 
 /**
  * ClearConversationResponse is the cleared conversation.
@@ -931,7 +1069,7 @@ export type ClearConversationResponse = Message<"convo.v1.ClearConversationRespo
  * Use `create(ClearConversationResponseSchema)` to create a new message.
  */
 export const ClearConversationResponseSchema: GenMessage<ClearConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 26);
+  messageDesc(file_convo_v1_conversation_service, 32);
 
 /**
  * SubmitFeedbackRequest rates an assistant message.
@@ -966,7 +1104,7 @@ export type SubmitFeedbackRequest = Message<"convo.v1.SubmitFeedbackRequest"> & 
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 27);
+  messageDesc(file_convo_v1_conversation_service, 33);
 
 /**
  * SubmitFeedbackResponse is the rated message.
@@ -987,7 +1125,7 @@ export type SubmitFeedbackResponse = Message<"convo.v1.SubmitFeedbackResponse"> 
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 28);
+  messageDesc(file_convo_v1_conversation_service, 34);
 
 /**
  * VoteComparisonRequest is a vote.
@@ -1015,7 +1153,7 @@ export type VoteComparisonRequest = Message<"convo.v1.VoteComparisonRequest"> & 
  * Use `create(VoteComparisonRequestSchema)` to create a new message.
  */
 export const VoteComparisonRequestSchema: GenMessage<VoteComparisonRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 29);
+  messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
  * VoteComparisonResponse is the comparison with its vote.
@@ -1036,7 +1174,7 @@ export type VoteComparisonResponse = Message<"convo.v1.VoteComparisonResponse"> 
  * Use `create(VoteComparisonResponseSchema)` to create a new message.
  */
 export const VoteComparisonResponseSchema: GenMessage<VoteComparisonResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 30);
+  messageDesc(file_convo_v1_conversation_service, 36);
 
 /**
  * Comparison is an A/B comparison: two prompts answering one user message.
@@ -1106,7 +1244,7 @@ export type Comparison = Message<"convo.v1.Comparison"> & {
  * Use `create(ComparisonSchema)` to create a new message.
  */
 export const ComparisonSchema: GenMessage<Comparison> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 31);
+  messageDesc(file_convo_v1_conversation_service, 37);
 
 /**
  * ComparisonSide is one reply of a comparison.
@@ -1148,7 +1286,7 @@ export type ComparisonSide = Message<"convo.v1.ComparisonSide"> & {
  * Use `create(ComparisonSideSchema)` to create a new message.
  */
 export const ComparisonSideSchema: GenMessage<ComparisonSide> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 32);
+  messageDesc(file_convo_v1_conversation_service, 38);
 
 /**
  * ListComparisonsRequest asks for a page of comparisons.
@@ -1183,7 +1321,7 @@ export type ListComparisonsRequest = Message<"convo.v1.ListComparisonsRequest"> 
  * Use `create(ListComparisonsRequestSchema)` to create a new message.
  */
 export const ListComparisonsRequestSchema: GenMessage<ListComparisonsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 33);
+  messageDesc(file_convo_v1_conversation_service, 39);
 
 /**
  * ListComparisonsResponse is a page of comparisons.
@@ -1211,7 +1349,7 @@ export type ListComparisonsResponse = Message<"convo.v1.ListComparisonsResponse"
  * Use `create(ListComparisonsResponseSchema)` to create a new message.
  */
 export const ListComparisonsResponseSchema: GenMessage<ListComparisonsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 34);
+  messageDesc(file_convo_v1_conversation_service, 40);
 
 /**
  * GetTraceRequest names a prompt, directly or through its message.
@@ -1248,7 +1386,7 @@ export type GetTraceRequest = Message<"convo.v1.GetTraceRequest"> & {
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 35);
+  messageDesc(file_convo_v1_conversation_service, 41);
 
 /**
  * GetTraceResponse is one prompt's trace.
@@ -1269,7 +1407,7 @@ export type GetTraceResponse = Message<"convo.v1.GetTraceResponse"> & {
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 36);
+  messageDesc(file_convo_v1_conversation_service, 42);
 
 /**
  * Trace is what one prompt did, step by step.
@@ -1312,7 +1450,7 @@ export type Trace = Message<"convo.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 37);
+  messageDesc(file_convo_v1_conversation_service, 43);
 
 /**
  * SearchMessagesRequest is a full-text query.
@@ -1345,7 +1483,7 @@ export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & 
  * Use `create(SearchMessagesRequestSchema)` to create a new message.
  */
 export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 38);
+  messageDesc(file_convo_v1_conversation_service, 44);
 
 /**
  * SearchMessagesResponse is the best matches, best first.
@@ -1366,7 +1504,7 @@ export type SearchMessagesResponse = Message<"convo.v1.SearchMessagesResponse"> 
  * Use `create(SearchMessagesResponseSchema)` to create a new message.
  */
 export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 39);
+  messageDesc(file_convo_v1_conversation_service, 45);
 
 /**
  * SearchResult is one matching message.
@@ -1445,7 +1583,7 @@ export type SearchResult = Message<"convo.v1.SearchResult"> & {
  * Use `create(SearchResultSchema)` to create a new message.
  */
 export const SearchResultSchema: GenMessage<SearchResult> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 40);
+  messageDesc(file_convo_v1_conversation_service, 46);
 
 /**
  * Highlight is a range of a snippet, in Unicode code points.
@@ -1473,7 +1611,7 @@ export type Highlight = Message<"convo.v1.Highlight"> & {
  * Use `create(HighlightSchema)` to create a new message.
  */
 export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 41);
+  messageDesc(file_convo_v1_conversation_service, 47);
 
 /**
  * AnswerInputRequest answers one input request.
@@ -1501,7 +1639,7 @@ export type AnswerInputRequest = Message<"convo.v1.AnswerInputRequest"> & {
  * Use `create(AnswerInputRequestSchema)` to create a new message.
  */
 export const AnswerInputRequestSchema: GenMessage<AnswerInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 42);
+  messageDesc(file_convo_v1_conversation_service, 48);
 
 /**
  * InputAnswer is the answer to an input request: exactly one of its kinds,
@@ -1547,7 +1685,7 @@ export type InputAnswer = Message<"convo.v1.InputAnswer"> & {
  * Use `create(InputAnswerSchema)` to create a new message.
  */
 export const InputAnswerSchema: GenMessage<InputAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 43);
+  messageDesc(file_convo_v1_conversation_service, 49);
 
 /**
  * ApprovalAnswer approves or denies a tool call.
@@ -1576,7 +1714,7 @@ export type ApprovalAnswer = Message<"convo.v1.ApprovalAnswer"> & {
  * Use `create(ApprovalAnswerSchema)` to create a new message.
  */
 export const ApprovalAnswerSchema: GenMessage<ApprovalAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 44);
+  messageDesc(file_convo_v1_conversation_service, 50);
 
 /**
  * ClientToolAnswer is the result of a tool the client ran: its output, or
@@ -1617,7 +1755,7 @@ export type ClientToolAnswer = Message<"convo.v1.ClientToolAnswer"> & {
  * Use `create(ClientToolAnswerSchema)` to create a new message.
  */
 export const ClientToolAnswerSchema: GenMessage<ClientToolAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 45);
+  messageDesc(file_convo_v1_conversation_service, 51);
 
 /**
  * QuestionAnswer answers a question.
@@ -1639,7 +1777,7 @@ export type QuestionAnswer = Message<"convo.v1.QuestionAnswer"> & {
  * Use `create(QuestionAnswerSchema)` to create a new message.
  */
 export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 46);
+  messageDesc(file_convo_v1_conversation_service, 52);
 
 /**
  * AnswerInputResponse is the request as answered.
@@ -1660,7 +1798,7 @@ export type AnswerInputResponse = Message<"convo.v1.AnswerInputResponse"> & {
  * Use `create(AnswerInputResponseSchema)` to create a new message.
  */
 export const AnswerInputResponseSchema: GenMessage<AnswerInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 47);
+  messageDesc(file_convo_v1_conversation_service, 53);
 
 /**
  * ClaimInputRequest claims a client tool's run.
@@ -1697,7 +1835,7 @@ export type ClaimInputRequest = Message<"convo.v1.ClaimInputRequest"> & {
  * Use `create(ClaimInputRequestSchema)` to create a new message.
  */
 export const ClaimInputRequestSchema: GenMessage<ClaimInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 48);
+  messageDesc(file_convo_v1_conversation_service, 54);
 
 /**
  * ClaimInputResponse is the request as claimed.
@@ -1718,7 +1856,7 @@ export type ClaimInputResponse = Message<"convo.v1.ClaimInputResponse"> & {
  * Use `create(ClaimInputResponseSchema)` to create a new message.
  */
 export const ClaimInputResponseSchema: GenMessage<ClaimInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 49);
+  messageDesc(file_convo_v1_conversation_service, 55);
 
 /**
  * GetServerInfoRequest asks for the server's set-up; it has no fields.
@@ -1733,7 +1871,7 @@ export type GetServerInfoRequest = Message<"convo.v1.GetServerInfoRequest"> & {
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 50);
+  messageDesc(file_convo_v1_conversation_service, 56);
 
 /**
  * GetServerInfoResponse is the server's set-up as a client shows it.
@@ -1775,7 +1913,7 @@ export type GetServerInfoResponse = Message<"convo.v1.GetServerInfoResponse"> & 
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 51);
+  messageDesc(file_convo_v1_conversation_service, 57);
 
 /**
  * Preference is a vote in an A/B comparison.
@@ -2066,6 +2204,42 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof GetServerInfoRequestSchema;
     output: typeof GetServerInfoResponseSchema;
+  },
+  /**
+   * AddMember shares the conversation with a user as a "viewer" (reads)
+   * or a "participant" (reads and writes), or changes a member's role.
+   * The owner only: PermissionDenied for a member, NotFound for anyone
+   * else. Event: memberAdded (none when the role was that already).
+   *
+   * @generated from rpc convo.v1.ConversationService.AddMember
+   */
+  addMember: {
+    methodKind: "unary";
+    input: typeof AddMemberRequestSchema;
+    output: typeof AddMemberResponseSchema;
+  },
+  /**
+   * RemoveMember removes a member: the owner removes anyone, a member
+   * only themself. The removed user's open streams of the conversation
+   * end with NotFound, on every server. Event: memberRemoved.
+   *
+   * @generated from rpc convo.v1.ConversationService.RemoveMember
+   */
+  removeMember: {
+    methodKind: "unary";
+    input: typeof RemoveMemberRequestSchema;
+    output: typeof RemoveMemberResponseSchema;
+  },
+  /**
+   * ListMembers lists the owner, then the members in the order they were
+   * added; for the owner and any member.
+   *
+   * @generated from rpc convo.v1.ConversationService.ListMembers
+   */
+  listMembers: {
+    methodKind: "unary";
+    input: typeof ListMembersRequestSchema;
+    output: typeof ListMembersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);

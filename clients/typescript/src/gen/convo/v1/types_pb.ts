@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file convo/v1/types.proto.
  */
 export const file_convo_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEi2AEKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAihgMKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJEhEKCXBhcmVudF9pZBgMIAEoCRIVCg1zaWJsaW5nX2NvdW50GA0gASgFEhUKDXNpYmxpbmdfaW5kZXgYDiABKAUSDQoFZXJyb3IYDyABKAkiygEKBUJsb2NrEgoKAmlkGAEgASgJEhIKCmJsb2NrX3R5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAUgASgJEiUKCXRvb2xfY2FsbBgGIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsEhAKCHBvc2l0aW9uGAcgASgFEhwKBGZpbGUYCCABKAsyDi5jb252by52MS5GaWxlIpcBCgRGaWxlEgoKAmlkGAEgASgJEhAKCGZpbGVuYW1lGAIgASgJEhIKCm1lZGlhX3R5cGUYAyABKAkSDAoEc2l6ZRgEIAEoAxIOCgZzaGEyNTYYBSABKAkSCwoDdXJsGAYgASgJEjIKDnVybF9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLqAQoIVG9vbENhbGwSCgoCaWQYASABKAkSEAoIYmxvY2tfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSJQoFaW5wdXQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDgoGb3V0cHV0GAYgASgJEg0KBWVycm9yGAcgASgJEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKdAgoGUHJvbXB0EgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRItCgxtb2RlbF9jb25maWcYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKcAwoMSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSFwoPY29udmVyc2F0aW9uX2lkGAMgASgJEgwKBGtpbmQYBCABKAkSKAoHcmVxdWVzdBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAYgASgJEicKBmFuc3dlchgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoLYW5zd2VyZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNsYWltZWRfYnkYCiABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwEKC01vZGVsQ29uZmlnEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhgKC3RlbXBlcmF0dXJlGAMgASgBSACIAQESFwoKbWF4X3Rva2VucxgEIAEoBUgBiAEBEhUKDXN5c3RlbV9wcm9tcHQYBSABKAlCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zIm0KCEZlZWRiYWNrEiAKBnJhdGluZxgBIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKkAKBlJhdGluZxIWChJSQVRJTkdfVU5TUEVDSUZJRUQQABINCglSQVRJTkdfVVAQARIPCgtSQVRJTkdfRE9XThACQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEi5gEKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDAoEcm9sZRgyIAEoCSJnCgZNZW1iZXISDwoHdXNlcl9pZBgBIAEoCRIMCgRyb2xlGAIgASgJEiwKCGFkZGVkX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghhZGRlZF9ieRgEIAEoCSKZAwoHTWVzc2FnZRIKCgJpZBgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSDAoEcm9sZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSEQoJcHJvbXB0X2lkGAUgASgJEh8KBmJsb2NrcxgGIAMoCzIPLmNvbnZvLnYxLkJsb2NrEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiQKCGZlZWRiYWNrGAkgASgLMhIuY29udm8udjEuRmVlZGJhY2sSFQoNY29tcGFyaXNvbl9pZBgKIAEoCRIXCg9jb21wYXJpc29uX3Nsb3QYCyABKAkSEQoJcGFyZW50X2lkGAwgASgJEhUKDXNpYmxpbmdfY291bnQYDSABKAUSFQoNc2libGluZ19pbmRleBgOIAEoBRINCgVlcnJvchgPIAEoCRIRCglzZW5kZXJfaWQYMiABKAkiygEKBUJsb2NrEgoKAmlkGAEgASgJEhIKCmJsb2NrX3R5cGUYAiABKAkSDwoHY29udGVudBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAUgASgJEiUKCXRvb2xfY2FsbBgGIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsEhAKCHBvc2l0aW9uGAcgASgFEhwKBGZpbGUYCCABKAsyDi5jb252by52MS5GaWxlIpcBCgRGaWxlEgoKAmlkGAEgASgJEhAKCGZpbGVuYW1lGAIgASgJEhIKCm1lZGlhX3R5cGUYAyABKAkSDAoEc2l6ZRgEIAEoAxIOCgZzaGEyNTYYBSABKAkSCwoDdXJsGAYgASgJEjIKDnVybF9leHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLqAQoIVG9vbENhbGwSCgoCaWQYASABKAkSEAoIYmxvY2tfaWQYAiABKAkSDAoEbmFtZRgDIAEoCRIOCgZzdGF0dXMYBCABKAkSJQoFaW5wdXQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDgoGb3V0cHV0GAYgASgJEg0KBWVycm9yGAcgASgJEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKdAgoGUHJvbXB0EgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRItCgxtb2RlbF9jb25maWcYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBWVycm9yGAYgASgJEi4KCmNyZWF0ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnN0YXJ0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGVuZGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKcAwoMSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSFwoPY29udmVyc2F0aW9uX2lkGAMgASgJEgwKBGtpbmQYBCABKAkSKAoHcmVxdWVzdBgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDgoGc3RhdHVzGAYgASgJEicKBmFuc3dlchgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoLYW5zd2VyZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmNsYWltZWRfYnkYCiABKAkSNAoQY2xhaW1fZXhwaXJlc19hdBgLIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwEKC01vZGVsQ29uZmlnEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJEhgKC3RlbXBlcmF0dXJlGAMgASgBSACIAQESFwoKbWF4X3Rva2VucxgEIAEoBUgBiAEBEhUKDXN5c3RlbV9wcm9tcHQYBSABKAlCDgoMX3RlbXBlcmF0dXJlQg0KC19tYXhfdG9rZW5zIm0KCEZlZWRiYWNrEiAKBnJhdGluZxgBIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKkAKBlJhdGluZxIWChJSQVRJTkdfVU5TUEVDSUZJRUQQABINCglSQVRJTkdfVVAQARIPCgtSQVRJTkdfRE9XThACQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Conversation is a thread owned by one user.
@@ -64,6 +64,17 @@ export type Conversation = Message$1<"convo.v1.Conversation"> & {
    * @generated from field: google.protobuf.Timestamp last_message_at = 6;
    */
   lastMessageAt?: Timestamp | undefined;
+
+  /**
+   * role is the caller's role in the conversation: "owner", "participant"
+   * or "viewer" (docs/api.md, "Members"). Set on what the caller reads
+   * (ListConversations, GetConversation, a stream's snapshot and the
+   * answers of the RPCs that change a conversation); empty in event
+   * payloads, which every member receives alike.
+   *
+   * @generated from field: string role = 50;
+   */
+  role: string;
 };
 
 /**
@@ -72,6 +83,50 @@ export type Conversation = Message$1<"convo.v1.Conversation"> & {
  */
 export const ConversationSchema: GenMessage<Conversation> = /*@__PURE__*/
   messageDesc(file_convo_v1_types, 0);
+
+/**
+ * Member is a user with a role in a conversation: its owner or a member
+ * the owner added (AddMember).
+ *
+ * @generated from message convo.v1.Member
+ */
+export type Member = Message$1<"convo.v1.Member"> & {
+  /**
+   * user_id is the user's id, as auth gives it (a token's sub).
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * role is "owner", "participant" (reads and writes) or "viewer" (reads).
+   *
+   * @generated from field: string role = 2;
+   */
+  role: string;
+
+  /**
+   * added_at is when the member was added (the conversation's creation
+   * for its owner).
+   *
+   * @generated from field: google.protobuf.Timestamp added_at = 3;
+   */
+  addedAt?: Timestamp | undefined;
+
+  /**
+   * added_by is who added the member (the owner).
+   *
+   * @generated from field: string added_by = 4;
+   */
+  addedBy: string;
+};
+
+/**
+ * Describes the message convo.v1.Member.
+ * Use `create(MemberSchema)` to create a new message.
+ */
+export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
+  messageDesc(file_convo_v1_types, 1);
 
 /**
  * Message is one turn of a conversation.
@@ -197,6 +252,15 @@ export type Message = Message$1<"convo.v1.Message"> & {
    * @generated from field: string error = 15;
    */
   error: string;
+
+  /**
+   * sender_id is who sent a user message: the owner or a participant
+   * (docs/api.md, "Members"). Empty for an assistant's message, and for a
+   * user message sent before conversations had members (the owner's).
+   *
+   * @generated from field: string sender_id = 50;
+   */
+  senderId: string;
 };
 
 /**
@@ -204,7 +268,7 @@ export type Message = Message$1<"convo.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 1);
+  messageDesc(file_convo_v1_types, 2);
 
 /**
  * Block is an ordered piece of a message.
@@ -278,7 +342,7 @@ export type Block = Message$1<"convo.v1.Block"> & {
  * Use `create(BlockSchema)` to create a new message.
  */
 export const BlockSchema: GenMessage<Block> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 2);
+  messageDesc(file_convo_v1_types, 3);
 
 /**
  * File is a file a message holds: an upload (POST /v1/files) that
@@ -345,7 +409,7 @@ export type File = Message$1<"convo.v1.File"> & {
  * Use `create(FileSchema)` to create a new message.
  */
 export const FileSchema: GenMessage<File> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 3);
+  messageDesc(file_convo_v1_types, 4);
 
 /**
  * ToolCall is a tool invocation tied to a tool_use block.
@@ -422,7 +486,7 @@ export type ToolCall = Message$1<"convo.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 4);
+  messageDesc(file_convo_v1_types, 5);
 
 /**
  * Prompt is one generation run that fills one assistant message; it is also
@@ -500,7 +564,7 @@ export type Prompt = Message$1<"convo.v1.Prompt"> & {
  * Use `create(PromptSchema)` to create a new message.
  */
 export const PromptSchema: GenMessage<Prompt> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 5);
+  messageDesc(file_convo_v1_types, 6);
 
 /**
  * InputRequest is what a tool call waits for from a person: an approval,
@@ -604,7 +668,7 @@ export type InputRequest = Message$1<"convo.v1.InputRequest"> & {
  * Use `create(InputRequestSchema)` to create a new message.
  */
 export const InputRequestSchema: GenMessage<InputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 6);
+  messageDesc(file_convo_v1_types, 7);
 
 /**
  * ModelConfig asks for a model. Every field is optional; the worker fills
@@ -654,7 +718,7 @@ export type ModelConfig = Message$1<"convo.v1.ModelConfig"> & {
  * Use `create(ModelConfigSchema)` to create a new message.
  */
 export const ModelConfigSchema: GenMessage<ModelConfig> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 7);
+  messageDesc(file_convo_v1_types, 8);
 
 /**
  * Feedback is the owner's rating of an assistant message.
@@ -689,7 +753,7 @@ export type Feedback = Message$1<"convo.v1.Feedback"> & {
  * Use `create(FeedbackSchema)` to create a new message.
  */
 export const FeedbackSchema: GenMessage<Feedback> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 8);
+  messageDesc(file_convo_v1_types, 9);
 
 /**
  * Rating is a thumbs up or down.
