@@ -60,6 +60,9 @@ type testBundle struct {
 }
 
 type setupOptions struct {
+	// dsn, when set, is the database to serve (another bundle's: a
+	// second server); otherwise a new one.
+	dsn       string
 	verifier  auth.Verifier
 	queueSize int
 	// feed is feedNotify (the default) or feedLogical.
@@ -106,7 +109,10 @@ func setup(t testing.TB, opts ...setupOptions) *testBundle {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	dsn := pgtest.DSN(t)
+	dsn := o.dsn
+	if dsn == "" {
+		dsn = pgtest.DSN(t)
+	}
 	pooled := pgtest.Pooler(t)
 	pool := pgtest.ClientPool(t, dsn, func(c *pgxpool.Config) {
 		// Behind a transaction pooler the bound is set in each path

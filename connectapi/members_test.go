@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/convo-dev/convo/auth"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest"
@@ -250,5 +251,265 @@ func TestMembersMatrix(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMembersListAndSender: ListConversations shows a shared conversation
+// to its member with the member's role, beside the member's own; each
+// user message says who sent it; membership changes are events of the
+// conversation's stream, seen by every member's tab.
+func TestMembersListAndSender(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setupAuth(t)
+	users := tb.users(t)
+	f := tb.shared(t, users, "")
+	own := tb.send(t, users["pat"], "", "pat's own").ConversationId
+	viewed := tb.send(t, users["sam"], "", "sam's").ConversationId
+	if _, err := addMember(users["sam"], viewed, "pat", "viewer"); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := users["pat"].ListConversations(ctx, connect.NewRequest(&convov1.ListConversationsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, c := range res.Msg.Conversations {
+		roles[c.Id] = c.Role
+	}
+	want := map[string]string{f.conv: "participant", own: "owner", viewed: "viewer"}
+	if len(roles) != len(want) {
+		t.Errorf("pat lists %v, want %v", roles, want)
+	}
+	for id, role := range want {
+		if roles[id] != role {
+			t.Errorf("pat lists %s as %q, want %q", id, roles[id], role)
+		}
+	}
+	// A page of one at a time walks the same three, none twice.
+	seen, token := map[string]bool{}, ""
+	for range 4 {
+		page, err := users["pat"].ListConversations(ctx, connect.NewRequest(&convov1.ListConversationsRequest{PageSize: 1, PageToken: token}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Msg.Conversations {
+			if seen[c.Id] {
+				t.Errorf("page repeats %s", c.Id)
+			}
+			seen[c.Id] = true
+		}
+		if token = page.Msg.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("pages of one showed %d conversations, want 3", len(seen))
+	}
+	// rex was removed: the conversation is gone from rex's list.
+	if res, err := users["rex"].ListConversations(ctx, connect.NewRequest(&convov1.ListConversationsRequest{})); err != nil || len(res.Msg.Conversations) != 0 {
+		t.Errorf("rex lists %v (%v), want nothing", res.Msg.GetConversations(), err)
+	}
+
+	// Open a stream as vic, then pat sends: the message names pat.
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	s, err := users["vic"].StreamConversation(sctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: f.conv}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Receive() {
+		t.Fatal(s.Err())
+	}
+	snap := s.Msg().GetSnapshot()
+	if snap.GetConversation().GetRole() != "viewer" {
+		t.Errorf("vic's snapshot says role %q, want viewer", snap.GetConversation().GetRole())
+	}
+	if m := snap.GetMessages()[0]; m.GetSenderId() != "alice" {
+		t.Errorf("alice's message says sender %q", m.GetSenderId())
+	}
+	sent := tb.send(t, users["pat"], f.conv, "from pat")
+	if _, err := addMember(users["alice"], f.conv, "vic", "participant"); err != nil {
+		t.Fatal(err)
+	}
+	var gotSender, gotMember bool
+	for !(gotSender && gotMember) && s.Receive() {
+		e := s.Msg().GetEvent()
+		if m := e.GetMessageCreated().GetMessage(); m.GetId() == sent.UserMessageId {
+			gotSender = m.GetSenderId() == "pat"
+			if !gotSender {
+				t.Errorf("pat's message says sender %q", m.GetSenderId())
+				break
+			}
+		}
+		if m := e.GetMemberAdded().GetMember(); m != nil {
+			gotMember = m.GetUserId() == "vic" && m.GetRole() == "participant" && m.GetAddedBy() == "alice"
+			if !gotMember {
+				t.Errorf("memberAdded = %v", m)
+				break
+			}
+		}
+	}
+	if !gotSender || !gotMember {
+		t.Fatalf("the stream ended (%v) before pat's message and vic's new role", s.Err())
+	}
+	var sender string
+	if err := tb.pool.QueryRow(ctx, `SELECT sender_id FROM convo.messages WHERE id = $1`, sent.UserMessageId).Scan(&sender); err != nil || sender != "pat" {
+		t.Errorf("messages.sender_id = %q (%v), want pat", sender, err)
+	}
+	// vic is a participant now: vic may send.
+	tb.send(t, users["vic"], f.conv, "now I write")
+}
+
+// TestMemberRemovedEndsStreams: removing a member ends that member's open
+// streams of the conversation at once with NotFound, whichever server
+// holds them (each follows the log through its own feed), and leaves the
+// others' streams open; the removed member cannot open one again.
+func TestMemberRemovedEndsStreams(t *testing.T) {
+	t.Parallel()
+	forEachFeed(t, func(t *testing.T, feed string) {
+		ctx := context.Background()
+		a := setup(t, setupOptions{verifier: auth.NewHS256(testSecret), feed: feed})
+		// A second server on the same database: its own hub and feed.
+		b := setup(t, setupOptions{dsn: a.dsn, verifier: auth.NewHS256(testSecret), feed: feed})
+		users := a.users(t)
+		f := a.shared(t, users, "")
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		open := func(c convov1connect.ConversationServiceClient) *connect.ServerStreamForClient[convov1.StreamConversationResponse] {
+			s, err := c.StreamConversation(sctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: f.conv}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !s.Receive() {
+				t.Fatal(s.Err())
+			}
+			return s
+		}
+		patA, patB := open(users["pat"]), open(b.clientAs(tokenFor(t, "pat")))
+		vicB := open(b.clientAs(tokenFor(t, "vic")))
+		defer patA.Close()
+		defer patB.Close()
+		defer vicB.Close()
+
+		if err := removeMember(users["alice"], f.conv, "pat"); err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range map[string]*connect.ServerStreamForClient[convov1.StreamConversationResponse]{"server A": patA, "server B": patB} {
+			for s.Receive() {
+				if s.Msg().GetEvent().GetMemberRemoved() != nil {
+					t.Errorf("%s: pat received its own memberRemoved", name)
+				}
+			}
+			if ce := requireCode(t, s.Err(), connect.CodeNotFound); !strings.Contains(ce.Message(), "removed") {
+				t.Errorf("%s: pat's stream ended with %q", name, ce.Message())
+			}
+		}
+		// vic, on server B, sees pat leave and goes on.
+		for vicB.Receive() {
+			if r := vicB.Msg().GetEvent().GetMemberRemoved(); r != nil {
+				if r.GetUserId() != "pat" || r.GetRemovedBy() != "alice" {
+					t.Errorf("memberRemoved = %v", r)
+				}
+				break
+			}
+		}
+		if vicB.Err() != nil {
+			t.Fatalf("vic's stream ended: %v", vicB.Err())
+		}
+		s, err := users["pat"].StreamConversation(sctx, connect.NewRequest(&convov1.StreamConversationRequest{ConversationId: f.conv}))
+		if err == nil {
+			s.Receive()
+			err = s.Err()
+			s.Close()
+		}
+		requireCode(t, err, connect.CodeNotFound)
+	})
+}
+
+// TestMembersRefused: AddMember and RemoveMember refuse malformed user
+// ids and roles, the owner's own id and a user who is no member, naming
+// the field, and change nothing.
+func TestMembersRefused(t *testing.T) {
+	t.Parallel()
+	tb := setupAuth(t)
+	users := tb.users(t)
+	f := tb.shared(t, users, "")
+	alice := users["alice"]
+	for name, tc := range map[string]struct {
+		call func() error
+		code connect.Code
+		want string
+	}{
+		"EmptyUser":    {func() error { _, err := addMember(alice, f.conv, "", "viewer"); return err }, connect.CodeInvalidArgument, "userId: is required"},
+		"LongUser":     {func() error { _, err := addMember(alice, f.conv, strings.Repeat("u", 201), "viewer"); return err }, connect.CodeInvalidArgument, "userId: must be at most 200 bytes"},
+		"ControlUser":  {func() error { _, err := addMember(alice, f.conv, "bob\x1b", "viewer"); return err }, connect.CodeInvalidArgument, "userId: must not contain control characters"},
+		"UnknownRole":  {func() error { _, err := addMember(alice, f.conv, "bob", "admin"); return err }, connect.CodeInvalidArgument, `role: must be "viewer" or "participant", got "admin"`},
+		"OwnerRole":    {func() error { _, err := addMember(alice, f.conv, "bob", "owner"); return err }, connect.CodeInvalidArgument, "role:"},
+		"NoRole":       {func() error { _, err := addMember(alice, f.conv, "bob", ""); return err }, connect.CodeInvalidArgument, "role: is required"},
+		"AddOwner":     {func() error { _, err := addMember(alice, f.conv, "alice", "viewer"); return err }, connect.CodeInvalidArgument, "is the conversation's owner"},
+		"RemoveOwner":  {func() error { return removeMember(alice, f.conv, "alice") }, connect.CodeInvalidArgument, "is the conversation's owner"},
+		"RemoveNobody": {func() error { return removeMember(alice, f.conv, "nobody") }, connect.CodeNotFound, "is not a member"},
+		"RemoveBadID":  {func() error { return removeMember(alice, f.conv, "a\nb") }, connect.CodeInvalidArgument, "userId: must not contain control characters"},
+		"BadConv":      {func() error { _, err := addMember(alice, "42", "bob", "viewer"); return err }, connect.CodeInvalidArgument, "conversationId:"},
+	} {
+		before, rows := conversationOf(t, alice, f.conv), tb.countRows(t)
+		ce := requireCode(t, tc.call(), tc.code)
+		if !strings.Contains(ce.Message(), tc.want) {
+			t.Errorf("%s: %q, want it to say %q", name, ce.Message(), tc.want)
+		}
+		if conversationOf(t, alice, f.conv) != before || tb.countRows(t) != rows {
+			t.Errorf("%s: refused and changed something", name)
+		}
+	}
+	// Adding a member with the role they have changes nothing, no event.
+	before := conversationOf(t, alice, f.conv)
+	if m, err := addMember(alice, f.conv, "vic", "viewer"); err != nil || m.GetRole() != "viewer" {
+		t.Fatalf("add vic again: %v, %v", m, err)
+	}
+	if conversationOf(t, alice, f.conv) != before {
+		t.Error("adding a member with their role changed the conversation (an event)")
+	}
+	// ListMembers: the owner first, then the members as added.
+	res, err := users["vic"].ListMembers(context.Background(), connect.NewRequest(&convov1.ListMembersRequest{ConversationId: f.conv}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range res.Msg.Members {
+		got = append(got, m.GetUserId()+":"+m.GetRole())
+	}
+	if strings.Join(got, " ") != "alice:owner pat:participant vic:viewer" && strings.Join(got, " ") != "alice:owner vic:viewer pat:participant" {
+		t.Errorf("members = %v", got)
+	}
+	if got[0] != "alice:owner" {
+		t.Errorf("the owner is not first: %v", got)
+	}
+	// vic leaves.
+	if err := removeMember(users["vic"], f.conv, "vic"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = users["vic"].GetConversation(context.Background(), connect.NewRequest(&convov1.GetConversationRequest{ConversationId: f.conv}))
+	requireCode(t, err, connect.CodeNotFound)
+}
+
+// TestMembersSearch: a member's search finds the shared conversation's
+// messages; a stranger's and a removed member's do not.
+func TestMembersSearch(t *testing.T) {
+	t.Parallel()
+	tb := setupAuth(t)
+	users := tb.users(t)
+	f := tb.shared(t, users, "")
+	for _, u := range memberRoles {
+		res, err := users[u].SearchMessages(context.Background(), connect.NewRequest(&convov1.SearchMessagesRequest{Query: "zebra"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := len(res.Msg.Results) == 1 && res.Msg.Results[0].GetConversationId() == f.conv
+		if want := u != "rex" && u != "sam"; found != want {
+			t.Errorf("%s's search found %v, want found=%v", u, res.Msg.Results, want)
+		}
 	}
 }

@@ -401,9 +401,6 @@ func (h *Hub[T]) publish(events []conversation.Event) bool {
 		// events between were compacted away: subscribers see the gap and
 		// end with ErrEventsCompacted (Subscription.Next).
 		t.delivered = e.Seq
-		if e.Kind == conversation.EventMemberRemoved {
-			h.endRemovedLocked(t, e)
-		}
 		h.fanOutLocked(t, item, now)
 	}
 	more := false
@@ -436,8 +433,14 @@ func (h *Hub[T]) endRemovedLocked(t *topic[T], e conversation.Event) {
 	}
 }
 
-// fanOutLocked queues item to every subscriber of t. The caller holds h.mu.
+// fanOutLocked queues item to every subscriber of t (a memberRemoved to
+// every one but the removed user's, which it ends). Every feed's events
+// come through here, read from the log or delivered whole. The caller
+// holds h.mu.
 func (h *Hub[T]) fanOutLocked(t *topic[T], item *Item[T], now time.Time) {
+	if item.Event.Kind == conversation.EventMemberRemoved {
+		h.endRemovedLocked(t, item.Event)
+	}
 	n := 0
 	for s := range t.subs {
 		if s.offerLocked(item) {
