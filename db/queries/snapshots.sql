@@ -11,12 +11,14 @@ WITH r AS (
            unnest(@max_bytes::bigint[]) AS max_bytes, generate_subscripts(@ids::uuid[], 1) AS nth
 )
 SELECT r.nth::integer AS nth, sqlc.embed(c), t.from_position::bigint AS from_position, t.older::boolean AS older,
-       (CASE WHEN c.owner_id = r.user_id THEN 'owner' ELSE mm.role END)::text AS role
+       (CASE WHEN c.owner_id = r.user_id THEN 'owner'
+             ELSE (SELECT mm.role FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id) END)::text AS role
   FROM r
   JOIN convo.conversations c ON c.id = r.id
-  LEFT JOIN convo.members mm ON mm.conversation_id = c.id AND mm.user_id = r.user_id
+                            AND (c.owner_id = r.user_id
+                                 OR EXISTS (SELECT 1 FROM convo.members mm
+                                             WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id))
  CROSS JOIN LATERAL convo._message_tail(c.id, -1, 9223372036854775807, r.max_bytes) t
- WHERE c.owner_id = r.user_id OR mm.user_id IS NOT NULL
  ORDER BY r.nth;
 
 -- name: SnapshotMessages :many

@@ -85,12 +85,14 @@ WITH r AS (
            unnest($3::bigint[]) AS max_bytes, generate_subscripts($1::uuid[], 1) AS nth
 )
 SELECT r.nth::integer AS nth, c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at, c.last_message_at, c.delta_block_id, c.delta_count, t.from_position::bigint AS from_position, t.older::boolean AS older,
-       (CASE WHEN c.owner_id = r.user_id THEN 'owner' ELSE mm.role END)::text AS role
+       (CASE WHEN c.owner_id = r.user_id THEN 'owner'
+             ELSE (SELECT mm.role FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id) END)::text AS role
   FROM r
   JOIN convo.conversations c ON c.id = r.id
-  LEFT JOIN convo.members mm ON mm.conversation_id = c.id AND mm.user_id = r.user_id
+                            AND (c.owner_id = r.user_id
+                                 OR EXISTS (SELECT 1 FROM convo.members mm
+                                             WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id))
  CROSS JOIN LATERAL convo._message_tail(c.id, -1, 9223372036854775807, r.max_bytes) t
- WHERE c.owner_id = r.user_id OR mm.user_id IS NOT NULL
  ORDER BY r.nth
 `
 
