@@ -25,11 +25,12 @@ ALTER TABLE convo.messages ADD COLUMN sender_id text;
 
 -- Every ownership check of the client functions became a check of the
 -- caller's role (db/functions/client_conversations.sql:
--- _conversation_as, _check_role, member_role): the owner-only helpers go.
--- add_member and remove_member are new (client_members.sql).
-DROP FUNCTION IF EXISTS convo._owned_conversation(text, uuid, text);
-DROP FUNCTION IF EXISTS convo._check_owner(text, uuid, text);
-DROP FUNCTION IF EXISTS convo._owned_input(text, uuid, text);
+-- _conversation_as, _check_member, _may, member_role); add_member and
+-- remove_member are new (client_members.sql). The owner-only helpers the
+-- previous release's functions call (_owned_conversation, _check_owner,
+-- _owned_input) stay, in functions/compat.sql, for one release: a call of
+-- the previous release running while this migration commits still finds
+-- them.
 
 -- +goose Down
 DROP FUNCTION IF EXISTS convo.add_member(text, uuid, text, text);
@@ -43,54 +44,5 @@ DROP FUNCTION IF EXISTS convo._may(text, uuid, text, text);
 DROP FUNCTION IF EXISTS convo._check_role(text, uuid, text, text);
 DROP FUNCTION IF EXISTS convo.member_role(text, uuid);
 DROP FUNCTION IF EXISTS convo._role_rank(text);
--- The owner-only helpers as they were: the migrations below drop them on
--- their way down.
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION convo._owned_conversation(p_owner_id text, p_conversation_id uuid, p_action text)
-RETURNS convo.conversations
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_conv convo.conversations;
-BEGIN
-    SELECT * INTO v_conv FROM convo.conversations c
-     WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
-       FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
-    END IF;
-    RETURN v_conv;
-END;
-$$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION convo._check_owner(p_owner_id text, p_conversation_id uuid, p_action text) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM FROM convo.conversations c WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
-    END IF;
-END;
-$$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-CREATE OR REPLACE FUNCTION convo._owned_input(p_owner_id text, p_tool_call_id uuid, p_action text)
-RETURNS convo.input_requests
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_request convo.input_requests;
-BEGIN
-    SELECT r.* INTO v_request FROM convo.input_requests r
-      JOIN convo.conversations c ON c.id = r.conversation_id
-     WHERE r.tool_call_id = p_tool_call_id AND c.owner_id = p_owner_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: input request % does not exist', p_action, p_tool_call_id USING ERRCODE = 'CV001';
-    END IF;
-    RETURN v_request;
-END;
-$$;
--- +goose StatementEnd
 ALTER TABLE convo.messages DROP COLUMN sender_id;
 DROP TABLE convo.members;
