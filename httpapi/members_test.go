@@ -64,7 +64,7 @@ func TestMembersRoutes(t *testing.T) {
 		{"AG-UI run", "POST", true, func(uuid.UUID) string { return "/v1/agui" }, func(id uuid.UUID) *bytes.Reader {
 			return jsonBody(map[string]any{"threadId": id.String(), "runId": uuid.NewString(),
 				"messages": []any{map[string]any{"id": uuid.NewString(), "role": "user", "content": "hi"}},
-				"tools": []any{}, "context": []any{}, "state": map[string]any{}, "forwardedProps": map[string]any{}})
+				"tools":    []any{}, "context": []any{}, "state": map[string]any{}, "forwardedProps": map[string]any{}})
 		}},
 	}
 	for _, r := range routes {
