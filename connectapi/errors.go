@@ -17,6 +17,7 @@ import (
 var codes = map[conversation.Code]connect.Code{
 	conversation.Invalid:            connect.CodeInvalidArgument,
 	conversation.NotFound:           connect.CodeNotFound,
+	conversation.PermissionDenied:   connect.CodePermissionDenied,
 	conversation.FailedPrecondition: connect.CodeFailedPrecondition,
 	conversation.Unauthenticated:    connect.CodeUnauthenticated,
 	conversation.Unavailable:        connect.CodeUnavailable,

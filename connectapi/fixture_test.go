@@ -63,6 +63,9 @@ type testBundle struct {
 }
 
 type setupOptions struct {
+	// dsn, when set, is the database to serve (another bundle's: a
+	// second server); otherwise a new one.
+	dsn       string
 	verifier  auth.Verifier
 	queueSize int
 	// feed is feedNotify (the default) or feedLogical.
@@ -83,9 +86,6 @@ type setupOptions struct {
 	// files keeps files in PostgreSQL (testBundle.files) and signs their
 	// URLs (Options.FileURLs and the hub's Decode).
 	files bool
-	// dsn, when set, is the database to serve (another bundle's: two
-	// servers on one database); default a new one.
-	dsn string
 	// presence, when set, tracks presence (testBundle.presence) with
 	// these options, Send and Publish filled in, its records heard on one
 	// listener that the notify feed shares, as cmd/api has it.

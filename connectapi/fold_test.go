@@ -209,9 +209,9 @@ func (f *folded) apply(res *convov1.StreamConversationResponse) error {
 		r.ClaimedBy, r.ClaimExpiresAt = k.InputClaimed.ClaimedBy, k.InputClaimed.ClaimExpiresAt
 		return f.updateMessage(k.InputClaimed.Message)
 	case *convov1.Event_ConversationUpdated:
-		f.conversation = proto.Clone(k.ConversationUpdated.Conversation).(*convov1.Conversation)
+		f.conversation = keepRole(k.ConversationUpdated.Conversation, f.conversation)
 	case *convov1.Event_HistoryCleared:
-		f.conversation = proto.Clone(k.HistoryCleared.Conversation).(*convov1.Conversation)
+		f.conversation = keepRole(k.HistoryCleared.Conversation, f.conversation)
 		f.messages = nil
 		f.pending = nil
 	case *convov1.Event_BranchSwitched:
@@ -416,4 +416,13 @@ func (s *subscriber) waitSeq(t testing.TB, seq int64, timeout time.Duration) fol
 			t.Fatalf("stream reached seq %d of %d in %v", st.seq, seq, timeout)
 		}
 	}
+}
+
+// keepRole is the conversation c of an event with the caller's role kept
+// from old: events carry no role (every member receives the same), so a
+// client keeps the one its snapshot said.
+func keepRole(c, old *convov1.Conversation) *convov1.Conversation {
+	out := proto.Clone(c).(*convov1.Conversation)
+	out.Role = old.GetRole()
+	return out
 }

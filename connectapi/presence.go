@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 
+	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/presence"
 	"github.com/convo-dev/convo/wire"
@@ -16,8 +17,9 @@ import (
 // stopped; every stream of it that asked include_presence, on every
 // server, sees the change in its next Presence. It is refused
 // ResourceExhausted with Retry-After past the typing rate (Options.Typing,
-// before anything is read), NotFound for a conversation the caller may not
-// read, and Unimplemented on a server without presence.
+// before anything is read), NotFound for a conversation the caller has no
+// role in, PermissionDenied for a viewer, and Unimplemented on a server
+// without presence.
 func (s *service) SetTyping(ctx context.Context, req *connect.Request[convov1.SetTypingRequest]) (*connect.Response[convov1.SetTypingResponse], error) {
 	if s.presence == nil {
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this server does not track presence"))
@@ -29,19 +31,27 @@ func (s *service) SetTyping(ctx context.Context, req *connect.Request[convov1.Se
 	if err := s.typing.Allow(caller); err != nil {
 		return nil, err
 	}
-	if err := s.canRead(ctx, caller, id); err != nil {
+	if err := s.mayType(ctx, caller, id); err != nil {
 		return nil, err
 	}
 	s.presence.SetTyping(id, caller, req.Msg.GetTyping())
 	return connect.NewResponse(&convov1.SetTypingResponse{}), nil
 }
 
-// canRead returns nil when caller may read conversation id, and NotFound
-// (the same as for a conversation that does not exist) when not. It is
-// presence's one access check: today the caller must own the conversation.
-func (s *service) canRead(ctx context.Context, caller string, id uuid.UUID) error {
-	_, err := s.store.Conversation(ctx, caller, id)
-	return err
+// mayType returns nil when caller may report typing in conversation id:
+// its owner or a participant, who may send. It is NotFound (the same as
+// for a conversation that does not exist) for anyone else, and
+// PermissionDenied for a viewer.
+func (s *service) mayType(ctx context.Context, caller string, id uuid.UUID) error {
+	c, err := s.store.Conversation(ctx, caller, id)
+	if err != nil {
+		return err
+	}
+	if c.Role == conversation.RoleViewer {
+		return conversation.Errorf(conversation.PermissionDenied,
+			"set_typing: conversation %s: a viewer may not report typing (the owner and participants only)", id)
+	}
+	return nil
 }
 
 // joinPresence counts the caller of a stream that asked include_presence

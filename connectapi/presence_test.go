@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -345,4 +346,51 @@ func TestPresenceStranger(t *testing.T) {
 	if got := tb.presence.Current(uuid.MustParse(id)); len(got) != 0 {
 		t.Fatalf("the stranger changed the list: %v", got)
 	}
+}
+
+// TestPresenceOfMembers: two users of one conversation on two servers,
+// end to end. Alice (the owner) watches on A; Pat (a participant) opens
+// the conversation on B and types: Alice sees Pat viewing, then typing,
+// then gone once Pat's stream closes. Vic (a viewer) watches too, but may
+// not report typing (PermissionDenied, naming the role), and nothing
+// changes.
+func TestPresenceOfMembers(t *testing.T) {
+	forEachFeed(t, func(t *testing.T, feed string) {
+		a, b := presenceServers(t, feed, presence.Options{})
+		alice, pat, vic := a.clientAs(tokenFor(t, "alice")), b.clientAs(tokenFor(t, "pat")), b.clientAs(tokenFor(t, "vic"))
+		id := createAs(t, alice)
+		if _, err := addMember(alice, id, "pat", "participant"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := addMember(alice, id, "vic", "viewer"); err != nil {
+			t.Fatal(err)
+		}
+
+		watching := subscribe(t, alice, &convov1.StreamConversationRequest{ConversationId: id, IncludePresence: true})
+		waitPresence(t, watching, "alice:viewing", streamTimeout)
+		onB := subscribe(t, pat, &convov1.StreamConversationRequest{ConversationId: id, IncludePresence: true})
+		waitPresence(t, watching, "alice:viewing pat:viewing", streamTimeout)
+		if _, err := pat.SetTyping(context.Background(), connect.NewRequest(&convov1.SetTypingRequest{ConversationId: id, Typing: true})); err != nil {
+			t.Fatal(err)
+		}
+		waitPresence(t, watching, "alice:viewing pat:viewing,typing", streamTimeout)
+		if _, err := pat.SetTyping(context.Background(), connect.NewRequest(&convov1.SetTypingRequest{ConversationId: id, Typing: false})); err != nil {
+			t.Fatal(err)
+		}
+		waitPresence(t, watching, "alice:viewing pat:viewing", streamTimeout)
+
+		_, err := vic.SetTyping(context.Background(), connect.NewRequest(&convov1.SetTypingRequest{ConversationId: id, Typing: true}))
+		if ce := requireCode(t, err, connect.CodePermissionDenied); ce != nil && !strings.Contains(ce.Message(), "a viewer may not") {
+			t.Errorf("a viewer's SetTyping: %q does not name the role", ce.Message())
+		}
+		onVic := subscribe(t, vic, &convov1.StreamConversationRequest{ConversationId: id, IncludePresence: true})
+		waitPresence(t, watching, "alice:viewing pat:viewing vic:viewing", streamTimeout)
+
+		// Pat's tab closes: gone from A at once, not after the time-to-live.
+		onB.close()
+		took := waitPresence(t, watching, "alice:viewing vic:viewing", 5*time.Second)
+		t.Logf("pat's closed stream left A's list in %v", took)
+		onVic.close()
+		waitPresence(t, watching, "alice:viewing", 5*time.Second)
+	})
 }

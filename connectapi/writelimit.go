@@ -27,6 +27,8 @@ var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceRegenerateReplyProcedure:    true,
 	convov1connect.ConversationServiceSwitchBranchProcedure:       true,
 	convov1connect.ConversationServiceSetSendPolicyProcedure:      true,
+	convov1connect.ConversationServiceAddMemberProcedure:          true,
+	convov1connect.ConversationServiceRemoveMemberProcedure:       true,
 }
 
 // writeLimiter takes one write token of the authenticated user for each

@@ -20,6 +20,10 @@ type Conversation struct {
 	// SendPolicy is the conversation's send policy; SendPolicyDefault:
 	// the server's (SendPolicyEnqueue).
 	SendPolicy SendPolicy
+	// Role is the role in it of the user who read it (RoleOwner,
+	// RoleParticipant or RoleViewer); empty when the read was not a
+	// user's.
+	Role MemberRole
 }
 
 // SendPolicy is what a send does while a reply of its conversation is

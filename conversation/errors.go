@@ -14,8 +14,13 @@ type Code string
 const (
 	// Invalid: the request is malformed (bad id, empty text, …).
 	Invalid Code = "invalid"
-	// NotFound: the object does not exist, or the caller does not own it.
+	// NotFound: the object does not exist, or the caller has no role in
+	// its conversation (the two are not told apart).
 	NotFound Code = "not_found"
+	// PermissionDenied: the caller's role in the conversation (a viewer,
+	// a participant) may not do the action; the message names the role
+	// and the action.
+	PermissionDenied Code = "permission_denied"
 	// FailedPrecondition: the object is not in a state that allows the change.
 	FailedPrecondition Code = "failed_precondition"
 	// Unauthenticated: the caller's credentials are missing or invalid.
@@ -37,7 +42,7 @@ const (
 // Codes lists every Code, for the protocols' mapping tables to check that
 // they are complete.
 var Codes = []Code{
-	Invalid, NotFound, FailedPrecondition, Unauthenticated, Unavailable,
+	Invalid, NotFound, PermissionDenied, FailedPrecondition, Unauthenticated, Unavailable,
 	ResourceExhausted, Internal, Canceled, DeadlineExceeded,
 }
 

@@ -38,6 +38,11 @@ const (
 	// client that did not ask for it never receives it; its stream ends
 	// before it and resumes from a snapshot (docs/events.md).
 	EventBranchSwitched EventKind = "branchSwitched"
+	// The kinds of members (docs/api.md, "Members"): a member added (or
+	// their role changed), a member removed. The hub ends the removed
+	// user's subscriptions before a memberRemoved.
+	EventMemberAdded   EventKind = "memberAdded"
+	EventMemberRemoved EventKind = "memberRemoved"
 )
 
 // Event is one committed change of a conversation. Seq numbers a

@@ -31,7 +31,11 @@ type Message struct {
 	ID             uuid.UUID
 	ConversationID uuid.UUID
 	Role           Role
-	Status         MessageStatus
+	// SenderID is who sent a user message: the conversation's owner or a
+	// participant. Empty for an assistant's message, and for a user
+	// message written before conversations had members (the owner's).
+	SenderID string
+	Status   MessageStatus
 	// Position orders the conversation's messages (it only grows).
 	Position int64
 	// PromptID is the prompt that fills an assistant message.

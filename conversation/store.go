@@ -125,11 +125,17 @@ type Cursor struct {
 	AfterSeq       int64
 }
 
-// Store persists conversations. Every method returns *Error values with
-// NotFound for an unknown id or a conversation the owner does not own,
-// Invalid for malformed input, FailedPrecondition for an illegal state
-// change, and Unavailable when the database cannot be reached.
+// Store persists conversations. Its methods' ownerID is the caller: the
+// user whose request it is, the conversation's owner or a member
+// (docs/api.md, "Members"). Every method returns *Error values with
+// NotFound for an unknown id or a conversation the caller has no role in,
+// PermissionDenied for a role that may not do the action (a viewer's
+// write; a participant's rename, clear or delete), Invalid for malformed
+// input, FailedPrecondition for an illegal state change, and Unavailable
+// when the database cannot be reached.
 type Store interface {
+	Members
+
 	// SendMessage appends a completed user message and queues one prompt
 	// (with its pending assistant message) per model configuration, in one
 	// transaction.

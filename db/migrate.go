@@ -47,7 +47,8 @@ var FunctionFiles = []string{
 	"branches.sql", "json.sql", "events.sql",
 	"worker_prompts.sql", "worker_claims.sql", "worker_blocks.sql", "worker_tool_calls.sql", "worker_pauses.sql",
 	"worker_reads.sql", "batch.sql",
-	"client_conversations.sql", "client_messages.sql", "client_replies.sql", "client_feedback.sql", "client_inputs.sql",
+	"client_conversations.sql", "client_members.sql", "client_messages.sql", "client_replies.sql", "client_feedback.sql",
+	"client_inputs.sql",
 	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "restore.sql", "compat.sql", "privileges.sql",
 }
 

@@ -460,7 +460,7 @@ func TestWorkerAPIIllegalCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			return func() error {
-				_, err := tb.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: r.promptID, OwnerID: "local"})
+				_, err := tb.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: r.promptID, UserID: "local"})
 				return err
 			}
 		}},

@@ -16,7 +16,7 @@ func (s *Store) VoteComparison(ctx context.Context, ownerID string, id uuid.UUID
 		return conversation.Comparison{}, translate(err, "vote comparison")
 	}
 	rows, err := s.q.ComparisonList(ctx, dbq.ComparisonListParams{
-		OwnerID: ownerID, OnlyID: uuid.NullUUID{UUID: id, Valid: true}, MaxRows: 1,
+		UserID: ownerID, OnlyID: uuid.NullUUID{UUID: id, Valid: true}, MaxRows: 1,
 	})
 	if err != nil {
 		return conversation.Comparison{}, translate(err, "read comparison")
@@ -29,7 +29,7 @@ func (s *Store) VoteComparison(ctx context.Context, ownerID string, id uuid.UUID
 
 // ListComparisons implements conversation.Store.
 func (s *Store) ListComparisons(ctx context.Context, ownerID string, conversationID uuid.NullUUID, limit int, after *conversation.PageCursor) ([]conversation.Comparison, error) {
-	params := dbq.ComparisonListParams{OwnerID: ownerID, ConversationID: conversationID, MaxRows: int32(limit)}
+	params := dbq.ComparisonListParams{UserID: ownerID, ConversationID: conversationID, MaxRows: int32(limit)}
 	if after != nil {
 		params.AfterTime, params.AfterID = &after.Time, uuid.NullUUID{UUID: after.ID, Valid: true}
 	}

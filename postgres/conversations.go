@@ -69,7 +69,7 @@ func (s *Store) DeleteConversation(ctx context.Context, ownerID string, id uuid.
 
 // ListConversations implements conversation.Store.
 func (s *Store) ListConversations(ctx context.Context, ownerID string, limit int, after *conversation.PageCursor) ([]conversation.Conversation, error) {
-	params := dbq.ConversationListParams{OwnerID: ownerID, MaxRows: int32(limit)}
+	params := dbq.ConversationListParams{UserID: ownerID, MaxRows: int32(limit)}
 	if after != nil {
 		params.AfterTime, params.AfterID = &after.Time, uuid.NullUUID{UUID: after.ID, Valid: true}
 	}
@@ -79,7 +79,11 @@ func (s *Store) ListConversations(ctx context.Context, ownerID string, limit int
 	}
 	out := make([]conversation.Conversation, len(rows))
 	for i, r := range rows {
-		out[i] = conversationFromRow(r)
+		out[i] = conversationFromRow(dbq.ConvoConversation{
+			ID: r.ID, OwnerID: r.OwnerID, Title: r.Title, ActivePromptID: r.ActivePromptID, LastSeq: r.LastSeq,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastMessageAt: r.LastMessageAt,
+		})
+		out[i].Role = conversation.MemberRole(r.Role)
 	}
 	return out, nil
 }
@@ -90,9 +94,11 @@ func (s *Store) Conversation(ctx context.Context, ownerID string, id uuid.UUID) 
 }
 
 func (s *Store) conversation(ctx context.Context, ownerID string, id uuid.UUID) (conversation.Conversation, error) {
-	row, err := s.q.ConversationGet(ctx, dbq.ConversationGetParams{ID: id, OwnerID: ownerID})
+	row, err := s.q.ConversationGet(ctx, dbq.ConversationGetParams{ID: id, UserID: ownerID})
 	if err != nil {
 		return conversation.Conversation{}, translate(err, "read conversation "+id.String())
 	}
-	return conversationFromRow(row), nil
+	c := conversationFromRow(row.ConvoConversation)
+	c.Role = conversation.MemberRole(row.Role)
+	return c, nil
 }

@@ -38,6 +38,8 @@ func translate(err error, doing string) error {
 			return conversation.Errorf(conversation.FailedPrecondition, "%s", pgErr.Message)
 		case pgErr.Code == sqlstate.InvalidArgument:
 			return conversation.Errorf(conversation.Invalid, "%s", pgErr.Message)
+		case pgErr.Code == sqlstate.PermissionDenied:
+			return conversation.Errorf(conversation.PermissionDenied, "%s", pgErr.Message)
 		case pgErr.Code == sqlstate.QuotaExceeded:
 			return conversation.Errorf(conversation.ResourceExhausted, "%s", pgErr.Message)
 		case sqlstate.IsDataException(pgErr.Code):

@@ -304,6 +304,10 @@ func driveEveryEventKind(t *testing.T, tb *testBundle) uuid.UUID {
 	must(err)
 	_, err = tb.store.ClearConversation(ctx, "local", conv)
 	must(err)
+	// Members: memberAdded, memberRemoved.
+	_, err = tb.store.AddMember(ctx, "local", conv, "bob", conversation.RoleViewer)
+	must(err)
+	must(tb.store.RemoveMember(ctx, "local", conv, "bob"))
 	return conv
 }
 

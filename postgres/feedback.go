@@ -17,7 +17,7 @@ func (s *Store) SubmitFeedback(ctx context.Context, ownerID string, messageID uu
 	if err != nil {
 		return conversation.Message{}, translate(err, "submit feedback")
 	}
-	row, err := s.q.MessageGet(ctx, dbq.MessageGetParams{ID: messageID, OwnerID: ownerID})
+	row, err := s.q.MessageGet(ctx, dbq.MessageGetParams{ID: messageID, UserID: ownerID})
 	if err != nil {
 		return conversation.Message{}, translate(err, "read message "+messageID.String())
 	}

@@ -96,7 +96,7 @@ func (s *Store) checkOutput(ctx context.Context, p conversation.AnswerInputParam
 	if json.Unmarshal(p.Answer, &answer) != nil || answer.Output == nil {
 		return nil
 	}
-	row, err := s.q.InputAnswerable(ctx, dbq.InputAnswerableParams{ToolCallID: p.ToolCallID, OwnerID: p.OwnerID})
+	row, err := s.q.InputAnswerable(ctx, dbq.InputAnswerableParams{ToolCallID: p.ToolCallID, UserID: p.OwnerID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}

@@ -234,7 +234,7 @@ func TestMaxActivePrompts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tb.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: bobs.PromptIDs[0], OwnerID: "bob"}); err != nil {
+		if _, err := tb.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: bobs.PromptIDs[0], UserID: "bob"}); err != nil {
 			t.Fatal(err)
 		}
 		hers, err := tb.send(ctx, "alice", uuid.Nil, 1)

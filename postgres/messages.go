@@ -76,7 +76,7 @@ func (s *Store) SendStats() SendStats {
 
 // CancelPrompt implements conversation.Store.
 func (s *Store) CancelPrompt(ctx context.Context, ownerID string, promptID uuid.UUID) (bool, error) {
-	cancelled, err := s.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: promptID, OwnerID: ownerID})
+	cancelled, err := s.q.PromptCancel(ctx, dbq.PromptCancelParams{PromptID: promptID, UserID: ownerID})
 	if err != nil {
 		return false, translate(err, "cancel prompt "+promptID.String())
 	}

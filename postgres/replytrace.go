@@ -12,7 +12,7 @@ import (
 
 // ReplyTraceContexts implements conversation.Store.
 func (s *Store) ReplyTraceContexts(ctx context.Context, ownerID string, messageIDs []uuid.UUID) (map[uuid.UUID]map[string]string, error) {
-	rows, err := s.q.ReplyTraceContexts(ctx, dbq.ReplyTraceContextsParams{OwnerID: ownerID, MessageIds: messageIDs})
+	rows, err := s.q.ReplyTraceContexts(ctx, dbq.ReplyTraceContextsParams{UserID: ownerID, MessageIds: messageIDs})
 	if err != nil {
 		return nil, translate(err, "read reply trace contexts")
 	}

@@ -56,7 +56,7 @@ func (s *Store) RecentStates(ctx context.Context, reqs []StateRequest) ([]StateR
 	found := make([]bool, len(at))
 	if len(at) > 0 {
 		err := s.readSnapshot(ctx, func(q *dbq.Queries) error {
-			return readStates(ctx, q, dbq.SnapshotConversationsParams{Ids: ids, OwnerIds: owners, MaxBytes: maxes},
+			return readStates(ctx, q, dbq.SnapshotConversationsParams{Ids: ids, UserIds: owners, MaxBytes: maxes},
 				func(nth int, st conversation.State) { found[nth] = true; results[at[nth]].State = st },
 				func(nth int, in conversation.InputRequest) {
 					st := &results[at[nth]].State
@@ -138,6 +138,7 @@ func readStates(ctx context.Context, q *dbq.Queries, p dbq.SnapshotConversations
 			first++
 		}
 		st := conversation.State{Conversation: conversationFromRow(conv), Seq: conv.LastSeq, Older: c.Older}
+		st.Conversation.Role = conversation.MemberRole(c.Role)
 		st.Messages = parts.assemble(rows[first:], named[conv.ID] > 1)
 		state(nth, st)
 		// As readState: only a conversation with an unfinished prompt

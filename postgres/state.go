@@ -34,7 +34,7 @@ func (s *Store) OlderMessages(ctx context.Context, ownerID string, conversationI
 	}
 	var page conversation.Page
 	err := s.readSnapshot(ctx, func(q *dbq.Queries) error {
-		if _, err := q.ConversationGet(ctx, dbq.ConversationGetParams{ID: conversationID, OwnerID: ownerID}); err != nil {
+		if _, err := q.ConversationGet(ctx, dbq.ConversationGetParams{ID: conversationID, UserID: ownerID}); err != nil {
 			return err
 		}
 		tail, err := q.MessageTail(ctx, tailParams(conversationID, before, maxBytes))
@@ -56,10 +56,11 @@ func (s *Store) OlderMessages(ctx context.Context, ownerID string, conversationI
 func (s *Store) readState(ctx context.Context, ownerID string, conversationID uuid.UUID, maxBytes int) (conversation.State, error) {
 	var st conversation.State
 	err := s.readSnapshot(ctx, func(q *dbq.Queries) error {
-		conv, err := q.ConversationGet(ctx, dbq.ConversationGetParams{ID: conversationID, OwnerID: ownerID})
+		row, err := q.ConversationGet(ctx, dbq.ConversationGetParams{ID: conversationID, UserID: ownerID})
 		if err != nil {
 			return err
 		}
+		conv := row.ConvoConversation
 		from := int64(0)
 		if maxBytes > 0 {
 			tail, err := q.MessageTail(ctx, tailParams(conversationID, math.MaxInt64, maxBytes))
@@ -69,6 +70,7 @@ func (s *Store) readState(ctx context.Context, ownerID string, conversationID uu
 			from, st.Older = tail.FromPosition, tail.Older
 		}
 		st.Conversation, st.Seq = conversationFromRow(conv), conv.LastSeq
+		st.Conversation.Role = conversation.MemberRole(row.Role)
 		if st.Messages, err = readMessages(ctx, q, conversationID, from, math.MaxInt64); err != nil {
 			return err
 		}
@@ -219,7 +221,7 @@ func (p messageParts) assemble(messages []dbq.MessageListByConversationRow, shar
 func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
 	msg := conversation.Message{
 		ID: m.ID, ConversationID: m.ConversationID, Role: conversation.Role(m.Role),
-		Status: conversation.MessageStatus(m.Status), Position: m.Position, PromptID: m.PromptID,
+		SenderID: deref(m.SenderID), Status: conversation.MessageStatus(m.Status), Position: m.Position, PromptID: m.PromptID,
 		CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt, ComparisonID: m.ComparisonID,
 		ParentID: m.ParentID, SiblingCount: int(m.SiblingCount), SiblingIndex: int(m.SiblingIndex),
 		Error: m.PromptError, Queued: m.Queued,
@@ -233,6 +235,14 @@ func messageFromRow(m dbq.MessageListByConversationRow) conversation.Message {
 		msg.ComparisonSlot = *m.ComparisonSlot
 	}
 	return msg
+}
+
+// deref is *s, or "" for nil (a NULL column).
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func conversationFromRow(c dbq.ConvoConversation) conversation.Conversation {

@@ -14,7 +14,7 @@ import (
 func (s *Store) Trace(ctx context.Context, ownerID string, promptID, messageID uuid.NullUUID) (conversation.Trace, error) {
 	var tr conversation.Trace
 	err := s.readSnapshot(ctx, func(q *dbq.Queries) error {
-		p, err := q.PromptGet(ctx, dbq.PromptGetParams{OwnerID: ownerID, PromptID: promptID, MessageID: messageID})
+		p, err := q.PromptGet(ctx, dbq.PromptGetParams{UserID: ownerID, PromptID: promptID, MessageID: messageID})
 		if err != nil {
 			return err
 		}

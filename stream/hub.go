@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -415,8 +416,34 @@ func (h *Hub[T]) publish(events []conversation.Event) bool {
 	return more
 }
 
-// fanOutLocked queues item to every subscriber of t. The caller holds h.mu.
+// endRemovedLocked ends, with ErrRemoved, the subscriptions of t whose
+// user a memberRemoved event e removed: every server's hub reads the
+// event from the log, so the user's streams end on every server, at the
+// event, before it would be delivered. Events queued before it are still
+// delivered (the user could see them). The caller holds h.mu.
+func (h *Hub[T]) endRemovedLocked(t *topic[T], e conversation.Event) {
+	var p struct {
+		UserID string `json:"userId"`
+	}
+	if err := json.Unmarshal(e.Payload, &p); err != nil || p.UserID == "" {
+		h.logger.Error("stream: a memberRemoved event names no user", "conversation", e.ConversationID, "seq", e.Seq, "err", err)
+		return
+	}
+	for s := range t.subs {
+		if s.userID == p.UserID {
+			s.endLocked(ErrRemoved)
+		}
+	}
+}
+
+// fanOutLocked queues item to every subscriber of t (a memberRemoved to
+// every one but the removed user's, which it ends). Every feed's events
+// come through here, read from the log or delivered whole. The caller
+// holds h.mu.
 func (h *Hub[T]) fanOutLocked(t *topic[T], item *Item[T], now time.Time) {
+	if item.Event.Kind == conversation.EventMemberRemoved {
+		h.endRemovedLocked(t, item.Event)
+	}
 	n := 0
 	for s := range t.subs {
 		if s.offerLocked(item) {

@@ -46,10 +46,17 @@ var (
 	// ErrDeleted ends the subscriptions of a deleted conversation; there
 	// is nothing to resume.
 	ErrDeleted = conversation.Errorf(conversation.NotFound, "the conversation was deleted")
+
+	// ErrRemoved ends a user's subscriptions of a conversation when the
+	// user is removed from its members: NotFound, as the conversation is
+	// to the user from then on (a stream opened again is refused so).
+	ErrRemoved = conversation.Errorf(conversation.NotFound, "you were removed from the conversation's members")
 )
 
 // OpenParams names what to follow.
 type OpenParams struct {
+	// OwnerID is the user who follows the conversation: its owner or a
+	// member.
 	OwnerID        string
 	ConversationID uuid.UUID
 	// AfterSeq, when set, resumes after that seq without a snapshot, if
@@ -71,6 +78,9 @@ type OpenParams struct {
 type Subscription[T any] struct {
 	hub            *Hub[T]
 	conversationID uuid.UUID
+	// userID is whose subscription it is (OpenParams.OwnerID): a
+	// memberRemoved of that user ends it (Hub.publish).
+	userID string
 	// release gives back the subscription's place under HubOptions.Streams.
 	release func()
 
@@ -116,7 +126,7 @@ func (h *Hub[T]) Open(ctx context.Context, p OpenParams) (*Subscription[T], erro
 		return nil, err
 	}
 	s := &Subscription[T]{
-		hub: h, conversationID: p.ConversationID, release: release,
+		hub: h, conversationID: p.ConversationID, userID: p.OwnerID, release: release,
 		signal: make(chan struct{}, 1), endCh: make(chan struct{}), branches: p.Branches,
 		ephemeral: p.Ephemeral,
 	}

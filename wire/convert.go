@@ -100,6 +100,7 @@ func Conversation(c conversation.Conversation) *convov1.Conversation {
 		Id: c.ID.String(), Title: c.Title, ActivePromptId: NullID(c.ActivePromptID),
 		CreatedAt: ts(c.CreatedAt), UpdatedAt: ts(c.UpdatedAt), LastMessageAt: ts(c.LastMessageAt),
 		SendPolicy: SendPolicy(c.SendPolicy),
+		Role:       string(c.Role),
 	}
 }
 
@@ -133,11 +134,16 @@ func ParseSendPolicy(field string, p convov1.SendPolicy) (conversation.SendPolic
 	return "", Invalid(field, "must be SEND_POLICY_ENQUEUE, SEND_POLICY_INTERRUPT, SEND_POLICY_REJECT or unset, got %d", int32(p))
 }
 
+// Member is m in its wire form.
+func Member(m conversation.Member) *convov1.Member {
+	return &convov1.Member{UserId: m.UserID, Role: string(m.Role), AddedAt: ts(m.AddedAt), AddedBy: m.AddedBy}
+}
+
 // Message is m in its wire form, with its blocks. It fails only for a
 // block whose JSON payload does not decode.
 func Message(m conversation.Message) (*convov1.Message, error) {
 	out := &convov1.Message{
-		Id: m.ID.String(), ConversationId: m.ConversationID.String(), Role: string(m.Role),
+		Id: m.ID.String(), ConversationId: m.ConversationID.String(), Role: string(m.Role), SenderId: m.SenderID,
 		Status: string(m.Status), PromptId: NullID(m.PromptID),
 		CreatedAt: ts(m.CreatedAt), UpdatedAt: ts(m.UpdatedAt),
 		ComparisonId: NullID(m.ComparisonID), ComparisonSlot: m.ComparisonSlot,

@@ -1,5 +1,5 @@
 -- The client API (what the server calls for its users' requests):
--- conversations, created, renamed, cleared and deleted, the owner checks
+-- conversations, created, renamed, cleared and deleted, the role checks
 -- every client function makes, and the rules of a title and of visible
 -- text.
 --
@@ -8,40 +8,121 @@
 -- db.FunctionFiles, so a change to a function is an edit here. See
 -- db/README.md.
 
--- _owned_conversation locks the owner's conversation and returns it,
--- raising CV001 when it does not exist or belongs to someone else (the two
--- are indistinguishable on purpose, so ids cannot be probed).
-CREATE OR REPLACE FUNCTION convo._owned_conversation(p_owner_id text, p_conversation_id uuid, p_action text)
+-- Roles (docs/api.md, "Members"): a conversation's owner
+-- (conversations.owner_id) may do anything; a participant (a row of
+-- convo.members) reads and writes as the owner does (sends, edits,
+-- regenerations, switches, cancels, answers, feedback, votes) but cannot
+-- rename, clear or delete it nor change its members; a viewer reads only.
+-- Every client function names the role its action needs, and the caller
+-- is checked against it (_conversation_as, _check_role): a caller with no
+-- role (a stranger, a removed member) is CV001 as for a conversation that
+-- does not exist (the two are indistinguishable on purpose, so ids
+-- cannot be probed); a caller whose role is below the action's is CV005,
+-- naming the role and the action.
+
+-- _role_rank orders the roles: what a role may do, a higher one may too.
+-- NULL (no role) ranks below every role.
+CREATE OR REPLACE FUNCTION convo._role_rank(p_role text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE p_role WHEN 'viewer' THEN 1 WHEN 'participant' THEN 2 WHEN 'owner' THEN 3 ELSE 0 END
+$$;
+
+-- member_role is p_user_id's role in the conversation: 'owner',
+-- 'participant', 'viewer', or NULL (a stranger, or no such conversation).
+-- The Go store's reads filter on it (db/queries).
+CREATE OR REPLACE FUNCTION convo.member_role(p_user_id text, p_conversation_id uuid) RETURNS text
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN c.owner_id = p_user_id THEN 'owner'
+                ELSE (SELECT m.role FROM convo.members m
+                       WHERE m.conversation_id = c.id AND m.user_id = p_user_id) END
+      FROM convo.conversations c
+     WHERE c.id = p_conversation_id
+$$;
+
+-- _check_role raises CV001 when p_role is NULL (the caller has no role in
+-- the conversation) and CV005 when it ranks below p_need, naming both.
+CREATE OR REPLACE FUNCTION convo._check_role(p_role text, p_conversation_id uuid, p_action text, p_need text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_role IS NULL THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+    IF convo._role_rank(p_role) < convo._role_rank(p_need) THEN
+        RAISE EXCEPTION '%: conversation %: a % may not %', p_action, p_conversation_id, p_role,
+            CASE p_need WHEN 'owner' THEN p_action || ' (the owner only)'
+                        ELSE p_action || ' (the owner and participants only)' END
+            USING ERRCODE = 'CV005';
+    END IF;
+END;
+$$;
+
+-- _may reports whether p_user_id may do p_action, which needs p_need, in
+-- the conversation: false when the caller has no role in it (or it does
+-- not exist: the caller then says "not found" of whatever object it
+-- looked up, never naming the conversation), true when the role suffices,
+-- and CV005 as _check_role when it does not. For the functions and
+-- queries that find the conversation from another object (a message, a
+-- comparison, a prompt, an input request).
+CREATE OR REPLACE FUNCTION convo._may(p_user_id text, p_conversation_id uuid, p_action text, p_need text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_role text := convo.member_role(p_user_id, p_conversation_id);
+BEGIN
+    IF v_role IS NULL THEN
+        RETURN false;
+    END IF;
+    PERFORM convo._check_role(v_role, p_conversation_id, p_action, p_need);
+    RETURN true;
+END;
+$$;
+
+-- _conversation_as locks the conversation and returns it when p_user_id's
+-- role in it is p_need or above, raising as _check_role does otherwise. A
+-- stranger's call locks nothing.
+CREATE OR REPLACE FUNCTION convo._conversation_as(p_user_id text, p_conversation_id uuid, p_action text, p_need text)
 RETURNS convo.conversations
 LANGUAGE plpgsql AS $$
 DECLARE
     v_conv convo.conversations;
+    v_role text;
 BEGIN
-    SELECT * INTO v_conv FROM convo.conversations c
-     WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
+    SELECT c.* INTO v_conv FROM convo.conversations c
+     WHERE c.id = p_conversation_id
+       AND (c.owner_id = p_user_id
+            OR EXISTS (SELECT 1 FROM convo.members m WHERE m.conversation_id = c.id AND m.user_id = p_user_id))
        FOR NO KEY UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    IF FOUND THEN
+        v_role := CASE WHEN v_conv.owner_id = p_user_id THEN 'owner'
+                       ELSE (SELECT m.role FROM convo.members m
+                              WHERE m.conversation_id = v_conv.id AND m.user_id = p_user_id) END;
     END IF;
+    PERFORM convo._check_role(v_role, p_conversation_id, p_action, p_need);
     RETURN v_conv;
 END;
 $$;
 
--- _check_owner raises CV001, as _owned_conversation does, when the
--- conversation does not exist or belongs to someone else, without locking
--- it. The functions that queue prompts call it before _check_prompt_quota
--- (which must come before the conversation's lock): a request for a
--- conversation the caller cannot see answers CV001 whatever the caller's
--- quota, and costs nothing (not the quota's per-owner lock either).
--- _owned_conversation checks again under the lock (the conversation may
--- be deleted in between).
-CREATE OR REPLACE FUNCTION convo._check_owner(p_owner_id text, p_conversation_id uuid, p_action text) RETURNS void
+-- _check_member raises as _conversation_as does, without locking the
+-- conversation, and returns its owner. The functions that queue prompts
+-- call it before _check_prompt_quota (which must come before the
+-- conversation's lock): a request for a conversation the caller cannot
+-- see answers CV001, and a viewer's CV005, whatever the quota, and costs
+-- nothing (not the quota's per-owner lock either). The quota charged is
+-- the owner's: a conversation's prompts are its owner's
+-- (prompts.owner_id), whoever sent them. _conversation_as checks again
+-- under the lock (the conversation, or the membership, may go in
+-- between).
+CREATE OR REPLACE FUNCTION convo._check_member(p_user_id text, p_conversation_id uuid, p_action text, p_need text)
+RETURNS text
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_owner text;
 BEGIN
-    PERFORM FROM convo.conversations c WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
-    END IF;
+    SELECT c.owner_id INTO v_owner FROM convo.conversations c WHERE c.id = p_conversation_id;
+    PERFORM convo._check_role(CASE WHEN v_owner IS NULL THEN NULL ELSE convo.member_role(p_user_id, p_conversation_id) END,
+                              p_conversation_id, p_action, p_need);
+    RETURN v_owner;
 END;
 $$;
 
@@ -129,7 +210,7 @@ DECLARE
     v_conv convo.conversations;
 BEGIN
     PERFORM convo._check_title(p_title, false);
-    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'rename_conversation');
+    PERFORM convo._conversation_as(p_owner_id, p_conversation_id, 'rename_conversation', 'owner');
     UPDATE convo.conversations SET title = btrim(p_title), updated_at = now()
      WHERE id = p_conversation_id
     RETURNING * INTO v_conv;
@@ -145,7 +226,7 @@ $$;
 -- 'reject' (send_message), or NULL (or ''): the server's, 'enqueue'.
 -- Sends already queued stay queued. Event: conversationUpdated (its
 -- sendPolicy). Errors, changing nothing: CV003 another policy; CV001 a
--- conversation that is not the owner's.
+-- conversation the caller has no role in; CV005 a member (the owner only).
 CREATE OR REPLACE FUNCTION convo.set_send_policy(p_owner_id text, p_conversation_id uuid, p_policy text)
 RETURNS convo.conversations
 LANGUAGE plpgsql AS $$
@@ -156,7 +237,7 @@ BEGIN
         RAISE EXCEPTION 'set_send_policy: send policy must be enqueue, interrupt or reject, got "%"', left(p_policy, 40)
             USING ERRCODE = 'CV003';
     END IF;
-    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'set_send_policy');
+    PERFORM convo._conversation_as(p_owner_id, p_conversation_id, 'set_send_policy', 'owner');
     UPDATE convo.conversations SET send_policy = nullif(p_policy, ''), updated_at = now()
      WHERE id = p_conversation_id
     RETURNING * INTO v_conv;
@@ -178,7 +259,7 @@ DECLARE
     v_conv   convo.conversations;
     v_prompt uuid;
 BEGIN
-    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'clear_conversation');
+    PERFORM convo._conversation_as(p_owner_id, p_conversation_id, 'clear_conversation', 'owner');
     FOR v_prompt IN
         SELECT p.id FROM convo.prompts p
          WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')
@@ -208,7 +289,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_prompt uuid;
 BEGIN
-    PERFORM convo._owned_conversation(p_owner_id, p_conversation_id, 'delete_conversation');
+    PERFORM convo._conversation_as(p_owner_id, p_conversation_id, 'delete_conversation', 'owner');
     FOR v_prompt IN
         SELECT p.id FROM convo.prompts p
          WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')

@@ -7,9 +7,12 @@
 -- db.FunctionFiles, so a change to a function is an edit here. See
 -- db/README.md.
 
--- set_feedback rates an assistant message of the owner ('up' or 'down',
--- with an optional comment); a second rating replaces the first. Event:
--- messageUpdated.
+-- set_feedback rates an assistant message of a conversation of which
+-- p_owner_id is the owner or a participant ('up' or 'down', with an
+-- optional comment); a second rating replaces the first (the rating is
+-- the conversation's, not each member's). CV001 for a message of a
+-- conversation the caller has no role in, CV005 for one the caller only
+-- views. Event: messageUpdated.
 CREATE OR REPLACE FUNCTION convo.set_feedback(p_owner_id text, p_message_id uuid, p_rating text, p_comment text)
 RETURNS convo.messages
 LANGUAGE plpgsql AS $$
@@ -22,10 +25,8 @@ BEGIN
     IF length(coalesce(p_comment, '')) > 2000 THEN
         RAISE EXCEPTION 'set_feedback: comment must be at most 2000 characters' USING ERRCODE = 'CV003';
     END IF;
-    SELECT m.* INTO v_message FROM convo.messages m
-      JOIN convo.conversations c ON c.id = m.conversation_id
-     WHERE m.id = p_message_id AND c.owner_id = p_owner_id;
-    IF NOT FOUND THEN
+    SELECT m.* INTO v_message FROM convo.messages m WHERE m.id = p_message_id;
+    IF NOT convo._may(p_owner_id, v_message.conversation_id, 'set_feedback', 'participant') THEN
         RAISE EXCEPTION 'set_feedback: message % does not exist', p_message_id USING ERRCODE = 'CV001';
     END IF;
     PERFORM convo._lock_conversation(v_message.conversation_id);
@@ -43,9 +44,12 @@ BEGIN
 END;
 $$;
 
--- vote_comparison records the owner's preference ('a', 'b' or 'tie') in a
--- comparison; a second vote replaces the first. Votes are not conversation
--- events: they change no message, prompt or block.
+-- vote_comparison records the preference ('a', 'b' or 'tie') of the
+-- conversation's owner or a participant in a comparison; a second vote
+-- replaces the first (whoever cast it). CV001 for a comparison of a
+-- conversation the caller has no role in, CV005 for one the caller only
+-- views. Votes are not conversation events: they change no message,
+-- prompt or block.
 CREATE OR REPLACE FUNCTION convo.vote_comparison(p_owner_id text, p_comparison_id uuid, p_preference text)
 RETURNS convo.comparisons
 LANGUAGE plpgsql AS $$
@@ -55,10 +59,13 @@ BEGIN
     IF p_preference IS NULL OR p_preference NOT IN ('a', 'b', 'tie') THEN
         RAISE EXCEPTION 'vote_comparison: preference must be a, b or tie' USING ERRCODE = 'CV003';
     END IF;
+    SELECT cmp.* INTO v_comparison FROM convo.comparisons cmp WHERE cmp.id = p_comparison_id;
+    IF NOT convo._may(p_owner_id, v_comparison.conversation_id, 'vote_comparison', 'participant') THEN
+        RAISE EXCEPTION 'vote_comparison: comparison % does not exist', p_comparison_id USING ERRCODE = 'CV001';
+    END IF;
     UPDATE convo.comparisons cmp
        SET preference = p_preference, voted_at = now()
-      FROM convo.conversations c
-     WHERE cmp.id = p_comparison_id AND c.id = cmp.conversation_id AND c.owner_id = p_owner_id
+     WHERE cmp.id = p_comparison_id
     RETURNING cmp.* INTO v_comparison;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'vote_comparison: comparison % does not exist', p_comparison_id USING ERRCODE = 'CV001';

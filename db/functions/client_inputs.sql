@@ -7,19 +7,19 @@
 -- db.FunctionFiles, so a change to a function is an edit here. See
 -- db/README.md.
 
--- _owned_input returns the owner's input request, raising CV001 when it
--- does not exist or belongs to another owner's conversation (the two are
--- indistinguishable on purpose). It takes no lock.
-CREATE OR REPLACE FUNCTION convo._owned_input(p_owner_id text, p_tool_call_id uuid, p_action text)
+-- _input_as returns the input request when p_user_id is the owner or a
+-- participant of its conversation, raising CV001 when it does not exist
+-- or the caller has no role in its conversation (the two are
+-- indistinguishable on purpose), CV005 when the caller only views it. It
+-- takes no lock.
+CREATE OR REPLACE FUNCTION convo._input_as(p_user_id text, p_tool_call_id uuid, p_action text)
 RETURNS convo.input_requests
 LANGUAGE plpgsql AS $$
 DECLARE
     v_request convo.input_requests;
 BEGIN
-    SELECT r.* INTO v_request FROM convo.input_requests r
-      JOIN convo.conversations c ON c.id = r.conversation_id
-     WHERE r.tool_call_id = p_tool_call_id AND c.owner_id = p_owner_id;
-    IF NOT FOUND THEN
+    SELECT r.* INTO v_request FROM convo.input_requests r WHERE r.tool_call_id = p_tool_call_id;
+    IF NOT convo._may(p_user_id, v_request.conversation_id, p_action, 'participant') THEN
         RAISE EXCEPTION '%: input request % does not exist', p_action, p_tool_call_id USING ERRCODE = 'CV001';
     END IF;
     RETURN v_request;
@@ -175,7 +175,7 @@ DECLARE
     v_request convo.input_requests;
 BEGIN
     PERFORM convo._json_check(p_answer, 'answer_input: answer');
-    v_request := convo._owned_input(p_owner_id, p_tool_call_id, 'answer_input');
+    v_request := convo._input_as(p_owner_id, p_tool_call_id, 'answer_input');
     PERFORM convo._check_input_answer(v_request.kind, v_request.request, p_answer);
     v_request := convo._pending_input(v_request, 'answer_input');
     UPDATE convo.input_requests r
@@ -211,7 +211,7 @@ BEGIN
         RAISE EXCEPTION 'claim_input: lease_seconds must be between 1 and 3600, got %', p_lease_seconds
             USING ERRCODE = 'CV003';
     END IF;
-    v_request := convo._owned_input(p_owner_id, p_tool_call_id, 'claim_input');
+    v_request := convo._input_as(p_owner_id, p_tool_call_id, 'claim_input');
     IF v_request.kind <> 'client_tool' THEN
         RAISE EXCEPTION 'claim_input: input request % is a % request; only client_tool requests are claimed',
             v_request.tool_call_id, v_request.kind USING ERRCODE = 'CV002';

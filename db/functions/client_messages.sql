@@ -53,7 +53,9 @@ END;
 $$;
 
 -- send_message appends a user message (completed at once, one text block)
--- to the owner's conversation, creating the conversation when
+-- from p_owner_id, its sender (messages.sender_id), to a conversation of
+-- which the sender is the owner or a participant, creating the
+-- conversation (the sender's own) when
 -- p_conversation_id is NULL, and queues one prompt with its pending
 -- assistant message for each model configuration in p_model_configs (a JSON
 -- array of one object, or two for an A/B comparison, whose messages are
@@ -65,10 +67,11 @@ $$;
 -- the setting convo.notify_prompts is 'off' (send_messages turns it off
 -- for its transaction, and notifies once for all its prompts).
 --
--- It raises CV004, changing nothing, when the owner's queued and running
--- prompts plus the new ones would exceed convo.limits.max_active_prompts
--- (see _check_prompt_quota); CV001 first for a conversation that is not
--- the owner's (_check_owner), whatever the quota.
+-- It raises CV004, changing nothing, when the conversation owner's
+-- queued and running prompts plus the new ones would exceed
+-- convo.limits.max_active_prompts (see _check_prompt_quota); CV001 first
+-- for a conversation the sender has no role in, and CV005 for one the
+-- sender only views (_check_member), whatever the quota.
 --
 -- It raises CV002, changing nothing, when a reply of the conversation
 -- waits for an answer (wait_prompt): the user answers it, or cancels it,
@@ -124,6 +127,7 @@ DECLARE
     v_messages   uuid[] := '{}';
     v_prompts    uuid[] := '{}';
     v_title      text;
+    v_owner      text;
     -- The send's events, appended together at its end (one update of the
     -- conversation's row for all of them, not one each).
     v_kinds      text[] := '{}';
@@ -149,16 +153,17 @@ BEGIN
             p_parent_message_id USING ERRCODE = 'CV003';
     END IF;
 
-    -- The owner, then the quota, before anything is written or locked.
+    -- The caller's role, then the quota (the owner's), before anything is
+    -- written or locked.
     IF p_conversation_id IS NOT NULL THEN
-        PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'send_message');
+        v_owner := convo._check_member(p_owner_id, p_conversation_id, 'send_message', 'participant');
     END IF;
-    PERFORM convo._check_prompt_quota(p_owner_id, jsonb_array_length(p_model_configs), 'send_message');
+    PERFORM convo._check_prompt_quota(coalesce(v_owner, p_owner_id), jsonb_array_length(p_model_configs), 'send_message');
 
     IF p_conversation_id IS NULL THEN
         INSERT INTO convo.conversations (owner_id) VALUES (p_owner_id) RETURNING * INTO v_conv;
     ELSE
-        v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'send_message');
+        v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'send_message', 'participant');
         v_policy := coalesce(v_policy, v_conv.send_policy, 'enqueue');
         -- The reply in flight: the one that holds the turn, else the
         -- oldest queued send's.
@@ -192,7 +197,7 @@ BEGIN
 
     -- The message hangs below the active leaf (below slot "a" of a
     -- comparison), its replies below it; the caller's idea of the leaf is
-    -- checked here, under the lock _owned_conversation took.
+    -- checked here, under the lock _conversation_as took.
     v_leaf := convo._active_leaf(v_conv.id);
     IF p_parent_message_id IS NOT NULL AND p_parent_message_id IS DISTINCT FROM v_leaf
        AND NOT EXISTS (SELECT 1 FROM convo.messages b JOIN convo.messages a ON a.comparison_id = b.comparison_id
@@ -201,8 +206,8 @@ BEGIN
             p_parent_message_id, v_conv.id, coalesce(v_leaf::text, 'none, the conversation has no messages')
             USING ERRCODE = 'CV002';
     END IF;
-    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, queued)
-    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf, v_queued)
+    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, queued, sender_id)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_leaf, v_queued, p_owner_id)
     RETURNING * INTO v_user;
     PERFORM convo._write_user_blocks(p_owner_id, v_user, p_text, p_file_ids, 'send_message');
     v_kinds := v_kinds || 'messageCreated'::text;
@@ -282,7 +287,9 @@ $$;
 -- its messages the path after it: the later queued sends). It returns
 -- the conversation.
 -- Errors, changing nothing: CV001 a message that does not exist or is not
--- in a conversation of the owner's; CV002 a message that is not queued
+-- in a conversation the caller has a role in; CV005 a viewer, or a
+-- participant taking back another member's message (its sender and the
+-- owner may); CV002 a message that is not queued
 -- (a reply's message, a message never queued, or one whose reply has
 -- started: cancel that reply instead).
 CREATE OR REPLACE FUNCTION convo.delete_queued_message(p_owner_id text, p_message_id uuid)
@@ -298,7 +305,7 @@ BEGIN
         RAISE EXCEPTION 'delete_queued_message: message % does not exist', p_message_id USING ERRCODE = 'CV001';
     END IF;
     BEGIN
-        v_conv := convo._owned_conversation(p_owner_id, v_msg.conversation_id, 'delete_queued_message');
+        v_conv := convo._conversation_as(p_owner_id, v_msg.conversation_id, 'delete_queued_message', 'participant');
     EXCEPTION WHEN SQLSTATE 'CV001' THEN
         -- Another owner's message is not told apart from none.
         RAISE EXCEPTION 'delete_queued_message: message % does not exist', p_message_id USING ERRCODE = 'CV001';
@@ -307,6 +314,11 @@ BEGIN
     SELECT * INTO v_msg FROM convo.messages m WHERE m.id = p_message_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'delete_queued_message: message % does not exist', p_message_id USING ERRCODE = 'CV001';
+    END IF;
+    -- A participant takes back only what they sent; the owner anything.
+    IF v_conv.owner_id <> p_owner_id AND v_msg.sender_id IS DISTINCT FROM p_owner_id THEN
+        RAISE EXCEPTION 'delete_queued_message: message % was sent by another member: only its sender or the conversation''s owner may take it back',
+            v_msg.id USING ERRCODE = 'CV005';
     END IF;
     IF v_msg.role <> 'user' THEN
         RAISE EXCEPTION 'delete_queued_message: message % is a reply, not a queued user message: name the user message it answers',

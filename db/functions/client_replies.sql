@@ -78,8 +78,9 @@ $$;
 -- branchSwitched (the new reply, pending), promptQueued,
 -- conversationUpdated. Notifies "convo_prompts" with 'queued:<prompt id>'.
 -- Errors, changing nothing: CV003 a model configuration that is not a
--- JSON object; CV001 an unknown conversation (or another owner's: before
--- the quota, _check_owner); CV004 past the owner's cap
+-- JSON object; CV001 an unknown conversation (or one the caller has no
+-- role in), CV005 one the caller only views (both before the quota,
+-- _check_member); CV004 past the conversation owner's cap
 -- (_check_prompt_quota); CV001 an unknown message, or one of another
 -- conversation;
 -- CV002 a user message, a reply of an A/B comparison, a conversation with
@@ -99,11 +100,11 @@ BEGIN
         RAISE EXCEPTION 'regenerate_reply: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo._json_check(p_model_config, 'regenerate_reply: model_config');
-    -- The owner, then the quota, before the conversation is locked (see
-    -- _check_owner, _check_prompt_quota).
-    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'regenerate_reply');
-    PERFORM convo._check_prompt_quota(p_owner_id, 1, 'regenerate_reply');
-    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'regenerate_reply');
+    -- The caller's role, then the quota (the owner's), before the
+    -- conversation is locked (see _check_member, _check_prompt_quota).
+    PERFORM convo._check_prompt_quota(convo._check_member(p_owner_id, p_conversation_id, 'regenerate_reply', 'participant'),
+                                      1, 'regenerate_reply');
+    v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'regenerate_reply', 'participant');
 
     IF p_message_id IS NULL THEN
         SELECT * INTO v_old FROM convo.messages m
@@ -149,7 +150,8 @@ $$;
 -- "convo_prompts" with 'queued:<prompt id>'.
 -- Errors, changing nothing: CV003 text that shows nothing, a model
 -- configuration that is not a JSON object; CV001 an unknown conversation
--- (or another owner's: before the quota, _check_owner); CV004 past the
+-- (or one the caller has no role in;
+-- CV005 one the caller only views: before the quota, _check_member); CV004 past the
 -- owner's cap; CV001 an unknown message, or a message of another
 -- conversation; CV002 a message that is not the user's (an assistant or
 -- system message), or a reply still being written
@@ -173,9 +175,9 @@ BEGIN
         RAISE EXCEPTION 'edit_message: model_config must be a JSON object' USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo._json_check(p_model_config, 'edit_message: model_config');
-    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'edit_message');
-    PERFORM convo._check_prompt_quota(p_owner_id, 1, 'edit_message');
-    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'edit_message');
+    PERFORM convo._check_prompt_quota(convo._check_member(p_owner_id, p_conversation_id, 'edit_message', 'participant'),
+                                      1, 'edit_message');
+    v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'edit_message', 'participant');
 
     SELECT * INTO v_old FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id;
     IF NOT FOUND THEN
@@ -192,8 +194,8 @@ BEGIN
      WHERE r.parent_id = v_old.id AND r.comparison_slot IS DISTINCT FROM 'b'
      ORDER BY r.position DESC LIMIT 1;
 
-    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, on_active_path)
-    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_old.parent_id, false)
+    INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, on_active_path, sender_id)
+    VALUES (v_conv.id, v_conv.last_seq + 1, 'user', 'completed', v_old.parent_id, false, p_owner_id)
     RETURNING * INTO v_user;
     PERFORM convo._write_user_blocks(p_owner_id, v_user, p_text, p_file_ids, 'edit_message');
     v_prompt := convo._queue_reply(v_conv.id, v_user.id, v_user.position + 1, coalesce(p_model_config, v_old_model, '{}'));
@@ -222,7 +224,7 @@ DECLARE
     v_start  uuid;
     v_newest uuid;
 BEGIN
-    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'switch_branch');
+    v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'switch_branch', 'participant');
     IF NOT EXISTS (SELECT 1 FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id) THEN
         RAISE EXCEPTION 'switch_branch: message % is not a message of conversation %', p_message_id, v_conv.id
             USING ERRCODE = 'CV001';
@@ -276,7 +278,8 @@ $$;
 -- edit_message take them (_write_user_blocks); with files, p_text may
 -- show nothing.
 -- Errors, changing nothing: those of send_message, edit_message and
--- switch_branch; CV001 an unknown conversation (or another owner's), or
+-- switch_branch; CV001 an unknown conversation (or one the caller has no
+-- role in; CV005 one the caller only views), or
 -- a message that is not one of the conversation's.
 CREATE OR REPLACE FUNCTION convo.send_after(p_owner_id text, p_conversation_id uuid, p_after_message_id uuid,
                                             p_text text, p_model_config jsonb, p_file_ids uuid[] DEFAULT '{}')
@@ -287,9 +290,9 @@ DECLARE
     v_after convo.messages;
     v_next  uuid;
 BEGIN
-    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'send_after');
-    PERFORM convo._check_prompt_quota(p_owner_id, 1, 'send_after');
-    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'send_after');
+    PERFORM convo._check_prompt_quota(convo._check_member(p_owner_id, p_conversation_id, 'send_after', 'participant'),
+                                      1, 'send_after');
+    v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'send_after', 'participant');
     SELECT * INTO v_after FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_after_message_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'send_after: message % is not a message of conversation %', p_after_message_id, v_conv.id
@@ -362,7 +365,7 @@ DECLARE
     v_msg      convo.messages;
     v_versions uuid[];
 BEGIN
-    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'switch_version');
+    v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'switch_version', 'participant');
     SELECT * INTO v_msg FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'switch_version: message % is not a message of conversation %', p_message_id, v_conv.id

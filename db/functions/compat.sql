@@ -18,3 +18,52 @@
 -- unique"); every start of this release drops it again. Drop this
 -- statement with the next release.
 DROP FUNCTION IF EXISTS convo.send_messages(text[], uuid[], text[], text[], uuid[], text[]);
+
+-- The owner-only checks of the previous release (00037 made every check
+-- one of the caller's role: client_conversations.sql). Its functions call
+-- these; one of its calls running while 00037 commits (its function
+-- bodies already compiled) must still find them, with their meaning of
+-- then: the conversation's, or the input request's, owner only. Nothing
+-- of this release calls them. A migration of the next release drops
+-- them, and this statement goes.
+CREATE OR REPLACE FUNCTION convo._owned_conversation(p_owner_id text, p_conversation_id uuid, p_action text)
+RETURNS convo.conversations
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv convo.conversations;
+BEGIN
+    SELECT * INTO v_conv FROM convo.conversations c
+     WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id
+       FOR NO KEY UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+    RETURN v_conv;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION convo._check_owner(p_owner_id text, p_conversation_id uuid, p_action text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM FROM convo.conversations c WHERE c.id = p_conversation_id AND c.owner_id = p_owner_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: conversation % does not exist', p_action, p_conversation_id USING ERRCODE = 'CV001';
+    END IF;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION convo._owned_input(p_owner_id text, p_tool_call_id uuid, p_action text)
+RETURNS convo.input_requests
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_request convo.input_requests;
+BEGIN
+    SELECT r.* INTO v_request FROM convo.input_requests r
+      JOIN convo.conversations c ON c.id = r.conversation_id
+     WHERE r.tool_call_id = p_tool_call_id AND c.owner_id = p_owner_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: input request % does not exist', p_action, p_tool_call_id USING ERRCODE = 'CV001';
+    END IF;
+    RETURN v_request;
+END;
+$$;

@@ -81,8 +81,8 @@ BEGIN
         END IF;
     END LOOP;
 
-    PERFORM convo._check_owner(p_owner_id, p_conversation_id, 'append_messages');
-    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'append_messages');
+    PERFORM convo._check_member(p_owner_id, p_conversation_id, 'append_messages', 'participant');
+    v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'append_messages', 'participant');
     PERFORM convo._check_no_reply_in_flight(v_conv.id, 'append_messages');
 
     v_parent := convo._active_leaf(v_conv.id);
@@ -91,8 +91,9 @@ BEGIN
         v_text := coalesce(v_item->>'text', '');
         -- Positions grow down the path: the events appended below move
         -- last_seq past every one of these.
-        INSERT INTO convo.messages (conversation_id, position, role, status, parent_id)
-        VALUES (v_conv.id, v_conv.last_seq + v_i, v_role, 'completed', v_parent)
+        INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, sender_id)
+        VALUES (v_conv.id, v_conv.last_seq + v_i, v_role, 'completed', v_parent,
+                CASE WHEN v_role = 'user' THEN p_owner_id END)
         RETURNING * INTO v_msg;
         IF v_role = 'user' THEN
             v_files := ARRAY(SELECT (f.value #>> '{}')::uuid FROM jsonb_array_elements(coalesce(v_item->'fileIds', '[]')) f);
@@ -154,7 +155,7 @@ DECLARE
     v_msg  convo.messages;
     v_leaf uuid;
 BEGIN
-    v_conv := convo._owned_conversation(p_owner_id, p_conversation_id, 'delete_message');
+    v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'delete_message', 'participant');
     SELECT * INTO v_msg FROM convo.messages m WHERE m.conversation_id = v_conv.id AND m.id = p_message_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'delete_message: message % is not a message of conversation %', p_message_id, v_conv.id

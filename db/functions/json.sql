@@ -60,6 +60,7 @@ BEGIN
             'id', m.id,
             'conversationId', m.conversation_id,
             'role', m.role,
+            'senderId', m.sender_id,
             'status', m.status,
             'promptId', p.id,
             'error', CASE WHEN m.status = 'failed' THEN nullif(p.error, '') END,

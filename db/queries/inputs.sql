@@ -40,13 +40,13 @@ SELECT r.tool_call_id, r.conversation_id, r.prompt_id, r.kind, r.request, r.stat
  ORDER BY t.started_at, t.id;
 
 -- name: InputAnswerable :one
--- What AnswerInput checks before it validates an answer, in one read: an
--- owner's input request on tool_call_id (no row: none, or not the
--- owner's), whether it can still be answered (pending, not past its
+-- What AnswerInput checks before it validates an answer, in one read:
+-- the input request on tool_call_id of a conversation of which user_id
+-- is the owner or a participant (no row: none, or the user has no role
+-- in its conversation; CV005 when the user only views it), whether it can still be answered (pending, not past its
 -- expiry: convo.answer_input refuses any other), and its output schema
 -- (a client_tool request's; NULL for none).
 SELECT (r.status = 'pending' AND (r.expires_at IS NULL OR r.expires_at > now()))::boolean AS answerable,
        (CASE WHEN r.kind = 'client_tool' THEN r.request -> 'outputSchema' END)::jsonb AS output_schema
   FROM convo.input_requests r
-  JOIN convo.conversations c ON c.id = r.conversation_id
- WHERE r.tool_call_id = @tool_call_id::uuid AND c.owner_id = @owner_id::text;
+ WHERE r.tool_call_id = @tool_call_id::uuid AND convo._may(@user_id::text, r.conversation_id, 'answer_input', 'participant');

@@ -52,15 +52,15 @@ SELECT t.from_position::bigint AS from_position, t.older::boolean AS older
   FROM convo._message_tail(@conversation_id::uuid, -1, @before_position::bigint, @max_bytes::bigint) t;
 
 -- name: MessageGet :one
--- The message, when its conversation belongs to owner_id (the columns of
--- MessageListByConversation).
+-- The message, when user_id has a role in its conversation (the columns
+-- of MessageListByConversation).
 SELECT m.*, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
        sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   JOIN convo.conversations c ON c.id = m.conversation_id
   LEFT JOIN convo.prompts p ON p.message_id = m.id
   CROSS JOIN LATERAL convo._sibling_place(m) sp
- WHERE m.id = @id::uuid AND c.owner_id = @owner_id::text;
+ WHERE m.id = @id::uuid AND (c.owner_id = @user_id::text OR EXISTS (SELECT 1 FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = @user_id::text));
 
 -- name: MessageSetFeedback :exec
 SELECT convo.set_feedback(@owner_id::text, @message_id::uuid, @rating::text, @comment::text);

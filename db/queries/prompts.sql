@@ -1,11 +1,11 @@
 -- name: PromptCancel :one
--- Cancels the prompt when it belongs to a conversation of owner_id. Returns
--- no row for an unknown or foreign prompt; false when it was already
--- cancelled.
+-- Cancels the prompt when it belongs to a conversation of which user_id is
+-- the owner or a participant. Returns no row for an unknown prompt or one
+-- of a conversation the user has no role in (CV005 when the user only
+-- views it); false when it was already cancelled.
 SELECT convo.cancel_prompt(p.id) AS cancelled
   FROM convo.prompts p
-  JOIN convo.conversations c ON c.id = p.conversation_id
- WHERE p.id = @prompt_id::uuid AND c.owner_id = @owner_id::text;
+ WHERE p.id = @prompt_id::uuid AND convo._may(@user_id::text, p.conversation_id, 'cancel_prompt', 'participant');
 
 -- name: PromptExpireLeases :one
 SELECT convo.expire_leases()::int AS failed;

@@ -1,17 +1,23 @@
 -- name: SnapshotConversations :many
--- For each request nth (1-based) of (ids, owner_ids, max_bytes) whose
--- conversation exists and belongs to its owner: the conversation, and
+-- For each request nth (1-based) of (ids, user_ids, max_bytes) whose
+-- conversation exists and its user has a role in (its owner or a
+-- member): the conversation, and
 -- where the latest messages of its active path that fit in its max_bytes
 -- begin (from_position) and whether older ones remain (older); see
 -- convo._message_tail. A request of an unknown or foreign conversation
 -- has no row.
 WITH r AS (
-    SELECT unnest(@ids::uuid[]) AS id, unnest(@owner_ids::text[]) AS owner_id,
+    SELECT unnest(@ids::uuid[]) AS id, unnest(@user_ids::text[]) AS user_id,
            unnest(@max_bytes::bigint[]) AS max_bytes, generate_subscripts(@ids::uuid[], 1) AS nth
 )
-SELECT r.nth::integer AS nth, sqlc.embed(c), t.from_position::bigint AS from_position, t.older::boolean AS older
+SELECT r.nth::integer AS nth, sqlc.embed(c), t.from_position::bigint AS from_position, t.older::boolean AS older,
+       (CASE WHEN c.owner_id = r.user_id THEN 'owner'
+             ELSE (SELECT mm.role FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id) END)::text AS role
   FROM r
-  JOIN convo.conversations c ON c.id = r.id AND c.owner_id = r.owner_id
+  JOIN convo.conversations c ON c.id = r.id
+                            AND (c.owner_id = r.user_id
+                                 OR EXISTS (SELECT 1 FROM convo.members mm
+                                             WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id))
  CROSS JOIN LATERAL convo._message_tail(c.id, -1, 9223372036854775807, r.max_bytes) t
  ORDER BY r.nth;
 

@@ -1,13 +1,13 @@
 -- name: PromptGet :one
 -- The prompt, found by its id or by its assistant message's id, when its
--- conversation belongs to owner_id. Not p.*: lease_expires_at is
+-- conversation user_id has a role in. Not p.*: lease_expires_at is
 -- 'infinity' for a prompt held under its worker's process lease, which a
 -- time.Time cannot hold (and a trace does not show).
 SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.error,
        p.created_at, p.started_at, p.ended_at
   FROM convo.prompts p
   JOIN convo.conversations c ON c.id = p.conversation_id
- WHERE c.owner_id = @owner_id::text
+ WHERE (c.owner_id = @user_id::text OR EXISTS (SELECT 1 FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = @user_id::text))
    AND (p.id = sqlc.narg(prompt_id)::uuid OR p.message_id = sqlc.narg(message_id)::uuid);
 
 -- name: EventListByPrompt :many

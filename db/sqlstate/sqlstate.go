@@ -23,10 +23,13 @@ const (
 	InvalidArgument = "CV003"
 	// QuotaExceeded: the user has too many prompts queued or running.
 	QuotaExceeded = "CV004"
+	// PermissionDenied: the caller's role in the conversation (a viewer,
+	// a participant) may not do the action (docs/api.md, "Members").
+	PermissionDenied = "CV005"
 )
 
 // All lists every SQLSTATE above.
-var All = []string{NotFound, IllegalState, InvalidArgument, QuotaExceeded}
+var All = []string{NotFound, IllegalState, InvalidArgument, QuotaExceeded, PermissionDenied}
 
 // Of returns the SQLSTATE of a PostgreSQL error in err's chain, or "".
 func Of(err error) string {

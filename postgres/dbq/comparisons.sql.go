@@ -21,7 +21,7 @@ SELECT cmp.id, cmp.conversation_id, cmp.user_message_id, cmp.preference, cmp.vot
   JOIN convo.conversations c ON c.id = cmp.conversation_id
   JOIN convo.prompts pa ON pa.id = cmp.prompt_a
   JOIN convo.prompts pb ON pb.id = cmp.prompt_b
- WHERE c.owner_id = $1::text
+ WHERE (c.owner_id = $1::text OR EXISTS (SELECT 1 FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = $1::text))
    AND ($2::uuid IS NULL OR cmp.id = $2::uuid)
    AND ($3::uuid IS NULL OR cmp.conversation_id = $3::uuid)
    AND ($4::timestamptz IS NULL
@@ -31,7 +31,7 @@ SELECT cmp.id, cmp.conversation_id, cmp.user_message_id, cmp.preference, cmp.vot
 `
 
 type ComparisonListParams struct {
-	OwnerID        string
+	UserID         string
 	OnlyID         uuid.NullUUID
 	ConversationID uuid.NullUUID
 	AfterTime      *time.Time
@@ -56,12 +56,12 @@ type ComparisonListRow struct {
 	BStatus        string
 }
 
-// The owner's comparisons (of one conversation, when conversation_id is
-// given), newest first, after the (after_time, after_id) cursor, with both
+// The comparisons of the conversations user_id owns or is a member of
+// (of one conversation, when conversation_id is given), newest first, after the (after_time, after_id) cursor, with both
 // sides' prompts. Also serves single look-ups through only_id.
 func (q *Queries) ComparisonList(ctx context.Context, arg ComparisonListParams) ([]ComparisonListRow, error) {
 	rows, err := q.db.Query(ctx, comparisonList,
-		arg.OwnerID,
+		arg.UserID,
 		arg.OnlyID,
 		arg.ConversationID,
 		arg.AfterTime,

@@ -83,31 +83,40 @@ func (q *Queries) ConversationDeleteUntouched(ctx context.Context, arg Conversat
 }
 
 const conversationGet = `-- name: ConversationGet :one
-SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count, send_policy FROM convo.conversations
- WHERE id = $1::uuid AND owner_id = $2::text
+SELECT c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at, c.last_message_at, c.delta_block_id, c.delta_count, c.send_policy, (CASE WHEN c.owner_id = $1::text THEN 'owner' ELSE m.role END)::text AS role
+  FROM convo.conversations c
+  LEFT JOIN convo.members m ON m.conversation_id = c.id AND m.user_id = $1::text
+ WHERE c.id = $2::uuid AND (c.owner_id = $1::text OR m.user_id IS NOT NULL)
 `
 
 type ConversationGetParams struct {
-	ID      uuid.UUID
-	OwnerID string
+	UserID string
+	ID     uuid.UUID
 }
 
-// The conversation, when it exists and belongs to owner_id.
-func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams) (ConvoConversation, error) {
-	row := q.db.QueryRow(ctx, conversationGet, arg.ID, arg.OwnerID)
-	var i ConvoConversation
+type ConversationGetRow struct {
+	ConvoConversation ConvoConversation
+	Role              string
+}
+
+// The conversation, when it exists and user_id has a role in it (its
+// owner or a member), with that role.
+func (q *Queries) ConversationGet(ctx context.Context, arg ConversationGetParams) (ConversationGetRow, error) {
+	row := q.db.QueryRow(ctx, conversationGet, arg.UserID, arg.ID)
+	var i ConversationGetRow
 	err := row.Scan(
-		&i.ID,
-		&i.OwnerID,
-		&i.Title,
-		&i.ActivePromptID,
-		&i.LastSeq,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.LastMessageAt,
-		&i.DeltaBlockID,
-		&i.DeltaCount,
-		&i.SendPolicy,
+		&i.ConvoConversation.ID,
+		&i.ConvoConversation.OwnerID,
+		&i.ConvoConversation.Title,
+		&i.ConvoConversation.ActivePromptID,
+		&i.ConvoConversation.LastSeq,
+		&i.ConvoConversation.CreatedAt,
+		&i.ConvoConversation.UpdatedAt,
+		&i.ConvoConversation.LastMessageAt,
+		&i.ConvoConversation.DeltaBlockID,
+		&i.ConvoConversation.DeltaCount,
+		&i.ConvoConversation.SendPolicy,
+		&i.Role,
 	)
 	return i, err
 }
@@ -135,28 +144,59 @@ func (q *Queries) ConversationInsertIfAbsent(ctx context.Context, arg Conversati
 }
 
 const conversationList = `-- name: ConversationList :many
-SELECT id, owner_id, title, active_prompt_id, last_seq, created_at, updated_at, last_message_at, delta_block_id, delta_count, send_policy FROM convo.conversations
- WHERE owner_id = $1::text
-   AND ($2::timestamptz IS NULL
-        OR (last_message_at, id) < ($2::timestamptz, $3::uuid))
- ORDER BY last_message_at DESC, id DESC
+SELECT u.id, u.owner_id, u.title, u.active_prompt_id, u.last_seq, u.created_at, u.updated_at,
+       u.last_message_at, u.role::text AS role
+  FROM ((SELECT c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at,
+                c.last_message_at, 'owner'::text AS role
+           FROM convo.conversations c
+          WHERE c.owner_id = $1::text
+            AND ($2::timestamptz IS NULL
+                 OR (c.last_message_at, c.id) < ($2::timestamptz, $3::uuid))
+          ORDER BY c.last_message_at DESC, c.id DESC
+          LIMIT $4::int)
+        UNION ALL
+        (SELECT c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at,
+                c.last_message_at, m.role
+           FROM convo.members m
+           JOIN convo.conversations c ON c.id = m.conversation_id
+          WHERE m.user_id = $1::text
+            AND ($2::timestamptz IS NULL
+                 OR (c.last_message_at, c.id) < ($2::timestamptz, $3::uuid))
+          ORDER BY c.last_message_at DESC, c.id DESC
+          LIMIT $4::int)) u
+ ORDER BY u.last_message_at DESC, u.id DESC
  LIMIT $4::int
 `
 
 type ConversationListParams struct {
-	OwnerID   string
+	UserID    string
 	AfterTime *time.Time
 	AfterID   uuid.NullUUID
 	MaxRows   int32
 }
 
-// A page of the owner's conversations, newest last_message_at first,
-// strictly after the (after_time, after_id) cursor when one is given. The
-// order is total (id breaks ties), so pages never repeat or skip a
-// conversation that does not move.
-func (q *Queries) ConversationList(ctx context.Context, arg ConversationListParams) ([]ConvoConversation, error) {
+type ConversationListRow struct {
+	ID             uuid.UUID
+	OwnerID        string
+	Title          string
+	ActivePromptID uuid.NullUUID
+	LastSeq        int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	LastMessageAt  time.Time
+	Role           string
+}
+
+// A page of the conversations user_id owns or is a member of, each with
+// the user's role, newest last_message_at first, strictly after the
+// (after_time, after_id) cursor when one is given. The order is total (id
+// breaks ties), so pages never repeat or skip a conversation that does
+// not move. Each side reads only its page by its own index (the owner's
+// conversations_owner_recent_idx; the member's members_user_idx), and the
+// two pages are merged.
+func (q *Queries) ConversationList(ctx context.Context, arg ConversationListParams) ([]ConversationListRow, error) {
 	rows, err := q.db.Query(ctx, conversationList,
-		arg.OwnerID,
+		arg.UserID,
 		arg.AfterTime,
 		arg.AfterID,
 		arg.MaxRows,
@@ -165,9 +205,9 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ConvoConversation
+	var items []ConversationListRow
 	for rows.Next() {
-		var i ConvoConversation
+		var i ConversationListRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.OwnerID,
@@ -177,9 +217,7 @@ func (q *Queries) ConversationList(ctx context.Context, arg ConversationListPara
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.LastMessageAt,
-			&i.DeltaBlockID,
-			&i.DeltaCount,
-			&i.SendPolicy,
+			&i.Role,
 		); err != nil {
 			return nil, err
 		}
@@ -220,5 +258,113 @@ type ConversationSetSendPolicyParams struct {
 // convo.set_send_policy.
 func (q *Queries) ConversationSetSendPolicy(ctx context.Context, arg ConversationSetSendPolicyParams) error {
 	_, err := q.db.Exec(ctx, conversationSetSendPolicy, arg.OwnerID, arg.ID, arg.Policy)
+	return err
+}
+
+const memberAdd = `-- name: MemberAdd :one
+SELECT (m).user_id::text AS user_id, (m).role::text AS role, (m).added_at::timestamptz AS added_at,
+       (m).added_by::text AS added_by
+  FROM convo.add_member($1::text, $2::uuid, $3::text, $4::text) m
+`
+
+type MemberAddParams struct {
+	CallerID       string
+	ConversationID uuid.UUID
+	UserID         string
+	Role           string
+}
+
+type MemberAddRow struct {
+	UserID  string
+	Role    string
+	AddedAt time.Time
+	AddedBy string
+}
+
+func (q *Queries) MemberAdd(ctx context.Context, arg MemberAddParams) (MemberAddRow, error) {
+	row := q.db.QueryRow(ctx, memberAdd,
+		arg.CallerID,
+		arg.ConversationID,
+		arg.UserID,
+		arg.Role,
+	)
+	var i MemberAddRow
+	err := row.Scan(
+		&i.UserID,
+		&i.Role,
+		&i.AddedAt,
+		&i.AddedBy,
+	)
+	return i, err
+}
+
+const memberList = `-- name: MemberList :many
+SELECT u.user_id::text AS user_id, u.role::text AS role, u.added_at::timestamptz AS added_at,
+       u.added_by::text AS added_by
+  FROM ((SELECT c.owner_id AS user_id, 'owner'::text AS role, c.created_at AS added_at, c.owner_id AS added_by,
+                0 AS k
+           FROM convo.conversations c
+          WHERE c.id = $1::uuid)
+        UNION ALL
+        (SELECT m.user_id, m.role, m.added_at, m.added_by, 1
+           FROM convo.members m
+          WHERE m.conversation_id = $1::uuid)) u
+ WHERE convo.member_role($2::text, $1::uuid) IS NOT NULL
+ ORDER BY u.k, u.added_at, u.user_id
+`
+
+type MemberListParams struct {
+	ConversationID uuid.UUID
+	UserID         string
+}
+
+type MemberListRow struct {
+	UserID  string
+	Role    string
+	AddedAt time.Time
+	AddedBy string
+}
+
+// The conversation's members, when user_id has a role in it: its owner
+// first (a row of its own, added when the conversation was created),
+// then the members in the order they were added. No row: the
+// conversation does not exist or user_id has no role in it.
+func (q *Queries) MemberList(ctx context.Context, arg MemberListParams) ([]MemberListRow, error) {
+	rows, err := q.db.Query(ctx, memberList, arg.ConversationID, arg.UserID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MemberListRow
+	for rows.Next() {
+		var i MemberListRow
+		if err := rows.Scan(
+			&i.UserID,
+			&i.Role,
+			&i.AddedAt,
+			&i.AddedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const memberRemove = `-- name: MemberRemove :exec
+SELECT convo.remove_member($1::text, $2::uuid, $3::text)
+`
+
+type MemberRemoveParams struct {
+	CallerID       string
+	ConversationID uuid.UUID
+	UserID         string
+}
+
+func (q *Queries) MemberRemove(ctx context.Context, arg MemberRemoveParams) error {
+	_, err := q.db.Exec(ctx, memberRemove, arg.CallerID, arg.ConversationID, arg.UserID)
 	return err
 }

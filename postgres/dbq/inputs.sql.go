@@ -41,13 +41,12 @@ const inputAnswerable = `-- name: InputAnswerable :one
 SELECT (r.status = 'pending' AND (r.expires_at IS NULL OR r.expires_at > now()))::boolean AS answerable,
        (CASE WHEN r.kind = 'client_tool' THEN r.request -> 'outputSchema' END)::jsonb AS output_schema
   FROM convo.input_requests r
-  JOIN convo.conversations c ON c.id = r.conversation_id
- WHERE r.tool_call_id = $1::uuid AND c.owner_id = $2::text
+ WHERE r.tool_call_id = $1::uuid AND convo._may($2::text, r.conversation_id, 'answer_input', 'participant')
 `
 
 type InputAnswerableParams struct {
 	ToolCallID uuid.UUID
-	OwnerID    string
+	UserID     string
 }
 
 type InputAnswerableRow struct {
@@ -55,13 +54,14 @@ type InputAnswerableRow struct {
 	OutputSchema json.RawMessage
 }
 
-// What AnswerInput checks before it validates an answer, in one read: an
-// owner's input request on tool_call_id (no row: none, or not the
-// owner's), whether it can still be answered (pending, not past its
+// What AnswerInput checks before it validates an answer, in one read:
+// the input request on tool_call_id of a conversation of which user_id
+// is the owner or a participant (no row: none, or the user has no role
+// in its conversation; CV005 when the user only views it), whether it can still be answered (pending, not past its
 // expiry: convo.answer_input refuses any other), and its output schema
 // (a client_tool request's; NULL for none).
 func (q *Queries) InputAnswerable(ctx context.Context, arg InputAnswerableParams) (InputAnswerableRow, error) {
-	row := q.db.QueryRow(ctx, inputAnswerable, arg.ToolCallID, arg.OwnerID)
+	row := q.db.QueryRow(ctx, inputAnswerable, arg.ToolCallID, arg.UserID)
 	var i InputAnswerableRow
 	err := row.Scan(&i.Answerable, &i.OutputSchema)
 	return i, err

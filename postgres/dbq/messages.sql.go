@@ -31,18 +31,18 @@ func (q *Queries) MessageDeleteQueued(ctx context.Context, arg MessageDeleteQueu
 }
 
 const messageGet = `-- name: MessageGet :one
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.sender_id, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
        sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   JOIN convo.conversations c ON c.id = m.conversation_id
   LEFT JOIN convo.prompts p ON p.message_id = m.id
   CROSS JOIN LATERAL convo._sibling_place(m) sp
- WHERE m.id = $1::uuid AND c.owner_id = $2::text
+ WHERE m.id = $1::uuid AND (c.owner_id = $2::text OR EXISTS (SELECT 1 FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = $2::text))
 `
 
 type MessageGetParams struct {
-	ID      uuid.UUID
-	OwnerID string
+	ID     uuid.UUID
+	UserID string
 }
 
 type MessageGetRow struct {
@@ -60,6 +60,7 @@ type MessageGetRow struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	SenderID        *string
 	Queued          bool
 	PromptID        uuid.NullUUID
 	PromptError     string
@@ -67,10 +68,10 @@ type MessageGetRow struct {
 	SiblingIndex    int32
 }
 
-// The message, when its conversation belongs to owner_id (the columns of
-// MessageListByConversation).
+// The message, when user_id has a role in its conversation (the columns
+// of MessageListByConversation).
 func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (MessageGetRow, error) {
-	row := q.db.QueryRow(ctx, messageGet, arg.ID, arg.OwnerID)
+	row := q.db.QueryRow(ctx, messageGet, arg.ID, arg.UserID)
 	var i MessageGetRow
 	err := row.Scan(
 		&i.ID,
@@ -87,6 +88,7 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 		&i.ComparisonSlot,
 		&i.ParentID,
 		&i.OnActivePath,
+		&i.SenderID,
 		&i.Queued,
 		&i.PromptID,
 		&i.PromptError,
@@ -97,7 +99,7 @@ func (q *Queries) MessageGet(ctx context.Context, arg MessageGetParams) (Message
 }
 
 const messageListByConversation = `-- name: MessageListByConversation :many
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.sender_id, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
        sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM convo.messages m
   LEFT JOIN convo.prompts p ON p.message_id = m.id
@@ -128,6 +130,7 @@ type MessageListByConversationRow struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	SenderID        *string
 	Queued          bool
 	PromptID        uuid.NullUUID
 	PromptError     string
@@ -164,6 +167,7 @@ func (q *Queries) MessageListByConversation(ctx context.Context, arg MessageList
 			&i.ComparisonSlot,
 			&i.ParentID,
 			&i.OnActivePath,
+			&i.SenderID,
 			&i.Queued,
 			&i.PromptID,
 			&i.PromptError,

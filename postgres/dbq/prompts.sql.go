@@ -14,20 +14,20 @@ import (
 const promptCancel = `-- name: PromptCancel :one
 SELECT convo.cancel_prompt(p.id) AS cancelled
   FROM convo.prompts p
-  JOIN convo.conversations c ON c.id = p.conversation_id
- WHERE p.id = $1::uuid AND c.owner_id = $2::text
+ WHERE p.id = $1::uuid AND convo._may($2::text, p.conversation_id, 'cancel_prompt', 'participant')
 `
 
 type PromptCancelParams struct {
 	PromptID uuid.UUID
-	OwnerID  string
+	UserID   string
 }
 
-// Cancels the prompt when it belongs to a conversation of owner_id. Returns
-// no row for an unknown or foreign prompt; false when it was already
-// cancelled.
+// Cancels the prompt when it belongs to a conversation of which user_id is
+// the owner or a participant. Returns no row for an unknown prompt or one
+// of a conversation the user has no role in (CV005 when the user only
+// views it); false when it was already cancelled.
 func (q *Queries) PromptCancel(ctx context.Context, arg PromptCancelParams) (bool, error) {
-	row := q.db.QueryRow(ctx, promptCancel, arg.PromptID, arg.OwnerID)
+	row := q.db.QueryRow(ctx, promptCancel, arg.PromptID, arg.UserID)
 	var cancelled bool
 	err := row.Scan(&cancelled)
 	return cancelled, err

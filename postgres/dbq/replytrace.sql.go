@@ -15,13 +15,13 @@ import (
 const replyTraceContexts = `-- name: ReplyTraceContexts :many
 SELECT p.message_id, p.trace_context::jsonb AS trace_context
   FROM convo.prompts p
- WHERE p.owner_id = $1::text
+ WHERE convo.member_role($1::text, p.conversation_id) IS NOT NULL
    AND p.message_id = ANY($2::uuid[])
    AND p.trace_context IS NOT NULL
 `
 
 type ReplyTraceContextsParams struct {
-	OwnerID    string
+	UserID     string
 	MessageIds []uuid.UUID
 }
 
@@ -31,10 +31,10 @@ type ReplyTraceContextsRow struct {
 }
 
 // The W3C trace context (convo.prompts.trace_context) the prompts of the
-// owner's messages message_ids keep, for those that keep one: what the
+// messages message_ids of conversations user_id has a role in keep, for those that keep one: what the
 // server continues when it records a rating or a vote on a reply's trace.
 func (q *Queries) ReplyTraceContexts(ctx context.Context, arg ReplyTraceContextsParams) ([]ReplyTraceContextsRow, error) {
-	rows, err := q.db.Query(ctx, replyTraceContexts, arg.OwnerID, arg.MessageIds)
+	rows, err := q.db.Query(ctx, replyTraceContexts, arg.UserID, arg.MessageIds)
 	if err != nil {
 		return nil, err
 	}

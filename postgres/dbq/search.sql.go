@@ -18,7 +18,9 @@ WITH query AS (
 ), match AS (
     SELECT b.message_id, b.id AS block_id, b.search_vector
       FROM query, convo.blocks b
-     WHERE ARRAY[b.conversation_id] && ARRAY(SELECT c.id FROM convo.conversations c WHERE c.owner_id = $2::text)
+     WHERE ARRAY[b.conversation_id] && ARRAY(SELECT c.id FROM convo.conversations c WHERE c.owner_id = $2::text
+                                              UNION ALL
+                                             SELECT mm.conversation_id FROM convo.members mm WHERE mm.user_id = $2::text)
        AND b.block_type = 'text'
        AND b.search_vector @@ query.q
      ORDER BY b.created_at DESC, b.id
@@ -48,7 +50,8 @@ WITH query AS (
       FROM hit
       JOIN convo.messages m ON m.id = hit.message_id
       JOIN convo.conversations c ON c.id = m.conversation_id
-     WHERE c.owner_id = $2::text
+     WHERE (c.owner_id = $2::text
+            OR EXISTS (SELECT 1 FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = $2::text))
      ORDER BY hit.rank DESC, m.created_at DESC, hit.message_id
      LIMIT $3::int
 )
@@ -88,14 +91,17 @@ type MessageSearchRow struct {
 	Snippet           string
 }
 
-// Full-text search over the owner's text blocks and text files, one row
+// Full-text search over the text blocks of the conversations owner_id
+// (the caller) owns or is a member of, and over the caller's own text
+// files (a file another member attached is not searched), one row
 // per message (its best-matching block: a text block, or the file block
 // of a file whose text matches), best match first. Matching and ranking
 // read stored vectors, blocks.search_vector (00012_search_vector.sql) and
 // file_texts.search_vector (00028_file_text_search.sql), and never parse
 // text. Matching reads only the owner's: the block index is keyed by the
 // words and by each block's conversation (00024_batched_ends_owner_search.sql), and
-// the match asks for both, the owner's conversation ids as an array that
+// the match asks for both, the caller's conversation ids (owned and
+// shared, convo.members) as an array that
 // the index looks up (its expression, ARRAY[conversation_id], must stay
 // as it is written there); the file index is keyed by the words and the
 // owner (ARRAY[owner], likewise), so other owners' matches are never

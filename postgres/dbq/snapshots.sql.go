@@ -81,19 +81,24 @@ func (q *Queries) SnapshotBlocks(ctx context.Context, arg SnapshotBlocksParams) 
 
 const snapshotConversations = `-- name: SnapshotConversations :many
 WITH r AS (
-    SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS owner_id,
+    SELECT unnest($1::uuid[]) AS id, unnest($2::text[]) AS user_id,
            unnest($3::bigint[]) AS max_bytes, generate_subscripts($1::uuid[], 1) AS nth
 )
-SELECT r.nth::integer AS nth, c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at, c.last_message_at, c.delta_block_id, c.delta_count, c.send_policy, t.from_position::bigint AS from_position, t.older::boolean AS older
+SELECT r.nth::integer AS nth, c.id, c.owner_id, c.title, c.active_prompt_id, c.last_seq, c.created_at, c.updated_at, c.last_message_at, c.delta_block_id, c.delta_count, c.send_policy, t.from_position::bigint AS from_position, t.older::boolean AS older,
+       (CASE WHEN c.owner_id = r.user_id THEN 'owner'
+             ELSE (SELECT mm.role FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id) END)::text AS role
   FROM r
-  JOIN convo.conversations c ON c.id = r.id AND c.owner_id = r.owner_id
+  JOIN convo.conversations c ON c.id = r.id
+                            AND (c.owner_id = r.user_id
+                                 OR EXISTS (SELECT 1 FROM convo.members mm
+                                             WHERE mm.conversation_id = c.id AND mm.user_id = r.user_id))
  CROSS JOIN LATERAL convo._message_tail(c.id, -1, 9223372036854775807, r.max_bytes) t
  ORDER BY r.nth
 `
 
 type SnapshotConversationsParams struct {
 	Ids      []uuid.UUID
-	OwnerIds []string
+	UserIds  []string
 	MaxBytes []int64
 }
 
@@ -102,16 +107,18 @@ type SnapshotConversationsRow struct {
 	ConvoConversation ConvoConversation
 	FromPosition      int64
 	Older             bool
+	Role              string
 }
 
-// For each request nth (1-based) of (ids, owner_ids, max_bytes) whose
-// conversation exists and belongs to its owner: the conversation, and
+// For each request nth (1-based) of (ids, user_ids, max_bytes) whose
+// conversation exists and its user has a role in (its owner or a
+// member): the conversation, and
 // where the latest messages of its active path that fit in its max_bytes
 // begin (from_position) and whether older ones remain (older); see
 // convo._message_tail. A request of an unknown or foreign conversation
 // has no row.
 func (q *Queries) SnapshotConversations(ctx context.Context, arg SnapshotConversationsParams) ([]SnapshotConversationsRow, error) {
-	rows, err := q.db.Query(ctx, snapshotConversations, arg.Ids, arg.OwnerIds, arg.MaxBytes)
+	rows, err := q.db.Query(ctx, snapshotConversations, arg.Ids, arg.UserIds, arg.MaxBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +141,7 @@ func (q *Queries) SnapshotConversations(ctx context.Context, arg SnapshotConvers
 			&i.ConvoConversation.SendPolicy,
 			&i.FromPosition,
 			&i.Older,
+			&i.Role,
 		); err != nil {
 			return nil, err
 		}
@@ -228,7 +236,7 @@ const snapshotMessages = `-- name: SnapshotMessages :many
 WITH r AS (
     SELECT unnest($1::uuid[]) AS conversation_id, unnest($2::bigint[]) AS from_position
 )
-SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
+SELECT m.id, m.conversation_id, m.position, m.role, m.status, m.created_at, m.updated_at, m.feedback_rating, m.feedback_comment, m.feedback_at, m.comparison_id, m.comparison_slot, m.parent_id, m.on_active_path, m.sender_id, m.queued, p.id AS prompt_id, coalesce(CASE WHEN m.status = 'failed' THEN p.error END, '')::text AS prompt_error,
        sp.sibling_count::integer AS sibling_count, sp.sibling_index::integer AS sibling_index
   FROM r
   JOIN convo.messages m ON m.conversation_id = r.conversation_id AND m.on_active_path
@@ -258,6 +266,7 @@ type SnapshotMessagesRow struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	SenderID        *string
 	Queued          bool
 	PromptID        uuid.NullUUID
 	PromptError     string
@@ -292,6 +301,7 @@ func (q *Queries) SnapshotMessages(ctx context.Context, arg SnapshotMessagesPara
 			&i.ComparisonSlot,
 			&i.ParentID,
 			&i.OnActivePath,
+			&i.SenderID,
 			&i.Queued,
 			&i.PromptID,
 			&i.PromptError,

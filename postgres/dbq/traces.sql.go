@@ -59,12 +59,12 @@ SELECT p.id, p.conversation_id, p.message_id, p.status, p.model_config, p.error,
        p.created_at, p.started_at, p.ended_at
   FROM convo.prompts p
   JOIN convo.conversations c ON c.id = p.conversation_id
- WHERE c.owner_id = $1::text
+ WHERE (c.owner_id = $1::text OR EXISTS (SELECT 1 FROM convo.members mm WHERE mm.conversation_id = c.id AND mm.user_id = $1::text))
    AND (p.id = $2::uuid OR p.message_id = $3::uuid)
 `
 
 type PromptGetParams struct {
-	OwnerID   string
+	UserID    string
 	PromptID  uuid.NullUUID
 	MessageID uuid.NullUUID
 }
@@ -82,11 +82,11 @@ type PromptGetRow struct {
 }
 
 // The prompt, found by its id or by its assistant message's id, when its
-// conversation belongs to owner_id. Not p.*: lease_expires_at is
+// conversation user_id has a role in. Not p.*: lease_expires_at is
 // 'infinity' for a prompt held under its worker's process lease, which a
 // time.Time cannot hold (and a trace does not show).
 func (q *Queries) PromptGet(ctx context.Context, arg PromptGetParams) (PromptGetRow, error) {
-	row := q.db.QueryRow(ctx, promptGet, arg.OwnerID, arg.PromptID, arg.MessageID)
+	row := q.db.QueryRow(ctx, promptGet, arg.UserID, arg.PromptID, arg.MessageID)
 	var i PromptGetRow
 	err := row.Scan(
 		&i.ID,

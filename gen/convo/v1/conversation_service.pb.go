@@ -80,6 +80,299 @@ func (Preference) EnumDescriptor() ([]byte, []int) {
 	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
 }
 
+// AddMemberRequest adds a member to a conversation.
+type AddMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// user_id is the user to add: 1 to 200 bytes, no control character;
+	// not the owner's.
+	UserId string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// role is "viewer" or "participant".
+	Role          string `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AddMemberRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+// AddMemberResponse is the member as they now are.
+type AddMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        *Member                `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AddMemberResponse) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+// RemoveMemberRequest removes a member from a conversation.
+type RemoveMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// user_id is the member to remove (the caller's own id to leave).
+	UserId        string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RemoveMemberRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *RemoveMemberRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// RemoveMemberResponse is empty.
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+}
+
+// ListMembersRequest names the conversation.
+type ListMembersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListMembersRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// ListMembersResponse lists the owner, then the members.
+type ListMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Members       []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
 // EditMessageRequest edits a user message.
 type EditMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -103,7 +396,7 @@ type EditMessageRequest struct {
 
 func (x *EditMessageRequest) Reset() {
 	*x = EditMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +408,7 @@ func (x *EditMessageRequest) String() string {
 func (*EditMessageRequest) ProtoMessage() {}
 
 func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +421,7 @@ func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageRequest.ProtoReflect.Descriptor instead.
 func (*EditMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EditMessageRequest) GetConversationId() string {
@@ -181,7 +474,7 @@ type EditMessageResponse struct {
 
 func (x *EditMessageResponse) Reset() {
 	*x = EditMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -193,7 +486,7 @@ func (x *EditMessageResponse) String() string {
 func (*EditMessageResponse) ProtoMessage() {}
 
 func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -206,7 +499,7 @@ func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageResponse.ProtoReflect.Descriptor instead.
 func (*EditMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *EditMessageResponse) GetUserMessageId() string {
@@ -246,7 +539,7 @@ type RegenerateReplyRequest struct {
 
 func (x *RegenerateReplyRequest) Reset() {
 	*x = RegenerateReplyRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +551,7 @@ func (x *RegenerateReplyRequest) String() string {
 func (*RegenerateReplyRequest) ProtoMessage() {}
 
 func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +564,7 @@ func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyRequest.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegenerateReplyRequest) GetConversationId() string {
@@ -308,7 +601,7 @@ type RegenerateReplyResponse struct {
 
 func (x *RegenerateReplyResponse) Reset() {
 	*x = RegenerateReplyResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +613,7 @@ func (x *RegenerateReplyResponse) String() string {
 func (*RegenerateReplyResponse) ProtoMessage() {}
 
 func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +626,7 @@ func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyResponse.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegenerateReplyResponse) GetAssistantMessageId() string {
@@ -370,7 +663,7 @@ type SwitchBranchRequest struct {
 
 func (x *SwitchBranchRequest) Reset() {
 	*x = SwitchBranchRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +675,7 @@ func (x *SwitchBranchRequest) String() string {
 func (*SwitchBranchRequest) ProtoMessage() {}
 
 func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +688,7 @@ func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchRequest.ProtoReflect.Descriptor instead.
 func (*SwitchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SwitchBranchRequest) GetConversationId() string {
@@ -431,7 +724,7 @@ type SwitchBranchResponse struct {
 
 func (x *SwitchBranchResponse) Reset() {
 	*x = SwitchBranchResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +736,7 @@ func (x *SwitchBranchResponse) String() string {
 func (*SwitchBranchResponse) ProtoMessage() {}
 
 func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +749,7 @@ func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchResponse.ProtoReflect.Descriptor instead.
 func (*SwitchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SwitchBranchResponse) GetLeafMessageId() string {
@@ -505,7 +798,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +810,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +823,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SendMessageRequest) GetConversationId() string {
@@ -596,7 +889,7 @@ type SetSendPolicyRequest struct {
 
 func (x *SetSendPolicyRequest) Reset() {
 	*x = SetSendPolicyRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -608,7 +901,7 @@ func (x *SetSendPolicyRequest) String() string {
 func (*SetSendPolicyRequest) ProtoMessage() {}
 
 func (x *SetSendPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -621,7 +914,7 @@ func (x *SetSendPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSendPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetSendPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetSendPolicyRequest) GetConversationId() string {
@@ -649,7 +942,7 @@ type SetSendPolicyResponse struct {
 
 func (x *SetSendPolicyResponse) Reset() {
 	*x = SetSendPolicyResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +954,7 @@ func (x *SetSendPolicyResponse) String() string {
 func (*SetSendPolicyResponse) ProtoMessage() {}
 
 func (x *SetSendPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +967,7 @@ func (x *SetSendPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSendPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetSendPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetSendPolicyResponse) GetConversation() *Conversation {
@@ -695,7 +988,7 @@ type DeleteQueuedMessageRequest struct {
 
 func (x *DeleteQueuedMessageRequest) Reset() {
 	*x = DeleteQueuedMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +1000,7 @@ func (x *DeleteQueuedMessageRequest) String() string {
 func (*DeleteQueuedMessageRequest) ProtoMessage() {}
 
 func (x *DeleteQueuedMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +1013,7 @@ func (x *DeleteQueuedMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueuedMessageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueuedMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteQueuedMessageRequest) GetMessageId() string {
@@ -741,7 +1034,7 @@ type DeleteQueuedMessageResponse struct {
 
 func (x *DeleteQueuedMessageResponse) Reset() {
 	*x = DeleteQueuedMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -753,7 +1046,7 @@ func (x *DeleteQueuedMessageResponse) String() string {
 func (*DeleteQueuedMessageResponse) ProtoMessage() {}
 
 func (x *DeleteQueuedMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -766,7 +1059,7 @@ func (x *DeleteQueuedMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueuedMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueuedMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteQueuedMessageResponse) GetConversationId() string {
@@ -802,7 +1095,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +1107,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +1120,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SendMessageResponse) GetConversationId() string {
@@ -926,7 +1219,7 @@ type StreamConversationRequest struct {
 
 func (x *StreamConversationRequest) Reset() {
 	*x = StreamConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1231,7 @@ func (x *StreamConversationRequest) String() string {
 func (*StreamConversationRequest) ProtoMessage() {}
 
 func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1244,7 @@ func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationRequest.ProtoReflect.Descriptor instead.
 func (*StreamConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamConversationRequest) GetConversationId() string {
@@ -1006,7 +1299,7 @@ type StreamConversationResponse struct {
 
 func (x *StreamConversationResponse) Reset() {
 	*x = StreamConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1311,7 @@ func (x *StreamConversationResponse) String() string {
 func (*StreamConversationResponse) ProtoMessage() {}
 
 func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1324,7 @@ func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationResponse.ProtoReflect.Descriptor instead.
 func (*StreamConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StreamConversationResponse) GetKind() isStreamConversationResponse_Kind {
@@ -1108,7 +1401,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1413,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1426,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Presence) GetUsers() []*PresentUser {
@@ -1158,7 +1451,7 @@ type PresentUser struct {
 
 func (x *PresentUser) Reset() {
 	*x = PresentUser{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1463,7 @@ func (x *PresentUser) String() string {
 func (*PresentUser) ProtoMessage() {}
 
 func (x *PresentUser) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1476,7 @@ func (x *PresentUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresentUser.ProtoReflect.Descriptor instead.
 func (*PresentUser) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PresentUser) GetUserId() string {
@@ -1220,7 +1513,7 @@ type SetTypingRequest struct {
 
 func (x *SetTypingRequest) Reset() {
 	*x = SetTypingRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1525,7 @@ func (x *SetTypingRequest) String() string {
 func (*SetTypingRequest) ProtoMessage() {}
 
 func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1538,7 @@ func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTypingRequest.ProtoReflect.Descriptor instead.
 func (*SetTypingRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetTypingRequest) GetConversationId() string {
@@ -1271,7 +1564,7 @@ type SetTypingResponse struct {
 
 func (x *SetTypingResponse) Reset() {
 	*x = SetTypingResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1576,7 @@ func (x *SetTypingResponse) String() string {
 func (*SetTypingResponse) ProtoMessage() {}
 
 func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1589,7 @@ func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTypingResponse.ProtoReflect.Descriptor instead.
 func (*SetTypingResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 // Snapshot is a conversation's state at seq, without streaming blocks.
@@ -1328,7 +1621,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1633,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1646,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Snapshot) GetConversation() *Conversation {
@@ -1405,7 +1698,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1710,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1723,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListMessagesRequest) GetConversationId() string {
@@ -1464,7 +1757,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1769,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1782,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -1520,7 +1813,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1825,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1838,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -1590,7 +1883,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1895,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1908,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -1666,7 +1959,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1971,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1984,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -1721,7 +2014,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +2026,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +2039,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -1774,7 +2067,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +2079,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2092,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -1820,7 +2113,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2125,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2138,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -1866,7 +2159,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +2171,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +2184,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -1912,7 +2205,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2217,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2230,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -1960,7 +2253,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2265,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2278,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -2013,7 +2306,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2025,7 +2318,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2038,7 +2331,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -2059,7 +2352,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2364,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2377,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -2103,7 +2396,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2408,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2421,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
 }
 
 // ClearConversationRequest names a conversation.
@@ -2142,7 +2435,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2447,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2460,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -2188,7 +2481,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2493,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2506,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -2238,7 +2531,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2543,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2556,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -2298,7 +2591,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2603,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2616,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -2346,7 +2639,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2651,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2664,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -2399,7 +2692,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2411,7 +2704,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2424,7 +2717,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -2459,7 +2752,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2764,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2777,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Comparison) GetId() string {
@@ -2560,7 +2853,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2572,7 +2865,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2585,7 +2878,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -2631,7 +2924,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2643,7 +2936,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2656,7 +2949,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -2693,7 +2986,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2705,7 +2998,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2718,7 +3011,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -2751,7 +3044,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +3056,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +3069,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -2833,7 +3126,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2845,7 +3138,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2858,7 +3151,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -2886,7 +3179,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3191,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3204,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -2960,7 +3253,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3265,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3278,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -3013,7 +3306,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3025,7 +3318,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3038,7 +3331,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -3077,7 +3370,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3089,7 +3382,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3102,7 +3395,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -3181,7 +3474,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3486,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3499,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -3236,7 +3529,7 @@ type AnswerInputRequest struct {
 
 func (x *AnswerInputRequest) Reset() {
 	*x = AnswerInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3248,7 +3541,7 @@ func (x *AnswerInputRequest) String() string {
 func (*AnswerInputRequest) ProtoMessage() {}
 
 func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3261,7 +3554,7 @@ func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
 func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AnswerInputRequest) GetToolCallId() string {
@@ -3296,7 +3589,7 @@ type InputAnswer struct {
 
 func (x *InputAnswer) Reset() {
 	*x = InputAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3308,7 +3601,7 @@ func (x *InputAnswer) String() string {
 func (*InputAnswer) ProtoMessage() {}
 
 func (x *InputAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3321,7 +3614,7 @@ func (x *InputAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
 func (*InputAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *InputAnswer) GetKind() isInputAnswer_Kind {
@@ -3397,7 +3690,7 @@ type ApprovalAnswer struct {
 
 func (x *ApprovalAnswer) Reset() {
 	*x = ApprovalAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3702,7 @@ func (x *ApprovalAnswer) String() string {
 func (*ApprovalAnswer) ProtoMessage() {}
 
 func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3715,7 @@ func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
 func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ApprovalAnswer) GetApproved() bool {
@@ -3456,7 +3749,7 @@ type ClientToolAnswer struct {
 
 func (x *ClientToolAnswer) Reset() {
 	*x = ClientToolAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3761,7 @@ func (x *ClientToolAnswer) String() string {
 func (*ClientToolAnswer) ProtoMessage() {}
 
 func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3774,7 @@ func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
 func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
@@ -3542,7 +3835,7 @@ type QuestionAnswer struct {
 
 func (x *QuestionAnswer) Reset() {
 	*x = QuestionAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3847,7 @@ func (x *QuestionAnswer) String() string {
 func (*QuestionAnswer) ProtoMessage() {}
 
 func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3860,7 @@ func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
 func (*QuestionAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *QuestionAnswer) GetAnswer() string {
@@ -3588,7 +3881,7 @@ type AnswerInputResponse struct {
 
 func (x *AnswerInputResponse) Reset() {
 	*x = AnswerInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +3893,7 @@ func (x *AnswerInputResponse) String() string {
 func (*AnswerInputResponse) ProtoMessage() {}
 
 func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +3906,7 @@ func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
 func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
@@ -3640,7 +3933,7 @@ type ClaimInputRequest struct {
 
 func (x *ClaimInputRequest) Reset() {
 	*x = ClaimInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +3945,7 @@ func (x *ClaimInputRequest) String() string {
 func (*ClaimInputRequest) ProtoMessage() {}
 
 func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +3958,7 @@ func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
 func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ClaimInputRequest) GetToolCallId() string {
@@ -3700,7 +3993,7 @@ type ClaimInputResponse struct {
 
 func (x *ClaimInputResponse) Reset() {
 	*x = ClaimInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3712,7 +4005,7 @@ func (x *ClaimInputResponse) String() string {
 func (*ClaimInputResponse) ProtoMessage() {}
 
 func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3725,7 +4018,7 @@ func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
 func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
@@ -3744,7 +4037,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +4049,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +4062,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{58}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{64}
 }
 
 // GetServerInfoResponse is the server's set-up as a client shows it.
@@ -3794,7 +4087,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +4099,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +4112,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{59}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetServerInfoResponse) GetDemoModel() bool {
@@ -3847,7 +4140,21 @@ var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
 
 const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\n" +
-	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\x01\n" +
+	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"\x10AddMemberRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\"=\n" +
+	"\x11AddMemberResponse\x12(\n" +
+	"\x06member\x18\x01 \x01(\v2\x10.convo.v1.MemberR\x06member\"W\n" +
+	"\x13RemoveMemberRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\"\x16\n" +
+	"\x14RemoveMemberResponse\"=\n" +
+	"\x12ListMembersRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"A\n" +
+	"\x13ListMembersResponse\x12*\n" +
+	"\amembers\x18\x01 \x03(\v2\x10.convo.v1.MemberR\amembers\"\xb8\x01\n" +
 	"\x12EditMessageRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x1d\n" +
 	"\n" +
@@ -4093,7 +4400,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\x89\x10\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xea\x11\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -4119,7 +4426,10 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x0fRegenerateReply\x12 .convo.v1.RegenerateReplyRequest\x1a!.convo.v1.RegenerateReplyResponse\x12M\n" +
 	"\fSwitchBranch\x12\x1d.convo.v1.SwitchBranchRequest\x1a\x1e.convo.v1.SwitchBranchResponse\x12P\n" +
 	"\rGetServerInfo\x12\x1e.convo.v1.GetServerInfoRequest\x1a\x1f.convo.v1.GetServerInfoResponse\x12D\n" +
-	"\tSetTyping\x12\x1a.convo.v1.SetTypingRequest\x1a\x1b.convo.v1.SetTypingResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\tSetTyping\x12\x1a.convo.v1.SetTypingRequest\x1a\x1b.convo.v1.SetTypingResponse\x12D\n" +
+	"\tAddMember\x12\x1a.convo.v1.AddMemberRequest\x1a\x1b.convo.v1.AddMemberResponse\x12M\n" +
+	"\fRemoveMember\x12\x1d.convo.v1.RemoveMemberRequest\x1a\x1e.convo.v1.RemoveMemberResponse\x12J\n" +
+	"\vListMembers\x12\x1c.convo.v1.ListMembersRequest\x1a\x1d.convo.v1.ListMembersResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -4134,181 +4444,196 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                     // 0: convo.v1.Preference
-	(*EditMessageRequest)(nil),          // 1: convo.v1.EditMessageRequest
-	(*EditMessageResponse)(nil),         // 2: convo.v1.EditMessageResponse
-	(*RegenerateReplyRequest)(nil),      // 3: convo.v1.RegenerateReplyRequest
-	(*RegenerateReplyResponse)(nil),     // 4: convo.v1.RegenerateReplyResponse
-	(*SwitchBranchRequest)(nil),         // 5: convo.v1.SwitchBranchRequest
-	(*SwitchBranchResponse)(nil),        // 6: convo.v1.SwitchBranchResponse
-	(*SendMessageRequest)(nil),          // 7: convo.v1.SendMessageRequest
-	(*SetSendPolicyRequest)(nil),        // 8: convo.v1.SetSendPolicyRequest
-	(*SetSendPolicyResponse)(nil),       // 9: convo.v1.SetSendPolicyResponse
-	(*DeleteQueuedMessageRequest)(nil),  // 10: convo.v1.DeleteQueuedMessageRequest
-	(*DeleteQueuedMessageResponse)(nil), // 11: convo.v1.DeleteQueuedMessageResponse
-	(*SendMessageResponse)(nil),         // 12: convo.v1.SendMessageResponse
-	(*StreamConversationRequest)(nil),   // 13: convo.v1.StreamConversationRequest
-	(*StreamConversationResponse)(nil),  // 14: convo.v1.StreamConversationResponse
-	(*Presence)(nil),                    // 15: convo.v1.Presence
-	(*PresentUser)(nil),                 // 16: convo.v1.PresentUser
-	(*SetTypingRequest)(nil),            // 17: convo.v1.SetTypingRequest
-	(*SetTypingResponse)(nil),           // 18: convo.v1.SetTypingResponse
-	(*Snapshot)(nil),                    // 19: convo.v1.Snapshot
-	(*ListMessagesRequest)(nil),         // 20: convo.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),        // 21: convo.v1.ListMessagesResponse
-	(*GetConversationRequest)(nil),      // 22: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),     // 23: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),    // 24: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),   // 25: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),         // 26: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),        // 27: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),   // 28: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil),  // 29: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),   // 30: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil),  // 31: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),   // 32: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil),  // 33: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),    // 34: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),   // 35: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),       // 36: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),      // 37: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),       // 38: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),      // 39: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                  // 40: convo.v1.Comparison
-	(*ComparisonSide)(nil),              // 41: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),      // 42: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),     // 43: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),             // 44: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),            // 45: convo.v1.GetTraceResponse
-	(*Trace)(nil),                       // 46: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),       // 47: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),      // 48: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),                // 49: convo.v1.SearchResult
-	(*Highlight)(nil),                   // 50: convo.v1.Highlight
-	(*AnswerInputRequest)(nil),          // 51: convo.v1.AnswerInputRequest
-	(*InputAnswer)(nil),                 // 52: convo.v1.InputAnswer
-	(*ApprovalAnswer)(nil),              // 53: convo.v1.ApprovalAnswer
-	(*ClientToolAnswer)(nil),            // 54: convo.v1.ClientToolAnswer
-	(*QuestionAnswer)(nil),              // 55: convo.v1.QuestionAnswer
-	(*AnswerInputResponse)(nil),         // 56: convo.v1.AnswerInputResponse
-	(*ClaimInputRequest)(nil),           // 57: convo.v1.ClaimInputRequest
-	(*ClaimInputResponse)(nil),          // 58: convo.v1.ClaimInputResponse
-	(*GetServerInfoRequest)(nil),        // 59: convo.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),       // 60: convo.v1.GetServerInfoResponse
-	(*ModelConfig)(nil),                 // 61: convo.v1.ModelConfig
-	(SendPolicy)(0),                     // 62: convo.v1.SendPolicy
-	(*Conversation)(nil),                // 63: convo.v1.Conversation
-	(*Event)(nil),                       // 64: convo.v1.Event
-	(*Message)(nil),                     // 65: convo.v1.Message
-	(*InputRequest)(nil),                // 66: convo.v1.InputRequest
-	(Rating)(0),                         // 67: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),       // 68: google.protobuf.Timestamp
-	(*Prompt)(nil),                      // 69: convo.v1.Prompt
-	(*durationpb.Duration)(nil),         // 70: google.protobuf.Duration
+	(*AddMemberRequest)(nil),            // 1: convo.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),           // 2: convo.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),         // 3: convo.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),        // 4: convo.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),          // 5: convo.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),         // 6: convo.v1.ListMembersResponse
+	(*EditMessageRequest)(nil),          // 7: convo.v1.EditMessageRequest
+	(*EditMessageResponse)(nil),         // 8: convo.v1.EditMessageResponse
+	(*RegenerateReplyRequest)(nil),      // 9: convo.v1.RegenerateReplyRequest
+	(*RegenerateReplyResponse)(nil),     // 10: convo.v1.RegenerateReplyResponse
+	(*SwitchBranchRequest)(nil),         // 11: convo.v1.SwitchBranchRequest
+	(*SwitchBranchResponse)(nil),        // 12: convo.v1.SwitchBranchResponse
+	(*SendMessageRequest)(nil),          // 13: convo.v1.SendMessageRequest
+	(*SetSendPolicyRequest)(nil),        // 14: convo.v1.SetSendPolicyRequest
+	(*SetSendPolicyResponse)(nil),       // 15: convo.v1.SetSendPolicyResponse
+	(*DeleteQueuedMessageRequest)(nil),  // 16: convo.v1.DeleteQueuedMessageRequest
+	(*DeleteQueuedMessageResponse)(nil), // 17: convo.v1.DeleteQueuedMessageResponse
+	(*SendMessageResponse)(nil),         // 18: convo.v1.SendMessageResponse
+	(*StreamConversationRequest)(nil),   // 19: convo.v1.StreamConversationRequest
+	(*StreamConversationResponse)(nil),  // 20: convo.v1.StreamConversationResponse
+	(*Presence)(nil),                    // 21: convo.v1.Presence
+	(*PresentUser)(nil),                 // 22: convo.v1.PresentUser
+	(*SetTypingRequest)(nil),            // 23: convo.v1.SetTypingRequest
+	(*SetTypingResponse)(nil),           // 24: convo.v1.SetTypingResponse
+	(*Snapshot)(nil),                    // 25: convo.v1.Snapshot
+	(*ListMessagesRequest)(nil),         // 26: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),        // 27: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),      // 28: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),     // 29: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),    // 30: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),   // 31: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),         // 32: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),        // 33: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),   // 34: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil),  // 35: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),   // 36: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil),  // 37: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),   // 38: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil),  // 39: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),    // 40: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),   // 41: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),       // 42: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),      // 43: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),       // 44: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),      // 45: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                  // 46: convo.v1.Comparison
+	(*ComparisonSide)(nil),              // 47: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),      // 48: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),     // 49: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),             // 50: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),            // 51: convo.v1.GetTraceResponse
+	(*Trace)(nil),                       // 52: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),       // 53: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),      // 54: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),                // 55: convo.v1.SearchResult
+	(*Highlight)(nil),                   // 56: convo.v1.Highlight
+	(*AnswerInputRequest)(nil),          // 57: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                 // 58: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),              // 59: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),            // 60: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),              // 61: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),         // 62: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),           // 63: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),          // 64: convo.v1.ClaimInputResponse
+	(*GetServerInfoRequest)(nil),        // 65: convo.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),       // 66: convo.v1.GetServerInfoResponse
+	(*Member)(nil),                      // 67: convo.v1.Member
+	(*ModelConfig)(nil),                 // 68: convo.v1.ModelConfig
+	(SendPolicy)(0),                     // 69: convo.v1.SendPolicy
+	(*Conversation)(nil),                // 70: convo.v1.Conversation
+	(*Event)(nil),                       // 71: convo.v1.Event
+	(*Message)(nil),                     // 72: convo.v1.Message
+	(*InputRequest)(nil),                // 73: convo.v1.InputRequest
+	(Rating)(0),                         // 74: convo.v1.Rating
+	(*timestamppb.Timestamp)(nil),       // 75: google.protobuf.Timestamp
+	(*Prompt)(nil),                      // 76: convo.v1.Prompt
+	(*durationpb.Duration)(nil),         // 77: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	61, // 0: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
-	61, // 1: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
-	61, // 2: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	61, // 3: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
-	62, // 4: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
-	62, // 5: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
-	63, // 6: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
-	19, // 7: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	64, // 8: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	15, // 9: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
-	16, // 10: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
-	63, // 11: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	65, // 12: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	66, // 13: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	65, // 14: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	63, // 15: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	65, // 16: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	66, // 17: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	63, // 18: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	63, // 19: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	63, // 20: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	63, // 21: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	67, // 22: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	65, // 23: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 24: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	40, // 25: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	41, // 26: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	41, // 27: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 28: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	68, // 29: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	68, // 30: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	61, // 31: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	40, // 32: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	46, // 33: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	69, // 34: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	70, // 35: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	70, // 36: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	64, // 37: convo.v1.Trace.events:type_name -> convo.v1.Event
-	49, // 38: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	50, // 39: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	68, // 40: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	52, // 41: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
-	53, // 42: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
-	54, // 43: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
-	55, // 44: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	66, // 45: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	66, // 46: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
-	7,  // 47: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	13, // 48: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	22, // 49: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	24, // 50: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	26, // 51: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	8,  // 52: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
-	10, // 53: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
-	28, // 54: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	30, // 55: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	32, // 56: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	34, // 57: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	36, // 58: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	38, // 59: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	42, // 60: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	44, // 61: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	47, // 62: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	20, // 63: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	51, // 64: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
-	57, // 65: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
-	1,  // 66: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
-	3,  // 67: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
-	5,  // 68: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
-	59, // 69: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
-	17, // 70: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
-	12, // 71: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	14, // 72: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	23, // 73: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	25, // 74: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	27, // 75: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	9,  // 76: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
-	11, // 77: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
-	29, // 78: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	31, // 79: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	33, // 80: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	35, // 81: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	37, // 82: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	39, // 83: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	43, // 84: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	45, // 85: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	48, // 86: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	21, // 87: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	56, // 88: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	58, // 89: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	2,  // 90: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
-	4,  // 91: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
-	6,  // 92: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
-	60, // 93: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
-	18, // 94: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
-	71, // [71:95] is the sub-list for method output_type
-	47, // [47:71] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	67, // 0: convo.v1.AddMemberResponse.member:type_name -> convo.v1.Member
+	67, // 1: convo.v1.ListMembersResponse.members:type_name -> convo.v1.Member
+	68, // 2: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	68, // 3: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	68, // 4: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	68, // 5: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	69, // 6: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
+	69, // 7: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
+	70, // 8: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
+	25, // 9: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
+	71, // 10: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	21, // 11: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
+	22, // 12: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
+	70, // 13: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	72, // 14: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	73, // 15: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	72, // 16: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	70, // 17: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	72, // 18: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	73, // 19: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	70, // 20: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	70, // 21: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	70, // 22: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	70, // 23: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	74, // 24: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	72, // 25: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 26: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	46, // 27: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	47, // 28: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	47, // 29: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 30: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	75, // 31: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	75, // 32: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	68, // 33: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	46, // 34: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	52, // 35: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	76, // 36: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	77, // 37: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	77, // 38: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	71, // 39: convo.v1.Trace.events:type_name -> convo.v1.Event
+	55, // 40: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	56, // 41: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	75, // 42: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	58, // 43: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	59, // 44: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	60, // 45: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	61, // 46: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	73, // 47: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	73, // 48: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	13, // 49: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	19, // 50: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	28, // 51: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	30, // 52: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	32, // 53: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	14, // 54: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
+	16, // 55: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
+	34, // 56: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	36, // 57: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	38, // 58: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	40, // 59: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	42, // 60: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	44, // 61: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	48, // 62: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	50, // 63: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	53, // 64: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	26, // 65: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	57, // 66: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	63, // 67: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	7,  // 68: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
+	9,  // 69: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
+	11, // 70: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
+	65, // 71: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
+	23, // 72: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
+	1,  // 73: convo.v1.ConversationService.AddMember:input_type -> convo.v1.AddMemberRequest
+	3,  // 74: convo.v1.ConversationService.RemoveMember:input_type -> convo.v1.RemoveMemberRequest
+	5,  // 75: convo.v1.ConversationService.ListMembers:input_type -> convo.v1.ListMembersRequest
+	18, // 76: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	20, // 77: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	29, // 78: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	31, // 79: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	33, // 80: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	15, // 81: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
+	17, // 82: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
+	35, // 83: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	37, // 84: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	39, // 85: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	41, // 86: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	43, // 87: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	45, // 88: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	49, // 89: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	51, // 90: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	54, // 91: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	27, // 92: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	62, // 93: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	64, // 94: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	8,  // 95: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	10, // 96: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	12, // 97: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	66, // 98: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
+	24, // 99: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
+	2,  // 100: convo.v1.ConversationService.AddMember:output_type -> convo.v1.AddMemberResponse
+	4,  // 101: convo.v1.ConversationService.RemoveMember:output_type -> convo.v1.RemoveMemberResponse
+	6,  // 102: convo.v1.ConversationService.ListMembers:output_type -> convo.v1.ListMembersResponse
+	76, // [76:103] is the sub-list for method output_type
+	49, // [49:76] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -4318,23 +4643,23 @@ func file_convo_v1_conversation_service_proto_init() {
 	}
 	file_convo_v1_events_proto_init()
 	file_convo_v1_types_proto_init()
-	file_convo_v1_conversation_service_proto_msgTypes[4].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[12].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[13].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[10].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[18].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
 		(*StreamConversationResponse_Presence)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[43].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[49].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[51].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[57].OneofWrappers = []any{
 		(*InputAnswer_Approval)(nil),
 		(*InputAnswer_ClientTool)(nil),
 		(*InputAnswer_Question)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[53].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[59].OneofWrappers = []any{
 		(*ClientToolAnswer_Output)(nil),
 		(*ClientToolAnswer_Error)(nil),
 	}
@@ -4344,7 +4669,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   60,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

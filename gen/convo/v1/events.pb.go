@@ -59,6 +59,8 @@ type Event struct {
 	//	*Event_InputClaimed
 	//	*Event_PromptWaiting
 	//	*Event_BranchSwitched
+	//	*Event_MemberAdded
+	//	*Event_MemberRemoved
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -311,6 +313,24 @@ func (x *Event) GetBranchSwitched() *BranchSwitched {
 	return nil
 }
 
+func (x *Event) GetMemberAdded() *MemberAdded {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_MemberAdded); ok {
+			return x.MemberAdded
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetMemberRemoved() *MemberRemoved {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_MemberRemoved); ok {
+			return x.MemberRemoved
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -423,6 +443,17 @@ type Event_BranchSwitched struct {
 	BranchSwitched *BranchSwitched `protobuf:"bytes,30,opt,name=branch_switched,json=branchSwitched,proto3,oneof"`
 }
 
+type Event_MemberAdded struct {
+	// member_added: the owner added a member, or changed a member's role.
+	MemberAdded *MemberAdded `protobuf:"bytes,50,opt,name=member_added,json=memberAdded,proto3,oneof"`
+}
+
+type Event_MemberRemoved struct {
+	// member_removed: a member was removed, or left. The removed user's
+	// streams of the conversation end (NotFound) before it.
+	MemberRemoved *MemberRemoved `protobuf:"bytes,51,opt,name=member_removed,json=memberRemoved,proto3,oneof"`
+}
+
 func (*Event_MessageCreated) isEvent_Kind() {}
 
 func (*Event_MessageUpdated) isEvent_Kind() {}
@@ -465,6 +496,111 @@ func (*Event_PromptWaiting) isEvent_Kind() {}
 
 func (*Event_BranchSwitched) isEvent_Kind() {}
 
+func (*Event_MemberAdded) isEvent_Kind() {}
+
+func (*Event_MemberRemoved) isEvent_Kind() {}
+
+// MemberAdded adds a member, or replaces a member's role.
+type MemberAdded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// member is the member as they now are.
+	Member        *Member `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberAdded) Reset() {
+	*x = MemberAdded{}
+	mi := &file_convo_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberAdded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberAdded) ProtoMessage() {}
+
+func (x *MemberAdded) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberAdded.ProtoReflect.Descriptor instead.
+func (*MemberAdded) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MemberAdded) GetMember() *Member {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+// MemberRemoved removes a member.
+type MemberRemoved struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_id is the removed member's user id.
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// removed_by is who removed them: the owner, or the member themself.
+	RemovedBy     string `protobuf:"bytes,2,opt,name=removed_by,json=removedBy,proto3" json:"removed_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberRemoved) Reset() {
+	*x = MemberRemoved{}
+	mi := &file_convo_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberRemoved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberRemoved) ProtoMessage() {}
+
+func (x *MemberRemoved) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberRemoved.ProtoReflect.Descriptor instead.
+func (*MemberRemoved) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MemberRemoved) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MemberRemoved) GetRemovedBy() string {
+	if x != nil {
+		return x.RemovedBy
+	}
+	return ""
+}
+
 // MessageCreated adds a message (a user message with its blocks).
 type MessageCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -476,7 +612,7 @@ type MessageCreated struct {
 
 func (x *MessageCreated) Reset() {
 	*x = MessageCreated{}
-	mi := &file_convo_v1_events_proto_msgTypes[1]
+	mi := &file_convo_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +624,7 @@ func (x *MessageCreated) String() string {
 func (*MessageCreated) ProtoMessage() {}
 
 func (x *MessageCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[1]
+	mi := &file_convo_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +637,7 @@ func (x *MessageCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageCreated.ProtoReflect.Descriptor instead.
 func (*MessageCreated) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MessageCreated) GetMessage() *Message {
@@ -522,7 +658,7 @@ type MessageUpdated struct {
 
 func (x *MessageUpdated) Reset() {
 	*x = MessageUpdated{}
-	mi := &file_convo_v1_events_proto_msgTypes[2]
+	mi := &file_convo_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +670,7 @@ func (x *MessageUpdated) String() string {
 func (*MessageUpdated) ProtoMessage() {}
 
 func (x *MessageUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[2]
+	mi := &file_convo_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +683,7 @@ func (x *MessageUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageUpdated.ProtoReflect.Descriptor instead.
 func (*MessageUpdated) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MessageUpdated) GetMessage() *Message {
@@ -568,7 +704,7 @@ type PromptQueued struct {
 
 func (x *PromptQueued) Reset() {
 	*x = PromptQueued{}
-	mi := &file_convo_v1_events_proto_msgTypes[3]
+	mi := &file_convo_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +716,7 @@ func (x *PromptQueued) String() string {
 func (*PromptQueued) ProtoMessage() {}
 
 func (x *PromptQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[3]
+	mi := &file_convo_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +729,7 @@ func (x *PromptQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptQueued.ProtoReflect.Descriptor instead.
 func (*PromptQueued) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PromptQueued) GetPrompt() *Prompt {
@@ -614,7 +750,7 @@ type PromptStarted struct {
 
 func (x *PromptStarted) Reset() {
 	*x = PromptStarted{}
-	mi := &file_convo_v1_events_proto_msgTypes[4]
+	mi := &file_convo_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +762,7 @@ func (x *PromptStarted) String() string {
 func (*PromptStarted) ProtoMessage() {}
 
 func (x *PromptStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[4]
+	mi := &file_convo_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +775,7 @@ func (x *PromptStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptStarted.ProtoReflect.Descriptor instead.
 func (*PromptStarted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PromptStarted) GetPrompt() *Prompt {
@@ -660,7 +796,7 @@ type PromptCompleted struct {
 
 func (x *PromptCompleted) Reset() {
 	*x = PromptCompleted{}
-	mi := &file_convo_v1_events_proto_msgTypes[5]
+	mi := &file_convo_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -672,7 +808,7 @@ func (x *PromptCompleted) String() string {
 func (*PromptCompleted) ProtoMessage() {}
 
 func (x *PromptCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[5]
+	mi := &file_convo_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -685,7 +821,7 @@ func (x *PromptCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompleted.ProtoReflect.Descriptor instead.
 func (*PromptCompleted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromptCompleted) GetPrompt() *Prompt {
@@ -708,7 +844,7 @@ type PromptFailed struct {
 
 func (x *PromptFailed) Reset() {
 	*x = PromptFailed{}
-	mi := &file_convo_v1_events_proto_msgTypes[6]
+	mi := &file_convo_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +856,7 @@ func (x *PromptFailed) String() string {
 func (*PromptFailed) ProtoMessage() {}
 
 func (x *PromptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[6]
+	mi := &file_convo_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +869,7 @@ func (x *PromptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptFailed.ProtoReflect.Descriptor instead.
 func (*PromptFailed) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromptFailed) GetPrompt() *Prompt {
@@ -761,7 +897,7 @@ type PromptCancelled struct {
 
 func (x *PromptCancelled) Reset() {
 	*x = PromptCancelled{}
-	mi := &file_convo_v1_events_proto_msgTypes[7]
+	mi := &file_convo_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +909,7 @@ func (x *PromptCancelled) String() string {
 func (*PromptCancelled) ProtoMessage() {}
 
 func (x *PromptCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[7]
+	mi := &file_convo_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +922,7 @@ func (x *PromptCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCancelled.ProtoReflect.Descriptor instead.
 func (*PromptCancelled) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PromptCancelled) GetPrompt() *Prompt {
@@ -818,7 +954,7 @@ type BlockStart struct {
 
 func (x *BlockStart) Reset() {
 	*x = BlockStart{}
-	mi := &file_convo_v1_events_proto_msgTypes[8]
+	mi := &file_convo_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +966,7 @@ func (x *BlockStart) String() string {
 func (*BlockStart) ProtoMessage() {}
 
 func (x *BlockStart) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[8]
+	mi := &file_convo_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +979,7 @@ func (x *BlockStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockStart.ProtoReflect.Descriptor instead.
 func (*BlockStart) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BlockStart) GetPromptId() string {
@@ -905,7 +1041,7 @@ type BlockDelta struct {
 
 func (x *BlockDelta) Reset() {
 	*x = BlockDelta{}
-	mi := &file_convo_v1_events_proto_msgTypes[9]
+	mi := &file_convo_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -917,7 +1053,7 @@ func (x *BlockDelta) String() string {
 func (*BlockDelta) ProtoMessage() {}
 
 func (x *BlockDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[9]
+	mi := &file_convo_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -930,7 +1066,7 @@ func (x *BlockDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockDelta.ProtoReflect.Descriptor instead.
 func (*BlockDelta) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BlockDelta) GetPromptId() string {
@@ -978,7 +1114,7 @@ type BlockEnd struct {
 
 func (x *BlockEnd) Reset() {
 	*x = BlockEnd{}
-	mi := &file_convo_v1_events_proto_msgTypes[10]
+	mi := &file_convo_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1126,7 @@ func (x *BlockEnd) String() string {
 func (*BlockEnd) ProtoMessage() {}
 
 func (x *BlockEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[10]
+	mi := &file_convo_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1139,7 @@ func (x *BlockEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockEnd.ProtoReflect.Descriptor instead.
 func (*BlockEnd) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BlockEnd) GetPromptId() string {
@@ -1047,7 +1183,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_convo_v1_events_proto_msgTypes[11]
+	mi := &file_convo_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1195,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[11]
+	mi := &file_convo_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1208,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ToolCallStarted) GetToolCall() *ToolCall {
@@ -1104,7 +1240,7 @@ type ToolCallProgress struct {
 
 func (x *ToolCallProgress) Reset() {
 	*x = ToolCallProgress{}
-	mi := &file_convo_v1_events_proto_msgTypes[12]
+	mi := &file_convo_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1252,7 @@ func (x *ToolCallProgress) String() string {
 func (*ToolCallProgress) ProtoMessage() {}
 
 func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[12]
+	mi := &file_convo_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1265,7 @@ func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallProgress.ProtoReflect.Descriptor instead.
 func (*ToolCallProgress) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ToolCallProgress) GetToolCallId() string {
@@ -1164,7 +1300,7 @@ type ToolCallCompleted struct {
 
 func (x *ToolCallCompleted) Reset() {
 	*x = ToolCallCompleted{}
-	mi := &file_convo_v1_events_proto_msgTypes[13]
+	mi := &file_convo_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1312,7 @@ func (x *ToolCallCompleted) String() string {
 func (*ToolCallCompleted) ProtoMessage() {}
 
 func (x *ToolCallCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[13]
+	mi := &file_convo_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1325,7 @@ func (x *ToolCallCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallCompleted.ProtoReflect.Descriptor instead.
 func (*ToolCallCompleted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolCallCompleted) GetToolCall() *ToolCall {
@@ -1212,7 +1348,7 @@ type ToolCallFailed struct {
 
 func (x *ToolCallFailed) Reset() {
 	*x = ToolCallFailed{}
-	mi := &file_convo_v1_events_proto_msgTypes[14]
+	mi := &file_convo_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1360,7 @@ func (x *ToolCallFailed) String() string {
 func (*ToolCallFailed) ProtoMessage() {}
 
 func (x *ToolCallFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[14]
+	mi := &file_convo_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1373,7 @@ func (x *ToolCallFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFailed.ProtoReflect.Descriptor instead.
 func (*ToolCallFailed) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallFailed) GetToolCall() *ToolCall {
@@ -1265,7 +1401,7 @@ type ConversationUpdated struct {
 
 func (x *ConversationUpdated) Reset() {
 	*x = ConversationUpdated{}
-	mi := &file_convo_v1_events_proto_msgTypes[15]
+	mi := &file_convo_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1413,7 @@ func (x *ConversationUpdated) String() string {
 func (*ConversationUpdated) ProtoMessage() {}
 
 func (x *ConversationUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[15]
+	mi := &file_convo_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1426,7 @@ func (x *ConversationUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationUpdated.ProtoReflect.Descriptor instead.
 func (*ConversationUpdated) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ConversationUpdated) GetConversation() *Conversation {
@@ -1311,7 +1447,7 @@ type HistoryCleared struct {
 
 func (x *HistoryCleared) Reset() {
 	*x = HistoryCleared{}
-	mi := &file_convo_v1_events_proto_msgTypes[16]
+	mi := &file_convo_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1459,7 @@ func (x *HistoryCleared) String() string {
 func (*HistoryCleared) ProtoMessage() {}
 
 func (x *HistoryCleared) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[16]
+	mi := &file_convo_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1472,7 @@ func (x *HistoryCleared) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCleared.ProtoReflect.Descriptor instead.
 func (*HistoryCleared) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HistoryCleared) GetConversation() *Conversation {
@@ -1359,7 +1495,7 @@ type InputRequested struct {
 
 func (x *InputRequested) Reset() {
 	*x = InputRequested{}
-	mi := &file_convo_v1_events_proto_msgTypes[17]
+	mi := &file_convo_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1507,7 @@ func (x *InputRequested) String() string {
 func (*InputRequested) ProtoMessage() {}
 
 func (x *InputRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[17]
+	mi := &file_convo_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1520,7 @@ func (x *InputRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
 func (*InputRequested) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InputRequested) GetInputRequest() *InputRequest {
@@ -1423,7 +1559,7 @@ type InputAnswered struct {
 
 func (x *InputAnswered) Reset() {
 	*x = InputAnswered{}
-	mi := &file_convo_v1_events_proto_msgTypes[18]
+	mi := &file_convo_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1571,7 @@ func (x *InputAnswered) String() string {
 func (*InputAnswered) ProtoMessage() {}
 
 func (x *InputAnswered) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[18]
+	mi := &file_convo_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1584,7 @@ func (x *InputAnswered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
 func (*InputAnswered) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InputAnswered) GetToolCallId() string {
@@ -1512,7 +1648,7 @@ type InputClaimed struct {
 
 func (x *InputClaimed) Reset() {
 	*x = InputClaimed{}
-	mi := &file_convo_v1_events_proto_msgTypes[19]
+	mi := &file_convo_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1660,7 @@ func (x *InputClaimed) String() string {
 func (*InputClaimed) ProtoMessage() {}
 
 func (x *InputClaimed) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[19]
+	mi := &file_convo_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1673,7 @@ func (x *InputClaimed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputClaimed.ProtoReflect.Descriptor instead.
 func (*InputClaimed) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InputClaimed) GetToolCallId() string {
@@ -1591,7 +1727,7 @@ type PromptWaiting struct {
 
 func (x *PromptWaiting) Reset() {
 	*x = PromptWaiting{}
-	mi := &file_convo_v1_events_proto_msgTypes[20]
+	mi := &file_convo_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1739,7 @@ func (x *PromptWaiting) String() string {
 func (*PromptWaiting) ProtoMessage() {}
 
 func (x *PromptWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[20]
+	mi := &file_convo_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1752,7 @@ func (x *PromptWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptWaiting.ProtoReflect.Descriptor instead.
 func (*PromptWaiting) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PromptWaiting) GetPrompt() *Prompt {
@@ -1672,7 +1808,7 @@ type BranchSwitched struct {
 
 func (x *BranchSwitched) Reset() {
 	*x = BranchSwitched{}
-	mi := &file_convo_v1_events_proto_msgTypes[21]
+	mi := &file_convo_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1820,7 @@ func (x *BranchSwitched) String() string {
 func (*BranchSwitched) ProtoMessage() {}
 
 func (x *BranchSwitched) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[21]
+	mi := &file_convo_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1833,7 @@ func (x *BranchSwitched) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchSwitched.ProtoReflect.Descriptor instead.
 func (*BranchSwitched) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *BranchSwitched) GetForkMessageId() string {
@@ -1732,7 +1868,7 @@ var File_convo_v1_events_proto protoreflect.FileDescriptor
 
 const file_convo_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x83\f\n" +
+	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\r\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x129\n" +
 	"\n" +
@@ -1761,8 +1897,16 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\x0einput_answered\x18\x1b \x01(\v2\x17.convo.v1.InputAnsweredH\x00R\rinputAnswered\x12=\n" +
 	"\rinput_claimed\x18\x1c \x01(\v2\x16.convo.v1.InputClaimedH\x00R\finputClaimed\x12@\n" +
 	"\x0eprompt_waiting\x18\x1d \x01(\v2\x17.convo.v1.PromptWaitingH\x00R\rpromptWaiting\x12C\n" +
-	"\x0fbranch_switched\x18\x1e \x01(\v2\x18.convo.v1.BranchSwitchedH\x00R\x0ebranchSwitchedB\x06\n" +
-	"\x04kind\"=\n" +
+	"\x0fbranch_switched\x18\x1e \x01(\v2\x18.convo.v1.BranchSwitchedH\x00R\x0ebranchSwitched\x12:\n" +
+	"\fmember_added\x182 \x01(\v2\x15.convo.v1.MemberAddedH\x00R\vmemberAdded\x12@\n" +
+	"\x0emember_removed\x183 \x01(\v2\x17.convo.v1.MemberRemovedH\x00R\rmemberRemovedB\x06\n" +
+	"\x04kind\"7\n" +
+	"\vMemberAdded\x12(\n" +
+	"\x06member\x18\x01 \x01(\v2\x10.convo.v1.MemberR\x06member\"G\n" +
+	"\rMemberRemoved\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"removed_by\x18\x02 \x01(\tR\tremovedBy\"=\n" +
 	"\x0eMessageCreated\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.convo.v1.MessageR\amessage\"=\n" +
 	"\x0eMessageUpdated\x12+\n" +
@@ -1860,92 +2004,98 @@ func file_convo_v1_events_proto_rawDescGZIP() []byte {
 	return file_convo_v1_events_proto_rawDescData
 }
 
-var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_convo_v1_events_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: convo.v1.Event
-	(*MessageCreated)(nil),        // 1: convo.v1.MessageCreated
-	(*MessageUpdated)(nil),        // 2: convo.v1.MessageUpdated
-	(*PromptQueued)(nil),          // 3: convo.v1.PromptQueued
-	(*PromptStarted)(nil),         // 4: convo.v1.PromptStarted
-	(*PromptCompleted)(nil),       // 5: convo.v1.PromptCompleted
-	(*PromptFailed)(nil),          // 6: convo.v1.PromptFailed
-	(*PromptCancelled)(nil),       // 7: convo.v1.PromptCancelled
-	(*BlockStart)(nil),            // 8: convo.v1.BlockStart
-	(*BlockDelta)(nil),            // 9: convo.v1.BlockDelta
-	(*BlockEnd)(nil),              // 10: convo.v1.BlockEnd
-	(*ToolCallStarted)(nil),       // 11: convo.v1.ToolCallStarted
-	(*ToolCallProgress)(nil),      // 12: convo.v1.ToolCallProgress
-	(*ToolCallCompleted)(nil),     // 13: convo.v1.ToolCallCompleted
-	(*ToolCallFailed)(nil),        // 14: convo.v1.ToolCallFailed
-	(*ConversationUpdated)(nil),   // 15: convo.v1.ConversationUpdated
-	(*HistoryCleared)(nil),        // 16: convo.v1.HistoryCleared
-	(*InputRequested)(nil),        // 17: convo.v1.InputRequested
-	(*InputAnswered)(nil),         // 18: convo.v1.InputAnswered
-	(*InputClaimed)(nil),          // 19: convo.v1.InputClaimed
-	(*PromptWaiting)(nil),         // 20: convo.v1.PromptWaiting
-	(*BranchSwitched)(nil),        // 21: convo.v1.BranchSwitched
-	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
-	(*Message)(nil),               // 23: convo.v1.Message
-	(*Prompt)(nil),                // 24: convo.v1.Prompt
-	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
-	(*ToolCall)(nil),              // 26: convo.v1.ToolCall
-	(*structpb.Value)(nil),        // 27: google.protobuf.Value
-	(*Conversation)(nil),          // 28: convo.v1.Conversation
-	(*InputRequest)(nil),          // 29: convo.v1.InputRequest
+	(*MemberAdded)(nil),           // 1: convo.v1.MemberAdded
+	(*MemberRemoved)(nil),         // 2: convo.v1.MemberRemoved
+	(*MessageCreated)(nil),        // 3: convo.v1.MessageCreated
+	(*MessageUpdated)(nil),        // 4: convo.v1.MessageUpdated
+	(*PromptQueued)(nil),          // 5: convo.v1.PromptQueued
+	(*PromptStarted)(nil),         // 6: convo.v1.PromptStarted
+	(*PromptCompleted)(nil),       // 7: convo.v1.PromptCompleted
+	(*PromptFailed)(nil),          // 8: convo.v1.PromptFailed
+	(*PromptCancelled)(nil),       // 9: convo.v1.PromptCancelled
+	(*BlockStart)(nil),            // 10: convo.v1.BlockStart
+	(*BlockDelta)(nil),            // 11: convo.v1.BlockDelta
+	(*BlockEnd)(nil),              // 12: convo.v1.BlockEnd
+	(*ToolCallStarted)(nil),       // 13: convo.v1.ToolCallStarted
+	(*ToolCallProgress)(nil),      // 14: convo.v1.ToolCallProgress
+	(*ToolCallCompleted)(nil),     // 15: convo.v1.ToolCallCompleted
+	(*ToolCallFailed)(nil),        // 16: convo.v1.ToolCallFailed
+	(*ConversationUpdated)(nil),   // 17: convo.v1.ConversationUpdated
+	(*HistoryCleared)(nil),        // 18: convo.v1.HistoryCleared
+	(*InputRequested)(nil),        // 19: convo.v1.InputRequested
+	(*InputAnswered)(nil),         // 20: convo.v1.InputAnswered
+	(*InputClaimed)(nil),          // 21: convo.v1.InputClaimed
+	(*PromptWaiting)(nil),         // 22: convo.v1.PromptWaiting
+	(*BranchSwitched)(nil),        // 23: convo.v1.BranchSwitched
+	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
+	(*Member)(nil),                // 25: convo.v1.Member
+	(*Message)(nil),               // 26: convo.v1.Message
+	(*Prompt)(nil),                // 27: convo.v1.Prompt
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*ToolCall)(nil),              // 29: convo.v1.ToolCall
+	(*structpb.Value)(nil),        // 30: google.protobuf.Value
+	(*Conversation)(nil),          // 31: convo.v1.Conversation
+	(*InputRequest)(nil),          // 32: convo.v1.InputRequest
 }
 var file_convo_v1_events_proto_depIdxs = []int32{
-	22, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 1: convo.v1.Event.message_created:type_name -> convo.v1.MessageCreated
-	2,  // 2: convo.v1.Event.message_updated:type_name -> convo.v1.MessageUpdated
-	3,  // 3: convo.v1.Event.prompt_queued:type_name -> convo.v1.PromptQueued
-	4,  // 4: convo.v1.Event.prompt_started:type_name -> convo.v1.PromptStarted
-	5,  // 5: convo.v1.Event.prompt_completed:type_name -> convo.v1.PromptCompleted
-	6,  // 6: convo.v1.Event.prompt_failed:type_name -> convo.v1.PromptFailed
-	7,  // 7: convo.v1.Event.prompt_cancelled:type_name -> convo.v1.PromptCancelled
-	8,  // 8: convo.v1.Event.block_start:type_name -> convo.v1.BlockStart
-	9,  // 9: convo.v1.Event.block_delta:type_name -> convo.v1.BlockDelta
-	10, // 10: convo.v1.Event.block_end:type_name -> convo.v1.BlockEnd
-	11, // 11: convo.v1.Event.tool_call_started:type_name -> convo.v1.ToolCallStarted
-	12, // 12: convo.v1.Event.tool_call_progress:type_name -> convo.v1.ToolCallProgress
-	13, // 13: convo.v1.Event.tool_call_completed:type_name -> convo.v1.ToolCallCompleted
-	14, // 14: convo.v1.Event.tool_call_failed:type_name -> convo.v1.ToolCallFailed
-	15, // 15: convo.v1.Event.conversation_updated:type_name -> convo.v1.ConversationUpdated
-	16, // 16: convo.v1.Event.history_cleared:type_name -> convo.v1.HistoryCleared
-	17, // 17: convo.v1.Event.input_requested:type_name -> convo.v1.InputRequested
-	18, // 18: convo.v1.Event.input_answered:type_name -> convo.v1.InputAnswered
-	19, // 19: convo.v1.Event.input_claimed:type_name -> convo.v1.InputClaimed
-	20, // 20: convo.v1.Event.prompt_waiting:type_name -> convo.v1.PromptWaiting
-	21, // 21: convo.v1.Event.branch_switched:type_name -> convo.v1.BranchSwitched
-	23, // 22: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
-	23, // 23: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
-	24, // 24: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
-	24, // 25: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
-	24, // 26: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
-	24, // 27: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
-	24, // 28: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
-	25, // 29: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
-	25, // 30: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
-	26, // 31: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
-	27, // 32: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
-	26, // 33: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
-	26, // 34: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
-	28, // 35: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
-	28, // 36: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
-	29, // 37: convo.v1.InputRequested.input_request:type_name -> convo.v1.InputRequest
-	23, // 38: convo.v1.InputRequested.message:type_name -> convo.v1.Message
-	25, // 39: convo.v1.InputAnswered.answer:type_name -> google.protobuf.Struct
-	22, // 40: convo.v1.InputAnswered.answered_at:type_name -> google.protobuf.Timestamp
-	23, // 41: convo.v1.InputAnswered.message:type_name -> convo.v1.Message
-	22, // 42: convo.v1.InputClaimed.claim_expires_at:type_name -> google.protobuf.Timestamp
-	23, // 43: convo.v1.InputClaimed.message:type_name -> convo.v1.Message
-	24, // 44: convo.v1.PromptWaiting.prompt:type_name -> convo.v1.Prompt
-	23, // 45: convo.v1.PromptWaiting.message:type_name -> convo.v1.Message
-	23, // 46: convo.v1.BranchSwitched.messages:type_name -> convo.v1.Message
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	24, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 1: convo.v1.Event.message_created:type_name -> convo.v1.MessageCreated
+	4,  // 2: convo.v1.Event.message_updated:type_name -> convo.v1.MessageUpdated
+	5,  // 3: convo.v1.Event.prompt_queued:type_name -> convo.v1.PromptQueued
+	6,  // 4: convo.v1.Event.prompt_started:type_name -> convo.v1.PromptStarted
+	7,  // 5: convo.v1.Event.prompt_completed:type_name -> convo.v1.PromptCompleted
+	8,  // 6: convo.v1.Event.prompt_failed:type_name -> convo.v1.PromptFailed
+	9,  // 7: convo.v1.Event.prompt_cancelled:type_name -> convo.v1.PromptCancelled
+	10, // 8: convo.v1.Event.block_start:type_name -> convo.v1.BlockStart
+	11, // 9: convo.v1.Event.block_delta:type_name -> convo.v1.BlockDelta
+	12, // 10: convo.v1.Event.block_end:type_name -> convo.v1.BlockEnd
+	13, // 11: convo.v1.Event.tool_call_started:type_name -> convo.v1.ToolCallStarted
+	14, // 12: convo.v1.Event.tool_call_progress:type_name -> convo.v1.ToolCallProgress
+	15, // 13: convo.v1.Event.tool_call_completed:type_name -> convo.v1.ToolCallCompleted
+	16, // 14: convo.v1.Event.tool_call_failed:type_name -> convo.v1.ToolCallFailed
+	17, // 15: convo.v1.Event.conversation_updated:type_name -> convo.v1.ConversationUpdated
+	18, // 16: convo.v1.Event.history_cleared:type_name -> convo.v1.HistoryCleared
+	19, // 17: convo.v1.Event.input_requested:type_name -> convo.v1.InputRequested
+	20, // 18: convo.v1.Event.input_answered:type_name -> convo.v1.InputAnswered
+	21, // 19: convo.v1.Event.input_claimed:type_name -> convo.v1.InputClaimed
+	22, // 20: convo.v1.Event.prompt_waiting:type_name -> convo.v1.PromptWaiting
+	23, // 21: convo.v1.Event.branch_switched:type_name -> convo.v1.BranchSwitched
+	1,  // 22: convo.v1.Event.member_added:type_name -> convo.v1.MemberAdded
+	2,  // 23: convo.v1.Event.member_removed:type_name -> convo.v1.MemberRemoved
+	25, // 24: convo.v1.MemberAdded.member:type_name -> convo.v1.Member
+	26, // 25: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
+	26, // 26: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
+	27, // 27: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
+	27, // 28: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
+	27, // 29: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
+	27, // 30: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
+	27, // 31: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
+	28, // 32: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
+	28, // 33: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
+	29, // 34: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
+	30, // 35: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
+	29, // 36: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
+	29, // 37: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
+	31, // 38: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
+	31, // 39: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
+	32, // 40: convo.v1.InputRequested.input_request:type_name -> convo.v1.InputRequest
+	26, // 41: convo.v1.InputRequested.message:type_name -> convo.v1.Message
+	28, // 42: convo.v1.InputAnswered.answer:type_name -> google.protobuf.Struct
+	24, // 43: convo.v1.InputAnswered.answered_at:type_name -> google.protobuf.Timestamp
+	26, // 44: convo.v1.InputAnswered.message:type_name -> convo.v1.Message
+	24, // 45: convo.v1.InputClaimed.claim_expires_at:type_name -> google.protobuf.Timestamp
+	26, // 46: convo.v1.InputClaimed.message:type_name -> convo.v1.Message
+	27, // 47: convo.v1.PromptWaiting.prompt:type_name -> convo.v1.Prompt
+	26, // 48: convo.v1.PromptWaiting.message:type_name -> convo.v1.Message
+	26, // 49: convo.v1.BranchSwitched.messages:type_name -> convo.v1.Message
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_events_proto_init() }
@@ -1976,6 +2126,8 @@ func file_convo_v1_events_proto_init() {
 		(*Event_InputClaimed)(nil),
 		(*Event_PromptWaiting)(nil),
 		(*Event_BranchSwitched)(nil),
+		(*Event_MemberAdded)(nil),
+		(*Event_MemberRemoved)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1983,7 +2135,7 @@ func file_convo_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_events_proto_rawDesc), len(file_convo_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

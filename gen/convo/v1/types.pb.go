@@ -159,7 +159,13 @@ type Conversation struct {
 	LastMessageAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_message_at,json=lastMessageAt,proto3" json:"last_message_at,omitempty"`
 	// send_policy is the conversation's send policy (SetSendPolicy);
 	// unspecified: the server's, ENQUEUE.
-	SendPolicy    SendPolicy `protobuf:"varint,60,opt,name=send_policy,json=sendPolicy,proto3,enum=convo.v1.SendPolicy" json:"send_policy,omitempty"`
+	SendPolicy SendPolicy `protobuf:"varint,60,opt,name=send_policy,json=sendPolicy,proto3,enum=convo.v1.SendPolicy" json:"send_policy,omitempty"`
+	// role is the caller's role in the conversation: "owner", "participant"
+	// or "viewer" (docs/api.md, "Members"). Set on what the caller reads
+	// (ListConversations, GetConversation, a stream's snapshot and the
+	// answers of the RPCs that change a conversation); empty in event
+	// payloads, which every member receives alike.
+	Role          string `protobuf:"bytes,50,opt,name=role,proto3" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -243,6 +249,88 @@ func (x *Conversation) GetSendPolicy() SendPolicy {
 	return SendPolicy_SEND_POLICY_UNSPECIFIED
 }
 
+func (x *Conversation) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+// Member is a user with a role in a conversation: its owner or a member
+// the owner added (AddMember).
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// user_id is the user's id, as auth gives it (a token's sub).
+	UserId string `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// role is "owner", "participant" (reads and writes) or "viewer" (reads).
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	// added_at is when the member was added (the conversation's creation
+	// for its owner).
+	AddedAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=added_at,json=addedAt,proto3" json:"added_at,omitempty"`
+	// added_by is who added the member (the owner).
+	AddedBy       string `protobuf:"bytes,4,opt,name=added_by,json=addedBy,proto3" json:"added_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_convo_v1_types_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_types_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Member) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Member) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Member) GetAddedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.AddedAt
+	}
+	return nil
+}
+
+func (x *Member) GetAddedBy() string {
+	if x != nil {
+		return x.AddedBy
+	}
+	return ""
+}
+
 // Message is one turn of a conversation.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -294,14 +382,18 @@ type Message struct {
 	// (SendPolicy ENQUEUE) and on its pending replies, until its turn comes
 	// (a message_updated clears it) or it is taken back
 	// (DeleteQueuedMessage).
-	Queued        bool `protobuf:"varint,60,opt,name=queued,proto3" json:"queued,omitempty"`
+	Queued bool `protobuf:"varint,60,opt,name=queued,proto3" json:"queued,omitempty"`
+	// sender_id is who sent a user message: the owner or a participant
+	// (docs/api.md, "Members"). Empty for an assistant's message, and for a
+	// user message sent before conversations had members (the owner's).
+	SenderId      string `protobuf:"bytes,50,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_convo_v1_types_proto_msgTypes[1]
+	mi := &file_convo_v1_types_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -313,7 +405,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[1]
+	mi := &file_convo_v1_types_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -326,7 +418,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{1}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Message) GetId() string {
@@ -441,6 +533,13 @@ func (x *Message) GetQueued() bool {
 	return false
 }
 
+func (x *Message) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
+}
+
 // Block is an ordered piece of a message.
 type Block struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -470,7 +569,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_convo_v1_types_proto_msgTypes[2]
+	mi := &file_convo_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +581,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[2]
+	mi := &file_convo_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +594,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Block) GetId() string {
@@ -581,7 +680,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_convo_v1_types_proto_msgTypes[3]
+	mi := &file_convo_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -593,7 +692,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[3]
+	mi := &file_convo_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -606,7 +705,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *File) GetId() string {
@@ -685,7 +784,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_convo_v1_types_proto_msgTypes[4]
+	mi := &file_convo_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +796,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[4]
+	mi := &file_convo_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +809,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ToolCall) GetId() string {
@@ -804,7 +903,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +915,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +928,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Prompt) GetId() string {
@@ -934,7 +1033,7 @@ type InputRequest struct {
 
 func (x *InputRequest) Reset() {
 	*x = InputRequest{}
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1045,7 @@ func (x *InputRequest) String() string {
 func (*InputRequest) ProtoMessage() {}
 
 func (x *InputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1058,7 @@ func (x *InputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
 func (*InputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InputRequest) GetToolCallId() string {
@@ -1066,7 +1165,7 @@ type ModelConfig struct {
 
 func (x *ModelConfig) Reset() {
 	*x = ModelConfig{}
-	mi := &file_convo_v1_types_proto_msgTypes[7]
+	mi := &file_convo_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1177,7 @@ func (x *ModelConfig) String() string {
 func (*ModelConfig) ProtoMessage() {}
 
 func (x *ModelConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[7]
+	mi := &file_convo_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1190,7 @@ func (x *ModelConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfig.ProtoReflect.Descriptor instead.
 func (*ModelConfig) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ModelConfig) GetProvider() string {
@@ -1144,7 +1243,7 @@ type Feedback struct {
 
 func (x *Feedback) Reset() {
 	*x = Feedback{}
-	mi := &file_convo_v1_types_proto_msgTypes[8]
+	mi := &file_convo_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1255,7 @@ func (x *Feedback) String() string {
 func (*Feedback) ProtoMessage() {}
 
 func (x *Feedback) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[8]
+	mi := &file_convo_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1268,7 @@ func (x *Feedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Feedback.ProtoReflect.Descriptor instead.
 func (*Feedback) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Feedback) GetRating() Rating {
@@ -1197,7 +1296,7 @@ var File_convo_v1_types_proto protoreflect.FileDescriptor
 
 const file_convo_v1_types_proto_rawDesc = "" +
 	"\n" +
-	"\x14convo/v1/types.proto\x12\bconvo.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\x02\n" +
+	"\x14convo/v1/types.proto\x12\bconvo.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe3\x02\n" +
 	"\fConversation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12(\n" +
@@ -1208,7 +1307,13 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"updated_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12B\n" +
 	"\x0flast_message_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rlastMessageAt\x125\n" +
 	"\vsend_policy\x18< \x01(\x0e2\x14.convo.v1.SendPolicyR\n" +
-	"sendPolicy\"\xbd\x04\n" +
+	"sendPolicy\x12\x12\n" +
+	"\x04role\x182 \x01(\tR\x04role\"\x87\x01\n" +
+	"\x06Member\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x125\n" +
+	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\x12\x19\n" +
+	"\badded_by\x18\x04 \x01(\tR\aaddedBy\"\xda\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
@@ -1228,7 +1333,8 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\rsibling_count\x18\r \x01(\x05R\fsiblingCount\x12#\n" +
 	"\rsibling_index\x18\x0e \x01(\x05R\fsiblingIndex\x12\x14\n" +
 	"\x05error\x18\x0f \x01(\tR\x05error\x12\x16\n" +
-	"\x06queued\x18< \x01(\bR\x06queued\"\x8e\x02\n" +
+	"\x06queued\x18< \x01(\bR\x06queued\x12\x1b\n" +
+	"\tsender_id\x182 \x01(\tR\bsenderId\"\x8e\x02\n" +
 	"\x05Block\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1329,56 +1435,58 @@ func file_convo_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_convo_v1_types_proto_goTypes = []any{
 	(SendPolicy)(0),               // 0: convo.v1.SendPolicy
 	(Rating)(0),                   // 1: convo.v1.Rating
 	(*Conversation)(nil),          // 2: convo.v1.Conversation
-	(*Message)(nil),               // 3: convo.v1.Message
-	(*Block)(nil),                 // 4: convo.v1.Block
-	(*File)(nil),                  // 5: convo.v1.File
-	(*ToolCall)(nil),              // 6: convo.v1.ToolCall
-	(*Prompt)(nil),                // 7: convo.v1.Prompt
-	(*InputRequest)(nil),          // 8: convo.v1.InputRequest
-	(*ModelConfig)(nil),           // 9: convo.v1.ModelConfig
-	(*Feedback)(nil),              // 10: convo.v1.Feedback
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 12: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 13: google.protobuf.Value
+	(*Member)(nil),                // 3: convo.v1.Member
+	(*Message)(nil),               // 4: convo.v1.Message
+	(*Block)(nil),                 // 5: convo.v1.Block
+	(*File)(nil),                  // 6: convo.v1.File
+	(*ToolCall)(nil),              // 7: convo.v1.ToolCall
+	(*Prompt)(nil),                // 8: convo.v1.Prompt
+	(*InputRequest)(nil),          // 9: convo.v1.InputRequest
+	(*ModelConfig)(nil),           // 10: convo.v1.ModelConfig
+	(*Feedback)(nil),              // 11: convo.v1.Feedback
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 14: google.protobuf.Value
 }
 var file_convo_v1_types_proto_depIdxs = []int32{
-	11, // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
-	11, // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
+	12, // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
+	12, // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: convo.v1.Conversation.send_policy:type_name -> convo.v1.SendPolicy
-	4,  // 4: convo.v1.Message.blocks:type_name -> convo.v1.Block
-	11, // 5: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	11, // 6: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	10, // 7: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
-	12, // 8: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
-	6,  // 9: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
-	5,  // 10: convo.v1.Block.file:type_name -> convo.v1.File
-	11, // 11: convo.v1.File.url_expires_at:type_name -> google.protobuf.Timestamp
-	13, // 12: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
-	11, // 13: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
-	11, // 14: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
-	12, // 15: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
-	11, // 16: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
-	11, // 17: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
-	11, // 18: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
-	12, // 19: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
-	12, // 20: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
-	11, // 21: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
-	11, // 22: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
-	11, // 23: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 24: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 25: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
-	11, // 26: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	12, // 4: convo.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	5,  // 5: convo.v1.Message.blocks:type_name -> convo.v1.Block
+	12, // 6: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	12, // 7: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	11, // 8: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
+	13, // 9: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
+	7,  // 10: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
+	6,  // 11: convo.v1.Block.file:type_name -> convo.v1.File
+	12, // 12: convo.v1.File.url_expires_at:type_name -> google.protobuf.Timestamp
+	14, // 13: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
+	12, // 14: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
+	12, // 15: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
+	13, // 16: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
+	12, // 17: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
+	12, // 18: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
+	12, // 19: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
+	13, // 20: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
+	13, // 21: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
+	12, // 22: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
+	12, // 23: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 24: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 25: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 26: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
+	12, // 27: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_types_proto_init() }
@@ -1386,14 +1494,14 @@ func file_convo_v1_types_proto_init() {
 	if File_convo_v1_types_proto != nil {
 		return
 	}
-	file_convo_v1_types_proto_msgTypes[7].OneofWrappers = []any{}
+	file_convo_v1_types_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_types_proto_rawDesc), len(file_convo_v1_types_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

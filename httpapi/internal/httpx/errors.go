@@ -23,6 +23,7 @@ var statuses = map[conversation.Code]struct {
 }{
 	conversation.Invalid:            {http.StatusBadRequest, "invalid_argument"},
 	conversation.NotFound:           {http.StatusNotFound, "not_found"},
+	conversation.PermissionDenied:   {http.StatusForbidden, "permission_denied"},
 	conversation.FailedPrecondition: {http.StatusConflict, "failed_precondition"},
 	conversation.Unauthenticated:    {http.StatusUnauthorized, "unauthenticated"},
 	conversation.Unavailable:        {http.StatusServiceUnavailable, "unavailable"},

@@ -140,6 +140,14 @@ type ConvoLimit struct {
 	MaxActivePrompts int32
 }
 
+type ConvoMember struct {
+	ConversationID uuid.UUID
+	UserID         string
+	Role           string
+	AddedAt        time.Time
+	AddedBy        string
+}
+
 type ConvoMessage struct {
 	ID              uuid.UUID
 	ConversationID  uuid.UUID
@@ -155,6 +163,7 @@ type ConvoMessage struct {
 	ComparisonSlot  *string
 	ParentID        uuid.NullUUID
 	OnActivePath    bool
+	SenderID        *string
 	Queued          bool
 }
 

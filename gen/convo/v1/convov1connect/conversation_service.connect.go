@@ -105,6 +105,15 @@ const (
 	// ConversationServiceSetTypingProcedure is the fully-qualified name of the ConversationService's
 	// SetTyping RPC.
 	ConversationServiceSetTypingProcedure = "/convo.v1.ConversationService/SetTyping"
+	// ConversationServiceAddMemberProcedure is the fully-qualified name of the ConversationService's
+	// AddMember RPC.
+	ConversationServiceAddMemberProcedure = "/convo.v1.ConversationService/AddMember"
+	// ConversationServiceRemoveMemberProcedure is the fully-qualified name of the ConversationService's
+	// RemoveMember RPC.
+	ConversationServiceRemoveMemberProcedure = "/convo.v1.ConversationService/RemoveMember"
+	// ConversationServiceListMembersProcedure is the fully-qualified name of the ConversationService's
+	// ListMembers RPC.
+	ConversationServiceListMembersProcedure = "/convo.v1.ConversationService/ListMembers"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -196,8 +205,21 @@ type ConversationServiceClient interface {
 	// Typing lasts 6 s after the last report: a client typing for longer
 	// reports again every few seconds. Rate-limited per user
 	// (ResourceExhausted with Retry-After); NotFound for a conversation the
-	// caller may not read. Nothing is stored.
+	// caller has no role in, PermissionDenied for a viewer (the owner and
+	// participants type). Nothing is stored.
 	SetTyping(context.Context, *connect.Request[v1.SetTypingRequest]) (*connect.Response[v1.SetTypingResponse], error)
+	// AddMember shares the conversation with a user as a "viewer" (reads)
+	// or a "participant" (reads and writes), or changes a member's role.
+	// The owner only: PermissionDenied for a member, NotFound for anyone
+	// else. Event: memberAdded (none when the role was that already).
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member: the owner removes anyone, a member
+	// only themself. The removed user's open streams of the conversation
+	// end with NotFound, on every server. Event: memberRemoved.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// ListMembers lists the owner, then the members in the order they were
+	// added; for the owner and any member.
+	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -355,6 +377,24 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("SetTyping")),
 			connect.WithClientOptions(opts...),
 		),
+		addMember: connect.NewClient[v1.AddMemberRequest, v1.AddMemberResponse](
+			httpClient,
+			baseURL+ConversationServiceAddMemberProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("AddMember")),
+			connect.WithClientOptions(opts...),
+		),
+		removeMember: connect.NewClient[v1.RemoveMemberRequest, v1.RemoveMemberResponse](
+			httpClient,
+			baseURL+ConversationServiceRemoveMemberProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("RemoveMember")),
+			connect.WithClientOptions(opts...),
+		),
+		listMembers: connect.NewClient[v1.ListMembersRequest, v1.ListMembersResponse](
+			httpClient,
+			baseURL+ConversationServiceListMembersProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -384,6 +424,9 @@ type conversationServiceClient struct {
 	switchBranch        *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
 	getServerInfo       *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
 	setTyping           *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
+	addMember           *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	removeMember        *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
+	listMembers         *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -506,6 +549,21 @@ func (c *conversationServiceClient) SetTyping(ctx context.Context, req *connect.
 	return c.setTyping.CallUnary(ctx, req)
 }
 
+// AddMember calls convo.v1.ConversationService.AddMember.
+func (c *conversationServiceClient) AddMember(ctx context.Context, req *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return c.addMember.CallUnary(ctx, req)
+}
+
+// RemoveMember calls convo.v1.ConversationService.RemoveMember.
+func (c *conversationServiceClient) RemoveMember(ctx context.Context, req *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return c.removeMember.CallUnary(ctx, req)
+}
+
+// ListMembers calls convo.v1.ConversationService.ListMembers.
+func (c *conversationServiceClient) ListMembers(ctx context.Context, req *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
+	return c.listMembers.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -595,8 +653,21 @@ type ConversationServiceHandler interface {
 	// Typing lasts 6 s after the last report: a client typing for longer
 	// reports again every few seconds. Rate-limited per user
 	// (ResourceExhausted with Retry-After); NotFound for a conversation the
-	// caller may not read. Nothing is stored.
+	// caller has no role in, PermissionDenied for a viewer (the owner and
+	// participants type). Nothing is stored.
 	SetTyping(context.Context, *connect.Request[v1.SetTypingRequest]) (*connect.Response[v1.SetTypingResponse], error)
+	// AddMember shares the conversation with a user as a "viewer" (reads)
+	// or a "participant" (reads and writes), or changes a member's role.
+	// The owner only: PermissionDenied for a member, NotFound for anyone
+	// else. Event: memberAdded (none when the role was that already).
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member: the owner removes anyone, a member
+	// only themself. The removed user's open streams of the conversation
+	// end with NotFound, on every server. Event: memberRemoved.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// ListMembers lists the owner, then the members in the order they were
+	// added; for the owner and any member.
+	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -750,6 +821,24 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("SetTyping")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceAddMemberHandler := connect.NewUnaryHandler(
+		ConversationServiceAddMemberProcedure,
+		svc.AddMember,
+		connect.WithSchema(conversationServiceMethods.ByName("AddMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceRemoveMemberHandler := connect.NewUnaryHandler(
+		ConversationServiceRemoveMemberProcedure,
+		svc.RemoveMember,
+		connect.WithSchema(conversationServiceMethods.ByName("RemoveMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceListMembersHandler := connect.NewUnaryHandler(
+		ConversationServiceListMembersProcedure,
+		svc.ListMembers,
+		connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -800,6 +889,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceGetServerInfoHandler.ServeHTTP(w, r)
 		case ConversationServiceSetTypingProcedure:
 			conversationServiceSetTypingHandler.ServeHTTP(w, r)
+		case ConversationServiceAddMemberProcedure:
+			conversationServiceAddMemberHandler.ServeHTTP(w, r)
+		case ConversationServiceRemoveMemberProcedure:
+			conversationServiceRemoveMemberHandler.ServeHTTP(w, r)
+		case ConversationServiceListMembersProcedure:
+			conversationServiceListMembersHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -903,4 +998,16 @@ func (UnimplementedConversationServiceHandler) GetServerInfo(context.Context, *c
 
 func (UnimplementedConversationServiceHandler) SetTyping(context.Context, *connect.Request[v1.SetTypingRequest]) (*connect.Response[v1.SetTypingResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.SetTyping is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.AddMember is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.RemoveMember is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListMembers is not implemented"))
 }

@@ -6,7 +6,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Event } from "./events_pb.js";
 import { file_convo_v1_events } from "./events_pb.js";
-import type { Conversation, InputRequest, Message as Message$1, ModelConfig, Prompt, Rating, SendPolicy } from "./types_pb.js";
+import type { Conversation, InputRequest, Member, Message as Message$1, ModelConfig, Prompt, Rating, SendPolicy } from "./types_pb.js";
 import { file_convo_v1_types } from "./types_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -16,7 +16,145 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEihwEKEkVkaXRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIMCgR0ZXh0GAMgASgJEiQKBW1vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSEAoIZmlsZV9pZHMYBSADKAkiXwoTRWRpdE1lc3NhZ2VSZXNwb25zZRIXCg91c2VyX21lc3NhZ2VfaWQYASABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAiABKAkSEQoJcHJvbXB0X2lkGAMgASgJImsKFlJlZ2VuZXJhdGVSZXBseVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZyJKChdSZWdlbmVyYXRlUmVwbHlSZXNwb25zZRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkicAoTU3dpdGNoQnJhbmNoUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIaCg1zaWJsaW5nX2luZGV4GAMgASgFSACIAQFCEAoOX3NpYmxpbmdfaW5kZXgiLwoUU3dpdGNoQnJhbmNoUmVzcG9uc2USFwoPbGVhZl9tZXNzYWdlX2lkGAEgASgJIucBChJTZW5kTWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEgwKBHRleHQYAiABKAkSJAoFbW9kZWwYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIsCg1jb21wYXJlX21vZGVsGAQgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSGQoRcGFyZW50X21lc3NhZ2VfaWQYBSABKAkSEAoIZmlsZV9pZHMYBiADKAkSKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5IloKFFNldFNlbmRQb2xpY3lSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIpCgtzZW5kX3BvbGljeRgCIAEoDjIULmNvbnZvLnYxLlNlbmRQb2xpY3kiRQoVU2V0U2VuZFBvbGljeVJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiIwChpEZWxldGVRdWV1ZWRNZXNzYWdlUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJIjYKG0RlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAki4AEKE1NlbmRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgCIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgDIAEoCRIRCglwcm9tcHRfaWQYBCABKAkSFQoNY29tcGFyaXNvbl9pZBgFIAEoCRIkChxjb21wYXJlX2Fzc2lzdGFudF9tZXNzYWdlX2lkGAYgASgJEhkKEWNvbXBhcmVfcHJvbXB0X2lkGAcgASgJEg4KBnF1ZXVlZBg8IAEoCCKsAQoZU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgDSACIAQESHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAyABKAgSGAoQaW5jbHVkZV9icmFuY2hlcxgEIAEoCBIYChBpbmNsdWRlX3ByZXNlbmNlGEYgASgIQgwKCl9hZnRlcl9zZXEilgEKGlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlEiYKCHNuYXBzaG90GAEgASgLMhIuY29udm8udjEuU25hcHNob3RIABIgCgVldmVudBgCIAEoCzIPLmNvbnZvLnYxLkV2ZW50SAASJgoIcHJlc2VuY2UYRiABKAsyEi5jb252by52MS5QcmVzZW5jZUgAQgYKBGtpbmQiMAoIUHJlc2VuY2USJAoFdXNlcnMYASADKAsyFS5jb252by52MS5QcmVzZW50VXNlciI/CgtQcmVzZW50VXNlchIPCgd1c2VyX2lkGAEgASgJEg8KB3ZpZXdpbmcYAiABKAgSDgoGdHlwaW5nGAMgASgIIjsKEFNldFR5cGluZ1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg4KBnR5cGluZxgCIAEoCCITChFTZXRUeXBpbmdSZXNwb25zZSK0AQoIU25hcHNob3QSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSGAoQb2xkZXJfcGFnZV90b2tlbhgEIAEoCRIuCg5wZW5kaW5nX2lucHV0cxgFIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJCChNMaXN0TWVzc2FnZXNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgpwYWdlX3Rva2VuGAIgASgJIlQKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiMKCG1lc3NhZ2VzGAEgAygLMhEuY29udm8udjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTwoWR2V0Q29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSHAoUaW5jbHVkZV9wYXVzZV9ldmVudHMYAiABKAgiwwEKF0dldENvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEi4KDnBlbmRpbmdfaW5wdXRzGAQgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0EhgKEG9sZGVyX3BhZ2VfdG9rZW4YBSABKAkiQQoYTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJImMKGUxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USLQoNY29udmVyc2F0aW9ucxgBIAMoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiKAoTQ2FuY2VsUHJvbXB0UmVxdWVzdBIRCglwcm9tcHRfaWQYASABKAkiKQoUQ2FuY2VsUHJvbXB0UmVzcG9uc2USEQoJY2FuY2VsbGVkGAEgASgIIioKGUNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QSDQoFdGl0bGUYASABKAkiSgoaQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIkMKGVJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg0KBXRpdGxlGAIgASgJIkoKGlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiI0ChlEZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSIcChpEZWxldGVDb252ZXJzYXRpb25SZXNwb25zZSIzChhDbGVhckNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIkkKGUNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIl4KFVN1Ym1pdEZlZWRiYWNrUmVxdWVzdBISCgptZXNzYWdlX2lkGAEgASgJEiAKBnJhdGluZxgCIAEoDjIQLmNvbnZvLnYxLlJhdGluZxIPCgdjb21tZW50GAMgASgJIjwKFlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USIgoHbWVzc2FnZRgBIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UiWAoVVm90ZUNvbXBhcmlzb25SZXF1ZXN0EhUKDWNvbXBhcmlzb25faWQYASABKAkSKAoKcHJlZmVyZW5jZRgCIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2UiQgoWVm90ZUNvbXBhcmlzb25SZXNwb25zZRIoCgpjb21wYXJpc29uGAEgASgLMhQuY29udm8udjEuQ29tcGFyaXNvbiKcAgoKQ29tcGFyaXNvbhIKCgJpZBgBIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAiABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAMgASgJEiMKAWEYBCABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIjCgFiGAUgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSKAoKcHJlZmVyZW5jZRgGIAEoDjIULmNvbnZvLnYxLlByZWZlcmVuY2USLAoIdm90ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wInQKDkNvbXBhcmlzb25TaWRlEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEisKDG1vZGVsX2NvbmZpZxgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEg4KBnN0YXR1cxgEIAEoCSJYChZMaXN0Q29tcGFyaXNvbnNSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJdChdMaXN0Q29tcGFyaXNvbnNSZXNwb25zZRIpCgtjb21wYXJpc29ucxgBIAMoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkYKD0dldFRyYWNlUmVxdWVzdBITCglwcm9tcHRfaWQYASABKAlIABIUCgptZXNzYWdlX2lkGAIgASgJSABCCAoGdGFyZ2V0IjIKEEdldFRyYWNlUmVzcG9uc2USHgoFdHJhY2UYASABKAsyDy5jb252by52MS5UcmFjZSKmAQoFVHJhY2USIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0EisKCGR1cmF0aW9uGAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi0KCnF1ZXVlX3RpbWUYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHwoGZXZlbnRzGAQgAygLMg8uY29udm8udjEuRXZlbnQiOQoVU2VhcmNoTWVzc2FnZXNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJBChZTZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEicKB3Jlc3VsdHMYASADKAsyFi5jb252by52MS5TZWFyY2hSZXN1bHQi7wEKDFNlYXJjaFJlc3VsdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSGgoSY29udmVyc2F0aW9uX3RpdGxlGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDAoEcm9sZRgEIAEoCRIPCgdzbmlwcGV0GAUgASgJEicKCmhpZ2hsaWdodHMYBiADKAsyEy5jb252by52MS5IaWdobGlnaHQSDAoEcmFuaxgHIAEoARIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIQCghibG9ja19pZBgJIAEoCSInCglIaWdobGlnaHQSDQoFc3RhcnQYASABKAUSCwoDZW5kGAIgASgFIlEKEkFuc3dlcklucHV0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSJQoGYW5zd2VyGAIgASgLMhUuY29udm8udjEuSW5wdXRBbnN3ZXIipAEKC0lucHV0QW5zd2VyEiwKCGFwcHJvdmFsGAEgASgLMhguY29udm8udjEuQXBwcm92YWxBbnN3ZXJIABIxCgtjbGllbnRfdG9vbBgCIAEoCzIaLmNvbnZvLnYxLkNsaWVudFRvb2xBbnN3ZXJIABIsCghxdWVzdGlvbhgDIAEoCzIYLmNvbnZvLnYxLlF1ZXN0aW9uQW5zd2VySABCBgoEa2luZCIyCg5BcHByb3ZhbEFuc3dlchIQCghhcHByb3ZlZBgBIAEoCBIOCgZyZWFzb24YAiABKAkiPwoQQ2xpZW50VG9vbEFuc3dlchIQCgZvdXRwdXQYASABKAlIABIPCgVlcnJvchgCIAEoCUgAQggKBnJlc3VsdCIgCg5RdWVzdGlvbkFuc3dlchIOCgZhbnN3ZXIYASABKAkiRAoTQW5zd2VySW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IlIKEUNsYWltSW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIQCghjbGFpbWFudBgCIAEoCRIVCg1sZWFzZV9zZWNvbmRzGAMgASgFIkMKEkNsYWltSW5wdXRSZXNwb25zZRItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IhYKFEdldFNlcnZlckluZm9SZXF1ZXN0ImIKFUdldFNlcnZlckluZm9SZXNwb25zZRISCgpkZW1vX21vZGVsGAEgASgIEhYKDm1heF9maWxlX2J5dGVzGAIgASgDEh0KFW1heF9maWxlc19wZXJfbWVzc2FnZRgDIAEoBSpgCgpQcmVmZXJlbmNlEhoKFlBSRUZFUkVOQ0VfVU5TUEVDSUZJRUQQABIQCgxQUkVGRVJFTkNFX0EQARIQCgxQUkVGRVJFTkNFX0IQAhISCg5QUkVGRVJFTkNFX1RJRRADMokQChNDb252ZXJzYXRpb25TZXJ2aWNlEkoKC1NlbmRNZXNzYWdlEhwuY29udm8udjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuU2VuZE1lc3NhZ2VSZXNwb25zZRJhChJTdHJlYW1Db252ZXJzYXRpb24SIy5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2UwARJWCg9HZXRDb252ZXJzYXRpb24SIC5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXF1ZXN0GiEuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USXAoRTGlzdENvbnZlcnNhdGlvbnMSIi5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QaIy5jb252by52MS5MaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEk0KDENhbmNlbFByb21wdBIdLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlcXVlc3QaHi5jb252by52MS5DYW5jZWxQcm9tcHRSZXNwb25zZRJQCg1TZXRTZW5kUG9saWN5Eh4uY29udm8udjEuU2V0U2VuZFBvbGljeVJlcXVlc3QaHy5jb252by52MS5TZXRTZW5kUG9saWN5UmVzcG9uc2USYgoTRGVsZXRlUXVldWVkTWVzc2FnZRIkLmNvbnZvLnYxLkRlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXF1ZXN0GiUuY29udm8udjEuRGVsZXRlUXVldWVkTWVzc2FnZVJlc3BvbnNlEl8KEkNyZWF0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRJfChJSZW5hbWVDb252ZXJzYXRpb24SIy5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSRGVsZXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlElwKEUNsZWFyQ29udmVyc2F0aW9uEiIuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0GiMuY29udm8udjEuQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRJTCg5TdWJtaXRGZWVkYmFjaxIfLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVxdWVzdBogLmNvbnZvLnYxLlN1Ym1pdEZlZWRiYWNrUmVzcG9uc2USUwoOVm90ZUNvbXBhcmlzb24SHy5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlcXVlc3QaIC5jb252by52MS5Wb3RlQ29tcGFyaXNvblJlc3BvbnNlElYKD0xpc3RDb21wYXJpc29ucxIgLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1JlcXVlc3QaIS5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXNwb25zZRJBCghHZXRUcmFjZRIZLmNvbnZvLnYxLkdldFRyYWNlUmVxdWVzdBoaLmNvbnZvLnYxLkdldFRyYWNlUmVzcG9uc2USUwoOU2VhcmNoTWVzc2FnZXMSHy5jb252by52MS5TZWFyY2hNZXNzYWdlc1JlcXVlc3QaIC5jb252by52MS5TZWFyY2hNZXNzYWdlc1Jlc3BvbnNlEk0KDExpc3RNZXNzYWdlcxIdLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1JlcXVlc3QaHi5jb252by52MS5MaXN0TWVzc2FnZXNSZXNwb25zZRJKCgtBbnN3ZXJJbnB1dBIcLmNvbnZvLnYxLkFuc3dlcklucHV0UmVxdWVzdBodLmNvbnZvLnYxLkFuc3dlcklucHV0UmVzcG9uc2USRwoKQ2xhaW1JbnB1dBIbLmNvbnZvLnYxLkNsYWltSW5wdXRSZXF1ZXN0GhwuY29udm8udjEuQ2xhaW1JbnB1dFJlc3BvbnNlEkoKC0VkaXRNZXNzYWdlEhwuY29udm8udjEuRWRpdE1lc3NhZ2VSZXF1ZXN0Gh0uY29udm8udjEuRWRpdE1lc3NhZ2VSZXNwb25zZRJWCg9SZWdlbmVyYXRlUmVwbHkSIC5jb252by52MS5SZWdlbmVyYXRlUmVwbHlSZXF1ZXN0GiEuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USTQoMU3dpdGNoQnJhbmNoEh0uY29udm8udjEuU3dpdGNoQnJhbmNoUmVxdWVzdBoeLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlc3BvbnNlElAKDUdldFNlcnZlckluZm8SHi5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVxdWVzdBofLmNvbnZvLnYxLkdldFNlcnZlckluZm9SZXNwb25zZRJECglTZXRUeXBpbmcSGi5jb252by52MS5TZXRUeXBpbmdSZXF1ZXN0GhsuY29udm8udjEuU2V0VHlwaW5nUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEiSgoQQWRkTWVtYmVyUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJIjUKEUFkZE1lbWJlclJlc3BvbnNlEiAKBm1lbWJlchgBIAEoCzIQLmNvbnZvLnYxLk1lbWJlciI/ChNSZW1vdmVNZW1iZXJSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJIhYKFFJlbW92ZU1lbWJlclJlc3BvbnNlIi0KEkxpc3RNZW1iZXJzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiOAoTTGlzdE1lbWJlcnNSZXNwb25zZRIhCgdtZW1iZXJzGAEgAygLMhAuY29udm8udjEuTWVtYmVyIocBChJFZGl0TWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDAoEdGV4dBgDIAEoCRIkCgVtb2RlbBgEIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEhAKCGZpbGVfaWRzGAUgAygJIl8KE0VkaXRNZXNzYWdlUmVzcG9uc2USFwoPdXNlcl9tZXNzYWdlX2lkGAEgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAIgASgJEhEKCXByb21wdF9pZBgDIAEoCSJrChZSZWdlbmVyYXRlUmVwbHlSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEiQKBW1vZGVsGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWciSgoXUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYASABKAkSEQoJcHJvbXB0X2lkGAIgASgJInAKE1N3aXRjaEJyYW5jaFJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSGgoNc2libGluZ19pbmRleBgDIAEoBUgAiAEBQhAKDl9zaWJsaW5nX2luZGV4Ii8KFFN3aXRjaEJyYW5jaFJlc3BvbnNlEhcKD2xlYWZfbWVzc2FnZV9pZBgBIAEoCSLnAQoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJEiQKBW1vZGVsGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSLAoNY29tcGFyZV9tb2RlbBgEIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEhkKEXBhcmVudF9tZXNzYWdlX2lkGAUgASgJEhAKCGZpbGVfaWRzGAYgAygJEikKC3NlbmRfcG9saWN5GDwgASgOMhQuY29udm8udjEuU2VuZFBvbGljeSJaChRTZXRTZW5kUG9saWN5UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSKQoLc2VuZF9wb2xpY3kYAiABKA4yFC5jb252by52MS5TZW5kUG9saWN5IkUKFVNldFNlbmRQb2xpY3lSZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iMAoaRGVsZXRlUXVldWVkTWVzc2FnZVJlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCSI2ChtEZWxldGVRdWV1ZWRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIuABChNTZW5kTWVzc2FnZVJlc3BvbnNlEhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAiABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAyABKAkSEQoJcHJvbXB0X2lkGAQgASgJEhUKDWNvbXBhcmlzb25faWQYBSABKAkSJAocY29tcGFyZV9hc3Npc3RhbnRfbWVzc2FnZV9pZBgGIAEoCRIZChFjb21wYXJlX3Byb21wdF9pZBgHIAEoCRIOCgZxdWV1ZWQYPCABKAgirAEKGVN0cmVhbUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhYKCWFmdGVyX3NlcRgCIAEoA0gAiAEBEhwKFGluY2x1ZGVfcGF1c2VfZXZlbnRzGAMgASgIEhgKEGluY2x1ZGVfYnJhbmNoZXMYBCABKAgSGAoQaW5jbHVkZV9wcmVzZW5jZRhGIAEoCEIMCgpfYWZ0ZXJfc2VxIpYBChpTdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzISLmNvbnZvLnYxLlNuYXBzaG90SAASIAoFZXZlbnQYAiABKAsyDy5jb252by52MS5FdmVudEgAEiYKCHByZXNlbmNlGEYgASgLMhIuY29udm8udjEuUHJlc2VuY2VIAEIGCgRraW5kIjAKCFByZXNlbmNlEiQKBXVzZXJzGAEgAygLMhUuY29udm8udjEuUHJlc2VudFVzZXIiPwoLUHJlc2VudFVzZXISDwoHdXNlcl9pZBgBIAEoCRIPCgd2aWV3aW5nGAIgASgIEg4KBnR5cGluZxgDIAEoCCI7ChBTZXRUeXBpbmdSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIOCgZ0eXBpbmcYAiABKAgiEwoRU2V0VHlwaW5nUmVzcG9uc2UitAEKCFNuYXBzaG90EiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBCABKAkSLgoOcGVuZGluZ19pbnB1dHMYBSADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiQgoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCSJUChRMaXN0TWVzc2FnZXNSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhwKFGluY2x1ZGVfcGF1c2VfZXZlbnRzGAIgASgIIsMBChdHZXRDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIuCg5wZW5kaW5nX2lucHV0cxgEIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdBIYChBvbGRlcl9wYWdlX3Rva2VuGAUgASgJIkEKGExpc3RDb252ZXJzYXRpb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJjChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEi0KDWNvbnZlcnNhdGlvbnMYASADKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIigKE0NhbmNlbFByb21wdFJlcXVlc3QSEQoJcHJvbXB0X2lkGAEgASgJIikKFENhbmNlbFByb21wdFJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCIqChlDcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0Eg0KBXRpdGxlGAEgASgJIkoKGkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJDChlSZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCSJKChpSZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iNAoZRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiHAoaRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2UiMwoYQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSJJChlDbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJeChVTdWJtaXRGZWVkYmFja1JlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIgCgZyYXRpbmcYAiABKA4yEC5jb252by52MS5SYXRpbmcSDwoHY29tbWVudBgDIAEoCSI8ChZTdWJtaXRGZWVkYmFja1Jlc3BvbnNlEiIKB21lc3NhZ2UYASABKAsyES5jb252by52MS5NZXNzYWdlIlgKFVZvdGVDb21wYXJpc29uUmVxdWVzdBIVCg1jb21wYXJpc29uX2lkGAEgASgJEigKCnByZWZlcmVuY2UYAiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlIkIKFlZvdGVDb21wYXJpc29uUmVzcG9uc2USKAoKY29tcGFyaXNvbhgBIAEoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24inAIKCkNvbXBhcmlzb24SCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgDIAEoCRIjCgFhGAQgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSIwoBYhgFIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEigKCnByZWZlcmVuY2UYBiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlEiwKCHZvdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ0Cg5Db21wYXJpc29uU2lkZRIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIrCgxtb2RlbF9jb25maWcYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIOCgZzdGF0dXMYBCABKAkiWAoWTGlzdENvbXBhcmlzb25zUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXQoXTGlzdENvbXBhcmlzb25zUmVzcG9uc2USKQoLY29tcGFyaXNvbnMYASADKAsyFC5jb252by52MS5Db21wYXJpc29uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGCg9HZXRUcmFjZVJlcXVlc3QSEwoJcHJvbXB0X2lkGAEgASgJSAASFAoKbWVzc2FnZV9pZBgCIAEoCUgAQggKBnRhcmdldCIyChBHZXRUcmFjZVJlc3BvbnNlEh4KBXRyYWNlGAEgASgLMg8uY29udm8udjEuVHJhY2UipgEKBVRyYWNlEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdBIrCghkdXJhdGlvbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpxdWV1ZV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh8KBmV2ZW50cxgEIAMoCzIPLmNvbnZvLnYxLkV2ZW50IjkKFVNlYXJjaE1lc3NhZ2VzUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUiQQoWU2VhcmNoTWVzc2FnZXNSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYuY29udm8udjEuU2VhcmNoUmVzdWx0Iu8BCgxTZWFyY2hSZXN1bHQSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmNvbnZlcnNhdGlvbl90aXRsZRgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEgwKBHJvbGUYBCABKAkSDwoHc25pcHBldBgFIAEoCRInCgpoaWdobGlnaHRzGAYgAygLMhMuY29udm8udjEuSGlnaGxpZ2h0EgwKBHJhbmsYByABKAESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYmxvY2tfaWQYCSABKAkiJwoJSGlnaGxpZ2h0Eg0KBXN0YXJ0GAEgASgFEgsKA2VuZBgCIAEoBSJRChJBbnN3ZXJJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEiUKBmFuc3dlchgCIAEoCzIVLmNvbnZvLnYxLklucHV0QW5zd2VyIqQBCgtJbnB1dEFuc3dlchIsCghhcHByb3ZhbBgBIAEoCzIYLmNvbnZvLnYxLkFwcHJvdmFsQW5zd2VySAASMQoLY2xpZW50X3Rvb2wYAiABKAsyGi5jb252by52MS5DbGllbnRUb29sQW5zd2VySAASLAoIcXVlc3Rpb24YAyABKAsyGC5jb252by52MS5RdWVzdGlvbkFuc3dlckgAQgYKBGtpbmQiMgoOQXBwcm92YWxBbnN3ZXISEAoIYXBwcm92ZWQYASABKAgSDgoGcmVhc29uGAIgASgJIj8KEENsaWVudFRvb2xBbnN3ZXISEAoGb3V0cHV0GAEgASgJSAASDwoFZXJyb3IYAiABKAlIAEIICgZyZXN1bHQiIAoOUXVlc3Rpb25BbnN3ZXISDgoGYW5zd2VyGAEgASgJIkQKE0Fuc3dlcklucHV0UmVzcG9uc2USLQoNaW5wdXRfcmVxdWVzdBgBIAEoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJSChFDbGFpbUlucHV0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEAoIY2xhaW1hbnQYAiABKAkSFQoNbGVhc2Vfc2Vjb25kcxgDIAEoBSJDChJDbGFpbUlucHV0UmVzcG9uc2USLQoNaW5wdXRfcmVxdWVzdBgBIAEoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCJiChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USEgoKZGVtb19tb2RlbBgBIAEoCBIWCg5tYXhfZmlsZV9ieXRlcxgCIAEoAxIdChVtYXhfZmlsZXNfcGVyX21lc3NhZ2UYAyABKAUqYAoKUHJlZmVyZW5jZRIaChZQUkVGRVJFTkNFX1VOU1BFQ0lGSUVEEAASEAoMUFJFRkVSRU5DRV9BEAESEAoMUFJFRkVSRU5DRV9CEAISEgoOUFJFRkVSRU5DRV9USUUQAzLqEQoTQ29udmVyc2F0aW9uU2VydmljZRJKCgtTZW5kTWVzc2FnZRIcLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USYQoSU3RyZWFtQ29udmVyc2F0aW9uEiMuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlMAESVgoPR2V0Q29udmVyc2F0aW9uEiAuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVxdWVzdBohLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlc3BvbnNlElwKEUxpc3RDb252ZXJzYXRpb25zEiIuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0GiMuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRJNCgxDYW5jZWxQcm9tcHQSHS5jb252by52MS5DYW5jZWxQcm9tcHRSZXF1ZXN0Gh4uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVzcG9uc2USUAoNU2V0U2VuZFBvbGljeRIeLmNvbnZvLnYxLlNldFNlbmRQb2xpY3lSZXF1ZXN0Gh8uY29udm8udjEuU2V0U2VuZFBvbGljeVJlc3BvbnNlEmIKE0RlbGV0ZVF1ZXVlZE1lc3NhZ2USJC5jb252by52MS5EZWxldGVRdWV1ZWRNZXNzYWdlUmVxdWVzdBolLmNvbnZvLnYxLkRlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXNwb25zZRJfChJDcmVhdGVDb252ZXJzYXRpb24SIy5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSUmVuYW1lQ29udmVyc2F0aW9uEiMuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KEkRlbGV0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXNwb25zZRJcChFDbGVhckNvbnZlcnNhdGlvbhIiLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBojLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USUwoOU3VibWl0RmVlZGJhY2sSHy5jb252by52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaIC5jb252by52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlElMKDlZvdGVDb21wYXJpc29uEh8uY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXF1ZXN0GiAuY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXNwb25zZRJWCg9MaXN0Q29tcGFyaXNvbnMSIC5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXF1ZXN0GiEuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVzcG9uc2USQQoIR2V0VHJhY2USGS5jb252by52MS5HZXRUcmFjZVJlcXVlc3QaGi5jb252by52MS5HZXRUcmFjZVJlc3BvbnNlElMKDlNlYXJjaE1lc3NhZ2VzEh8uY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXF1ZXN0GiAuY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXNwb25zZRJNCgxMaXN0TWVzc2FnZXMSHS5jb252by52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh4uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USSgoLQW5zd2VySW5wdXQSHC5jb252by52MS5BbnN3ZXJJbnB1dFJlcXVlc3QaHS5jb252by52MS5BbnN3ZXJJbnB1dFJlc3BvbnNlEkcKCkNsYWltSW5wdXQSGy5jb252by52MS5DbGFpbUlucHV0UmVxdWVzdBocLmNvbnZvLnYxLkNsYWltSW5wdXRSZXNwb25zZRJKCgtFZGl0TWVzc2FnZRIcLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVzcG9uc2USVgoPUmVnZW5lcmF0ZVJlcGx5EiAuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVxdWVzdBohLmNvbnZvLnYxLlJlZ2VuZXJhdGVSZXBseVJlc3BvbnNlEk0KDFN3aXRjaEJyYW5jaBIdLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlcXVlc3QaHi5jb252by52MS5Td2l0Y2hCcmFuY2hSZXNwb25zZRJQCg1HZXRTZXJ2ZXJJbmZvEh4uY29udm8udjEuR2V0U2VydmVySW5mb1JlcXVlc3QaHy5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USRAoJU2V0VHlwaW5nEhouY29udm8udjEuU2V0VHlwaW5nUmVxdWVzdBobLmNvbnZvLnYxLlNldFR5cGluZ1Jlc3BvbnNlEkQKCUFkZE1lbWJlchIaLmNvbnZvLnYxLkFkZE1lbWJlclJlcXVlc3QaGy5jb252by52MS5BZGRNZW1iZXJSZXNwb25zZRJNCgxSZW1vdmVNZW1iZXISHS5jb252by52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0Gh4uY29udm8udjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2USSgoLTGlzdE1lbWJlcnMSHC5jb252by52MS5MaXN0TWVtYmVyc1JlcXVlc3QaHS5jb252by52MS5MaXN0TWVtYmVyc1Jlc3BvbnNlQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * AddMemberRequest adds a member to a conversation.
+ *
+ * @generated from message convo.v1.AddMemberRequest
+ */
+export type AddMemberRequest = Message<"convo.v1.AddMemberRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * user_id is the user to add: 1 to 200 bytes, no control character;
+   * not the owner's.
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * role is "viewer" or "participant".
+   *
+   * @generated from field: string role = 3;
+   */
+  role: string;
+};
+
+/**
+ * Describes the message convo.v1.AddMemberRequest.
+ * Use `create(AddMemberRequestSchema)` to create a new message.
+ */
+export const AddMemberRequestSchema: GenMessage<AddMemberRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 0);
+
+/**
+ * AddMemberResponse is the member as they now are.
+ *
+ * @generated from message convo.v1.AddMemberResponse
+ */
+export type AddMemberResponse = Message<"convo.v1.AddMemberResponse"> & {
+  /**
+   * @generated from field: convo.v1.Member member = 1;
+   */
+  member?: Member | undefined;
+};
+
+/**
+ * Describes the message convo.v1.AddMemberResponse.
+ * Use `create(AddMemberResponseSchema)` to create a new message.
+ */
+export const AddMemberResponseSchema: GenMessage<AddMemberResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 1);
+
+/**
+ * RemoveMemberRequest removes a member from a conversation.
+ *
+ * @generated from message convo.v1.RemoveMemberRequest
+ */
+export type RemoveMemberRequest = Message<"convo.v1.RemoveMemberRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * user_id is the member to remove (the caller's own id to leave).
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+};
+
+/**
+ * Describes the message convo.v1.RemoveMemberRequest.
+ * Use `create(RemoveMemberRequestSchema)` to create a new message.
+ */
+export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 2);
+
+/**
+ * RemoveMemberResponse is empty.
+ *
+ * @generated from message convo.v1.RemoveMemberResponse
+ */
+export type RemoveMemberResponse = Message<"convo.v1.RemoveMemberResponse"> & {
+};
+
+/**
+ * Describes the message convo.v1.RemoveMemberResponse.
+ * Use `create(RemoveMemberResponseSchema)` to create a new message.
+ */
+export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 3);
+
+/**
+ * ListMembersRequest names the conversation.
+ *
+ * @generated from message convo.v1.ListMembersRequest
+ */
+export type ListMembersRequest = Message<"convo.v1.ListMembersRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+};
+
+/**
+ * Describes the message convo.v1.ListMembersRequest.
+ * Use `create(ListMembersRequestSchema)` to create a new message.
+ */
+export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 4);
+
+/**
+ * ListMembersResponse lists the owner, then the members.
+ *
+ * @generated from message convo.v1.ListMembersResponse
+ */
+export type ListMembersResponse = Message<"convo.v1.ListMembersResponse"> & {
+  /**
+   * @generated from field: repeated convo.v1.Member members = 1;
+   */
+  members: Member[];
+};
+
+/**
+ * Describes the message convo.v1.ListMembersResponse.
+ * Use `create(ListMembersResponseSchema)` to create a new message.
+ */
+export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 5);
 
 /**
  * EditMessageRequest edits a user message.
@@ -69,7 +207,7 @@ export type EditMessageRequest = Message<"convo.v1.EditMessageRequest"> & {
  * Use `create(EditMessageRequestSchema)` to create a new message.
  */
 export const EditMessageRequestSchema: GenMessage<EditMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 0);
+  messageDesc(file_convo_v1_conversation_service, 6);
 
 /**
  * EditMessageResponse names what EditMessage created.
@@ -104,7 +242,7 @@ export type EditMessageResponse = Message<"convo.v1.EditMessageResponse"> & {
  * Use `create(EditMessageResponseSchema)` to create a new message.
  */
 export const EditMessageResponseSchema: GenMessage<EditMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 1);
+  messageDesc(file_convo_v1_conversation_service, 7);
 
 /**
  * RegenerateReplyRequest names a reply to write again.
@@ -140,7 +278,7 @@ export type RegenerateReplyRequest = Message<"convo.v1.RegenerateReplyRequest"> 
  * Use `create(RegenerateReplyRequestSchema)` to create a new message.
  */
 export const RegenerateReplyRequestSchema: GenMessage<RegenerateReplyRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 2);
+  messageDesc(file_convo_v1_conversation_service, 8);
 
 /**
  * RegenerateReplyResponse names the new reply.
@@ -168,7 +306,7 @@ export type RegenerateReplyResponse = Message<"convo.v1.RegenerateReplyResponse"
  * Use `create(RegenerateReplyResponseSchema)` to create a new message.
  */
 export const RegenerateReplyResponseSchema: GenMessage<RegenerateReplyResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 3);
+  messageDesc(file_convo_v1_conversation_service, 9);
 
 /**
  * SwitchBranchRequest names the version to show.
@@ -208,7 +346,7 @@ export type SwitchBranchRequest = Message<"convo.v1.SwitchBranchRequest"> & {
  * Use `create(SwitchBranchRequestSchema)` to create a new message.
  */
 export const SwitchBranchRequestSchema: GenMessage<SwitchBranchRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 4);
+  messageDesc(file_convo_v1_conversation_service, 10);
 
 /**
  * SwitchBranchResponse names the new active leaf.
@@ -230,7 +368,7 @@ export type SwitchBranchResponse = Message<"convo.v1.SwitchBranchResponse"> & {
  * Use `create(SwitchBranchResponseSchema)` to create a new message.
  */
 export const SwitchBranchResponseSchema: GenMessage<SwitchBranchResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 5);
+  messageDesc(file_convo_v1_conversation_service, 11);
 
 /**
  * SendMessageRequest is a user's message.
@@ -309,7 +447,7 @@ export type SendMessageRequest = Message<"convo.v1.SendMessageRequest"> & {
  * Use `create(SendMessageRequestSchema)` to create a new message.
  */
 export const SendMessageRequestSchema: GenMessage<SendMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 6);
+  messageDesc(file_convo_v1_conversation_service, 12);
 
 /**
  * SetSendPolicyRequest sets a conversation's send policy.
@@ -338,7 +476,7 @@ export type SetSendPolicyRequest = Message<"convo.v1.SetSendPolicyRequest"> & {
  * Use `create(SetSendPolicyRequestSchema)` to create a new message.
  */
 export const SetSendPolicyRequestSchema: GenMessage<SetSendPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 7);
+  messageDesc(file_convo_v1_conversation_service, 13);
 
 /**
  * SetSendPolicyResponse is the conversation with its new policy.
@@ -359,7 +497,7 @@ export type SetSendPolicyResponse = Message<"convo.v1.SetSendPolicyResponse"> & 
  * Use `create(SetSendPolicyResponseSchema)` to create a new message.
  */
 export const SetSendPolicyResponseSchema: GenMessage<SetSendPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 8);
+  messageDesc(file_convo_v1_conversation_service, 14);
 
 /**
  * DeleteQueuedMessageRequest names a queued message.
@@ -380,7 +518,7 @@ export type DeleteQueuedMessageRequest = Message<"convo.v1.DeleteQueuedMessageRe
  * Use `create(DeleteQueuedMessageRequestSchema)` to create a new message.
  */
 export const DeleteQueuedMessageRequestSchema: GenMessage<DeleteQueuedMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 9);
+  messageDesc(file_convo_v1_conversation_service, 15);
 
 /**
  * DeleteQueuedMessageResponse says the message is gone.
@@ -401,7 +539,7 @@ export type DeleteQueuedMessageResponse = Message<"convo.v1.DeleteQueuedMessageR
  * Use `create(DeleteQueuedMessageResponseSchema)` to create a new message.
  */
 export const DeleteQueuedMessageResponseSchema: GenMessage<DeleteQueuedMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 10);
+  messageDesc(file_convo_v1_conversation_service, 16);
 
 /**
  * SendMessageResponse names what SendMessage created.
@@ -472,7 +610,7 @@ export type SendMessageResponse = Message<"convo.v1.SendMessageResponse"> & {
  * Use `create(SendMessageResponseSchema)` to create a new message.
  */
 export const SendMessageResponseSchema: GenMessage<SendMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 11);
+  messageDesc(file_convo_v1_conversation_service, 17);
 
 /**
  * StreamConversationRequest subscribes to one conversation.
@@ -542,7 +680,7 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
  * Use `create(StreamConversationRequestSchema)` to create a new message.
  */
 export const StreamConversationRequestSchema: GenMessage<StreamConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 12);
+  messageDesc(file_convo_v1_conversation_service, 18);
 
 /**
  * StreamConversationResponse is one message of a conversation stream.
@@ -588,7 +726,7 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
  * Use `create(StreamConversationResponseSchema)` to create a new message.
  */
 export const StreamConversationResponseSchema: GenMessage<StreamConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 13);
+  messageDesc(file_convo_v1_conversation_service, 19);
 
 /**
  * Presence is who is in a conversation now, on every server: each user who
@@ -612,7 +750,7 @@ export type Presence = Message<"convo.v1.Presence"> & {
  * Use `create(PresenceSchema)` to create a new message.
  */
 export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 14);
+  messageDesc(file_convo_v1_conversation_service, 20);
 
 /**
  * PresentUser is one user of a Presence.
@@ -647,7 +785,7 @@ export type PresentUser = Message<"convo.v1.PresentUser"> & {
  * Use `create(PresentUserSchema)` to create a new message.
  */
 export const PresentUserSchema: GenMessage<PresentUser> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 15);
+  messageDesc(file_convo_v1_conversation_service, 21);
 
 /**
  * SetTypingRequest reports whether the caller is typing.
@@ -675,7 +813,7 @@ export type SetTypingRequest = Message<"convo.v1.SetTypingRequest"> & {
  * Use `create(SetTypingRequestSchema)` to create a new message.
  */
 export const SetTypingRequestSchema: GenMessage<SetTypingRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 16);
+  messageDesc(file_convo_v1_conversation_service, 22);
 
 /**
  * SetTypingResponse is empty.
@@ -690,7 +828,7 @@ export type SetTypingResponse = Message<"convo.v1.SetTypingResponse"> & {
  * Use `create(SetTypingResponseSchema)` to create a new message.
  */
 export const SetTypingResponseSchema: GenMessage<SetTypingResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 17);
+  messageDesc(file_convo_v1_conversation_service, 23);
 
 /**
  * Snapshot is a conversation's state at seq, without streaming blocks.
@@ -749,7 +887,7 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 18);
+  messageDesc(file_convo_v1_conversation_service, 24);
 
 /**
  * ListMessagesRequest asks for a page of older messages.
@@ -778,7 +916,7 @@ export type ListMessagesRequest = Message<"convo.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 19);
+  messageDesc(file_convo_v1_conversation_service, 25);
 
 /**
  * ListMessagesResponse is a page of messages, in order, each with every
@@ -810,7 +948,7 @@ export type ListMessagesResponse = Message<"convo.v1.ListMessagesResponse"> & {
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 20);
+  messageDesc(file_convo_v1_conversation_service, 26);
 
 /**
  * GetConversationRequest names a conversation.
@@ -839,7 +977,7 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
  * Use `create(GetConversationRequestSchema)` to create a new message.
  */
 export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 21);
+  messageDesc(file_convo_v1_conversation_service, 27);
 
 /**
  * GetConversationResponse is a conversation's state at seq: its latest
@@ -897,7 +1035,7 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
  * Use `create(GetConversationResponseSchema)` to create a new message.
  */
 export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 22);
+  messageDesc(file_convo_v1_conversation_service, 28);
 
 /**
  * ListConversationsRequest asks for a page of conversations.
@@ -925,7 +1063,7 @@ export type ListConversationsRequest = Message<"convo.v1.ListConversationsReques
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema: GenMessage<ListConversationsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 23);
+  messageDesc(file_convo_v1_conversation_service, 29);
 
 /**
  * ListConversationsResponse is a page of conversations.
@@ -953,7 +1091,7 @@ export type ListConversationsResponse = Message<"convo.v1.ListConversationsRespo
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema: GenMessage<ListConversationsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 24);
+  messageDesc(file_convo_v1_conversation_service, 30);
 
 /**
  * CancelPromptRequest names a prompt.
@@ -974,7 +1112,7 @@ export type CancelPromptRequest = Message<"convo.v1.CancelPromptRequest"> & {
  * Use `create(CancelPromptRequestSchema)` to create a new message.
  */
 export const CancelPromptRequestSchema: GenMessage<CancelPromptRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 25);
+  messageDesc(file_convo_v1_conversation_service, 31);
 
 /**
  * CancelPromptResponse says what CancelPrompt did.
@@ -995,7 +1133,7 @@ export type CancelPromptResponse = Message<"convo.v1.CancelPromptResponse"> & {
  * Use `create(CancelPromptResponseSchema)` to create a new message.
  */
 export const CancelPromptResponseSchema: GenMessage<CancelPromptResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 26);
+  messageDesc(file_convo_v1_conversation_service, 32);
 
 /**
  * CreateConversationRequest describes a new conversation.
@@ -1016,7 +1154,7 @@ export type CreateConversationRequest = Message<"convo.v1.CreateConversationRequ
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 27);
+  messageDesc(file_convo_v1_conversation_service, 33);
 
 /**
  * CreateConversationResponse is the new conversation.
@@ -1037,7 +1175,7 @@ export type CreateConversationResponse = Message<"convo.v1.CreateConversationRes
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 28);
+  messageDesc(file_convo_v1_conversation_service, 34);
 
 /**
  * RenameConversationRequest sets a title.
@@ -1065,7 +1203,7 @@ export type RenameConversationRequest = Message<"convo.v1.RenameConversationRequ
  * Use `create(RenameConversationRequestSchema)` to create a new message.
  */
 export const RenameConversationRequestSchema: GenMessage<RenameConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 29);
+  messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
  * RenameConversationResponse is the renamed conversation.
@@ -1086,7 +1224,7 @@ export type RenameConversationResponse = Message<"convo.v1.RenameConversationRes
  * Use `create(RenameConversationResponseSchema)` to create a new message.
  */
 export const RenameConversationResponseSchema: GenMessage<RenameConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 30);
+  messageDesc(file_convo_v1_conversation_service, 36);
 
 /**
  * DeleteConversationRequest names a conversation.
@@ -1107,7 +1245,7 @@ export type DeleteConversationRequest = Message<"convo.v1.DeleteConversationRequ
  * Use `create(DeleteConversationRequestSchema)` to create a new message.
  */
 export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 31);
+  messageDesc(file_convo_v1_conversation_service, 37);
 
 /**
  * DeleteConversationResponse is empty.
@@ -1122,7 +1260,7 @@ export type DeleteConversationResponse = Message<"convo.v1.DeleteConversationRes
  * Use `create(DeleteConversationResponseSchema)` to create a new message.
  */
 export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 32);
+  messageDesc(file_convo_v1_conversation_service, 38);
 
 /**
  * ClearConversationRequest names a conversation.
@@ -1143,7 +1281,7 @@ export type ClearConversationRequest = Message<"convo.v1.ClearConversationReques
  * Use `create(ClearConversationRequestSchema)` to create a new message.
  */
 export const ClearConversationRequestSchema: GenMessage<ClearConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 33);
+  messageDesc(file_convo_v1_conversation_service, 39);
 
 /**
  * ClearConversationResponse is the cleared conversation.
@@ -1164,7 +1302,7 @@ export type ClearConversationResponse = Message<"convo.v1.ClearConversationRespo
  * Use `create(ClearConversationResponseSchema)` to create a new message.
  */
 export const ClearConversationResponseSchema: GenMessage<ClearConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 34);
+  messageDesc(file_convo_v1_conversation_service, 40);
 
 /**
  * SubmitFeedbackRequest rates an assistant message.
@@ -1199,7 +1337,7 @@ export type SubmitFeedbackRequest = Message<"convo.v1.SubmitFeedbackRequest"> & 
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 35);
+  messageDesc(file_convo_v1_conversation_service, 41);
 
 /**
  * SubmitFeedbackResponse is the rated message.
@@ -1220,7 +1358,7 @@ export type SubmitFeedbackResponse = Message<"convo.v1.SubmitFeedbackResponse"> 
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 36);
+  messageDesc(file_convo_v1_conversation_service, 42);
 
 /**
  * VoteComparisonRequest is a vote.
@@ -1248,7 +1386,7 @@ export type VoteComparisonRequest = Message<"convo.v1.VoteComparisonRequest"> & 
  * Use `create(VoteComparisonRequestSchema)` to create a new message.
  */
 export const VoteComparisonRequestSchema: GenMessage<VoteComparisonRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 37);
+  messageDesc(file_convo_v1_conversation_service, 43);
 
 /**
  * VoteComparisonResponse is the comparison with its vote.
@@ -1269,7 +1407,7 @@ export type VoteComparisonResponse = Message<"convo.v1.VoteComparisonResponse"> 
  * Use `create(VoteComparisonResponseSchema)` to create a new message.
  */
 export const VoteComparisonResponseSchema: GenMessage<VoteComparisonResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 38);
+  messageDesc(file_convo_v1_conversation_service, 44);
 
 /**
  * Comparison is an A/B comparison: two prompts answering one user message.
@@ -1339,7 +1477,7 @@ export type Comparison = Message<"convo.v1.Comparison"> & {
  * Use `create(ComparisonSchema)` to create a new message.
  */
 export const ComparisonSchema: GenMessage<Comparison> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 39);
+  messageDesc(file_convo_v1_conversation_service, 45);
 
 /**
  * ComparisonSide is one reply of a comparison.
@@ -1381,7 +1519,7 @@ export type ComparisonSide = Message<"convo.v1.ComparisonSide"> & {
  * Use `create(ComparisonSideSchema)` to create a new message.
  */
 export const ComparisonSideSchema: GenMessage<ComparisonSide> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 40);
+  messageDesc(file_convo_v1_conversation_service, 46);
 
 /**
  * ListComparisonsRequest asks for a page of comparisons.
@@ -1416,7 +1554,7 @@ export type ListComparisonsRequest = Message<"convo.v1.ListComparisonsRequest"> 
  * Use `create(ListComparisonsRequestSchema)` to create a new message.
  */
 export const ListComparisonsRequestSchema: GenMessage<ListComparisonsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 41);
+  messageDesc(file_convo_v1_conversation_service, 47);
 
 /**
  * ListComparisonsResponse is a page of comparisons.
@@ -1444,7 +1582,7 @@ export type ListComparisonsResponse = Message<"convo.v1.ListComparisonsResponse"
  * Use `create(ListComparisonsResponseSchema)` to create a new message.
  */
 export const ListComparisonsResponseSchema: GenMessage<ListComparisonsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 42);
+  messageDesc(file_convo_v1_conversation_service, 48);
 
 /**
  * GetTraceRequest names a prompt, directly or through its message.
@@ -1481,7 +1619,7 @@ export type GetTraceRequest = Message<"convo.v1.GetTraceRequest"> & {
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 43);
+  messageDesc(file_convo_v1_conversation_service, 49);
 
 /**
  * GetTraceResponse is one prompt's trace.
@@ -1502,7 +1640,7 @@ export type GetTraceResponse = Message<"convo.v1.GetTraceResponse"> & {
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 44);
+  messageDesc(file_convo_v1_conversation_service, 50);
 
 /**
  * Trace is what one prompt did, step by step.
@@ -1545,7 +1683,7 @@ export type Trace = Message<"convo.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 45);
+  messageDesc(file_convo_v1_conversation_service, 51);
 
 /**
  * SearchMessagesRequest is a full-text query.
@@ -1578,7 +1716,7 @@ export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & 
  * Use `create(SearchMessagesRequestSchema)` to create a new message.
  */
 export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 46);
+  messageDesc(file_convo_v1_conversation_service, 52);
 
 /**
  * SearchMessagesResponse is the best matches, best first.
@@ -1599,7 +1737,7 @@ export type SearchMessagesResponse = Message<"convo.v1.SearchMessagesResponse"> 
  * Use `create(SearchMessagesResponseSchema)` to create a new message.
  */
 export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 47);
+  messageDesc(file_convo_v1_conversation_service, 53);
 
 /**
  * SearchResult is one matching message.
@@ -1678,7 +1816,7 @@ export type SearchResult = Message<"convo.v1.SearchResult"> & {
  * Use `create(SearchResultSchema)` to create a new message.
  */
 export const SearchResultSchema: GenMessage<SearchResult> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 48);
+  messageDesc(file_convo_v1_conversation_service, 54);
 
 /**
  * Highlight is a range of a snippet, in Unicode code points.
@@ -1706,7 +1844,7 @@ export type Highlight = Message<"convo.v1.Highlight"> & {
  * Use `create(HighlightSchema)` to create a new message.
  */
 export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 49);
+  messageDesc(file_convo_v1_conversation_service, 55);
 
 /**
  * AnswerInputRequest answers one input request.
@@ -1734,7 +1872,7 @@ export type AnswerInputRequest = Message<"convo.v1.AnswerInputRequest"> & {
  * Use `create(AnswerInputRequestSchema)` to create a new message.
  */
 export const AnswerInputRequestSchema: GenMessage<AnswerInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 50);
+  messageDesc(file_convo_v1_conversation_service, 56);
 
 /**
  * InputAnswer is the answer to an input request: exactly one of its kinds,
@@ -1780,7 +1918,7 @@ export type InputAnswer = Message<"convo.v1.InputAnswer"> & {
  * Use `create(InputAnswerSchema)` to create a new message.
  */
 export const InputAnswerSchema: GenMessage<InputAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 51);
+  messageDesc(file_convo_v1_conversation_service, 57);
 
 /**
  * ApprovalAnswer approves or denies a tool call.
@@ -1809,7 +1947,7 @@ export type ApprovalAnswer = Message<"convo.v1.ApprovalAnswer"> & {
  * Use `create(ApprovalAnswerSchema)` to create a new message.
  */
 export const ApprovalAnswerSchema: GenMessage<ApprovalAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 52);
+  messageDesc(file_convo_v1_conversation_service, 58);
 
 /**
  * ClientToolAnswer is the result of a tool the client ran: its output, or
@@ -1850,7 +1988,7 @@ export type ClientToolAnswer = Message<"convo.v1.ClientToolAnswer"> & {
  * Use `create(ClientToolAnswerSchema)` to create a new message.
  */
 export const ClientToolAnswerSchema: GenMessage<ClientToolAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 53);
+  messageDesc(file_convo_v1_conversation_service, 59);
 
 /**
  * QuestionAnswer answers a question.
@@ -1872,7 +2010,7 @@ export type QuestionAnswer = Message<"convo.v1.QuestionAnswer"> & {
  * Use `create(QuestionAnswerSchema)` to create a new message.
  */
 export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 54);
+  messageDesc(file_convo_v1_conversation_service, 60);
 
 /**
  * AnswerInputResponse is the request as answered.
@@ -1893,7 +2031,7 @@ export type AnswerInputResponse = Message<"convo.v1.AnswerInputResponse"> & {
  * Use `create(AnswerInputResponseSchema)` to create a new message.
  */
 export const AnswerInputResponseSchema: GenMessage<AnswerInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 55);
+  messageDesc(file_convo_v1_conversation_service, 61);
 
 /**
  * ClaimInputRequest claims a client tool's run.
@@ -1930,7 +2068,7 @@ export type ClaimInputRequest = Message<"convo.v1.ClaimInputRequest"> & {
  * Use `create(ClaimInputRequestSchema)` to create a new message.
  */
 export const ClaimInputRequestSchema: GenMessage<ClaimInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 56);
+  messageDesc(file_convo_v1_conversation_service, 62);
 
 /**
  * ClaimInputResponse is the request as claimed.
@@ -1951,7 +2089,7 @@ export type ClaimInputResponse = Message<"convo.v1.ClaimInputResponse"> & {
  * Use `create(ClaimInputResponseSchema)` to create a new message.
  */
 export const ClaimInputResponseSchema: GenMessage<ClaimInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 57);
+  messageDesc(file_convo_v1_conversation_service, 63);
 
 /**
  * GetServerInfoRequest asks for the server's set-up; it has no fields.
@@ -1966,7 +2104,7 @@ export type GetServerInfoRequest = Message<"convo.v1.GetServerInfoRequest"> & {
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 58);
+  messageDesc(file_convo_v1_conversation_service, 64);
 
 /**
  * GetServerInfoResponse is the server's set-up as a client shows it.
@@ -2008,7 +2146,7 @@ export type GetServerInfoResponse = Message<"convo.v1.GetServerInfoResponse"> & 
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 59);
+  messageDesc(file_convo_v1_conversation_service, 65);
 
 /**
  * Preference is a vote in an A/B comparison.
@@ -2332,7 +2470,8 @@ export const ConversationService: GenService<{
    * Typing lasts 6 s after the last report: a client typing for longer
    * reports again every few seconds. Rate-limited per user
    * (ResourceExhausted with Retry-After); NotFound for a conversation the
-   * caller may not read. Nothing is stored.
+   * caller has no role in, PermissionDenied for a viewer (the owner and
+   * participants type). Nothing is stored.
    *
    * @generated from rpc convo.v1.ConversationService.SetTyping
    */
@@ -2340,6 +2479,42 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof SetTypingRequestSchema;
     output: typeof SetTypingResponseSchema;
+  },
+  /**
+   * AddMember shares the conversation with a user as a "viewer" (reads)
+   * or a "participant" (reads and writes), or changes a member's role.
+   * The owner only: PermissionDenied for a member, NotFound for anyone
+   * else. Event: memberAdded (none when the role was that already).
+   *
+   * @generated from rpc convo.v1.ConversationService.AddMember
+   */
+  addMember: {
+    methodKind: "unary";
+    input: typeof AddMemberRequestSchema;
+    output: typeof AddMemberResponseSchema;
+  },
+  /**
+   * RemoveMember removes a member: the owner removes anyone, a member
+   * only themself. The removed user's open streams of the conversation
+   * end with NotFound, on every server. Event: memberRemoved.
+   *
+   * @generated from rpc convo.v1.ConversationService.RemoveMember
+   */
+  removeMember: {
+    methodKind: "unary";
+    input: typeof RemoveMemberRequestSchema;
+    output: typeof RemoveMemberResponseSchema;
+  },
+  /**
+   * ListMembers lists the owner, then the members in the order they were
+   * added; for the owner and any member.
+   *
+   * @generated from rpc convo.v1.ConversationService.ListMembers
+   */
+  listMembers: {
+    methodKind: "unary";
+    input: typeof ListMembersRequestSchema;
+    output: typeof ListMembersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);

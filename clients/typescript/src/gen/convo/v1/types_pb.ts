@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file convo/v1/types.proto.
  */
 export const file_convo_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEigwIKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5IpYDCgdNZXNzYWdlEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIRCglwcm9tcHRfaWQYBSABKAkSHwoGYmxvY2tzGAYgAygLMg8uY29udm8udjEuQmxvY2sSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJAoIZmVlZGJhY2sYCSABKAsyEi5jb252by52MS5GZWVkYmFjaxIVCg1jb21wYXJpc29uX2lkGAogASgJEhcKD2NvbXBhcmlzb25fc2xvdBgLIAEoCRIRCglwYXJlbnRfaWQYDCABKAkSFQoNc2libGluZ19jb3VudBgNIAEoBRIVCg1zaWJsaW5nX2luZGV4GA4gASgFEg0KBWVycm9yGA8gASgJEg4KBnF1ZXVlZBg8IAEoCCLKAQoFQmxvY2sSCgoCaWQYASABKAkSEgoKYmxvY2tfdHlwZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBSABKAkSJQoJdG9vbF9jYWxsGAYgASgLMhIuY29udm8udjEuVG9vbENhbGwSEAoIcG9zaXRpb24YByABKAUSHAoEZmlsZRgIIAEoCzIOLmNvbnZvLnYxLkZpbGUilwEKBEZpbGUSCgoCaWQYASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRzaXplGAQgASgDEg4KBnNoYTI1NhgFIAEoCRILCgN1cmwYBiABKAkSMgoOdXJsX2V4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuoBCghUb29sQ2FsbBIKCgJpZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIlCgVpbnB1dBgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIOCgZvdXRwdXQYBiABKAkSDQoFZXJyb3IYByABKAkSLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0CCgZQcm9tcHQSCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEi0KDG1vZGVsX2NvbmZpZxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpwDCgxJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRIoCgdyZXF1ZXN0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBiABKAkSJwoGYW5zd2VyGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgthbnN3ZXJlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY2xhaW1lZF9ieRgKIAEoCRI0ChBjbGFpbV9leHBpcmVzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKXAQoLTW9kZWxDb25maWcSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgFIAEoCUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMibQoIRmVlZGJhY2sSIAoGcmF0aW5nGAEgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqdQoKU2VuZFBvbGljeRIbChdTRU5EX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE1NFTkRfUE9MSUNZX0VOUVVFVUUQARIZChVTRU5EX1BPTElDWV9JTlRFUlJVUFQQAhIWChJTRU5EX1BPTElDWV9SRUpFQ1QQAypACgZSYXRpbmcSFgoSUkFUSU5HX1VOU1BFQ0lGSUVEEAASDQoJUkFUSU5HX1VQEAESDwoLUkFUSU5HX0RPV04QAkIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEikQIKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5EgwKBHJvbGUYMiABKAkiZwoGTWVtYmVyEg8KB3VzZXJfaWQYASABKAkSDAoEcm9sZRgCIAEoCRIsCghhZGRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYWRkZWRfYnkYBCABKAkiqQMKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJEhEKCXBhcmVudF9pZBgMIAEoCRIVCg1zaWJsaW5nX2NvdW50GA0gASgFEhUKDXNpYmxpbmdfaW5kZXgYDiABKAUSDQoFZXJyb3IYDyABKAkSDgoGcXVldWVkGDwgASgIEhEKCXNlbmRlcl9pZBgyIAEoCSLKAQoFQmxvY2sSCgoCaWQYASABKAkSEgoKYmxvY2tfdHlwZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBSABKAkSJQoJdG9vbF9jYWxsGAYgASgLMhIuY29udm8udjEuVG9vbENhbGwSEAoIcG9zaXRpb24YByABKAUSHAoEZmlsZRgIIAEoCzIOLmNvbnZvLnYxLkZpbGUilwEKBEZpbGUSCgoCaWQYASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRzaXplGAQgASgDEg4KBnNoYTI1NhgFIAEoCRILCgN1cmwYBiABKAkSMgoOdXJsX2V4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuoBCghUb29sQ2FsbBIKCgJpZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIlCgVpbnB1dBgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIOCgZvdXRwdXQYBiABKAkSDQoFZXJyb3IYByABKAkSLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0CCgZQcm9tcHQSCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEi0KDG1vZGVsX2NvbmZpZxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpwDCgxJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRIoCgdyZXF1ZXN0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBiABKAkSJwoGYW5zd2VyGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgthbnN3ZXJlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY2xhaW1lZF9ieRgKIAEoCRI0ChBjbGFpbV9leHBpcmVzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKXAQoLTW9kZWxDb25maWcSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgFIAEoCUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMibQoIRmVlZGJhY2sSIAoGcmF0aW5nGAEgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqdQoKU2VuZFBvbGljeRIbChdTRU5EX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE1NFTkRfUE9MSUNZX0VOUVVFVUUQARIZChVTRU5EX1BPTElDWV9JTlRFUlJVUFQQAhIWChJTRU5EX1BPTElDWV9SRUpFQ1QQAypACgZSYXRpbmcSFgoSUkFUSU5HX1VOU1BFQ0lGSUVEEAASDQoJUkFUSU5HX1VQEAESDwoLUkFUSU5HX0RPV04QAkIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Conversation is a thread owned by one user.
@@ -72,6 +72,17 @@ export type Conversation = Message$1<"convo.v1.Conversation"> & {
    * @generated from field: convo.v1.SendPolicy send_policy = 60;
    */
   sendPolicy: SendPolicy;
+
+  /**
+   * role is the caller's role in the conversation: "owner", "participant"
+   * or "viewer" (docs/api.md, "Members"). Set on what the caller reads
+   * (ListConversations, GetConversation, a stream's snapshot and the
+   * answers of the RPCs that change a conversation); empty in event
+   * payloads, which every member receives alike.
+   *
+   * @generated from field: string role = 50;
+   */
+  role: string;
 };
 
 /**
@@ -80,6 +91,50 @@ export type Conversation = Message$1<"convo.v1.Conversation"> & {
  */
 export const ConversationSchema: GenMessage<Conversation> = /*@__PURE__*/
   messageDesc(file_convo_v1_types, 0);
+
+/**
+ * Member is a user with a role in a conversation: its owner or a member
+ * the owner added (AddMember).
+ *
+ * @generated from message convo.v1.Member
+ */
+export type Member = Message$1<"convo.v1.Member"> & {
+  /**
+   * user_id is the user's id, as auth gives it (a token's sub).
+   *
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * role is "owner", "participant" (reads and writes) or "viewer" (reads).
+   *
+   * @generated from field: string role = 2;
+   */
+  role: string;
+
+  /**
+   * added_at is when the member was added (the conversation's creation
+   * for its owner).
+   *
+   * @generated from field: google.protobuf.Timestamp added_at = 3;
+   */
+  addedAt?: Timestamp | undefined;
+
+  /**
+   * added_by is who added the member (the owner).
+   *
+   * @generated from field: string added_by = 4;
+   */
+  addedBy: string;
+};
+
+/**
+ * Describes the message convo.v1.Member.
+ * Use `create(MemberSchema)` to create a new message.
+ */
+export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
+  messageDesc(file_convo_v1_types, 1);
 
 /**
  * Message is one turn of a conversation.
@@ -215,6 +270,15 @@ export type Message = Message$1<"convo.v1.Message"> & {
    * @generated from field: bool queued = 60;
    */
   queued: boolean;
+
+  /**
+   * sender_id is who sent a user message: the owner or a participant
+   * (docs/api.md, "Members"). Empty for an assistant's message, and for a
+   * user message sent before conversations had members (the owner's).
+   *
+   * @generated from field: string sender_id = 50;
+   */
+  senderId: string;
 };
 
 /**
@@ -222,7 +286,7 @@ export type Message = Message$1<"convo.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 1);
+  messageDesc(file_convo_v1_types, 2);
 
 /**
  * Block is an ordered piece of a message.
@@ -296,7 +360,7 @@ export type Block = Message$1<"convo.v1.Block"> & {
  * Use `create(BlockSchema)` to create a new message.
  */
 export const BlockSchema: GenMessage<Block> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 2);
+  messageDesc(file_convo_v1_types, 3);
 
 /**
  * File is a file a message holds: an upload (POST /v1/files) that
@@ -363,7 +427,7 @@ export type File = Message$1<"convo.v1.File"> & {
  * Use `create(FileSchema)` to create a new message.
  */
 export const FileSchema: GenMessage<File> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 3);
+  messageDesc(file_convo_v1_types, 4);
 
 /**
  * ToolCall is a tool invocation tied to a tool_use block.
@@ -440,7 +504,7 @@ export type ToolCall = Message$1<"convo.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 4);
+  messageDesc(file_convo_v1_types, 5);
 
 /**
  * Prompt is one generation run that fills one assistant message; it is also
@@ -518,7 +582,7 @@ export type Prompt = Message$1<"convo.v1.Prompt"> & {
  * Use `create(PromptSchema)` to create a new message.
  */
 export const PromptSchema: GenMessage<Prompt> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 5);
+  messageDesc(file_convo_v1_types, 6);
 
 /**
  * InputRequest is what a tool call waits for from a person: an approval,
@@ -622,7 +686,7 @@ export type InputRequest = Message$1<"convo.v1.InputRequest"> & {
  * Use `create(InputRequestSchema)` to create a new message.
  */
 export const InputRequestSchema: GenMessage<InputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 6);
+  messageDesc(file_convo_v1_types, 7);
 
 /**
  * ModelConfig asks for a model. Every field is optional; the worker fills
@@ -672,7 +736,7 @@ export type ModelConfig = Message$1<"convo.v1.ModelConfig"> & {
  * Use `create(ModelConfigSchema)` to create a new message.
  */
 export const ModelConfigSchema: GenMessage<ModelConfig> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 7);
+  messageDesc(file_convo_v1_types, 8);
 
 /**
  * Feedback is the owner's rating of an assistant message.
@@ -707,7 +771,7 @@ export type Feedback = Message$1<"convo.v1.Feedback"> & {
  * Use `create(FeedbackSchema)` to create a new message.
  */
 export const FeedbackSchema: GenMessage<Feedback> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 8);
+  messageDesc(file_convo_v1_types, 9);
 
 /**
  * SendPolicy is what a send does while a reply of its conversation is
