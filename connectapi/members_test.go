@@ -549,7 +549,7 @@ func TestMembersTakeBackQueued(t *testing.T) {
 	}
 	for _, c := range []struct {
 		user, message, says string
-		code            connect.Code
+		code                connect.Code
 	}{
 		{"vic", pats.UserMessageId, "a viewer may not", connect.CodePermissionDenied},
 		{"pat", alices.UserMessageId, "sent by another member", connect.CodePermissionDenied},
