@@ -177,7 +177,7 @@ func upgrade(ctx context.Context, sqlDB *sql.DB, rel release, opts Options) (Res
 	if _, err := provider.GetDBVersion(ctx); err != nil {
 		return res, fmt.Errorf("migrate: %w", err)
 	}
-	if res, err = migrateAtOnce(ctx, sqlDB, locker, provider.ListSources(), schema, rel, res); err != nil || res.Newer() {
+	if res, err = migrateRetrying(ctx, sqlDB, locker, provider.ListSources(), schema, rel, res); err != nil || res.Newer() {
 		return res, err
 	}
 	var hasRole bool
@@ -206,6 +206,40 @@ func databaseVersion(ctx context.Context, q interface {
 		return 0, fmt.Errorf("migrate: read the database's version: %w", err)
 	}
 	return v, nil
+}
+
+// The upgrade transaction's patience with the locks its migrations take
+// on tables the previous release's servers are using (upgradeLockTimeout
+// per lock), and how many times it starts again after a deadlock with
+// one of their transactions or a lock it did not get in time.
+const (
+	upgradeLockTimeout = 5 * time.Second
+	upgradeAttempts    = 5
+)
+
+// migrateRetrying is migrateAtOnce, begun again (after a short wait) when
+// it failed for a lock: a deadlock (its ALTER TABLEs take their tables'
+// locks one by one, while the servers still serving take theirs in
+// another order) or a lock not granted within upgradeLockTimeout. Its
+// transaction rolled back, so nothing was half applied.
+func migrateRetrying(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker, sources []*goose.Source,
+	schema fs.FS, rel release, res Result) (Result, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := migrateAtOnce(ctx, sqlDB, locker, sources, schema, rel, res)
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == upgradeAttempts || !errors.As(err, &pgErr) ||
+			(pgErr.Code != "40P01" && pgErr.Code != "55P03") { // deadlock_detected, lock_not_available
+			return out, err
+		}
+		wait := time.Duration(attempt) * 200 * time.Millisecond
+		slog.Warn("migrate: a lock the migrations need is held by the servers still serving: beginning again",
+			"attempt", attempt, "of", upgradeAttempts, "err", err, "wait", wait)
+		select {
+		case <-ctx.Done():
+			return out, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // migrateAtOnce applies, under goose's session lock and in one
@@ -237,6 +271,11 @@ func migrateAtOnce(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker
 		return res, fmt.Errorf("migrate: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	// A lock request waiting behind a long transaction would hold up
+	// every request queued behind it: give up instead (migrateRetrying).
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", upgradeLockTimeout.Milliseconds())); err != nil {
+		return res, fmt.Errorf("migrate: %w", err)
+	}
 	// A server applying functions without migrations (another of this
 	// release) takes this lock too.
 	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", functionsLock); err != nil {

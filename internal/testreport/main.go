@@ -152,7 +152,9 @@ func (r *report) endPackage(e event, elapsed time.Duration) {
 		for _, name := range names {
 			r.print(lines[name])
 		}
-		return // the package's own lines end with its "FAIL" line
+		// The package's own lines end with its "FAIL" line.
+		r.packages = append(r.packages, timing{pkg: e.Package, elapsed: elapsed})
+		return
 	}
 	// The package's own lines end with its "ok" or "?" line.
 	r.print(lines[""])

@@ -52,7 +52,7 @@ func TestReportPrintsFailuresAndTheSlowest(t *testing.T) {
 		"FAIL\tm/d: go test ended before the package did\n",
 		"== the 3 slowest tests",
 		"    2.5s  m/a TestQuiet\n      1s  m/c TestOK\n   500ms  m/a TestLoud\n",
-		"== the 1 slowest packages\n    1.2s  m/c\n",
+		"== the 2 slowest packages\n    3.1s  m/a\n    1.2s  m/c\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the report lacks %q:\n%s", want, got)
