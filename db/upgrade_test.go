@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -142,5 +143,43 @@ func TestPreviousReleasesSendMessagesIsDropped(t *testing.T) {
 	}
 	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_proc WHERE oid::regprocedure::text LIKE 'convo.send_messages(%'").Scan(&n); err != nil || n != 1 {
 		t.Errorf("convo.send_messages has %d signatures after Migrate (%v); want 1", n, err)
+	}
+}
+
+// TestUpgradeBeginsAgainAfterALock: a migration whose ALTER TABLE waits
+// behind a transaction of a server still serving (here a reader holding
+// convo.messages) gives up after the lock timeout, rolls back and begins
+// again, and is applied once the reader ends; it does not fail, and it
+// does not wait behind the reader for ever.
+func TestUpgradeBeginsAgainAfterALock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	reader, err := connect(t, dsn).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.Exec(ctx, "SELECT count(*) FROM convo.messages"); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(db.UpgradeLockTimeout + time.Second)
+		reader.Rollback(ctx) //nolint:errcheck
+	}()
+	began := time.Now()
+	res, err := db.UpgradeWithMigration(ctx, dsn, "99990_lock_test.sql", "ALTER TABLE convo.messages ADD COLUMN lock_test integer;")
+	if err != nil {
+		t.Fatalf("the upgrade failed: %v", err)
+	}
+	if took := time.Since(began); took < db.UpgradeLockTimeout {
+		t.Errorf("the upgrade took %v, less than the lock timeout, while a reader held the table: it did not wait", took)
+	}
+	if len(res.Applied) != 1 || res.Applied[0] != 99990 {
+		t.Errorf("applied %v, want [99990]", res.Applied)
+	}
+	var has bool
+	if err := connect(t, dsn).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = 'convo' AND table_name = 'messages' AND column_name = 'lock_test')`).Scan(&has); err != nil || !has {
+		t.Errorf("the migration's column is missing (%v)", err)
 	}
 }
