@@ -302,17 +302,42 @@ func (s *soak) call(ctx context.Context, sql string, args ...any) (string, error
 	}
 }
 
-// write streams replies into random conversations until s.stop is set.
-func (s *soak) write(ctx context.Context, w int) {
-	for n := 0; !s.stop.Load(); n++ {
+// sendAndClaim sends a message into a random conversation unless the
+// writer's last one is still unclaimed (*pending), then claims a prompt,
+// as every writer does: any writer may get any prompt. A conversation
+// answers one message at a time (the send policy enqueue), so a send into
+// one whose reply is in flight waits for its turn, and the claim may find
+// nothing: it returns "" then, and the writer tries again later without
+// sending more, so the queues stay short.
+func (s *soak) sendAndClaim(ctx context.Context, worker string, pending *bool) (string, error) {
+	if !*pending {
 		conv := s.conversations[rand.IntN(len(s.conversations))]
 		if _, err := s.call(ctx, `SELECT (convo.send_message('local', $1::uuid, 'again', '[{}]')).prompt_ids[1]::text`, conv); err != nil {
+			return "", err
+		}
+		*pending = true
+	}
+	prompt, err := s.call(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 60)`, worker)
+	if err != nil {
+		return "", err
+	}
+	if prompt != "" {
+		*pending = false
+	}
+	return prompt, nil
+}
+
+// write streams replies into random conversations until s.stop is set.
+func (s *soak) write(ctx context.Context, w int) {
+	pending := false
+	for n := 0; !s.stop.Load(); n++ {
+		prompt, err := s.sendAndClaim(ctx, fmt.Sprintf("soak-writer-%d", w), &pending)
+		if err != nil {
 			return
 		}
-		// Claimed, as every writer does: any writer may get any prompt.
-		prompt, err := s.call(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 60)`, fmt.Sprintf("soak-writer-%d", w))
-		if err != nil || prompt == "" {
-			return
+		if prompt == "" {
+			sleep(ctx, 20*time.Millisecond)
+			continue
 		}
 		if _, err := s.call(ctx, `SELECT convo.start_prompt($1::uuid)::text`, prompt); err != nil {
 			return
@@ -349,21 +374,26 @@ type soakReply struct {
 func (s *soak) writeBatches(ctx context.Context, w int) {
 	worker := fmt.Sprintf("soak-batcher-%d", w)
 	var replies []*soakReply
+	pending := false
 	for batch := int64(1); !s.stop.Load(); batch++ {
 		var ops []map[string]any
 		for len(replies) < 3 {
-			conv := s.conversations[rand.IntN(len(s.conversations))]
-			if _, err := s.call(ctx, `SELECT (convo.send_message('local', $1::uuid, 'again', '[{}]')).prompt_ids[1]::text`, conv); err != nil {
+			prompt, err := s.sendAndClaim(ctx, worker, &pending)
+			if err != nil {
 				return
 			}
-			prompt, err := s.call(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 60)`, worker)
-			if err != nil || prompt == "" {
-				return
+			if prompt == "" {
+				break // the replies in hand go on; more next round
 			}
 			r := &soakReply{prompt: prompt, block: uuid.NewString()}
 			replies = append(replies, r)
 			ops = append(ops, map[string]any{"op": "start_prompt", "prompt": prompt},
 				map[string]any{"op": "start_block", "prompt": prompt, "block": r.block, "type": "text"})
+		}
+		if len(replies) == 0 {
+			batch-- // the number goes to the next batch written
+			sleep(ctx, 20*time.Millisecond)
+			continue
 		}
 		var done []*soakReply
 		for _, r := range replies {
