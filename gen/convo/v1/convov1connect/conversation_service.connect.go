@@ -114,6 +114,15 @@ const (
 	// ConversationServiceListMembersProcedure is the fully-qualified name of the ConversationService's
 	// ListMembers RPC.
 	ConversationServiceListMembersProcedure = "/convo.v1.ConversationService/ListMembers"
+	// ConversationServiceCreateShareProcedure is the fully-qualified name of the ConversationService's
+	// CreateShare RPC.
+	ConversationServiceCreateShareProcedure = "/convo.v1.ConversationService/CreateShare"
+	// ConversationServiceListSharesProcedure is the fully-qualified name of the ConversationService's
+	// ListShares RPC.
+	ConversationServiceListSharesProcedure = "/convo.v1.ConversationService/ListShares"
+	// ConversationServiceRevokeShareProcedure is the fully-qualified name of the ConversationService's
+	// RevokeShare RPC.
+	ConversationServiceRevokeShareProcedure = "/convo.v1.ConversationService/RevokeShare"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -220,6 +229,21 @@ type ConversationServiceClient interface {
 	// ListMembers lists the owner, then the members in the order they were
 	// added; for the owner and any member.
 	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
+	// CreateShare makes a share link of the conversation: the owner or a
+	// participant (PermissionDenied for a viewer, NotFound for anyone else).
+	// The response's token is shown this once; only its hash is stored.
+	// InvalidArgument for a bad mode or expiry, or a snapshot of an empty
+	// conversation; NotFound for a leaf that is not a message of it;
+	// ResourceExhausted past 100 shares in force. Event: shareCreated.
+	CreateShare(context.Context, *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error)
+	// ListShares lists the conversation's shares, newest first, revoked and
+	// expired ones too; the owner and participants.
+	ListShares(context.Context, *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error)
+	// RevokeShare ends a share now: its creator or the owner. Its open
+	// streams end (NotFound) on every server, and its token opens nothing
+	// again. Revoking a revoked share returns it unchanged. Event:
+	// shareRevoked.
+	RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -395,6 +419,24 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
 			connect.WithClientOptions(opts...),
 		),
+		createShare: connect.NewClient[v1.CreateShareRequest, v1.CreateShareResponse](
+			httpClient,
+			baseURL+ConversationServiceCreateShareProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("CreateShare")),
+			connect.WithClientOptions(opts...),
+		),
+		listShares: connect.NewClient[v1.ListSharesRequest, v1.ListSharesResponse](
+			httpClient,
+			baseURL+ConversationServiceListSharesProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ListShares")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeShare: connect.NewClient[v1.RevokeShareRequest, v1.RevokeShareResponse](
+			httpClient,
+			baseURL+ConversationServiceRevokeShareProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("RevokeShare")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -427,6 +469,9 @@ type conversationServiceClient struct {
 	addMember           *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
 	removeMember        *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
 	listMembers         *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
+	createShare         *connect.Client[v1.CreateShareRequest, v1.CreateShareResponse]
+	listShares          *connect.Client[v1.ListSharesRequest, v1.ListSharesResponse]
+	revokeShare         *connect.Client[v1.RevokeShareRequest, v1.RevokeShareResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -564,6 +609,21 @@ func (c *conversationServiceClient) ListMembers(ctx context.Context, req *connec
 	return c.listMembers.CallUnary(ctx, req)
 }
 
+// CreateShare calls convo.v1.ConversationService.CreateShare.
+func (c *conversationServiceClient) CreateShare(ctx context.Context, req *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error) {
+	return c.createShare.CallUnary(ctx, req)
+}
+
+// ListShares calls convo.v1.ConversationService.ListShares.
+func (c *conversationServiceClient) ListShares(ctx context.Context, req *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error) {
+	return c.listShares.CallUnary(ctx, req)
+}
+
+// RevokeShare calls convo.v1.ConversationService.RevokeShare.
+func (c *conversationServiceClient) RevokeShare(ctx context.Context, req *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error) {
+	return c.revokeShare.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -668,6 +728,21 @@ type ConversationServiceHandler interface {
 	// ListMembers lists the owner, then the members in the order they were
 	// added; for the owner and any member.
 	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
+	// CreateShare makes a share link of the conversation: the owner or a
+	// participant (PermissionDenied for a viewer, NotFound for anyone else).
+	// The response's token is shown this once; only its hash is stored.
+	// InvalidArgument for a bad mode or expiry, or a snapshot of an empty
+	// conversation; NotFound for a leaf that is not a message of it;
+	// ResourceExhausted past 100 shares in force. Event: shareCreated.
+	CreateShare(context.Context, *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error)
+	// ListShares lists the conversation's shares, newest first, revoked and
+	// expired ones too; the owner and participants.
+	ListShares(context.Context, *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error)
+	// RevokeShare ends a share now: its creator or the owner. Its open
+	// streams end (NotFound) on every server, and its token opens nothing
+	// again. Revoking a revoked share returns it unchanged. Event:
+	// shareRevoked.
+	RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -839,6 +914,24 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceCreateShareHandler := connect.NewUnaryHandler(
+		ConversationServiceCreateShareProcedure,
+		svc.CreateShare,
+		connect.WithSchema(conversationServiceMethods.ByName("CreateShare")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceListSharesHandler := connect.NewUnaryHandler(
+		ConversationServiceListSharesProcedure,
+		svc.ListShares,
+		connect.WithSchema(conversationServiceMethods.ByName("ListShares")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceRevokeShareHandler := connect.NewUnaryHandler(
+		ConversationServiceRevokeShareProcedure,
+		svc.RevokeShare,
+		connect.WithSchema(conversationServiceMethods.ByName("RevokeShare")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -895,6 +988,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceRemoveMemberHandler.ServeHTTP(w, r)
 		case ConversationServiceListMembersProcedure:
 			conversationServiceListMembersHandler.ServeHTTP(w, r)
+		case ConversationServiceCreateShareProcedure:
+			conversationServiceCreateShareHandler.ServeHTTP(w, r)
+		case ConversationServiceListSharesProcedure:
+			conversationServiceListSharesHandler.ServeHTTP(w, r)
+		case ConversationServiceRevokeShareProcedure:
+			conversationServiceRevokeShareHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1010,4 +1109,16 @@ func (UnimplementedConversationServiceHandler) RemoveMember(context.Context, *co
 
 func (UnimplementedConversationServiceHandler) ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListMembers is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) CreateShare(context.Context, *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.CreateShare is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ListShares(context.Context, *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListShares is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.RevokeShare is not implemented"))
 }

@@ -1,0 +1,149 @@
+-- The client API (what the server calls for its users' requests): share
+-- links (docs/api.md, "Share links"), made by a conversation's owner or a
+-- participant (create_share), listed (list_shares), revoked by their
+-- creator or the owner (revoke_share), and resolved from a token's hash
+-- alone, with no user (share_conversation).
+--
+-- The current definition of each function; db.Migrate applies this file
+-- after the migrations (CREATE OR REPLACE), in the order of
+-- db.FunctionFiles, so a change to a function is an edit here. See
+-- db/README.md.
+
+-- _share_json is a share as the API's Share message in proto3 JSON. The
+-- token's hash is never in it.
+CREATE OR REPLACE FUNCTION convo._share_json(s convo.shares) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+        'id', s.id,
+        'conversationId', s.conversation_id,
+        'createdBy', s.created_by,
+        'leafMessageId', s.leaf_message_id,
+        'mode', s.mode,
+        'includeTools', s.include_tools,
+        'expiresAt', convo._ts(s.expires_at),
+        'revokedAt', convo._ts(s.revoked_at),
+        'createdAt', convo._ts(s.created_at)))
+$$;
+
+-- create_share makes a share link of the conversation for p_user_id (its
+-- owner or a participant) and returns it. p_leaf: the message the share
+-- ends at (a message of the conversation), NULL for the active leaf.
+-- p_mode: 'snapshot' or 'live'. p_expires_at: NULL (until revoked) or a
+-- time after now and at most 366 days ahead. p_token_hash: sha256 of the
+-- token, 32 bytes. CV001 for a conversation the caller has no role in, or
+-- a leaf that is not a message of it; CV005 for a viewer; CV003 for a
+-- malformed mode, expiry or hash, or a snapshot of a conversation with no
+-- message; CV004 when the conversation has 100 shares in force (neither
+-- revoked nor expired). Event: shareCreated.
+CREATE OR REPLACE FUNCTION convo.create_share(
+    p_user_id text, p_conversation_id uuid, p_leaf uuid, p_mode text, p_include_tools boolean,
+    p_expires_at timestamptz, p_token_hash bytea
+) RETURNS convo.shares
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_conv  convo.conversations;
+    v_leaf  uuid := p_leaf;
+    v_share convo.shares;
+BEGIN
+    IF p_mode IS NULL OR p_mode NOT IN ('snapshot', 'live') THEN
+        RAISE EXCEPTION 'create_share: mode must be snapshot or live, got %', coalesce(p_mode, 'none')
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF p_token_hash IS NULL OR octet_length(p_token_hash) <> 32 THEN
+        RAISE EXCEPTION 'create_share: token hash must be 32 bytes (sha256)' USING ERRCODE = 'CV003';
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_at <= now() THEN
+        RAISE EXCEPTION 'create_share: expiresAt must be in the future, got %', convo._ts(p_expires_at)
+            USING ERRCODE = 'CV003';
+    END IF;
+    IF p_expires_at IS NOT NULL AND p_expires_at > now() + interval '366 days' THEN
+        RAISE EXCEPTION 'create_share: expiresAt must be at most 366 days ahead, got %', convo._ts(p_expires_at)
+            USING ERRCODE = 'CV003';
+    END IF;
+    v_conv := convo._conversation_as(p_user_id, p_conversation_id, 'create_share', 'participant');
+    IF v_leaf IS NULL THEN
+        v_leaf := convo._active_leaf(v_conv.id);
+        IF v_leaf IS NULL AND p_mode = 'snapshot' THEN
+            RAISE EXCEPTION 'create_share: conversation % has no message to share', v_conv.id
+                USING ERRCODE = 'CV003';
+        END IF;
+    ELSIF NOT EXISTS (SELECT 1 FROM convo.messages m WHERE m.id = v_leaf AND m.conversation_id = v_conv.id) THEN
+        RAISE EXCEPTION 'create_share: leafMessageId: message % does not exist in conversation %', v_leaf, v_conv.id
+            USING ERRCODE = 'CV001';
+    END IF;
+    IF (SELECT count(*) FROM convo.shares s
+         WHERE s.conversation_id = v_conv.id AND s.revoked_at IS NULL
+           AND (s.expires_at IS NULL OR s.expires_at > now())) >= 100 THEN
+        RAISE EXCEPTION 'create_share: conversation % has 100 shares in force, the most it may (revoke one first)', v_conv.id
+            USING ERRCODE = 'CV004';
+    END IF;
+    INSERT INTO convo.shares AS s (conversation_id, created_by, leaf_message_id, mode, include_tools, expires_at, token_hash)
+    VALUES (v_conv.id, p_user_id, v_leaf, p_mode, coalesce(p_include_tools, false), p_expires_at, p_token_hash)
+    RETURNING s.* INTO v_share;
+    PERFORM convo._append_event(v_conv.id, 'shareCreated', jsonb_build_object('share', convo._share_json(v_share)));
+    RETURN v_share;
+END;
+$$;
+
+-- list_shares is the conversation's shares, newest first, revoked and
+-- expired ones too, for its owner and participants. CV001 for a
+-- conversation the caller has no role in; CV005 for a viewer.
+CREATE OR REPLACE FUNCTION convo.list_shares(p_user_id text, p_conversation_id uuid) RETURNS SETOF convo.shares
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    PERFORM convo._check_role(convo.member_role(p_user_id, p_conversation_id), p_conversation_id,
+                              'list_shares', 'participant');
+    RETURN QUERY SELECT s.* FROM convo.shares s WHERE s.conversation_id = p_conversation_id
+                  ORDER BY s.created_at DESC, s.id;
+END;
+$$;
+
+-- revoke_share ends the share p_share_id now and returns it: its creator
+-- or the conversation's owner may. A share already revoked is returned as
+-- it is (no second event). CV001 for a share that does not exist or of a
+-- conversation the caller has no role in; CV005 for another member.
+-- Event: shareRevoked, on which every server ends the share's open
+-- streams (stream.Hub).
+CREATE OR REPLACE FUNCTION convo.revoke_share(p_user_id text, p_share_id uuid) RETURNS convo.shares
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_share convo.shares;
+    v_conv  convo.conversations;
+BEGIN
+    SELECT s.* INTO v_share FROM convo.shares s WHERE s.id = p_share_id;
+    IF NOT FOUND OR convo.member_role(p_user_id, v_share.conversation_id) IS NULL THEN
+        RAISE EXCEPTION 'revoke_share: share % does not exist', p_share_id USING ERRCODE = 'CV001';
+    END IF;
+    v_conv := convo._conversation_as(p_user_id, v_share.conversation_id, 'revoke_share',
+                                     CASE WHEN v_share.created_by = p_user_id THEN 'viewer' ELSE 'owner' END);
+    UPDATE convo.shares s SET revoked_at = now()
+     WHERE s.id = p_share_id AND s.revoked_at IS NULL
+    RETURNING s.* INTO v_share;
+    IF NOT FOUND THEN
+        SELECT s.* INTO v_share FROM convo.shares s WHERE s.id = p_share_id;
+        RETURN v_share;
+    END IF;
+    PERFORM convo._append_event(v_conv.id, 'shareRevoked',
+        jsonb_build_object('shareId', v_share.id, 'revokedBy', p_user_id));
+    RETURN v_share;
+END;
+$$;
+
+-- share_conversation is the share whose token hashes to p_token_hash,
+-- when it is in force (not revoked, not expired). CV001 "share does not
+-- exist" otherwise: revoked, expired and unknown answer alike, so a token
+-- tells nothing of a share it no longer opens.
+CREATE OR REPLACE FUNCTION convo.share_conversation(p_token_hash bytea) RETURNS convo.shares
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_share convo.shares;
+BEGIN
+    SELECT s.* INTO v_share FROM convo.shares s
+     WHERE s.token_hash = p_token_hash AND s.revoked_at IS NULL
+       AND (s.expires_at IS NULL OR s.expires_at > now());
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'share does not exist' USING ERRCODE = 'CV001';
+    END IF;
+    RETURN v_share;
+END;
+$$;

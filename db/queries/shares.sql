@@ -1,0 +1,22 @@
+-- Share links (docs/api.md, "Share links"). Each query returns the share
+-- as convo._share_json makes it (the shareCreated event's form; no token
+-- hash): the functions' row types are not in the schema sqlc reads.
+
+-- name: ShareCreate :one
+SELECT convo._share_json(s)::jsonb AS share
+  FROM convo.create_share(@caller_id::text, @conversation_id::uuid, sqlc.narg(leaf_message_id)::uuid, @mode::text,
+                          @include_tools::boolean, sqlc.narg(expires_at)::timestamptz, @token_hash::bytea) s;
+
+-- name: ShareList :many
+SELECT convo._share_json(s)::jsonb AS share
+  FROM convo.list_shares(@caller_id::text, @conversation_id::uuid) s;
+
+-- name: ShareRevoke :one
+SELECT convo._share_json(s)::jsonb AS share
+  FROM convo.revoke_share(@caller_id::text, @share_id::uuid) s;
+
+-- name: ShareByTokenHash :one
+-- The share a token opens (convo.share_conversation: CV001 when none is
+-- in force).
+SELECT convo._share_json(s)::jsonb AS share
+  FROM convo.share_conversation(@token_hash::bytea) s;
