@@ -1,0 +1,73 @@
+package connectapi
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/convo-dev/convo/conversation"
+	convov1 "github.com/convo-dev/convo/gen/convo/v1"
+	"github.com/convo-dev/convo/wire"
+)
+
+// CreateShare makes a share link of the conversation (the owner or a
+// participant; docs/api.md, "Share links") and returns it with its token,
+// which no other response ever carries.
+func (s *service) CreateShare(ctx context.Context, req *connect.Request[convov1.CreateShareRequest]) (*connect.Response[convov1.CreateShareResponse], error) {
+	caller, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := wire.OptionalID("leafMessageId", req.Msg.GetLeafMessageId())
+	if err != nil {
+		return nil, err
+	}
+	mode, err := wire.ShareMode("mode", req.Msg.GetMode())
+	if err != nil {
+		return nil, err
+	}
+	expires, err := wire.ShareExpiry("expiresAt", req.Msg.GetExpiresAt(), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	sh, token, err := s.store.CreateShare(ctx, conversation.CreateShareParams{
+		CallerID: caller, ConversationID: id, LeafMessageID: leaf.UUID, Mode: mode,
+		IncludeTools: req.Msg.GetIncludeTools(), ExpiresAt: expires,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&convov1.CreateShareResponse{Share: wire.Share(sh), Token: token}), nil
+}
+
+// ListShares lists the conversation's shares, newest first; the owner
+// and participants.
+func (s *service) ListShares(ctx context.Context, req *connect.Request[convov1.ListSharesRequest]) (*connect.Response[convov1.ListSharesResponse], error) {
+	caller, id, err := userAndID(ctx, "conversationId", req.Msg.GetConversationId())
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.ListShares(ctx, caller, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &convov1.ListSharesResponse{Shares: make([]*convov1.Share, len(list))}
+	for i, sh := range list {
+		out.Shares[i] = wire.Share(sh)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// RevokeShare ends a share: its creator or the conversation's owner.
+func (s *service) RevokeShare(ctx context.Context, req *connect.Request[convov1.RevokeShareRequest]) (*connect.Response[convov1.RevokeShareResponse], error) {
+	caller, id, err := userAndID(ctx, "shareId", req.Msg.GetShareId())
+	if err != nil {
+		return nil, err
+	}
+	sh, err := s.store.RevokeShare(ctx, caller, id)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&convov1.RevokeShareResponse{Share: wire.Share(sh)}), nil
+}
