@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
@@ -70,4 +71,35 @@ func (s *service) RevokeShare(ctx context.Context, req *connect.Request[convov1.
 		return nil, err
 	}
 	return connect.NewResponse(&convov1.RevokeShareResponse{Share: wire.Share(sh)}), nil
+}
+
+// GetSharedConversation reads what a share shows, with its token alone
+// (admission lets it through without a user: anonymousProcedures).
+func (s *service) GetSharedConversation(ctx context.Context, req *connect.Request[convov1.GetSharedConversationRequest]) (*connect.Response[convov1.GetSharedConversationResponse], error) {
+	token, err := shareToken("token", req.Msg.GetToken())
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.store.SharedConversation(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	out := &convov1.GetSharedConversationResponse{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, out); err != nil {
+		return nil, conversation.Errorf(conversation.Internal, "decode a shared conversation: %v", err)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// shareToken checks a share token's form: what NewShareToken makes is
+// 43 characters; anything from 1 to 128 is looked up (and, not being a
+// token, found nowhere). Errors are Invalid and name field.
+func shareToken(field, token string) (string, error) {
+	switch {
+	case token == "":
+		return "", wire.Invalid(field, "is required")
+	case len(token) > 128:
+		return "", wire.Invalid(field, "must be at most 128 bytes, got %d", len(token))
+	}
+	return token, nil
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -102,4 +103,8 @@ type Shares interface {
 	RevokeShare(ctx context.Context, callerID string, shareID uuid.UUID) (Share, error)
 	// ShareByToken returns the share token opens, when in force.
 	ShareByToken(ctx context.Context, token string) (Share, error)
+	// SharedConversation returns what the share token opens shows, in the
+	// proto3 JSON of the API's GetSharedConversationResponse (docs/api.md,
+	// "Share links"): tool blocks blanked unless the share includes tools.
+	SharedConversation(ctx context.Context, token string) (json.RawMessage, error)
 }

@@ -97,3 +97,13 @@ func (s *Store) ShareByToken(ctx context.Context, token string) (conversation.Sh
 	}
 	return decodeShare(raw)
 }
+
+// SharedConversation implements conversation.Store
+// (convo.shared_conversation).
+func (s *Store) SharedConversation(ctx context.Context, token string) (json.RawMessage, error) {
+	raw, err := s.q.SharedConversation(ctx, conversation.ShareTokenHash(token))
+	if err != nil {
+		return nil, translate(err, "read a shared conversation")
+	}
+	return raw, nil
+}

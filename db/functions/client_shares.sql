@@ -147,3 +147,67 @@ BEGIN
     RETURN v_share;
 END;
 $$;
+
+-- _shared_block_json is block b as a share's reader sees it: as
+-- _block_json makes it, but, unless p_include_tools, a tool block's
+-- (tool_use, tool_result, or any with a tool call) content and metadata
+-- blanked and its tool call's input, output and error left out (its name
+-- and status stay).
+CREATE OR REPLACE FUNCTION convo._shared_block_json(b convo.blocks, p_include_tools boolean) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN p_include_tools OR NOT (b.block_type IN ('tool_use', 'tool_result') OR j ? 'toolCall') THEN j
+        ELSE (j - 'content') || jsonb_build_object('metadata', '{}'::jsonb)
+             || CASE WHEN j ? 'toolCall'
+                     THEN jsonb_build_object('toolCall', (j->'toolCall') - 'input' - 'output' - 'error')
+                     ELSE '{}' END
+    END
+      FROM convo._block_json(b) j
+$$;
+
+-- shared_conversation is what the share whose token hashes to
+-- p_token_hash shows, as the API's GetSharedConversationResponse in
+-- proto3 JSON: the share (without its creator), the conversation (id,
+-- title, times), its seq, and the messages with their blocks: for a
+-- snapshot share the path from the root to the share's leaf (what was
+-- written after it never shows), for a live share the active path now.
+-- At most the last 1000 messages of the path (older: true when more
+-- precede them). Messages carry no sender id and no feedback; tool
+-- blocks are blanked unless the share includes tools
+-- (_shared_block_json). CV001 "share does not exist" as
+-- share_conversation.
+CREATE OR REPLACE FUNCTION convo.shared_conversation(p_token_hash bytea) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_share convo.shares := convo.share_conversation(p_token_hash);
+    v_conv  convo.conversations;
+    v_ids   uuid[];
+    v_total integer;
+BEGIN
+    SELECT c.* INTO v_conv FROM convo.conversations c WHERE c.id = v_share.conversation_id;
+    IF v_share.mode = 'snapshot' THEN
+        SELECT array_agg(p.id) INTO v_ids FROM convo._path(v_share.leaf_message_id) p(id);
+    ELSE
+        SELECT array_agg(m.id) INTO v_ids FROM convo.messages m
+         WHERE m.conversation_id = v_conv.id AND m.on_active_path;
+    END IF;
+    v_total := coalesce(cardinality(v_ids), 0);
+    IF v_total > 1000 THEN
+        SELECT array_agg(t.id) INTO v_ids
+          FROM (SELECT m.id FROM convo.messages m WHERE m.id = ANY (v_ids) ORDER BY m.position DESC LIMIT 1000) t;
+    END IF;
+    RETURN jsonb_build_object(
+        'share', convo._share_json(v_share) - 'createdBy',
+        'conversation', convo._conversation_json(v_conv) - 'sendPolicy' - 'activePromptId',
+        'seq', v_conv.last_seq::text,
+        'older', v_total > 1000,
+        'messages', coalesce((
+            SELECT jsonb_agg((convo._message_json(m) - 'senderId' - 'feedback')
+                             || jsonb_build_object('blocks', coalesce((
+                                    SELECT jsonb_agg(convo._shared_block_json(b, v_share.include_tools) ORDER BY b.position)
+                                      FROM convo.blocks b WHERE b.message_id = m.id), '[]'))
+                             ORDER BY m.position)
+              FROM convo.messages m
+             WHERE m.id = ANY (v_ids)), '[]'));
+END;
+$$;

@@ -20,3 +20,8 @@ SELECT convo._share_json(s)::jsonb AS share
 -- in force).
 SELECT convo._share_json(s)::jsonb AS share
   FROM convo.share_conversation(@token_hash::bytea) s;
+
+-- name: SharedConversation :one
+-- What a share shows (convo.shared_conversation), as the API's
+-- GetSharedConversationResponse in proto3 JSON.
+SELECT convo.shared_conversation(@token_hash::bytea)::jsonb AS shared;

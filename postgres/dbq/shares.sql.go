@@ -108,3 +108,16 @@ func (q *Queries) ShareRevoke(ctx context.Context, arg ShareRevokeParams) (json.
 	err := row.Scan(&share)
 	return share, err
 }
+
+const sharedConversation = `-- name: SharedConversation :one
+SELECT convo.shared_conversation($1::bytea)::jsonb AS shared
+`
+
+// What a share shows (convo.shared_conversation), as the API's
+// GetSharedConversationResponse in proto3 JSON.
+func (q *Queries) SharedConversation(ctx context.Context, tokenHash []byte) (json.RawMessage, error) {
+	row := q.db.QueryRow(ctx, sharedConversation, tokenHash)
+	var shared json.RawMessage
+	err := row.Scan(&shared)
+	return shared, err
+}

@@ -123,6 +123,9 @@ const (
 	// ConversationServiceRevokeShareProcedure is the fully-qualified name of the ConversationService's
 	// RevokeShare RPC.
 	ConversationServiceRevokeShareProcedure = "/convo.v1.ConversationService/RevokeShare"
+	// ConversationServiceGetSharedConversationProcedure is the fully-qualified name of the
+	// ConversationService's GetSharedConversation RPC.
+	ConversationServiceGetSharedConversationProcedure = "/convo.v1.ConversationService/GetSharedConversation"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -244,6 +247,14 @@ type ConversationServiceClient interface {
 	// again. Revoking a revoked share returns it unchanged. Event:
 	// shareRevoked.
 	RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error)
+	// GetSharedConversation reads what a share link shows, with its token
+	// alone: no user, no Authorization header (one sent is ignored). A
+	// snapshot share shows the path from the root to its leaf as it was; a
+	// live share the active path now, replies in flight included. Tool
+	// calls' arguments and results are blanked unless the share includes
+	// tools; messages carry no sender id and no feedback. NotFound "share
+	// does not exist" for a token revoked, expired or unknown alike.
+	GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -437,41 +448,48 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("RevokeShare")),
 			connect.WithClientOptions(opts...),
 		),
+		getSharedConversation: connect.NewClient[v1.GetSharedConversationRequest, v1.GetSharedConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceGetSharedConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("GetSharedConversation")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // conversationServiceClient implements ConversationServiceClient.
 type conversationServiceClient struct {
-	sendMessage         *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
-	streamConversation  *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
-	getConversation     *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
-	listConversations   *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
-	cancelPrompt        *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
-	setSendPolicy       *connect.Client[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse]
-	deleteQueuedMessage *connect.Client[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse]
-	createConversation  *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
-	renameConversation  *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
-	deleteConversation  *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
-	clearConversation   *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
-	submitFeedback      *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
-	voteComparison      *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
-	listComparisons     *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
-	getTrace            *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
-	searchMessages      *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
-	listMessages        *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
-	answerInput         *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
-	claimInput          *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
-	editMessage         *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
-	regenerateReply     *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
-	switchBranch        *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
-	getServerInfo       *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
-	setTyping           *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
-	addMember           *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
-	removeMember        *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
-	listMembers         *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
-	createShare         *connect.Client[v1.CreateShareRequest, v1.CreateShareResponse]
-	listShares          *connect.Client[v1.ListSharesRequest, v1.ListSharesResponse]
-	revokeShare         *connect.Client[v1.RevokeShareRequest, v1.RevokeShareResponse]
+	sendMessage           *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
+	streamConversation    *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
+	getConversation       *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
+	listConversations     *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
+	cancelPrompt          *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
+	setSendPolicy         *connect.Client[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse]
+	deleteQueuedMessage   *connect.Client[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse]
+	createConversation    *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
+	renameConversation    *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
+	deleteConversation    *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
+	clearConversation     *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
+	submitFeedback        *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
+	voteComparison        *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
+	listComparisons       *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
+	getTrace              *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
+	searchMessages        *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
+	listMessages          *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
+	answerInput           *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
+	claimInput            *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
+	editMessage           *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
+	regenerateReply       *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
+	switchBranch          *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
+	getServerInfo         *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
+	setTyping             *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
+	addMember             *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	removeMember          *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
+	listMembers           *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
+	createShare           *connect.Client[v1.CreateShareRequest, v1.CreateShareResponse]
+	listShares            *connect.Client[v1.ListSharesRequest, v1.ListSharesResponse]
+	revokeShare           *connect.Client[v1.RevokeShareRequest, v1.RevokeShareResponse]
+	getSharedConversation *connect.Client[v1.GetSharedConversationRequest, v1.GetSharedConversationResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -624,6 +642,11 @@ func (c *conversationServiceClient) RevokeShare(ctx context.Context, req *connec
 	return c.revokeShare.CallUnary(ctx, req)
 }
 
+// GetSharedConversation calls convo.v1.ConversationService.GetSharedConversation.
+func (c *conversationServiceClient) GetSharedConversation(ctx context.Context, req *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error) {
+	return c.getSharedConversation.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -743,6 +766,14 @@ type ConversationServiceHandler interface {
 	// again. Revoking a revoked share returns it unchanged. Event:
 	// shareRevoked.
 	RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error)
+	// GetSharedConversation reads what a share link shows, with its token
+	// alone: no user, no Authorization header (one sent is ignored). A
+	// snapshot share shows the path from the root to its leaf as it was; a
+	// live share the active path now, replies in flight included. Tool
+	// calls' arguments and results are blanked unless the share includes
+	// tools; messages carry no sender id and no feedback. NotFound "share
+	// does not exist" for a token revoked, expired or unknown alike.
+	GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -932,6 +963,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("RevokeShare")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceGetSharedConversationHandler := connect.NewUnaryHandler(
+		ConversationServiceGetSharedConversationProcedure,
+		svc.GetSharedConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("GetSharedConversation")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -994,6 +1031,8 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceListSharesHandler.ServeHTTP(w, r)
 		case ConversationServiceRevokeShareProcedure:
 			conversationServiceRevokeShareHandler.ServeHTTP(w, r)
+		case ConversationServiceGetSharedConversationProcedure:
+			conversationServiceGetSharedConversationHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1121,4 +1160,8 @@ func (UnimplementedConversationServiceHandler) ListShares(context.Context, *conn
 
 func (UnimplementedConversationServiceHandler) RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.RevokeShare is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.GetSharedConversation is not implemented"))
 }
