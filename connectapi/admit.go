@@ -72,7 +72,8 @@ var procedures = func() map[string]bool {
 // other RPC authenticates; a share token as a bearer token is no valid
 // token there.
 var anonymousProcedures = map[string]bool{
-	convov1connect.ConversationServiceGetSharedConversationProcedure: true,
+	convov1connect.ConversationServiceGetSharedConversationProcedure:    true,
+	convov1connect.ConversationServiceStreamSharedConversationProcedure: true,
 }
 
 func (a *admission) ServeHTTP(w http.ResponseWriter, r *http.Request) {

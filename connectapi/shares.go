@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
@@ -80,13 +79,9 @@ func (s *service) GetSharedConversation(ctx context.Context, req *connect.Reques
 	if err != nil {
 		return nil, err
 	}
-	raw, err := s.store.SharedConversation(ctx, token)
+	out, err := s.sharedState(ctx, token)
 	if err != nil {
 		return nil, err
-	}
-	out := &convov1.GetSharedConversationResponse{}
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, out); err != nil {
-		return nil, conversation.Errorf(conversation.Internal, "decode a shared conversation: %v", err)
 	}
 	return connect.NewResponse(out), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/gen/convo/v1/convov1connect"
 	"github.com/convo-dev/convo/internal/pgtest/apiq"
+	"github.com/convo-dev/convo/presence"
 )
 
 func createShare(c convov1connect.ConversationServiceClient, req *convov1.CreateShareRequest) (*convov1.CreateShareResponse, error) {
@@ -261,7 +263,8 @@ func TestShareTokenIsNoBearer(t *testing.T) {
 	for i := range svc.Methods().Len() {
 		m := svc.Methods().Get(i)
 		path := "/" + string(svc.FullName()) + "/" + string(m.Name())
-		if path == convov1connect.ConversationServiceGetSharedConversationProcedure {
+		if path == convov1connect.ConversationServiceGetSharedConversationProcedure ||
+			path == convov1connect.ConversationServiceStreamSharedConversationProcedure {
 			continue
 		}
 		c := connect.NewClient[emptypb.Empty, emptypb.Empty](http.DefaultClient, tb.url+path,
@@ -287,4 +290,206 @@ func TestShareTokenIsNoBearer(t *testing.T) {
 	if after := tb.countRows(t); after != before {
 		t.Fatalf("a call with a share token changed the database: %s -> %s", before, after)
 	}
+}
+
+// shareStream is an open StreamSharedConversation: its states as they
+// come, and how it ended.
+type shareStream struct {
+	mu     sync.Mutex
+	states []*convov1.GetSharedConversationResponse
+	err    error
+	done   chan struct{}
+}
+
+func openShareStream(t *testing.T, c convov1connect.ConversationServiceClient, token string) *shareStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := c.StreamSharedConversation(ctx, connect.NewRequest(&convov1.StreamSharedConversationRequest{Token: token}))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	s := &shareStream{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for st.Receive() {
+			s.mu.Lock()
+			s.states = append(s.states, st.Msg().State)
+			s.mu.Unlock()
+		}
+		s.mu.Lock()
+		s.err = st.Err()
+		s.mu.Unlock()
+	}()
+	t.Cleanup(func() { cancel(); <-s.done })
+	return s
+}
+
+// waitFor waits until a state satisfies ok.
+func (s *shareStream) waitFor(t *testing.T, what string, ok func(*convov1.GetSharedConversationResponse) bool) {
+	t.Helper()
+	deadline := time.Now().Add(streamTimeout)
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		for _, st := range s.states {
+			if ok(st) {
+				s.mu.Unlock()
+				return
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no state %s", what)
+}
+
+// endedWithin waits d for the stream to end and returns how.
+func (s *shareStream) endedWithin(t *testing.T, d time.Duration, what string) error {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(d):
+		t.Fatalf("%s: the stream is still open after %s", what, d)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func lastText(st *convov1.GetSharedConversationResponse) string {
+	if len(st.Messages) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, bl := range st.Messages[len(st.Messages)-1].Blocks {
+		b.WriteString(bl.Content)
+	}
+	return b.String()
+}
+
+// TestShareStreamRevokedOnEveryServer: two servers on one database, a
+// live share's stream on each and a snapshot share's on A. The live
+// streams follow a reply in flight (with tools blanked) and the snapshot
+// stream never shows it; revoking the live share on A ends both its
+// streams within 1 s, on A and on B, with NotFound, and the token then
+// opens nothing; the snapshot share's stream stays open until its own
+// revocation, which ends it within 1 s too.
+func TestShareStreamRevokedOnEveryServer(t *testing.T) {
+	t.Parallel()
+	for _, feed := range feeds {
+		t.Run(feed, func(t *testing.T) {
+			t.Parallel()
+			a, b := presenceServers(t, feed, presence.Options{})
+			if feed == feedLogical {
+				a.logicalFeed(t)
+				b.logicalFeed(t)
+			}
+			alice := a.clientAs(tokenFor(t, "alice"))
+			sent := a.send(t, alice, "", "hello")
+			a.writeReply(t, sent.PromptId, "first answer")
+			conv := sent.ConversationId
+			live, err := createShare(alice, &convov1.CreateShareRequest{ConversationId: conv, Mode: "live"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snap, err := createShare(alice, &convov1.CreateShareRequest{ConversationId: conv, Mode: "snapshot"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			anonA := convov1connect.NewConversationServiceClient(http.DefaultClient, a.url)
+			anonB := convov1connect.NewConversationServiceClient(http.DefaultClient, b.url)
+			onA, onB := openShareStream(t, anonA, live.Token), openShareStream(t, anonB, live.Token)
+			snapA := openShareStream(t, anonA, snap.Token)
+			for _, s := range []*shareStream{onA, onB, snapA} {
+				s.waitFor(t, "with the first answer", func(st *convov1.GetSharedConversationResponse) bool {
+					return len(st.Messages) == 2 && lastText(st) == "first answer"
+				})
+			}
+
+			// A reply in flight: the live streams follow it, tools blanked.
+			next := a.send(t, alice, conv, "more")
+			prompt := uuid.MustParse(next.PromptId)
+			if err := a.api.PromptStart(context.Background(), prompt); err != nil {
+				t.Fatal(err)
+			}
+			tool := a.startBlock(t, prompt, "tool_use")
+			a.appendText(t, tool, "secret-content")
+			a.appendText(t, a.startBlock(t, prompt, "text"), "streaming so far")
+			for _, s := range []*shareStream{onA, onB} {
+				s.waitFor(t, "following the reply in flight", func(st *convov1.GetSharedConversationResponse) bool {
+					return len(st.Messages) == 4 && lastText(st) == "streaming so far"
+				})
+			}
+			for _, s := range []*shareStream{onA, onB, snapA} {
+				s.mu.Lock()
+				for _, st := range s.states {
+					if j := protojson.Format(st); strings.Contains(j, "secret") {
+						t.Errorf("a share's stream shows a tool's content: %s", j)
+					}
+				}
+				s.mu.Unlock()
+			}
+			snapA.mu.Lock()
+			for _, st := range snapA.states {
+				if len(st.Messages) != 2 {
+					t.Errorf("the snapshot stream shows %d messages, want 2", len(st.Messages))
+				}
+			}
+			snapA.mu.Unlock()
+
+			if _, err := alice.RevokeShare(context.Background(), connect.NewRequest(&convov1.RevokeShareRequest{ShareId: live.Share.Id})); err != nil {
+				t.Fatal(err)
+			}
+			for name, s := range map[string]*shareStream{"A": onA, "B": onB} {
+				err := s.endedWithin(t, time.Second, "server "+name)
+				requireCode(t, err, connect.CodeNotFound)
+			}
+			_, err = getShared(live.Token, anonB)
+			requireCode(t, err, connect.CodeNotFound)
+			select {
+			case <-snapA.done:
+				t.Fatalf("the snapshot share's stream ended: %v", snapA.err)
+			default:
+			}
+			// A snapshot share's stream, which reads nothing after its
+			// start, ends at its revocation all the same.
+			if _, err := alice.RevokeShare(context.Background(), connect.NewRequest(&convov1.RevokeShareRequest{ShareId: snap.Share.Id})); err != nil {
+				t.Fatal(err)
+			}
+			requireCode(t, snapA.endedWithin(t, time.Second, "the snapshot share"), connect.CodeNotFound)
+		})
+	}
+}
+
+// TestShareStreamExpires: a share's stream ends with NotFound at the
+// share's expiry, by its own deadline (no event marks it), and the token
+// then opens nothing.
+func TestShareStreamExpires(t *testing.T) {
+	t.Parallel()
+	tb := setupAuth(t)
+	alice := tb.clientAs(tokenFor(t, "alice"))
+	sent := tb.send(t, alice, "", "hello")
+	made, err := createShare(alice, &convov1.CreateShareRequest{ConversationId: sent.ConversationId, Mode: "snapshot",
+		ExpiresAt: timestamppb.New(time.Now().Add(1500 * time.Millisecond))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon := convov1connect.NewConversationServiceClient(http.DefaultClient, tb.url)
+	s := openShareStream(t, anon, made.Token)
+	s.waitFor(t, "at the start", func(st *convov1.GetSharedConversationResponse) bool { return len(st.Messages) == 2 })
+	err = s.endedWithin(t, 15*time.Second, "at expiry")
+	if ce := requireCode(t, err, connect.CodeNotFound); !strings.Contains(ce.Message(), "share does not exist") {
+		t.Fatalf("ended with %q", ce.Message())
+	}
+	_, err = getShared(made.Token, anon)
+	requireCode(t, err, connect.CodeNotFound)
+	again, err := anon.StreamSharedConversation(context.Background(), connect.NewRequest(&convov1.StreamSharedConversationRequest{Token: made.Token}))
+	if err == nil {
+		if again.Receive() {
+			t.Fatalf("a stream of an expired share sent %v", again.Msg())
+		}
+		err = again.Err()
+		again.Close()
+	}
+	requireCode(t, err, connect.CodeNotFound)
 }

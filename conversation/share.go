@@ -107,4 +107,7 @@ type Shares interface {
 	// proto3 JSON of the API's GetSharedConversationResponse (docs/api.md,
 	// "Share links"): tool blocks blanked unless the share includes tools.
 	SharedConversation(ctx context.Context, token string) (json.RawMessage, error)
+	// ConversationOwner returns the conversation's owner, whose reads a
+	// share's stream makes; NotFound when it does not exist.
+	ConversationOwner(ctx context.Context, conversationID uuid.UUID) (string, error)
 }

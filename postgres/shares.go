@@ -107,3 +107,12 @@ func (s *Store) SharedConversation(ctx context.Context, token string) (json.RawM
 	}
 	return raw, nil
 }
+
+// ConversationOwner implements conversation.Store.
+func (s *Store) ConversationOwner(ctx context.Context, conversationID uuid.UUID) (string, error) {
+	owner, err := s.q.ConversationOwnerOf(ctx, conversationID)
+	if err != nil {
+		return "", translate(err, "find the owner of conversation "+conversationID.String())
+	}
+	return owner, nil
+}

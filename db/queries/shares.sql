@@ -25,3 +25,7 @@ SELECT convo._share_json(s)::jsonb AS share
 -- What a share shows (convo.shared_conversation), as the API's
 -- GetSharedConversationResponse in proto3 JSON.
 SELECT convo.shared_conversation(@token_hash::bytea)::jsonb AS shared;
+
+-- name: ConversationOwnerOf :one
+-- The owner of a conversation, whose reads a share's stream makes.
+SELECT c.owner_id FROM convo.conversations c WHERE c.id = @id::uuid;

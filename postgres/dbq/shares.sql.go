@@ -13,6 +13,18 @@ import (
 	"github.com/google/uuid"
 )
 
+const conversationOwnerOf = `-- name: ConversationOwnerOf :one
+SELECT c.owner_id FROM convo.conversations c WHERE c.id = $1::uuid
+`
+
+// The owner of a conversation, whose reads a share's stream makes.
+func (q *Queries) ConversationOwnerOf(ctx context.Context, id uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, conversationOwnerOf, id)
+	var owner_id string
+	err := row.Scan(&owner_id)
+	return owner_id, err
+}
+
 const shareByTokenHash = `-- name: ShareByTokenHash :one
 SELECT convo._share_json(s)::jsonb AS share
   FROM convo.share_conversation($1::bytea) s

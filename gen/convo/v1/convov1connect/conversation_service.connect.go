@@ -126,6 +126,9 @@ const (
 	// ConversationServiceGetSharedConversationProcedure is the fully-qualified name of the
 	// ConversationService's GetSharedConversation RPC.
 	ConversationServiceGetSharedConversationProcedure = "/convo.v1.ConversationService/GetSharedConversation"
+	// ConversationServiceStreamSharedConversationProcedure is the fully-qualified name of the
+	// ConversationService's StreamSharedConversation RPC.
+	ConversationServiceStreamSharedConversationProcedure = "/convo.v1.ConversationService/StreamSharedConversation"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -255,6 +258,15 @@ type ConversationServiceClient interface {
 	// tools; messages carry no sender id and no feedback. NotFound "share
 	// does not exist" for a token revoked, expired or unknown alike.
 	GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error)
+	// StreamSharedConversation follows what a share link shows, with its
+	// token alone, as GetSharedConversation reads it: the first message is
+	// the state now, and each later one the whole state again, sent when
+	// the conversation changed (at most one every 200 ms; a snapshot share
+	// never changes, so it sends nothing more). The stream stays open until
+	// the client leaves; it ends with NotFound "share does not exist" when
+	// the share is revoked (on every server, at once) or expires, and
+	// opening it for a token that opens nothing is NotFound so.
+	StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest]) (*connect.ServerStreamForClient[v1.StreamSharedConversationResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -454,42 +466,49 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("GetSharedConversation")),
 			connect.WithClientOptions(opts...),
 		),
+		streamSharedConversation: connect.NewClient[v1.StreamSharedConversationRequest, v1.StreamSharedConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceStreamSharedConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("StreamSharedConversation")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // conversationServiceClient implements ConversationServiceClient.
 type conversationServiceClient struct {
-	sendMessage           *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
-	streamConversation    *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
-	getConversation       *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
-	listConversations     *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
-	cancelPrompt          *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
-	setSendPolicy         *connect.Client[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse]
-	deleteQueuedMessage   *connect.Client[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse]
-	createConversation    *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
-	renameConversation    *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
-	deleteConversation    *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
-	clearConversation     *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
-	submitFeedback        *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
-	voteComparison        *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
-	listComparisons       *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
-	getTrace              *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
-	searchMessages        *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
-	listMessages          *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
-	answerInput           *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
-	claimInput            *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
-	editMessage           *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
-	regenerateReply       *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
-	switchBranch          *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
-	getServerInfo         *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
-	setTyping             *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
-	addMember             *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
-	removeMember          *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
-	listMembers           *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
-	createShare           *connect.Client[v1.CreateShareRequest, v1.CreateShareResponse]
-	listShares            *connect.Client[v1.ListSharesRequest, v1.ListSharesResponse]
-	revokeShare           *connect.Client[v1.RevokeShareRequest, v1.RevokeShareResponse]
-	getSharedConversation *connect.Client[v1.GetSharedConversationRequest, v1.GetSharedConversationResponse]
+	sendMessage              *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
+	streamConversation       *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
+	getConversation          *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
+	listConversations        *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
+	cancelPrompt             *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
+	setSendPolicy            *connect.Client[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse]
+	deleteQueuedMessage      *connect.Client[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse]
+	createConversation       *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
+	renameConversation       *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
+	deleteConversation       *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
+	clearConversation        *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
+	submitFeedback           *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
+	voteComparison           *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
+	listComparisons          *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
+	getTrace                 *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
+	searchMessages           *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
+	listMessages             *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
+	answerInput              *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
+	claimInput               *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
+	editMessage              *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
+	regenerateReply          *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
+	switchBranch             *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
+	getServerInfo            *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
+	setTyping                *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
+	addMember                *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	removeMember             *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
+	listMembers              *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
+	createShare              *connect.Client[v1.CreateShareRequest, v1.CreateShareResponse]
+	listShares               *connect.Client[v1.ListSharesRequest, v1.ListSharesResponse]
+	revokeShare              *connect.Client[v1.RevokeShareRequest, v1.RevokeShareResponse]
+	getSharedConversation    *connect.Client[v1.GetSharedConversationRequest, v1.GetSharedConversationResponse]
+	streamSharedConversation *connect.Client[v1.StreamSharedConversationRequest, v1.StreamSharedConversationResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -647,6 +666,11 @@ func (c *conversationServiceClient) GetSharedConversation(ctx context.Context, r
 	return c.getSharedConversation.CallUnary(ctx, req)
 }
 
+// StreamSharedConversation calls convo.v1.ConversationService.StreamSharedConversation.
+func (c *conversationServiceClient) StreamSharedConversation(ctx context.Context, req *connect.Request[v1.StreamSharedConversationRequest]) (*connect.ServerStreamForClient[v1.StreamSharedConversationResponse], error) {
+	return c.streamSharedConversation.CallServerStream(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -774,6 +798,15 @@ type ConversationServiceHandler interface {
 	// tools; messages carry no sender id and no feedback. NotFound "share
 	// does not exist" for a token revoked, expired or unknown alike.
 	GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error)
+	// StreamSharedConversation follows what a share link shows, with its
+	// token alone, as GetSharedConversation reads it: the first message is
+	// the state now, and each later one the whole state again, sent when
+	// the conversation changed (at most one every 200 ms; a snapshot share
+	// never changes, so it sends nothing more). The stream stays open until
+	// the client leaves; it ends with NotFound "share does not exist" when
+	// the share is revoked (on every server, at once) or expires, and
+	// opening it for a token that opens nothing is NotFound so.
+	StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest], *connect.ServerStream[v1.StreamSharedConversationResponse]) error
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -969,6 +1002,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("GetSharedConversation")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceStreamSharedConversationHandler := connect.NewServerStreamHandler(
+		ConversationServiceStreamSharedConversationProcedure,
+		svc.StreamSharedConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("StreamSharedConversation")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -1033,6 +1072,8 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceRevokeShareHandler.ServeHTTP(w, r)
 		case ConversationServiceGetSharedConversationProcedure:
 			conversationServiceGetSharedConversationHandler.ServeHTTP(w, r)
+		case ConversationServiceStreamSharedConversationProcedure:
+			conversationServiceStreamSharedConversationHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1164,4 +1205,8 @@ func (UnimplementedConversationServiceHandler) RevokeShare(context.Context, *con
 
 func (UnimplementedConversationServiceHandler) GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.GetSharedConversation is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest], *connect.ServerStream[v1.StreamSharedConversationResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.StreamSharedConversation is not implemented"))
 }
