@@ -98,3 +98,25 @@ func shareToken(field, token string) (string, error) {
 	}
 	return token, nil
 }
+
+// ForkShare copies what a share shows into a new conversation of the
+// caller (a signed-in user: the share token is no bearer token).
+func (s *service) ForkShare(ctx context.Context, req *connect.Request[convov1.ForkShareRequest]) (*connect.Response[convov1.ForkShareResponse], error) {
+	caller, err := user(ctx)
+	if err != nil {
+		return nil, err
+	}
+	token, err := shareToken("token", req.Msg.GetToken())
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.store.ForkShare(ctx, caller, token)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.store.Conversation(ctx, caller, id)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&convov1.ForkShareResponse{Conversation: wire.Conversation(c)}), nil
+}

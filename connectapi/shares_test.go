@@ -493,3 +493,68 @@ func TestShareStreamExpires(t *testing.T) {
 	}
 	requireCode(t, err, connect.CodeNotFound)
 }
+
+// TestForkShare: a signed-in user continues a shared conversation: a new
+// conversation of theirs holds the shared path as the share shows it
+// (tool blocks blanked, their own id as the user messages' sender), takes
+// a new message below it, and the original is unchanged; a call without
+// a user is Unauthenticated, a revoked token NotFound.
+func TestForkShare(t *testing.T) {
+	t.Parallel()
+	tb := setupAuth(t)
+	alice, bob := tb.clientAs(tokenFor(t, "alice")), tb.clientAs(tokenFor(t, "bob"))
+	ctx := context.Background()
+	first := tb.send(t, alice, "", "first question")
+	tb.toolReply(t, first.PromptId, "answer one")
+	conv := first.ConversationId
+	made, err := createShare(alice, &convov1.CreateShareRequest{ConversationId: conv, Mode: "snapshot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.writeReply(t, tb.send(t, alice, conv, "second question").PromptId, "answer two")
+	before := conversationOf(t, alice, conv)
+
+	res, err := bob.ForkShare(ctx, connect.NewRequest(&convov1.ForkShareRequest{Token: made.Token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := res.Msg.Conversation.Id
+	if fork == conv || res.Msg.Conversation.Title != "first question" {
+		t.Fatalf("fork: %v", res.Msg.Conversation)
+	}
+	got, err := bob.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: fork}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := got.Msg.Messages
+	if len(msgs) != 2 || msgs[0].Role != "user" || msgs[0].SenderId != "bob" || msgs[0].Blocks[0].Content != "first question" ||
+		msgs[1].Role != "assistant" || msgs[1].Status != "completed" || msgs[1].ParentId != msgs[0].Id {
+		t.Fatalf("the fork's messages: %v", msgs)
+	}
+	if blocks := msgs[1].Blocks; len(blocks) != 2 || blocks[0].BlockType != "tool_use" || blocks[1].Content != "answer one" {
+		t.Fatalf("the fork's reply: %v", blocks)
+	}
+	if j := protojson.Format(got.Msg); strings.Contains(j, "secret") || strings.Contains(j, "second question") {
+		t.Fatalf("the fork holds what the share hides: %s", j)
+	}
+	next := tb.send(t, bob, fork, "go on")
+	tb.writeReply(t, next.PromptId, "going on")
+	if after := conversationOf(t, alice, conv); after != before {
+		t.Fatal("forking changed the original")
+	}
+	_, err = alice.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: fork}))
+	requireCode(t, err, connect.CodeNotFound)
+
+	anon := convov1connect.NewConversationServiceClient(http.DefaultClient, tb.url)
+	_, err = anon.ForkShare(ctx, connect.NewRequest(&convov1.ForkShareRequest{Token: made.Token}))
+	requireCode(t, err, connect.CodeUnauthenticated)
+	if _, err := alice.RevokeShare(ctx, connect.NewRequest(&convov1.RevokeShareRequest{ShareId: made.Share.Id})); err != nil {
+		t.Fatal(err)
+	}
+	rows := tb.countRows(t)
+	_, err = bob.ForkShare(ctx, connect.NewRequest(&convov1.ForkShareRequest{Token: made.Token}))
+	requireCode(t, err, connect.CodeNotFound)
+	if tb.countRows(t) != rows {
+		t.Fatal("a refused fork wrote something")
+	}
+}

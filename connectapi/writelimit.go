@@ -30,6 +30,7 @@ var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceAddMemberProcedure:          true,
 	convov1connect.ConversationServiceRemoveMemberProcedure:       true,
 	convov1connect.ConversationServiceCreateShareProcedure:        true,
+	convov1connect.ConversationServiceForkShareProcedure:          true,
 }
 
 // writeLimiter takes one write token of the authenticated user for each

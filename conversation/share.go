@@ -107,6 +107,11 @@ type Shares interface {
 	// proto3 JSON of the API's GetSharedConversationResponse (docs/api.md,
 	// "Share links"): tool blocks blanked unless the share includes tools.
 	SharedConversation(ctx context.Context, token string) (json.RawMessage, error)
+	// ForkShare copies what the share token opens shows into a new
+	// conversation of callerID and returns its id (convo.fork_share: file
+	// blocks, a comparison's other reply and messages still being written
+	// are left out). Invalid when the share shows no message.
+	ForkShare(ctx context.Context, callerID, token string) (uuid.UUID, error)
 	// ConversationOwner returns the conversation's owner, whose reads a
 	// share's stream makes; NotFound when it does not exist.
 	ConversationOwner(ctx context.Context, conversationID uuid.UUID) (string, error)

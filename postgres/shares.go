@@ -116,3 +116,12 @@ func (s *Store) ConversationOwner(ctx context.Context, conversationID uuid.UUID)
 	}
 	return owner, nil
 }
+
+// ForkShare implements conversation.Store (convo.fork_share).
+func (s *Store) ForkShare(ctx context.Context, callerID, token string) (uuid.UUID, error) {
+	id, err := s.q.ShareFork(ctx, dbq.ShareForkParams{CallerID: callerID, TokenHash: conversation.ShareTokenHash(token)})
+	if err != nil {
+		return uuid.Nil, translate(err, "continue a shared conversation")
+	}
+	return id, nil
+}

@@ -211,3 +211,77 @@ BEGIN
              WHERE m.id = ANY (v_ids)), '[]'));
 END;
 $$;
+
+-- fork_share copies what the share whose token hashes to p_token_hash
+-- shows into a new conversation of p_user_id ("continue this
+-- conversation") and returns its id. Copied: the chain from the root to
+-- the share's leaf (snapshot) or to the active leaf (live) along parent
+-- links, each message's role, status and blocks' type, content and
+-- metadata, as the share shows them (tool blocks blanked unless it
+-- includes tools). Left out: a comparison's other reply, messages still
+-- being written (pending or processing) and every message after the
+-- first of them, file blocks (a file is its uploader's: the new owner
+-- could not read it), tool calls' rows, feedback, prompts. The title is
+-- the original's. The original conversation is not touched. Events (of
+-- the new conversation): messageCreated per message, then
+-- conversationUpdated. CV001 "share does not exist" as
+-- share_conversation; CV003 when nothing is left to copy.
+CREATE OR REPLACE FUNCTION convo.fork_share(p_user_id text, p_token_hash bytea) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_share    convo.shares := convo.share_conversation(p_token_hash);
+    v_src      convo.conversations;
+    v_conv     convo.conversations;
+    v_leaf     uuid;
+    v_old      convo.messages;
+    v_msg      convo.messages;
+    v_parent   uuid;
+    v_i        bigint := 0;
+    v_kinds    text[] := '{}';
+    v_payloads jsonb[] := '{}';
+BEGIN
+    PERFORM convo._check_user_id(p_user_id, 'fork_share: user');
+    SELECT c.* INTO v_src FROM convo.conversations c WHERE c.id = v_share.conversation_id;
+    v_leaf := CASE v_share.mode WHEN 'snapshot' THEN v_share.leaf_message_id ELSE convo._active_leaf(v_src.id) END;
+    INSERT INTO convo.conversations (owner_id, title) VALUES (p_user_id, v_src.title) RETURNING * INTO v_conv;
+    FOR v_old IN
+        WITH RECURSIVE up AS (
+            SELECT m.id, m.parent_id, 0 AS depth FROM convo.messages m WHERE m.id = v_leaf
+            UNION ALL
+            SELECT p.id, p.parent_id, up.depth + 1 FROM up JOIN convo.messages p ON p.id = up.parent_id
+        )
+        SELECT m.* FROM up JOIN convo.messages m ON m.id = up.id ORDER BY up.depth DESC
+    LOOP
+        EXIT WHEN v_old.status IN ('pending', 'processing');
+        v_i := v_i + 1;
+        INSERT INTO convo.messages (conversation_id, position, role, status, parent_id, sender_id)
+        VALUES (v_conv.id, v_i, v_old.role, v_old.status, v_parent, CASE WHEN v_old.role = 'user' THEN p_user_id END)
+        RETURNING * INTO v_msg;
+        INSERT INTO convo.blocks (conversation_id, message_id, position, block_type, status, content, metadata, ended_at)
+        SELECT v_conv.id, v_msg.id, row_number() OVER (ORDER BY b.position) - 1, b.block_type, 'completed',
+               CASE WHEN j ? 'content' THEN j->>'content' ELSE '' END, j->'metadata', now()
+          FROM convo.blocks b
+         CROSS JOIN LATERAL convo._shared_block_json(b, v_share.include_tools) j
+         WHERE b.message_id = v_old.id AND b.block_type <> 'file';
+        v_kinds := v_kinds || 'messageCreated'::text;
+        v_payloads := v_payloads || jsonb_build_object('message',
+            convo._message_json(v_msg) || jsonb_build_object('blocks', coalesce(
+                (SELECT jsonb_agg(convo._block_json(b) ORDER BY b.position) FROM convo.blocks b WHERE b.message_id = v_msg.id),
+                '[]')));
+        v_parent := v_msg.id;
+    END LOOP;
+    IF v_i = 0 THEN
+        RAISE EXCEPTION 'fork_share: the share shows no message to continue from' USING ERRCODE = 'CV003';
+    END IF;
+    UPDATE convo.conversations c SET last_message_at = now(), updated_at = now()
+     WHERE c.id = v_conv.id
+    RETURNING * INTO v_conv;
+    v_kinds := v_kinds || 'conversationUpdated'::text;
+    v_payloads := v_payloads || jsonb_build_object('conversation', convo._conversation_json(v_conv));
+    PERFORM convo._append_events(v_conv.id, v_kinds, v_payloads,
+                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]),
+                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]),
+                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]));
+    RETURN v_conv.id;
+END;
+$$;

@@ -29,3 +29,8 @@ SELECT convo.shared_conversation(@token_hash::bytea)::jsonb AS shared;
 -- name: ConversationOwnerOf :one
 -- The owner of a conversation, whose reads a share's stream makes.
 SELECT c.owner_id FROM convo.conversations c WHERE c.id = @id::uuid;
+
+-- name: ShareFork :one
+-- A new conversation of caller_id holding what the share shows
+-- (convo.fork_share).
+SELECT convo.fork_share(@caller_id::text, @token_hash::bytea)::uuid AS conversation_id;

@@ -27,10 +27,12 @@ CREATE TABLE convo.shares (
 CREATE INDEX shares_conversation_idx ON convo.shares (conversation_id, created_at);
 
 -- create_share, list_shares, revoke_share, share_conversation,
--- shared_conversation, _shared_block_json and _share_json are new
+-- shared_conversation, fork_share, _shared_block_json and _share_json
+-- are new
 -- (db/functions/client_shares.sql).
 
 -- +goose Down
+DROP FUNCTION IF EXISTS convo.fork_share(text, bytea);
 DROP FUNCTION IF EXISTS convo.shared_conversation(bytea);
 DROP FUNCTION IF EXISTS convo._shared_block_json(convo.blocks, boolean);
 DROP FUNCTION IF EXISTS convo.share_conversation(bytea);

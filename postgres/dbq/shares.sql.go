@@ -74,6 +74,24 @@ func (q *Queries) ShareCreate(ctx context.Context, arg ShareCreateParams) (json.
 	return share, err
 }
 
+const shareFork = `-- name: ShareFork :one
+SELECT convo.fork_share($1::text, $2::bytea)::uuid AS conversation_id
+`
+
+type ShareForkParams struct {
+	CallerID  string
+	TokenHash []byte
+}
+
+// A new conversation of caller_id holding what the share shows
+// (convo.fork_share).
+func (q *Queries) ShareFork(ctx context.Context, arg ShareForkParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, shareFork, arg.CallerID, arg.TokenHash)
+	var conversation_id uuid.UUID
+	err := row.Scan(&conversation_id)
+	return conversation_id, err
+}
+
 const shareList = `-- name: ShareList :many
 SELECT convo._share_json(s)::jsonb AS share
   FROM convo.list_shares($1::text, $2::uuid) s

@@ -622,6 +622,97 @@ func (x *StreamSharedConversationResponse) GetState() *GetSharedConversationResp
 	return nil
 }
 
+// ForkShareRequest names the share to continue by its token.
+type ForkShareRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the share's token: required.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkShareRequest) Reset() {
+	*x = ForkShareRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkShareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkShareRequest) ProtoMessage() {}
+
+func (x *ForkShareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkShareRequest.ProtoReflect.Descriptor instead.
+func (*ForkShareRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ForkShareRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// ForkShareResponse is the caller's new conversation.
+type ForkShareResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conversation  *Conversation          `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkShareResponse) Reset() {
+	*x = ForkShareResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkShareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkShareResponse) ProtoMessage() {}
+
+func (x *ForkShareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkShareResponse.ProtoReflect.Descriptor instead.
+func (*ForkShareResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ForkShareResponse) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
 // AddMemberRequest adds a member to a conversation.
 type AddMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -638,7 +729,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +741,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +754,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddMemberRequest) GetConversationId() string {
@@ -697,7 +788,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +800,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +813,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AddMemberResponse) GetMember() *Member {
@@ -745,7 +836,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +848,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +861,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveMemberRequest) GetConversationId() string {
@@ -796,7 +887,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +899,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +912,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
 }
 
 // ListMembersRequest names the conversation.
@@ -835,7 +926,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +938,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +951,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListMembersRequest) GetConversationId() string {
@@ -880,7 +971,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +983,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +996,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -938,7 +1029,7 @@ type EditMessageRequest struct {
 
 func (x *EditMessageRequest) Reset() {
 	*x = EditMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1041,7 @@ func (x *EditMessageRequest) String() string {
 func (*EditMessageRequest) ProtoMessage() {}
 
 func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1054,7 @@ func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageRequest.ProtoReflect.Descriptor instead.
 func (*EditMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EditMessageRequest) GetConversationId() string {
@@ -1016,7 +1107,7 @@ type EditMessageResponse struct {
 
 func (x *EditMessageResponse) Reset() {
 	*x = EditMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1119,7 @@ func (x *EditMessageResponse) String() string {
 func (*EditMessageResponse) ProtoMessage() {}
 
 func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1132,7 @@ func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageResponse.ProtoReflect.Descriptor instead.
 func (*EditMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EditMessageResponse) GetUserMessageId() string {
@@ -1081,7 +1172,7 @@ type RegenerateReplyRequest struct {
 
 func (x *RegenerateReplyRequest) Reset() {
 	*x = RegenerateReplyRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1184,7 @@ func (x *RegenerateReplyRequest) String() string {
 func (*RegenerateReplyRequest) ProtoMessage() {}
 
 func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1197,7 @@ func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyRequest.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegenerateReplyRequest) GetConversationId() string {
@@ -1143,7 +1234,7 @@ type RegenerateReplyResponse struct {
 
 func (x *RegenerateReplyResponse) Reset() {
 	*x = RegenerateReplyResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1155,7 +1246,7 @@ func (x *RegenerateReplyResponse) String() string {
 func (*RegenerateReplyResponse) ProtoMessage() {}
 
 func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1168,7 +1259,7 @@ func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyResponse.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegenerateReplyResponse) GetAssistantMessageId() string {
@@ -1205,7 +1296,7 @@ type SwitchBranchRequest struct {
 
 func (x *SwitchBranchRequest) Reset() {
 	*x = SwitchBranchRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1308,7 @@ func (x *SwitchBranchRequest) String() string {
 func (*SwitchBranchRequest) ProtoMessage() {}
 
 func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1321,7 @@ func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchRequest.ProtoReflect.Descriptor instead.
 func (*SwitchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SwitchBranchRequest) GetConversationId() string {
@@ -1266,7 +1357,7 @@ type SwitchBranchResponse struct {
 
 func (x *SwitchBranchResponse) Reset() {
 	*x = SwitchBranchResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1369,7 @@ func (x *SwitchBranchResponse) String() string {
 func (*SwitchBranchResponse) ProtoMessage() {}
 
 func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1382,7 @@ func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchResponse.ProtoReflect.Descriptor instead.
 func (*SwitchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SwitchBranchResponse) GetLeafMessageId() string {
@@ -1340,7 +1431,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1443,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1456,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SendMessageRequest) GetConversationId() string {
@@ -1431,7 +1522,7 @@ type SetSendPolicyRequest struct {
 
 func (x *SetSendPolicyRequest) Reset() {
 	*x = SetSendPolicyRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1534,7 @@ func (x *SetSendPolicyRequest) String() string {
 func (*SetSendPolicyRequest) ProtoMessage() {}
 
 func (x *SetSendPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1547,7 @@ func (x *SetSendPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSendPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetSendPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetSendPolicyRequest) GetConversationId() string {
@@ -1484,7 +1575,7 @@ type SetSendPolicyResponse struct {
 
 func (x *SetSendPolicyResponse) Reset() {
 	*x = SetSendPolicyResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1587,7 @@ func (x *SetSendPolicyResponse) String() string {
 func (*SetSendPolicyResponse) ProtoMessage() {}
 
 func (x *SetSendPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1600,7 @@ func (x *SetSendPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSendPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetSendPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetSendPolicyResponse) GetConversation() *Conversation {
@@ -1530,7 +1621,7 @@ type DeleteQueuedMessageRequest struct {
 
 func (x *DeleteQueuedMessageRequest) Reset() {
 	*x = DeleteQueuedMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1633,7 @@ func (x *DeleteQueuedMessageRequest) String() string {
 func (*DeleteQueuedMessageRequest) ProtoMessage() {}
 
 func (x *DeleteQueuedMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1646,7 @@ func (x *DeleteQueuedMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueuedMessageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueuedMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteQueuedMessageRequest) GetMessageId() string {
@@ -1576,7 +1667,7 @@ type DeleteQueuedMessageResponse struct {
 
 func (x *DeleteQueuedMessageResponse) Reset() {
 	*x = DeleteQueuedMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1679,7 @@ func (x *DeleteQueuedMessageResponse) String() string {
 func (*DeleteQueuedMessageResponse) ProtoMessage() {}
 
 func (x *DeleteQueuedMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1692,7 @@ func (x *DeleteQueuedMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueuedMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueuedMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteQueuedMessageResponse) GetConversationId() string {
@@ -1637,7 +1728,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1740,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1753,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SendMessageResponse) GetConversationId() string {
@@ -1761,7 +1852,7 @@ type StreamConversationRequest struct {
 
 func (x *StreamConversationRequest) Reset() {
 	*x = StreamConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1864,7 @@ func (x *StreamConversationRequest) String() string {
 func (*StreamConversationRequest) ProtoMessage() {}
 
 func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1877,7 @@ func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationRequest.ProtoReflect.Descriptor instead.
 func (*StreamConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StreamConversationRequest) GetConversationId() string {
@@ -1841,7 +1932,7 @@ type StreamConversationResponse struct {
 
 func (x *StreamConversationResponse) Reset() {
 	*x = StreamConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1944,7 @@ func (x *StreamConversationResponse) String() string {
 func (*StreamConversationResponse) ProtoMessage() {}
 
 func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1957,7 @@ func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationResponse.ProtoReflect.Descriptor instead.
 func (*StreamConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamConversationResponse) GetKind() isStreamConversationResponse_Kind {
@@ -1943,7 +2034,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2046,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2059,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Presence) GetUsers() []*PresentUser {
@@ -1993,7 +2084,7 @@ type PresentUser struct {
 
 func (x *PresentUser) Reset() {
 	*x = PresentUser{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2096,7 @@ func (x *PresentUser) String() string {
 func (*PresentUser) ProtoMessage() {}
 
 func (x *PresentUser) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2109,7 @@ func (x *PresentUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresentUser.ProtoReflect.Descriptor instead.
 func (*PresentUser) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PresentUser) GetUserId() string {
@@ -2055,7 +2146,7 @@ type SetTypingRequest struct {
 
 func (x *SetTypingRequest) Reset() {
 	*x = SetTypingRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2158,7 @@ func (x *SetTypingRequest) String() string {
 func (*SetTypingRequest) ProtoMessage() {}
 
 func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2171,7 @@ func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTypingRequest.ProtoReflect.Descriptor instead.
 func (*SetTypingRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetTypingRequest) GetConversationId() string {
@@ -2106,7 +2197,7 @@ type SetTypingResponse struct {
 
 func (x *SetTypingResponse) Reset() {
 	*x = SetTypingResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2209,7 @@ func (x *SetTypingResponse) String() string {
 func (*SetTypingResponse) ProtoMessage() {}
 
 func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2222,7 @@ func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTypingResponse.ProtoReflect.Descriptor instead.
 func (*SetTypingResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 // Snapshot is a conversation's state at seq, without streaming blocks.
@@ -2163,7 +2254,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2266,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2279,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Snapshot) GetConversation() *Conversation {
@@ -2240,7 +2331,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2252,7 +2343,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2265,7 +2356,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListMessagesRequest) GetConversationId() string {
@@ -2299,7 +2390,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2402,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2415,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -2355,7 +2446,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2458,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2471,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -2425,7 +2516,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2528,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2541,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -2501,7 +2592,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2604,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2617,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -2556,7 +2647,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2659,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2672,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -2609,7 +2700,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +2712,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +2725,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -2655,7 +2746,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2758,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2771,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -2701,7 +2792,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2804,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2817,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -2747,7 +2838,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2759,7 +2850,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2772,7 +2863,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -2795,7 +2886,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2898,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2911,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -2848,7 +2939,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2860,7 +2951,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2873,7 +2964,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -2894,7 +2985,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2906,7 +2997,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2919,7 +3010,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -2938,7 +3029,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3041,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3054,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
 }
 
 // ClearConversationRequest names a conversation.
@@ -2977,7 +3068,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2989,7 +3080,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3002,7 +3093,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -3023,7 +3114,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3035,7 +3126,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3048,7 +3139,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -3073,7 +3164,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3085,7 +3176,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3098,7 +3189,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -3133,7 +3224,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3236,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3249,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -3181,7 +3272,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3284,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3297,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -3234,7 +3325,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3337,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3350,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -3294,7 +3385,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3397,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3410,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Comparison) GetId() string {
@@ -3395,7 +3486,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3498,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3511,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -3466,7 +3557,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3478,7 +3569,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3491,7 +3582,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -3528,7 +3619,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3540,7 +3631,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3553,7 +3644,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{58}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -3586,7 +3677,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3598,7 +3689,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3611,7 +3702,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{59}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -3668,7 +3759,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3680,7 +3771,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3693,7 +3784,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{60}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -3721,7 +3812,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3733,7 +3824,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3746,7 +3837,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{61}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -3795,7 +3886,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +3898,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +3911,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{62}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -3848,7 +3939,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +3951,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +3964,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{63}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -3912,7 +4003,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4015,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4028,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{64}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -4016,7 +4107,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +4119,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4132,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{65}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -4071,7 +4162,7 @@ type AnswerInputRequest struct {
 
 func (x *AnswerInputRequest) Reset() {
 	*x = AnswerInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[66]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4174,7 @@ func (x *AnswerInputRequest) String() string {
 func (*AnswerInputRequest) ProtoMessage() {}
 
 func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[66]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4187,7 @@ func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
 func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{66}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AnswerInputRequest) GetToolCallId() string {
@@ -4131,7 +4222,7 @@ type InputAnswer struct {
 
 func (x *InputAnswer) Reset() {
 	*x = InputAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[67]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4143,7 +4234,7 @@ func (x *InputAnswer) String() string {
 func (*InputAnswer) ProtoMessage() {}
 
 func (x *InputAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[67]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4156,7 +4247,7 @@ func (x *InputAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
 func (*InputAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{67}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *InputAnswer) GetKind() isInputAnswer_Kind {
@@ -4232,7 +4323,7 @@ type ApprovalAnswer struct {
 
 func (x *ApprovalAnswer) Reset() {
 	*x = ApprovalAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[68]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4244,7 +4335,7 @@ func (x *ApprovalAnswer) String() string {
 func (*ApprovalAnswer) ProtoMessage() {}
 
 func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[68]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4257,7 +4348,7 @@ func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
 func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{68}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ApprovalAnswer) GetApproved() bool {
@@ -4291,7 +4382,7 @@ type ClientToolAnswer struct {
 
 func (x *ClientToolAnswer) Reset() {
 	*x = ClientToolAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[69]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4303,7 +4394,7 @@ func (x *ClientToolAnswer) String() string {
 func (*ClientToolAnswer) ProtoMessage() {}
 
 func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[69]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4316,7 +4407,7 @@ func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
 func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{69}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
@@ -4377,7 +4468,7 @@ type QuestionAnswer struct {
 
 func (x *QuestionAnswer) Reset() {
 	*x = QuestionAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[70]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4389,7 +4480,7 @@ func (x *QuestionAnswer) String() string {
 func (*QuestionAnswer) ProtoMessage() {}
 
 func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[70]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4402,7 +4493,7 @@ func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
 func (*QuestionAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{70}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *QuestionAnswer) GetAnswer() string {
@@ -4423,7 +4514,7 @@ type AnswerInputResponse struct {
 
 func (x *AnswerInputResponse) Reset() {
 	*x = AnswerInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[71]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4435,7 +4526,7 @@ func (x *AnswerInputResponse) String() string {
 func (*AnswerInputResponse) ProtoMessage() {}
 
 func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[71]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4448,7 +4539,7 @@ func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
 func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{71}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
@@ -4475,7 +4566,7 @@ type ClaimInputRequest struct {
 
 func (x *ClaimInputRequest) Reset() {
 	*x = ClaimInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[72]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4578,7 @@ func (x *ClaimInputRequest) String() string {
 func (*ClaimInputRequest) ProtoMessage() {}
 
 func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[72]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4591,7 @@ func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
 func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{72}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ClaimInputRequest) GetToolCallId() string {
@@ -4535,7 +4626,7 @@ type ClaimInputResponse struct {
 
 func (x *ClaimInputResponse) Reset() {
 	*x = ClaimInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[73]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4547,7 +4638,7 @@ func (x *ClaimInputResponse) String() string {
 func (*ClaimInputResponse) ProtoMessage() {}
 
 func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[73]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4560,7 +4651,7 @@ func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
 func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{73}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
@@ -4579,7 +4670,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[74]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4591,7 +4682,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[74]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4604,7 +4695,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{74}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{76}
 }
 
 // GetServerInfoResponse is the server's set-up as a client shows it.
@@ -4629,7 +4720,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[75]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4641,7 +4732,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[75]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4654,7 +4745,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{75}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetServerInfoResponse) GetDemoModel() bool {
@@ -4712,7 +4803,11 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x1fStreamSharedConversationRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"a\n" +
 	" StreamSharedConversationResponse\x12=\n" +
-	"\x05state\x18\x01 \x01(\v2'.convo.v1.GetSharedConversationResponseR\x05state\"h\n" +
+	"\x05state\x18\x01 \x01(\v2'.convo.v1.GetSharedConversationResponseR\x05state\"(\n" +
+	"\x10ForkShareRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"O\n" +
+	"\x11ForkShareResponse\x12:\n" +
+	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\"h\n" +
 	"\x10AddMemberRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x12\n" +
@@ -4972,7 +5067,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\xaa\x15\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xf0\x15\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -5007,7 +5102,8 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"ListShares\x12\x1b.convo.v1.ListSharesRequest\x1a\x1c.convo.v1.ListSharesResponse\x12J\n" +
 	"\vRevokeShare\x12\x1c.convo.v1.RevokeShareRequest\x1a\x1d.convo.v1.RevokeShareResponse\x12h\n" +
 	"\x15GetSharedConversation\x12&.convo.v1.GetSharedConversationRequest\x1a'.convo.v1.GetSharedConversationResponse\x12s\n" +
-	"\x18StreamSharedConversation\x12).convo.v1.StreamSharedConversationRequest\x1a*.convo.v1.StreamSharedConversationResponse0\x01B1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\x18StreamSharedConversation\x12).convo.v1.StreamSharedConversationRequest\x1a*.convo.v1.StreamSharedConversationResponse0\x01\x12D\n" +
+	"\tForkShare\x12\x1a.convo.v1.ForkShareRequest\x1a\x1b.convo.v1.ForkShareResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -5022,7 +5118,7 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(Preference)(0),                          // 0: convo.v1.Preference
 	(*CreateShareRequest)(nil),               // 1: convo.v1.CreateShareRequest
@@ -5035,212 +5131,217 @@ var file_convo_v1_conversation_service_proto_goTypes = []any{
 	(*GetSharedConversationResponse)(nil),    // 8: convo.v1.GetSharedConversationResponse
 	(*StreamSharedConversationRequest)(nil),  // 9: convo.v1.StreamSharedConversationRequest
 	(*StreamSharedConversationResponse)(nil), // 10: convo.v1.StreamSharedConversationResponse
-	(*AddMemberRequest)(nil),                 // 11: convo.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),                // 12: convo.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),              // 13: convo.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),             // 14: convo.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),               // 15: convo.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),              // 16: convo.v1.ListMembersResponse
-	(*EditMessageRequest)(nil),               // 17: convo.v1.EditMessageRequest
-	(*EditMessageResponse)(nil),              // 18: convo.v1.EditMessageResponse
-	(*RegenerateReplyRequest)(nil),           // 19: convo.v1.RegenerateReplyRequest
-	(*RegenerateReplyResponse)(nil),          // 20: convo.v1.RegenerateReplyResponse
-	(*SwitchBranchRequest)(nil),              // 21: convo.v1.SwitchBranchRequest
-	(*SwitchBranchResponse)(nil),             // 22: convo.v1.SwitchBranchResponse
-	(*SendMessageRequest)(nil),               // 23: convo.v1.SendMessageRequest
-	(*SetSendPolicyRequest)(nil),             // 24: convo.v1.SetSendPolicyRequest
-	(*SetSendPolicyResponse)(nil),            // 25: convo.v1.SetSendPolicyResponse
-	(*DeleteQueuedMessageRequest)(nil),       // 26: convo.v1.DeleteQueuedMessageRequest
-	(*DeleteQueuedMessageResponse)(nil),      // 27: convo.v1.DeleteQueuedMessageResponse
-	(*SendMessageResponse)(nil),              // 28: convo.v1.SendMessageResponse
-	(*StreamConversationRequest)(nil),        // 29: convo.v1.StreamConversationRequest
-	(*StreamConversationResponse)(nil),       // 30: convo.v1.StreamConversationResponse
-	(*Presence)(nil),                         // 31: convo.v1.Presence
-	(*PresentUser)(nil),                      // 32: convo.v1.PresentUser
-	(*SetTypingRequest)(nil),                 // 33: convo.v1.SetTypingRequest
-	(*SetTypingResponse)(nil),                // 34: convo.v1.SetTypingResponse
-	(*Snapshot)(nil),                         // 35: convo.v1.Snapshot
-	(*ListMessagesRequest)(nil),              // 36: convo.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),             // 37: convo.v1.ListMessagesResponse
-	(*GetConversationRequest)(nil),           // 38: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),          // 39: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),         // 40: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),        // 41: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),              // 42: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),             // 43: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),        // 44: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil),       // 45: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),        // 46: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil),       // 47: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),        // 48: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil),       // 49: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),         // 50: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),        // 51: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),            // 52: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),           // 53: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),            // 54: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),           // 55: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                       // 56: convo.v1.Comparison
-	(*ComparisonSide)(nil),                   // 57: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),           // 58: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),          // 59: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),                  // 60: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),                 // 61: convo.v1.GetTraceResponse
-	(*Trace)(nil),                            // 62: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),            // 63: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),           // 64: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),                     // 65: convo.v1.SearchResult
-	(*Highlight)(nil),                        // 66: convo.v1.Highlight
-	(*AnswerInputRequest)(nil),               // 67: convo.v1.AnswerInputRequest
-	(*InputAnswer)(nil),                      // 68: convo.v1.InputAnswer
-	(*ApprovalAnswer)(nil),                   // 69: convo.v1.ApprovalAnswer
-	(*ClientToolAnswer)(nil),                 // 70: convo.v1.ClientToolAnswer
-	(*QuestionAnswer)(nil),                   // 71: convo.v1.QuestionAnswer
-	(*AnswerInputResponse)(nil),              // 72: convo.v1.AnswerInputResponse
-	(*ClaimInputRequest)(nil),                // 73: convo.v1.ClaimInputRequest
-	(*ClaimInputResponse)(nil),               // 74: convo.v1.ClaimInputResponse
-	(*GetServerInfoRequest)(nil),             // 75: convo.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),            // 76: convo.v1.GetServerInfoResponse
-	(*timestamppb.Timestamp)(nil),            // 77: google.protobuf.Timestamp
-	(*Share)(nil),                            // 78: convo.v1.Share
-	(*Conversation)(nil),                     // 79: convo.v1.Conversation
-	(*Message)(nil),                          // 80: convo.v1.Message
-	(*Member)(nil),                           // 81: convo.v1.Member
-	(*ModelConfig)(nil),                      // 82: convo.v1.ModelConfig
-	(SendPolicy)(0),                          // 83: convo.v1.SendPolicy
-	(*Event)(nil),                            // 84: convo.v1.Event
-	(*InputRequest)(nil),                     // 85: convo.v1.InputRequest
-	(Rating)(0),                              // 86: convo.v1.Rating
-	(*Prompt)(nil),                           // 87: convo.v1.Prompt
-	(*durationpb.Duration)(nil),              // 88: google.protobuf.Duration
+	(*ForkShareRequest)(nil),                 // 11: convo.v1.ForkShareRequest
+	(*ForkShareResponse)(nil),                // 12: convo.v1.ForkShareResponse
+	(*AddMemberRequest)(nil),                 // 13: convo.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),                // 14: convo.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),              // 15: convo.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),             // 16: convo.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),               // 17: convo.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),              // 18: convo.v1.ListMembersResponse
+	(*EditMessageRequest)(nil),               // 19: convo.v1.EditMessageRequest
+	(*EditMessageResponse)(nil),              // 20: convo.v1.EditMessageResponse
+	(*RegenerateReplyRequest)(nil),           // 21: convo.v1.RegenerateReplyRequest
+	(*RegenerateReplyResponse)(nil),          // 22: convo.v1.RegenerateReplyResponse
+	(*SwitchBranchRequest)(nil),              // 23: convo.v1.SwitchBranchRequest
+	(*SwitchBranchResponse)(nil),             // 24: convo.v1.SwitchBranchResponse
+	(*SendMessageRequest)(nil),               // 25: convo.v1.SendMessageRequest
+	(*SetSendPolicyRequest)(nil),             // 26: convo.v1.SetSendPolicyRequest
+	(*SetSendPolicyResponse)(nil),            // 27: convo.v1.SetSendPolicyResponse
+	(*DeleteQueuedMessageRequest)(nil),       // 28: convo.v1.DeleteQueuedMessageRequest
+	(*DeleteQueuedMessageResponse)(nil),      // 29: convo.v1.DeleteQueuedMessageResponse
+	(*SendMessageResponse)(nil),              // 30: convo.v1.SendMessageResponse
+	(*StreamConversationRequest)(nil),        // 31: convo.v1.StreamConversationRequest
+	(*StreamConversationResponse)(nil),       // 32: convo.v1.StreamConversationResponse
+	(*Presence)(nil),                         // 33: convo.v1.Presence
+	(*PresentUser)(nil),                      // 34: convo.v1.PresentUser
+	(*SetTypingRequest)(nil),                 // 35: convo.v1.SetTypingRequest
+	(*SetTypingResponse)(nil),                // 36: convo.v1.SetTypingResponse
+	(*Snapshot)(nil),                         // 37: convo.v1.Snapshot
+	(*ListMessagesRequest)(nil),              // 38: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 39: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),           // 40: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),          // 41: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),         // 42: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),        // 43: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),              // 44: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),             // 45: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),        // 46: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil),       // 47: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),        // 48: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil),       // 49: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),        // 50: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil),       // 51: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),         // 52: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),        // 53: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),            // 54: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),           // 55: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),            // 56: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),           // 57: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                       // 58: convo.v1.Comparison
+	(*ComparisonSide)(nil),                   // 59: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),           // 60: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),          // 61: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),                  // 62: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),                 // 63: convo.v1.GetTraceResponse
+	(*Trace)(nil),                            // 64: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),            // 65: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),           // 66: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),                     // 67: convo.v1.SearchResult
+	(*Highlight)(nil),                        // 68: convo.v1.Highlight
+	(*AnswerInputRequest)(nil),               // 69: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                      // 70: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),                   // 71: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),                 // 72: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),                   // 73: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),              // 74: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),                // 75: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),               // 76: convo.v1.ClaimInputResponse
+	(*GetServerInfoRequest)(nil),             // 77: convo.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),            // 78: convo.v1.GetServerInfoResponse
+	(*timestamppb.Timestamp)(nil),            // 79: google.protobuf.Timestamp
+	(*Share)(nil),                            // 80: convo.v1.Share
+	(*Conversation)(nil),                     // 81: convo.v1.Conversation
+	(*Message)(nil),                          // 82: convo.v1.Message
+	(*Member)(nil),                           // 83: convo.v1.Member
+	(*ModelConfig)(nil),                      // 84: convo.v1.ModelConfig
+	(SendPolicy)(0),                          // 85: convo.v1.SendPolicy
+	(*Event)(nil),                            // 86: convo.v1.Event
+	(*InputRequest)(nil),                     // 87: convo.v1.InputRequest
+	(Rating)(0),                              // 88: convo.v1.Rating
+	(*Prompt)(nil),                           // 89: convo.v1.Prompt
+	(*durationpb.Duration)(nil),              // 90: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	77, // 0: convo.v1.CreateShareRequest.expires_at:type_name -> google.protobuf.Timestamp
-	78, // 1: convo.v1.CreateShareResponse.share:type_name -> convo.v1.Share
-	78, // 2: convo.v1.ListSharesResponse.shares:type_name -> convo.v1.Share
-	78, // 3: convo.v1.RevokeShareResponse.share:type_name -> convo.v1.Share
-	78, // 4: convo.v1.GetSharedConversationResponse.share:type_name -> convo.v1.Share
-	79, // 5: convo.v1.GetSharedConversationResponse.conversation:type_name -> convo.v1.Conversation
-	80, // 6: convo.v1.GetSharedConversationResponse.messages:type_name -> convo.v1.Message
+	79, // 0: convo.v1.CreateShareRequest.expires_at:type_name -> google.protobuf.Timestamp
+	80, // 1: convo.v1.CreateShareResponse.share:type_name -> convo.v1.Share
+	80, // 2: convo.v1.ListSharesResponse.shares:type_name -> convo.v1.Share
+	80, // 3: convo.v1.RevokeShareResponse.share:type_name -> convo.v1.Share
+	80, // 4: convo.v1.GetSharedConversationResponse.share:type_name -> convo.v1.Share
+	81, // 5: convo.v1.GetSharedConversationResponse.conversation:type_name -> convo.v1.Conversation
+	82, // 6: convo.v1.GetSharedConversationResponse.messages:type_name -> convo.v1.Message
 	8,  // 7: convo.v1.StreamSharedConversationResponse.state:type_name -> convo.v1.GetSharedConversationResponse
-	81, // 8: convo.v1.AddMemberResponse.member:type_name -> convo.v1.Member
-	81, // 9: convo.v1.ListMembersResponse.members:type_name -> convo.v1.Member
-	82, // 10: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
-	82, // 11: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
-	82, // 12: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	82, // 13: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
-	83, // 14: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
-	83, // 15: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
-	79, // 16: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
-	35, // 17: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	84, // 18: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	31, // 19: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
-	32, // 20: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
-	79, // 21: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	80, // 22: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	85, // 23: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	80, // 24: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	79, // 25: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	80, // 26: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	85, // 27: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	79, // 28: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	79, // 29: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	79, // 30: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	79, // 31: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	86, // 32: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	80, // 33: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 34: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	56, // 35: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	57, // 36: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	57, // 37: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 38: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	77, // 39: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	77, // 40: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	82, // 41: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	56, // 42: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	62, // 43: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	87, // 44: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	88, // 45: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	88, // 46: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	84, // 47: convo.v1.Trace.events:type_name -> convo.v1.Event
-	65, // 48: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	66, // 49: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	77, // 50: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	68, // 51: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
-	69, // 52: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
-	70, // 53: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
-	71, // 54: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	85, // 55: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	85, // 56: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
-	23, // 57: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	29, // 58: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	38, // 59: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	40, // 60: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	42, // 61: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	24, // 62: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
-	26, // 63: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
-	44, // 64: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	46, // 65: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	48, // 66: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	50, // 67: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	52, // 68: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	54, // 69: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	58, // 70: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	60, // 71: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	63, // 72: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	36, // 73: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	67, // 74: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
-	73, // 75: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
-	17, // 76: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
-	19, // 77: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
-	21, // 78: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
-	75, // 79: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
-	33, // 80: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
-	11, // 81: convo.v1.ConversationService.AddMember:input_type -> convo.v1.AddMemberRequest
-	13, // 82: convo.v1.ConversationService.RemoveMember:input_type -> convo.v1.RemoveMemberRequest
-	15, // 83: convo.v1.ConversationService.ListMembers:input_type -> convo.v1.ListMembersRequest
-	1,  // 84: convo.v1.ConversationService.CreateShare:input_type -> convo.v1.CreateShareRequest
-	3,  // 85: convo.v1.ConversationService.ListShares:input_type -> convo.v1.ListSharesRequest
-	5,  // 86: convo.v1.ConversationService.RevokeShare:input_type -> convo.v1.RevokeShareRequest
-	7,  // 87: convo.v1.ConversationService.GetSharedConversation:input_type -> convo.v1.GetSharedConversationRequest
-	9,  // 88: convo.v1.ConversationService.StreamSharedConversation:input_type -> convo.v1.StreamSharedConversationRequest
-	28, // 89: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	30, // 90: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	39, // 91: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	41, // 92: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	43, // 93: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	25, // 94: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
-	27, // 95: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
-	45, // 96: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	47, // 97: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	49, // 98: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	51, // 99: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	53, // 100: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	55, // 101: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	59, // 102: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	61, // 103: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	64, // 104: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	37, // 105: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	72, // 106: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	74, // 107: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	18, // 108: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
-	20, // 109: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
-	22, // 110: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
-	76, // 111: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
-	34, // 112: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
-	12, // 113: convo.v1.ConversationService.AddMember:output_type -> convo.v1.AddMemberResponse
-	14, // 114: convo.v1.ConversationService.RemoveMember:output_type -> convo.v1.RemoveMemberResponse
-	16, // 115: convo.v1.ConversationService.ListMembers:output_type -> convo.v1.ListMembersResponse
-	2,  // 116: convo.v1.ConversationService.CreateShare:output_type -> convo.v1.CreateShareResponse
-	4,  // 117: convo.v1.ConversationService.ListShares:output_type -> convo.v1.ListSharesResponse
-	6,  // 118: convo.v1.ConversationService.RevokeShare:output_type -> convo.v1.RevokeShareResponse
-	8,  // 119: convo.v1.ConversationService.GetSharedConversation:output_type -> convo.v1.GetSharedConversationResponse
-	10, // 120: convo.v1.ConversationService.StreamSharedConversation:output_type -> convo.v1.StreamSharedConversationResponse
-	89, // [89:121] is the sub-list for method output_type
-	57, // [57:89] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	81, // 8: convo.v1.ForkShareResponse.conversation:type_name -> convo.v1.Conversation
+	83, // 9: convo.v1.AddMemberResponse.member:type_name -> convo.v1.Member
+	83, // 10: convo.v1.ListMembersResponse.members:type_name -> convo.v1.Member
+	84, // 11: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	84, // 12: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	84, // 13: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	84, // 14: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	85, // 15: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
+	85, // 16: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
+	81, // 17: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
+	37, // 18: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
+	86, // 19: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	33, // 20: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
+	34, // 21: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
+	81, // 22: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	82, // 23: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	87, // 24: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	82, // 25: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	81, // 26: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	82, // 27: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	87, // 28: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	81, // 29: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	81, // 30: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	81, // 31: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	81, // 32: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	88, // 33: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	82, // 34: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 35: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	58, // 36: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	59, // 37: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	59, // 38: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 39: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	79, // 40: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	79, // 41: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	84, // 42: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	58, // 43: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	64, // 44: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	89, // 45: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	90, // 46: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	90, // 47: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	86, // 48: convo.v1.Trace.events:type_name -> convo.v1.Event
+	67, // 49: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	68, // 50: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	79, // 51: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	70, // 52: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	71, // 53: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	72, // 54: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	73, // 55: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	87, // 56: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	87, // 57: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	25, // 58: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	31, // 59: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	40, // 60: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	42, // 61: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	44, // 62: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	26, // 63: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
+	28, // 64: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
+	46, // 65: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	48, // 66: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	50, // 67: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	52, // 68: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	54, // 69: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	56, // 70: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	60, // 71: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	62, // 72: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	65, // 73: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	38, // 74: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	69, // 75: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	75, // 76: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	19, // 77: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
+	21, // 78: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
+	23, // 79: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
+	77, // 80: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
+	35, // 81: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
+	13, // 82: convo.v1.ConversationService.AddMember:input_type -> convo.v1.AddMemberRequest
+	15, // 83: convo.v1.ConversationService.RemoveMember:input_type -> convo.v1.RemoveMemberRequest
+	17, // 84: convo.v1.ConversationService.ListMembers:input_type -> convo.v1.ListMembersRequest
+	1,  // 85: convo.v1.ConversationService.CreateShare:input_type -> convo.v1.CreateShareRequest
+	3,  // 86: convo.v1.ConversationService.ListShares:input_type -> convo.v1.ListSharesRequest
+	5,  // 87: convo.v1.ConversationService.RevokeShare:input_type -> convo.v1.RevokeShareRequest
+	7,  // 88: convo.v1.ConversationService.GetSharedConversation:input_type -> convo.v1.GetSharedConversationRequest
+	9,  // 89: convo.v1.ConversationService.StreamSharedConversation:input_type -> convo.v1.StreamSharedConversationRequest
+	11, // 90: convo.v1.ConversationService.ForkShare:input_type -> convo.v1.ForkShareRequest
+	30, // 91: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	32, // 92: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	41, // 93: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	43, // 94: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	45, // 95: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	27, // 96: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
+	29, // 97: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
+	47, // 98: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	49, // 99: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	51, // 100: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	53, // 101: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	55, // 102: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	57, // 103: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	61, // 104: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	63, // 105: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	66, // 106: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	39, // 107: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	74, // 108: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	76, // 109: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	20, // 110: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	22, // 111: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	24, // 112: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	78, // 113: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
+	36, // 114: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
+	14, // 115: convo.v1.ConversationService.AddMember:output_type -> convo.v1.AddMemberResponse
+	16, // 116: convo.v1.ConversationService.RemoveMember:output_type -> convo.v1.RemoveMemberResponse
+	18, // 117: convo.v1.ConversationService.ListMembers:output_type -> convo.v1.ListMembersResponse
+	2,  // 118: convo.v1.ConversationService.CreateShare:output_type -> convo.v1.CreateShareResponse
+	4,  // 119: convo.v1.ConversationService.ListShares:output_type -> convo.v1.ListSharesResponse
+	6,  // 120: convo.v1.ConversationService.RevokeShare:output_type -> convo.v1.RevokeShareResponse
+	8,  // 121: convo.v1.ConversationService.GetSharedConversation:output_type -> convo.v1.GetSharedConversationResponse
+	10, // 122: convo.v1.ConversationService.StreamSharedConversation:output_type -> convo.v1.StreamSharedConversationResponse
+	12, // 123: convo.v1.ConversationService.ForkShare:output_type -> convo.v1.ForkShareResponse
+	91, // [91:124] is the sub-list for method output_type
+	58, // [58:91] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -5250,23 +5351,23 @@ func file_convo_v1_conversation_service_proto_init() {
 	}
 	file_convo_v1_events_proto_init()
 	file_convo_v1_types_proto_init()
-	file_convo_v1_conversation_service_proto_msgTypes[20].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[28].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[29].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[22].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[30].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[31].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
 		(*StreamConversationResponse_Presence)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[59].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[61].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[67].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[69].OneofWrappers = []any{
 		(*InputAnswer_Approval)(nil),
 		(*InputAnswer_ClientTool)(nil),
 		(*InputAnswer_Question)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[69].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[71].OneofWrappers = []any{
 		(*ClientToolAnswer_Output)(nil),
 		(*ClientToolAnswer_Error)(nil),
 	}
@@ -5276,7 +5377,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   76,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

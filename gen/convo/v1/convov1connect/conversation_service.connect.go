@@ -129,6 +129,9 @@ const (
 	// ConversationServiceStreamSharedConversationProcedure is the fully-qualified name of the
 	// ConversationService's StreamSharedConversation RPC.
 	ConversationServiceStreamSharedConversationProcedure = "/convo.v1.ConversationService/StreamSharedConversation"
+	// ConversationServiceForkShareProcedure is the fully-qualified name of the ConversationService's
+	// ForkShare RPC.
+	ConversationServiceForkShareProcedure = "/convo.v1.ConversationService/ForkShare"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -267,6 +270,15 @@ type ConversationServiceClient interface {
 	// the share is revoked (on every server, at once) or expires, and
 	// opening it for a token that opens nothing is NotFound so.
 	StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest]) (*connect.ServerStreamForClient[v1.StreamSharedConversationResponse], error)
+	// ForkShare ("continue this conversation") copies what a share shows
+	// into a new conversation of the caller, a signed-in user, and returns
+	// it; the original is not touched. Copied: the path's messages (up to
+	// the first still being written) with their blocks as the share shows
+	// them (tool blocks blanked unless it includes tools); left out: file
+	// blocks, a comparison's other reply, feedback. NotFound "share does not
+	// exist" for a token that opens nothing; InvalidArgument when the share
+	// shows no message.
+	ForkShare(context.Context, *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -472,6 +484,12 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("StreamSharedConversation")),
 			connect.WithClientOptions(opts...),
 		),
+		forkShare: connect.NewClient[v1.ForkShareRequest, v1.ForkShareResponse](
+			httpClient,
+			baseURL+ConversationServiceForkShareProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ForkShare")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -509,6 +527,7 @@ type conversationServiceClient struct {
 	revokeShare              *connect.Client[v1.RevokeShareRequest, v1.RevokeShareResponse]
 	getSharedConversation    *connect.Client[v1.GetSharedConversationRequest, v1.GetSharedConversationResponse]
 	streamSharedConversation *connect.Client[v1.StreamSharedConversationRequest, v1.StreamSharedConversationResponse]
+	forkShare                *connect.Client[v1.ForkShareRequest, v1.ForkShareResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -671,6 +690,11 @@ func (c *conversationServiceClient) StreamSharedConversation(ctx context.Context
 	return c.streamSharedConversation.CallServerStream(ctx, req)
 }
 
+// ForkShare calls convo.v1.ConversationService.ForkShare.
+func (c *conversationServiceClient) ForkShare(ctx context.Context, req *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error) {
+	return c.forkShare.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -807,6 +831,15 @@ type ConversationServiceHandler interface {
 	// the share is revoked (on every server, at once) or expires, and
 	// opening it for a token that opens nothing is NotFound so.
 	StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest], *connect.ServerStream[v1.StreamSharedConversationResponse]) error
+	// ForkShare ("continue this conversation") copies what a share shows
+	// into a new conversation of the caller, a signed-in user, and returns
+	// it; the original is not touched. Copied: the path's messages (up to
+	// the first still being written) with their blocks as the share shows
+	// them (tool blocks blanked unless it includes tools); left out: file
+	// blocks, a comparison's other reply, feedback. NotFound "share does not
+	// exist" for a token that opens nothing; InvalidArgument when the share
+	// shows no message.
+	ForkShare(context.Context, *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -1008,6 +1041,12 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("StreamSharedConversation")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceForkShareHandler := connect.NewUnaryHandler(
+		ConversationServiceForkShareProcedure,
+		svc.ForkShare,
+		connect.WithSchema(conversationServiceMethods.ByName("ForkShare")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -1074,6 +1113,8 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceGetSharedConversationHandler.ServeHTTP(w, r)
 		case ConversationServiceStreamSharedConversationProcedure:
 			conversationServiceStreamSharedConversationHandler.ServeHTTP(w, r)
+		case ConversationServiceForkShareProcedure:
+			conversationServiceForkShareHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1209,4 +1250,8 @@ func (UnimplementedConversationServiceHandler) GetSharedConversation(context.Con
 
 func (UnimplementedConversationServiceHandler) StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest], *connect.ServerStream[v1.StreamSharedConversationResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.StreamSharedConversation is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ForkShare(context.Context, *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ForkShare is not implemented"))
 }
