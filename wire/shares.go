@@ -3,6 +3,7 @@ package wire
 import (
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/convo-dev/convo/conversation"
@@ -15,7 +16,7 @@ func Share(s conversation.Share) *convov1.Share {
 		Id: s.ID.String(), ConversationId: s.ConversationID.String(), CreatedBy: s.CreatedBy,
 		Mode: string(s.Mode), IncludeTools: s.IncludeTools, CreatedAt: ts(s.CreatedAt),
 	}
-	if s.LeafMessageID != [16]byte{} {
+	if s.LeafMessageID != uuid.Nil {
 		out.LeafMessageId = s.LeafMessageID.String()
 	}
 	if s.ExpiresAt != nil {
