@@ -10,9 +10,9 @@ import (
 )
 
 // writeProcedures are the RPCs that take a write token (Options.Writes).
-// CancelPrompt and DeleteQueuedMessage are left out on purpose: stopping
-// a reply, or taking back a message before its reply starts, must always
-// work.
+// CancelPrompt, DeleteQueuedMessage and RevokeShare are left out on
+// purpose: stopping a reply, taking back a message before its reply
+// starts, or ending a share link must always work.
 var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceSendMessageProcedure:        true,
 	convov1connect.ConversationServiceCreateConversationProcedure: true,
@@ -29,6 +29,8 @@ var writeProcedures = map[string]bool{
 	convov1connect.ConversationServiceSetSendPolicyProcedure:      true,
 	convov1connect.ConversationServiceAddMemberProcedure:          true,
 	convov1connect.ConversationServiceRemoveMemberProcedure:       true,
+	convov1connect.ConversationServiceCreateShareProcedure:        true,
+	convov1connect.ConversationServiceForkShareProcedure:          true,
 }
 
 // writeLimiter takes one write token of the authenticated user for each

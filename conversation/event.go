@@ -43,6 +43,11 @@ const (
 	// user's subscriptions before a memberRemoved.
 	EventMemberAdded   EventKind = "memberAdded"
 	EventMemberRemoved EventKind = "memberRemoved"
+	// The kinds of share links (docs/api.md, "Share links"): a share
+	// made, a share revoked. The hub ends the revoked share's streams on
+	// a shareRevoked.
+	EventShareCreated EventKind = "shareCreated"
+	EventShareRevoked EventKind = "shareRevoked"
 )
 
 // Event is one committed change of a conversation. Seq numbers a

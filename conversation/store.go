@@ -135,6 +135,7 @@ type Cursor struct {
 // when the database cannot be reached.
 type Store interface {
 	Members
+	Shares
 
 	// SendMessage appends a completed user message and queues one prompt
 	// (with its pending assistant message) per model configuration, in one

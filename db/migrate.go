@@ -48,7 +48,7 @@ var FunctionFiles = []string{
 	"worker_prompts.sql", "worker_claims.sql", "worker_blocks.sql", "worker_tool_calls.sql", "worker_pauses.sql",
 	"worker_reads.sql", "batch.sql",
 	"client_conversations.sql", "client_members.sql", "client_messages.sql", "client_replies.sql", "client_feedback.sql",
-	"client_inputs.sql",
+	"client_inputs.sql", "client_shares.sql",
 	"items.sql", "compaction.sql", "invariants.sql", "search.sql", "restore.sql", "compat.sql", "privileges.sql",
 }
 

@@ -308,6 +308,12 @@ func driveEveryEventKind(t *testing.T, tb *testBundle) uuid.UUID {
 	_, err = tb.store.AddMember(ctx, "local", conv, "bob", conversation.RoleViewer)
 	must(err)
 	must(tb.store.RemoveMember(ctx, "local", conv, "bob"))
+	// Share links: shareCreated, shareRevoked.
+	sh, _, err := tb.store.CreateShare(ctx, conversation.CreateShareParams{
+		CallerID: "local", ConversationID: conv, Mode: conversation.ShareLive})
+	must(err)
+	_, err = tb.store.RevokeShare(ctx, "local", sh.ID)
+	must(err)
 	return conv
 }
 

@@ -436,6 +436,25 @@ func (h *Hub[T]) endRemovedLocked(t *topic[T], e conversation.Event) {
 	}
 }
 
+// endSharedLocked ends, with ErrShareEnded, the subscriptions of t opened
+// for the share a shareRevoked event e revoked: every server's hub reads
+// the event from the log, so the share's streams end on every server at
+// once. The caller holds h.mu.
+func (h *Hub[T]) endSharedLocked(t *topic[T], e conversation.Event) {
+	var p struct {
+		ShareID uuid.UUID `json:"shareId"`
+	}
+	if err := json.Unmarshal(e.Payload, &p); err != nil || p.ShareID == uuid.Nil {
+		h.logger.Error("stream: a shareRevoked event names no share", "conversation", e.ConversationID, "seq", e.Seq, "err", err)
+		return
+	}
+	for s := range t.subs {
+		if s.shareID == p.ShareID {
+			s.endLocked(ErrShareEnded)
+		}
+	}
+}
+
 // fanOutLocked queues item to every subscriber of t (a memberRemoved to
 // every one but the removed user's, which it ends). Every feed's events
 // come through here, read from the log or delivered whole. The caller
@@ -443,6 +462,9 @@ func (h *Hub[T]) endRemovedLocked(t *topic[T], e conversation.Event) {
 func (h *Hub[T]) fanOutLocked(t *topic[T], item *Item[T], now time.Time) {
 	if item.Event.Kind == conversation.EventMemberRemoved {
 		h.endRemovedLocked(t, item.Event)
+	}
+	if item.Event.Kind == conversation.EventShareRevoked {
+		h.endSharedLocked(t, item.Event)
 	}
 	n := 0
 	for s := range t.subs {

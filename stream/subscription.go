@@ -51,6 +51,11 @@ var (
 	// user is removed from its members: NotFound, as the conversation is
 	// to the user from then on (a stream opened again is refused so).
 	ErrRemoved = conversation.Errorf(conversation.NotFound, "you were removed from the conversation's members")
+
+	// ErrShareEnded ends the subscriptions opened for a share link
+	// (OpenParams.ShareID) when the share is revoked: NotFound, worded as
+	// for a token that opens nothing (convo.share_conversation).
+	ErrShareEnded = conversation.Errorf(conversation.NotFound, "share does not exist")
 )
 
 // OpenParams names what to follow.
@@ -71,6 +76,12 @@ type OpenParams struct {
 	// Ephemeral says the client takes ephemeral items (Hub.Ephemeral,
 	// Subscription.SetEphemeral): presence. Without it none is offered.
 	Ephemeral bool
+	// ShareID, when set, says the subscription reads for a share link
+	// (docs/api.md, "Share links"), OwnerID being the conversation's
+	// owner whose reads it makes: a shareRevoked of that share ends it
+	// with ErrShareEnded, on every server, and its place under
+	// HubOptions.Streams is counted for the share, not the owner.
+	ShareID uuid.UUID
 }
 
 // Subscription follows one conversation for one client. It is not safe for
@@ -81,6 +92,9 @@ type Subscription[T any] struct {
 	// userID is whose subscription it is (OpenParams.OwnerID): a
 	// memberRemoved of that user ends it (Hub.publish).
 	userID string
+	// shareID is OpenParams.ShareID: a shareRevoked of it ends the
+	// subscription.
+	shareID uuid.UUID
 	// release gives back the subscription's place under HubOptions.Streams.
 	release func()
 
@@ -121,12 +135,16 @@ type Subscription[T any] struct {
 // store's errors (NotFound for an unknown or foreign conversation), and
 // ResourceExhausted past a bound of HubOptions.Streams.
 func (h *Hub[T]) Open(ctx context.Context, p OpenParams) (*Subscription[T], error) {
-	release, err := h.opts.Streams.Acquire(p.OwnerID)
+	holder := p.OwnerID
+	if p.ShareID != uuid.Nil {
+		holder = "share:" + p.ShareID.String()
+	}
+	release, err := h.opts.Streams.Acquire(holder)
 	if err != nil {
 		return nil, err
 	}
 	s := &Subscription[T]{
-		hub: h, conversationID: p.ConversationID, userID: p.OwnerID, release: release,
+		hub: h, conversationID: p.ConversationID, userID: p.OwnerID, shareID: p.ShareID, release: release,
 		signal: make(chan struct{}, 1), endCh: make(chan struct{}), branches: p.Branches,
 		ephemeral: p.Ephemeral,
 	}

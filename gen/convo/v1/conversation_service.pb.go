@@ -80,6 +80,639 @@ func (Preference) EnumDescriptor() ([]byte, []int) {
 	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
 }
 
+// CreateShareRequest makes a share link.
+type CreateShareRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// leaf_message_id is the message a snapshot ends at (a message of the
+	// conversation); empty for the active leaf.
+	LeafMessageId string `protobuf:"bytes,2,opt,name=leaf_message_id,json=leafMessageId,proto3" json:"leaf_message_id,omitempty"`
+	// mode is "snapshot" or "live": required.
+	Mode string `protobuf:"bytes,3,opt,name=mode,proto3" json:"mode,omitempty"`
+	// expires_at, when set, is when the share stops opening: after now and
+	// at most 366 days ahead. Unset: until revoked.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// include_tools shows tool calls' arguments and results to readers.
+	IncludeTools  bool `protobuf:"varint,5,opt,name=include_tools,json=includeTools,proto3" json:"include_tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateShareRequest) Reset() {
+	*x = CreateShareRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateShareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateShareRequest) ProtoMessage() {}
+
+func (x *CreateShareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateShareRequest.ProtoReflect.Descriptor instead.
+func (*CreateShareRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CreateShareRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *CreateShareRequest) GetLeafMessageId() string {
+	if x != nil {
+		return x.LeafMessageId
+	}
+	return ""
+}
+
+func (x *CreateShareRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *CreateShareRequest) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *CreateShareRequest) GetIncludeTools() bool {
+	if x != nil {
+		return x.IncludeTools
+	}
+	return false
+}
+
+// CreateShareResponse is the share and its token.
+type CreateShareResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Share *Share                 `protobuf:"bytes,1,opt,name=share,proto3" json:"share,omitempty"`
+	// token opens the share (43 characters, base64url). It is returned
+	// here only: the server keeps its hash, never the token.
+	Token         string `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateShareResponse) Reset() {
+	*x = CreateShareResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateShareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateShareResponse) ProtoMessage() {}
+
+func (x *CreateShareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateShareResponse.ProtoReflect.Descriptor instead.
+func (*CreateShareResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateShareResponse) GetShare() *Share {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *CreateShareResponse) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// ListSharesRequest names the conversation.
+type ListSharesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// conversation_id is the conversation: required.
+	ConversationId string `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListSharesRequest) Reset() {
+	*x = ListSharesRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSharesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSharesRequest) ProtoMessage() {}
+
+func (x *ListSharesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSharesRequest.ProtoReflect.Descriptor instead.
+func (*ListSharesRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListSharesRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+// ListSharesResponse is the conversation's shares, newest first.
+type ListSharesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shares        []*Share               `protobuf:"bytes,1,rep,name=shares,proto3" json:"shares,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSharesResponse) Reset() {
+	*x = ListSharesResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSharesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSharesResponse) ProtoMessage() {}
+
+func (x *ListSharesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSharesResponse.ProtoReflect.Descriptor instead.
+func (*ListSharesResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListSharesResponse) GetShares() []*Share {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
+// RevokeShareRequest names the share to revoke.
+type RevokeShareRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// share_id is the share: required.
+	ShareId       string `protobuf:"bytes,1,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeShareRequest) Reset() {
+	*x = RevokeShareRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeShareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeShareRequest) ProtoMessage() {}
+
+func (x *RevokeShareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeShareRequest.ProtoReflect.Descriptor instead.
+func (*RevokeShareRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RevokeShareRequest) GetShareId() string {
+	if x != nil {
+		return x.ShareId
+	}
+	return ""
+}
+
+// RevokeShareResponse is the share as it now is.
+type RevokeShareResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Share         *Share                 `protobuf:"bytes,1,opt,name=share,proto3" json:"share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeShareResponse) Reset() {
+	*x = RevokeShareResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeShareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeShareResponse) ProtoMessage() {}
+
+func (x *RevokeShareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeShareResponse.ProtoReflect.Descriptor instead.
+func (*RevokeShareResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RevokeShareResponse) GetShare() *Share {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+// GetSharedConversationRequest names a share by its token.
+type GetSharedConversationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the share's token (CreateShareResponse.token): required.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSharedConversationRequest) Reset() {
+	*x = GetSharedConversationRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSharedConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSharedConversationRequest) ProtoMessage() {}
+
+func (x *GetSharedConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSharedConversationRequest.ProtoReflect.Descriptor instead.
+func (*GetSharedConversationRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetSharedConversationRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// GetSharedConversationResponse is what a share shows.
+type GetSharedConversationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// share is the share (its created_by left empty).
+	Share *Share `protobuf:"bytes,1,opt,name=share,proto3" json:"share,omitempty"`
+	// conversation is the conversation's id, title and times.
+	Conversation *Conversation `protobuf:"bytes,2,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// messages are the shared path, oldest first, with their blocks: at
+	// most the last 1000 messages.
+	Messages []*Message `protobuf:"bytes,3,rep,name=messages,proto3" json:"messages,omitempty"`
+	// seq is the conversation's last event.
+	Seq int64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	// older: messages of the path before the first one here were left out.
+	Older         bool `protobuf:"varint,5,opt,name=older,proto3" json:"older,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSharedConversationResponse) Reset() {
+	*x = GetSharedConversationResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSharedConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSharedConversationResponse) ProtoMessage() {}
+
+func (x *GetSharedConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSharedConversationResponse.ProtoReflect.Descriptor instead.
+func (*GetSharedConversationResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetSharedConversationResponse) GetShare() *Share {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *GetSharedConversationResponse) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *GetSharedConversationResponse) GetMessages() []*Message {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *GetSharedConversationResponse) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *GetSharedConversationResponse) GetOlder() bool {
+	if x != nil {
+		return x.Older
+	}
+	return false
+}
+
+// StreamSharedConversationRequest names a share by its token.
+type StreamSharedConversationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the share's token: required.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamSharedConversationRequest) Reset() {
+	*x = StreamSharedConversationRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamSharedConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamSharedConversationRequest) ProtoMessage() {}
+
+func (x *StreamSharedConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamSharedConversationRequest.ProtoReflect.Descriptor instead.
+func (*StreamSharedConversationRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *StreamSharedConversationRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// StreamSharedConversationResponse is one message of a share's stream.
+type StreamSharedConversationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is what the share shows now, whole: it replaces the last.
+	State         *GetSharedConversationResponse `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamSharedConversationResponse) Reset() {
+	*x = StreamSharedConversationResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamSharedConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamSharedConversationResponse) ProtoMessage() {}
+
+func (x *StreamSharedConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamSharedConversationResponse.ProtoReflect.Descriptor instead.
+func (*StreamSharedConversationResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StreamSharedConversationResponse) GetState() *GetSharedConversationResponse {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// ForkShareRequest names the share to continue by its token.
+type ForkShareRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// token is the share's token: required.
+	Token         string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkShareRequest) Reset() {
+	*x = ForkShareRequest{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkShareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkShareRequest) ProtoMessage() {}
+
+func (x *ForkShareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkShareRequest.ProtoReflect.Descriptor instead.
+func (*ForkShareRequest) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ForkShareRequest) GetToken() string {
+	if x != nil {
+		return x.Token
+	}
+	return ""
+}
+
+// ForkShareResponse is the caller's new conversation.
+type ForkShareResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conversation  *Conversation          `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkShareResponse) Reset() {
+	*x = ForkShareResponse{}
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkShareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkShareResponse) ProtoMessage() {}
+
+func (x *ForkShareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkShareResponse.ProtoReflect.Descriptor instead.
+func (*ForkShareResponse) Descriptor() ([]byte, []int) {
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ForkShareResponse) GetConversation() *Conversation {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
 // AddMemberRequest adds a member to a conversation.
 type AddMemberRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -96,7 +729,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +741,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[0]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +754,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{0}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AddMemberRequest) GetConversationId() string {
@@ -155,7 +788,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +800,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[1]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +813,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{1}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AddMemberResponse) GetMember() *Member {
@@ -203,7 +836,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +848,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[2]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +861,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{2}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveMemberRequest) GetConversationId() string {
@@ -254,7 +887,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +899,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[3]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +912,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
 }
 
 // ListMembersRequest names the conversation.
@@ -293,7 +926,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -305,7 +938,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[4]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -318,7 +951,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListMembersRequest) GetConversationId() string {
@@ -338,7 +971,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +983,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[5]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +996,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -396,7 +1029,7 @@ type EditMessageRequest struct {
 
 func (x *EditMessageRequest) Reset() {
 	*x = EditMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +1041,7 @@ func (x *EditMessageRequest) String() string {
 func (*EditMessageRequest) ProtoMessage() {}
 
 func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[6]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +1054,7 @@ func (x *EditMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageRequest.ProtoReflect.Descriptor instead.
 func (*EditMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EditMessageRequest) GetConversationId() string {
@@ -474,7 +1107,7 @@ type EditMessageResponse struct {
 
 func (x *EditMessageResponse) Reset() {
 	*x = EditMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +1119,7 @@ func (x *EditMessageResponse) String() string {
 func (*EditMessageResponse) ProtoMessage() {}
 
 func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[7]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +1132,7 @@ func (x *EditMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditMessageResponse.ProtoReflect.Descriptor instead.
 func (*EditMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EditMessageResponse) GetUserMessageId() string {
@@ -539,7 +1172,7 @@ type RegenerateReplyRequest struct {
 
 func (x *RegenerateReplyRequest) Reset() {
 	*x = RegenerateReplyRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +1184,7 @@ func (x *RegenerateReplyRequest) String() string {
 func (*RegenerateReplyRequest) ProtoMessage() {}
 
 func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[8]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +1197,7 @@ func (x *RegenerateReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyRequest.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegenerateReplyRequest) GetConversationId() string {
@@ -601,7 +1234,7 @@ type RegenerateReplyResponse struct {
 
 func (x *RegenerateReplyResponse) Reset() {
 	*x = RegenerateReplyResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +1246,7 @@ func (x *RegenerateReplyResponse) String() string {
 func (*RegenerateReplyResponse) ProtoMessage() {}
 
 func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[9]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +1259,7 @@ func (x *RegenerateReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegenerateReplyResponse.ProtoReflect.Descriptor instead.
 func (*RegenerateReplyResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegenerateReplyResponse) GetAssistantMessageId() string {
@@ -663,7 +1296,7 @@ type SwitchBranchRequest struct {
 
 func (x *SwitchBranchRequest) Reset() {
 	*x = SwitchBranchRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +1308,7 @@ func (x *SwitchBranchRequest) String() string {
 func (*SwitchBranchRequest) ProtoMessage() {}
 
 func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[10]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +1321,7 @@ func (x *SwitchBranchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchRequest.ProtoReflect.Descriptor instead.
 func (*SwitchBranchRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SwitchBranchRequest) GetConversationId() string {
@@ -724,7 +1357,7 @@ type SwitchBranchResponse struct {
 
 func (x *SwitchBranchResponse) Reset() {
 	*x = SwitchBranchResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +1369,7 @@ func (x *SwitchBranchResponse) String() string {
 func (*SwitchBranchResponse) ProtoMessage() {}
 
 func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[11]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +1382,7 @@ func (x *SwitchBranchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SwitchBranchResponse.ProtoReflect.Descriptor instead.
 func (*SwitchBranchResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SwitchBranchResponse) GetLeafMessageId() string {
@@ -798,7 +1431,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1443,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[12]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1456,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SendMessageRequest) GetConversationId() string {
@@ -889,7 +1522,7 @@ type SetSendPolicyRequest struct {
 
 func (x *SetSendPolicyRequest) Reset() {
 	*x = SetSendPolicyRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -901,7 +1534,7 @@ func (x *SetSendPolicyRequest) String() string {
 func (*SetSendPolicyRequest) ProtoMessage() {}
 
 func (x *SetSendPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[13]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -914,7 +1547,7 @@ func (x *SetSendPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSendPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetSendPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetSendPolicyRequest) GetConversationId() string {
@@ -942,7 +1575,7 @@ type SetSendPolicyResponse struct {
 
 func (x *SetSendPolicyResponse) Reset() {
 	*x = SetSendPolicyResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1587,7 @@ func (x *SetSendPolicyResponse) String() string {
 func (*SetSendPolicyResponse) ProtoMessage() {}
 
 func (x *SetSendPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[14]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1600,7 @@ func (x *SetSendPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSendPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetSendPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetSendPolicyResponse) GetConversation() *Conversation {
@@ -988,7 +1621,7 @@ type DeleteQueuedMessageRequest struct {
 
 func (x *DeleteQueuedMessageRequest) Reset() {
 	*x = DeleteQueuedMessageRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1633,7 @@ func (x *DeleteQueuedMessageRequest) String() string {
 func (*DeleteQueuedMessageRequest) ProtoMessage() {}
 
 func (x *DeleteQueuedMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[15]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1646,7 @@ func (x *DeleteQueuedMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueuedMessageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteQueuedMessageRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteQueuedMessageRequest) GetMessageId() string {
@@ -1034,7 +1667,7 @@ type DeleteQueuedMessageResponse struct {
 
 func (x *DeleteQueuedMessageResponse) Reset() {
 	*x = DeleteQueuedMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1046,7 +1679,7 @@ func (x *DeleteQueuedMessageResponse) String() string {
 func (*DeleteQueuedMessageResponse) ProtoMessage() {}
 
 func (x *DeleteQueuedMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[16]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1059,7 +1692,7 @@ func (x *DeleteQueuedMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteQueuedMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteQueuedMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteQueuedMessageResponse) GetConversationId() string {
@@ -1095,7 +1728,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1740,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[17]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1753,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SendMessageResponse) GetConversationId() string {
@@ -1219,7 +1852,7 @@ type StreamConversationRequest struct {
 
 func (x *StreamConversationRequest) Reset() {
 	*x = StreamConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1864,7 @@ func (x *StreamConversationRequest) String() string {
 func (*StreamConversationRequest) ProtoMessage() {}
 
 func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[18]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1877,7 @@ func (x *StreamConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationRequest.ProtoReflect.Descriptor instead.
 func (*StreamConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StreamConversationRequest) GetConversationId() string {
@@ -1299,7 +1932,7 @@ type StreamConversationResponse struct {
 
 func (x *StreamConversationResponse) Reset() {
 	*x = StreamConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1944,7 @@ func (x *StreamConversationResponse) String() string {
 func (*StreamConversationResponse) ProtoMessage() {}
 
 func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[19]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1957,7 @@ func (x *StreamConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamConversationResponse.ProtoReflect.Descriptor instead.
 func (*StreamConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StreamConversationResponse) GetKind() isStreamConversationResponse_Kind {
@@ -1401,7 +2034,7 @@ type Presence struct {
 
 func (x *Presence) Reset() {
 	*x = Presence{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +2046,7 @@ func (x *Presence) String() string {
 func (*Presence) ProtoMessage() {}
 
 func (x *Presence) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[20]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +2059,7 @@ func (x *Presence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Presence.ProtoReflect.Descriptor instead.
 func (*Presence) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Presence) GetUsers() []*PresentUser {
@@ -1451,7 +2084,7 @@ type PresentUser struct {
 
 func (x *PresentUser) Reset() {
 	*x = PresentUser{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +2096,7 @@ func (x *PresentUser) String() string {
 func (*PresentUser) ProtoMessage() {}
 
 func (x *PresentUser) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[21]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +2109,7 @@ func (x *PresentUser) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresentUser.ProtoReflect.Descriptor instead.
 func (*PresentUser) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PresentUser) GetUserId() string {
@@ -1513,7 +2146,7 @@ type SetTypingRequest struct {
 
 func (x *SetTypingRequest) Reset() {
 	*x = SetTypingRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +2158,7 @@ func (x *SetTypingRequest) String() string {
 func (*SetTypingRequest) ProtoMessage() {}
 
 func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[22]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +2171,7 @@ func (x *SetTypingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTypingRequest.ProtoReflect.Descriptor instead.
 func (*SetTypingRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetTypingRequest) GetConversationId() string {
@@ -1564,7 +2197,7 @@ type SetTypingResponse struct {
 
 func (x *SetTypingResponse) Reset() {
 	*x = SetTypingResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +2209,7 @@ func (x *SetTypingResponse) String() string {
 func (*SetTypingResponse) ProtoMessage() {}
 
 func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[23]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +2222,7 @@ func (x *SetTypingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTypingResponse.ProtoReflect.Descriptor instead.
 func (*SetTypingResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
 }
 
 // Snapshot is a conversation's state at seq, without streaming blocks.
@@ -1621,7 +2254,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1633,7 +2266,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[24]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1646,7 +2279,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{24}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Snapshot) GetConversation() *Conversation {
@@ -1698,7 +2331,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +2343,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[25]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +2356,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{25}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListMessagesRequest) GetConversationId() string {
@@ -1757,7 +2390,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1769,7 +2402,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[26]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1782,7 +2415,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{26}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -1813,7 +2446,7 @@ type GetConversationRequest struct {
 
 func (x *GetConversationRequest) Reset() {
 	*x = GetConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2458,7 @@ func (x *GetConversationRequest) String() string {
 func (*GetConversationRequest) ProtoMessage() {}
 
 func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[27]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2471,7 @@ func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
 func (*GetConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{27}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetConversationRequest) GetConversationId() string {
@@ -1883,7 +2516,7 @@ type GetConversationResponse struct {
 
 func (x *GetConversationResponse) Reset() {
 	*x = GetConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2528,7 @@ func (x *GetConversationResponse) String() string {
 func (*GetConversationResponse) ProtoMessage() {}
 
 func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[28]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2541,7 @@ func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
 func (*GetConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{28}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetConversationResponse) GetConversation() *Conversation {
@@ -1959,7 +2592,7 @@ type ListConversationsRequest struct {
 
 func (x *ListConversationsRequest) Reset() {
 	*x = ListConversationsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2604,7 @@ func (x *ListConversationsRequest) String() string {
 func (*ListConversationsRequest) ProtoMessage() {}
 
 func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[29]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2617,7 @@ func (x *ListConversationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsRequest.ProtoReflect.Descriptor instead.
 func (*ListConversationsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{29}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListConversationsRequest) GetPageSize() int32 {
@@ -2014,7 +2647,7 @@ type ListConversationsResponse struct {
 
 func (x *ListConversationsResponse) Reset() {
 	*x = ListConversationsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2659,7 @@ func (x *ListConversationsResponse) String() string {
 func (*ListConversationsResponse) ProtoMessage() {}
 
 func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[30]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2672,7 @@ func (x *ListConversationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListConversationsResponse.ProtoReflect.Descriptor instead.
 func (*ListConversationsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{30}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListConversationsResponse) GetConversations() []*Conversation {
@@ -2067,7 +2700,7 @@ type CancelPromptRequest struct {
 
 func (x *CancelPromptRequest) Reset() {
 	*x = CancelPromptRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2712,7 @@ func (x *CancelPromptRequest) String() string {
 func (*CancelPromptRequest) ProtoMessage() {}
 
 func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[31]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2725,7 @@ func (x *CancelPromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptRequest.ProtoReflect.Descriptor instead.
 func (*CancelPromptRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{31}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CancelPromptRequest) GetPromptId() string {
@@ -2113,7 +2746,7 @@ type CancelPromptResponse struct {
 
 func (x *CancelPromptResponse) Reset() {
 	*x = CancelPromptResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2758,7 @@ func (x *CancelPromptResponse) String() string {
 func (*CancelPromptResponse) ProtoMessage() {}
 
 func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[32]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2771,7 @@ func (x *CancelPromptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelPromptResponse.ProtoReflect.Descriptor instead.
 func (*CancelPromptResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{32}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelPromptResponse) GetCancelled() bool {
@@ -2159,7 +2792,7 @@ type CreateConversationRequest struct {
 
 func (x *CreateConversationRequest) Reset() {
 	*x = CreateConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2804,7 @@ func (x *CreateConversationRequest) String() string {
 func (*CreateConversationRequest) ProtoMessage() {}
 
 func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[33]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2817,7 @@ func (x *CreateConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationRequest.ProtoReflect.Descriptor instead.
 func (*CreateConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{33}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CreateConversationRequest) GetTitle() string {
@@ -2205,7 +2838,7 @@ type CreateConversationResponse struct {
 
 func (x *CreateConversationResponse) Reset() {
 	*x = CreateConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2850,7 @@ func (x *CreateConversationResponse) String() string {
 func (*CreateConversationResponse) ProtoMessage() {}
 
 func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[34]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2863,7 @@ func (x *CreateConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateConversationResponse.ProtoReflect.Descriptor instead.
 func (*CreateConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{34}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateConversationResponse) GetConversation() *Conversation {
@@ -2253,7 +2886,7 @@ type RenameConversationRequest struct {
 
 func (x *RenameConversationRequest) Reset() {
 	*x = RenameConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2898,7 @@ func (x *RenameConversationRequest) String() string {
 func (*RenameConversationRequest) ProtoMessage() {}
 
 func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[35]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2911,7 @@ func (x *RenameConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationRequest.ProtoReflect.Descriptor instead.
 func (*RenameConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{35}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RenameConversationRequest) GetConversationId() string {
@@ -2306,7 +2939,7 @@ type RenameConversationResponse struct {
 
 func (x *RenameConversationResponse) Reset() {
 	*x = RenameConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2951,7 @@ func (x *RenameConversationResponse) String() string {
 func (*RenameConversationResponse) ProtoMessage() {}
 
 func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[36]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2964,7 @@ func (x *RenameConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenameConversationResponse.ProtoReflect.Descriptor instead.
 func (*RenameConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{36}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RenameConversationResponse) GetConversation() *Conversation {
@@ -2352,7 +2985,7 @@ type DeleteConversationRequest struct {
 
 func (x *DeleteConversationRequest) Reset() {
 	*x = DeleteConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2997,7 @@ func (x *DeleteConversationRequest) String() string {
 func (*DeleteConversationRequest) ProtoMessage() {}
 
 func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[37]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +3010,7 @@ func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{37}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteConversationRequest) GetConversationId() string {
@@ -2396,7 +3029,7 @@ type DeleteConversationResponse struct {
 
 func (x *DeleteConversationResponse) Reset() {
 	*x = DeleteConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +3041,7 @@ func (x *DeleteConversationResponse) String() string {
 func (*DeleteConversationResponse) ProtoMessage() {}
 
 func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[38]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +3054,7 @@ func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{38}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
 }
 
 // ClearConversationRequest names a conversation.
@@ -2435,7 +3068,7 @@ type ClearConversationRequest struct {
 
 func (x *ClearConversationRequest) Reset() {
 	*x = ClearConversationRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +3080,7 @@ func (x *ClearConversationRequest) String() string {
 func (*ClearConversationRequest) ProtoMessage() {}
 
 func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[39]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +3093,7 @@ func (x *ClearConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationRequest.ProtoReflect.Descriptor instead.
 func (*ClearConversationRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{39}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ClearConversationRequest) GetConversationId() string {
@@ -2481,7 +3114,7 @@ type ClearConversationResponse struct {
 
 func (x *ClearConversationResponse) Reset() {
 	*x = ClearConversationResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2493,7 +3126,7 @@ func (x *ClearConversationResponse) String() string {
 func (*ClearConversationResponse) ProtoMessage() {}
 
 func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[40]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2506,7 +3139,7 @@ func (x *ClearConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearConversationResponse.ProtoReflect.Descriptor instead.
 func (*ClearConversationResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{40}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClearConversationResponse) GetConversation() *Conversation {
@@ -2531,7 +3164,7 @@ type SubmitFeedbackRequest struct {
 
 func (x *SubmitFeedbackRequest) Reset() {
 	*x = SubmitFeedbackRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +3176,7 @@ func (x *SubmitFeedbackRequest) String() string {
 func (*SubmitFeedbackRequest) ProtoMessage() {}
 
 func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[41]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +3189,7 @@ func (x *SubmitFeedbackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackRequest.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{41}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SubmitFeedbackRequest) GetMessageId() string {
@@ -2591,7 +3224,7 @@ type SubmitFeedbackResponse struct {
 
 func (x *SubmitFeedbackResponse) Reset() {
 	*x = SubmitFeedbackResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +3236,7 @@ func (x *SubmitFeedbackResponse) String() string {
 func (*SubmitFeedbackResponse) ProtoMessage() {}
 
 func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[42]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +3249,7 @@ func (x *SubmitFeedbackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitFeedbackResponse.ProtoReflect.Descriptor instead.
 func (*SubmitFeedbackResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{42}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SubmitFeedbackResponse) GetMessage() *Message {
@@ -2639,7 +3272,7 @@ type VoteComparisonRequest struct {
 
 func (x *VoteComparisonRequest) Reset() {
 	*x = VoteComparisonRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +3284,7 @@ func (x *VoteComparisonRequest) String() string {
 func (*VoteComparisonRequest) ProtoMessage() {}
 
 func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[43]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +3297,7 @@ func (x *VoteComparisonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonRequest.ProtoReflect.Descriptor instead.
 func (*VoteComparisonRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{43}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *VoteComparisonRequest) GetComparisonId() string {
@@ -2692,7 +3325,7 @@ type VoteComparisonResponse struct {
 
 func (x *VoteComparisonResponse) Reset() {
 	*x = VoteComparisonResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +3337,7 @@ func (x *VoteComparisonResponse) String() string {
 func (*VoteComparisonResponse) ProtoMessage() {}
 
 func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[44]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +3350,7 @@ func (x *VoteComparisonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteComparisonResponse.ProtoReflect.Descriptor instead.
 func (*VoteComparisonResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{44}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *VoteComparisonResponse) GetComparison() *Comparison {
@@ -2752,7 +3385,7 @@ type Comparison struct {
 
 func (x *Comparison) Reset() {
 	*x = Comparison{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +3397,7 @@ func (x *Comparison) String() string {
 func (*Comparison) ProtoMessage() {}
 
 func (x *Comparison) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[45]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +3410,7 @@ func (x *Comparison) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Comparison.ProtoReflect.Descriptor instead.
 func (*Comparison) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{45}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Comparison) GetId() string {
@@ -2853,7 +3486,7 @@ type ComparisonSide struct {
 
 func (x *ComparisonSide) Reset() {
 	*x = ComparisonSide{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2865,7 +3498,7 @@ func (x *ComparisonSide) String() string {
 func (*ComparisonSide) ProtoMessage() {}
 
 func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[46]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2878,7 +3511,7 @@ func (x *ComparisonSide) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparisonSide.ProtoReflect.Descriptor instead.
 func (*ComparisonSide) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{46}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ComparisonSide) GetPromptId() string {
@@ -2924,7 +3557,7 @@ type ListComparisonsRequest struct {
 
 func (x *ListComparisonsRequest) Reset() {
 	*x = ListComparisonsRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3569,7 @@ func (x *ListComparisonsRequest) String() string {
 func (*ListComparisonsRequest) ProtoMessage() {}
 
 func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[47]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3582,7 @@ func (x *ListComparisonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsRequest.ProtoReflect.Descriptor instead.
 func (*ListComparisonsRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{47}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListComparisonsRequest) GetConversationId() string {
@@ -2986,7 +3619,7 @@ type ListComparisonsResponse struct {
 
 func (x *ListComparisonsResponse) Reset() {
 	*x = ListComparisonsResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3631,7 @@ func (x *ListComparisonsResponse) String() string {
 func (*ListComparisonsResponse) ProtoMessage() {}
 
 func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[48]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3644,7 @@ func (x *ListComparisonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListComparisonsResponse.ProtoReflect.Descriptor instead.
 func (*ListComparisonsResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{48}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListComparisonsResponse) GetComparisons() []*Comparison {
@@ -3044,7 +3677,7 @@ type GetTraceRequest struct {
 
 func (x *GetTraceRequest) Reset() {
 	*x = GetTraceRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3689,7 @@ func (x *GetTraceRequest) String() string {
 func (*GetTraceRequest) ProtoMessage() {}
 
 func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[49]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3702,7 @@ func (x *GetTraceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceRequest.ProtoReflect.Descriptor instead.
 func (*GetTraceRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{49}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetTraceRequest) GetTarget() isGetTraceRequest_Target {
@@ -3126,7 +3759,7 @@ type GetTraceResponse struct {
 
 func (x *GetTraceResponse) Reset() {
 	*x = GetTraceResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3771,7 @@ func (x *GetTraceResponse) String() string {
 func (*GetTraceResponse) ProtoMessage() {}
 
 func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[50]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3784,7 @@ func (x *GetTraceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTraceResponse.ProtoReflect.Descriptor instead.
 func (*GetTraceResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{50}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetTraceResponse) GetTrace() *Trace {
@@ -3179,7 +3812,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3824,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[51]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3837,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{51}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *Trace) GetPrompt() *Prompt {
@@ -3253,7 +3886,7 @@ type SearchMessagesRequest struct {
 
 func (x *SearchMessagesRequest) Reset() {
 	*x = SearchMessagesRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3265,7 +3898,7 @@ func (x *SearchMessagesRequest) String() string {
 func (*SearchMessagesRequest) ProtoMessage() {}
 
 func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[52]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3278,7 +3911,7 @@ func (x *SearchMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesRequest.ProtoReflect.Descriptor instead.
 func (*SearchMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{52}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SearchMessagesRequest) GetQuery() string {
@@ -3306,7 +3939,7 @@ type SearchMessagesResponse struct {
 
 func (x *SearchMessagesResponse) Reset() {
 	*x = SearchMessagesResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3951,7 @@ func (x *SearchMessagesResponse) String() string {
 func (*SearchMessagesResponse) ProtoMessage() {}
 
 func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[53]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3964,7 @@ func (x *SearchMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchMessagesResponse.ProtoReflect.Descriptor instead.
 func (*SearchMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{53}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *SearchMessagesResponse) GetResults() []*SearchResult {
@@ -3370,7 +4003,7 @@ type SearchResult struct {
 
 func (x *SearchResult) Reset() {
 	*x = SearchResult{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3382,7 +4015,7 @@ func (x *SearchResult) String() string {
 func (*SearchResult) ProtoMessage() {}
 
 func (x *SearchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[54]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3395,7 +4028,7 @@ func (x *SearchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResult.ProtoReflect.Descriptor instead.
 func (*SearchResult) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{54}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SearchResult) GetConversationId() string {
@@ -3474,7 +4107,7 @@ type Highlight struct {
 
 func (x *Highlight) Reset() {
 	*x = Highlight{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +4119,7 @@ func (x *Highlight) String() string {
 func (*Highlight) ProtoMessage() {}
 
 func (x *Highlight) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[55]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +4132,7 @@ func (x *Highlight) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Highlight.ProtoReflect.Descriptor instead.
 func (*Highlight) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{55}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *Highlight) GetStart() int32 {
@@ -3529,7 +4162,7 @@ type AnswerInputRequest struct {
 
 func (x *AnswerInputRequest) Reset() {
 	*x = AnswerInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3541,7 +4174,7 @@ func (x *AnswerInputRequest) String() string {
 func (*AnswerInputRequest) ProtoMessage() {}
 
 func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[56]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3554,7 +4187,7 @@ func (x *AnswerInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputRequest.ProtoReflect.Descriptor instead.
 func (*AnswerInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{56}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *AnswerInputRequest) GetToolCallId() string {
@@ -3589,7 +4222,7 @@ type InputAnswer struct {
 
 func (x *InputAnswer) Reset() {
 	*x = InputAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3601,7 +4234,7 @@ func (x *InputAnswer) String() string {
 func (*InputAnswer) ProtoMessage() {}
 
 func (x *InputAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[57]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3614,7 +4247,7 @@ func (x *InputAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswer.ProtoReflect.Descriptor instead.
 func (*InputAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{57}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *InputAnswer) GetKind() isInputAnswer_Kind {
@@ -3690,7 +4323,7 @@ type ApprovalAnswer struct {
 
 func (x *ApprovalAnswer) Reset() {
 	*x = ApprovalAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3702,7 +4335,7 @@ func (x *ApprovalAnswer) String() string {
 func (*ApprovalAnswer) ProtoMessage() {}
 
 func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[58]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3715,7 +4348,7 @@ func (x *ApprovalAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalAnswer.ProtoReflect.Descriptor instead.
 func (*ApprovalAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{58}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ApprovalAnswer) GetApproved() bool {
@@ -3749,7 +4382,7 @@ type ClientToolAnswer struct {
 
 func (x *ClientToolAnswer) Reset() {
 	*x = ClientToolAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3761,7 +4394,7 @@ func (x *ClientToolAnswer) String() string {
 func (*ClientToolAnswer) ProtoMessage() {}
 
 func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[59]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3774,7 +4407,7 @@ func (x *ClientToolAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClientToolAnswer.ProtoReflect.Descriptor instead.
 func (*ClientToolAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{59}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ClientToolAnswer) GetResult() isClientToolAnswer_Result {
@@ -3835,7 +4468,7 @@ type QuestionAnswer struct {
 
 func (x *QuestionAnswer) Reset() {
 	*x = QuestionAnswer{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3847,7 +4480,7 @@ func (x *QuestionAnswer) String() string {
 func (*QuestionAnswer) ProtoMessage() {}
 
 func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[60]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3860,7 +4493,7 @@ func (x *QuestionAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuestionAnswer.ProtoReflect.Descriptor instead.
 func (*QuestionAnswer) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{60}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *QuestionAnswer) GetAnswer() string {
@@ -3881,7 +4514,7 @@ type AnswerInputResponse struct {
 
 func (x *AnswerInputResponse) Reset() {
 	*x = AnswerInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3893,7 +4526,7 @@ func (x *AnswerInputResponse) String() string {
 func (*AnswerInputResponse) ProtoMessage() {}
 
 func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[61]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3906,7 +4539,7 @@ func (x *AnswerInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AnswerInputResponse.ProtoReflect.Descriptor instead.
 func (*AnswerInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{61}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *AnswerInputResponse) GetInputRequest() *InputRequest {
@@ -3933,7 +4566,7 @@ type ClaimInputRequest struct {
 
 func (x *ClaimInputRequest) Reset() {
 	*x = ClaimInputRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3945,7 +4578,7 @@ func (x *ClaimInputRequest) String() string {
 func (*ClaimInputRequest) ProtoMessage() {}
 
 func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[62]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3958,7 +4591,7 @@ func (x *ClaimInputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputRequest.ProtoReflect.Descriptor instead.
 func (*ClaimInputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{62}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ClaimInputRequest) GetToolCallId() string {
@@ -3993,7 +4626,7 @@ type ClaimInputResponse struct {
 
 func (x *ClaimInputResponse) Reset() {
 	*x = ClaimInputResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4005,7 +4638,7 @@ func (x *ClaimInputResponse) String() string {
 func (*ClaimInputResponse) ProtoMessage() {}
 
 func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[63]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4018,7 +4651,7 @@ func (x *ClaimInputResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimInputResponse.ProtoReflect.Descriptor instead.
 func (*ClaimInputResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{63}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ClaimInputResponse) GetInputRequest() *InputRequest {
@@ -4037,7 +4670,7 @@ type GetServerInfoRequest struct {
 
 func (x *GetServerInfoRequest) Reset() {
 	*x = GetServerInfoRequest{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4049,7 +4682,7 @@ func (x *GetServerInfoRequest) String() string {
 func (*GetServerInfoRequest) ProtoMessage() {}
 
 func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[64]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4062,7 +4695,7 @@ func (x *GetServerInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetServerInfoRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{64}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{76}
 }
 
 // GetServerInfoResponse is the server's set-up as a client shows it.
@@ -4087,7 +4720,7 @@ type GetServerInfoResponse struct {
 
 func (x *GetServerInfoResponse) Reset() {
 	*x = GetServerInfoResponse{}
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4732,7 @@ func (x *GetServerInfoResponse) String() string {
 func (*GetServerInfoResponse) ProtoMessage() {}
 
 func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_conversation_service_proto_msgTypes[65]
+	mi := &file_convo_v1_conversation_service_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4745,7 @@ func (x *GetServerInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServerInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetServerInfoResponse) Descriptor() ([]byte, []int) {
-	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{65}
+	return file_convo_v1_conversation_service_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GetServerInfoResponse) GetDemoModel() bool {
@@ -4140,7 +4773,41 @@ var File_convo_v1_conversation_service_proto protoreflect.FileDescriptor
 
 const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\n" +
-	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"h\n" +
+	"#convo/v1/conversation_service.proto\x12\bconvo.v1\x1a\x15convo/v1/events.proto\x1a\x14convo/v1/types.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd9\x01\n" +
+	"\x12CreateShareRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12&\n" +
+	"\x0fleaf_message_id\x18\x02 \x01(\tR\rleafMessageId\x12\x12\n" +
+	"\x04mode\x18\x03 \x01(\tR\x04mode\x129\n" +
+	"\n" +
+	"expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12#\n" +
+	"\rinclude_tools\x18\x05 \x01(\bR\fincludeTools\"R\n" +
+	"\x13CreateShareResponse\x12%\n" +
+	"\x05share\x18\x01 \x01(\v2\x0f.convo.v1.ShareR\x05share\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\"<\n" +
+	"\x11ListSharesRequest\x12'\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\"=\n" +
+	"\x12ListSharesResponse\x12'\n" +
+	"\x06shares\x18\x01 \x03(\v2\x0f.convo.v1.ShareR\x06shares\"/\n" +
+	"\x12RevokeShareRequest\x12\x19\n" +
+	"\bshare_id\x18\x01 \x01(\tR\ashareId\"<\n" +
+	"\x13RevokeShareResponse\x12%\n" +
+	"\x05share\x18\x01 \x01(\v2\x0f.convo.v1.ShareR\x05share\"4\n" +
+	"\x1cGetSharedConversationRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"\xd9\x01\n" +
+	"\x1dGetSharedConversationResponse\x12%\n" +
+	"\x05share\x18\x01 \x01(\v2\x0f.convo.v1.ShareR\x05share\x12:\n" +
+	"\fconversation\x18\x02 \x01(\v2\x16.convo.v1.ConversationR\fconversation\x12-\n" +
+	"\bmessages\x18\x03 \x03(\v2\x11.convo.v1.MessageR\bmessages\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x03R\x03seq\x12\x14\n" +
+	"\x05older\x18\x05 \x01(\bR\x05older\"7\n" +
+	"\x1fStreamSharedConversationRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"a\n" +
+	" StreamSharedConversationResponse\x12=\n" +
+	"\x05state\x18\x01 \x01(\v2'.convo.v1.GetSharedConversationResponseR\x05state\"(\n" +
+	"\x10ForkShareRequest\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\tR\x05token\"O\n" +
+	"\x11ForkShareResponse\x12:\n" +
+	"\fconversation\x18\x01 \x01(\v2\x16.convo.v1.ConversationR\fconversation\"h\n" +
 	"\x10AddMemberRequest\x12'\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tR\x0econversationId\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x12\n" +
@@ -4400,7 +5067,7 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\x16PREFERENCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fPREFERENCE_A\x10\x01\x12\x10\n" +
 	"\fPREFERENCE_B\x10\x02\x12\x12\n" +
-	"\x0ePREFERENCE_TIE\x10\x032\xea\x11\n" +
+	"\x0ePREFERENCE_TIE\x10\x032\xf0\x15\n" +
 	"\x13ConversationService\x12J\n" +
 	"\vSendMessage\x12\x1c.convo.v1.SendMessageRequest\x1a\x1d.convo.v1.SendMessageResponse\x12a\n" +
 	"\x12StreamConversation\x12#.convo.v1.StreamConversationRequest\x1a$.convo.v1.StreamConversationResponse0\x01\x12V\n" +
@@ -4429,7 +5096,14 @@ const file_convo_v1_conversation_service_proto_rawDesc = "" +
 	"\tSetTyping\x12\x1a.convo.v1.SetTypingRequest\x1a\x1b.convo.v1.SetTypingResponse\x12D\n" +
 	"\tAddMember\x12\x1a.convo.v1.AddMemberRequest\x1a\x1b.convo.v1.AddMemberResponse\x12M\n" +
 	"\fRemoveMember\x12\x1d.convo.v1.RemoveMemberRequest\x1a\x1e.convo.v1.RemoveMemberResponse\x12J\n" +
-	"\vListMembers\x12\x1c.convo.v1.ListMembersRequest\x1a\x1d.convo.v1.ListMembersResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
+	"\vListMembers\x12\x1c.convo.v1.ListMembersRequest\x1a\x1d.convo.v1.ListMembersResponse\x12J\n" +
+	"\vCreateShare\x12\x1c.convo.v1.CreateShareRequest\x1a\x1d.convo.v1.CreateShareResponse\x12G\n" +
+	"\n" +
+	"ListShares\x12\x1b.convo.v1.ListSharesRequest\x1a\x1c.convo.v1.ListSharesResponse\x12J\n" +
+	"\vRevokeShare\x12\x1c.convo.v1.RevokeShareRequest\x1a\x1d.convo.v1.RevokeShareResponse\x12h\n" +
+	"\x15GetSharedConversation\x12&.convo.v1.GetSharedConversationRequest\x1a'.convo.v1.GetSharedConversationResponse\x12s\n" +
+	"\x18StreamSharedConversation\x12).convo.v1.StreamSharedConversationRequest\x1a*.convo.v1.StreamSharedConversationResponse0\x01\x12D\n" +
+	"\tForkShare\x12\x1a.convo.v1.ForkShareRequest\x1a\x1b.convo.v1.ForkShareResponseB1Z/github.com/convo-dev/convo/gen/convo/v1;convov1b\x06proto3"
 
 var (
 	file_convo_v1_conversation_service_proto_rawDescOnce sync.Once
@@ -4444,196 +5118,230 @@ func file_convo_v1_conversation_service_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_conversation_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_convo_v1_conversation_service_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_convo_v1_conversation_service_proto_goTypes = []any{
-	(Preference)(0),                     // 0: convo.v1.Preference
-	(*AddMemberRequest)(nil),            // 1: convo.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),           // 2: convo.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),         // 3: convo.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),        // 4: convo.v1.RemoveMemberResponse
-	(*ListMembersRequest)(nil),          // 5: convo.v1.ListMembersRequest
-	(*ListMembersResponse)(nil),         // 6: convo.v1.ListMembersResponse
-	(*EditMessageRequest)(nil),          // 7: convo.v1.EditMessageRequest
-	(*EditMessageResponse)(nil),         // 8: convo.v1.EditMessageResponse
-	(*RegenerateReplyRequest)(nil),      // 9: convo.v1.RegenerateReplyRequest
-	(*RegenerateReplyResponse)(nil),     // 10: convo.v1.RegenerateReplyResponse
-	(*SwitchBranchRequest)(nil),         // 11: convo.v1.SwitchBranchRequest
-	(*SwitchBranchResponse)(nil),        // 12: convo.v1.SwitchBranchResponse
-	(*SendMessageRequest)(nil),          // 13: convo.v1.SendMessageRequest
-	(*SetSendPolicyRequest)(nil),        // 14: convo.v1.SetSendPolicyRequest
-	(*SetSendPolicyResponse)(nil),       // 15: convo.v1.SetSendPolicyResponse
-	(*DeleteQueuedMessageRequest)(nil),  // 16: convo.v1.DeleteQueuedMessageRequest
-	(*DeleteQueuedMessageResponse)(nil), // 17: convo.v1.DeleteQueuedMessageResponse
-	(*SendMessageResponse)(nil),         // 18: convo.v1.SendMessageResponse
-	(*StreamConversationRequest)(nil),   // 19: convo.v1.StreamConversationRequest
-	(*StreamConversationResponse)(nil),  // 20: convo.v1.StreamConversationResponse
-	(*Presence)(nil),                    // 21: convo.v1.Presence
-	(*PresentUser)(nil),                 // 22: convo.v1.PresentUser
-	(*SetTypingRequest)(nil),            // 23: convo.v1.SetTypingRequest
-	(*SetTypingResponse)(nil),           // 24: convo.v1.SetTypingResponse
-	(*Snapshot)(nil),                    // 25: convo.v1.Snapshot
-	(*ListMessagesRequest)(nil),         // 26: convo.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),        // 27: convo.v1.ListMessagesResponse
-	(*GetConversationRequest)(nil),      // 28: convo.v1.GetConversationRequest
-	(*GetConversationResponse)(nil),     // 29: convo.v1.GetConversationResponse
-	(*ListConversationsRequest)(nil),    // 30: convo.v1.ListConversationsRequest
-	(*ListConversationsResponse)(nil),   // 31: convo.v1.ListConversationsResponse
-	(*CancelPromptRequest)(nil),         // 32: convo.v1.CancelPromptRequest
-	(*CancelPromptResponse)(nil),        // 33: convo.v1.CancelPromptResponse
-	(*CreateConversationRequest)(nil),   // 34: convo.v1.CreateConversationRequest
-	(*CreateConversationResponse)(nil),  // 35: convo.v1.CreateConversationResponse
-	(*RenameConversationRequest)(nil),   // 36: convo.v1.RenameConversationRequest
-	(*RenameConversationResponse)(nil),  // 37: convo.v1.RenameConversationResponse
-	(*DeleteConversationRequest)(nil),   // 38: convo.v1.DeleteConversationRequest
-	(*DeleteConversationResponse)(nil),  // 39: convo.v1.DeleteConversationResponse
-	(*ClearConversationRequest)(nil),    // 40: convo.v1.ClearConversationRequest
-	(*ClearConversationResponse)(nil),   // 41: convo.v1.ClearConversationResponse
-	(*SubmitFeedbackRequest)(nil),       // 42: convo.v1.SubmitFeedbackRequest
-	(*SubmitFeedbackResponse)(nil),      // 43: convo.v1.SubmitFeedbackResponse
-	(*VoteComparisonRequest)(nil),       // 44: convo.v1.VoteComparisonRequest
-	(*VoteComparisonResponse)(nil),      // 45: convo.v1.VoteComparisonResponse
-	(*Comparison)(nil),                  // 46: convo.v1.Comparison
-	(*ComparisonSide)(nil),              // 47: convo.v1.ComparisonSide
-	(*ListComparisonsRequest)(nil),      // 48: convo.v1.ListComparisonsRequest
-	(*ListComparisonsResponse)(nil),     // 49: convo.v1.ListComparisonsResponse
-	(*GetTraceRequest)(nil),             // 50: convo.v1.GetTraceRequest
-	(*GetTraceResponse)(nil),            // 51: convo.v1.GetTraceResponse
-	(*Trace)(nil),                       // 52: convo.v1.Trace
-	(*SearchMessagesRequest)(nil),       // 53: convo.v1.SearchMessagesRequest
-	(*SearchMessagesResponse)(nil),      // 54: convo.v1.SearchMessagesResponse
-	(*SearchResult)(nil),                // 55: convo.v1.SearchResult
-	(*Highlight)(nil),                   // 56: convo.v1.Highlight
-	(*AnswerInputRequest)(nil),          // 57: convo.v1.AnswerInputRequest
-	(*InputAnswer)(nil),                 // 58: convo.v1.InputAnswer
-	(*ApprovalAnswer)(nil),              // 59: convo.v1.ApprovalAnswer
-	(*ClientToolAnswer)(nil),            // 60: convo.v1.ClientToolAnswer
-	(*QuestionAnswer)(nil),              // 61: convo.v1.QuestionAnswer
-	(*AnswerInputResponse)(nil),         // 62: convo.v1.AnswerInputResponse
-	(*ClaimInputRequest)(nil),           // 63: convo.v1.ClaimInputRequest
-	(*ClaimInputResponse)(nil),          // 64: convo.v1.ClaimInputResponse
-	(*GetServerInfoRequest)(nil),        // 65: convo.v1.GetServerInfoRequest
-	(*GetServerInfoResponse)(nil),       // 66: convo.v1.GetServerInfoResponse
-	(*Member)(nil),                      // 67: convo.v1.Member
-	(*ModelConfig)(nil),                 // 68: convo.v1.ModelConfig
-	(SendPolicy)(0),                     // 69: convo.v1.SendPolicy
-	(*Conversation)(nil),                // 70: convo.v1.Conversation
-	(*Event)(nil),                       // 71: convo.v1.Event
-	(*Message)(nil),                     // 72: convo.v1.Message
-	(*InputRequest)(nil),                // 73: convo.v1.InputRequest
-	(Rating)(0),                         // 74: convo.v1.Rating
-	(*timestamppb.Timestamp)(nil),       // 75: google.protobuf.Timestamp
-	(*Prompt)(nil),                      // 76: convo.v1.Prompt
-	(*durationpb.Duration)(nil),         // 77: google.protobuf.Duration
+	(Preference)(0),                          // 0: convo.v1.Preference
+	(*CreateShareRequest)(nil),               // 1: convo.v1.CreateShareRequest
+	(*CreateShareResponse)(nil),              // 2: convo.v1.CreateShareResponse
+	(*ListSharesRequest)(nil),                // 3: convo.v1.ListSharesRequest
+	(*ListSharesResponse)(nil),               // 4: convo.v1.ListSharesResponse
+	(*RevokeShareRequest)(nil),               // 5: convo.v1.RevokeShareRequest
+	(*RevokeShareResponse)(nil),              // 6: convo.v1.RevokeShareResponse
+	(*GetSharedConversationRequest)(nil),     // 7: convo.v1.GetSharedConversationRequest
+	(*GetSharedConversationResponse)(nil),    // 8: convo.v1.GetSharedConversationResponse
+	(*StreamSharedConversationRequest)(nil),  // 9: convo.v1.StreamSharedConversationRequest
+	(*StreamSharedConversationResponse)(nil), // 10: convo.v1.StreamSharedConversationResponse
+	(*ForkShareRequest)(nil),                 // 11: convo.v1.ForkShareRequest
+	(*ForkShareResponse)(nil),                // 12: convo.v1.ForkShareResponse
+	(*AddMemberRequest)(nil),                 // 13: convo.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),                // 14: convo.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),              // 15: convo.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),             // 16: convo.v1.RemoveMemberResponse
+	(*ListMembersRequest)(nil),               // 17: convo.v1.ListMembersRequest
+	(*ListMembersResponse)(nil),              // 18: convo.v1.ListMembersResponse
+	(*EditMessageRequest)(nil),               // 19: convo.v1.EditMessageRequest
+	(*EditMessageResponse)(nil),              // 20: convo.v1.EditMessageResponse
+	(*RegenerateReplyRequest)(nil),           // 21: convo.v1.RegenerateReplyRequest
+	(*RegenerateReplyResponse)(nil),          // 22: convo.v1.RegenerateReplyResponse
+	(*SwitchBranchRequest)(nil),              // 23: convo.v1.SwitchBranchRequest
+	(*SwitchBranchResponse)(nil),             // 24: convo.v1.SwitchBranchResponse
+	(*SendMessageRequest)(nil),               // 25: convo.v1.SendMessageRequest
+	(*SetSendPolicyRequest)(nil),             // 26: convo.v1.SetSendPolicyRequest
+	(*SetSendPolicyResponse)(nil),            // 27: convo.v1.SetSendPolicyResponse
+	(*DeleteQueuedMessageRequest)(nil),       // 28: convo.v1.DeleteQueuedMessageRequest
+	(*DeleteQueuedMessageResponse)(nil),      // 29: convo.v1.DeleteQueuedMessageResponse
+	(*SendMessageResponse)(nil),              // 30: convo.v1.SendMessageResponse
+	(*StreamConversationRequest)(nil),        // 31: convo.v1.StreamConversationRequest
+	(*StreamConversationResponse)(nil),       // 32: convo.v1.StreamConversationResponse
+	(*Presence)(nil),                         // 33: convo.v1.Presence
+	(*PresentUser)(nil),                      // 34: convo.v1.PresentUser
+	(*SetTypingRequest)(nil),                 // 35: convo.v1.SetTypingRequest
+	(*SetTypingResponse)(nil),                // 36: convo.v1.SetTypingResponse
+	(*Snapshot)(nil),                         // 37: convo.v1.Snapshot
+	(*ListMessagesRequest)(nil),              // 38: convo.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),             // 39: convo.v1.ListMessagesResponse
+	(*GetConversationRequest)(nil),           // 40: convo.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),          // 41: convo.v1.GetConversationResponse
+	(*ListConversationsRequest)(nil),         // 42: convo.v1.ListConversationsRequest
+	(*ListConversationsResponse)(nil),        // 43: convo.v1.ListConversationsResponse
+	(*CancelPromptRequest)(nil),              // 44: convo.v1.CancelPromptRequest
+	(*CancelPromptResponse)(nil),             // 45: convo.v1.CancelPromptResponse
+	(*CreateConversationRequest)(nil),        // 46: convo.v1.CreateConversationRequest
+	(*CreateConversationResponse)(nil),       // 47: convo.v1.CreateConversationResponse
+	(*RenameConversationRequest)(nil),        // 48: convo.v1.RenameConversationRequest
+	(*RenameConversationResponse)(nil),       // 49: convo.v1.RenameConversationResponse
+	(*DeleteConversationRequest)(nil),        // 50: convo.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil),       // 51: convo.v1.DeleteConversationResponse
+	(*ClearConversationRequest)(nil),         // 52: convo.v1.ClearConversationRequest
+	(*ClearConversationResponse)(nil),        // 53: convo.v1.ClearConversationResponse
+	(*SubmitFeedbackRequest)(nil),            // 54: convo.v1.SubmitFeedbackRequest
+	(*SubmitFeedbackResponse)(nil),           // 55: convo.v1.SubmitFeedbackResponse
+	(*VoteComparisonRequest)(nil),            // 56: convo.v1.VoteComparisonRequest
+	(*VoteComparisonResponse)(nil),           // 57: convo.v1.VoteComparisonResponse
+	(*Comparison)(nil),                       // 58: convo.v1.Comparison
+	(*ComparisonSide)(nil),                   // 59: convo.v1.ComparisonSide
+	(*ListComparisonsRequest)(nil),           // 60: convo.v1.ListComparisonsRequest
+	(*ListComparisonsResponse)(nil),          // 61: convo.v1.ListComparisonsResponse
+	(*GetTraceRequest)(nil),                  // 62: convo.v1.GetTraceRequest
+	(*GetTraceResponse)(nil),                 // 63: convo.v1.GetTraceResponse
+	(*Trace)(nil),                            // 64: convo.v1.Trace
+	(*SearchMessagesRequest)(nil),            // 65: convo.v1.SearchMessagesRequest
+	(*SearchMessagesResponse)(nil),           // 66: convo.v1.SearchMessagesResponse
+	(*SearchResult)(nil),                     // 67: convo.v1.SearchResult
+	(*Highlight)(nil),                        // 68: convo.v1.Highlight
+	(*AnswerInputRequest)(nil),               // 69: convo.v1.AnswerInputRequest
+	(*InputAnswer)(nil),                      // 70: convo.v1.InputAnswer
+	(*ApprovalAnswer)(nil),                   // 71: convo.v1.ApprovalAnswer
+	(*ClientToolAnswer)(nil),                 // 72: convo.v1.ClientToolAnswer
+	(*QuestionAnswer)(nil),                   // 73: convo.v1.QuestionAnswer
+	(*AnswerInputResponse)(nil),              // 74: convo.v1.AnswerInputResponse
+	(*ClaimInputRequest)(nil),                // 75: convo.v1.ClaimInputRequest
+	(*ClaimInputResponse)(nil),               // 76: convo.v1.ClaimInputResponse
+	(*GetServerInfoRequest)(nil),             // 77: convo.v1.GetServerInfoRequest
+	(*GetServerInfoResponse)(nil),            // 78: convo.v1.GetServerInfoResponse
+	(*timestamppb.Timestamp)(nil),            // 79: google.protobuf.Timestamp
+	(*Share)(nil),                            // 80: convo.v1.Share
+	(*Conversation)(nil),                     // 81: convo.v1.Conversation
+	(*Message)(nil),                          // 82: convo.v1.Message
+	(*Member)(nil),                           // 83: convo.v1.Member
+	(*ModelConfig)(nil),                      // 84: convo.v1.ModelConfig
+	(SendPolicy)(0),                          // 85: convo.v1.SendPolicy
+	(*Event)(nil),                            // 86: convo.v1.Event
+	(*InputRequest)(nil),                     // 87: convo.v1.InputRequest
+	(Rating)(0),                              // 88: convo.v1.Rating
+	(*Prompt)(nil),                           // 89: convo.v1.Prompt
+	(*durationpb.Duration)(nil),              // 90: google.protobuf.Duration
 }
 var file_convo_v1_conversation_service_proto_depIdxs = []int32{
-	67, // 0: convo.v1.AddMemberResponse.member:type_name -> convo.v1.Member
-	67, // 1: convo.v1.ListMembersResponse.members:type_name -> convo.v1.Member
-	68, // 2: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
-	68, // 3: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
-	68, // 4: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
-	68, // 5: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
-	69, // 6: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
-	69, // 7: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
-	70, // 8: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
-	25, // 9: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
-	71, // 10: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
-	21, // 11: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
-	22, // 12: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
-	70, // 13: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
-	72, // 14: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
-	73, // 15: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
-	72, // 16: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
-	70, // 17: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
-	72, // 18: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
-	73, // 19: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
-	70, // 20: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
-	70, // 21: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
-	70, // 22: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
-	70, // 23: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
-	74, // 24: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
-	72, // 25: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
-	0,  // 26: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
-	46, // 27: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
-	47, // 28: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
-	47, // 29: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
-	0,  // 30: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
-	75, // 31: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
-	75, // 32: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
-	68, // 33: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
-	46, // 34: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
-	52, // 35: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
-	76, // 36: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
-	77, // 37: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
-	77, // 38: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
-	71, // 39: convo.v1.Trace.events:type_name -> convo.v1.Event
-	55, // 40: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
-	56, // 41: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
-	75, // 42: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
-	58, // 43: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
-	59, // 44: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
-	60, // 45: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
-	61, // 46: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
-	73, // 47: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
-	73, // 48: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
-	13, // 49: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
-	19, // 50: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
-	28, // 51: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
-	30, // 52: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
-	32, // 53: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
-	14, // 54: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
-	16, // 55: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
-	34, // 56: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
-	36, // 57: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
-	38, // 58: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
-	40, // 59: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
-	42, // 60: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
-	44, // 61: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
-	48, // 62: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
-	50, // 63: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
-	53, // 64: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
-	26, // 65: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
-	57, // 66: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
-	63, // 67: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
-	7,  // 68: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
-	9,  // 69: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
-	11, // 70: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
-	65, // 71: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
-	23, // 72: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
-	1,  // 73: convo.v1.ConversationService.AddMember:input_type -> convo.v1.AddMemberRequest
-	3,  // 74: convo.v1.ConversationService.RemoveMember:input_type -> convo.v1.RemoveMemberRequest
-	5,  // 75: convo.v1.ConversationService.ListMembers:input_type -> convo.v1.ListMembersRequest
-	18, // 76: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
-	20, // 77: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
-	29, // 78: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
-	31, // 79: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
-	33, // 80: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
-	15, // 81: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
-	17, // 82: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
-	35, // 83: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
-	37, // 84: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
-	39, // 85: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
-	41, // 86: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
-	43, // 87: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
-	45, // 88: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
-	49, // 89: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
-	51, // 90: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
-	54, // 91: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
-	27, // 92: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
-	62, // 93: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
-	64, // 94: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
-	8,  // 95: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
-	10, // 96: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
-	12, // 97: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
-	66, // 98: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
-	24, // 99: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
-	2,  // 100: convo.v1.ConversationService.AddMember:output_type -> convo.v1.AddMemberResponse
-	4,  // 101: convo.v1.ConversationService.RemoveMember:output_type -> convo.v1.RemoveMemberResponse
-	6,  // 102: convo.v1.ConversationService.ListMembers:output_type -> convo.v1.ListMembersResponse
-	76, // [76:103] is the sub-list for method output_type
-	49, // [49:76] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	79, // 0: convo.v1.CreateShareRequest.expires_at:type_name -> google.protobuf.Timestamp
+	80, // 1: convo.v1.CreateShareResponse.share:type_name -> convo.v1.Share
+	80, // 2: convo.v1.ListSharesResponse.shares:type_name -> convo.v1.Share
+	80, // 3: convo.v1.RevokeShareResponse.share:type_name -> convo.v1.Share
+	80, // 4: convo.v1.GetSharedConversationResponse.share:type_name -> convo.v1.Share
+	81, // 5: convo.v1.GetSharedConversationResponse.conversation:type_name -> convo.v1.Conversation
+	82, // 6: convo.v1.GetSharedConversationResponse.messages:type_name -> convo.v1.Message
+	8,  // 7: convo.v1.StreamSharedConversationResponse.state:type_name -> convo.v1.GetSharedConversationResponse
+	81, // 8: convo.v1.ForkShareResponse.conversation:type_name -> convo.v1.Conversation
+	83, // 9: convo.v1.AddMemberResponse.member:type_name -> convo.v1.Member
+	83, // 10: convo.v1.ListMembersResponse.members:type_name -> convo.v1.Member
+	84, // 11: convo.v1.EditMessageRequest.model:type_name -> convo.v1.ModelConfig
+	84, // 12: convo.v1.RegenerateReplyRequest.model:type_name -> convo.v1.ModelConfig
+	84, // 13: convo.v1.SendMessageRequest.model:type_name -> convo.v1.ModelConfig
+	84, // 14: convo.v1.SendMessageRequest.compare_model:type_name -> convo.v1.ModelConfig
+	85, // 15: convo.v1.SendMessageRequest.send_policy:type_name -> convo.v1.SendPolicy
+	85, // 16: convo.v1.SetSendPolicyRequest.send_policy:type_name -> convo.v1.SendPolicy
+	81, // 17: convo.v1.SetSendPolicyResponse.conversation:type_name -> convo.v1.Conversation
+	37, // 18: convo.v1.StreamConversationResponse.snapshot:type_name -> convo.v1.Snapshot
+	86, // 19: convo.v1.StreamConversationResponse.event:type_name -> convo.v1.Event
+	33, // 20: convo.v1.StreamConversationResponse.presence:type_name -> convo.v1.Presence
+	34, // 21: convo.v1.Presence.users:type_name -> convo.v1.PresentUser
+	81, // 22: convo.v1.Snapshot.conversation:type_name -> convo.v1.Conversation
+	82, // 23: convo.v1.Snapshot.messages:type_name -> convo.v1.Message
+	87, // 24: convo.v1.Snapshot.pending_inputs:type_name -> convo.v1.InputRequest
+	82, // 25: convo.v1.ListMessagesResponse.messages:type_name -> convo.v1.Message
+	81, // 26: convo.v1.GetConversationResponse.conversation:type_name -> convo.v1.Conversation
+	82, // 27: convo.v1.GetConversationResponse.messages:type_name -> convo.v1.Message
+	87, // 28: convo.v1.GetConversationResponse.pending_inputs:type_name -> convo.v1.InputRequest
+	81, // 29: convo.v1.ListConversationsResponse.conversations:type_name -> convo.v1.Conversation
+	81, // 30: convo.v1.CreateConversationResponse.conversation:type_name -> convo.v1.Conversation
+	81, // 31: convo.v1.RenameConversationResponse.conversation:type_name -> convo.v1.Conversation
+	81, // 32: convo.v1.ClearConversationResponse.conversation:type_name -> convo.v1.Conversation
+	88, // 33: convo.v1.SubmitFeedbackRequest.rating:type_name -> convo.v1.Rating
+	82, // 34: convo.v1.SubmitFeedbackResponse.message:type_name -> convo.v1.Message
+	0,  // 35: convo.v1.VoteComparisonRequest.preference:type_name -> convo.v1.Preference
+	58, // 36: convo.v1.VoteComparisonResponse.comparison:type_name -> convo.v1.Comparison
+	59, // 37: convo.v1.Comparison.a:type_name -> convo.v1.ComparisonSide
+	59, // 38: convo.v1.Comparison.b:type_name -> convo.v1.ComparisonSide
+	0,  // 39: convo.v1.Comparison.preference:type_name -> convo.v1.Preference
+	79, // 40: convo.v1.Comparison.voted_at:type_name -> google.protobuf.Timestamp
+	79, // 41: convo.v1.Comparison.created_at:type_name -> google.protobuf.Timestamp
+	84, // 42: convo.v1.ComparisonSide.model_config:type_name -> convo.v1.ModelConfig
+	58, // 43: convo.v1.ListComparisonsResponse.comparisons:type_name -> convo.v1.Comparison
+	64, // 44: convo.v1.GetTraceResponse.trace:type_name -> convo.v1.Trace
+	89, // 45: convo.v1.Trace.prompt:type_name -> convo.v1.Prompt
+	90, // 46: convo.v1.Trace.duration:type_name -> google.protobuf.Duration
+	90, // 47: convo.v1.Trace.queue_time:type_name -> google.protobuf.Duration
+	86, // 48: convo.v1.Trace.events:type_name -> convo.v1.Event
+	67, // 49: convo.v1.SearchMessagesResponse.results:type_name -> convo.v1.SearchResult
+	68, // 50: convo.v1.SearchResult.highlights:type_name -> convo.v1.Highlight
+	79, // 51: convo.v1.SearchResult.created_at:type_name -> google.protobuf.Timestamp
+	70, // 52: convo.v1.AnswerInputRequest.answer:type_name -> convo.v1.InputAnswer
+	71, // 53: convo.v1.InputAnswer.approval:type_name -> convo.v1.ApprovalAnswer
+	72, // 54: convo.v1.InputAnswer.client_tool:type_name -> convo.v1.ClientToolAnswer
+	73, // 55: convo.v1.InputAnswer.question:type_name -> convo.v1.QuestionAnswer
+	87, // 56: convo.v1.AnswerInputResponse.input_request:type_name -> convo.v1.InputRequest
+	87, // 57: convo.v1.ClaimInputResponse.input_request:type_name -> convo.v1.InputRequest
+	25, // 58: convo.v1.ConversationService.SendMessage:input_type -> convo.v1.SendMessageRequest
+	31, // 59: convo.v1.ConversationService.StreamConversation:input_type -> convo.v1.StreamConversationRequest
+	40, // 60: convo.v1.ConversationService.GetConversation:input_type -> convo.v1.GetConversationRequest
+	42, // 61: convo.v1.ConversationService.ListConversations:input_type -> convo.v1.ListConversationsRequest
+	44, // 62: convo.v1.ConversationService.CancelPrompt:input_type -> convo.v1.CancelPromptRequest
+	26, // 63: convo.v1.ConversationService.SetSendPolicy:input_type -> convo.v1.SetSendPolicyRequest
+	28, // 64: convo.v1.ConversationService.DeleteQueuedMessage:input_type -> convo.v1.DeleteQueuedMessageRequest
+	46, // 65: convo.v1.ConversationService.CreateConversation:input_type -> convo.v1.CreateConversationRequest
+	48, // 66: convo.v1.ConversationService.RenameConversation:input_type -> convo.v1.RenameConversationRequest
+	50, // 67: convo.v1.ConversationService.DeleteConversation:input_type -> convo.v1.DeleteConversationRequest
+	52, // 68: convo.v1.ConversationService.ClearConversation:input_type -> convo.v1.ClearConversationRequest
+	54, // 69: convo.v1.ConversationService.SubmitFeedback:input_type -> convo.v1.SubmitFeedbackRequest
+	56, // 70: convo.v1.ConversationService.VoteComparison:input_type -> convo.v1.VoteComparisonRequest
+	60, // 71: convo.v1.ConversationService.ListComparisons:input_type -> convo.v1.ListComparisonsRequest
+	62, // 72: convo.v1.ConversationService.GetTrace:input_type -> convo.v1.GetTraceRequest
+	65, // 73: convo.v1.ConversationService.SearchMessages:input_type -> convo.v1.SearchMessagesRequest
+	38, // 74: convo.v1.ConversationService.ListMessages:input_type -> convo.v1.ListMessagesRequest
+	69, // 75: convo.v1.ConversationService.AnswerInput:input_type -> convo.v1.AnswerInputRequest
+	75, // 76: convo.v1.ConversationService.ClaimInput:input_type -> convo.v1.ClaimInputRequest
+	19, // 77: convo.v1.ConversationService.EditMessage:input_type -> convo.v1.EditMessageRequest
+	21, // 78: convo.v1.ConversationService.RegenerateReply:input_type -> convo.v1.RegenerateReplyRequest
+	23, // 79: convo.v1.ConversationService.SwitchBranch:input_type -> convo.v1.SwitchBranchRequest
+	77, // 80: convo.v1.ConversationService.GetServerInfo:input_type -> convo.v1.GetServerInfoRequest
+	35, // 81: convo.v1.ConversationService.SetTyping:input_type -> convo.v1.SetTypingRequest
+	13, // 82: convo.v1.ConversationService.AddMember:input_type -> convo.v1.AddMemberRequest
+	15, // 83: convo.v1.ConversationService.RemoveMember:input_type -> convo.v1.RemoveMemberRequest
+	17, // 84: convo.v1.ConversationService.ListMembers:input_type -> convo.v1.ListMembersRequest
+	1,  // 85: convo.v1.ConversationService.CreateShare:input_type -> convo.v1.CreateShareRequest
+	3,  // 86: convo.v1.ConversationService.ListShares:input_type -> convo.v1.ListSharesRequest
+	5,  // 87: convo.v1.ConversationService.RevokeShare:input_type -> convo.v1.RevokeShareRequest
+	7,  // 88: convo.v1.ConversationService.GetSharedConversation:input_type -> convo.v1.GetSharedConversationRequest
+	9,  // 89: convo.v1.ConversationService.StreamSharedConversation:input_type -> convo.v1.StreamSharedConversationRequest
+	11, // 90: convo.v1.ConversationService.ForkShare:input_type -> convo.v1.ForkShareRequest
+	30, // 91: convo.v1.ConversationService.SendMessage:output_type -> convo.v1.SendMessageResponse
+	32, // 92: convo.v1.ConversationService.StreamConversation:output_type -> convo.v1.StreamConversationResponse
+	41, // 93: convo.v1.ConversationService.GetConversation:output_type -> convo.v1.GetConversationResponse
+	43, // 94: convo.v1.ConversationService.ListConversations:output_type -> convo.v1.ListConversationsResponse
+	45, // 95: convo.v1.ConversationService.CancelPrompt:output_type -> convo.v1.CancelPromptResponse
+	27, // 96: convo.v1.ConversationService.SetSendPolicy:output_type -> convo.v1.SetSendPolicyResponse
+	29, // 97: convo.v1.ConversationService.DeleteQueuedMessage:output_type -> convo.v1.DeleteQueuedMessageResponse
+	47, // 98: convo.v1.ConversationService.CreateConversation:output_type -> convo.v1.CreateConversationResponse
+	49, // 99: convo.v1.ConversationService.RenameConversation:output_type -> convo.v1.RenameConversationResponse
+	51, // 100: convo.v1.ConversationService.DeleteConversation:output_type -> convo.v1.DeleteConversationResponse
+	53, // 101: convo.v1.ConversationService.ClearConversation:output_type -> convo.v1.ClearConversationResponse
+	55, // 102: convo.v1.ConversationService.SubmitFeedback:output_type -> convo.v1.SubmitFeedbackResponse
+	57, // 103: convo.v1.ConversationService.VoteComparison:output_type -> convo.v1.VoteComparisonResponse
+	61, // 104: convo.v1.ConversationService.ListComparisons:output_type -> convo.v1.ListComparisonsResponse
+	63, // 105: convo.v1.ConversationService.GetTrace:output_type -> convo.v1.GetTraceResponse
+	66, // 106: convo.v1.ConversationService.SearchMessages:output_type -> convo.v1.SearchMessagesResponse
+	39, // 107: convo.v1.ConversationService.ListMessages:output_type -> convo.v1.ListMessagesResponse
+	74, // 108: convo.v1.ConversationService.AnswerInput:output_type -> convo.v1.AnswerInputResponse
+	76, // 109: convo.v1.ConversationService.ClaimInput:output_type -> convo.v1.ClaimInputResponse
+	20, // 110: convo.v1.ConversationService.EditMessage:output_type -> convo.v1.EditMessageResponse
+	22, // 111: convo.v1.ConversationService.RegenerateReply:output_type -> convo.v1.RegenerateReplyResponse
+	24, // 112: convo.v1.ConversationService.SwitchBranch:output_type -> convo.v1.SwitchBranchResponse
+	78, // 113: convo.v1.ConversationService.GetServerInfo:output_type -> convo.v1.GetServerInfoResponse
+	36, // 114: convo.v1.ConversationService.SetTyping:output_type -> convo.v1.SetTypingResponse
+	14, // 115: convo.v1.ConversationService.AddMember:output_type -> convo.v1.AddMemberResponse
+	16, // 116: convo.v1.ConversationService.RemoveMember:output_type -> convo.v1.RemoveMemberResponse
+	18, // 117: convo.v1.ConversationService.ListMembers:output_type -> convo.v1.ListMembersResponse
+	2,  // 118: convo.v1.ConversationService.CreateShare:output_type -> convo.v1.CreateShareResponse
+	4,  // 119: convo.v1.ConversationService.ListShares:output_type -> convo.v1.ListSharesResponse
+	6,  // 120: convo.v1.ConversationService.RevokeShare:output_type -> convo.v1.RevokeShareResponse
+	8,  // 121: convo.v1.ConversationService.GetSharedConversation:output_type -> convo.v1.GetSharedConversationResponse
+	10, // 122: convo.v1.ConversationService.StreamSharedConversation:output_type -> convo.v1.StreamSharedConversationResponse
+	12, // 123: convo.v1.ConversationService.ForkShare:output_type -> convo.v1.ForkShareResponse
+	91, // [91:124] is the sub-list for method output_type
+	58, // [58:91] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_conversation_service_proto_init() }
@@ -4643,23 +5351,23 @@ func file_convo_v1_conversation_service_proto_init() {
 	}
 	file_convo_v1_events_proto_init()
 	file_convo_v1_types_proto_init()
-	file_convo_v1_conversation_service_proto_msgTypes[10].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[18].OneofWrappers = []any{}
-	file_convo_v1_conversation_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[22].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[30].OneofWrappers = []any{}
+	file_convo_v1_conversation_service_proto_msgTypes[31].OneofWrappers = []any{
 		(*StreamConversationResponse_Snapshot)(nil),
 		(*StreamConversationResponse_Event)(nil),
 		(*StreamConversationResponse_Presence)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[49].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[61].OneofWrappers = []any{
 		(*GetTraceRequest_PromptId)(nil),
 		(*GetTraceRequest_MessageId)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[57].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[69].OneofWrappers = []any{
 		(*InputAnswer_Approval)(nil),
 		(*InputAnswer_ClientTool)(nil),
 		(*InputAnswer_Question)(nil),
 	}
-	file_convo_v1_conversation_service_proto_msgTypes[59].OneofWrappers = []any{
+	file_convo_v1_conversation_service_proto_msgTypes[71].OneofWrappers = []any{
 		(*ClientToolAnswer_Output)(nil),
 		(*ClientToolAnswer_Error)(nil),
 	}
@@ -4669,7 +5377,7 @@ func file_convo_v1_conversation_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_conversation_service_proto_rawDesc), len(file_convo_v1_conversation_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   66,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -61,6 +61,8 @@ type Event struct {
 	//	*Event_BranchSwitched
 	//	*Event_MemberAdded
 	//	*Event_MemberRemoved
+	//	*Event_ShareCreated
+	//	*Event_ShareRevoked
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -331,6 +333,24 @@ func (x *Event) GetMemberRemoved() *MemberRemoved {
 	return nil
 }
 
+func (x *Event) GetShareCreated() *ShareCreated {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ShareCreated); ok {
+			return x.ShareCreated
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetShareRevoked() *ShareRevoked {
+	if x != nil {
+		if x, ok := x.Kind.(*Event_ShareRevoked); ok {
+			return x.ShareRevoked
+		}
+	}
+	return nil
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -454,6 +474,17 @@ type Event_MemberRemoved struct {
 	MemberRemoved *MemberRemoved `protobuf:"bytes,51,opt,name=member_removed,json=memberRemoved,proto3,oneof"`
 }
 
+type Event_ShareCreated struct {
+	// share_created: the owner or a participant made a share link.
+	ShareCreated *ShareCreated `protobuf:"bytes,80,opt,name=share_created,json=shareCreated,proto3,oneof"`
+}
+
+type Event_ShareRevoked struct {
+	// share_revoked: a share link was revoked; its streams end (NotFound)
+	// on every server.
+	ShareRevoked *ShareRevoked `protobuf:"bytes,81,opt,name=share_revoked,json=shareRevoked,proto3,oneof"`
+}
+
 func (*Event_MessageCreated) isEvent_Kind() {}
 
 func (*Event_MessageUpdated) isEvent_Kind() {}
@@ -499,6 +530,10 @@ func (*Event_BranchSwitched) isEvent_Kind() {}
 func (*Event_MemberAdded) isEvent_Kind() {}
 
 func (*Event_MemberRemoved) isEvent_Kind() {}
+
+func (*Event_ShareCreated) isEvent_Kind() {}
+
+func (*Event_ShareRevoked) isEvent_Kind() {}
 
 // MemberAdded adds a member, or replaces a member's role.
 type MemberAdded struct {
@@ -601,6 +636,107 @@ func (x *MemberRemoved) GetRemovedBy() string {
 	return ""
 }
 
+// ShareCreated adds a share link to the conversation's list.
+type ShareCreated struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// share is the new share (never its token).
+	Share         *Share `protobuf:"bytes,1,opt,name=share,proto3" json:"share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareCreated) Reset() {
+	*x = ShareCreated{}
+	mi := &file_convo_v1_events_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareCreated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareCreated) ProtoMessage() {}
+
+func (x *ShareCreated) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareCreated.ProtoReflect.Descriptor instead.
+func (*ShareCreated) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ShareCreated) GetShare() *Share {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+// ShareRevoked marks a share link revoked.
+type ShareRevoked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// share_id is the revoked share.
+	ShareId string `protobuf:"bytes,1,opt,name=share_id,json=shareId,proto3" json:"share_id,omitempty"`
+	// revoked_by is who revoked it: its creator or the owner.
+	RevokedBy     string `protobuf:"bytes,2,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShareRevoked) Reset() {
+	*x = ShareRevoked{}
+	mi := &file_convo_v1_events_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShareRevoked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShareRevoked) ProtoMessage() {}
+
+func (x *ShareRevoked) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_events_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShareRevoked.ProtoReflect.Descriptor instead.
+func (*ShareRevoked) Descriptor() ([]byte, []int) {
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ShareRevoked) GetShareId() string {
+	if x != nil {
+		return x.ShareId
+	}
+	return ""
+}
+
+func (x *ShareRevoked) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
 // MessageCreated adds a message (a user message with its blocks).
 type MessageCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -612,7 +748,7 @@ type MessageCreated struct {
 
 func (x *MessageCreated) Reset() {
 	*x = MessageCreated{}
-	mi := &file_convo_v1_events_proto_msgTypes[3]
+	mi := &file_convo_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +760,7 @@ func (x *MessageCreated) String() string {
 func (*MessageCreated) ProtoMessage() {}
 
 func (x *MessageCreated) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[3]
+	mi := &file_convo_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +773,7 @@ func (x *MessageCreated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageCreated.ProtoReflect.Descriptor instead.
 func (*MessageCreated) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *MessageCreated) GetMessage() *Message {
@@ -658,7 +794,7 @@ type MessageUpdated struct {
 
 func (x *MessageUpdated) Reset() {
 	*x = MessageUpdated{}
-	mi := &file_convo_v1_events_proto_msgTypes[4]
+	mi := &file_convo_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +806,7 @@ func (x *MessageUpdated) String() string {
 func (*MessageUpdated) ProtoMessage() {}
 
 func (x *MessageUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[4]
+	mi := &file_convo_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +819,7 @@ func (x *MessageUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageUpdated.ProtoReflect.Descriptor instead.
 func (*MessageUpdated) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *MessageUpdated) GetMessage() *Message {
@@ -704,7 +840,7 @@ type PromptQueued struct {
 
 func (x *PromptQueued) Reset() {
 	*x = PromptQueued{}
-	mi := &file_convo_v1_events_proto_msgTypes[5]
+	mi := &file_convo_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +852,7 @@ func (x *PromptQueued) String() string {
 func (*PromptQueued) ProtoMessage() {}
 
 func (x *PromptQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[5]
+	mi := &file_convo_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +865,7 @@ func (x *PromptQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptQueued.ProtoReflect.Descriptor instead.
 func (*PromptQueued) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PromptQueued) GetPrompt() *Prompt {
@@ -750,7 +886,7 @@ type PromptStarted struct {
 
 func (x *PromptStarted) Reset() {
 	*x = PromptStarted{}
-	mi := &file_convo_v1_events_proto_msgTypes[6]
+	mi := &file_convo_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +898,7 @@ func (x *PromptStarted) String() string {
 func (*PromptStarted) ProtoMessage() {}
 
 func (x *PromptStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[6]
+	mi := &file_convo_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +911,7 @@ func (x *PromptStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptStarted.ProtoReflect.Descriptor instead.
 func (*PromptStarted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PromptStarted) GetPrompt() *Prompt {
@@ -796,7 +932,7 @@ type PromptCompleted struct {
 
 func (x *PromptCompleted) Reset() {
 	*x = PromptCompleted{}
-	mi := &file_convo_v1_events_proto_msgTypes[7]
+	mi := &file_convo_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +944,7 @@ func (x *PromptCompleted) String() string {
 func (*PromptCompleted) ProtoMessage() {}
 
 func (x *PromptCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[7]
+	mi := &file_convo_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +957,7 @@ func (x *PromptCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCompleted.ProtoReflect.Descriptor instead.
 func (*PromptCompleted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PromptCompleted) GetPrompt() *Prompt {
@@ -844,7 +980,7 @@ type PromptFailed struct {
 
 func (x *PromptFailed) Reset() {
 	*x = PromptFailed{}
-	mi := &file_convo_v1_events_proto_msgTypes[8]
+	mi := &file_convo_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +992,7 @@ func (x *PromptFailed) String() string {
 func (*PromptFailed) ProtoMessage() {}
 
 func (x *PromptFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[8]
+	mi := &file_convo_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +1005,7 @@ func (x *PromptFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptFailed.ProtoReflect.Descriptor instead.
 func (*PromptFailed) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PromptFailed) GetPrompt() *Prompt {
@@ -897,7 +1033,7 @@ type PromptCancelled struct {
 
 func (x *PromptCancelled) Reset() {
 	*x = PromptCancelled{}
-	mi := &file_convo_v1_events_proto_msgTypes[9]
+	mi := &file_convo_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1045,7 @@ func (x *PromptCancelled) String() string {
 func (*PromptCancelled) ProtoMessage() {}
 
 func (x *PromptCancelled) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[9]
+	mi := &file_convo_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1058,7 @@ func (x *PromptCancelled) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptCancelled.ProtoReflect.Descriptor instead.
 func (*PromptCancelled) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PromptCancelled) GetPrompt() *Prompt {
@@ -954,7 +1090,7 @@ type BlockStart struct {
 
 func (x *BlockStart) Reset() {
 	*x = BlockStart{}
-	mi := &file_convo_v1_events_proto_msgTypes[10]
+	mi := &file_convo_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1102,7 @@ func (x *BlockStart) String() string {
 func (*BlockStart) ProtoMessage() {}
 
 func (x *BlockStart) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[10]
+	mi := &file_convo_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1115,7 @@ func (x *BlockStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockStart.ProtoReflect.Descriptor instead.
 func (*BlockStart) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BlockStart) GetPromptId() string {
@@ -1041,7 +1177,7 @@ type BlockDelta struct {
 
 func (x *BlockDelta) Reset() {
 	*x = BlockDelta{}
-	mi := &file_convo_v1_events_proto_msgTypes[11]
+	mi := &file_convo_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1189,7 @@ func (x *BlockDelta) String() string {
 func (*BlockDelta) ProtoMessage() {}
 
 func (x *BlockDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[11]
+	mi := &file_convo_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1202,7 @@ func (x *BlockDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockDelta.ProtoReflect.Descriptor instead.
 func (*BlockDelta) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BlockDelta) GetPromptId() string {
@@ -1114,7 +1250,7 @@ type BlockEnd struct {
 
 func (x *BlockEnd) Reset() {
 	*x = BlockEnd{}
-	mi := &file_convo_v1_events_proto_msgTypes[12]
+	mi := &file_convo_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1262,7 @@ func (x *BlockEnd) String() string {
 func (*BlockEnd) ProtoMessage() {}
 
 func (x *BlockEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[12]
+	mi := &file_convo_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1275,7 @@ func (x *BlockEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BlockEnd.ProtoReflect.Descriptor instead.
 func (*BlockEnd) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *BlockEnd) GetPromptId() string {
@@ -1183,7 +1319,7 @@ type ToolCallStarted struct {
 
 func (x *ToolCallStarted) Reset() {
 	*x = ToolCallStarted{}
-	mi := &file_convo_v1_events_proto_msgTypes[13]
+	mi := &file_convo_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1331,7 @@ func (x *ToolCallStarted) String() string {
 func (*ToolCallStarted) ProtoMessage() {}
 
 func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[13]
+	mi := &file_convo_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1344,7 @@ func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
 func (*ToolCallStarted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolCallStarted) GetToolCall() *ToolCall {
@@ -1240,7 +1376,7 @@ type ToolCallProgress struct {
 
 func (x *ToolCallProgress) Reset() {
 	*x = ToolCallProgress{}
-	mi := &file_convo_v1_events_proto_msgTypes[14]
+	mi := &file_convo_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1388,7 @@ func (x *ToolCallProgress) String() string {
 func (*ToolCallProgress) ProtoMessage() {}
 
 func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[14]
+	mi := &file_convo_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1401,7 @@ func (x *ToolCallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallProgress.ProtoReflect.Descriptor instead.
 func (*ToolCallProgress) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallProgress) GetToolCallId() string {
@@ -1300,7 +1436,7 @@ type ToolCallCompleted struct {
 
 func (x *ToolCallCompleted) Reset() {
 	*x = ToolCallCompleted{}
-	mi := &file_convo_v1_events_proto_msgTypes[15]
+	mi := &file_convo_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1448,7 @@ func (x *ToolCallCompleted) String() string {
 func (*ToolCallCompleted) ProtoMessage() {}
 
 func (x *ToolCallCompleted) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[15]
+	mi := &file_convo_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1461,7 @@ func (x *ToolCallCompleted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallCompleted.ProtoReflect.Descriptor instead.
 func (*ToolCallCompleted) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolCallCompleted) GetToolCall() *ToolCall {
@@ -1348,7 +1484,7 @@ type ToolCallFailed struct {
 
 func (x *ToolCallFailed) Reset() {
 	*x = ToolCallFailed{}
-	mi := &file_convo_v1_events_proto_msgTypes[16]
+	mi := &file_convo_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1496,7 @@ func (x *ToolCallFailed) String() string {
 func (*ToolCallFailed) ProtoMessage() {}
 
 func (x *ToolCallFailed) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[16]
+	mi := &file_convo_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1509,7 @@ func (x *ToolCallFailed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallFailed.ProtoReflect.Descriptor instead.
 func (*ToolCallFailed) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolCallFailed) GetToolCall() *ToolCall {
@@ -1401,7 +1537,7 @@ type ConversationUpdated struct {
 
 func (x *ConversationUpdated) Reset() {
 	*x = ConversationUpdated{}
-	mi := &file_convo_v1_events_proto_msgTypes[17]
+	mi := &file_convo_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1549,7 @@ func (x *ConversationUpdated) String() string {
 func (*ConversationUpdated) ProtoMessage() {}
 
 func (x *ConversationUpdated) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[17]
+	mi := &file_convo_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1562,7 @@ func (x *ConversationUpdated) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConversationUpdated.ProtoReflect.Descriptor instead.
 func (*ConversationUpdated) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ConversationUpdated) GetConversation() *Conversation {
@@ -1447,7 +1583,7 @@ type HistoryCleared struct {
 
 func (x *HistoryCleared) Reset() {
 	*x = HistoryCleared{}
-	mi := &file_convo_v1_events_proto_msgTypes[18]
+	mi := &file_convo_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +1595,7 @@ func (x *HistoryCleared) String() string {
 func (*HistoryCleared) ProtoMessage() {}
 
 func (x *HistoryCleared) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[18]
+	mi := &file_convo_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +1608,7 @@ func (x *HistoryCleared) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryCleared.ProtoReflect.Descriptor instead.
 func (*HistoryCleared) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *HistoryCleared) GetConversation() *Conversation {
@@ -1495,7 +1631,7 @@ type InputRequested struct {
 
 func (x *InputRequested) Reset() {
 	*x = InputRequested{}
-	mi := &file_convo_v1_events_proto_msgTypes[19]
+	mi := &file_convo_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1643,7 @@ func (x *InputRequested) String() string {
 func (*InputRequested) ProtoMessage() {}
 
 func (x *InputRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[19]
+	mi := &file_convo_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1656,7 @@ func (x *InputRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequested.ProtoReflect.Descriptor instead.
 func (*InputRequested) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InputRequested) GetInputRequest() *InputRequest {
@@ -1559,7 +1695,7 @@ type InputAnswered struct {
 
 func (x *InputAnswered) Reset() {
 	*x = InputAnswered{}
-	mi := &file_convo_v1_events_proto_msgTypes[20]
+	mi := &file_convo_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1707,7 @@ func (x *InputAnswered) String() string {
 func (*InputAnswered) ProtoMessage() {}
 
 func (x *InputAnswered) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[20]
+	mi := &file_convo_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1720,7 @@ func (x *InputAnswered) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputAnswered.ProtoReflect.Descriptor instead.
 func (*InputAnswered) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *InputAnswered) GetToolCallId() string {
@@ -1648,7 +1784,7 @@ type InputClaimed struct {
 
 func (x *InputClaimed) Reset() {
 	*x = InputClaimed{}
-	mi := &file_convo_v1_events_proto_msgTypes[21]
+	mi := &file_convo_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1796,7 @@ func (x *InputClaimed) String() string {
 func (*InputClaimed) ProtoMessage() {}
 
 func (x *InputClaimed) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[21]
+	mi := &file_convo_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1809,7 @@ func (x *InputClaimed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputClaimed.ProtoReflect.Descriptor instead.
 func (*InputClaimed) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InputClaimed) GetToolCallId() string {
@@ -1727,7 +1863,7 @@ type PromptWaiting struct {
 
 func (x *PromptWaiting) Reset() {
 	*x = PromptWaiting{}
-	mi := &file_convo_v1_events_proto_msgTypes[22]
+	mi := &file_convo_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +1875,7 @@ func (x *PromptWaiting) String() string {
 func (*PromptWaiting) ProtoMessage() {}
 
 func (x *PromptWaiting) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[22]
+	mi := &file_convo_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +1888,7 @@ func (x *PromptWaiting) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptWaiting.ProtoReflect.Descriptor instead.
 func (*PromptWaiting) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PromptWaiting) GetPrompt() *Prompt {
@@ -1808,7 +1944,7 @@ type BranchSwitched struct {
 
 func (x *BranchSwitched) Reset() {
 	*x = BranchSwitched{}
-	mi := &file_convo_v1_events_proto_msgTypes[23]
+	mi := &file_convo_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1956,7 @@ func (x *BranchSwitched) String() string {
 func (*BranchSwitched) ProtoMessage() {}
 
 func (x *BranchSwitched) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_events_proto_msgTypes[23]
+	mi := &file_convo_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1969,7 @@ func (x *BranchSwitched) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchSwitched.ProtoReflect.Descriptor instead.
 func (*BranchSwitched) Descriptor() ([]byte, []int) {
-	return file_convo_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_convo_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BranchSwitched) GetForkMessageId() string {
@@ -1868,7 +2004,7 @@ var File_convo_v1_events_proto protoreflect.FileDescriptor
 
 const file_convo_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\r\n" +
+	"\x15convo/v1/events.proto\x12\bconvo.v1\x1a\x14convo/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\r\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x129\n" +
 	"\n" +
@@ -1899,14 +2035,22 @@ const file_convo_v1_events_proto_rawDesc = "" +
 	"\x0eprompt_waiting\x18\x1d \x01(\v2\x17.convo.v1.PromptWaitingH\x00R\rpromptWaiting\x12C\n" +
 	"\x0fbranch_switched\x18\x1e \x01(\v2\x18.convo.v1.BranchSwitchedH\x00R\x0ebranchSwitched\x12:\n" +
 	"\fmember_added\x182 \x01(\v2\x15.convo.v1.MemberAddedH\x00R\vmemberAdded\x12@\n" +
-	"\x0emember_removed\x183 \x01(\v2\x17.convo.v1.MemberRemovedH\x00R\rmemberRemovedB\x06\n" +
+	"\x0emember_removed\x183 \x01(\v2\x17.convo.v1.MemberRemovedH\x00R\rmemberRemoved\x12=\n" +
+	"\rshare_created\x18P \x01(\v2\x16.convo.v1.ShareCreatedH\x00R\fshareCreated\x12=\n" +
+	"\rshare_revoked\x18Q \x01(\v2\x16.convo.v1.ShareRevokedH\x00R\fshareRevokedB\x06\n" +
 	"\x04kind\"7\n" +
 	"\vMemberAdded\x12(\n" +
 	"\x06member\x18\x01 \x01(\v2\x10.convo.v1.MemberR\x06member\"G\n" +
 	"\rMemberRemoved\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
-	"removed_by\x18\x02 \x01(\tR\tremovedBy\"=\n" +
+	"removed_by\x18\x02 \x01(\tR\tremovedBy\"5\n" +
+	"\fShareCreated\x12%\n" +
+	"\x05share\x18\x01 \x01(\v2\x0f.convo.v1.ShareR\x05share\"H\n" +
+	"\fShareRevoked\x12\x19\n" +
+	"\bshare_id\x18\x01 \x01(\tR\ashareId\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\x02 \x01(\tR\trevokedBy\"=\n" +
 	"\x0eMessageCreated\x12+\n" +
 	"\amessage\x18\x01 \x01(\v2\x11.convo.v1.MessageR\amessage\"=\n" +
 	"\x0eMessageUpdated\x12+\n" +
@@ -2004,98 +2148,104 @@ func file_convo_v1_events_proto_rawDescGZIP() []byte {
 	return file_convo_v1_events_proto_rawDescData
 }
 
-var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_convo_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_convo_v1_events_proto_goTypes = []any{
 	(*Event)(nil),                 // 0: convo.v1.Event
 	(*MemberAdded)(nil),           // 1: convo.v1.MemberAdded
 	(*MemberRemoved)(nil),         // 2: convo.v1.MemberRemoved
-	(*MessageCreated)(nil),        // 3: convo.v1.MessageCreated
-	(*MessageUpdated)(nil),        // 4: convo.v1.MessageUpdated
-	(*PromptQueued)(nil),          // 5: convo.v1.PromptQueued
-	(*PromptStarted)(nil),         // 6: convo.v1.PromptStarted
-	(*PromptCompleted)(nil),       // 7: convo.v1.PromptCompleted
-	(*PromptFailed)(nil),          // 8: convo.v1.PromptFailed
-	(*PromptCancelled)(nil),       // 9: convo.v1.PromptCancelled
-	(*BlockStart)(nil),            // 10: convo.v1.BlockStart
-	(*BlockDelta)(nil),            // 11: convo.v1.BlockDelta
-	(*BlockEnd)(nil),              // 12: convo.v1.BlockEnd
-	(*ToolCallStarted)(nil),       // 13: convo.v1.ToolCallStarted
-	(*ToolCallProgress)(nil),      // 14: convo.v1.ToolCallProgress
-	(*ToolCallCompleted)(nil),     // 15: convo.v1.ToolCallCompleted
-	(*ToolCallFailed)(nil),        // 16: convo.v1.ToolCallFailed
-	(*ConversationUpdated)(nil),   // 17: convo.v1.ConversationUpdated
-	(*HistoryCleared)(nil),        // 18: convo.v1.HistoryCleared
-	(*InputRequested)(nil),        // 19: convo.v1.InputRequested
-	(*InputAnswered)(nil),         // 20: convo.v1.InputAnswered
-	(*InputClaimed)(nil),          // 21: convo.v1.InputClaimed
-	(*PromptWaiting)(nil),         // 22: convo.v1.PromptWaiting
-	(*BranchSwitched)(nil),        // 23: convo.v1.BranchSwitched
-	(*timestamppb.Timestamp)(nil), // 24: google.protobuf.Timestamp
-	(*Member)(nil),                // 25: convo.v1.Member
-	(*Message)(nil),               // 26: convo.v1.Message
-	(*Prompt)(nil),                // 27: convo.v1.Prompt
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(*ToolCall)(nil),              // 29: convo.v1.ToolCall
-	(*structpb.Value)(nil),        // 30: google.protobuf.Value
-	(*Conversation)(nil),          // 31: convo.v1.Conversation
-	(*InputRequest)(nil),          // 32: convo.v1.InputRequest
+	(*ShareCreated)(nil),          // 3: convo.v1.ShareCreated
+	(*ShareRevoked)(nil),          // 4: convo.v1.ShareRevoked
+	(*MessageCreated)(nil),        // 5: convo.v1.MessageCreated
+	(*MessageUpdated)(nil),        // 6: convo.v1.MessageUpdated
+	(*PromptQueued)(nil),          // 7: convo.v1.PromptQueued
+	(*PromptStarted)(nil),         // 8: convo.v1.PromptStarted
+	(*PromptCompleted)(nil),       // 9: convo.v1.PromptCompleted
+	(*PromptFailed)(nil),          // 10: convo.v1.PromptFailed
+	(*PromptCancelled)(nil),       // 11: convo.v1.PromptCancelled
+	(*BlockStart)(nil),            // 12: convo.v1.BlockStart
+	(*BlockDelta)(nil),            // 13: convo.v1.BlockDelta
+	(*BlockEnd)(nil),              // 14: convo.v1.BlockEnd
+	(*ToolCallStarted)(nil),       // 15: convo.v1.ToolCallStarted
+	(*ToolCallProgress)(nil),      // 16: convo.v1.ToolCallProgress
+	(*ToolCallCompleted)(nil),     // 17: convo.v1.ToolCallCompleted
+	(*ToolCallFailed)(nil),        // 18: convo.v1.ToolCallFailed
+	(*ConversationUpdated)(nil),   // 19: convo.v1.ConversationUpdated
+	(*HistoryCleared)(nil),        // 20: convo.v1.HistoryCleared
+	(*InputRequested)(nil),        // 21: convo.v1.InputRequested
+	(*InputAnswered)(nil),         // 22: convo.v1.InputAnswered
+	(*InputClaimed)(nil),          // 23: convo.v1.InputClaimed
+	(*PromptWaiting)(nil),         // 24: convo.v1.PromptWaiting
+	(*BranchSwitched)(nil),        // 25: convo.v1.BranchSwitched
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*Member)(nil),                // 27: convo.v1.Member
+	(*Share)(nil),                 // 28: convo.v1.Share
+	(*Message)(nil),               // 29: convo.v1.Message
+	(*Prompt)(nil),                // 30: convo.v1.Prompt
+	(*structpb.Struct)(nil),       // 31: google.protobuf.Struct
+	(*ToolCall)(nil),              // 32: convo.v1.ToolCall
+	(*structpb.Value)(nil),        // 33: google.protobuf.Value
+	(*Conversation)(nil),          // 34: convo.v1.Conversation
+	(*InputRequest)(nil),          // 35: convo.v1.InputRequest
 }
 var file_convo_v1_events_proto_depIdxs = []int32{
-	24, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 1: convo.v1.Event.message_created:type_name -> convo.v1.MessageCreated
-	4,  // 2: convo.v1.Event.message_updated:type_name -> convo.v1.MessageUpdated
-	5,  // 3: convo.v1.Event.prompt_queued:type_name -> convo.v1.PromptQueued
-	6,  // 4: convo.v1.Event.prompt_started:type_name -> convo.v1.PromptStarted
-	7,  // 5: convo.v1.Event.prompt_completed:type_name -> convo.v1.PromptCompleted
-	8,  // 6: convo.v1.Event.prompt_failed:type_name -> convo.v1.PromptFailed
-	9,  // 7: convo.v1.Event.prompt_cancelled:type_name -> convo.v1.PromptCancelled
-	10, // 8: convo.v1.Event.block_start:type_name -> convo.v1.BlockStart
-	11, // 9: convo.v1.Event.block_delta:type_name -> convo.v1.BlockDelta
-	12, // 10: convo.v1.Event.block_end:type_name -> convo.v1.BlockEnd
-	13, // 11: convo.v1.Event.tool_call_started:type_name -> convo.v1.ToolCallStarted
-	14, // 12: convo.v1.Event.tool_call_progress:type_name -> convo.v1.ToolCallProgress
-	15, // 13: convo.v1.Event.tool_call_completed:type_name -> convo.v1.ToolCallCompleted
-	16, // 14: convo.v1.Event.tool_call_failed:type_name -> convo.v1.ToolCallFailed
-	17, // 15: convo.v1.Event.conversation_updated:type_name -> convo.v1.ConversationUpdated
-	18, // 16: convo.v1.Event.history_cleared:type_name -> convo.v1.HistoryCleared
-	19, // 17: convo.v1.Event.input_requested:type_name -> convo.v1.InputRequested
-	20, // 18: convo.v1.Event.input_answered:type_name -> convo.v1.InputAnswered
-	21, // 19: convo.v1.Event.input_claimed:type_name -> convo.v1.InputClaimed
-	22, // 20: convo.v1.Event.prompt_waiting:type_name -> convo.v1.PromptWaiting
-	23, // 21: convo.v1.Event.branch_switched:type_name -> convo.v1.BranchSwitched
+	26, // 0: convo.v1.Event.created_at:type_name -> google.protobuf.Timestamp
+	5,  // 1: convo.v1.Event.message_created:type_name -> convo.v1.MessageCreated
+	6,  // 2: convo.v1.Event.message_updated:type_name -> convo.v1.MessageUpdated
+	7,  // 3: convo.v1.Event.prompt_queued:type_name -> convo.v1.PromptQueued
+	8,  // 4: convo.v1.Event.prompt_started:type_name -> convo.v1.PromptStarted
+	9,  // 5: convo.v1.Event.prompt_completed:type_name -> convo.v1.PromptCompleted
+	10, // 6: convo.v1.Event.prompt_failed:type_name -> convo.v1.PromptFailed
+	11, // 7: convo.v1.Event.prompt_cancelled:type_name -> convo.v1.PromptCancelled
+	12, // 8: convo.v1.Event.block_start:type_name -> convo.v1.BlockStart
+	13, // 9: convo.v1.Event.block_delta:type_name -> convo.v1.BlockDelta
+	14, // 10: convo.v1.Event.block_end:type_name -> convo.v1.BlockEnd
+	15, // 11: convo.v1.Event.tool_call_started:type_name -> convo.v1.ToolCallStarted
+	16, // 12: convo.v1.Event.tool_call_progress:type_name -> convo.v1.ToolCallProgress
+	17, // 13: convo.v1.Event.tool_call_completed:type_name -> convo.v1.ToolCallCompleted
+	18, // 14: convo.v1.Event.tool_call_failed:type_name -> convo.v1.ToolCallFailed
+	19, // 15: convo.v1.Event.conversation_updated:type_name -> convo.v1.ConversationUpdated
+	20, // 16: convo.v1.Event.history_cleared:type_name -> convo.v1.HistoryCleared
+	21, // 17: convo.v1.Event.input_requested:type_name -> convo.v1.InputRequested
+	22, // 18: convo.v1.Event.input_answered:type_name -> convo.v1.InputAnswered
+	23, // 19: convo.v1.Event.input_claimed:type_name -> convo.v1.InputClaimed
+	24, // 20: convo.v1.Event.prompt_waiting:type_name -> convo.v1.PromptWaiting
+	25, // 21: convo.v1.Event.branch_switched:type_name -> convo.v1.BranchSwitched
 	1,  // 22: convo.v1.Event.member_added:type_name -> convo.v1.MemberAdded
 	2,  // 23: convo.v1.Event.member_removed:type_name -> convo.v1.MemberRemoved
-	25, // 24: convo.v1.MemberAdded.member:type_name -> convo.v1.Member
-	26, // 25: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
-	26, // 26: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
-	27, // 27: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
-	27, // 28: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
-	27, // 29: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
-	27, // 30: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
-	27, // 31: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
-	28, // 32: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
-	28, // 33: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
-	29, // 34: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
-	30, // 35: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
-	29, // 36: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
-	29, // 37: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
-	31, // 38: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
-	31, // 39: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
-	32, // 40: convo.v1.InputRequested.input_request:type_name -> convo.v1.InputRequest
-	26, // 41: convo.v1.InputRequested.message:type_name -> convo.v1.Message
-	28, // 42: convo.v1.InputAnswered.answer:type_name -> google.protobuf.Struct
-	24, // 43: convo.v1.InputAnswered.answered_at:type_name -> google.protobuf.Timestamp
-	26, // 44: convo.v1.InputAnswered.message:type_name -> convo.v1.Message
-	24, // 45: convo.v1.InputClaimed.claim_expires_at:type_name -> google.protobuf.Timestamp
-	26, // 46: convo.v1.InputClaimed.message:type_name -> convo.v1.Message
-	27, // 47: convo.v1.PromptWaiting.prompt:type_name -> convo.v1.Prompt
-	26, // 48: convo.v1.PromptWaiting.message:type_name -> convo.v1.Message
-	26, // 49: convo.v1.BranchSwitched.messages:type_name -> convo.v1.Message
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	3,  // 24: convo.v1.Event.share_created:type_name -> convo.v1.ShareCreated
+	4,  // 25: convo.v1.Event.share_revoked:type_name -> convo.v1.ShareRevoked
+	27, // 26: convo.v1.MemberAdded.member:type_name -> convo.v1.Member
+	28, // 27: convo.v1.ShareCreated.share:type_name -> convo.v1.Share
+	29, // 28: convo.v1.MessageCreated.message:type_name -> convo.v1.Message
+	29, // 29: convo.v1.MessageUpdated.message:type_name -> convo.v1.Message
+	30, // 30: convo.v1.PromptQueued.prompt:type_name -> convo.v1.Prompt
+	30, // 31: convo.v1.PromptStarted.prompt:type_name -> convo.v1.Prompt
+	30, // 32: convo.v1.PromptCompleted.prompt:type_name -> convo.v1.Prompt
+	30, // 33: convo.v1.PromptFailed.prompt:type_name -> convo.v1.Prompt
+	30, // 34: convo.v1.PromptCancelled.prompt:type_name -> convo.v1.Prompt
+	31, // 35: convo.v1.BlockStart.metadata:type_name -> google.protobuf.Struct
+	31, // 36: convo.v1.BlockEnd.metadata:type_name -> google.protobuf.Struct
+	32, // 37: convo.v1.ToolCallStarted.tool_call:type_name -> convo.v1.ToolCall
+	33, // 38: convo.v1.ToolCallStarted.input:type_name -> google.protobuf.Value
+	32, // 39: convo.v1.ToolCallCompleted.tool_call:type_name -> convo.v1.ToolCall
+	32, // 40: convo.v1.ToolCallFailed.tool_call:type_name -> convo.v1.ToolCall
+	34, // 41: convo.v1.ConversationUpdated.conversation:type_name -> convo.v1.Conversation
+	34, // 42: convo.v1.HistoryCleared.conversation:type_name -> convo.v1.Conversation
+	35, // 43: convo.v1.InputRequested.input_request:type_name -> convo.v1.InputRequest
+	29, // 44: convo.v1.InputRequested.message:type_name -> convo.v1.Message
+	31, // 45: convo.v1.InputAnswered.answer:type_name -> google.protobuf.Struct
+	26, // 46: convo.v1.InputAnswered.answered_at:type_name -> google.protobuf.Timestamp
+	29, // 47: convo.v1.InputAnswered.message:type_name -> convo.v1.Message
+	26, // 48: convo.v1.InputClaimed.claim_expires_at:type_name -> google.protobuf.Timestamp
+	29, // 49: convo.v1.InputClaimed.message:type_name -> convo.v1.Message
+	30, // 50: convo.v1.PromptWaiting.prompt:type_name -> convo.v1.Prompt
+	29, // 51: convo.v1.PromptWaiting.message:type_name -> convo.v1.Message
+	29, // 52: convo.v1.BranchSwitched.messages:type_name -> convo.v1.Message
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_events_proto_init() }
@@ -2128,6 +2278,8 @@ func file_convo_v1_events_proto_init() {
 		(*Event_BranchSwitched)(nil),
 		(*Event_MemberAdded)(nil),
 		(*Event_MemberRemoved)(nil),
+		(*Event_ShareCreated)(nil),
+		(*Event_ShareRevoked)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2135,7 +2287,7 @@ func file_convo_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_events_proto_rawDesc), len(file_convo_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -331,6 +331,130 @@ func (x *Member) GetAddedBy() string {
 	return ""
 }
 
+// Share is a share link of a conversation (docs/api.md, "Share links"):
+// anyone holding its token reads the conversation, with no account. The
+// token is never part of it: CreateShareResponse alone carries it.
+type Share struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the share's UUID (RevokeShare names it).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// conversation_id is the conversation shared.
+	ConversationId string `protobuf:"bytes,2,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// created_by is the user who made it (the owner or a participant).
+	CreatedBy string `protobuf:"bytes,3,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// leaf_message_id is the message a snapshot share ends at: the active
+	// leaf when the share was made, unless CreateShare named one. Empty for
+	// a live share of a conversation that had no message.
+	LeafMessageId string `protobuf:"bytes,4,opt,name=leaf_message_id,json=leafMessageId,proto3" json:"leaf_message_id,omitempty"`
+	// mode is "snapshot" (the path from the root to leaf_message_id, frozen)
+	// or "live" (the active path, replies in flight included).
+	Mode string `protobuf:"bytes,5,opt,name=mode,proto3" json:"mode,omitempty"`
+	// include_tools: tool calls' arguments and results are shown to the
+	// share's readers; without it they are blanked.
+	IncludeTools bool `protobuf:"varint,6,opt,name=include_tools,json=includeTools,proto3" json:"include_tools,omitempty"`
+	// expires_at is when the share stops opening; unset: until revoked.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// revoked_at is when it was revoked; unset while in force.
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// created_at is when it was made.
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Share) Reset() {
+	*x = Share{}
+	mi := &file_convo_v1_types_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Share) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Share) ProtoMessage() {}
+
+func (x *Share) ProtoReflect() protoreflect.Message {
+	mi := &file_convo_v1_types_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Share.ProtoReflect.Descriptor instead.
+func (*Share) Descriptor() ([]byte, []int) {
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Share) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Share) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *Share) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *Share) GetLeafMessageId() string {
+	if x != nil {
+		return x.LeafMessageId
+	}
+	return ""
+}
+
+func (x *Share) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Share) GetIncludeTools() bool {
+	if x != nil {
+		return x.IncludeTools
+	}
+	return false
+}
+
+func (x *Share) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Share) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *Share) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 // Message is one turn of a conversation.
 type Message struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -393,7 +517,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_convo_v1_types_proto_msgTypes[2]
+	mi := &file_convo_v1_types_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +529,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[2]
+	mi := &file_convo_v1_types_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +542,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{2}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Message) GetId() string {
@@ -569,7 +693,7 @@ type Block struct {
 
 func (x *Block) Reset() {
 	*x = Block{}
-	mi := &file_convo_v1_types_proto_msgTypes[3]
+	mi := &file_convo_v1_types_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +705,7 @@ func (x *Block) String() string {
 func (*Block) ProtoMessage() {}
 
 func (x *Block) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[3]
+	mi := &file_convo_v1_types_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +718,7 @@ func (x *Block) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Block.ProtoReflect.Descriptor instead.
 func (*Block) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Block) GetId() string {
@@ -680,7 +804,7 @@ type File struct {
 
 func (x *File) Reset() {
 	*x = File{}
-	mi := &file_convo_v1_types_proto_msgTypes[4]
+	mi := &file_convo_v1_types_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +816,7 @@ func (x *File) String() string {
 func (*File) ProtoMessage() {}
 
 func (x *File) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[4]
+	mi := &file_convo_v1_types_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +829,7 @@ func (x *File) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use File.ProtoReflect.Descriptor instead.
 func (*File) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{4}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *File) GetId() string {
@@ -784,7 +908,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +920,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[5]
+	mi := &file_convo_v1_types_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +933,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{5}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolCall) GetId() string {
@@ -903,7 +1027,7 @@ type Prompt struct {
 
 func (x *Prompt) Reset() {
 	*x = Prompt{}
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1039,7 @@ func (x *Prompt) String() string {
 func (*Prompt) ProtoMessage() {}
 
 func (x *Prompt) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[6]
+	mi := &file_convo_v1_types_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1052,7 @@ func (x *Prompt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prompt.ProtoReflect.Descriptor instead.
 func (*Prompt) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{6}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Prompt) GetId() string {
@@ -1033,7 +1157,7 @@ type InputRequest struct {
 
 func (x *InputRequest) Reset() {
 	*x = InputRequest{}
-	mi := &file_convo_v1_types_proto_msgTypes[7]
+	mi := &file_convo_v1_types_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1169,7 @@ func (x *InputRequest) String() string {
 func (*InputRequest) ProtoMessage() {}
 
 func (x *InputRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[7]
+	mi := &file_convo_v1_types_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1182,7 @@ func (x *InputRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputRequest.ProtoReflect.Descriptor instead.
 func (*InputRequest) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{7}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InputRequest) GetToolCallId() string {
@@ -1165,7 +1289,7 @@ type ModelConfig struct {
 
 func (x *ModelConfig) Reset() {
 	*x = ModelConfig{}
-	mi := &file_convo_v1_types_proto_msgTypes[8]
+	mi := &file_convo_v1_types_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1177,7 +1301,7 @@ func (x *ModelConfig) String() string {
 func (*ModelConfig) ProtoMessage() {}
 
 func (x *ModelConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[8]
+	mi := &file_convo_v1_types_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1190,7 +1314,7 @@ func (x *ModelConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelConfig.ProtoReflect.Descriptor instead.
 func (*ModelConfig) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{8}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ModelConfig) GetProvider() string {
@@ -1243,7 +1367,7 @@ type Feedback struct {
 
 func (x *Feedback) Reset() {
 	*x = Feedback{}
-	mi := &file_convo_v1_types_proto_msgTypes[9]
+	mi := &file_convo_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1379,7 @@ func (x *Feedback) String() string {
 func (*Feedback) ProtoMessage() {}
 
 func (x *Feedback) ProtoReflect() protoreflect.Message {
-	mi := &file_convo_v1_types_proto_msgTypes[9]
+	mi := &file_convo_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1392,7 @@ func (x *Feedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Feedback.ProtoReflect.Descriptor instead.
 func (*Feedback) Descriptor() ([]byte, []int) {
-	return file_convo_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_convo_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Feedback) GetRating() Rating {
@@ -1313,7 +1437,21 @@ const file_convo_v1_types_proto_rawDesc = "" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x125\n" +
 	"\badded_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\aaddedAt\x12\x19\n" +
-	"\badded_by\x18\x04 \x01(\tR\aaddedBy\"\xda\x04\n" +
+	"\badded_by\x18\x04 \x01(\tR\aaddedBy\"\xf1\x02\n" +
+	"\x05Share\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
+	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x03 \x01(\tR\tcreatedBy\x12&\n" +
+	"\x0fleaf_message_id\x18\x04 \x01(\tR\rleafMessageId\x12\x12\n" +
+	"\x04mode\x18\x05 \x01(\tR\x04mode\x12#\n" +
+	"\rinclude_tools\x18\x06 \x01(\bR\fincludeTools\x129\n" +
+	"\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x129\n" +
+	"\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xda\x04\n" +
 	"\aMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x12\n" +
@@ -1435,58 +1573,62 @@ func file_convo_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_convo_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_convo_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_convo_v1_types_proto_goTypes = []any{
 	(SendPolicy)(0),               // 0: convo.v1.SendPolicy
 	(Rating)(0),                   // 1: convo.v1.Rating
 	(*Conversation)(nil),          // 2: convo.v1.Conversation
 	(*Member)(nil),                // 3: convo.v1.Member
-	(*Message)(nil),               // 4: convo.v1.Message
-	(*Block)(nil),                 // 5: convo.v1.Block
-	(*File)(nil),                  // 6: convo.v1.File
-	(*ToolCall)(nil),              // 7: convo.v1.ToolCall
-	(*Prompt)(nil),                // 8: convo.v1.Prompt
-	(*InputRequest)(nil),          // 9: convo.v1.InputRequest
-	(*ModelConfig)(nil),           // 10: convo.v1.ModelConfig
-	(*Feedback)(nil),              // 11: convo.v1.Feedback
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),       // 13: google.protobuf.Struct
-	(*structpb.Value)(nil),        // 14: google.protobuf.Value
+	(*Share)(nil),                 // 4: convo.v1.Share
+	(*Message)(nil),               // 5: convo.v1.Message
+	(*Block)(nil),                 // 6: convo.v1.Block
+	(*File)(nil),                  // 7: convo.v1.File
+	(*ToolCall)(nil),              // 8: convo.v1.ToolCall
+	(*Prompt)(nil),                // 9: convo.v1.Prompt
+	(*InputRequest)(nil),          // 10: convo.v1.InputRequest
+	(*ModelConfig)(nil),           // 11: convo.v1.ModelConfig
+	(*Feedback)(nil),              // 12: convo.v1.Feedback
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 15: google.protobuf.Value
 }
 var file_convo_v1_types_proto_depIdxs = []int32{
-	12, // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
-	12, // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
+	13, // 0: convo.v1.Conversation.created_at:type_name -> google.protobuf.Timestamp
+	13, // 1: convo.v1.Conversation.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 2: convo.v1.Conversation.last_message_at:type_name -> google.protobuf.Timestamp
 	0,  // 3: convo.v1.Conversation.send_policy:type_name -> convo.v1.SendPolicy
-	12, // 4: convo.v1.Member.added_at:type_name -> google.protobuf.Timestamp
-	5,  // 5: convo.v1.Message.blocks:type_name -> convo.v1.Block
-	12, // 6: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	12, // 7: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 8: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
-	13, // 9: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
-	7,  // 10: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
-	6,  // 11: convo.v1.Block.file:type_name -> convo.v1.File
-	12, // 12: convo.v1.File.url_expires_at:type_name -> google.protobuf.Timestamp
-	14, // 13: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
-	12, // 14: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
-	12, // 15: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
-	13, // 16: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
-	12, // 17: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
-	12, // 18: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
-	12, // 19: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
-	13, // 20: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
-	13, // 21: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
-	12, // 22: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
-	12, // 23: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 24: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
-	12, // 25: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
-	1,  // 26: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
-	12, // 27: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	13, // 4: convo.v1.Member.added_at:type_name -> google.protobuf.Timestamp
+	13, // 5: convo.v1.Share.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 6: convo.v1.Share.revoked_at:type_name -> google.protobuf.Timestamp
+	13, // 7: convo.v1.Share.created_at:type_name -> google.protobuf.Timestamp
+	6,  // 8: convo.v1.Message.blocks:type_name -> convo.v1.Block
+	13, // 9: convo.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	13, // 10: convo.v1.Message.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 11: convo.v1.Message.feedback:type_name -> convo.v1.Feedback
+	14, // 12: convo.v1.Block.metadata:type_name -> google.protobuf.Struct
+	8,  // 13: convo.v1.Block.tool_call:type_name -> convo.v1.ToolCall
+	7,  // 14: convo.v1.Block.file:type_name -> convo.v1.File
+	13, // 15: convo.v1.File.url_expires_at:type_name -> google.protobuf.Timestamp
+	15, // 16: convo.v1.ToolCall.input:type_name -> google.protobuf.Value
+	13, // 17: convo.v1.ToolCall.started_at:type_name -> google.protobuf.Timestamp
+	13, // 18: convo.v1.ToolCall.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 19: convo.v1.Prompt.model_config:type_name -> google.protobuf.Struct
+	13, // 20: convo.v1.Prompt.created_at:type_name -> google.protobuf.Timestamp
+	13, // 21: convo.v1.Prompt.started_at:type_name -> google.protobuf.Timestamp
+	13, // 22: convo.v1.Prompt.ended_at:type_name -> google.protobuf.Timestamp
+	14, // 23: convo.v1.InputRequest.request:type_name -> google.protobuf.Struct
+	14, // 24: convo.v1.InputRequest.answer:type_name -> google.protobuf.Struct
+	13, // 25: convo.v1.InputRequest.answered_at:type_name -> google.protobuf.Timestamp
+	13, // 26: convo.v1.InputRequest.expires_at:type_name -> google.protobuf.Timestamp
+	13, // 27: convo.v1.InputRequest.claim_expires_at:type_name -> google.protobuf.Timestamp
+	13, // 28: convo.v1.InputRequest.created_at:type_name -> google.protobuf.Timestamp
+	1,  // 29: convo.v1.Feedback.rating:type_name -> convo.v1.Rating
+	13, // 30: convo.v1.Feedback.created_at:type_name -> google.protobuf.Timestamp
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_convo_v1_types_proto_init() }
@@ -1494,14 +1636,14 @@ func file_convo_v1_types_proto_init() {
 	if File_convo_v1_types_proto != nil {
 		return
 	}
-	file_convo_v1_types_proto_msgTypes[8].OneofWrappers = []any{}
+	file_convo_v1_types_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_convo_v1_types_proto_rawDesc), len(file_convo_v1_types_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -240,6 +240,19 @@ type ConvoServerKey struct {
 	CreatedAt time.Time
 }
 
+type ConvoShare struct {
+	ID             uuid.UUID
+	ConversationID uuid.UUID
+	CreatedBy      string
+	LeafMessageID  uuid.NullUUID
+	Mode           string
+	IncludeTools   bool
+	ExpiresAt      *time.Time
+	RevokedAt      *time.Time
+	TokenHash      []byte
+	CreatedAt      time.Time
+}
+
 type ConvoToolCall struct {
 	ID             uuid.UUID
 	ConversationID uuid.UUID

@@ -114,6 +114,24 @@ const (
 	// ConversationServiceListMembersProcedure is the fully-qualified name of the ConversationService's
 	// ListMembers RPC.
 	ConversationServiceListMembersProcedure = "/convo.v1.ConversationService/ListMembers"
+	// ConversationServiceCreateShareProcedure is the fully-qualified name of the ConversationService's
+	// CreateShare RPC.
+	ConversationServiceCreateShareProcedure = "/convo.v1.ConversationService/CreateShare"
+	// ConversationServiceListSharesProcedure is the fully-qualified name of the ConversationService's
+	// ListShares RPC.
+	ConversationServiceListSharesProcedure = "/convo.v1.ConversationService/ListShares"
+	// ConversationServiceRevokeShareProcedure is the fully-qualified name of the ConversationService's
+	// RevokeShare RPC.
+	ConversationServiceRevokeShareProcedure = "/convo.v1.ConversationService/RevokeShare"
+	// ConversationServiceGetSharedConversationProcedure is the fully-qualified name of the
+	// ConversationService's GetSharedConversation RPC.
+	ConversationServiceGetSharedConversationProcedure = "/convo.v1.ConversationService/GetSharedConversation"
+	// ConversationServiceStreamSharedConversationProcedure is the fully-qualified name of the
+	// ConversationService's StreamSharedConversation RPC.
+	ConversationServiceStreamSharedConversationProcedure = "/convo.v1.ConversationService/StreamSharedConversation"
+	// ConversationServiceForkShareProcedure is the fully-qualified name of the ConversationService's
+	// ForkShare RPC.
+	ConversationServiceForkShareProcedure = "/convo.v1.ConversationService/ForkShare"
 )
 
 // ConversationServiceClient is a client for the convo.v1.ConversationService service.
@@ -220,6 +238,47 @@ type ConversationServiceClient interface {
 	// ListMembers lists the owner, then the members in the order they were
 	// added; for the owner and any member.
 	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
+	// CreateShare makes a share link of the conversation: the owner or a
+	// participant (PermissionDenied for a viewer, NotFound for anyone else).
+	// The response's token is shown this once; only its hash is stored.
+	// InvalidArgument for a bad mode or expiry, or a snapshot of an empty
+	// conversation; NotFound for a leaf that is not a message of it;
+	// ResourceExhausted past 100 shares in force. Event: shareCreated.
+	CreateShare(context.Context, *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error)
+	// ListShares lists the conversation's shares, newest first, revoked and
+	// expired ones too; the owner and participants.
+	ListShares(context.Context, *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error)
+	// RevokeShare ends a share now: its creator or the owner. Its open
+	// streams end (NotFound) on every server, and its token opens nothing
+	// again. Revoking a revoked share returns it unchanged. Event:
+	// shareRevoked.
+	RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error)
+	// GetSharedConversation reads what a share link shows, with its token
+	// alone: no user, no Authorization header (one sent is ignored). A
+	// snapshot share shows the path from the root to its leaf as it was; a
+	// live share the active path now, replies in flight included. Tool
+	// calls' arguments and results are blanked unless the share includes
+	// tools; messages carry no sender id and no feedback. NotFound "share
+	// does not exist" for a token revoked, expired or unknown alike.
+	GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error)
+	// StreamSharedConversation follows what a share link shows, with its
+	// token alone, as GetSharedConversation reads it: the first message is
+	// the state now, and each later one the whole state again, sent when
+	// the conversation changed (at most one every 200 ms; a snapshot share
+	// never changes, so it sends nothing more). The stream stays open until
+	// the client leaves; it ends with NotFound "share does not exist" when
+	// the share is revoked (on every server, at once) or expires, and
+	// opening it for a token that opens nothing is NotFound so.
+	StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest]) (*connect.ServerStreamForClient[v1.StreamSharedConversationResponse], error)
+	// ForkShare ("continue this conversation") copies what a share shows
+	// into a new conversation of the caller, a signed-in user, and returns
+	// it; the original is not touched. Copied: the path's messages (up to
+	// the first still being written) with their blocks as the share shows
+	// them (tool blocks blanked unless it includes tools); left out: file
+	// blocks, a comparison's other reply, feedback. NotFound "share does not
+	// exist" for a token that opens nothing; InvalidArgument when the share
+	// shows no message.
+	ForkShare(context.Context, *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the convo.v1.ConversationService service. By
@@ -395,38 +454,80 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
 			connect.WithClientOptions(opts...),
 		),
+		createShare: connect.NewClient[v1.CreateShareRequest, v1.CreateShareResponse](
+			httpClient,
+			baseURL+ConversationServiceCreateShareProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("CreateShare")),
+			connect.WithClientOptions(opts...),
+		),
+		listShares: connect.NewClient[v1.ListSharesRequest, v1.ListSharesResponse](
+			httpClient,
+			baseURL+ConversationServiceListSharesProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ListShares")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeShare: connect.NewClient[v1.RevokeShareRequest, v1.RevokeShareResponse](
+			httpClient,
+			baseURL+ConversationServiceRevokeShareProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("RevokeShare")),
+			connect.WithClientOptions(opts...),
+		),
+		getSharedConversation: connect.NewClient[v1.GetSharedConversationRequest, v1.GetSharedConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceGetSharedConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("GetSharedConversation")),
+			connect.WithClientOptions(opts...),
+		),
+		streamSharedConversation: connect.NewClient[v1.StreamSharedConversationRequest, v1.StreamSharedConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceStreamSharedConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("StreamSharedConversation")),
+			connect.WithClientOptions(opts...),
+		),
+		forkShare: connect.NewClient[v1.ForkShareRequest, v1.ForkShareResponse](
+			httpClient,
+			baseURL+ConversationServiceForkShareProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("ForkShare")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // conversationServiceClient implements ConversationServiceClient.
 type conversationServiceClient struct {
-	sendMessage         *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
-	streamConversation  *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
-	getConversation     *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
-	listConversations   *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
-	cancelPrompt        *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
-	setSendPolicy       *connect.Client[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse]
-	deleteQueuedMessage *connect.Client[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse]
-	createConversation  *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
-	renameConversation  *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
-	deleteConversation  *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
-	clearConversation   *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
-	submitFeedback      *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
-	voteComparison      *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
-	listComparisons     *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
-	getTrace            *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
-	searchMessages      *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
-	listMessages        *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
-	answerInput         *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
-	claimInput          *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
-	editMessage         *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
-	regenerateReply     *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
-	switchBranch        *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
-	getServerInfo       *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
-	setTyping           *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
-	addMember           *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
-	removeMember        *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
-	listMembers         *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
+	sendMessage              *connect.Client[v1.SendMessageRequest, v1.SendMessageResponse]
+	streamConversation       *connect.Client[v1.StreamConversationRequest, v1.StreamConversationResponse]
+	getConversation          *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
+	listConversations        *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
+	cancelPrompt             *connect.Client[v1.CancelPromptRequest, v1.CancelPromptResponse]
+	setSendPolicy            *connect.Client[v1.SetSendPolicyRequest, v1.SetSendPolicyResponse]
+	deleteQueuedMessage      *connect.Client[v1.DeleteQueuedMessageRequest, v1.DeleteQueuedMessageResponse]
+	createConversation       *connect.Client[v1.CreateConversationRequest, v1.CreateConversationResponse]
+	renameConversation       *connect.Client[v1.RenameConversationRequest, v1.RenameConversationResponse]
+	deleteConversation       *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
+	clearConversation        *connect.Client[v1.ClearConversationRequest, v1.ClearConversationResponse]
+	submitFeedback           *connect.Client[v1.SubmitFeedbackRequest, v1.SubmitFeedbackResponse]
+	voteComparison           *connect.Client[v1.VoteComparisonRequest, v1.VoteComparisonResponse]
+	listComparisons          *connect.Client[v1.ListComparisonsRequest, v1.ListComparisonsResponse]
+	getTrace                 *connect.Client[v1.GetTraceRequest, v1.GetTraceResponse]
+	searchMessages           *connect.Client[v1.SearchMessagesRequest, v1.SearchMessagesResponse]
+	listMessages             *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
+	answerInput              *connect.Client[v1.AnswerInputRequest, v1.AnswerInputResponse]
+	claimInput               *connect.Client[v1.ClaimInputRequest, v1.ClaimInputResponse]
+	editMessage              *connect.Client[v1.EditMessageRequest, v1.EditMessageResponse]
+	regenerateReply          *connect.Client[v1.RegenerateReplyRequest, v1.RegenerateReplyResponse]
+	switchBranch             *connect.Client[v1.SwitchBranchRequest, v1.SwitchBranchResponse]
+	getServerInfo            *connect.Client[v1.GetServerInfoRequest, v1.GetServerInfoResponse]
+	setTyping                *connect.Client[v1.SetTypingRequest, v1.SetTypingResponse]
+	addMember                *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	removeMember             *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
+	listMembers              *connect.Client[v1.ListMembersRequest, v1.ListMembersResponse]
+	createShare              *connect.Client[v1.CreateShareRequest, v1.CreateShareResponse]
+	listShares               *connect.Client[v1.ListSharesRequest, v1.ListSharesResponse]
+	revokeShare              *connect.Client[v1.RevokeShareRequest, v1.RevokeShareResponse]
+	getSharedConversation    *connect.Client[v1.GetSharedConversationRequest, v1.GetSharedConversationResponse]
+	streamSharedConversation *connect.Client[v1.StreamSharedConversationRequest, v1.StreamSharedConversationResponse]
+	forkShare                *connect.Client[v1.ForkShareRequest, v1.ForkShareResponse]
 }
 
 // SendMessage calls convo.v1.ConversationService.SendMessage.
@@ -564,6 +665,36 @@ func (c *conversationServiceClient) ListMembers(ctx context.Context, req *connec
 	return c.listMembers.CallUnary(ctx, req)
 }
 
+// CreateShare calls convo.v1.ConversationService.CreateShare.
+func (c *conversationServiceClient) CreateShare(ctx context.Context, req *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error) {
+	return c.createShare.CallUnary(ctx, req)
+}
+
+// ListShares calls convo.v1.ConversationService.ListShares.
+func (c *conversationServiceClient) ListShares(ctx context.Context, req *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error) {
+	return c.listShares.CallUnary(ctx, req)
+}
+
+// RevokeShare calls convo.v1.ConversationService.RevokeShare.
+func (c *conversationServiceClient) RevokeShare(ctx context.Context, req *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error) {
+	return c.revokeShare.CallUnary(ctx, req)
+}
+
+// GetSharedConversation calls convo.v1.ConversationService.GetSharedConversation.
+func (c *conversationServiceClient) GetSharedConversation(ctx context.Context, req *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error) {
+	return c.getSharedConversation.CallUnary(ctx, req)
+}
+
+// StreamSharedConversation calls convo.v1.ConversationService.StreamSharedConversation.
+func (c *conversationServiceClient) StreamSharedConversation(ctx context.Context, req *connect.Request[v1.StreamSharedConversationRequest]) (*connect.ServerStreamForClient[v1.StreamSharedConversationResponse], error) {
+	return c.streamSharedConversation.CallServerStream(ctx, req)
+}
+
+// ForkShare calls convo.v1.ConversationService.ForkShare.
+func (c *conversationServiceClient) ForkShare(ctx context.Context, req *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error) {
+	return c.forkShare.CallUnary(ctx, req)
+}
+
 // ConversationServiceHandler is an implementation of the convo.v1.ConversationService service.
 type ConversationServiceHandler interface {
 	// SendMessage appends the user's message and queues a prompt (two for an
@@ -668,6 +799,47 @@ type ConversationServiceHandler interface {
 	// ListMembers lists the owner, then the members in the order they were
 	// added; for the owner and any member.
 	ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error)
+	// CreateShare makes a share link of the conversation: the owner or a
+	// participant (PermissionDenied for a viewer, NotFound for anyone else).
+	// The response's token is shown this once; only its hash is stored.
+	// InvalidArgument for a bad mode or expiry, or a snapshot of an empty
+	// conversation; NotFound for a leaf that is not a message of it;
+	// ResourceExhausted past 100 shares in force. Event: shareCreated.
+	CreateShare(context.Context, *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error)
+	// ListShares lists the conversation's shares, newest first, revoked and
+	// expired ones too; the owner and participants.
+	ListShares(context.Context, *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error)
+	// RevokeShare ends a share now: its creator or the owner. Its open
+	// streams end (NotFound) on every server, and its token opens nothing
+	// again. Revoking a revoked share returns it unchanged. Event:
+	// shareRevoked.
+	RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error)
+	// GetSharedConversation reads what a share link shows, with its token
+	// alone: no user, no Authorization header (one sent is ignored). A
+	// snapshot share shows the path from the root to its leaf as it was; a
+	// live share the active path now, replies in flight included. Tool
+	// calls' arguments and results are blanked unless the share includes
+	// tools; messages carry no sender id and no feedback. NotFound "share
+	// does not exist" for a token revoked, expired or unknown alike.
+	GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error)
+	// StreamSharedConversation follows what a share link shows, with its
+	// token alone, as GetSharedConversation reads it: the first message is
+	// the state now, and each later one the whole state again, sent when
+	// the conversation changed (at most one every 200 ms; a snapshot share
+	// never changes, so it sends nothing more). The stream stays open until
+	// the client leaves; it ends with NotFound "share does not exist" when
+	// the share is revoked (on every server, at once) or expires, and
+	// opening it for a token that opens nothing is NotFound so.
+	StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest], *connect.ServerStream[v1.StreamSharedConversationResponse]) error
+	// ForkShare ("continue this conversation") copies what a share shows
+	// into a new conversation of the caller, a signed-in user, and returns
+	// it; the original is not touched. Copied: the path's messages (up to
+	// the first still being written) with their blocks as the share shows
+	// them (tool blocks blanked unless it includes tools); left out: file
+	// blocks, a comparison's other reply, feedback. NotFound "share does not
+	// exist" for a token that opens nothing; InvalidArgument when the share
+	// shows no message.
+	ForkShare(context.Context, *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error)
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -839,6 +1011,42 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("ListMembers")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceCreateShareHandler := connect.NewUnaryHandler(
+		ConversationServiceCreateShareProcedure,
+		svc.CreateShare,
+		connect.WithSchema(conversationServiceMethods.ByName("CreateShare")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceListSharesHandler := connect.NewUnaryHandler(
+		ConversationServiceListSharesProcedure,
+		svc.ListShares,
+		connect.WithSchema(conversationServiceMethods.ByName("ListShares")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceRevokeShareHandler := connect.NewUnaryHandler(
+		ConversationServiceRevokeShareProcedure,
+		svc.RevokeShare,
+		connect.WithSchema(conversationServiceMethods.ByName("RevokeShare")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceGetSharedConversationHandler := connect.NewUnaryHandler(
+		ConversationServiceGetSharedConversationProcedure,
+		svc.GetSharedConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("GetSharedConversation")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceStreamSharedConversationHandler := connect.NewServerStreamHandler(
+		ConversationServiceStreamSharedConversationProcedure,
+		svc.StreamSharedConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("StreamSharedConversation")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceForkShareHandler := connect.NewUnaryHandler(
+		ConversationServiceForkShareProcedure,
+		svc.ForkShare,
+		connect.WithSchema(conversationServiceMethods.ByName("ForkShare")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/convo.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceSendMessageProcedure:
@@ -895,6 +1103,18 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceRemoveMemberHandler.ServeHTTP(w, r)
 		case ConversationServiceListMembersProcedure:
 			conversationServiceListMembersHandler.ServeHTTP(w, r)
+		case ConversationServiceCreateShareProcedure:
+			conversationServiceCreateShareHandler.ServeHTTP(w, r)
+		case ConversationServiceListSharesProcedure:
+			conversationServiceListSharesHandler.ServeHTTP(w, r)
+		case ConversationServiceRevokeShareProcedure:
+			conversationServiceRevokeShareHandler.ServeHTTP(w, r)
+		case ConversationServiceGetSharedConversationProcedure:
+			conversationServiceGetSharedConversationHandler.ServeHTTP(w, r)
+		case ConversationServiceStreamSharedConversationProcedure:
+			conversationServiceStreamSharedConversationHandler.ServeHTTP(w, r)
+		case ConversationServiceForkShareProcedure:
+			conversationServiceForkShareHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1010,4 +1230,28 @@ func (UnimplementedConversationServiceHandler) RemoveMember(context.Context, *co
 
 func (UnimplementedConversationServiceHandler) ListMembers(context.Context, *connect.Request[v1.ListMembersRequest]) (*connect.Response[v1.ListMembersResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListMembers is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) CreateShare(context.Context, *connect.Request[v1.CreateShareRequest]) (*connect.Response[v1.CreateShareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.CreateShare is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ListShares(context.Context, *connect.Request[v1.ListSharesRequest]) (*connect.Response[v1.ListSharesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ListShares is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) RevokeShare(context.Context, *connect.Request[v1.RevokeShareRequest]) (*connect.Response[v1.RevokeShareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.RevokeShare is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) GetSharedConversation(context.Context, *connect.Request[v1.GetSharedConversationRequest]) (*connect.Response[v1.GetSharedConversationResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.GetSharedConversation is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) StreamSharedConversation(context.Context, *connect.Request[v1.StreamSharedConversationRequest], *connect.ServerStream[v1.StreamSharedConversationResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.StreamSharedConversation is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) ForkShare(context.Context, *connect.Request[v1.ForkShareRequest]) (*connect.Response[v1.ForkShareResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("convo.v1.ConversationService.ForkShare is not implemented"))
 }

@@ -6,7 +6,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Event } from "./events_pb.js";
 import { file_convo_v1_events } from "./events_pb.js";
-import type { Conversation, InputRequest, Member, Message as Message$1, ModelConfig, Prompt, Rating, SendPolicy } from "./types_pb.js";
+import type { Conversation, InputRequest, Member, Message as Message$1, ModelConfig, Prompt, Rating, SendPolicy, Share } from "./types_pb.js";
 import { file_convo_v1_types } from "./types_pb.js";
 import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -16,7 +16,318 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/conversation_service.proto.
  */
 export const file_convo_v1_conversation_service: GenFile = /*@__PURE__*/
-  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEiSgoQQWRkTWVtYmVyUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIMCgRyb2xlGAMgASgJIjUKEUFkZE1lbWJlclJlc3BvbnNlEiAKBm1lbWJlchgBIAEoCzIQLmNvbnZvLnYxLk1lbWJlciI/ChNSZW1vdmVNZW1iZXJSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJIhYKFFJlbW92ZU1lbWJlclJlc3BvbnNlIi0KEkxpc3RNZW1iZXJzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiOAoTTGlzdE1lbWJlcnNSZXNwb25zZRIhCgdtZW1iZXJzGAEgAygLMhAuY29udm8udjEuTWVtYmVyIocBChJFZGl0TWVzc2FnZVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSDAoEdGV4dBgDIAEoCRIkCgVtb2RlbBgEIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEhAKCGZpbGVfaWRzGAUgAygJIl8KE0VkaXRNZXNzYWdlUmVzcG9uc2USFwoPdXNlcl9tZXNzYWdlX2lkGAEgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAIgASgJEhEKCXByb21wdF9pZBgDIAEoCSJrChZSZWdlbmVyYXRlUmVwbHlSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEiQKBW1vZGVsGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWciSgoXUmVnZW5lcmF0ZVJlcGx5UmVzcG9uc2USHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYASABKAkSEQoJcHJvbXB0X2lkGAIgASgJInAKE1N3aXRjaEJyYW5jaFJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSGgoNc2libGluZ19pbmRleBgDIAEoBUgAiAEBQhAKDl9zaWJsaW5nX2luZGV4Ii8KFFN3aXRjaEJyYW5jaFJlc3BvbnNlEhcKD2xlYWZfbWVzc2FnZV9pZBgBIAEoCSLnAQoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIMCgR0ZXh0GAIgASgJEiQKBW1vZGVsGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSLAoNY29tcGFyZV9tb2RlbBgEIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEhkKEXBhcmVudF9tZXNzYWdlX2lkGAUgASgJEhAKCGZpbGVfaWRzGAYgAygJEikKC3NlbmRfcG9saWN5GDwgASgOMhQuY29udm8udjEuU2VuZFBvbGljeSJaChRTZXRTZW5kUG9saWN5UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSKQoLc2VuZF9wb2xpY3kYAiABKA4yFC5jb252by52MS5TZW5kUG9saWN5IkUKFVNldFNlbmRQb2xpY3lSZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iMAoaRGVsZXRlUXVldWVkTWVzc2FnZVJlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCSI2ChtEZWxldGVRdWV1ZWRNZXNzYWdlUmVzcG9uc2USFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIuABChNTZW5kTWVzc2FnZVJlc3BvbnNlEhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAiABKAkSHAoUYXNzaXN0YW50X21lc3NhZ2VfaWQYAyABKAkSEQoJcHJvbXB0X2lkGAQgASgJEhUKDWNvbXBhcmlzb25faWQYBSABKAkSJAocY29tcGFyZV9hc3Npc3RhbnRfbWVzc2FnZV9pZBgGIAEoCRIZChFjb21wYXJlX3Byb21wdF9pZBgHIAEoCRIOCgZxdWV1ZWQYPCABKAgirAEKGVN0cmVhbUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhYKCWFmdGVyX3NlcRgCIAEoA0gAiAEBEhwKFGluY2x1ZGVfcGF1c2VfZXZlbnRzGAMgASgIEhgKEGluY2x1ZGVfYnJhbmNoZXMYBCABKAgSGAoQaW5jbHVkZV9wcmVzZW5jZRhGIAEoCEIMCgpfYWZ0ZXJfc2VxIpYBChpTdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZRImCghzbmFwc2hvdBgBIAEoCzISLmNvbnZvLnYxLlNuYXBzaG90SAASIAoFZXZlbnQYAiABKAsyDy5jb252by52MS5FdmVudEgAEiYKCHByZXNlbmNlGEYgASgLMhIuY29udm8udjEuUHJlc2VuY2VIAEIGCgRraW5kIjAKCFByZXNlbmNlEiQKBXVzZXJzGAEgAygLMhUuY29udm8udjEuUHJlc2VudFVzZXIiPwoLUHJlc2VudFVzZXISDwoHdXNlcl9pZBgBIAEoCRIPCgd2aWV3aW5nGAIgASgIEg4KBnR5cGluZxgDIAEoCCI7ChBTZXRUeXBpbmdSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIOCgZ0eXBpbmcYAiABKAgiEwoRU2V0VHlwaW5nUmVzcG9uc2UitAEKCFNuYXBzaG90EiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbhIjCghtZXNzYWdlcxgCIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USCwoDc2VxGAMgASgDEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBCABKAkSLgoOcGVuZGluZ19pbnB1dHMYBSADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiQgoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKcGFnZV90b2tlbhgCIAEoCSJUChRMaXN0TWVzc2FnZXNSZXNwb25zZRIjCghtZXNzYWdlcxgBIAMoCzIRLmNvbnZvLnYxLk1lc3NhZ2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk8KFkdldENvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhwKFGluY2x1ZGVfcGF1c2VfZXZlbnRzGAIgASgIIsMBChdHZXRDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIuCg5wZW5kaW5nX2lucHV0cxgEIAMoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdBIYChBvbGRlcl9wYWdlX3Rva2VuGAUgASgJIkEKGExpc3RDb252ZXJzYXRpb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJjChlMaXN0Q29udmVyc2F0aW9uc1Jlc3BvbnNlEi0KDWNvbnZlcnNhdGlvbnMYASADKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIigKE0NhbmNlbFByb21wdFJlcXVlc3QSEQoJcHJvbXB0X2lkGAEgASgJIikKFENhbmNlbFByb21wdFJlc3BvbnNlEhEKCWNhbmNlbGxlZBgBIAEoCCIqChlDcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0Eg0KBXRpdGxlGAEgASgJIkoKGkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJDChlSZW5hbWVDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCSJKChpSZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iNAoZRGVsZXRlQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiHAoaRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2UiMwoYQ2xlYXJDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSJJChlDbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJeChVTdWJtaXRGZWVkYmFja1JlcXVlc3QSEgoKbWVzc2FnZV9pZBgBIAEoCRIgCgZyYXRpbmcYAiABKA4yEC5jb252by52MS5SYXRpbmcSDwoHY29tbWVudBgDIAEoCSI8ChZTdWJtaXRGZWVkYmFja1Jlc3BvbnNlEiIKB21lc3NhZ2UYASABKAsyES5jb252by52MS5NZXNzYWdlIlgKFVZvdGVDb21wYXJpc29uUmVxdWVzdBIVCg1jb21wYXJpc29uX2lkGAEgASgJEigKCnByZWZlcmVuY2UYAiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlIkIKFlZvdGVDb21wYXJpc29uUmVzcG9uc2USKAoKY29tcGFyaXNvbhgBIAEoCzIULmNvbnZvLnYxLkNvbXBhcmlzb24inAIKCkNvbXBhcmlzb24SCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhcKD3VzZXJfbWVzc2FnZV9pZBgDIAEoCRIjCgFhGAQgASgLMhguY29udm8udjEuQ29tcGFyaXNvblNpZGUSIwoBYhgFIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEigKCnByZWZlcmVuY2UYBiABKA4yFC5jb252by52MS5QcmVmZXJlbmNlEiwKCHZvdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ0Cg5Db21wYXJpc29uU2lkZRIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIrCgxtb2RlbF9jb25maWcYAyABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIOCgZzdGF0dXMYBCABKAkiWAoWTGlzdENvbXBhcmlzb25zUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXQoXTGlzdENvbXBhcmlzb25zUmVzcG9uc2USKQoLY29tcGFyaXNvbnMYASADKAsyFC5jb252by52MS5Db21wYXJpc29uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJGCg9HZXRUcmFjZVJlcXVlc3QSEwoJcHJvbXB0X2lkGAEgASgJSAASFAoKbWVzc2FnZV9pZBgCIAEoCUgAQggKBnRhcmdldCIyChBHZXRUcmFjZVJlc3BvbnNlEh4KBXRyYWNlGAEgASgLMg8uY29udm8udjEuVHJhY2UipgEKBVRyYWNlEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdBIrCghkdXJhdGlvbhgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhItCgpxdWV1ZV90aW1lGAMgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh8KBmV2ZW50cxgEIAMoCzIPLmNvbnZvLnYxLkV2ZW50IjkKFVNlYXJjaE1lc3NhZ2VzUmVxdWVzdBINCgVxdWVyeRgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUiQQoWU2VhcmNoTWVzc2FnZXNSZXNwb25zZRInCgdyZXN1bHRzGAEgAygLMhYuY29udm8udjEuU2VhcmNoUmVzdWx0Iu8BCgxTZWFyY2hSZXN1bHQSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhoKEmNvbnZlcnNhdGlvbl90aXRsZRgCIAEoCRISCgptZXNzYWdlX2lkGAMgASgJEgwKBHJvbGUYBCABKAkSDwoHc25pcHBldBgFIAEoCRInCgpoaWdobGlnaHRzGAYgAygLMhMuY29udm8udjEuSGlnaGxpZ2h0EgwKBHJhbmsYByABKAESLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYmxvY2tfaWQYCSABKAkiJwoJSGlnaGxpZ2h0Eg0KBXN0YXJ0GAEgASgFEgsKA2VuZBgCIAEoBSJRChJBbnN3ZXJJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEiUKBmFuc3dlchgCIAEoCzIVLmNvbnZvLnYxLklucHV0QW5zd2VyIqQBCgtJbnB1dEFuc3dlchIsCghhcHByb3ZhbBgBIAEoCzIYLmNvbnZvLnYxLkFwcHJvdmFsQW5zd2VySAASMQoLY2xpZW50X3Rvb2wYAiABKAsyGi5jb252by52MS5DbGllbnRUb29sQW5zd2VySAASLAoIcXVlc3Rpb24YAyABKAsyGC5jb252by52MS5RdWVzdGlvbkFuc3dlckgAQgYKBGtpbmQiMgoOQXBwcm92YWxBbnN3ZXISEAoIYXBwcm92ZWQYASABKAgSDgoGcmVhc29uGAIgASgJIj8KEENsaWVudFRvb2xBbnN3ZXISEAoGb3V0cHV0GAEgASgJSAASDwoFZXJyb3IYAiABKAlIAEIICgZyZXN1bHQiIAoOUXVlc3Rpb25BbnN3ZXISDgoGYW5zd2VyGAEgASgJIkQKE0Fuc3dlcklucHV0UmVzcG9uc2USLQoNaW5wdXRfcmVxdWVzdBgBIAEoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCJSChFDbGFpbUlucHV0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEAoIY2xhaW1hbnQYAiABKAkSFQoNbGVhc2Vfc2Vjb25kcxgDIAEoBSJDChJDbGFpbUlucHV0UmVzcG9uc2USLQoNaW5wdXRfcmVxdWVzdBgBIAEoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdCIWChRHZXRTZXJ2ZXJJbmZvUmVxdWVzdCJiChVHZXRTZXJ2ZXJJbmZvUmVzcG9uc2USEgoKZGVtb19tb2RlbBgBIAEoCBIWCg5tYXhfZmlsZV9ieXRlcxgCIAEoAxIdChVtYXhfZmlsZXNfcGVyX21lc3NhZ2UYAyABKAUqYAoKUHJlZmVyZW5jZRIaChZQUkVGRVJFTkNFX1VOU1BFQ0lGSUVEEAASEAoMUFJFRkVSRU5DRV9BEAESEAoMUFJFRkVSRU5DRV9CEAISEgoOUFJFRkVSRU5DRV9USUUQAzLqEQoTQ29udmVyc2F0aW9uU2VydmljZRJKCgtTZW5kTWVzc2FnZRIcLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2USYQoSU3RyZWFtQ29udmVyc2F0aW9uEiMuY29udm8udjEuU3RyZWFtQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlc3BvbnNlMAESVgoPR2V0Q29udmVyc2F0aW9uEiAuY29udm8udjEuR2V0Q29udmVyc2F0aW9uUmVxdWVzdBohLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlc3BvbnNlElwKEUxpc3RDb252ZXJzYXRpb25zEiIuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXF1ZXN0GiMuY29udm8udjEuTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRJNCgxDYW5jZWxQcm9tcHQSHS5jb252by52MS5DYW5jZWxQcm9tcHRSZXF1ZXN0Gh4uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVzcG9uc2USUAoNU2V0U2VuZFBvbGljeRIeLmNvbnZvLnYxLlNldFNlbmRQb2xpY3lSZXF1ZXN0Gh8uY29udm8udjEuU2V0U2VuZFBvbGljeVJlc3BvbnNlEmIKE0RlbGV0ZVF1ZXVlZE1lc3NhZ2USJC5jb252by52MS5EZWxldGVRdWV1ZWRNZXNzYWdlUmVxdWVzdBolLmNvbnZvLnYxLkRlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXNwb25zZRJfChJDcmVhdGVDb252ZXJzYXRpb24SIy5jb252by52MS5DcmVhdGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXwoSUmVuYW1lQ29udmVyc2F0aW9uEiMuY29udm8udjEuUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KEkRlbGV0ZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLkRlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXNwb25zZRJcChFDbGVhckNvbnZlcnNhdGlvbhIiLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBojLmNvbnZvLnYxLkNsZWFyQ29udmVyc2F0aW9uUmVzcG9uc2USUwoOU3VibWl0RmVlZGJhY2sSHy5jb252by52MS5TdWJtaXRGZWVkYmFja1JlcXVlc3QaIC5jb252by52MS5TdWJtaXRGZWVkYmFja1Jlc3BvbnNlElMKDlZvdGVDb21wYXJpc29uEh8uY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXF1ZXN0GiAuY29udm8udjEuVm90ZUNvbXBhcmlzb25SZXNwb25zZRJWCg9MaXN0Q29tcGFyaXNvbnMSIC5jb252by52MS5MaXN0Q29tcGFyaXNvbnNSZXF1ZXN0GiEuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVzcG9uc2USQQoIR2V0VHJhY2USGS5jb252by52MS5HZXRUcmFjZVJlcXVlc3QaGi5jb252by52MS5HZXRUcmFjZVJlc3BvbnNlElMKDlNlYXJjaE1lc3NhZ2VzEh8uY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXF1ZXN0GiAuY29udm8udjEuU2VhcmNoTWVzc2FnZXNSZXNwb25zZRJNCgxMaXN0TWVzc2FnZXMSHS5jb252by52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0Gh4uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2USSgoLQW5zd2VySW5wdXQSHC5jb252by52MS5BbnN3ZXJJbnB1dFJlcXVlc3QaHS5jb252by52MS5BbnN3ZXJJbnB1dFJlc3BvbnNlEkcKCkNsYWltSW5wdXQSGy5jb252by52MS5DbGFpbUlucHV0UmVxdWVzdBocLmNvbnZvLnYxLkNsYWltSW5wdXRSZXNwb25zZRJKCgtFZGl0TWVzc2FnZRIcLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVxdWVzdBodLmNvbnZvLnYxLkVkaXRNZXNzYWdlUmVzcG9uc2USVgoPUmVnZW5lcmF0ZVJlcGx5EiAuY29udm8udjEuUmVnZW5lcmF0ZVJlcGx5UmVxdWVzdBohLmNvbnZvLnYxLlJlZ2VuZXJhdGVSZXBseVJlc3BvbnNlEk0KDFN3aXRjaEJyYW5jaBIdLmNvbnZvLnYxLlN3aXRjaEJyYW5jaFJlcXVlc3QaHi5jb252by52MS5Td2l0Y2hCcmFuY2hSZXNwb25zZRJQCg1HZXRTZXJ2ZXJJbmZvEh4uY29udm8udjEuR2V0U2VydmVySW5mb1JlcXVlc3QaHy5jb252by52MS5HZXRTZXJ2ZXJJbmZvUmVzcG9uc2USRAoJU2V0VHlwaW5nEhouY29udm8udjEuU2V0VHlwaW5nUmVxdWVzdBobLmNvbnZvLnYxLlNldFR5cGluZ1Jlc3BvbnNlEkQKCUFkZE1lbWJlchIaLmNvbnZvLnYxLkFkZE1lbWJlclJlcXVlc3QaGy5jb252by52MS5BZGRNZW1iZXJSZXNwb25zZRJNCgxSZW1vdmVNZW1iZXISHS5jb252by52MS5SZW1vdmVNZW1iZXJSZXF1ZXN0Gh4uY29udm8udjEuUmVtb3ZlTWVtYmVyUmVzcG9uc2USSgoLTGlzdE1lbWJlcnMSHC5jb252by52MS5MaXN0TWVtYmVyc1JlcXVlc3QaHS5jb252by52MS5MaXN0TWVtYmVyc1Jlc3BvbnNlQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("CiNjb252by92MS9jb252ZXJzYXRpb25fc2VydmljZS5wcm90bxIIY29udm8udjEimwEKEkNyZWF0ZVNoYXJlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFwoPbGVhZl9tZXNzYWdlX2lkGAIgASgJEgwKBG1vZGUYAyABKAkSLgoKZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNaW5jbHVkZV90b29scxgFIAEoCCJEChNDcmVhdGVTaGFyZVJlc3BvbnNlEh4KBXNoYXJlGAEgASgLMg8uY29udm8udjEuU2hhcmUSDQoFdG9rZW4YAiABKAkiLAoRTGlzdFNoYXJlc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIjUKEkxpc3RTaGFyZXNSZXNwb25zZRIfCgZzaGFyZXMYASADKAsyDy5jb252by52MS5TaGFyZSImChJSZXZva2VTaGFyZVJlcXVlc3QSEAoIc2hhcmVfaWQYASABKAkiNQoTUmV2b2tlU2hhcmVSZXNwb25zZRIeCgVzaGFyZRgBIAEoCzIPLmNvbnZvLnYxLlNoYXJlIi0KHEdldFNoYXJlZENvbnZlcnNhdGlvblJlcXVlc3QSDQoFdG9rZW4YASABKAkirgEKHUdldFNoYXJlZENvbnZlcnNhdGlvblJlc3BvbnNlEh4KBXNoYXJlGAEgASgLMg8uY29udm8udjEuU2hhcmUSLAoMY29udmVyc2F0aW9uGAIgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAMgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYBCABKAMSDQoFb2xkZXIYBSABKAgiMAofU3RyZWFtU2hhcmVkQ29udmVyc2F0aW9uUmVxdWVzdBINCgV0b2tlbhgBIAEoCSJaCiBTdHJlYW1TaGFyZWRDb252ZXJzYXRpb25SZXNwb25zZRI2CgVzdGF0ZRgBIAEoCzInLmNvbnZvLnYxLkdldFNoYXJlZENvbnZlcnNhdGlvblJlc3BvbnNlIiEKEEZvcmtTaGFyZVJlcXVlc3QSDQoFdG9rZW4YASABKAkiQQoRRm9ya1NoYXJlUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIkoKEEFkZE1lbWJlclJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDAoEcm9sZRgDIAEoCSI1ChFBZGRNZW1iZXJSZXNwb25zZRIgCgZtZW1iZXIYASABKAsyEC5jb252by52MS5NZW1iZXIiPwoTUmVtb3ZlTWVtYmVyUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCSIWChRSZW1vdmVNZW1iZXJSZXNwb25zZSItChJMaXN0TWVtYmVyc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIjgKE0xpc3RNZW1iZXJzUmVzcG9uc2USIQoHbWVtYmVycxgBIAMoCzIQLmNvbnZvLnYxLk1lbWJlciKHAQoSRWRpdE1lc3NhZ2VSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEgwKBHRleHQYAyABKAkSJAoFbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIQCghmaWxlX2lkcxgFIAMoCSJfChNFZGl0TWVzc2FnZVJlc3BvbnNlEhcKD3VzZXJfbWVzc2FnZV9pZBgBIAEoCRIcChRhc3Npc3RhbnRfbWVzc2FnZV9pZBgCIAEoCRIRCglwcm9tcHRfaWQYAyABKAkiawoWUmVnZW5lcmF0ZVJlcGx5UmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnIkoKF1JlZ2VuZXJhdGVSZXBseVJlc3BvbnNlEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCSJwChNTd2l0Y2hCcmFuY2hSZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhoKDXNpYmxpbmdfaW5kZXgYAyABKAVIAIgBAUIQCg5fc2libGluZ19pbmRleCIvChRTd2l0Y2hCcmFuY2hSZXNwb25zZRIXCg9sZWFmX21lc3NhZ2VfaWQYASABKAki5wEKElNlbmRNZXNzYWdlUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDAoEdGV4dBgCIAEoCRIkCgVtb2RlbBgDIAEoCzIVLmNvbnZvLnYxLk1vZGVsQ29uZmlnEiwKDWNvbXBhcmVfbW9kZWwYBCABKAsyFS5jb252by52MS5Nb2RlbENvbmZpZxIZChFwYXJlbnRfbWVzc2FnZV9pZBgFIAEoCRIQCghmaWxlX2lkcxgGIAMoCRIpCgtzZW5kX3BvbGljeRg8IAEoDjIULmNvbnZvLnYxLlNlbmRQb2xpY3kiWgoUU2V0U2VuZFBvbGljeVJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEikKC3NlbmRfcG9saWN5GAIgASgOMhQuY29udm8udjEuU2VuZFBvbGljeSJFChVTZXRTZW5kUG9saWN5UmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIjAKGkRlbGV0ZVF1ZXVlZE1lc3NhZ2VSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkiNgobRGVsZXRlUXVldWVkTWVzc2FnZVJlc3BvbnNlEhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCSLgAQoTU2VuZE1lc3NhZ2VSZXNwb25zZRIXCg9jb252ZXJzYXRpb25faWQYASABKAkSFwoPdXNlcl9tZXNzYWdlX2lkGAIgASgJEhwKFGFzc2lzdGFudF9tZXNzYWdlX2lkGAMgASgJEhEKCXByb21wdF9pZBgEIAEoCRIVCg1jb21wYXJpc29uX2lkGAUgASgJEiQKHGNvbXBhcmVfYXNzaXN0YW50X21lc3NhZ2VfaWQYBiABKAkSGQoRY29tcGFyZV9wcm9tcHRfaWQYByABKAkSDgoGcXVldWVkGDwgASgIIqwBChlTdHJlYW1Db252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKANIAIgBARIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgDIAEoCBIYChBpbmNsdWRlX2JyYW5jaGVzGAQgASgIEhgKEGluY2x1ZGVfcHJlc2VuY2UYRiABKAhCDAoKX2FmdGVyX3NlcSKWAQoaU3RyZWFtQ29udmVyc2F0aW9uUmVzcG9uc2USJgoIc25hcHNob3QYASABKAsyEi5jb252by52MS5TbmFwc2hvdEgAEiAKBWV2ZW50GAIgASgLMg8uY29udm8udjEuRXZlbnRIABImCghwcmVzZW5jZRhGIAEoCzISLmNvbnZvLnYxLlByZXNlbmNlSABCBgoEa2luZCIwCghQcmVzZW5jZRIkCgV1c2VycxgBIAMoCzIVLmNvbnZvLnYxLlByZXNlbnRVc2VyIj8KC1ByZXNlbnRVc2VyEg8KB3VzZXJfaWQYASABKAkSDwoHdmlld2luZxgCIAEoCBIOCgZ0eXBpbmcYAyABKAgiOwoQU2V0VHlwaW5nUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDgoGdHlwaW5nGAIgASgIIhMKEVNldFR5cGluZ1Jlc3BvbnNlIrQBCghTbmFwc2hvdBIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24SIwoIbWVzc2FnZXMYAiADKAsyES5jb252by52MS5NZXNzYWdlEgsKA3NlcRgDIAEoAxIYChBvbGRlcl9wYWdlX3Rva2VuGAQgASgJEi4KDnBlbmRpbmdfaW5wdXRzGAUgAygLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0IkIKE0xpc3RNZXNzYWdlc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhIKCnBhZ2VfdG9rZW4YAiABKAkiVAoUTGlzdE1lc3NhZ2VzUmVzcG9uc2USIwoIbWVzc2FnZXMYASADKAsyES5jb252by52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJPChZHZXRDb252ZXJzYXRpb25SZXF1ZXN0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIcChRpbmNsdWRlX3BhdXNlX2V2ZW50cxgCIAEoCCLDAQoXR2V0Q29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEiMKCG1lc3NhZ2VzGAIgAygLMhEuY29udm8udjEuTWVzc2FnZRILCgNzZXEYAyABKAMSLgoOcGVuZGluZ19pbnB1dHMYBCADKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QSGAoQb2xkZXJfcGFnZV90b2tlbhgFIAEoCSJBChhMaXN0Q29udmVyc2F0aW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYwoZTGlzdENvbnZlcnNhdGlvbnNSZXNwb25zZRItCg1jb252ZXJzYXRpb25zGAEgAygLMhYuY29udm8udjEuQ29udmVyc2F0aW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIoChNDYW5jZWxQcm9tcHRSZXF1ZXN0EhEKCXByb21wdF9pZBgBIAEoCSIpChRDYW5jZWxQcm9tcHRSZXNwb25zZRIRCgljYW5jZWxsZWQYASABKAgiKgoZQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBINCgV0aXRsZRgBIAEoCSJKChpDcmVhdGVDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iQwoZUmVuYW1lQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkSDQoFdGl0bGUYAiABKAkiSgoaUmVuYW1lQ29udmVyc2F0aW9uUmVzcG9uc2USLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIjQKGURlbGV0ZUNvbnZlcnNhdGlvblJlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJIhwKGkRlbGV0ZUNvbnZlcnNhdGlvblJlc3BvbnNlIjMKGENsZWFyQ29udmVyc2F0aW9uUmVxdWVzdBIXCg9jb252ZXJzYXRpb25faWQYASABKAkiSQoZQ2xlYXJDb252ZXJzYXRpb25SZXNwb25zZRIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iXgoVU3VibWl0RmVlZGJhY2tSZXF1ZXN0EhIKCm1lc3NhZ2VfaWQYASABKAkSIAoGcmF0aW5nGAIgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAyABKAkiPAoWU3VibWl0RmVlZGJhY2tSZXNwb25zZRIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSJYChVWb3RlQ29tcGFyaXNvblJlcXVlc3QSFQoNY29tcGFyaXNvbl9pZBgBIAEoCRIoCgpwcmVmZXJlbmNlGAIgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZSJCChZWb3RlQ29tcGFyaXNvblJlc3BvbnNlEigKCmNvbXBhcmlzb24YASABKAsyFC5jb252by52MS5Db21wYXJpc29uIpwCCgpDb21wYXJpc29uEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRIXCg91c2VyX21lc3NhZ2VfaWQYAyABKAkSIwoBYRgEIAEoCzIYLmNvbnZvLnYxLkNvbXBhcmlzb25TaWRlEiMKAWIYBSABKAsyGC5jb252by52MS5Db21wYXJpc29uU2lkZRIoCgpwcmVmZXJlbmNlGAYgASgOMhQuY29udm8udjEuUHJlZmVyZW5jZRIsCgh2b3RlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidAoOQ29tcGFyaXNvblNpZGUSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSKwoMbW9kZWxfY29uZmlnGAMgASgLMhUuY29udm8udjEuTW9kZWxDb25maWcSDgoGc3RhdHVzGAQgASgJIlgKFkxpc3RDb21wYXJpc29uc1JlcXVlc3QSFwoPY29udmVyc2F0aW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIl0KF0xpc3RDb21wYXJpc29uc1Jlc3BvbnNlEikKC2NvbXBhcmlzb25zGAEgAygLMhQuY29udm8udjEuQ29tcGFyaXNvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiRgoPR2V0VHJhY2VSZXF1ZXN0EhMKCXByb21wdF9pZBgBIAEoCUgAEhQKCm1lc3NhZ2VfaWQYAiABKAlIAEIICgZ0YXJnZXQiMgoQR2V0VHJhY2VSZXNwb25zZRIeCgV0cmFjZRgBIAEoCzIPLmNvbnZvLnYxLlRyYWNlIqYBCgVUcmFjZRIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQSKwoIZHVyYXRpb24YAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLQoKcXVldWVfdGltZRgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfCgZldmVudHMYBCADKAsyDy5jb252by52MS5FdmVudCI5ChVTZWFyY2hNZXNzYWdlc1JlcXVlc3QSDQoFcXVlcnkYASABKAkSEQoJcGFnZV9zaXplGAIgASgFIkEKFlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USJwoHcmVzdWx0cxgBIAMoCzIWLmNvbnZvLnYxLlNlYXJjaFJlc3VsdCLvAQoMU2VhcmNoUmVzdWx0EhcKD2NvbnZlcnNhdGlvbl9pZBgBIAEoCRIaChJjb252ZXJzYXRpb25fdGl0bGUYAiABKAkSEgoKbWVzc2FnZV9pZBgDIAEoCRIMCgRyb2xlGAQgASgJEg8KB3NuaXBwZXQYBSABKAkSJwoKaGlnaGxpZ2h0cxgGIAMoCzITLmNvbnZvLnYxLkhpZ2hsaWdodBIMCgRyYW5rGAcgASgBEi4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCGJsb2NrX2lkGAkgASgJIicKCUhpZ2hsaWdodBINCgVzdGFydBgBIAEoBRILCgNlbmQYAiABKAUiUQoSQW5zd2VySW5wdXRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIlCgZhbnN3ZXIYAiABKAsyFS5jb252by52MS5JbnB1dEFuc3dlciKkAQoLSW5wdXRBbnN3ZXISLAoIYXBwcm92YWwYASABKAsyGC5jb252by52MS5BcHByb3ZhbEFuc3dlckgAEjEKC2NsaWVudF90b29sGAIgASgLMhouY29udm8udjEuQ2xpZW50VG9vbEFuc3dlckgAEiwKCHF1ZXN0aW9uGAMgASgLMhguY29udm8udjEuUXVlc3Rpb25BbnN3ZXJIAEIGCgRraW5kIjIKDkFwcHJvdmFsQW5zd2VyEhAKCGFwcHJvdmVkGAEgASgIEg4KBnJlYXNvbhgCIAEoCSI/ChBDbGllbnRUb29sQW5zd2VyEhAKBm91dHB1dBgBIAEoCUgAEg8KBWVycm9yGAIgASgJSABCCAoGcmVzdWx0IiAKDlF1ZXN0aW9uQW5zd2VyEg4KBmFuc3dlchgBIAEoCSJEChNBbnN3ZXJJbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiUgoRQ2xhaW1JbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhAKCGNsYWltYW50GAIgASgJEhUKDWxlYXNlX3NlY29uZHMYAyABKAUiQwoSQ2xhaW1JbnB1dFJlc3BvbnNlEi0KDWlucHV0X3JlcXVlc3QYASABKAsyFi5jb252by52MS5JbnB1dFJlcXVlc3QiFgoUR2V0U2VydmVySW5mb1JlcXVlc3QiYgoVR2V0U2VydmVySW5mb1Jlc3BvbnNlEhIKCmRlbW9fbW9kZWwYASABKAgSFgoObWF4X2ZpbGVfYnl0ZXMYAiABKAMSHQoVbWF4X2ZpbGVzX3Blcl9tZXNzYWdlGAMgASgFKmAKClByZWZlcmVuY2USGgoWUFJFRkVSRU5DRV9VTlNQRUNJRklFRBAAEhAKDFBSRUZFUkVOQ0VfQRABEhAKDFBSRUZFUkVOQ0VfQhACEhIKDlBSRUZFUkVOQ0VfVElFEAMy8BUKE0NvbnZlcnNhdGlvblNlcnZpY2USSgoLU2VuZE1lc3NhZ2USHC5jb252by52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHS5jb252by52MS5TZW5kTWVzc2FnZVJlc3BvbnNlEmEKElN0cmVhbUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlN0cmVhbUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5TdHJlYW1Db252ZXJzYXRpb25SZXNwb25zZTABElYKD0dldENvbnZlcnNhdGlvbhIgLmNvbnZvLnYxLkdldENvbnZlcnNhdGlvblJlcXVlc3QaIS5jb252by52MS5HZXRDb252ZXJzYXRpb25SZXNwb25zZRJcChFMaXN0Q29udmVyc2F0aW9ucxIiLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVxdWVzdBojLmNvbnZvLnYxLkxpc3RDb252ZXJzYXRpb25zUmVzcG9uc2USTQoMQ2FuY2VsUHJvbXB0Eh0uY29udm8udjEuQ2FuY2VsUHJvbXB0UmVxdWVzdBoeLmNvbnZvLnYxLkNhbmNlbFByb21wdFJlc3BvbnNlElAKDVNldFNlbmRQb2xpY3kSHi5jb252by52MS5TZXRTZW5kUG9saWN5UmVxdWVzdBofLmNvbnZvLnYxLlNldFNlbmRQb2xpY3lSZXNwb25zZRJiChNEZWxldGVRdWV1ZWRNZXNzYWdlEiQuY29udm8udjEuRGVsZXRlUXVldWVkTWVzc2FnZVJlcXVlc3QaJS5jb252by52MS5EZWxldGVRdWV1ZWRNZXNzYWdlUmVzcG9uc2USXwoSQ3JlYXRlQ29udmVyc2F0aW9uEiMuY29udm8udjEuQ3JlYXRlQ29udmVyc2F0aW9uUmVxdWVzdBokLmNvbnZvLnYxLkNyZWF0ZUNvbnZlcnNhdGlvblJlc3BvbnNlEl8KElJlbmFtZUNvbnZlcnNhdGlvbhIjLmNvbnZvLnYxLlJlbmFtZUNvbnZlcnNhdGlvblJlcXVlc3QaJC5jb252by52MS5SZW5hbWVDb252ZXJzYXRpb25SZXNwb25zZRJfChJEZWxldGVDb252ZXJzYXRpb24SIy5jb252by52MS5EZWxldGVDb252ZXJzYXRpb25SZXF1ZXN0GiQuY29udm8udjEuRGVsZXRlQ29udmVyc2F0aW9uUmVzcG9uc2USXAoRQ2xlYXJDb252ZXJzYXRpb24SIi5jb252by52MS5DbGVhckNvbnZlcnNhdGlvblJlcXVlc3QaIy5jb252by52MS5DbGVhckNvbnZlcnNhdGlvblJlc3BvbnNlElMKDlN1Ym1pdEZlZWRiYWNrEh8uY29udm8udjEuU3VibWl0RmVlZGJhY2tSZXF1ZXN0GiAuY29udm8udjEuU3VibWl0RmVlZGJhY2tSZXNwb25zZRJTCg5Wb3RlQ29tcGFyaXNvbhIfLmNvbnZvLnYxLlZvdGVDb21wYXJpc29uUmVxdWVzdBogLmNvbnZvLnYxLlZvdGVDb21wYXJpc29uUmVzcG9uc2USVgoPTGlzdENvbXBhcmlzb25zEiAuY29udm8udjEuTGlzdENvbXBhcmlzb25zUmVxdWVzdBohLmNvbnZvLnYxLkxpc3RDb21wYXJpc29uc1Jlc3BvbnNlEkEKCEdldFRyYWNlEhkuY29udm8udjEuR2V0VHJhY2VSZXF1ZXN0GhouY29udm8udjEuR2V0VHJhY2VSZXNwb25zZRJTCg5TZWFyY2hNZXNzYWdlcxIfLmNvbnZvLnYxLlNlYXJjaE1lc3NhZ2VzUmVxdWVzdBogLmNvbnZvLnYxLlNlYXJjaE1lc3NhZ2VzUmVzcG9uc2USTQoMTGlzdE1lc3NhZ2VzEh0uY29udm8udjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBoeLmNvbnZvLnYxLkxpc3RNZXNzYWdlc1Jlc3BvbnNlEkoKC0Fuc3dlcklucHV0EhwuY29udm8udjEuQW5zd2VySW5wdXRSZXF1ZXN0Gh0uY29udm8udjEuQW5zd2VySW5wdXRSZXNwb25zZRJHCgpDbGFpbUlucHV0EhsuY29udm8udjEuQ2xhaW1JbnB1dFJlcXVlc3QaHC5jb252by52MS5DbGFpbUlucHV0UmVzcG9uc2USSgoLRWRpdE1lc3NhZ2USHC5jb252by52MS5FZGl0TWVzc2FnZVJlcXVlc3QaHS5jb252by52MS5FZGl0TWVzc2FnZVJlc3BvbnNlElYKD1JlZ2VuZXJhdGVSZXBseRIgLmNvbnZvLnYxLlJlZ2VuZXJhdGVSZXBseVJlcXVlc3QaIS5jb252by52MS5SZWdlbmVyYXRlUmVwbHlSZXNwb25zZRJNCgxTd2l0Y2hCcmFuY2gSHS5jb252by52MS5Td2l0Y2hCcmFuY2hSZXF1ZXN0Gh4uY29udm8udjEuU3dpdGNoQnJhbmNoUmVzcG9uc2USUAoNR2V0U2VydmVySW5mbxIeLmNvbnZvLnYxLkdldFNlcnZlckluZm9SZXF1ZXN0Gh8uY29udm8udjEuR2V0U2VydmVySW5mb1Jlc3BvbnNlEkQKCVNldFR5cGluZxIaLmNvbnZvLnYxLlNldFR5cGluZ1JlcXVlc3QaGy5jb252by52MS5TZXRUeXBpbmdSZXNwb25zZRJECglBZGRNZW1iZXISGi5jb252by52MS5BZGRNZW1iZXJSZXF1ZXN0GhsuY29udm8udjEuQWRkTWVtYmVyUmVzcG9uc2USTQoMUmVtb3ZlTWVtYmVyEh0uY29udm8udjEuUmVtb3ZlTWVtYmVyUmVxdWVzdBoeLmNvbnZvLnYxLlJlbW92ZU1lbWJlclJlc3BvbnNlEkoKC0xpc3RNZW1iZXJzEhwuY29udm8udjEuTGlzdE1lbWJlcnNSZXF1ZXN0Gh0uY29udm8udjEuTGlzdE1lbWJlcnNSZXNwb25zZRJKCgtDcmVhdGVTaGFyZRIcLmNvbnZvLnYxLkNyZWF0ZVNoYXJlUmVxdWVzdBodLmNvbnZvLnYxLkNyZWF0ZVNoYXJlUmVzcG9uc2USRwoKTGlzdFNoYXJlcxIbLmNvbnZvLnYxLkxpc3RTaGFyZXNSZXF1ZXN0GhwuY29udm8udjEuTGlzdFNoYXJlc1Jlc3BvbnNlEkoKC1Jldm9rZVNoYXJlEhwuY29udm8udjEuUmV2b2tlU2hhcmVSZXF1ZXN0Gh0uY29udm8udjEuUmV2b2tlU2hhcmVSZXNwb25zZRJoChVHZXRTaGFyZWRDb252ZXJzYXRpb24SJi5jb252by52MS5HZXRTaGFyZWRDb252ZXJzYXRpb25SZXF1ZXN0GicuY29udm8udjEuR2V0U2hhcmVkQ29udmVyc2F0aW9uUmVzcG9uc2UScwoYU3RyZWFtU2hhcmVkQ29udmVyc2F0aW9uEikuY29udm8udjEuU3RyZWFtU2hhcmVkQ29udmVyc2F0aW9uUmVxdWVzdBoqLmNvbnZvLnYxLlN0cmVhbVNoYXJlZENvbnZlcnNhdGlvblJlc3BvbnNlMAESRAoJRm9ya1NoYXJlEhouY29udm8udjEuRm9ya1NoYXJlUmVxdWVzdBobLmNvbnZvLnYxLkZvcmtTaGFyZVJlc3BvbnNlQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_convo_v1_events, file_convo_v1_types, file_google_protobuf_duration, file_google_protobuf_timestamp]);
+
+/**
+ * CreateShareRequest makes a share link.
+ *
+ * @generated from message convo.v1.CreateShareRequest
+ */
+export type CreateShareRequest = Message<"convo.v1.CreateShareRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+
+  /**
+   * leaf_message_id is the message a snapshot ends at (a message of the
+   * conversation); empty for the active leaf.
+   *
+   * @generated from field: string leaf_message_id = 2;
+   */
+  leafMessageId: string;
+
+  /**
+   * mode is "snapshot" or "live": required.
+   *
+   * @generated from field: string mode = 3;
+   */
+  mode: string;
+
+  /**
+   * expires_at, when set, is when the share stops opening: after now and
+   * at most 366 days ahead. Unset: until revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 4;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * include_tools shows tool calls' arguments and results to readers.
+   *
+   * @generated from field: bool include_tools = 5;
+   */
+  includeTools: boolean;
+};
+
+/**
+ * Describes the message convo.v1.CreateShareRequest.
+ * Use `create(CreateShareRequestSchema)` to create a new message.
+ */
+export const CreateShareRequestSchema: GenMessage<CreateShareRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 0);
+
+/**
+ * CreateShareResponse is the share and its token.
+ *
+ * @generated from message convo.v1.CreateShareResponse
+ */
+export type CreateShareResponse = Message<"convo.v1.CreateShareResponse"> & {
+  /**
+   * @generated from field: convo.v1.Share share = 1;
+   */
+  share?: Share | undefined;
+
+  /**
+   * token opens the share (43 characters, base64url). It is returned
+   * here only: the server keeps its hash, never the token.
+   *
+   * @generated from field: string token = 2;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message convo.v1.CreateShareResponse.
+ * Use `create(CreateShareResponseSchema)` to create a new message.
+ */
+export const CreateShareResponseSchema: GenMessage<CreateShareResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 1);
+
+/**
+ * ListSharesRequest names the conversation.
+ *
+ * @generated from message convo.v1.ListSharesRequest
+ */
+export type ListSharesRequest = Message<"convo.v1.ListSharesRequest"> & {
+  /**
+   * conversation_id is the conversation: required.
+   *
+   * @generated from field: string conversation_id = 1;
+   */
+  conversationId: string;
+};
+
+/**
+ * Describes the message convo.v1.ListSharesRequest.
+ * Use `create(ListSharesRequestSchema)` to create a new message.
+ */
+export const ListSharesRequestSchema: GenMessage<ListSharesRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 2);
+
+/**
+ * ListSharesResponse is the conversation's shares, newest first.
+ *
+ * @generated from message convo.v1.ListSharesResponse
+ */
+export type ListSharesResponse = Message<"convo.v1.ListSharesResponse"> & {
+  /**
+   * @generated from field: repeated convo.v1.Share shares = 1;
+   */
+  shares: Share[];
+};
+
+/**
+ * Describes the message convo.v1.ListSharesResponse.
+ * Use `create(ListSharesResponseSchema)` to create a new message.
+ */
+export const ListSharesResponseSchema: GenMessage<ListSharesResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 3);
+
+/**
+ * RevokeShareRequest names the share to revoke.
+ *
+ * @generated from message convo.v1.RevokeShareRequest
+ */
+export type RevokeShareRequest = Message<"convo.v1.RevokeShareRequest"> & {
+  /**
+   * share_id is the share: required.
+   *
+   * @generated from field: string share_id = 1;
+   */
+  shareId: string;
+};
+
+/**
+ * Describes the message convo.v1.RevokeShareRequest.
+ * Use `create(RevokeShareRequestSchema)` to create a new message.
+ */
+export const RevokeShareRequestSchema: GenMessage<RevokeShareRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 4);
+
+/**
+ * RevokeShareResponse is the share as it now is.
+ *
+ * @generated from message convo.v1.RevokeShareResponse
+ */
+export type RevokeShareResponse = Message<"convo.v1.RevokeShareResponse"> & {
+  /**
+   * @generated from field: convo.v1.Share share = 1;
+   */
+  share?: Share | undefined;
+};
+
+/**
+ * Describes the message convo.v1.RevokeShareResponse.
+ * Use `create(RevokeShareResponseSchema)` to create a new message.
+ */
+export const RevokeShareResponseSchema: GenMessage<RevokeShareResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 5);
+
+/**
+ * GetSharedConversationRequest names a share by its token.
+ *
+ * @generated from message convo.v1.GetSharedConversationRequest
+ */
+export type GetSharedConversationRequest = Message<"convo.v1.GetSharedConversationRequest"> & {
+  /**
+   * token is the share's token (CreateShareResponse.token): required.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message convo.v1.GetSharedConversationRequest.
+ * Use `create(GetSharedConversationRequestSchema)` to create a new message.
+ */
+export const GetSharedConversationRequestSchema: GenMessage<GetSharedConversationRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 6);
+
+/**
+ * GetSharedConversationResponse is what a share shows.
+ *
+ * @generated from message convo.v1.GetSharedConversationResponse
+ */
+export type GetSharedConversationResponse = Message<"convo.v1.GetSharedConversationResponse"> & {
+  /**
+   * share is the share (its created_by left empty).
+   *
+   * @generated from field: convo.v1.Share share = 1;
+   */
+  share?: Share | undefined;
+
+  /**
+   * conversation is the conversation's id, title and times.
+   *
+   * @generated from field: convo.v1.Conversation conversation = 2;
+   */
+  conversation?: Conversation | undefined;
+
+  /**
+   * messages are the shared path, oldest first, with their blocks: at
+   * most the last 1000 messages.
+   *
+   * @generated from field: repeated convo.v1.Message messages = 3;
+   */
+  messages: Message$1[];
+
+  /**
+   * seq is the conversation's last event.
+   *
+   * @generated from field: int64 seq = 4;
+   */
+  seq: bigint;
+
+  /**
+   * older: messages of the path before the first one here were left out.
+   *
+   * @generated from field: bool older = 5;
+   */
+  older: boolean;
+};
+
+/**
+ * Describes the message convo.v1.GetSharedConversationResponse.
+ * Use `create(GetSharedConversationResponseSchema)` to create a new message.
+ */
+export const GetSharedConversationResponseSchema: GenMessage<GetSharedConversationResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 7);
+
+/**
+ * StreamSharedConversationRequest names a share by its token.
+ *
+ * @generated from message convo.v1.StreamSharedConversationRequest
+ */
+export type StreamSharedConversationRequest = Message<"convo.v1.StreamSharedConversationRequest"> & {
+  /**
+   * token is the share's token: required.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message convo.v1.StreamSharedConversationRequest.
+ * Use `create(StreamSharedConversationRequestSchema)` to create a new message.
+ */
+export const StreamSharedConversationRequestSchema: GenMessage<StreamSharedConversationRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 8);
+
+/**
+ * StreamSharedConversationResponse is one message of a share's stream.
+ *
+ * @generated from message convo.v1.StreamSharedConversationResponse
+ */
+export type StreamSharedConversationResponse = Message<"convo.v1.StreamSharedConversationResponse"> & {
+  /**
+   * state is what the share shows now, whole: it replaces the last.
+   *
+   * @generated from field: convo.v1.GetSharedConversationResponse state = 1;
+   */
+  state?: GetSharedConversationResponse | undefined;
+};
+
+/**
+ * Describes the message convo.v1.StreamSharedConversationResponse.
+ * Use `create(StreamSharedConversationResponseSchema)` to create a new message.
+ */
+export const StreamSharedConversationResponseSchema: GenMessage<StreamSharedConversationResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 9);
+
+/**
+ * ForkShareRequest names the share to continue by its token.
+ *
+ * @generated from message convo.v1.ForkShareRequest
+ */
+export type ForkShareRequest = Message<"convo.v1.ForkShareRequest"> & {
+  /**
+   * token is the share's token: required.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+};
+
+/**
+ * Describes the message convo.v1.ForkShareRequest.
+ * Use `create(ForkShareRequestSchema)` to create a new message.
+ */
+export const ForkShareRequestSchema: GenMessage<ForkShareRequest> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 10);
+
+/**
+ * ForkShareResponse is the caller's new conversation.
+ *
+ * @generated from message convo.v1.ForkShareResponse
+ */
+export type ForkShareResponse = Message<"convo.v1.ForkShareResponse"> & {
+  /**
+   * @generated from field: convo.v1.Conversation conversation = 1;
+   */
+  conversation?: Conversation | undefined;
+};
+
+/**
+ * Describes the message convo.v1.ForkShareResponse.
+ * Use `create(ForkShareResponseSchema)` to create a new message.
+ */
+export const ForkShareResponseSchema: GenMessage<ForkShareResponse> = /*@__PURE__*/
+  messageDesc(file_convo_v1_conversation_service, 11);
 
 /**
  * AddMemberRequest adds a member to a conversation.
@@ -52,7 +363,7 @@ export type AddMemberRequest = Message<"convo.v1.AddMemberRequest"> & {
  * Use `create(AddMemberRequestSchema)` to create a new message.
  */
 export const AddMemberRequestSchema: GenMessage<AddMemberRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 0);
+  messageDesc(file_convo_v1_conversation_service, 12);
 
 /**
  * AddMemberResponse is the member as they now are.
@@ -71,7 +382,7 @@ export type AddMemberResponse = Message<"convo.v1.AddMemberResponse"> & {
  * Use `create(AddMemberResponseSchema)` to create a new message.
  */
 export const AddMemberResponseSchema: GenMessage<AddMemberResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 1);
+  messageDesc(file_convo_v1_conversation_service, 13);
 
 /**
  * RemoveMemberRequest removes a member from a conversation.
@@ -99,7 +410,7 @@ export type RemoveMemberRequest = Message<"convo.v1.RemoveMemberRequest"> & {
  * Use `create(RemoveMemberRequestSchema)` to create a new message.
  */
 export const RemoveMemberRequestSchema: GenMessage<RemoveMemberRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 2);
+  messageDesc(file_convo_v1_conversation_service, 14);
 
 /**
  * RemoveMemberResponse is empty.
@@ -114,7 +425,7 @@ export type RemoveMemberResponse = Message<"convo.v1.RemoveMemberResponse"> & {
  * Use `create(RemoveMemberResponseSchema)` to create a new message.
  */
 export const RemoveMemberResponseSchema: GenMessage<RemoveMemberResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 3);
+  messageDesc(file_convo_v1_conversation_service, 15);
 
 /**
  * ListMembersRequest names the conversation.
@@ -135,7 +446,7 @@ export type ListMembersRequest = Message<"convo.v1.ListMembersRequest"> & {
  * Use `create(ListMembersRequestSchema)` to create a new message.
  */
 export const ListMembersRequestSchema: GenMessage<ListMembersRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 4);
+  messageDesc(file_convo_v1_conversation_service, 16);
 
 /**
  * ListMembersResponse lists the owner, then the members.
@@ -154,7 +465,7 @@ export type ListMembersResponse = Message<"convo.v1.ListMembersResponse"> & {
  * Use `create(ListMembersResponseSchema)` to create a new message.
  */
 export const ListMembersResponseSchema: GenMessage<ListMembersResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 5);
+  messageDesc(file_convo_v1_conversation_service, 17);
 
 /**
  * EditMessageRequest edits a user message.
@@ -207,7 +518,7 @@ export type EditMessageRequest = Message<"convo.v1.EditMessageRequest"> & {
  * Use `create(EditMessageRequestSchema)` to create a new message.
  */
 export const EditMessageRequestSchema: GenMessage<EditMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 6);
+  messageDesc(file_convo_v1_conversation_service, 18);
 
 /**
  * EditMessageResponse names what EditMessage created.
@@ -242,7 +553,7 @@ export type EditMessageResponse = Message<"convo.v1.EditMessageResponse"> & {
  * Use `create(EditMessageResponseSchema)` to create a new message.
  */
 export const EditMessageResponseSchema: GenMessage<EditMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 7);
+  messageDesc(file_convo_v1_conversation_service, 19);
 
 /**
  * RegenerateReplyRequest names a reply to write again.
@@ -278,7 +589,7 @@ export type RegenerateReplyRequest = Message<"convo.v1.RegenerateReplyRequest"> 
  * Use `create(RegenerateReplyRequestSchema)` to create a new message.
  */
 export const RegenerateReplyRequestSchema: GenMessage<RegenerateReplyRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 8);
+  messageDesc(file_convo_v1_conversation_service, 20);
 
 /**
  * RegenerateReplyResponse names the new reply.
@@ -306,7 +617,7 @@ export type RegenerateReplyResponse = Message<"convo.v1.RegenerateReplyResponse"
  * Use `create(RegenerateReplyResponseSchema)` to create a new message.
  */
 export const RegenerateReplyResponseSchema: GenMessage<RegenerateReplyResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 9);
+  messageDesc(file_convo_v1_conversation_service, 21);
 
 /**
  * SwitchBranchRequest names the version to show.
@@ -346,7 +657,7 @@ export type SwitchBranchRequest = Message<"convo.v1.SwitchBranchRequest"> & {
  * Use `create(SwitchBranchRequestSchema)` to create a new message.
  */
 export const SwitchBranchRequestSchema: GenMessage<SwitchBranchRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 10);
+  messageDesc(file_convo_v1_conversation_service, 22);
 
 /**
  * SwitchBranchResponse names the new active leaf.
@@ -368,7 +679,7 @@ export type SwitchBranchResponse = Message<"convo.v1.SwitchBranchResponse"> & {
  * Use `create(SwitchBranchResponseSchema)` to create a new message.
  */
 export const SwitchBranchResponseSchema: GenMessage<SwitchBranchResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 11);
+  messageDesc(file_convo_v1_conversation_service, 23);
 
 /**
  * SendMessageRequest is a user's message.
@@ -447,7 +758,7 @@ export type SendMessageRequest = Message<"convo.v1.SendMessageRequest"> & {
  * Use `create(SendMessageRequestSchema)` to create a new message.
  */
 export const SendMessageRequestSchema: GenMessage<SendMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 12);
+  messageDesc(file_convo_v1_conversation_service, 24);
 
 /**
  * SetSendPolicyRequest sets a conversation's send policy.
@@ -476,7 +787,7 @@ export type SetSendPolicyRequest = Message<"convo.v1.SetSendPolicyRequest"> & {
  * Use `create(SetSendPolicyRequestSchema)` to create a new message.
  */
 export const SetSendPolicyRequestSchema: GenMessage<SetSendPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 13);
+  messageDesc(file_convo_v1_conversation_service, 25);
 
 /**
  * SetSendPolicyResponse is the conversation with its new policy.
@@ -497,7 +808,7 @@ export type SetSendPolicyResponse = Message<"convo.v1.SetSendPolicyResponse"> & 
  * Use `create(SetSendPolicyResponseSchema)` to create a new message.
  */
 export const SetSendPolicyResponseSchema: GenMessage<SetSendPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 14);
+  messageDesc(file_convo_v1_conversation_service, 26);
 
 /**
  * DeleteQueuedMessageRequest names a queued message.
@@ -518,7 +829,7 @@ export type DeleteQueuedMessageRequest = Message<"convo.v1.DeleteQueuedMessageRe
  * Use `create(DeleteQueuedMessageRequestSchema)` to create a new message.
  */
 export const DeleteQueuedMessageRequestSchema: GenMessage<DeleteQueuedMessageRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 15);
+  messageDesc(file_convo_v1_conversation_service, 27);
 
 /**
  * DeleteQueuedMessageResponse says the message is gone.
@@ -539,7 +850,7 @@ export type DeleteQueuedMessageResponse = Message<"convo.v1.DeleteQueuedMessageR
  * Use `create(DeleteQueuedMessageResponseSchema)` to create a new message.
  */
 export const DeleteQueuedMessageResponseSchema: GenMessage<DeleteQueuedMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 16);
+  messageDesc(file_convo_v1_conversation_service, 28);
 
 /**
  * SendMessageResponse names what SendMessage created.
@@ -610,7 +921,7 @@ export type SendMessageResponse = Message<"convo.v1.SendMessageResponse"> & {
  * Use `create(SendMessageResponseSchema)` to create a new message.
  */
 export const SendMessageResponseSchema: GenMessage<SendMessageResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 17);
+  messageDesc(file_convo_v1_conversation_service, 29);
 
 /**
  * StreamConversationRequest subscribes to one conversation.
@@ -680,7 +991,7 @@ export type StreamConversationRequest = Message<"convo.v1.StreamConversationRequ
  * Use `create(StreamConversationRequestSchema)` to create a new message.
  */
 export const StreamConversationRequestSchema: GenMessage<StreamConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 18);
+  messageDesc(file_convo_v1_conversation_service, 30);
 
 /**
  * StreamConversationResponse is one message of a conversation stream.
@@ -726,7 +1037,7 @@ export type StreamConversationResponse = Message<"convo.v1.StreamConversationRes
  * Use `create(StreamConversationResponseSchema)` to create a new message.
  */
 export const StreamConversationResponseSchema: GenMessage<StreamConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 19);
+  messageDesc(file_convo_v1_conversation_service, 31);
 
 /**
  * Presence is who is in a conversation now, on every server: each user who
@@ -750,7 +1061,7 @@ export type Presence = Message<"convo.v1.Presence"> & {
  * Use `create(PresenceSchema)` to create a new message.
  */
 export const PresenceSchema: GenMessage<Presence> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 20);
+  messageDesc(file_convo_v1_conversation_service, 32);
 
 /**
  * PresentUser is one user of a Presence.
@@ -785,7 +1096,7 @@ export type PresentUser = Message<"convo.v1.PresentUser"> & {
  * Use `create(PresentUserSchema)` to create a new message.
  */
 export const PresentUserSchema: GenMessage<PresentUser> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 21);
+  messageDesc(file_convo_v1_conversation_service, 33);
 
 /**
  * SetTypingRequest reports whether the caller is typing.
@@ -813,7 +1124,7 @@ export type SetTypingRequest = Message<"convo.v1.SetTypingRequest"> & {
  * Use `create(SetTypingRequestSchema)` to create a new message.
  */
 export const SetTypingRequestSchema: GenMessage<SetTypingRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 22);
+  messageDesc(file_convo_v1_conversation_service, 34);
 
 /**
  * SetTypingResponse is empty.
@@ -828,7 +1139,7 @@ export type SetTypingResponse = Message<"convo.v1.SetTypingResponse"> & {
  * Use `create(SetTypingResponseSchema)` to create a new message.
  */
 export const SetTypingResponseSchema: GenMessage<SetTypingResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 23);
+  messageDesc(file_convo_v1_conversation_service, 35);
 
 /**
  * Snapshot is a conversation's state at seq, without streaming blocks.
@@ -887,7 +1198,7 @@ export type Snapshot = Message<"convo.v1.Snapshot"> & {
  * Use `create(SnapshotSchema)` to create a new message.
  */
 export const SnapshotSchema: GenMessage<Snapshot> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 24);
+  messageDesc(file_convo_v1_conversation_service, 36);
 
 /**
  * ListMessagesRequest asks for a page of older messages.
@@ -916,7 +1227,7 @@ export type ListMessagesRequest = Message<"convo.v1.ListMessagesRequest"> & {
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 25);
+  messageDesc(file_convo_v1_conversation_service, 37);
 
 /**
  * ListMessagesResponse is a page of messages, in order, each with every
@@ -948,7 +1259,7 @@ export type ListMessagesResponse = Message<"convo.v1.ListMessagesResponse"> & {
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 26);
+  messageDesc(file_convo_v1_conversation_service, 38);
 
 /**
  * GetConversationRequest names a conversation.
@@ -977,7 +1288,7 @@ export type GetConversationRequest = Message<"convo.v1.GetConversationRequest"> 
  * Use `create(GetConversationRequestSchema)` to create a new message.
  */
 export const GetConversationRequestSchema: GenMessage<GetConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 27);
+  messageDesc(file_convo_v1_conversation_service, 39);
 
 /**
  * GetConversationResponse is a conversation's state at seq: its latest
@@ -1035,7 +1346,7 @@ export type GetConversationResponse = Message<"convo.v1.GetConversationResponse"
  * Use `create(GetConversationResponseSchema)` to create a new message.
  */
 export const GetConversationResponseSchema: GenMessage<GetConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 28);
+  messageDesc(file_convo_v1_conversation_service, 40);
 
 /**
  * ListConversationsRequest asks for a page of conversations.
@@ -1063,7 +1374,7 @@ export type ListConversationsRequest = Message<"convo.v1.ListConversationsReques
  * Use `create(ListConversationsRequestSchema)` to create a new message.
  */
 export const ListConversationsRequestSchema: GenMessage<ListConversationsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 29);
+  messageDesc(file_convo_v1_conversation_service, 41);
 
 /**
  * ListConversationsResponse is a page of conversations.
@@ -1091,7 +1402,7 @@ export type ListConversationsResponse = Message<"convo.v1.ListConversationsRespo
  * Use `create(ListConversationsResponseSchema)` to create a new message.
  */
 export const ListConversationsResponseSchema: GenMessage<ListConversationsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 30);
+  messageDesc(file_convo_v1_conversation_service, 42);
 
 /**
  * CancelPromptRequest names a prompt.
@@ -1112,7 +1423,7 @@ export type CancelPromptRequest = Message<"convo.v1.CancelPromptRequest"> & {
  * Use `create(CancelPromptRequestSchema)` to create a new message.
  */
 export const CancelPromptRequestSchema: GenMessage<CancelPromptRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 31);
+  messageDesc(file_convo_v1_conversation_service, 43);
 
 /**
  * CancelPromptResponse says what CancelPrompt did.
@@ -1133,7 +1444,7 @@ export type CancelPromptResponse = Message<"convo.v1.CancelPromptResponse"> & {
  * Use `create(CancelPromptResponseSchema)` to create a new message.
  */
 export const CancelPromptResponseSchema: GenMessage<CancelPromptResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 32);
+  messageDesc(file_convo_v1_conversation_service, 44);
 
 /**
  * CreateConversationRequest describes a new conversation.
@@ -1154,7 +1465,7 @@ export type CreateConversationRequest = Message<"convo.v1.CreateConversationRequ
  * Use `create(CreateConversationRequestSchema)` to create a new message.
  */
 export const CreateConversationRequestSchema: GenMessage<CreateConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 33);
+  messageDesc(file_convo_v1_conversation_service, 45);
 
 /**
  * CreateConversationResponse is the new conversation.
@@ -1175,7 +1486,7 @@ export type CreateConversationResponse = Message<"convo.v1.CreateConversationRes
  * Use `create(CreateConversationResponseSchema)` to create a new message.
  */
 export const CreateConversationResponseSchema: GenMessage<CreateConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 34);
+  messageDesc(file_convo_v1_conversation_service, 46);
 
 /**
  * RenameConversationRequest sets a title.
@@ -1203,7 +1514,7 @@ export type RenameConversationRequest = Message<"convo.v1.RenameConversationRequ
  * Use `create(RenameConversationRequestSchema)` to create a new message.
  */
 export const RenameConversationRequestSchema: GenMessage<RenameConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 35);
+  messageDesc(file_convo_v1_conversation_service, 47);
 
 /**
  * RenameConversationResponse is the renamed conversation.
@@ -1224,7 +1535,7 @@ export type RenameConversationResponse = Message<"convo.v1.RenameConversationRes
  * Use `create(RenameConversationResponseSchema)` to create a new message.
  */
 export const RenameConversationResponseSchema: GenMessage<RenameConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 36);
+  messageDesc(file_convo_v1_conversation_service, 48);
 
 /**
  * DeleteConversationRequest names a conversation.
@@ -1245,7 +1556,7 @@ export type DeleteConversationRequest = Message<"convo.v1.DeleteConversationRequ
  * Use `create(DeleteConversationRequestSchema)` to create a new message.
  */
 export const DeleteConversationRequestSchema: GenMessage<DeleteConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 37);
+  messageDesc(file_convo_v1_conversation_service, 49);
 
 /**
  * DeleteConversationResponse is empty.
@@ -1260,7 +1571,7 @@ export type DeleteConversationResponse = Message<"convo.v1.DeleteConversationRes
  * Use `create(DeleteConversationResponseSchema)` to create a new message.
  */
 export const DeleteConversationResponseSchema: GenMessage<DeleteConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 38);
+  messageDesc(file_convo_v1_conversation_service, 50);
 
 /**
  * ClearConversationRequest names a conversation.
@@ -1281,7 +1592,7 @@ export type ClearConversationRequest = Message<"convo.v1.ClearConversationReques
  * Use `create(ClearConversationRequestSchema)` to create a new message.
  */
 export const ClearConversationRequestSchema: GenMessage<ClearConversationRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 39);
+  messageDesc(file_convo_v1_conversation_service, 51);
 
 /**
  * ClearConversationResponse is the cleared conversation.
@@ -1302,7 +1613,7 @@ export type ClearConversationResponse = Message<"convo.v1.ClearConversationRespo
  * Use `create(ClearConversationResponseSchema)` to create a new message.
  */
 export const ClearConversationResponseSchema: GenMessage<ClearConversationResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 40);
+  messageDesc(file_convo_v1_conversation_service, 52);
 
 /**
  * SubmitFeedbackRequest rates an assistant message.
@@ -1337,7 +1648,7 @@ export type SubmitFeedbackRequest = Message<"convo.v1.SubmitFeedbackRequest"> & 
  * Use `create(SubmitFeedbackRequestSchema)` to create a new message.
  */
 export const SubmitFeedbackRequestSchema: GenMessage<SubmitFeedbackRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 41);
+  messageDesc(file_convo_v1_conversation_service, 53);
 
 /**
  * SubmitFeedbackResponse is the rated message.
@@ -1358,7 +1669,7 @@ export type SubmitFeedbackResponse = Message<"convo.v1.SubmitFeedbackResponse"> 
  * Use `create(SubmitFeedbackResponseSchema)` to create a new message.
  */
 export const SubmitFeedbackResponseSchema: GenMessage<SubmitFeedbackResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 42);
+  messageDesc(file_convo_v1_conversation_service, 54);
 
 /**
  * VoteComparisonRequest is a vote.
@@ -1386,7 +1697,7 @@ export type VoteComparisonRequest = Message<"convo.v1.VoteComparisonRequest"> & 
  * Use `create(VoteComparisonRequestSchema)` to create a new message.
  */
 export const VoteComparisonRequestSchema: GenMessage<VoteComparisonRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 43);
+  messageDesc(file_convo_v1_conversation_service, 55);
 
 /**
  * VoteComparisonResponse is the comparison with its vote.
@@ -1407,7 +1718,7 @@ export type VoteComparisonResponse = Message<"convo.v1.VoteComparisonResponse"> 
  * Use `create(VoteComparisonResponseSchema)` to create a new message.
  */
 export const VoteComparisonResponseSchema: GenMessage<VoteComparisonResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 44);
+  messageDesc(file_convo_v1_conversation_service, 56);
 
 /**
  * Comparison is an A/B comparison: two prompts answering one user message.
@@ -1477,7 +1788,7 @@ export type Comparison = Message<"convo.v1.Comparison"> & {
  * Use `create(ComparisonSchema)` to create a new message.
  */
 export const ComparisonSchema: GenMessage<Comparison> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 45);
+  messageDesc(file_convo_v1_conversation_service, 57);
 
 /**
  * ComparisonSide is one reply of a comparison.
@@ -1519,7 +1830,7 @@ export type ComparisonSide = Message<"convo.v1.ComparisonSide"> & {
  * Use `create(ComparisonSideSchema)` to create a new message.
  */
 export const ComparisonSideSchema: GenMessage<ComparisonSide> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 46);
+  messageDesc(file_convo_v1_conversation_service, 58);
 
 /**
  * ListComparisonsRequest asks for a page of comparisons.
@@ -1554,7 +1865,7 @@ export type ListComparisonsRequest = Message<"convo.v1.ListComparisonsRequest"> 
  * Use `create(ListComparisonsRequestSchema)` to create a new message.
  */
 export const ListComparisonsRequestSchema: GenMessage<ListComparisonsRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 47);
+  messageDesc(file_convo_v1_conversation_service, 59);
 
 /**
  * ListComparisonsResponse is a page of comparisons.
@@ -1582,7 +1893,7 @@ export type ListComparisonsResponse = Message<"convo.v1.ListComparisonsResponse"
  * Use `create(ListComparisonsResponseSchema)` to create a new message.
  */
 export const ListComparisonsResponseSchema: GenMessage<ListComparisonsResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 48);
+  messageDesc(file_convo_v1_conversation_service, 60);
 
 /**
  * GetTraceRequest names a prompt, directly or through its message.
@@ -1619,7 +1930,7 @@ export type GetTraceRequest = Message<"convo.v1.GetTraceRequest"> & {
  * Use `create(GetTraceRequestSchema)` to create a new message.
  */
 export const GetTraceRequestSchema: GenMessage<GetTraceRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 49);
+  messageDesc(file_convo_v1_conversation_service, 61);
 
 /**
  * GetTraceResponse is one prompt's trace.
@@ -1640,7 +1951,7 @@ export type GetTraceResponse = Message<"convo.v1.GetTraceResponse"> & {
  * Use `create(GetTraceResponseSchema)` to create a new message.
  */
 export const GetTraceResponseSchema: GenMessage<GetTraceResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 50);
+  messageDesc(file_convo_v1_conversation_service, 62);
 
 /**
  * Trace is what one prompt did, step by step.
@@ -1683,7 +1994,7 @@ export type Trace = Message<"convo.v1.Trace"> & {
  * Use `create(TraceSchema)` to create a new message.
  */
 export const TraceSchema: GenMessage<Trace> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 51);
+  messageDesc(file_convo_v1_conversation_service, 63);
 
 /**
  * SearchMessagesRequest is a full-text query.
@@ -1716,7 +2027,7 @@ export type SearchMessagesRequest = Message<"convo.v1.SearchMessagesRequest"> & 
  * Use `create(SearchMessagesRequestSchema)` to create a new message.
  */
 export const SearchMessagesRequestSchema: GenMessage<SearchMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 52);
+  messageDesc(file_convo_v1_conversation_service, 64);
 
 /**
  * SearchMessagesResponse is the best matches, best first.
@@ -1737,7 +2048,7 @@ export type SearchMessagesResponse = Message<"convo.v1.SearchMessagesResponse"> 
  * Use `create(SearchMessagesResponseSchema)` to create a new message.
  */
 export const SearchMessagesResponseSchema: GenMessage<SearchMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 53);
+  messageDesc(file_convo_v1_conversation_service, 65);
 
 /**
  * SearchResult is one matching message.
@@ -1816,7 +2127,7 @@ export type SearchResult = Message<"convo.v1.SearchResult"> & {
  * Use `create(SearchResultSchema)` to create a new message.
  */
 export const SearchResultSchema: GenMessage<SearchResult> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 54);
+  messageDesc(file_convo_v1_conversation_service, 66);
 
 /**
  * Highlight is a range of a snippet, in Unicode code points.
@@ -1844,7 +2155,7 @@ export type Highlight = Message<"convo.v1.Highlight"> & {
  * Use `create(HighlightSchema)` to create a new message.
  */
 export const HighlightSchema: GenMessage<Highlight> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 55);
+  messageDesc(file_convo_v1_conversation_service, 67);
 
 /**
  * AnswerInputRequest answers one input request.
@@ -1872,7 +2183,7 @@ export type AnswerInputRequest = Message<"convo.v1.AnswerInputRequest"> & {
  * Use `create(AnswerInputRequestSchema)` to create a new message.
  */
 export const AnswerInputRequestSchema: GenMessage<AnswerInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 56);
+  messageDesc(file_convo_v1_conversation_service, 68);
 
 /**
  * InputAnswer is the answer to an input request: exactly one of its kinds,
@@ -1918,7 +2229,7 @@ export type InputAnswer = Message<"convo.v1.InputAnswer"> & {
  * Use `create(InputAnswerSchema)` to create a new message.
  */
 export const InputAnswerSchema: GenMessage<InputAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 57);
+  messageDesc(file_convo_v1_conversation_service, 69);
 
 /**
  * ApprovalAnswer approves or denies a tool call.
@@ -1947,7 +2258,7 @@ export type ApprovalAnswer = Message<"convo.v1.ApprovalAnswer"> & {
  * Use `create(ApprovalAnswerSchema)` to create a new message.
  */
 export const ApprovalAnswerSchema: GenMessage<ApprovalAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 58);
+  messageDesc(file_convo_v1_conversation_service, 70);
 
 /**
  * ClientToolAnswer is the result of a tool the client ran: its output, or
@@ -1988,7 +2299,7 @@ export type ClientToolAnswer = Message<"convo.v1.ClientToolAnswer"> & {
  * Use `create(ClientToolAnswerSchema)` to create a new message.
  */
 export const ClientToolAnswerSchema: GenMessage<ClientToolAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 59);
+  messageDesc(file_convo_v1_conversation_service, 71);
 
 /**
  * QuestionAnswer answers a question.
@@ -2010,7 +2321,7 @@ export type QuestionAnswer = Message<"convo.v1.QuestionAnswer"> & {
  * Use `create(QuestionAnswerSchema)` to create a new message.
  */
 export const QuestionAnswerSchema: GenMessage<QuestionAnswer> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 60);
+  messageDesc(file_convo_v1_conversation_service, 72);
 
 /**
  * AnswerInputResponse is the request as answered.
@@ -2031,7 +2342,7 @@ export type AnswerInputResponse = Message<"convo.v1.AnswerInputResponse"> & {
  * Use `create(AnswerInputResponseSchema)` to create a new message.
  */
 export const AnswerInputResponseSchema: GenMessage<AnswerInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 61);
+  messageDesc(file_convo_v1_conversation_service, 73);
 
 /**
  * ClaimInputRequest claims a client tool's run.
@@ -2068,7 +2379,7 @@ export type ClaimInputRequest = Message<"convo.v1.ClaimInputRequest"> & {
  * Use `create(ClaimInputRequestSchema)` to create a new message.
  */
 export const ClaimInputRequestSchema: GenMessage<ClaimInputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 62);
+  messageDesc(file_convo_v1_conversation_service, 74);
 
 /**
  * ClaimInputResponse is the request as claimed.
@@ -2089,7 +2400,7 @@ export type ClaimInputResponse = Message<"convo.v1.ClaimInputResponse"> & {
  * Use `create(ClaimInputResponseSchema)` to create a new message.
  */
 export const ClaimInputResponseSchema: GenMessage<ClaimInputResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 63);
+  messageDesc(file_convo_v1_conversation_service, 75);
 
 /**
  * GetServerInfoRequest asks for the server's set-up; it has no fields.
@@ -2104,7 +2415,7 @@ export type GetServerInfoRequest = Message<"convo.v1.GetServerInfoRequest"> & {
  * Use `create(GetServerInfoRequestSchema)` to create a new message.
  */
 export const GetServerInfoRequestSchema: GenMessage<GetServerInfoRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 64);
+  messageDesc(file_convo_v1_conversation_service, 76);
 
 /**
  * GetServerInfoResponse is the server's set-up as a client shows it.
@@ -2146,7 +2457,7 @@ export type GetServerInfoResponse = Message<"convo.v1.GetServerInfoResponse"> & 
  * Use `create(GetServerInfoResponseSchema)` to create a new message.
  */
 export const GetServerInfoResponseSchema: GenMessage<GetServerInfoResponse> = /*@__PURE__*/
-  messageDesc(file_convo_v1_conversation_service, 65);
+  messageDesc(file_convo_v1_conversation_service, 77);
 
 /**
  * Preference is a vote in an A/B comparison.
@@ -2515,6 +2826,95 @@ export const ConversationService: GenService<{
     methodKind: "unary";
     input: typeof ListMembersRequestSchema;
     output: typeof ListMembersResponseSchema;
+  },
+  /**
+   * CreateShare makes a share link of the conversation: the owner or a
+   * participant (PermissionDenied for a viewer, NotFound for anyone else).
+   * The response's token is shown this once; only its hash is stored.
+   * InvalidArgument for a bad mode or expiry, or a snapshot of an empty
+   * conversation; NotFound for a leaf that is not a message of it;
+   * ResourceExhausted past 100 shares in force. Event: shareCreated.
+   *
+   * @generated from rpc convo.v1.ConversationService.CreateShare
+   */
+  createShare: {
+    methodKind: "unary";
+    input: typeof CreateShareRequestSchema;
+    output: typeof CreateShareResponseSchema;
+  },
+  /**
+   * ListShares lists the conversation's shares, newest first, revoked and
+   * expired ones too; the owner and participants.
+   *
+   * @generated from rpc convo.v1.ConversationService.ListShares
+   */
+  listShares: {
+    methodKind: "unary";
+    input: typeof ListSharesRequestSchema;
+    output: typeof ListSharesResponseSchema;
+  },
+  /**
+   * RevokeShare ends a share now: its creator or the owner. Its open
+   * streams end (NotFound) on every server, and its token opens nothing
+   * again. Revoking a revoked share returns it unchanged. Event:
+   * shareRevoked.
+   *
+   * @generated from rpc convo.v1.ConversationService.RevokeShare
+   */
+  revokeShare: {
+    methodKind: "unary";
+    input: typeof RevokeShareRequestSchema;
+    output: typeof RevokeShareResponseSchema;
+  },
+  /**
+   * GetSharedConversation reads what a share link shows, with its token
+   * alone: no user, no Authorization header (one sent is ignored). A
+   * snapshot share shows the path from the root to its leaf as it was; a
+   * live share the active path now, replies in flight included. Tool
+   * calls' arguments and results are blanked unless the share includes
+   * tools; messages carry no sender id and no feedback. NotFound "share
+   * does not exist" for a token revoked, expired or unknown alike.
+   *
+   * @generated from rpc convo.v1.ConversationService.GetSharedConversation
+   */
+  getSharedConversation: {
+    methodKind: "unary";
+    input: typeof GetSharedConversationRequestSchema;
+    output: typeof GetSharedConversationResponseSchema;
+  },
+  /**
+   * StreamSharedConversation follows what a share link shows, with its
+   * token alone, as GetSharedConversation reads it: the first message is
+   * the state now, and each later one the whole state again, sent when
+   * the conversation changed (at most one every 200 ms; a snapshot share
+   * never changes, so it sends nothing more). The stream stays open until
+   * the client leaves; it ends with NotFound "share does not exist" when
+   * the share is revoked (on every server, at once) or expires, and
+   * opening it for a token that opens nothing is NotFound so.
+   *
+   * @generated from rpc convo.v1.ConversationService.StreamSharedConversation
+   */
+  streamSharedConversation: {
+    methodKind: "server_streaming";
+    input: typeof StreamSharedConversationRequestSchema;
+    output: typeof StreamSharedConversationResponseSchema;
+  },
+  /**
+   * ForkShare ("continue this conversation") copies what a share shows
+   * into a new conversation of the caller, a signed-in user, and returns
+   * it; the original is not touched. Copied: the path's messages (up to
+   * the first still being written) with their blocks as the share shows
+   * them (tool blocks blanked unless it includes tools); left out: file
+   * blocks, a comparison's other reply, feedback. NotFound "share does not
+   * exist" for a token that opens nothing; InvalidArgument when the share
+   * shows no message.
+   *
+   * @generated from rpc convo.v1.ConversationService.ForkShare
+   */
+  forkShare: {
+    methodKind: "unary";
+    input: typeof ForkShareRequestSchema;
+    output: typeof ForkShareResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_convo_v1_conversation_service, 0);

@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Conversation, InputRequest, Member, Message as Message$1, Prompt, ToolCall } from "./types_pb.js";
+import type { Conversation, InputRequest, Member, Message as Message$1, Prompt, Share, ToolCall } from "./types_pb.js";
 import { file_convo_v1_types } from "./types_pb.js";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file convo/v1/events.proto.
  */
 export const file_convo_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChVjb252by92MS9ldmVudHMucHJvdG8SCGNvbnZvLnYxIocKCgVFdmVudBILCgNzZXEYASABKAMSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVwbGF5GAMgASgIEjMKD21lc3NhZ2VfY3JlYXRlZBgKIAEoCzIYLmNvbnZvLnYxLk1lc3NhZ2VDcmVhdGVkSAASMwoPbWVzc2FnZV91cGRhdGVkGAsgASgLMhguY29udm8udjEuTWVzc2FnZVVwZGF0ZWRIABIvCg1wcm9tcHRfcXVldWVkGAwgASgLMhYuY29udm8udjEuUHJvbXB0UXVldWVkSAASMQoOcHJvbXB0X3N0YXJ0ZWQYDSABKAsyFy5jb252by52MS5Qcm9tcHRTdGFydGVkSAASNQoQcHJvbXB0X2NvbXBsZXRlZBgOIAEoCzIZLmNvbnZvLnYxLlByb21wdENvbXBsZXRlZEgAEi8KDXByb21wdF9mYWlsZWQYDyABKAsyFi5jb252by52MS5Qcm9tcHRGYWlsZWRIABI1ChBwcm9tcHRfY2FuY2VsbGVkGBAgASgLMhkuY29udm8udjEuUHJvbXB0Q2FuY2VsbGVkSAASKwoLYmxvY2tfc3RhcnQYESABKAsyFC5jb252by52MS5CbG9ja1N0YXJ0SAASKwoLYmxvY2tfZGVsdGEYEiABKAsyFC5jb252by52MS5CbG9ja0RlbHRhSAASJwoJYmxvY2tfZW5kGBMgASgLMhIuY29udm8udjEuQmxvY2tFbmRIABI2ChF0b29sX2NhbGxfc3RhcnRlZBgUIAEoCzIZLmNvbnZvLnYxLlRvb2xDYWxsU3RhcnRlZEgAEjgKEnRvb2xfY2FsbF9wcm9ncmVzcxgVIAEoCzIaLmNvbnZvLnYxLlRvb2xDYWxsUHJvZ3Jlc3NIABI6ChN0b29sX2NhbGxfY29tcGxldGVkGBYgASgLMhsuY29udm8udjEuVG9vbENhbGxDb21wbGV0ZWRIABI0ChB0b29sX2NhbGxfZmFpbGVkGBcgASgLMhguY29udm8udjEuVG9vbENhbGxGYWlsZWRIABI9ChRjb252ZXJzYXRpb25fdXBkYXRlZBgYIAEoCzIdLmNvbnZvLnYxLkNvbnZlcnNhdGlvblVwZGF0ZWRIABIzCg9oaXN0b3J5X2NsZWFyZWQYGSABKAsyGC5jb252by52MS5IaXN0b3J5Q2xlYXJlZEgAEjMKD2lucHV0X3JlcXVlc3RlZBgaIAEoCzIYLmNvbnZvLnYxLklucHV0UmVxdWVzdGVkSAASMQoOaW5wdXRfYW5zd2VyZWQYGyABKAsyFy5jb252by52MS5JbnB1dEFuc3dlcmVkSAASLwoNaW5wdXRfY2xhaW1lZBgcIAEoCzIWLmNvbnZvLnYxLklucHV0Q2xhaW1lZEgAEjEKDnByb21wdF93YWl0aW5nGB0gASgLMhcuY29udm8udjEuUHJvbXB0V2FpdGluZ0gAEjMKD2JyYW5jaF9zd2l0Y2hlZBgeIAEoCzIYLmNvbnZvLnYxLkJyYW5jaFN3aXRjaGVkSAASLQoMbWVtYmVyX2FkZGVkGDIgASgLMhUuY29udm8udjEuTWVtYmVyQWRkZWRIABIxCg5tZW1iZXJfcmVtb3ZlZBgzIAEoCzIXLmNvbnZvLnYxLk1lbWJlclJlbW92ZWRIAEIGCgRraW5kIi8KC01lbWJlckFkZGVkEiAKBm1lbWJlchgBIAEoCzIQLmNvbnZvLnYxLk1lbWJlciI0Cg1NZW1iZXJSZW1vdmVkEg8KB3VzZXJfaWQYASABKAkSEgoKcmVtb3ZlZF9ieRgCIAEoCSI0Cg5NZXNzYWdlQ3JlYXRlZBIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSI0Cg5NZXNzYWdlVXBkYXRlZBIiCgdtZXNzYWdlGAEgASgLMhEuY29udm8udjEuTWVzc2FnZSIwCgxQcm9tcHRRdWV1ZWQSIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0IjEKDVByb21wdFN0YXJ0ZWQSIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0IjMKD1Byb21wdENvbXBsZXRlZBIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQiPwoMUHJvbXB0RmFpbGVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdBINCgVlcnJvchgCIAEoCSIzCg9Qcm9tcHRDYW5jZWxsZWQSIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0IpYBCgpCbG9ja1N0YXJ0EhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhAKCGJsb2NrX2lkGAMgASgJEhIKCmJsb2NrX3R5cGUYBCABKAkSKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhAKCHBvc2l0aW9uGAYgASgFIlYKCkJsb2NrRGVsdGESEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSEAoIYmxvY2tfaWQYAyABKAkSDwoHY29udGVudBgEIAEoCSJuCghCbG9ja0VuZBIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIQCghibG9ja19pZBgDIAEoCRIpCghtZXRhZGF0YRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiXwoPVG9vbENhbGxTdGFydGVkEiUKCXRvb2xfY2FsbBgBIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsEiUKBWlucHV0GAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkoKEFRvb2xDYWxsUHJvZ3Jlc3MSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhAKCGJsb2NrX2lkGAIgASgJEg4KBm91dHB1dBgDIAEoCSI6ChFUb29sQ2FsbENvbXBsZXRlZBIlCgl0b29sX2NhbGwYASABKAsyEi5jb252by52MS5Ub29sQ2FsbCJGCg5Ub29sQ2FsbEZhaWxlZBIlCgl0b29sX2NhbGwYASABKAsyEi5jb252by52MS5Ub29sQ2FsbBINCgVlcnJvchgCIAEoCSJDChNDb252ZXJzYXRpb25VcGRhdGVkEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiI+Cg5IaXN0b3J5Q2xlYXJlZBIsCgxjb252ZXJzYXRpb24YASABKAsyFi5jb252by52MS5Db252ZXJzYXRpb24iYwoOSW5wdXRSZXF1ZXN0ZWQSLQoNaW5wdXRfcmVxdWVzdBgBIAEoCzIWLmNvbnZvLnYxLklucHV0UmVxdWVzdBIiCgdtZXNzYWdlGAIgASgLMhEuY29udm8udjEuTWVzc2FnZSLGAQoNSW5wdXRBbnN3ZXJlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJcHJvbXB0X2lkGAIgASgJEg4KBnN0YXR1cxgDIAEoCRInCgZhbnN3ZXIYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei8KC2Fuc3dlcmVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdtZXNzYWdlGAYgASgLMhEuY29udm8udjEuTWVzc2FnZSKlAQoMSW5wdXRDbGFpbWVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSEgoKY2xhaW1lZF9ieRgDIAEoCRI0ChBjbGFpbV9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIiCgdtZXNzYWdlGAUgASgLMhEuY29udm8udjEuTWVzc2FnZSJsCg1Qcm9tcHRXYWl0aW5nEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdBIVCg10b29sX2NhbGxfaWRzGAIgAygJEiIKB21lc3NhZ2UYAyABKAsyES5jb252by52MS5NZXNzYWdlIoEBCg5CcmFuY2hTd2l0Y2hlZBIXCg9mb3JrX21lc3NhZ2VfaWQYASABKAkSFwoPbGVhZl9tZXNzYWdlX2lkGAIgASgJEiMKCG1lc3NhZ2VzGAMgAygLMhEuY29udm8udjEuTWVzc2FnZRIYChBvbGRlcl9wYWdlX3Rva2VuGAQgASgJQjFaL2dpdGh1Yi5jb20vY29udm8tZGV2L2NvbnZvL2dlbi9jb252by92MTtjb252b3YxYgZwcm90bzM", [file_convo_v1_types, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChVjb252by92MS9ldmVudHMucHJvdG8SCGNvbnZvLnYxIukKCgVFdmVudBILCgNzZXEYASABKAMSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVwbGF5GAMgASgIEjMKD21lc3NhZ2VfY3JlYXRlZBgKIAEoCzIYLmNvbnZvLnYxLk1lc3NhZ2VDcmVhdGVkSAASMwoPbWVzc2FnZV91cGRhdGVkGAsgASgLMhguY29udm8udjEuTWVzc2FnZVVwZGF0ZWRIABIvCg1wcm9tcHRfcXVldWVkGAwgASgLMhYuY29udm8udjEuUHJvbXB0UXVldWVkSAASMQoOcHJvbXB0X3N0YXJ0ZWQYDSABKAsyFy5jb252by52MS5Qcm9tcHRTdGFydGVkSAASNQoQcHJvbXB0X2NvbXBsZXRlZBgOIAEoCzIZLmNvbnZvLnYxLlByb21wdENvbXBsZXRlZEgAEi8KDXByb21wdF9mYWlsZWQYDyABKAsyFi5jb252by52MS5Qcm9tcHRGYWlsZWRIABI1ChBwcm9tcHRfY2FuY2VsbGVkGBAgASgLMhkuY29udm8udjEuUHJvbXB0Q2FuY2VsbGVkSAASKwoLYmxvY2tfc3RhcnQYESABKAsyFC5jb252by52MS5CbG9ja1N0YXJ0SAASKwoLYmxvY2tfZGVsdGEYEiABKAsyFC5jb252by52MS5CbG9ja0RlbHRhSAASJwoJYmxvY2tfZW5kGBMgASgLMhIuY29udm8udjEuQmxvY2tFbmRIABI2ChF0b29sX2NhbGxfc3RhcnRlZBgUIAEoCzIZLmNvbnZvLnYxLlRvb2xDYWxsU3RhcnRlZEgAEjgKEnRvb2xfY2FsbF9wcm9ncmVzcxgVIAEoCzIaLmNvbnZvLnYxLlRvb2xDYWxsUHJvZ3Jlc3NIABI6ChN0b29sX2NhbGxfY29tcGxldGVkGBYgASgLMhsuY29udm8udjEuVG9vbENhbGxDb21wbGV0ZWRIABI0ChB0b29sX2NhbGxfZmFpbGVkGBcgASgLMhguY29udm8udjEuVG9vbENhbGxGYWlsZWRIABI9ChRjb252ZXJzYXRpb25fdXBkYXRlZBgYIAEoCzIdLmNvbnZvLnYxLkNvbnZlcnNhdGlvblVwZGF0ZWRIABIzCg9oaXN0b3J5X2NsZWFyZWQYGSABKAsyGC5jb252by52MS5IaXN0b3J5Q2xlYXJlZEgAEjMKD2lucHV0X3JlcXVlc3RlZBgaIAEoCzIYLmNvbnZvLnYxLklucHV0UmVxdWVzdGVkSAASMQoOaW5wdXRfYW5zd2VyZWQYGyABKAsyFy5jb252by52MS5JbnB1dEFuc3dlcmVkSAASLwoNaW5wdXRfY2xhaW1lZBgcIAEoCzIWLmNvbnZvLnYxLklucHV0Q2xhaW1lZEgAEjEKDnByb21wdF93YWl0aW5nGB0gASgLMhcuY29udm8udjEuUHJvbXB0V2FpdGluZ0gAEjMKD2JyYW5jaF9zd2l0Y2hlZBgeIAEoCzIYLmNvbnZvLnYxLkJyYW5jaFN3aXRjaGVkSAASLQoMbWVtYmVyX2FkZGVkGDIgASgLMhUuY29udm8udjEuTWVtYmVyQWRkZWRIABIxCg5tZW1iZXJfcmVtb3ZlZBgzIAEoCzIXLmNvbnZvLnYxLk1lbWJlclJlbW92ZWRIABIvCg1zaGFyZV9jcmVhdGVkGFAgASgLMhYuY29udm8udjEuU2hhcmVDcmVhdGVkSAASLwoNc2hhcmVfcmV2b2tlZBhRIAEoCzIWLmNvbnZvLnYxLlNoYXJlUmV2b2tlZEgAQgYKBGtpbmQiLwoLTWVtYmVyQWRkZWQSIAoGbWVtYmVyGAEgASgLMhAuY29udm8udjEuTWVtYmVyIjQKDU1lbWJlclJlbW92ZWQSDwoHdXNlcl9pZBgBIAEoCRISCgpyZW1vdmVkX2J5GAIgASgJIi4KDFNoYXJlQ3JlYXRlZBIeCgVzaGFyZRgBIAEoCzIPLmNvbnZvLnYxLlNoYXJlIjQKDFNoYXJlUmV2b2tlZBIQCghzaGFyZV9pZBgBIAEoCRISCgpyZXZva2VkX2J5GAIgASgJIjQKDk1lc3NhZ2VDcmVhdGVkEiIKB21lc3NhZ2UYASABKAsyES5jb252by52MS5NZXNzYWdlIjQKDk1lc3NhZ2VVcGRhdGVkEiIKB21lc3NhZ2UYASABKAsyES5jb252by52MS5NZXNzYWdlIjAKDFByb21wdFF1ZXVlZBIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQiMQoNUHJvbXB0U3RhcnRlZBIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQiMwoPUHJvbXB0Q29tcGxldGVkEiAKBnByb21wdBgBIAEoCzIQLmNvbnZvLnYxLlByb21wdCI/CgxQcm9tcHRGYWlsZWQSIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0Eg0KBWVycm9yGAIgASgJIjMKD1Byb21wdENhbmNlbGxlZBIgCgZwcm9tcHQYASABKAsyEC5jb252by52MS5Qcm9tcHQilgEKCkJsb2NrU3RhcnQSEQoJcHJvbXB0X2lkGAEgASgJEhIKCm1lc3NhZ2VfaWQYAiABKAkSEAoIYmxvY2tfaWQYAyABKAkSEgoKYmxvY2tfdHlwZRgEIAEoCRIpCghtZXRhZGF0YRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEAoIcG9zaXRpb24YBiABKAUiVgoKQmxvY2tEZWx0YRIRCglwcm9tcHRfaWQYASABKAkSEgoKbWVzc2FnZV9pZBgCIAEoCRIQCghibG9ja19pZBgDIAEoCRIPCgdjb250ZW50GAQgASgJIm4KCEJsb2NrRW5kEhEKCXByb21wdF9pZBgBIAEoCRISCgptZXNzYWdlX2lkGAIgASgJEhAKCGJsb2NrX2lkGAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJfCg9Ub29sQ2FsbFN0YXJ0ZWQSJQoJdG9vbF9jYWxsGAEgASgLMhIuY29udm8udjEuVG9vbENhbGwSJQoFaW5wdXQYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiSgoQVG9vbENhbGxQcm9ncmVzcxIUCgx0b29sX2NhbGxfaWQYASABKAkSEAoIYmxvY2tfaWQYAiABKAkSDgoGb3V0cHV0GAMgASgJIjoKEVRvb2xDYWxsQ29tcGxldGVkEiUKCXRvb2xfY2FsbBgBIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsIkYKDlRvb2xDYWxsRmFpbGVkEiUKCXRvb2xfY2FsbBgBIAEoCzISLmNvbnZvLnYxLlRvb2xDYWxsEg0KBWVycm9yGAIgASgJIkMKE0NvbnZlcnNhdGlvblVwZGF0ZWQSLAoMY29udmVyc2F0aW9uGAEgASgLMhYuY29udm8udjEuQ29udmVyc2F0aW9uIj4KDkhpc3RvcnlDbGVhcmVkEiwKDGNvbnZlcnNhdGlvbhgBIAEoCzIWLmNvbnZvLnYxLkNvbnZlcnNhdGlvbiJjCg5JbnB1dFJlcXVlc3RlZBItCg1pbnB1dF9yZXF1ZXN0GAEgASgLMhYuY29udm8udjEuSW5wdXRSZXF1ZXN0EiIKB21lc3NhZ2UYAiABKAsyES5jb252by52MS5NZXNzYWdlIsYBCg1JbnB1dEFuc3dlcmVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCglwcm9tcHRfaWQYAiABKAkSDgoGc3RhdHVzGAMgASgJEicKBmFuc3dlchgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLwoLYW5zd2VyZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiIKB21lc3NhZ2UYBiABKAsyES5jb252by52MS5NZXNzYWdlIqUBCgxJbnB1dENsYWltZWQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRISCgpjbGFpbWVkX2J5GAMgASgJEjQKEGNsYWltX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiIKB21lc3NhZ2UYBSABKAsyES5jb252by52MS5NZXNzYWdlImwKDVByb21wdFdhaXRpbmcSIAoGcHJvbXB0GAEgASgLMhAuY29udm8udjEuUHJvbXB0EhUKDXRvb2xfY2FsbF9pZHMYAiADKAkSIgoHbWVzc2FnZRgDIAEoCzIRLmNvbnZvLnYxLk1lc3NhZ2UigQEKDkJyYW5jaFN3aXRjaGVkEhcKD2ZvcmtfbWVzc2FnZV9pZBgBIAEoCRIXCg9sZWFmX21lc3NhZ2VfaWQYAiABKAkSIwoIbWVzc2FnZXMYAyADKAsyES5jb252by52MS5NZXNzYWdlEhgKEG9sZGVyX3BhZ2VfdG9rZW4YBCABKAlCMVovZ2l0aHViLmNvbS9jb252by1kZXYvY29udm8vZ2VuL2NvbnZvL3YxO2NvbnZvdjFiBnByb3RvMw", [file_convo_v1_types, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Event is one committed change of a conversation. A conversation's events
@@ -238,6 +238,23 @@ export type Event = Message<"convo.v1.Event"> & {
      */
     value: MemberRemoved;
     case: "memberRemoved";
+  } | {
+    /**
+     * share_created: the owner or a participant made a share link.
+     *
+     * @generated from field: convo.v1.ShareCreated share_created = 80;
+     */
+    value: ShareCreated;
+    case: "shareCreated";
+  } | {
+    /**
+     * share_revoked: a share link was revoked; its streams end (NotFound)
+     * on every server.
+     *
+     * @generated from field: convo.v1.ShareRevoked share_revoked = 81;
+     */
+    value: ShareRevoked;
+    case: "shareRevoked";
   } | { case: undefined; value?: undefined };
 };
 
@@ -298,6 +315,55 @@ export const MemberRemovedSchema: GenMessage<MemberRemoved> = /*@__PURE__*/
   messageDesc(file_convo_v1_events, 2);
 
 /**
+ * ShareCreated adds a share link to the conversation's list.
+ *
+ * @generated from message convo.v1.ShareCreated
+ */
+export type ShareCreated = Message<"convo.v1.ShareCreated"> & {
+  /**
+   * share is the new share (never its token).
+   *
+   * @generated from field: convo.v1.Share share = 1;
+   */
+  share?: Share | undefined;
+};
+
+/**
+ * Describes the message convo.v1.ShareCreated.
+ * Use `create(ShareCreatedSchema)` to create a new message.
+ */
+export const ShareCreatedSchema: GenMessage<ShareCreated> = /*@__PURE__*/
+  messageDesc(file_convo_v1_events, 3);
+
+/**
+ * ShareRevoked marks a share link revoked.
+ *
+ * @generated from message convo.v1.ShareRevoked
+ */
+export type ShareRevoked = Message<"convo.v1.ShareRevoked"> & {
+  /**
+   * share_id is the revoked share.
+   *
+   * @generated from field: string share_id = 1;
+   */
+  shareId: string;
+
+  /**
+   * revoked_by is who revoked it: its creator or the owner.
+   *
+   * @generated from field: string revoked_by = 2;
+   */
+  revokedBy: string;
+};
+
+/**
+ * Describes the message convo.v1.ShareRevoked.
+ * Use `create(ShareRevokedSchema)` to create a new message.
+ */
+export const ShareRevokedSchema: GenMessage<ShareRevoked> = /*@__PURE__*/
+  messageDesc(file_convo_v1_events, 4);
+
+/**
  * MessageCreated adds a message (a user message with its blocks).
  *
  * @generated from message convo.v1.MessageCreated
@@ -316,7 +382,7 @@ export type MessageCreated = Message<"convo.v1.MessageCreated"> & {
  * Use `create(MessageCreatedSchema)` to create a new message.
  */
 export const MessageCreatedSchema: GenMessage<MessageCreated> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 3);
+  messageDesc(file_convo_v1_events, 5);
 
 /**
  * MessageUpdated replaces a message's fields (not its blocks).
@@ -337,7 +403,7 @@ export type MessageUpdated = Message<"convo.v1.MessageUpdated"> & {
  * Use `create(MessageUpdatedSchema)` to create a new message.
  */
 export const MessageUpdatedSchema: GenMessage<MessageUpdated> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 4);
+  messageDesc(file_convo_v1_events, 6);
 
 /**
  * PromptQueued records a new prompt.
@@ -358,7 +424,7 @@ export type PromptQueued = Message<"convo.v1.PromptQueued"> & {
  * Use `create(PromptQueuedSchema)` to create a new message.
  */
 export const PromptQueuedSchema: GenMessage<PromptQueued> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 5);
+  messageDesc(file_convo_v1_events, 7);
 
 /**
  * PromptStarted records that a worker started a prompt.
@@ -379,7 +445,7 @@ export type PromptStarted = Message<"convo.v1.PromptStarted"> & {
  * Use `create(PromptStartedSchema)` to create a new message.
  */
 export const PromptStartedSchema: GenMessage<PromptStarted> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 6);
+  messageDesc(file_convo_v1_events, 8);
 
 /**
  * PromptCompleted records a completed prompt.
@@ -400,7 +466,7 @@ export type PromptCompleted = Message<"convo.v1.PromptCompleted"> & {
  * Use `create(PromptCompletedSchema)` to create a new message.
  */
 export const PromptCompletedSchema: GenMessage<PromptCompleted> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 7);
+  messageDesc(file_convo_v1_events, 9);
 
 /**
  * PromptFailed records a failed prompt.
@@ -428,7 +494,7 @@ export type PromptFailed = Message<"convo.v1.PromptFailed"> & {
  * Use `create(PromptFailedSchema)` to create a new message.
  */
 export const PromptFailedSchema: GenMessage<PromptFailed> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 8);
+  messageDesc(file_convo_v1_events, 10);
 
 /**
  * PromptCancelled records a cancelled prompt.
@@ -449,7 +515,7 @@ export type PromptCancelled = Message<"convo.v1.PromptCancelled"> & {
  * Use `create(PromptCancelledSchema)` to create a new message.
  */
 export const PromptCancelledSchema: GenMessage<PromptCancelled> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 9);
+  messageDesc(file_convo_v1_events, 11);
 
 /**
  * BlockStart opens an empty block at the end of a message.
@@ -506,7 +572,7 @@ export type BlockStart = Message<"convo.v1.BlockStart"> & {
  * Use `create(BlockStartSchema)` to create a new message.
  */
 export const BlockStartSchema: GenMessage<BlockStart> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 10);
+  messageDesc(file_convo_v1_events, 12);
 
 /**
  * BlockDelta appends text to a streaming block.
@@ -548,7 +614,7 @@ export type BlockDelta = Message<"convo.v1.BlockDelta"> & {
  * Use `create(BlockDeltaSchema)` to create a new message.
  */
 export const BlockDeltaSchema: GenMessage<BlockDelta> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 11);
+  messageDesc(file_convo_v1_events, 13);
 
 /**
  * BlockEnd closes a block.
@@ -590,7 +656,7 @@ export type BlockEnd = Message<"convo.v1.BlockEnd"> & {
  * Use `create(BlockEndSchema)` to create a new message.
  */
 export const BlockEndSchema: GenMessage<BlockEnd> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 12);
+  messageDesc(file_convo_v1_events, 14);
 
 /**
  * ToolCallStarted records a tool call on a tool_use block.
@@ -618,7 +684,7 @@ export type ToolCallStarted = Message<"convo.v1.ToolCallStarted"> & {
  * Use `create(ToolCallStartedSchema)` to create a new message.
  */
 export const ToolCallStartedSchema: GenMessage<ToolCallStarted> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 13);
+  messageDesc(file_convo_v1_events, 15);
 
 /**
  * ToolCallProgress appends output to a running tool call.
@@ -653,7 +719,7 @@ export type ToolCallProgress = Message<"convo.v1.ToolCallProgress"> & {
  * Use `create(ToolCallProgressSchema)` to create a new message.
  */
 export const ToolCallProgressSchema: GenMessage<ToolCallProgress> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 14);
+  messageDesc(file_convo_v1_events, 16);
 
 /**
  * ToolCallCompleted records a completed tool call.
@@ -674,7 +740,7 @@ export type ToolCallCompleted = Message<"convo.v1.ToolCallCompleted"> & {
  * Use `create(ToolCallCompletedSchema)` to create a new message.
  */
 export const ToolCallCompletedSchema: GenMessage<ToolCallCompleted> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 15);
+  messageDesc(file_convo_v1_events, 17);
 
 /**
  * ToolCallFailed records a failed tool call.
@@ -702,7 +768,7 @@ export type ToolCallFailed = Message<"convo.v1.ToolCallFailed"> & {
  * Use `create(ToolCallFailedSchema)` to create a new message.
  */
 export const ToolCallFailedSchema: GenMessage<ToolCallFailed> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 16);
+  messageDesc(file_convo_v1_events, 18);
 
 /**
  * ConversationUpdated replaces the conversation's fields.
@@ -723,7 +789,7 @@ export type ConversationUpdated = Message<"convo.v1.ConversationUpdated"> & {
  * Use `create(ConversationUpdatedSchema)` to create a new message.
  */
 export const ConversationUpdatedSchema: GenMessage<ConversationUpdated> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 17);
+  messageDesc(file_convo_v1_events, 19);
 
 /**
  * HistoryCleared removes every message of the conversation.
@@ -744,7 +810,7 @@ export type HistoryCleared = Message<"convo.v1.HistoryCleared"> & {
  * Use `create(HistoryClearedSchema)` to create a new message.
  */
 export const HistoryClearedSchema: GenMessage<HistoryCleared> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 18);
+  messageDesc(file_convo_v1_events, 20);
 
 /**
  * InputRequested records a request for input on a tool call.
@@ -772,7 +838,7 @@ export type InputRequested = Message<"convo.v1.InputRequested"> & {
  * Use `create(InputRequestedSchema)` to create a new message.
  */
 export const InputRequestedSchema: GenMessage<InputRequested> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 19);
+  messageDesc(file_convo_v1_events, 21);
 
 /**
  * InputAnswered records that an input request stopped being pending.
@@ -829,7 +895,7 @@ export type InputAnswered = Message<"convo.v1.InputAnswered"> & {
  * Use `create(InputAnsweredSchema)` to create a new message.
  */
 export const InputAnsweredSchema: GenMessage<InputAnswered> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 20);
+  messageDesc(file_convo_v1_events, 22);
 
 /**
  * InputClaimed records that a client claimed a client tool's run.
@@ -878,7 +944,7 @@ export type InputClaimed = Message<"convo.v1.InputClaimed"> & {
  * Use `create(InputClaimedSchema)` to create a new message.
  */
 export const InputClaimedSchema: GenMessage<InputClaimed> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 21);
+  messageDesc(file_convo_v1_events, 23);
 
 /**
  * PromptWaiting records that a prompt waits for answers to its input
@@ -914,7 +980,7 @@ export type PromptWaiting = Message<"convo.v1.PromptWaiting"> & {
  * Use `create(PromptWaitingSchema)` to create a new message.
  */
 export const PromptWaitingSchema: GenMessage<PromptWaiting> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 22);
+  messageDesc(file_convo_v1_events, 24);
 
 /**
  * BranchSwitched replaces the conversation's active path below a message:
@@ -971,5 +1037,5 @@ export type BranchSwitched = Message<"convo.v1.BranchSwitched"> & {
  * Use `create(BranchSwitchedSchema)` to create a new message.
  */
 export const BranchSwitchedSchema: GenMessage<BranchSwitched> = /*@__PURE__*/
-  messageDesc(file_convo_v1_events, 23);
+  messageDesc(file_convo_v1_events, 25);
 

@@ -12,7 +12,7 @@ import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file convo/v1/types.proto.
  */
 export const file_convo_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEikQIKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5EgwKBHJvbGUYMiABKAkiZwoGTWVtYmVyEg8KB3VzZXJfaWQYASABKAkSDAoEcm9sZRgCIAEoCRIsCghhZGRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYWRkZWRfYnkYBCABKAkiqQMKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJEhEKCXBhcmVudF9pZBgMIAEoCRIVCg1zaWJsaW5nX2NvdW50GA0gASgFEhUKDXNpYmxpbmdfaW5kZXgYDiABKAUSDQoFZXJyb3IYDyABKAkSDgoGcXVldWVkGDwgASgIEhEKCXNlbmRlcl9pZBgyIAEoCSLKAQoFQmxvY2sSCgoCaWQYASABKAkSEgoKYmxvY2tfdHlwZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBSABKAkSJQoJdG9vbF9jYWxsGAYgASgLMhIuY29udm8udjEuVG9vbENhbGwSEAoIcG9zaXRpb24YByABKAUSHAoEZmlsZRgIIAEoCzIOLmNvbnZvLnYxLkZpbGUilwEKBEZpbGUSCgoCaWQYASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRzaXplGAQgASgDEg4KBnNoYTI1NhgFIAEoCRILCgN1cmwYBiABKAkSMgoOdXJsX2V4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuoBCghUb29sQ2FsbBIKCgJpZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIlCgVpbnB1dBgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIOCgZvdXRwdXQYBiABKAkSDQoFZXJyb3IYByABKAkSLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0CCgZQcm9tcHQSCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEi0KDG1vZGVsX2NvbmZpZxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpwDCgxJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRIoCgdyZXF1ZXN0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBiABKAkSJwoGYW5zd2VyGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgthbnN3ZXJlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY2xhaW1lZF9ieRgKIAEoCRI0ChBjbGFpbV9leHBpcmVzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKXAQoLTW9kZWxDb25maWcSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgFIAEoCUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMibQoIRmVlZGJhY2sSIAoGcmF0aW5nGAEgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqdQoKU2VuZFBvbGljeRIbChdTRU5EX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE1NFTkRfUE9MSUNZX0VOUVVFVUUQARIZChVTRU5EX1BPTElDWV9JTlRFUlJVUFQQAhIWChJTRU5EX1BPTElDWV9SRUpFQ1QQAypACgZSYXRpbmcSFgoSUkFUSU5HX1VOU1BFQ0lGSUVEEAASDQoJUkFUSU5HX1VQEAESDwoLUkFUSU5HX0RPV04QAkIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChRjb252by92MS90eXBlcy5wcm90bxIIY29udm8udjEikQIKDENvbnZlcnNhdGlvbhIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIYChBhY3RpdmVfcHJvbXB0X2lkGAMgASgJEi4KCmNyZWF0ZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjMKD2xhc3RfbWVzc2FnZV9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoLc2VuZF9wb2xpY3kYPCABKA4yFC5jb252by52MS5TZW5kUG9saWN5EgwKBHJvbGUYMiABKAkiZwoGTWVtYmVyEg8KB3VzZXJfaWQYASABKAkSDAoEcm9sZRgCIAEoCRIsCghhZGRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIYWRkZWRfYnkYBCABKAkijgIKBVNoYXJlEgoKAmlkGAEgASgJEhcKD2NvbnZlcnNhdGlvbl9pZBgCIAEoCRISCgpjcmVhdGVkX2J5GAMgASgJEhcKD2xlYWZfbWVzc2FnZV9pZBgEIAEoCRIMCgRtb2RlGAUgASgJEhUKDWluY2x1ZGVfdG9vbHMYBiABKAgSLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKcmV2b2tlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiqQMKB01lc3NhZ2USCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEgwKBHJvbGUYAyABKAkSDgoGc3RhdHVzGAQgASgJEhEKCXByb21wdF9pZBgFIAEoCRIfCgZibG9ja3MYBiADKAsyDy5jb252by52MS5CbG9jaxIuCgpjcmVhdGVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIkCghmZWVkYmFjaxgJIAEoCzISLmNvbnZvLnYxLkZlZWRiYWNrEhUKDWNvbXBhcmlzb25faWQYCiABKAkSFwoPY29tcGFyaXNvbl9zbG90GAsgASgJEhEKCXBhcmVudF9pZBgMIAEoCRIVCg1zaWJsaW5nX2NvdW50GA0gASgFEhUKDXNpYmxpbmdfaW5kZXgYDiABKAUSDQoFZXJyb3IYDyABKAkSDgoGcXVldWVkGDwgASgIEhEKCXNlbmRlcl9pZBgyIAEoCSLKAQoFQmxvY2sSCgoCaWQYASABKAkSEgoKYmxvY2tfdHlwZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEikKCG1ldGFkYXRhGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBSABKAkSJQoJdG9vbF9jYWxsGAYgASgLMhIuY29udm8udjEuVG9vbENhbGwSEAoIcG9zaXRpb24YByABKAUSHAoEZmlsZRgIIAEoCzIOLmNvbnZvLnYxLkZpbGUilwEKBEZpbGUSCgoCaWQYASABKAkSEAoIZmlsZW5hbWUYAiABKAkSEgoKbWVkaWFfdHlwZRgDIAEoCRIMCgRzaXplGAQgASgDEg4KBnNoYTI1NhgFIAEoCRILCgN1cmwYBiABKAkSMgoOdXJsX2V4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIuoBCghUb29sQ2FsbBIKCgJpZBgBIAEoCRIQCghibG9ja19pZBgCIAEoCRIMCgRuYW1lGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIlCgVpbnB1dBgFIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIOCgZvdXRwdXQYBiABKAkSDQoFZXJyb3IYByABKAkSLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp0CCgZQcm9tcHQSCgoCaWQYASABKAkSFwoPY29udmVyc2F0aW9uX2lkGAIgASgJEhIKCm1lc3NhZ2VfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEi0KDG1vZGVsX2NvbmZpZxgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDQoFZXJyb3IYBiABKAkSLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKc3RhcnRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZW5kZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpwDCgxJbnB1dFJlcXVlc3QSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXByb21wdF9pZBgCIAEoCRIXCg9jb252ZXJzYXRpb25faWQYAyABKAkSDAoEa2luZBgEIAEoCRIoCgdyZXF1ZXN0GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZzdGF0dXMYBiABKAkSJwoGYW5zd2VyGAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgthbnN3ZXJlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKY2xhaW1lZF9ieRgKIAEoCRI0ChBjbGFpbV9leHBpcmVzX2F0GAsgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKXAQoLTW9kZWxDb25maWcSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkSGAoLdGVtcGVyYXR1cmUYAyABKAFIAIgBARIXCgptYXhfdG9rZW5zGAQgASgFSAGIAQESFQoNc3lzdGVtX3Byb21wdBgFIAEoCUIOCgxfdGVtcGVyYXR1cmVCDQoLX21heF90b2tlbnMibQoIRmVlZGJhY2sSIAoGcmF0aW5nGAEgASgOMhAuY29udm8udjEuUmF0aW5nEg8KB2NvbW1lbnQYAiABKAkSLgoKY3JlYXRlZF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqdQoKU2VuZFBvbGljeRIbChdTRU5EX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE1NFTkRfUE9MSUNZX0VOUVVFVUUQARIZChVTRU5EX1BPTElDWV9JTlRFUlJVUFQQAhIWChJTRU5EX1BPTElDWV9SRUpFQ1QQAypACgZSYXRpbmcSFgoSUkFUSU5HX1VOU1BFQ0lGSUVEEAASDQoJUkFUSU5HX1VQEAESDwoLUkFUSU5HX0RPV04QAkIxWi9naXRodWIuY29tL2NvbnZvLWRldi9jb252by9nZW4vY29udm8vdjE7Y29udm92MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Conversation is a thread owned by one user.
@@ -135,6 +135,89 @@ export type Member = Message$1<"convo.v1.Member"> & {
  */
 export const MemberSchema: GenMessage<Member> = /*@__PURE__*/
   messageDesc(file_convo_v1_types, 1);
+
+/**
+ * Share is a share link of a conversation (docs/api.md, "Share links"):
+ * anyone holding its token reads the conversation, with no account. The
+ * token is never part of it: CreateShareResponse alone carries it.
+ *
+ * @generated from message convo.v1.Share
+ */
+export type Share = Message$1<"convo.v1.Share"> & {
+  /**
+   * id is the share's UUID (RevokeShare names it).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * conversation_id is the conversation shared.
+   *
+   * @generated from field: string conversation_id = 2;
+   */
+  conversationId: string;
+
+  /**
+   * created_by is the user who made it (the owner or a participant).
+   *
+   * @generated from field: string created_by = 3;
+   */
+  createdBy: string;
+
+  /**
+   * leaf_message_id is the message a snapshot share ends at: the active
+   * leaf when the share was made, unless CreateShare named one. Empty for
+   * a live share of a conversation that had no message.
+   *
+   * @generated from field: string leaf_message_id = 4;
+   */
+  leafMessageId: string;
+
+  /**
+   * mode is "snapshot" (the path from the root to leaf_message_id, frozen)
+   * or "live" (the active path, replies in flight included).
+   *
+   * @generated from field: string mode = 5;
+   */
+  mode: string;
+
+  /**
+   * include_tools: tool calls' arguments and results are shown to the
+   * share's readers; without it they are blanked.
+   *
+   * @generated from field: bool include_tools = 6;
+   */
+  includeTools: boolean;
+
+  /**
+   * expires_at is when the share stops opening; unset: until revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 7;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * revoked_at is when it was revoked; unset while in force.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 8;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * created_at is when it was made.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 9;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message convo.v1.Share.
+ * Use `create(ShareSchema)` to create a new message.
+ */
+export const ShareSchema: GenMessage<Share> = /*@__PURE__*/
+  messageDesc(file_convo_v1_types, 2);
 
 /**
  * Message is one turn of a conversation.
@@ -286,7 +369,7 @@ export type Message = Message$1<"convo.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 2);
+  messageDesc(file_convo_v1_types, 3);
 
 /**
  * Block is an ordered piece of a message.
@@ -360,7 +443,7 @@ export type Block = Message$1<"convo.v1.Block"> & {
  * Use `create(BlockSchema)` to create a new message.
  */
 export const BlockSchema: GenMessage<Block> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 3);
+  messageDesc(file_convo_v1_types, 4);
 
 /**
  * File is a file a message holds: an upload (POST /v1/files) that
@@ -427,7 +510,7 @@ export type File = Message$1<"convo.v1.File"> & {
  * Use `create(FileSchema)` to create a new message.
  */
 export const FileSchema: GenMessage<File> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 4);
+  messageDesc(file_convo_v1_types, 5);
 
 /**
  * ToolCall is a tool invocation tied to a tool_use block.
@@ -504,7 +587,7 @@ export type ToolCall = Message$1<"convo.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 5);
+  messageDesc(file_convo_v1_types, 6);
 
 /**
  * Prompt is one generation run that fills one assistant message; it is also
@@ -582,7 +665,7 @@ export type Prompt = Message$1<"convo.v1.Prompt"> & {
  * Use `create(PromptSchema)` to create a new message.
  */
 export const PromptSchema: GenMessage<Prompt> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 6);
+  messageDesc(file_convo_v1_types, 7);
 
 /**
  * InputRequest is what a tool call waits for from a person: an approval,
@@ -686,7 +769,7 @@ export type InputRequest = Message$1<"convo.v1.InputRequest"> & {
  * Use `create(InputRequestSchema)` to create a new message.
  */
 export const InputRequestSchema: GenMessage<InputRequest> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 7);
+  messageDesc(file_convo_v1_types, 8);
 
 /**
  * ModelConfig asks for a model. Every field is optional; the worker fills
@@ -736,7 +819,7 @@ export type ModelConfig = Message$1<"convo.v1.ModelConfig"> & {
  * Use `create(ModelConfigSchema)` to create a new message.
  */
 export const ModelConfigSchema: GenMessage<ModelConfig> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 8);
+  messageDesc(file_convo_v1_types, 9);
 
 /**
  * Feedback is the owner's rating of an assistant message.
@@ -771,7 +854,7 @@ export type Feedback = Message$1<"convo.v1.Feedback"> & {
  * Use `create(FeedbackSchema)` to create a new message.
  */
 export const FeedbackSchema: GenMessage<Feedback> = /*@__PURE__*/
-  messageDesc(file_convo_v1_types, 9);
+  messageDesc(file_convo_v1_types, 10);
 
 /**
  * SendPolicy is what a send does while a reply of its conversation is
