@@ -132,17 +132,23 @@ export function MembersDialog({
       ) : null}
       {owner ? (
         <form className="member-add" onSubmit={(e) => void add(e)} aria-label="Add a member">
-          <label>
-            User id
-            <input value={userId} onChange={(e) => setUserId(e.target.value)} maxLength={200} placeholder="e.g. bob" />
-          </label>
-          <label>
-            Role
-            <select value={newRole} onChange={(e) => setNewRole(e.target.value)}>
+          <span className="field">
+            <label htmlFor="member-user-id">User id</label>
+            <input
+              id="member-user-id"
+              value={userId}
+              onChange={(e) => setUserId(e.target.value)}
+              maxLength={200}
+              placeholder="e.g. bob"
+            />
+          </span>
+          <span className="field">
+            <label htmlFor="member-role">Role</label>
+            <select id="member-role" value={newRole} onChange={(e) => setNewRole(e.target.value)}>
               <option value="participant">Participant (reads and writes)</option>
               <option value="viewer">Viewer (reads)</option>
             </select>
-          </label>
+          </span>
           <button type="submit" className="primary small" disabled={busy || !userId.trim()}>
             Add
           </button>
