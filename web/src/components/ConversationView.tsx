@@ -56,6 +56,7 @@ export function ConversationView({
   /** Rendered at the start of the header (the menu button on narrow screens). */
   header?: ReactNode;
 }) {
+  const sent = useRef<SentReplies | null>(null);
   const members = useMembers(client, conversationId);
   const refreshMembers = members.refresh;
   const onEvent = useCallback(
@@ -63,6 +64,10 @@ export function ConversationView({
       const k = ev.kind.case;
       if (k === "conversationUpdated" || k === "historyCleared") onChanged();
       if (k === "memberAdded" || k === "memberRemoved") refreshMembers();
+      // A queued message taken back (here or by another member) moved the
+      // path: its reply is no leaf any more, and the state's leaf is the
+      // one to send below (expectedLeaf).
+      if (k === "branchSwitched") sent.current = null;
     },
     [onChanged, refreshMembers],
   );
@@ -127,7 +132,6 @@ export function ConversationView({
   // another tab moved the conversation on meanwhile (switched, edited,
   // sent), and the stream then brings the conversation as it now is, the
   // text staying in the composer.
-  const sent = useRef<SentReplies | null>(null);
   const send = async (o: SendOptions) => {
     setError(null);
     scroll.stick();
@@ -178,7 +182,12 @@ export function ConversationView({
       onSwitch: (messageId, siblingIndex) => void switchTo(messageId, siblingIndex),
       // The stream brings the change (a branchSwitched); a refusal (its reply started) shows.
       onTakeBack: (messageId) => {
-        client.deleteQueuedMessage({ messageId }).catch((err) => setError(errorMessage(err)));
+        client
+          .deleteQueuedMessage({ messageId })
+          .then(() => {
+            sent.current = null;
+          })
+          .catch((err) => setError(errorMessage(err)));
       },
     }),
     [client, store, edit, regenerate, switchTo, onChanged, scroll],
