@@ -8,9 +8,9 @@ import { Spinner } from "./Spinner";
  * MembersDialog lists who shares the conversation. Its owner adds a user
  * by id as a viewer (reads) or a participant (reads and writes), changes a
  * member's role and removes a member; a member may leave. A refused change
- * shows the server's message and changes nothing; the list is read again
- * after each change (the memberAdded and memberRemoved events refresh it
- * in every other tab).
+ * shows the server's message and changes nothing. The list is read again
+ * on the memberAdded and memberRemoved events the change brings, in this
+ * tab as in every other (not also here: one read per change).
  */
 export function MembersDialog({
   client,
@@ -54,7 +54,6 @@ export function MembersDialog({
       return false;
     } finally {
       setBusy(false);
-      members.refresh();
     }
   };
 
