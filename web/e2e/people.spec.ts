@@ -14,9 +14,10 @@ let server: Launched;
 
 test.beforeAll(async () => {
   test.setTimeout(90_000);
-  // A slow model: the owner's reply runs for about a minute, while the
-  // participant's message waits its turn.
-  server = await launch("people", { CONVO_AUTH_SECRET: secret, CONVO_DEMO_TOKENS_PER_SECOND: "8" });
+  // A slow model: the owner's reply runs for minutes (on a loaded machine
+  // too), while the participant's message waits its turn; the test stops
+  // it at the end.
+  server = await launch("people", { CONVO_AUTH_SECRET: secret, CONVO_DEMO_TOKENS_PER_SECOND: "2" });
 });
 
 test.afterAll(async () => {
@@ -93,6 +94,10 @@ test("two users share a conversation: names, avatars, typing, a queued message t
   // He sends again; alice sees it under his name.
   await send(bob, "Second try from bob");
   await expect(page.getByRole("article", { name: "Message from bob" })).toContainText("Second try from bob");
+
+  // alice stops the replies (hers, and bob's queued behind it).
+  await page.getByRole("button", { name: "Stop the reply" }).click();
+  await expect(page.locator('article.message-assistant[aria-busy="true"]')).toHaveCount(0);
 
   // Closing bob's browser takes his avatar away from alice's header.
   await bob.context().close();
