@@ -204,6 +204,14 @@ export function mockTransport(): Transport {
         c.srv.clearHistory();
         return { conversation: conversationOf(req.conversationId, c) };
       },
+      // One user, the owner: no members, nobody else here.
+      async listMembers(req) {
+        get(req.conversationId);
+        return { members: [{ userId: "local", role: "owner" }] };
+      },
+      async setTyping() {
+        return {};
+      },
       async submitFeedback(req) {
         for (const c of convs.values()) c.feedback.set(req.messageId, req.rating);
         return {};

@@ -14,6 +14,7 @@ import "./styles/comparisons.css";
 import "./styles/composer.css";
 import "./styles/attachments.css";
 import "./styles/dialogs.css";
+import "./styles/people.css";
 import "./styles/token-screen.css";
 import "./styles/narrow.css";
 

@@ -562,7 +562,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
     }
     case "conversationUpdated": {
       const c = k.value.conversation;
-      return c ? { ...state, conversation: conversationInfo(c) } : state;
+      return c ? { ...state, conversation: keepRole(conversationInfo(c), state.conversation) } : state;
     }
     case "branchSwitched":
       return switchBranch(state, k.value.forkMessageId, k.value.messages, k.value.olderPageToken);
@@ -570,7 +570,7 @@ function applyEvent(state: ConversationState, ev: Event, replay: boolean): Conve
       const c = k.value.conversation;
       return {
         ...state,
-        conversation: c ? conversationInfo(c) : state.conversation,
+        conversation: c ? keepRole(conversationInfo(c), state.conversation) : state.conversation,
         messageIds: [],
         messages: {},
         blocks: {},
@@ -670,6 +670,11 @@ function updateMessage(state: ConversationState, pm: Message | undefined): Conve
     return { ...updated, errors: { ...updated.errors, [pm.id]: fields.error } };
   }
   return updated;
+}
+
+/** keepRole gives an event's conversation (which carries no role) the caller's role as the state knew it. */
+function keepRole(c: ConversationInfo, prev: ConversationInfo | null | undefined): ConversationInfo {
+  return c.role || !prev?.role ? c : { ...c, role: prev.role };
 }
 
 /** withoutInputs drops the open input requests that match (the state itself when none does). */

@@ -24,6 +24,12 @@ export interface ConversationInfo {
   createdAt?: number;
   updatedAt?: number;
   lastMessageAt?: number;
+  /**
+   * The caller's role in it: "owner", "participant" or "viewer" (absent
+   * from a server before members). Events carry none: the fold keeps the
+   * one the snapshot gave.
+   */
+  role?: string;
 }
 
 export interface FeedbackInfo {
@@ -57,6 +63,16 @@ export interface MessageState {
    * and messageUpdated carry it, and promptFailed sets it.
    */
   error: string;
+  /**
+   * Who sent a user message (a user id; absent on messages sent before
+   * conversations had members, which are the owner's).
+   */
+  senderId?: string;
+  /**
+   * true on a user message sent while a reply was in flight, and on its
+   * pending reply, until its turn comes (a messageUpdated clears it).
+   */
+  queued?: boolean;
   /** The message's blocks, in order. */
   blockIds: string[];
 }
@@ -170,6 +186,7 @@ export function conversationInfo(c: Conversation): ConversationInfo {
     createdAt: tsMs(c.createdAt),
     updatedAt: tsMs(c.updatedAt),
     lastMessageAt: tsMs(c.lastMessageAt),
+    ...(c.role ? { role: c.role } : {}),
   };
 }
 
@@ -195,6 +212,8 @@ export function messageFields(m: Message): Omit<MessageState, "blockIds"> {
     siblingCount: Math.max(1, m.siblingCount),
     siblingIndex: m.siblingIndex,
     error: m.error,
+    ...(m.senderId ? { senderId: m.senderId } : {}),
+    ...(m.queued ? { queued: true } : {}),
   };
 }
 

@@ -81,6 +81,30 @@ export const auth = {
   },
 };
 
+/** The user id the server gives a request without a token (single-user mode). */
+export const LOCAL_USER = "local";
+
+/**
+ * tokenSubject is the user a token names (its JWT `sub`), as the server
+ * knows the caller: senderId, members and presence use these ids. Without
+ * a token it is LOCAL_USER; a token that is no readable JWT gives null
+ * (the app then cannot tell the caller's own messages apart). The
+ * signature is not checked: the server does that.
+ */
+export function tokenSubject(t: string | null): string | null {
+  if (t === null) return LOCAL_USER;
+  const part = t.split(".")[1];
+  if (!part) return null;
+  try {
+    const b64 = part.replace(/-/g, "+").replace(/_/g, "/");
+    const json = new TextDecoder().decode(Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0)));
+    const sub = (JSON.parse(json) as { sub?: unknown }).sub;
+    return typeof sub === "string" && sub !== "" ? sub : null;
+  } catch {
+    return null;
+  }
+}
+
 /**
  * takeTokenFromUrl moves a `#token=…` from the page URL into storage and
  * removes it from the URL (and from history), once, at start.

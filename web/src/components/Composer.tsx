@@ -19,7 +19,9 @@ export interface SendOptions {
  * With uploads, files come from the attach button or an image pasted into
  * the text (the conversation takes dropped files: useFileDrop); send waits
  * for the uploads in flight, and a file past the server's limits is
- * refused before it is uploaded, saying why.
+ * refused before it is uploaded, saying why. While a reply runs the
+ * composer stays usable: the server queues what is sent (its send policy).
+ * onTyping hears every change of the draft: whether it holds text.
  */
 export function Composer({
   onSend,
@@ -28,7 +30,11 @@ export function Composer({
   disabled,
   autoFocus,
   uploads,
+  onTyping,
+  placeholder = "Message convo…",
 }: {
+  onTyping?: (hasText: boolean) => void;
+  placeholder?: string;
   onSend: (o: SendOptions) => Promise<boolean>;
   onStop: () => void;
   running: boolean;
@@ -146,11 +152,15 @@ export function Composer({
           ref={ref}
           rows={1}
           value={text}
-          placeholder="Message convo…"
+          placeholder={placeholder}
           aria-describedby="composer-hint"
-          onChange={(e) => setText(e.target.value)}
+          onChange={(e) => {
+            setText(e.target.value);
+            onTyping?.(e.target.value.trim() !== "");
+          }}
           onKeyDown={onKeyDown}
           onPaste={onPaste}
+          disabled={disabled}
           autoFocus={autoFocus}
           maxLength={100_000}
         />

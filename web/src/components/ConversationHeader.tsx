@@ -1,15 +1,30 @@
 import { useState, type ReactNode } from "react";
 import type { ConnectionStatus } from "@convo/client";
+import { roleLabel } from "../state/people";
 import { ConnectionIndicator } from "./ConnectionIndicator";
+import { PresenceAvatars } from "./Presence";
 
-/** ConversationHeader: the conversation's title, its connection, and "Clear history" (confirmed in place). */
+/**
+ * ConversationHeader: the conversation's title, the caller's role when it
+ * is shared with them, who else is here, its connection, "Members", and,
+ * for its owner, "Clear history" (confirmed in place).
+ */
 export function ConversationHeader({
   title,
   status,
   empty,
   onClear,
   children,
+  role = "owner",
+  present = [],
+  onMembers,
 }: {
+  /** The caller's role ("owner" when the server gave none). */
+  role?: string;
+  /** The others viewing the conversation now (user ids). */
+  present?: readonly string[];
+  /** Opens the members panel. */
+  onMembers?: () => void;
   title: string;
   status: ConnectionStatus;
   /** No messages: nothing to clear. */
@@ -25,8 +40,19 @@ export function ConversationHeader({
       <h1 className="title" title={title}>
         {title}
       </h1>
+      {role !== "owner" ? (
+        <span className="badge role-badge" title={role === "viewer" ? "Shared with you: you read it" : "Shared with you: you read and write it"}>
+          {roleLabel(role)}
+        </span>
+      ) : null}
+      <PresenceAvatars ids={present} />
       <ConnectionIndicator status={status} />
-      {confirmClear ? (
+      {onMembers ? (
+        <button type="button" className="ghost small" onClick={onMembers}>
+          Members
+        </button>
+      ) : null}
+      {role !== "owner" ? null : confirmClear ? (
         <span className="confirm" role="group" aria-label="Confirm clearing the history">
           <span className="small">Clear all messages?</span>
           <button

@@ -25,6 +25,8 @@ export function ConversationItem({
   const [error, setError] = useState<string | null>(null);
   const inputRef = useRef<HTMLInputElement>(null);
   const label = c.title || "Untitled";
+  // Renaming and deleting are the owner's (a member leaves, from the conversation's Members).
+  const owned = !c.role || c.role === "owner";
 
   useEffect(() => {
     if (mode === "rename") inputRef.current?.select();
@@ -96,6 +98,11 @@ export function ConversationItem({
           onClick={go(conversationPath(c.id))}
         >
           <span className="conv-title">{label}</span>
+          {c.role && c.role !== "owner" ? (
+            <span className="badge shared-badge" title={`Shared with you as a ${c.role}`}>
+              Shared
+            </span>
+          ) : null}
           <span className="conv-time muted small">{relativeTime(c.lastMessageAt ?? c.createdAt)}</span>
         </a>
       )}
@@ -108,7 +115,7 @@ export function ConversationItem({
             Cancel
           </button>
         </span>
-      ) : mode === "view" ? (
+      ) : mode === "view" && owned ? (
         <span className="conv-actions">
           <button
             type="button"

@@ -15,6 +15,12 @@ import { useFileDrop } from "./Attachments";
 import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConversationHeader } from "./ConversationHeader";
+import { MembersDialog } from "./MembersDialog";
+import { TypingIndicator } from "./Presence";
+import { auth, tokenSubject } from "../api/auth";
+import { useMembers } from "../hooks/useMembers";
+import { mayTakeBack, others, senderName } from "../state/people";
+import { navigate } from "../router";
 import { MessageView, type MessageActions } from "./MessageView";
 import { OlderMessages } from "./OlderMessages";
 import { TraceDialog } from "./TraceDialog";
@@ -50,18 +56,31 @@ export function ConversationView({
   /** Rendered at the start of the header (the menu button on narrow screens). */
   header?: ReactNode;
 }) {
+  const sent = useRef<SentReplies | null>(null);
+  const members = useMembers(client, conversationId);
+  const refreshMembers = members.refresh;
   const onEvent = useCallback(
     (ev: Event) => {
       const k = ev.kind.case;
       if (k === "conversationUpdated" || k === "historyCleared") onChanged();
+      if (k === "memberAdded" || k === "memberRemoved") refreshMembers();
+      // A queued message taken back (here or by another member) moved the
+      // path: its reply is no leaf any more, and the state's leaf is the
+      // one to send below (expectedLeaf).
+      if (k === "branchSwitched") sent.current = null;
     },
-    [onChanged],
+    [onChanged, refreshMembers],
   );
-  const conv = useConversation(conversationId, { client, onEvent, clientTools });
+  const conv = useConversation(conversationId, { client, onEvent, clientTools, presence: true });
+  // Who the caller is, as the server knows them (the token's subject).
+  const me = useMemo(() => tokenSubject(auth.token()), []);
+  const [membersOpen, setMembersOpen] = useState(false);
   const uploads = useUploads(client);
   const drop = useFileDrop(uploads.add);
   const { state, status, notFound, store, loadOlder, pending, clientToolRuns, approve, deny, answer } = conv;
-  const { edit, regenerate, switchTo, writing } = conv;
+  const { edit, regenerate, switchTo, writing, typed, stoppedTyping } = conv;
+  const role = state.conversation?.role ?? "owner";
+  const people: People = useMemo(() => ({ me, role }), [me, role]);
   const [error, setError] = useState<string | null>(null);
   const [traceFor, setTraceFor] = useState<string | null>(null);
   const [highlighted, setHighlighted] = useState<string | undefined>(undefined);
@@ -113,7 +132,6 @@ export function ConversationView({
   // another tab moved the conversation on meanwhile (switched, edited,
   // sent), and the stream then brings the conversation as it now is, the
   // text staying in the composer.
-  const sent = useRef<SentReplies | null>(null);
   const send = async (o: SendOptions) => {
     setError(null);
     scroll.stick();
@@ -122,6 +140,7 @@ export function ConversationView({
     try {
       const res = await client.sendMessage(sendRequest(conversationId, o, parent));
       sent.current = afterSend(shown, sent.current, parent, res.assistantMessageId);
+      stoppedTyping();
       onChanged();
       return true;
     } catch (err) {
@@ -161,6 +180,15 @@ export function ConversationView({
         void regenerate(messageId);
       },
       onSwitch: (messageId, siblingIndex) => void switchTo(messageId, siblingIndex),
+      // The stream brings the change (a branchSwitched); a refusal (its reply started) shows.
+      onTakeBack: (messageId) => {
+        client
+          .deleteQueuedMessage({ messageId })
+          .then(() => {
+            sent.current = null;
+          })
+          .catch((err) => setError(errorMessage(err)));
+      },
     }),
     [client, store, edit, regenerate, switchTo, onChanged, scroll],
   );
@@ -193,7 +221,15 @@ export function ConversationView({
 
   return (
     <main className={`main${drop.dragging ? " is-dropping" : ""}`} aria-busy={state.seq === null} {...drop.handlers}>
-      <ConversationHeader title={title} status={status} empty={state.messageIds.length === 0} onClear={() => void clear()}>
+      <ConversationHeader
+        title={title}
+        status={status}
+        empty={state.messageIds.length === 0}
+        onClear={() => void clear()}
+        role={role}
+        present={others(conv.present, me)}
+        onMembers={() => setMembersOpen(true)}
+      >
         {header}
       </ConversationHeader>
       <div className="messages" ref={scroll.ref} onScroll={scroll.onScroll}>
@@ -206,8 +242,9 @@ export function ConversationView({
             <p className="muted center">No messages yet. Say something below.</p>
           ) : null}
           <PersonWaits.Provider value={personWaits}>
-            {renderMessages(state, reasons, actions, votes, vote, highlighted, models, pauses, writing)}
+            {renderMessages(state, reasons, actions, votes, vote, highlighted, models, pauses, writing, people)}
           </PersonWaits.Provider>
+          <TypingIndicator ids={others(conv.typing, me)} />
         </div>
       </div>
       {error ? (
@@ -218,10 +255,39 @@ export function ConversationView({
           </button>
         </p>
       ) : null}
-      <Composer onSend={send} onStop={stop} running={running} autoFocus uploads={uploads} />
+      <Composer
+        onSend={send}
+        onStop={stop}
+        running={running}
+        autoFocus
+        uploads={uploads}
+        onTyping={(hasText) => (hasText ? typed() : stoppedTyping())}
+        disabled={role === "viewer"}
+        placeholder={role === "viewer" ? "You view this conversation: only its owner and participants write" : undefined}
+      />
+      {membersOpen ? (
+        <MembersDialog
+          client={client}
+          conversationId={conversationId}
+          role={role}
+          me={me}
+          members={members}
+          onClose={() => setMembersOpen(false)}
+          onLeft={() => {
+            onChanged();
+            navigate("/", { replace: true });
+          }}
+        />
+      ) : null}
       {traceFor ? <TraceDialog client={client} messageId={traceFor} onClose={() => setTraceFor(null)} /> : null}
     </main>
   );
+}
+
+/** People: the caller (null when the token does not say) and the caller's role in the conversation. */
+interface People {
+  me: string | null;
+  role: string;
 }
 
 /** renderMessages renders groupMessages' items: messages, and comparisons side by side. */
@@ -235,6 +301,7 @@ function renderMessages(
   models: Record<string, string>,
   pauses: Record<string, ReactNode>,
   writing: boolean,
+  people: People,
 ): ReactNode[] {
   return groupMessages(state).map((item) =>
     item.kind === "comparison" ? (
@@ -263,6 +330,8 @@ function renderMessages(
         highlighted={highlighted === item.message.id}
         pauses={pauses[item.message.id]}
         writing={writing}
+        sender={item.message.role === "user" ? senderName(item.message, people.me, people.role) : undefined}
+        takeBack={mayTakeBack(item.message, people.me, people.role)}
       />
     ),
   );

@@ -19,6 +19,8 @@ export interface MessageActions {
   onRegenerate: (messageId: string) => void;
   /** onSwitch shows version siblingIndex of the message's turn. */
   onSwitch: (messageId: string, siblingIndex: number) => void;
+  /** onTakeBack takes back a queued message, with its pending reply (DeleteQueuedMessage). */
+  onTakeBack?: (messageId: string) => void;
 }
 
 const isLive = (m: MessageState) => m.status === "pending" || m.status === "processing";
@@ -36,7 +38,13 @@ export const MessageView = memo(function MessageView({
   hideRole,
   pauses,
   writing = false,
+  sender,
+  takeBack = false,
 }: {
+  /** Who sent a user message ("You" for the caller; senderName); unset: "You". */
+  sender?: string;
+  /** The caller may take this queued message back (mayTakeBack): a "Take back" button. */
+  takeBack?: boolean;
   /** A reply of the conversation is being written: edits, regenerations and switches wait. */
   writing?: boolean;
   /** The reply's open input requests (PauseCard), shown after its blocks. */
@@ -49,6 +57,8 @@ export const MessageView = memo(function MessageView({
   hideRole?: boolean;
 }) {
   const live = isLive(message);
+  const who = message.role === "user" && sender ? sender : roleName(message.role);
+  const queued = Boolean(message.queued);
   const assistant = message.role === "assistant";
   const [editing, setEditing] = useState(false);
   // A message's files show together, after its other blocks.
@@ -71,15 +81,21 @@ export const MessageView = memo(function MessageView({
   return (
     <article
       id={`m-${message.id}`}
-      className={`message message-${message.role} status-${message.status}${message.siblingCount > 1 ? " has-versions" : ""}${highlighted ? " is-highlighted" : ""}`}
+      className={`message message-${message.role} status-${message.status}${message.siblingCount > 1 ? " has-versions" : ""}${highlighted ? " is-highlighted" : ""}${queued ? " is-queued" : ""}`}
       data-message-id={message.id}
       data-status={message.status}
-      aria-label={`${roleName(message.role)} message`}
+      data-queued={queued || undefined}
+      aria-label={who === roleName(message.role) ? `${who} message` : `Message from ${who}`}
       aria-busy={live}
     >
       {hideRole ? null : (
         <header className="message-head">
-          <span className="role">{roleName(message.role)}</span>
+          <span className="role">{who}</span>
+          {queued ? (
+            <span className="badge queued-badge" title="Sent while a reply runs: its reply starts when the replies before it end">
+              Queued
+            </span>
+          ) : null}
           <time className="muted small" dateTime={message.createdAt ? new Date(message.createdAt).toISOString() : undefined}>
             {absoluteTime(message.createdAt)}
           </time>
@@ -111,7 +127,12 @@ export const MessageView = memo(function MessageView({
         {pauses}
         {live && !pauses && !blocks.some((b) => b.status === "streaming") ? (
           <p className="muted waiting">
-            <Spinner /> {message.status === "pending" ? "Waiting for a worker…" : "Working…"}
+            <Spinner />{" "}
+            {message.status === "pending"
+              ? queued
+                ? "Queued: starts when the reply before it ends"
+                : "Waiting for a worker…"
+              : "Working…"}
           </p>
         ) : null}
         {message.status === "failed" ? (
@@ -137,7 +158,20 @@ export const MessageView = memo(function MessageView({
           {live ? null : regenerate}
         </footer>
       ) : null}
-      {message.role === "user" && !editing ? (
+      {message.role === "user" && queued ? (
+        <footer className="message-actions">
+          {takeBack && actions.onTakeBack ? (
+            <button
+              type="button"
+              className="ghost small"
+              title="Take this message back before its reply starts"
+              onClick={() => actions.onTakeBack?.(message.id)}
+            >
+              Take back
+            </button>
+          ) : null}
+        </footer>
+      ) : message.role === "user" && !editing ? (
         <footer className="message-actions">
           {versions}
           <button
