@@ -21,8 +21,10 @@ export function conversationPath(id: string, messageId?: string): string {
 const listeners = new Set<() => void>();
 let current = locationKey();
 
+// "" outside a browser: the module loads in the unit tests (Node), where
+// there is no location.
 function locationKey() {
-  return window.location.pathname + window.location.search;
+  return typeof window === "undefined" ? "" : window.location.pathname + window.location.search;
 }
 
 function notify() {
@@ -30,7 +32,7 @@ function notify() {
   for (const l of listeners) l();
 }
 
-window.addEventListener("popstate", notify);
+if (typeof window !== "undefined") window.addEventListener("popstate", notify);
 
 export function navigate(path: string, opts: { replace?: boolean } = {}) {
   if (path === locationKey()) return;
