@@ -59,7 +59,10 @@ type Parking struct {
 
 	mu      sync.Mutex
 	streams map[*parkedStream]struct{}
-	wg      sync.WaitGroup
+	// emptied, when set, is closed (and cleared) once streams is empty:
+	// Wait's. A stream may park while Wait waits (a handler that was
+	// already running), which a WaitGroup would not allow.
+	emptied chan struct{}
 }
 
 // NewParking returns a Parking that logs failed streams to logger.
@@ -82,11 +85,16 @@ func (p *Parking) Len() int {
 // its end). When ctx ends first, it closes the connections still open and
 // returns ctx's error.
 func (p *Parking) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		p.wg.Wait()
-		close(done)
-	}()
+	p.mu.Lock()
+	if len(p.streams) == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	if p.emptied == nil {
+		p.emptied = make(chan struct{})
+	}
+	done := p.emptied
+	p.mu.Unlock()
 	select {
 	case <-done:
 		return nil
@@ -144,7 +152,6 @@ func (p *Parking) park(ctx context.Context, w *coalescingWriter, req connect.Any
 	}
 	p.mu.Lock()
 	p.streams[s] = struct{}{}
-	p.wg.Add(1)
 	p.mu.Unlock()
 	go s.watch()
 	sub.SetNotify(s.wake)
@@ -369,7 +376,10 @@ func (s *parkedStream) finish(err error) {
 		p := s.parking
 		p.mu.Lock()
 		delete(p.streams, s)
+		if len(p.streams) == 0 && p.emptied != nil {
+			close(p.emptied)
+			p.emptied = nil
+		}
 		p.mu.Unlock()
-		p.wg.Done()
 	})
 }
