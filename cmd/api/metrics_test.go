@@ -78,7 +78,10 @@ func TestMetricsMove(t *testing.T) {
 	// below, late enough that the stream (which a loaded machine may hold
 	// back) reads the reply's deltas before they are merged, rather than
 	// being told to resume.
-	m := startMain(t, map[string]string{"CONVO_DEMO_TOKENS_PER_SECOND": "2000", "CONVO_COMPACT_AFTER": "3s", "CONVO_PUBLIC_METRICS": "true"})
+	// 200 tokens a second: each block's text comes in several deltas,
+	// which compaction merges (at 2000 a block's text could all come in
+	// one batch's delta, leaving compaction nothing to remove).
+	m := startMain(t, map[string]string{"CONVO_DEMO_TOKENS_PER_SECOND": "200", "CONVO_COMPACT_AFTER": "3s", "CONVO_PUBLIC_METRICS": "true"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	client := convov1connect.NewConversationServiceClient(http.DefaultClient, m.URL())
