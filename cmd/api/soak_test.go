@@ -172,7 +172,11 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 	}
 	faults := s.inject(run, duration)
 	// Writers stop between calls, never in one: a call cancelled on the
-	// client may still commit, after the last seq is read below.
+	// client may still commit, after the last seq is read below. They end
+	// the replies they hold first, so that no block streams at the end: a
+	// subscriber stopped between a snapshot and its replay (stopRun below)
+	// would hold a view its client knows to be partial (replayOpen) and
+	// reads again from a snapshot.
 	s.stop.Store(true)
 	writers.Wait()
 
@@ -221,7 +225,7 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 	client := convov1connect.NewConversationServiceClient(http.DefaultClient, s.serverURL())
 	want := map[string]map[string]string{}
 	for _, id := range s.conversations {
-		res, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: id}))
+		res, err := readConversation(ctx, client, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,10 +250,17 @@ func soakFeed(t *testing.T, feed string, duration time.Duration, subscribers int
 		if !mapsEqual(got, want[sub.conversation]) {
 			wrong++
 			if wrong <= 3 {
-				t.Errorf("subscriber %d (sse %v): %d blocks, want %d; first difference: %s", i, sub.sse, len(got), len(want[sub.conversation]),
-					firstDifference(got, want[sub.conversation]))
+				t.Errorf("subscriber %d (sse %v, replay open %v): %d blocks, want %d; first difference: %s", i, sub.sse, sub.replayOpen,
+					len(got), len(want[sub.conversation]), firstDifference(got, want[sub.conversation]))
 			}
 		}
+	}
+	// A soak whose writers stalled, or whose subscribers were sent only
+	// snapshots, tests nothing of the streams: a quiet machine writes
+	// over a thousand deltas in 20 s, every one sent to about fifty
+	// subscribers.
+	if deltas := s.deltas.Load(); deltas < 100 || events < deltas {
+		t.Errorf("%d deltas written and %d events received in %v: want at least 100 deltas, each received at least once", deltas, events, duration)
 	}
 	if gaps != 0 || repeats != 0 || wrong != 0 {
 		t.Errorf("%d seqs skipped, %d repeated, %d subscribers with the wrong blocks; want none", gaps, repeats, wrong)
@@ -317,7 +328,9 @@ func (s *soak) sendAndClaim(ctx context.Context, worker string, pending *bool) (
 		}
 		*pending = true
 	}
-	prompt, err := s.call(ctx, `SELECT prompt_id::text FROM convo.claim_prompt($1, 60)`, worker)
+	// claim_prompt returns no row when nothing is claimable: "" then
+	// (a query with no row would be an error that call retries).
+	prompt, err := s.call(ctx, `SELECT coalesce((SELECT prompt_id::text FROM convo.claim_prompt($1, 60)), '')`, worker)
 	if err != nil {
 		return "", err
 	}
@@ -327,7 +340,8 @@ func (s *soak) sendAndClaim(ctx context.Context, worker string, pending *bool) (
 	return prompt, nil
 }
 
-// write streams replies into random conversations until s.stop is set.
+// write streams replies into random conversations until s.stop is set,
+// then ends the reply in hand.
 func (s *soak) write(ctx context.Context, w int) {
 	pending := false
 	for n := 0; !s.stop.Load(); n++ {
@@ -348,7 +362,7 @@ func (s *soak) write(ctx context.Context, w int) {
 		}
 		for i := range 20 + rand.IntN(40) {
 			if s.stop.Load() {
-				return
+				break // the reply ends below, as every reply does
 			}
 			if _, err := s.call(ctx, `SELECT convo.append_block($1::uuid, $2, $3)::text`, block, fmt.Sprintf("w%d.%d.%d ", w, n, i), i+1); err != nil {
 				return
@@ -369,13 +383,14 @@ type soakReply struct {
 
 // writeBatches streams three replies at a time into random conversations
 // through convo.write_batch, one call per round for all of them, until
-// s.stop is set. A call that fails (PostgreSQL restarting) is sent again
+// s.stop is set, then ends the replies in hand. A call that fails (PostgreSQL restarting) is sent again
 // with the same number, which write_batch applies once.
 func (s *soak) writeBatches(ctx context.Context, w int) {
 	worker := fmt.Sprintf("soak-batcher-%d", w)
 	var replies []*soakReply
 	pending := false
-	for batch := int64(1); !s.stop.Load(); batch++ {
+	batch := int64(1)
+	for ; !s.stop.Load(); batch++ {
 		var ops []map[string]any
 		for len(replies) < 3 {
 			prompt, err := s.sendAndClaim(ctx, worker, &pending)
@@ -421,6 +436,22 @@ func (s *soak) writeBatches(ctx context.Context, w int) {
 		s.deltas.Add(int64(len(replies)))
 		replies = slices.DeleteFunc(replies, func(r *soakReply) bool { return slices.Contains(done, r) })
 		sleep(ctx, 5*time.Millisecond)
+	}
+	// The replies in hand end, in one batch more.
+	var ops []map[string]any
+	for _, r := range replies {
+		ops = append(ops, map[string]any{"op": "complete_prompt", "prompt": r.prompt})
+	}
+	if len(ops) == 0 {
+		return
+	}
+	encoded, err := json.Marshal(ops)
+	if err != nil {
+		s.t.Error(err)
+		return
+	}
+	if _, err := s.call(ctx, `SELECT count(*)::text FROM convo.write_batch($1, $2, $3::jsonb)`, worker, batch, encoded); err != nil {
+		s.t.Errorf("end the replies of %s: %v", worker, err)
 	}
 }
 
@@ -652,6 +683,20 @@ func (f *soakSubscriber) apply(ev *convov1.Event) {
 		b.WriteString(k.BlockDelta.Content)
 	case *convov1.Event_HistoryCleared:
 		f.blocks = map[string]*strings.Builder{}
+	}
+}
+
+// readConversation reads conversation id, again while the server answers
+// Unavailable: the last fault may have been a restart of PostgreSQL that
+// its pool has not reconnected from yet.
+func readConversation(ctx context.Context, client convov1connect.ConversationServiceClient, id string) (*connect.Response[convov1.GetConversationResponse], error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := client.GetConversation(ctx, connect.NewRequest(&convov1.GetConversationRequest{ConversationId: id}))
+		if err == nil || connect.CodeOf(err) != connect.CodeUnavailable || time.Now().After(deadline) {
+			return res, err
+		}
+		sleep(ctx, 200*time.Millisecond)
 	}
 }
 
