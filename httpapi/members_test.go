@@ -17,14 +17,17 @@ import (
 
 // TestMembersRoutes: the SSE, AG-UI, AI SDK and history routes on a
 // shared conversation, as its owner (alice), a participant (pat), a
-// viewer (vic), a removed member (rex) and a stranger (sam). Reads are
+// viewer (vic), a removed member (rex), a stranger (sam), and anyone
+// holding a live share link's token sent as a bearer token. Reads are
 // every member's, sends the owner's and participants' (a viewer's is 403
 // permission_denied naming the role); a removed member and a stranger get
-// 404 not_found. A refusal changes nothing.
+// 404 not_found; a share token opens only the share's own reads, so here
+// it is 401 unauthenticated. A refusal changes nothing.
 func TestMembersRoutes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tb := apitest.SetupAuth(t)
+	var shareToken string
 	shared := func(t *testing.T) uuid.UUID {
 		t.Helper()
 		s := tb.Send(t, "alice", uuid.Nil, "shared")
@@ -38,6 +41,13 @@ func TestMembersRoutes(t *testing.T) {
 		if err := tb.Store.RemoveMember(ctx, "alice", s.ConversationID, "rex"); err != nil {
 			t.Fatal(err)
 		}
+		_, token, err := tb.Store.CreateShare(ctx, conversation.CreateShareParams{
+			CallerID: "alice", ConversationID: s.ConversationID, Mode: conversation.ShareLive, IncludeTools: true,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shareToken = token
 		return s.ConversationID
 	}
 	jsonBody := func(v any) *bytes.Reader {
@@ -69,10 +79,12 @@ func TestMembersRoutes(t *testing.T) {
 	}
 	for _, r := range routes {
 		t.Run(r.name, func(t *testing.T) {
-			for _, user := range []string{"alice", "pat", "vic", "rex", "sam"} {
+			for _, user := range []string{"alice", "pat", "vic", "rex", "sam", "share token"} {
 				id := shared(t)
 				want, code := http.StatusOK, ""
 				switch {
+				case user == "share token":
+					want, code = http.StatusUnauthorized, "unauthenticated"
 				case user == "rex" || user == "sam":
 					want, code = http.StatusNotFound, "not_found"
 				case user == "vic" && r.write:
@@ -80,6 +92,9 @@ func TestMembersRoutes(t *testing.T) {
 				}
 				before := tb.State(t, "alice", id)
 				header := apitest.Bearer(apitest.TokenFor(t, user))
+				if user == "share token" {
+					header = apitest.Bearer(shareToken)
+				}
 				var body *bytes.Reader
 				if r.body != nil {
 					body = r.body(id)
