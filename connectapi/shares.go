@@ -73,30 +73,18 @@ func (s *service) RevokeShare(ctx context.Context, req *connect.Request[convov1.
 }
 
 // GetSharedConversation reads what a share shows, with its token alone
-// (admission lets it through without a user: anonymousProcedures).
+// (admission lets it through without a user: anonymousProcedures), its
+// files' URLs signed as the owner's reads sign them.
 func (s *service) GetSharedConversation(ctx context.Context, req *connect.Request[convov1.GetSharedConversationRequest]) (*connect.Response[convov1.GetSharedConversationResponse], error) {
-	token, err := shareToken("token", req.Msg.GetToken())
+	token, err := wire.ShareToken("token", req.Msg.GetToken())
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.sharedState(ctx, token)
+	out, err := wire.SharedState(ctx, s.store, s.urls, token)
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(out), nil
-}
-
-// shareToken checks a share token's form: what NewShareToken makes is
-// 43 characters; anything from 1 to 128 is looked up (and, not being a
-// token, found nowhere). Errors are Invalid and name field.
-func shareToken(field, token string) (string, error) {
-	switch {
-	case token == "":
-		return "", wire.Invalid(field, "is required")
-	case len(token) > 128:
-		return "", wire.Invalid(field, "must be at most 128 bytes, got %d", len(token))
-	}
-	return token, nil
 }
 
 // ForkShare copies what a share shows into a new conversation of the
@@ -106,7 +94,7 @@ func (s *service) ForkShare(ctx context.Context, req *connect.Request[convov1.Fo
 	if err != nil {
 		return nil, err
 	}
-	token, err := shareToken("token", req.Msg.GetToken())
+	token, err := wire.ShareToken("token", req.Msg.GetToken())
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -150,6 +151,59 @@ func TestEnqueueKeepsTheOrderOfThree(t *testing.T) {
 	}
 	if strings.Join(texts, ",") != "hello,one,two,three" {
 		t.Errorf("user messages in path order: %v", texts)
+	}
+}
+
+// TestEnqueueKeepsTheOrderOfOneTransaction: sends queued together, in
+// one transaction (send_messages, as the server's group commit writes
+// them), share their prompts' created_at; their replies still take the
+// turn in the order the messages were sent.
+func TestEnqueueKeepsTheOrderOfOneTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tb := setup(t)
+	r1 := tb.startReply(t)
+	const n = 8
+	owners, convs, texts, configs, parents, files := make([]string, n), make([]uuid.UUID, n), make([]string, n),
+		make([]string, n), make([]*uuid.UUID, n), make([]string, n)
+	for i := range n {
+		owners[i], convs[i], texts[i], configs[i], files[i] = "local", r1.conversationID, fmt.Sprintf("send %d", i), "[{}]", "{}"
+	}
+	rows, err := tb.pool.Query(ctx, `SELECT s.prompt_ids[1], s.queued, s.error_message
+		  FROM convo.send_messages($1::text[], $2::uuid[], $3::text[], $4::text[], $5::uuid[], $6::text[]) s ORDER BY s.ord`,
+		owners, convs, texts, configs, parents, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prompts []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		var queued *bool
+		var failed *string
+		if err := rows.Scan(&id, &queued, &failed); err != nil {
+			t.Fatal(err)
+		}
+		if failed != nil || queued == nil || !*queued {
+			t.Fatalf("send %d: queued %v, error %v; want queued", len(prompts), queued, failed)
+		}
+		prompts = append(prompts, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	previous := r1.promptID
+	for i, want := range prompts {
+		if err := tb.api.PromptComplete(ctx, previous); err != nil {
+			t.Fatalf("complete %s: %v", previous, err)
+		}
+		got := tb.claimable(t)
+		if len(got) != 1 || got[0] != want {
+			t.Fatalf("after reply %d ended: claimed %v, want only send %d's %s", i, got, i, want)
+		}
+		if err := tb.api.PromptStart(ctx, got[0]); err != nil {
+			t.Fatal(err)
+		}
+		previous = got[0]
 	}
 }
 

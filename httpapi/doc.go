@@ -16,6 +16,9 @@
 //   - POST /v1/files, GET /v1/files/{id} and /v1/files/{id}/content:
 //     files, uploaded as multipart forms and read back by id or through a
 //     signed URL (package files; mounted when Options.Files is set).
+//   - GET /v1/shares/{token} and /v1/shares/{token}/events: what a share
+//     link shows, as JSON and as Server-Sent Events, with the token alone
+//     (package shares).
 //
 // What the protocols share is in internal/httpx: authentication (requests
 // authenticate as the Connect API's do, with a bearer token, or the

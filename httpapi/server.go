@@ -15,6 +15,7 @@ import (
 	"github.com/convo-dev/convo/httpapi/history"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/httpapi/openai"
+	"github.com/convo-dev/convo/httpapi/shares"
 	"github.com/convo-dev/convo/limit"
 	"github.com/convo-dev/convo/stream"
 	"github.com/convo-dev/convo/wire"
@@ -107,6 +108,9 @@ func NewHandler(opts Options) http.Handler {
 	route("GET /v1/ai-sdk/chat/{id}/messages", ai.Messages)
 	// Stopping takes no body; useChat's stop sends none.
 	route("POST /v1/ai-sdk/chat/{id}/stop", s.JSONBody(aisdk.MaxStopBytes, true, ai.Stop))
+	// A share token opens the share routes, whatever the Authorization
+	// header says: they take no user.
+	shares.New(s).Routes(mux)
 	// OpenAI's Responses API refuses in OpenAI's error shape, its own
 	// authentication's included.
 	openai.New(s, opts.Models).Routes(mux)

@@ -9,6 +9,8 @@
 //   - the hub whose payload is the StreamConversation message of each event,
 //     decoded once for every subscriber, and how a stream starts: a snapshot,
 //     then the replay of the blocks still streaming (stream.go);
+//   - a share link's state with its files signed, and the one loop that
+//     follows a share for the Connect API and SSE alike (sharestream.go);
 //   - the checks of request fields and their limits, whose errors are
 //     conversation.Invalid naming the field (validate.go);
 //   - the classification of errors that each adapter maps to its own codes

@@ -296,7 +296,7 @@ curl)
 		if [ $skip = yes ]; then skip=no; continue; fi
 		case $a in
 		--max-time) skip=yes; continue ;;
-		*/StreamConversation) limit=8 ;;
+		*/StreamConversation|*/StreamSharedConversation|*/events) limit=8 ;;
 		esac
 		set -- "$@" "$a"
 	done
@@ -450,6 +450,9 @@ func TestDocsAPIExamples(t *testing.T) {
 		}
 		if strings.Contains(what, "/StreamConversation") && !bytes.Contains(body, []byte(`{"snapshot":`)) {
 			t.Errorf("%s: no snapshot streamed: %q", what, body)
+		}
+		if strings.Contains(what, "/v1/shares/") && strings.HasSuffix(what, "/events") && !bytes.Contains(body, []byte("event: state\n")) {
+			t.Errorf("%s: no state streamed: %q", what, body)
 		}
 		if strings.Contains(what, "/SearchMessages") && !bytes.Contains(body, []byte(`"results":[`)) {
 			t.Errorf("%s: the search example finds nothing in the demo's replies: %s", what, body)

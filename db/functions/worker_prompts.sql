@@ -279,8 +279,8 @@ $$;
 
 -- _release_turn starts the next queued send of the conversation when no
 -- prompt of it holds the turn (none queued or running that is not
--- awaiting its turn): the oldest send whose replies await their turn (a
--- comparison's two replies go together). Its user message and replies
+-- awaiting its turn): the first send, in the conversation's order, whose
+-- replies await their turn (a comparison's two replies go together). Its user message and replies
 -- lose their queued mark (messageUpdated each: the user message, then the
 -- replies in order), its prompts turn claimable (trigger
 -- prompts_claimable_turn) and "convo_prompts" is notified with
@@ -295,10 +295,14 @@ DECLARE
     v_message convo.messages;
     v_prompt  uuid;
 BEGIN
+    -- Send order is the order of the replies' positions, given under the
+    -- conversation's lock; not created_at, a transaction's start: sends
+    -- written in one transaction (send_messages' group commit) share it,
+    -- and a send that started first may have taken the lock second.
     SELECT m.parent_id INTO v_user
       FROM convo.prompts p JOIN convo.messages m ON m.id = p.message_id
      WHERE p.conversation_id = p_conversation_id AND p.awaiting_turn
-     ORDER BY p.created_at, p.id
+     ORDER BY m.position
      LIMIT 1;
     IF NOT FOUND OR EXISTS (SELECT 1 FROM convo.prompts p
                              WHERE p.conversation_id = p_conversation_id AND p.status IN ('queued', 'running')

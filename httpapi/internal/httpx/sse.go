@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/convo-dev/convo/conversation"
 	"github.com/convo-dev/convo/wire"
 )
 
@@ -91,6 +92,31 @@ func (s *SSEWriter) JSONEvents(values []any) error {
 		}
 	}
 	return nil
+}
+
+// KeepAlive writes and flushes a keep-alive comment, for a stream that
+// waits for its events itself rather than through Server.Next.
+func (s *SSEWriter) KeepAlive() error { return s.comment("keep-alive") }
+
+// Flush writes what is buffered to the client now, for a stream that
+// sends without Server.Next (which flushes when it has nothing ready).
+func (s *SSEWriter) Flush() error { return s.flush() }
+
+// ErrorEvent writes err as an SSE event named "error" whose data is the
+// JSON error body WriteError answers with ({"code", "message"}): how a
+// stream that has started tells why it ends. An error that is the
+// server's has its detail left out (log it with StreamEnded).
+func (s *Server) ErrorEvent(out *SSEWriter, err error) error {
+	f := wire.Classify(err)
+	st, ok := statuses[f.Code]
+	if !ok {
+		st = statuses[conversation.Internal]
+	}
+	data, jerr := json.Marshal(errorBody{Code: st.name, Message: f.Message})
+	if jerr != nil {
+		return jerr
+	}
+	return out.Event("", "error", data)
 }
 
 // comment writes a comment line, which every client ignores.
