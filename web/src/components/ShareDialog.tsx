@@ -95,24 +95,24 @@ export function ShareDialog({
       <form className="share-form" onSubmit={create} aria-label="Make a share link">
         <fieldset>
           <legend>Readers see</legend>
-          <label>
-            <input type="radio" name="share-mode" value="live" checked={mode === "live"} onChange={() => setMode("live")} />{" "}
+          <label className="toggle">
+            <input type="radio" name="share-mode" value="live" checked={mode === "live"} onChange={() => setMode("live")} />
             Live: the conversation as it goes on, replies as they are written
           </label>
-          <label>
+          <label className="toggle">
             <input
               type="radio"
               name="share-mode"
               value="snapshot"
               checked={mode === "snapshot"}
               onChange={() => setMode("snapshot")}
-            />{" "}
+            />
             Snapshot: the conversation as it is now
           </label>
         </fieldset>
-        <label>
-          <input type="checkbox" checked={includeTools} onChange={(e) => setIncludeTools(e.target.checked)} /> Show tool
-          calls' arguments and results
+        <label className="toggle">
+          <input type="checkbox" checked={includeTools} onChange={(e) => setIncludeTools(e.target.checked)} />
+          Show tool calls' arguments and results
         </label>
         <span className="field">
           <label htmlFor="share-expiry">Expires</label>
