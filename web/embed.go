@@ -40,10 +40,12 @@ type file struct {
 // Handler serves the web app. Existing files are served with their content
 // type; hashed build assets (under /assets/) are cached for a year, every
 // other file is revalidated (ETag). A GET for any other path without a file
-// extension answers index.html, so client-side routes such as /c/<id> work
-// on reload, except API paths (/convo.v1.*, /healthz), which answer 404:
-// the API is mounted ahead of this handler, and a path it does not know must
-// not turn into a page. Methods other than GET and HEAD answer 405.
+// extension answers index.html, so client-side routes such as /c/<id> and
+// a share link's page /s/<token> work on reload, except API paths
+// (/convo.v1.*, /healthz), which answer 404: the API is mounted ahead of
+// this handler, and a path it does not know must not turn into a page.
+// Pages send no Referer (a share link's token stays on its page). Methods
+// other than GET and HEAD answer 405.
 func Handler() http.Handler {
 	sub, err := fs.Sub(dist, "dist")
 	if err != nil {

@@ -91,6 +91,24 @@ func TestHandler(t *testing.T) {
 		}
 	})
 
+	// A share link's page (/s/<token>, a 43-character base64url token) is
+	// the app, and sends no Referer: a link the shared conversation holds
+	// must not carry the token to another site.
+	t.Run("ShareLinksGetTheAppWithoutReferrer", func(t *testing.T) {
+		for _, p := range []string{"/s/Xy3-_0123456789abcdefghijklmnopqrstuvwxyzABCD", "/s/Xy3-_0123456789abcdefghijklmnopqrstuvwxyzABCD/"} {
+			res, body := get(t, p)
+			if res.StatusCode != 200 || !strings.Contains(body, `<div id="root">`) {
+				t.Errorf("GET %s = %d", p, res.StatusCode)
+			}
+			if got := res.Header.Get("Referrer-Policy"); got != "no-referrer" {
+				t.Errorf("GET %s: Referrer-Policy = %q, want no-referrer", p, got)
+			}
+			if got := res.Header.Get("Content-Security-Policy"); got != ContentSecurityPolicy {
+				t.Errorf("GET %s: Content-Security-Policy = %q", p, got)
+			}
+		}
+	})
+
 	t.Run("HashedAssetsAreCachedLong", func(t *testing.T) {
 		for ext, ct := range map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"} {
 			res, _ := get(t, asset(t, ext))

@@ -10,8 +10,8 @@ import {
   StreamConversationResponseSchema,
   type StreamConversationResponse,
 } from "@convo/client";
-import { ConversationSchema, Rating } from "@convo/client";
-import type { Event } from "@convo/client";
+import { ConversationSchema, Rating, ShareSchema } from "@convo/client";
+import type { Event, Share } from "@convo/client";
 import { FakeServer } from "@convo/client/testing";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -28,6 +28,26 @@ interface Conv {
 
 const convs = new Map<string, Conv>();
 let nextConv = 1;
+
+/** The mock's share links by token (the server keeps only hashes; the mock need not). */
+interface MockShare {
+  token: string;
+  share: Share;
+}
+const shares: MockShare[] = [];
+
+function shareByToken(token: string): { s: MockShare; c: Conv } {
+  const s = shares.find((x) => x.token === token && !x.share.revokedAt);
+  const c = s && convs.get(s.share.conversationId);
+  if (!s || !c) throw new ConnectError("share does not exist", Code.NotFound);
+  return { s, c };
+}
+
+/** sharedState is what a share shows: the mock shows the active path, as a live share does. */
+function sharedState(s: MockShare, c: Conv) {
+  const { messages, seq } = c.srv.getConversation();
+  return { share: s.share, conversation: conversationOf(s.share.conversationId, c), messages, seq, older: false };
+}
 
 function newConv(): [string, Conv] {
   const id = `conv${nextConv++}`;
@@ -211,6 +231,63 @@ export function mockTransport(): Transport {
       },
       async setTyping() {
         return {};
+      },
+      // Share links: made, listed and revoked; read by token (the active
+      // path, live), the stream sending the whole state on every event.
+      async createShare(req) {
+        get(req.conversationId);
+        const token = `mock-${Math.random().toString(36).slice(2)}${Math.random().toString(36).slice(2)}`;
+        const share = create(ShareSchema, {
+          id: `share${shares.length + 1}`,
+          conversationId: req.conversationId,
+          createdBy: "local",
+          mode: req.mode || "live",
+          includeTools: req.includeTools,
+          expiresAt: req.expiresAt,
+          createdAt: timestampNow(),
+        });
+        shares.unshift({ token, share });
+        return { share, token };
+      },
+      async listShares(req) {
+        return { shares: shares.filter((s) => s.share.conversationId === req.conversationId).map((s) => s.share) };
+      },
+      async revokeShare(req) {
+        const s = shares.find((x) => x.share.id === req.shareId);
+        if (!s) throw new ConnectError("share not found", Code.NotFound);
+        s.share.revokedAt ??= timestampNow();
+        return { share: s.share };
+      },
+      async getSharedConversation(req) {
+        const { s, c } = shareByToken(req.token);
+        return sharedState(s, c);
+      },
+      async *streamSharedConversation(req, ctx) {
+        const { s, c } = shareByToken(req.token);
+        let changed = true;
+        let wake: (() => void) | null = null;
+        const listener = () => {
+          changed = true;
+          wake?.();
+        };
+        c.listeners.add(listener);
+        try {
+          while (!ctx.signal.aborted) {
+            if (s.share.revokedAt) throw new ConnectError("share does not exist", Code.NotFound);
+            if (changed) {
+              changed = false;
+              yield { state: sharedState(s, c) };
+            }
+            await new Promise<void>((r) => {
+              wake = r;
+              setTimeout(r, 200);
+              ctx.signal.addEventListener("abort", () => r(), { once: true });
+            });
+            wake = null;
+          }
+        } finally {
+          c.listeners.delete(listener);
+        }
       },
       async submitFeedback(req) {
         for (const c of convs.values()) c.feedback.set(req.messageId, req.rating);

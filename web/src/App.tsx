@@ -3,6 +3,7 @@ import { auth } from "./api/auth";
 import { createConvoClient } from "./api/client";
 import { ConversationView } from "./components/ConversationView";
 import { HomeView } from "./components/HomeView";
+import { SharedPage } from "./components/SharedView";
 import { Sidebar } from "./components/Sidebar";
 import { TokenScreen } from "./components/TokenScreen";
 import { ConvoProvider, useConversationList } from "@convo/react";
@@ -10,6 +11,11 @@ import { useRoute } from "./router";
 
 export function App() {
   const a = useSyncExternalStore(auth.subscribe, auth.get);
+  const route = useRoute();
+  // A share link's page needs no sign-in: it asks for a token only to continue the conversation.
+  if (route.name === "share") {
+    return <SharedPage key={`${route.token}\n${a.token ?? ""}`} token={route.token} needsSignIn={a.required && !a.token} />;
+  }
   if (a.required && !a.token) return <TokenScreen />;
   // A new token starts everything over: new client, new streams.
   return <Shell key={a.token ?? ""} signedIn={a.token !== null} />;

@@ -15,6 +15,7 @@ import "./styles/composer.css";
 import "./styles/attachments.css";
 import "./styles/dialogs.css";
 import "./styles/people.css";
+import "./styles/shares.css";
 import "./styles/token-screen.css";
 import "./styles/narrow.css";
 

@@ -16,7 +16,7 @@ const votes: { p: Preference; label: string }[] = [
   { p: Preference.B, label: "B is better" },
 ];
 
-/** ComparisonView shows the two replies of an A/B comparison side by side, and the vote. */
+/** ComparisonView shows the two replies of an A/B comparison side by side, and the vote (unless read only). */
 export function ComparisonView({
   comparisonId,
   sides,
@@ -31,8 +31,10 @@ export function ComparisonView({
   comparisonId: string;
   sides: ComparisonSide[];
   vote: Preference | undefined;
-  onVote: (comparisonId: string, p: Preference) => void;
-  actions: MessageActions;
+  /** Votes; none: read only (a share link's page), no vote asked. */
+  onVote?: (comparisonId: string, p: Preference) => void;
+  /** The replies' buttons; none: read only (MessageView). */
+  actions?: MessageActions;
   highlightedId?: string;
 }) {
   const done = sides.every((s) => s.message.status !== "pending" && s.message.status !== "processing");
@@ -59,23 +61,25 @@ export function ComparisonView({
           </div>
         ))}
       </div>
-      <div className="comparison-vote" role="group" aria-label="Which reply is better?">
-        <span className="muted small">
-          {!done ? "Vote when both replies are done." : empty ? "A reply is empty: nothing to compare." : "Which reply is better?"}
-        </span>
-        {votes.map((v) => (
-          <button
-            key={v.p}
-            type="button"
-            className="small"
-            aria-pressed={vote === v.p}
-            disabled={!done || empty}
-            onClick={() => onVote(comparisonId, v.p)}
-          >
-            {v.label}
-          </button>
-        ))}
-      </div>
+      {onVote ? (
+        <div className="comparison-vote" role="group" aria-label="Which reply is better?">
+          <span className="muted small">
+            {!done ? "Vote when both replies are done." : empty ? "A reply is empty: nothing to compare." : "Which reply is better?"}
+          </span>
+          {votes.map((v) => (
+            <button
+              key={v.p}
+              type="button"
+              className="small"
+              aria-pressed={vote === v.p}
+              disabled={!done || empty}
+              onClick={() => onVote(comparisonId, v.p)}
+            >
+              {v.label}
+            </button>
+          ))}
+        </div>
+      ) : null}
     </section>
   );
 }

@@ -6,8 +6,9 @@ import { PresenceAvatars } from "./Presence";
 
 /**
  * ConversationHeader: the conversation's title, the caller's role when it
- * is shared with them, who else is here, its connection, "Members", and,
- * for its owner, "Clear history" (confirmed in place).
+ * is shared with them, who else is here, its connection, "Members",
+ * "Share" (share links: for the owner and participants, never a viewer),
+ * and, for its owner, "Clear history" (confirmed in place).
  */
 export function ConversationHeader({
   title,
@@ -18,6 +19,7 @@ export function ConversationHeader({
   role = "owner",
   present = [],
   onMembers,
+  onShare,
 }: {
   /** The caller's role ("owner" when the server gave none). */
   role?: string;
@@ -25,6 +27,8 @@ export function ConversationHeader({
   present?: readonly string[];
   /** Opens the members panel. */
   onMembers?: () => void;
+  /** Opens the share links dialog (shown to the owner and participants). */
+  onShare?: () => void;
   title: string;
   status: ConnectionStatus;
   /** No messages: nothing to clear. */
@@ -50,6 +54,11 @@ export function ConversationHeader({
       {onMembers ? (
         <button type="button" className="ghost small" onClick={onMembers}>
           Members
+        </button>
+      ) : null}
+      {onShare && role !== "viewer" ? (
+        <button type="button" className="ghost small" onClick={onShare}>
+          Share
         </button>
       ) : null}
       {role !== "owner" ? null : confirmClear ? (

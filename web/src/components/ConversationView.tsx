@@ -16,6 +16,7 @@ import { ComparisonView } from "./ComparisonView";
 import { Composer, type SendOptions } from "./Composer";
 import { ConversationHeader } from "./ConversationHeader";
 import { MembersDialog } from "./MembersDialog";
+import { ShareDialog } from "./ShareDialog";
 import { TypingIndicator } from "./Presence";
 import { auth, tokenSubject } from "../api/auth";
 import { useMembers } from "../hooks/useMembers";
@@ -59,11 +60,14 @@ export function ConversationView({
   const sent = useRef<SentReplies | null>(null);
   const members = useMembers(client, conversationId);
   const refreshMembers = members.refresh;
+  // Bumped by each share link made or revoked: the Share dialog's list reads again.
+  const [shareChanges, setShareChanges] = useState(0);
   const onEvent = useCallback(
     (ev: Event) => {
       const k = ev.kind.case;
       if (k === "conversationUpdated" || k === "historyCleared") onChanged();
       if (k === "memberAdded" || k === "memberRemoved") refreshMembers();
+      if (k === "shareCreated" || k === "shareRevoked") setShareChanges((n) => n + 1);
       // A queued message taken back (here or by another member) moved the
       // path: its reply is no leaf any more, and the state's leaf is the
       // one to send below (expectedLeaf).
@@ -75,6 +79,7 @@ export function ConversationView({
   // Who the caller is, as the server knows them (the token's subject).
   const me = useMemo(() => tokenSubject(auth.token()), []);
   const [membersOpen, setMembersOpen] = useState(false);
+  const [shareOpen, setShareOpen] = useState(false);
   const uploads = useUploads(client);
   const drop = useFileDrop(uploads.add);
   const { state, status, notFound, store, loadOlder, pending, clientToolRuns, approve, deny, answer } = conv;
@@ -229,6 +234,7 @@ export function ConversationView({
         role={role}
         present={others(conv.present, me)}
         onMembers={() => setMembersOpen(true)}
+        onShare={() => setShareOpen(true)}
       >
         {header}
       </ConversationHeader>
@@ -277,6 +283,16 @@ export function ConversationView({
             onChanged();
             navigate("/", { replace: true });
           }}
+        />
+      ) : null}
+      {shareOpen ? (
+        <ShareDialog
+          client={client}
+          conversationId={conversationId}
+          role={role}
+          me={me}
+          changes={shareChanges}
+          onClose={() => setShareOpen(false)}
         />
       ) : null}
       {traceFor ? <TraceDialog client={client} messageId={traceFor} onClose={() => setTraceFor(null)} /> : null}

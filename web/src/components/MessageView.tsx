@@ -52,7 +52,12 @@ export const MessageView = memo(function MessageView({
   message: MessageState;
   blocks: BlockState[];
   error?: string;
-  actions: MessageActions;
+  /**
+   * What the message's buttons do. None: the message is read only (a
+   * share link's page): no feedback, trace, edit, regenerate, versions or
+   * take back.
+   */
+  actions?: MessageActions;
   highlighted?: boolean;
   hideRole?: boolean;
 }) {
@@ -64,10 +69,10 @@ export const MessageView = memo(function MessageView({
   // A message's files show together, after its other blocks.
   const files = blocks.flatMap((b): FileState[] => (b.blockType === "file" && b.file ? [b.file] : []));
   const shown = files.length > 0 ? blocks.filter((b) => b.blockType !== "file") : blocks;
-  const versions = <VersionSwitcher message={message} writing={writing} onSwitch={actions.onSwitch} />;
+  const versions = actions ? <VersionSwitcher message={message} writing={writing} onSwitch={actions.onSwitch} /> : null;
   // A comparison's replies are one version: not regenerated on their own.
   const regenerate =
-    assistant && !message.comparisonId ? (
+    actions && assistant && !message.comparisonId ? (
       <button
         type="button"
         className="ghost small"
@@ -102,7 +107,7 @@ export const MessageView = memo(function MessageView({
         </header>
       )}
       <div className="message-body">
-        {editing ? (
+        {editing && actions ? (
           <MessageEditor
             messageId={message.id}
             text={shown.map((b) => b.content).join("")}
@@ -142,7 +147,7 @@ export const MessageView = memo(function MessageView({
         ) : null}
         {message.status === "cancelled" ? <p className="muted small stopped">Stopped.</p> : null}
       </div>
-      {assistant && !live && !(message.status === "cancelled" && isEmptyReply(message, blocks)) ? (
+      {!actions ? null : assistant && !live && !(message.status === "cancelled" && isEmptyReply(message, blocks)) ? (
         <footer className="message-actions">
           {versions}
           <FeedbackButtons message={message} onFeedback={actions.onFeedback}>
@@ -158,7 +163,7 @@ export const MessageView = memo(function MessageView({
           {live ? null : regenerate}
         </footer>
       ) : null}
-      {message.role === "user" && queued ? (
+      {!actions ? null : message.role === "user" && queued ? (
         <footer className="message-actions">
           {takeBack && actions.onTakeBack ? (
             <button
