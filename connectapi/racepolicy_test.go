@@ -80,8 +80,9 @@ func (g *gates) openAll() {
 }
 
 // maxGatedTokens bounds a reply whose gate never opens (a test that
-// failed half-way): about 20 s of tokens.
-const maxGatedTokens = 4000
+// failed half-way): about a minute of tokens, longer than any wait of
+// the test.
+const maxGatedTokens = 12000
 
 // gatedModel answers "thinking" (a reasoning block), then the text
 // tokens "w0 ", "w1 ", … one every perToken for as long as the gate of
@@ -506,7 +507,12 @@ func TestMembersRacingSendsUnderEachPolicy(t *testing.T) {
 			}
 		}
 		if !slices.Equal(started, order) {
-			t.Errorf("replies started in the order %v, the conversation's (send order) is %v", started, order)
+			i := 0
+			for i < min(len(started), len(order)) && started[i] == order[i] {
+				i++
+			}
+			t.Errorf("%d replies started, %d in the conversation; the %dth to start was not the %dth sent: replies not answered in send order",
+				len(started), len(order), i+1, i+1)
 		}
 		for _, s := range r.subs[3:] {
 			if got := oneAtATime(t, s.name, s.sub); len(got) == 0 || !slices.Equal(got, order[len(order)-len(got):]) {
