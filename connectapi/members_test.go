@@ -2,6 +2,7 @@ package connectapi_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -499,22 +500,90 @@ func TestMembersRefused(t *testing.T) {
 	requireCode(t, err, connect.CodeNotFound)
 }
 
-// TestMembersSearch: a member's search finds the shared conversation's
-// messages; a stranger's and a removed member's do not.
+// TestMembersSearch: SearchMessages around a shared conversation, as
+// its owner (alice), a participant (pat), a viewer (vic), a removed
+// member (rex), a stranger (sam), and a live share link's token sent as a
+// bearer token. The conversation holds alice's message with alice's text
+// file, pat's with pat's, and rex's with rex's (sent while a participant,
+// before rex was removed); rex and sam each have a conversation of their
+// own with the same words.
+//
+//   - Text: the owner and every member find the conversation's messages;
+//     a removed member and a stranger find only their own conversation.
+//   - Text files: a file's text is found by its uploader alone, and only
+//     while the uploader may read the conversation: alice's file by alice,
+//     pat's by pat (not by the owner, nor another member), rex's by nobody.
+//   - The share token is Unauthenticated, and nothing changes.
 func TestMembersSearch(t *testing.T) {
 	t.Parallel()
-	tb := setupAuth(t)
+	ctx := context.Background()
+	tb := setup(t, setupOptions{verifier: auth.NewHS256(testSecret), files: true})
 	users := tb.users(t)
 	f := tb.shared(t, users, "")
-	for _, u := range memberRoles {
-		res, err := users[u].SearchMessages(context.Background(), connect.NewRequest(&convov1.SearchMessagesRequest{Query: "zebra"}))
-		if err != nil {
-			t.Fatal(err)
+	sendFile := func(u, text, name, content string) {
+		t.Helper()
+		file := tb.upload(t, u, name, "text/plain", []byte(content))
+		if _, err := users[u].SendMessage(ctx, connect.NewRequest(&convov1.SendMessageRequest{
+			ConversationId: f.conv, Text: text, FileIds: []string{file.ID.String()},
+		})); err != nil {
+			t.Fatalf("%s sends %s: %v", u, name, err)
 		}
-		found := len(res.Msg.Results) == 1 && res.Msg.Results[0].GetConversationId() == f.conv
-		if want := u != "rex" && u != "sam"; found != want {
-			t.Errorf("%s's search found %v, want found=%v", u, res.Msg.Results, want)
+	}
+	sendFile("alice", "alice's wombat message", "alice.txt", "notes on the okapi")
+	sendFile("pat", "pat's wombat message", "pat.txt", "notes on the quokka")
+	if _, err := addMember(users["alice"], f.conv, "rex", "participant"); err != nil {
+		t.Fatal(err)
+	}
+	sendFile("rex", "rex's wombat message", "rex.txt", "notes on the numbat")
+	if err := removeMember(users["alice"], f.conv, "rex"); err != nil {
+		t.Fatal(err)
+	}
+	own := map[string]string{}
+	for _, u := range []string{"rex", "sam"} {
+		own[u] = tb.send(t, users[u], "", u+"'s own zebra and wombat").ConversationId
+	}
+
+	// What each user's search for a word finds: the conversations of the
+	// results, "shared" for f.conv.
+	want := map[string]map[string][]string{
+		"zebra":  {"alice": {"shared"}, "pat": {"shared"}, "vic": {"shared"}, "rex": {"own"}, "sam": {"own"}},
+		"wombat": {"alice": {"shared", "shared", "shared"}, "pat": {"shared", "shared", "shared"}, "vic": {"shared", "shared", "shared"}, "rex": {"own"}, "sam": {"own"}},
+		"okapi":  {"alice": {"shared"}},
+		"quokka": {"pat": {"shared"}},
+		"numbat": {},
+	}
+	for query, byUser := range want {
+		for _, u := range memberRoles {
+			res, err := users[u].SearchMessages(ctx, connect.NewRequest(&convov1.SearchMessagesRequest{Query: query}))
+			if err != nil {
+				t.Fatalf("%s searches %q: %v", u, query, err)
+			}
+			var got []string
+			for _, r := range res.Msg.Results {
+				switch r.GetConversationId() {
+				case f.conv:
+					got = append(got, "shared")
+				case own[u]:
+					got = append(got, "own")
+				default:
+					got = append(got, r.GetConversationId())
+				}
+			}
+			if !slices.Equal(got, byUser[u]) {
+				t.Errorf("%s's search for %q found %v, want %v", u, query, got, byUser[u])
+			}
 		}
+	}
+
+	made, err := createShare(users["alice"], &convov1.CreateShareRequest{ConversationId: f.conv, Mode: "live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tb.countRows(t)
+	_, err = tb.clientAs(made.Token).SearchMessages(ctx, connect.NewRequest(&convov1.SearchMessagesRequest{Query: "zebra"}))
+	requireCode(t, err, connect.CodeUnauthenticated)
+	if after := tb.countRows(t); after != before {
+		t.Errorf("a search with the share token changed the database: %s -> %s", before, after)
 	}
 }
 
