@@ -37,6 +37,29 @@ func (s *testServer) createTemplate(ctx context.Context) error {
 	if err := s.exec(ctx, "ALTER DATABASE "+ident(name)+" WITH ALLOW_CONNECTIONS false IS_TEMPLATE true"); err != nil {
 		return fmt.Errorf("seal template %s: %w", name, err)
 	}
+	return s.chooseCloneStrategy(ctx)
+}
+
+// chooseCloneStrategy picks how createDatabase copies the template. From
+// PostgreSQL 15 on, CREATE DATABASE writes every page of the template to
+// the WAL by default (STRATEGY WAL_LOG), some 10 MB per test database;
+// STRATEGY FILE_COPY copies the files and takes a checkpoint instead,
+// which costs little on the tests' clusters (fsync off) and measured half
+// the time, one clone at a time or four at once. A server before 15 has
+// no STRATEGY and copies files already.
+func (s *testServer) chooseCloneStrategy(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, s.adminDSN)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var version int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
+		return fmt.Errorf("read the server's version: %w", err)
+	}
+	if version >= 150000 {
+		s.cloneStrategy = " STRATEGY FILE_COPY"
+	}
 	return nil
 }
 
@@ -44,7 +67,7 @@ func (s *testServer) createTemplate(ctx context.Context) error {
 // name and a connection string for it.
 func (s *testServer) createDatabase(ctx context.Context) (name, dsn string, err error) {
 	name = "t_" + randomSuffix()
-	err = s.exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(s.template))
+	err = s.exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(s.template)+s.cloneStrategy)
 	// A retry after a lost answer may find its own earlier success; the
 	// random name cannot belong to anyone else.
 	if err != nil && sqlState(err) != "42P04" { // duplicate_database

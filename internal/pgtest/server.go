@@ -19,6 +19,9 @@ type testServer struct {
 	source   string // where the server comes from, for messages
 	adminDSN string // a maintenance database on the server (never the template)
 	template string // the migrated template database, once created
+	// cloneStrategy is the STRATEGY clause createDatabase adds, or ""
+	// (chooseCloneStrategy).
+	cloneStrategy string
 
 	cluster      *pgembed.Cluster                             // the private cluster; nil for other sources
 	dropTemplate bool                                         // the server outlives us: drop the template at teardown
