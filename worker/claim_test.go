@@ -57,9 +57,12 @@ func TestClaimRetriesAfterAFailedClaim(t *testing.T) {
 
 // TestBurstClaimedAFewAtATime: a burst of prompts queued at once is
 // claimed a few at a time (a claim's prompts start only when it returns,
-// and a claim costs the database about a millisecond a prompt), not 40
+// and a claim costs the database a millisecond or more a prompt), not 40
 // in one claim; the first claim takes claimFirst (8), the later ones
-// what was measured to claim in about 25 ms, and every prompt runs.
+// what was measured to claim in about claimTarget (25 ms), and every
+// prompt runs. The claims are made to cost 5 ms a prompt, so that the
+// sizes do not depend on the machine's speed: every later claim asks
+// for at most 25 / 5 prompts.
 func TestBurstClaimedAFewAtATime(t *testing.T) {
 	t.Parallel()
 	tb := setup(t)
@@ -74,6 +77,8 @@ func TestBurstClaimedAFewAtATime(t *testing.T) {
 		t.Fatalf("queued %d: %v", len(prompts), err)
 	}
 	api, wrap := newCountingAPI()
+	const perPrompt = 5 * time.Millisecond
+	api.claimDelay = perPrompt
 	_, res := tb.start(t, WithWrapAPI(Config{Workers: 100, Models: modelsWith(pacedModel(fastTokens(3), time.Millisecond))}, wrap))
 	for _, id := range prompts {
 		if r := res.wait(t, id, time.Minute); r.Outcome != OutcomeCompleted {
@@ -85,8 +90,14 @@ func TestBurstClaimedAFewAtATime(t *testing.T) {
 	for _, s := range sizes {
 		took += s[1]
 	}
-	if len(sizes) == 0 || sizes[0][0] != 8 || took != n || len(sizes) < n/8 {
-		t.Errorf("claims (asked for, took): %v; want the first of 8 and %d prompts in at least %d claims", sizes, n, n/8)
+	if len(sizes) == 0 || sizes[0][0] != ClaimFirst || took != n || len(sizes) < n/8 {
+		t.Errorf("claims (asked for, took): %v; want the first of %d and %d prompts in at least %d claims", sizes, ClaimFirst, n, n/8)
+	}
+	for _, s := range sizes[min(1, len(sizes)):] {
+		if bound := max(int(ClaimTarget/perPrompt), ClaimMin); s[0] > bound {
+			t.Errorf("claims (asked for, took): %v; want every claim after the first to ask for at most %d (%v a prompt)", sizes, bound, perPrompt)
+			break
+		}
 	}
 	t.Logf("claims (asked for, took): %v", sizes)
 }

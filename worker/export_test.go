@@ -18,3 +18,10 @@ var ErrShutdown = errShutdown
 
 // Cancel ends the pool's context with cause, as Stop does first.
 func (p *Pool) Cancel(cause error) { p.cancel(cause) }
+
+// The claim's sizes (pool.go), for TestBurstClaimedAFewAtATime.
+const (
+	ClaimFirst  = claimFirst
+	ClaimMin    = claimMin
+	ClaimTarget = claimTarget
+)

@@ -318,6 +318,10 @@ type countingAPI struct {
 	calls  map[string]int
 	writes []time.Time // every call that writes a reply (one transaction each)
 	claims [][2]int    // of each claim that took prompts: asked for, took
+	// claimDelay, when set, makes each claim take at least this long per
+	// prompt it took, as a loaded database would: the pool's claim size
+	// (claimCap) then follows it, whatever the machine's speed.
+	claimDelay time.Duration
 }
 
 func newCountingAPI() (*countingAPI, func(SQLAPI) SQLAPI) {
@@ -360,6 +364,7 @@ func (c *countingAPI) PromptClaimMany(ctx context.Context, arg wdb.PromptClaimMa
 	c.note("PromptClaimMany", false)
 	rows, err := c.SQLAPI.PromptClaimMany(ctx, arg)
 	if len(rows) > 0 {
+		time.Sleep(c.claimDelay * time.Duration(len(rows)))
 		c.mu.Lock()
 		c.claims = append(c.claims, [2]int{int(arg.MaxPrompts), len(rows)})
 		c.mu.Unlock()
