@@ -150,14 +150,7 @@ func TestMembersRacingSends(t *testing.T) {
 	var order []string // prompt ids, in the conversation's order
 	users := map[string]bool{}
 	for i := 0; i < len(st.Messages); i += 2 {
-		u, a := st.Messages[i], st.Messages[i+1]
-		if u.Role != "user" || a.Role != "assistant" || a.ParentId != u.Id || u.Queued || a.Queued {
-			t.Fatalf("messages %d and %d: %s %s (queued %t) then %s %s below %s (queued %t), want a user message and its reply",
-				i, i+1, u.Role, u.Id, u.Queued, a.Role, a.Id, a.ParentId, a.Queued)
-		}
-		if i > 0 && u.ParentId != st.Messages[i-1].Id {
-			t.Fatalf("message %d hangs below %s, not the reply before it", i, u.ParentId)
-		}
+		u, a := exchangeAt(t, st.Messages, i)
 		if len(a.Blocks) != 1 || a.Blocks[0].Content != "reply "+a.PromptId {
 			t.Fatalf("reply %s of prompt %s: %v, want one block \"reply %s\"", a.Id, a.PromptId, a.Blocks, a.PromptId)
 		}

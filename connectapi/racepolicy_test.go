@@ -423,6 +423,22 @@ func oneAtATime(t *testing.T, name string, sub *subscriber) []string {
 	return order
 }
 
+// exchangeAt returns messages i and i+1, failing unless they are a user
+// message (no longer queued) and its reply, hanging below the message
+// before them.
+func exchangeAt(t *testing.T, messages []*convov1.Message, i int) (user, reply *convov1.Message) {
+	t.Helper()
+	u, a := messages[i], messages[i+1]
+	if u.Role != "user" || a.Role != "assistant" || a.ParentId != u.Id || u.Queued || a.Queued {
+		t.Fatalf("messages %d and %d: %s %s (queued %t) then %s %s below %s (queued %t), want a user message and its reply",
+			i, i+1, u.Role, u.Id, u.Queued, a.Role, a.Id, a.ParentId, a.Queued)
+	}
+	if i > 0 && u.ParentId != messages[i-1].Id {
+		t.Fatalf("message %d hangs below %s, not the reply before it", i, u.ParentId)
+	}
+	return u, a
+}
+
 // pairs checks the conversation's shape: user message, its one reply,
 // user message, its one reply, … each hanging below the one before, n
 // pairs; and that every kept send's messages are in it. It returns the
@@ -434,14 +450,7 @@ func pairs(t *testing.T, st *convov1.GetConversationResponse, n int, kept []race
 	}
 	at := map[string]int{}
 	for i := 0; i < len(st.Messages); i += 2 {
-		u, a := st.Messages[i], st.Messages[i+1]
-		if u.Role != "user" || a.Role != "assistant" || a.ParentId != u.Id || u.Queued || a.Queued {
-			t.Fatalf("messages %d and %d: %s %s (queued %t) then %s %s below %s (queued %t), want a user message and its reply",
-				i, i+1, u.Role, u.Id, u.Queued, a.Role, a.Id, a.ParentId, a.Queued)
-		}
-		if i > 0 && u.ParentId != st.Messages[i-1].Id {
-			t.Fatalf("message %d hangs below %s, not the reply before it", i, u.ParentId)
-		}
+		u, a := exchangeAt(t, st.Messages, i)
 		at[u.Id], at[a.Id], at[a.PromptId] = i, i+1, i+1
 	}
 	for _, k := range kept {
