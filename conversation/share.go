@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -115,4 +116,20 @@ type Shares interface {
 	// ConversationOwner returns the conversation's owner, whose reads a
 	// share's stream makes; NotFound when it does not exist.
 	ConversationOwner(ctx context.Context, conversationID uuid.UUID) (string, error)
+}
+
+// RedactedPath returns a request's URL path fit for logs and traces: a
+// share token in it (GET /v1/shares/{token}, …/events) is replaced by
+// "{token}", since whoever reads the log could read the conversation
+// with it.
+func RedactedPath(path string) string {
+	const prefix = "/v1/shares/"
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok || rest == "" {
+		return path
+	}
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		return prefix + "{token}" + rest[i:]
+	}
+	return prefix + "{token}"
 }

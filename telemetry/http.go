@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/convo-dev/convo/conversation"
 )
 
 // HTTP wraps h, a handler whose ServeMux sets the request's Pattern, with a
@@ -24,7 +26,7 @@ func (t *Telemetry) HTTP(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := t.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-			attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+			attribute.String("http.request.method", r.Method), attribute.String("url.path", conversation.RedactedPath(r.URL.Path)),
 			attribute.String("url.scheme", scheme(r)), attribute.String("server.address", r.Host),
 			attribute.String("user_agent.original", r.UserAgent()),
 		))

@@ -100,7 +100,7 @@ func (f ShareStream) Follow(ctx context.Context, token string, send func(*convov
 	}
 	if share.ExpiresAt != nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, *share.ExpiresAt)
+		ctx, cancel = context.WithDeadlineCause(ctx, *share.ExpiresAt, errShareExpired)
 		defer cancel()
 	}
 	state, err := SharedState(ctx, f.Store, f.URLs, token)
@@ -127,9 +127,17 @@ func (f ShareStream) Follow(ctx context.Context, token string, send func(*convov
 	last := time.Now()
 	for {
 		if !changed {
-			item, err := f.next(ctx, sub)
+			item, err := f.next(ctx, sub, last)
 			if err != nil {
 				return shareStreamEnd(ctx, err)
+			}
+			if !item.Ephemeral && item.Event.Kind == conversation.EventShareRevoked {
+				// The hub ends a revoked share's subscriptions, but one
+				// revoked between the first read and the hub's Open
+				// comes only as an event read since: look again.
+				if _, err := f.Store.ShareByToken(ctx, token); err != nil {
+					return shareStreamEnd(ctx, err)
+				}
 			}
 			changed = live && !item.Ephemeral
 		}
@@ -168,13 +176,16 @@ func (f ShareStream) Follow(ctx context.Context, token string, send func(*convov
 }
 
 // next waits for the subscription's next item, calling Idle whenever the
-// stream has been silent for KeepAlive.
-func (f ShareStream) next(ctx context.Context, sub *Subscription) (*Item, error) {
+// stream has written nothing for KeepAlive since wrote (the last state
+// sent): a snapshot share's stream takes every event of a busy
+// conversation and sends none, so silence is counted from the last
+// write, not the last item.
+func (f ShareStream) next(ctx context.Context, sub *Subscription, wrote time.Time) (*Item, error) {
 	if f.KeepAlive <= 0 || f.Idle == nil {
 		return sub.Next(ctx)
 	}
 	for {
-		wait, cancel := context.WithTimeout(ctx, f.KeepAlive)
+		wait, cancel := context.WithDeadline(ctx, wrote.Add(f.KeepAlive))
 		item, err := sub.Next(wait)
 		idle := err != nil && wait.Err() != nil && ctx.Err() == nil
 		cancel()
@@ -186,14 +197,19 @@ func (f ShareStream) next(ctx context.Context, sub *Subscription) (*Item, error)
 		if err := f.Idle(); err != nil {
 			return nil, err
 		}
+		wrote = time.Now()
 	}
 }
+
+// errShareExpired is the cause of a share stream's deadline, its
+// share's expiry: a caller's own deadline is not an expiry.
+var errShareExpired = errors.New("the share expired")
 
 // shareStreamEnd is how a share's stream ends on err: a share that
 // expired (the stream's deadline) ends as a revoked one does, NotFound
 // "share does not exist".
 func shareStreamEnd(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if errors.Is(context.Cause(ctx), errShareExpired) {
 		return stream.ErrShareEnded
 	}
 	return err

@@ -3,6 +3,7 @@ package shares
 import (
 	"net/http"
 
+	"github.com/convo-dev/convo/conversation"
 	convov1 "github.com/convo-dev/convo/gen/convo/v1"
 	"github.com/convo-dev/convo/httpapi/internal/httpx"
 	"github.com/convo-dev/convo/wire"
@@ -107,7 +108,10 @@ func (h *Handler) Events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.srv.StreamEnded(r, err, 0)
-	if f := wire.Classify(err); !f.Resumable {
+	// Only the share's end is told, as an error event, which a client
+	// takes as final; any other end (a server shutting down, PostgreSQL
+	// restarting) closes the stream silently, and EventSource reconnects.
+	if f := wire.Classify(err); f.Code == conversation.NotFound {
 		_ = h.srv.ErrorEvent(out, err)
 	}
 }

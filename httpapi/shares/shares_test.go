@@ -367,6 +367,42 @@ func TestShareEventsExpire(t *testing.T) {
 	errorOf(t, resp, body, http.StatusNotFound)
 }
 
+// TestShareEventsKeepAliveWhileBusy: a snapshot share's stream sends
+// nothing after its first state, however busy its conversation; it still
+// gets keep-alive comments, counted from its last write, not from the
+// conversation's last event (a delta every 50 ms here, the keep-alive
+// 300 ms).
+func TestShareEventsKeepAliveWhileBusy(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, apitest.Options{KeepAlive: 300 * time.Millisecond})
+	_, token := tb.share(t, conversation.ShareSnapshot, nil)
+	s := tb.openStates(t, token, nil)
+	s.next(t)
+	next := tb.Send(t, "alice", tb.conv, "more")
+	tb.StartPrompt(t, next.PromptID)
+	block := tb.StartBlock(t, next.PromptID, "text", "{}")
+	deadline := time.Now().Add(apitest.WaitTimeout)
+	for i := 0; ; i++ {
+		tb.AppendText(t, block, fmt.Sprintf("delta %d. ", i))
+		select {
+		case c := <-s.Comments:
+			if c != "keep-alive" {
+				t.Fatalf("comment %q", c)
+			}
+			if i < 4 {
+				t.Fatalf("a keep-alive after %d deltas: the stream was not busy", i)
+			}
+			return
+		case ev := <-s.Events:
+			t.Fatalf("the snapshot share's stream sent %q: %s", ev.Name, ev.Data)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no keep-alive comment in %d deltas", i)
+		}
+	}
+}
+
 // TestShareFiles: a file in a shared conversation shows to its readers
 // with a signed URL, as it does to the owner, on every read of a share
 // (GET, the SSE stream, Connect's GetSharedConversation and

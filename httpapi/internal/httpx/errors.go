@@ -88,7 +88,7 @@ func (s *Server) Status(w http.ResponseWriter, r *http.Request, err error) Error
 		f = wire.Failure{Code: conversation.Invalid, Message: refusal.Message}
 	}
 	if f.Log {
-		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "code", f.Code, "err", err)
+		s.Logger.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", conversation.RedactedPath(r.URL.Path), "code", f.Code, "err", err)
 	}
 	st, ok := statuses[f.Code]
 	if !ok {
@@ -137,8 +137,8 @@ func (s *Server) StreamEnded(r *http.Request, err error, cursor int64) {
 		return
 	}
 	if f := wire.Classify(err); f.Resumable || f.Code == conversation.NotFound {
-		s.Logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", r.URL.Path, "cursor", cursor, "reason", err)
+		s.Logger.DebugContext(r.Context(), "stream ended; the client resumes", "path", conversation.RedactedPath(r.URL.Path), "cursor", cursor, "reason", err)
 		return
 	}
-	s.Logger.WarnContext(r.Context(), "stream failed", "path", r.URL.Path, "cursor", cursor, "err", err)
+	s.Logger.WarnContext(r.Context(), "stream failed", "path", conversation.RedactedPath(r.URL.Path), "cursor", cursor, "err", err)
 }

@@ -167,7 +167,7 @@ func (s *Server) Next(ctx context.Context, r *http.Request, sub *wire.Subscripti
 		item, err = s.wait(ctx, sub, out)
 	}
 	if err == nil && item.Err != nil {
-		s.Logger.ErrorContext(ctx, "stream: undecodable event", "path", r.URL.Path, "seq", item.Event.Seq, "err", item.Err)
+		s.Logger.ErrorContext(ctx, "stream: undecodable event", "path", conversation.RedactedPath(r.URL.Path), "seq", item.Event.Seq, "err", item.Err)
 		return nil, item.Err
 	}
 	return item, err
