@@ -147,11 +147,19 @@ go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
 # The Connect and worker suites again, and the fault soak (NOTIFY feed),
 # with their pools behind a real PgBouncer in transaction mode and their
 # listeners direct, as a deployment with CONVO_DB_POOL_MODE=transaction
-# runs (internal/pgtest: CONVO_TEST_POOLER).
-phase "through PgBouncer: the Connect and worker suites, the fault soak"
-CONVO_TEST_POOLER=pgbouncer go test -json -race -count=1 -parallel 4 -timeout 15m ./connectapi/ ./worker/ | go run ./internal/testreport
-CONVO_TEST_POOLER=pgbouncer CONVO_SOAK_FEEDS=notify go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
-  grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
+# runs (internal/pgtest: CONVO_TEST_POOLER). In the background, beside the
+# browser tests, which spend most of their time waiting on the demo
+# model's pace (they use about 40% of two cores): the two together take
+# some two minutes less than one after the other. Its log is printed
+# after the browser tests, whole when it failed.
+through_pgbouncer() {
+  CONVO_TEST_POOLER=pgbouncer go test -json -race -count=1 -parallel 4 -timeout 15m ./connectapi/ ./worker/ |
+    go run ./internal/testreport || return $?
+  CONVO_TEST_POOLER=pgbouncer CONVO_SOAK_FEEDS=notify go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
+    grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)' | tee "$pgbouncer_soak"
+}
+pgbouncer_soak=$(mktemp)
+background "through PgBouncer: the Connect and worker suites, the fault soak" through_pgbouncer
 
 # The web app in Chromium against the server built from this tree (with the
 # race detector, and the web/dist rebuilt from web/src: a stale committed
@@ -162,3 +170,7 @@ if ! npm run e2e --prefix web; then
   echo "and the server's log are under web/test-results/" >&2
   exit 1
 fi
+phase_end
+await "through PgBouncer: the Connect and worker suites, the fault soak"
+cat "$pgbouncer_soak"
+rm -f "$pgbouncer_soak"
