@@ -151,3 +151,60 @@ func TestItemMemo(t *testing.T) {
 		t.Error("a later call made a memo")
 	}
 }
+
+// gapStore answers a gap's fill from events, or with the context's error
+// as the database would once the context is done.
+type gapStore struct {
+	Store
+	events []conversation.Event
+}
+
+func (g gapStore) EventsAfter(ctx context.Context, _ uuid.UUID, after int64, limit int) ([]conversation.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []conversation.Event
+	for _, e := range g.events {
+		if e.Seq > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// TestGapFillCutShortKeepsTheEvent: a subscription offered seq 4 after
+// seq 1 reads 2 and 3 from the log first; when that read fails (here its
+// context is done, as a stream's keep-alive deadline cuts a wait short),
+// the next call fills the gap again and returns 2, 3 and 4, with no
+// further event needed to bring 4 back.
+func TestGapFillCutShortKeepsTheEvent(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	var events []conversation.Event
+	for seq := int64(1); seq <= 4; seq++ {
+		events = append(events, conversation.Event{ConversationID: id, Seq: seq})
+	}
+	h := NewHub(HubOptions[struct{}]{Store: gapStore{events: events}})
+	s := &Subscription[struct{}]{hub: h, conversationID: id, signal: make(chan struct{}, 1), endCh: make(chan struct{}), cursor: 1}
+	if err := h.register(s); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	s.offerLocked(&Item[struct{}]{Event: events[3]})
+	h.mu.Unlock()
+
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok, err := s.TryNext(done); ok || !errors.Is(err, context.Canceled) {
+		t.Fatalf("TryNext with its context done = %v, %v; want the read's error", ok, err)
+	}
+	for want := int64(2); want <= 4; want++ {
+		item, ok, err := s.TryNext(context.Background())
+		if err != nil || !ok || item.Event.Seq != want {
+			t.Fatalf("TryNext = %v, %v, %v; want seq %d", item, ok, err, want)
+		}
+	}
+	if _, ok, err := s.TryNext(context.Background()); ok || err != nil {
+		t.Fatalf("TryNext after 4 = %v, %v; want nothing ready", ok, err)
+	}
+}

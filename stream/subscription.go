@@ -292,6 +292,11 @@ func (s *Subscription[T]) TryNext(ctx context.Context) (*Item[T], bool, error) {
 			// missing events from the log, then go on in order.
 			fill, err := s.hub.opts.Store.EventsAfter(ctx, s.conversationID, s.cursor, int(seq-s.cursor-1))
 			if err != nil {
+				// The item goes back first in the queue: the next call
+				// (a stream whose keep-alive deadline cut the read
+				// short calls again) fills the gap again and returns
+				// it, rather than only once another event comes.
+				s.putBack(item)
 				return nil, false, fmt.Errorf("read events %d to %d: %w", s.cursor+1, seq-1, err)
 			}
 			if !held(fill, s.cursor, seq-1) {
@@ -357,6 +362,18 @@ func (s *Subscription[T]) take() (*Item[T], bool) {
 		}
 	}
 	return item, true
+}
+
+// putBack returns item, just taken, to the front of the queue.
+func (s *Subscription[T]) putBack(item *Item[T]) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	if s.head > 0 {
+		s.head--
+		s.queue[s.head] = item
+		return
+	}
+	s.queue = append([]*Item[T]{item}, s.queue...)
 }
 
 // keptQueueCap is the largest drained queue array a subscription keeps.
