@@ -422,15 +422,12 @@ func (h *Hub[T]) publish(events []conversation.Event) bool {
 // event, before it would be delivered. Events queued before it are still
 // delivered (the user could see them). The caller holds h.mu.
 func (h *Hub[T]) endRemovedLocked(t *topic[T], e conversation.Event) {
-	var p struct {
-		UserID string `json:"userId"`
-	}
-	if err := json.Unmarshal(e.Payload, &p); err != nil || p.UserID == "" {
-		h.logger.Error("stream: a memberRemoved event names no user", "conversation", e.ConversationID, "seq", e.Seq, "err", err)
+	user, ok := h.removedUser(e)
+	if !ok {
 		return
 	}
 	for s := range t.subs {
-		if s.userID == p.UserID {
+		if s.userID == user {
 			s.endLocked(ErrRemoved)
 		}
 	}
@@ -441,18 +438,39 @@ func (h *Hub[T]) endRemovedLocked(t *topic[T], e conversation.Event) {
 // the event from the log, so the share's streams end on every server at
 // once. The caller holds h.mu.
 func (h *Hub[T]) endSharedLocked(t *topic[T], e conversation.Event) {
+	share, ok := h.revokedShare(e)
+	if !ok {
+		return
+	}
+	for s := range t.subs {
+		if s.shareID == share {
+			s.endLocked(ErrShareEnded)
+		}
+	}
+}
+
+// removedUser is the user a memberRemoved event e removed.
+func (h *Hub[T]) removedUser(e conversation.Event) (string, bool) {
+	var p struct {
+		UserID string `json:"userId"`
+	}
+	if err := json.Unmarshal(e.Payload, &p); err != nil || p.UserID == "" {
+		h.logger.Error("stream: a memberRemoved event names no user", "conversation", e.ConversationID, "seq", e.Seq, "err", err)
+		return "", false
+	}
+	return p.UserID, true
+}
+
+// revokedShare is the share a shareRevoked event e revoked.
+func (h *Hub[T]) revokedShare(e conversation.Event) (uuid.UUID, bool) {
 	var p struct {
 		ShareID uuid.UUID `json:"shareId"`
 	}
 	if err := json.Unmarshal(e.Payload, &p); err != nil || p.ShareID == uuid.Nil {
 		h.logger.Error("stream: a shareRevoked event names no share", "conversation", e.ConversationID, "seq", e.Seq, "err", err)
-		return
+		return uuid.Nil, false
 	}
-	for s := range t.subs {
-		if s.shareID == p.ShareID {
-			s.endLocked(ErrShareEnded)
-		}
-	}
+	return p.ShareID, true
 }
 
 // fanOutLocked queues item to every subscriber of t (a memberRemoved to

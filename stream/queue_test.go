@@ -208,3 +208,47 @@ func TestGapFillCutShortKeepsTheEvent(t *testing.T) {
 		t.Fatalf("TryNext after 4 = %v, %v; want nothing ready", ok, err)
 	}
 }
+
+// TestEndsAtItsRemovalOrRevocationReadFromTheLog: the hub's fan-out ends
+// a removed user's and a revoked share's subscriptions at the event, but
+// a resume's or a gap's read of the log hands the event to the
+// subscription itself (a removal or a revocation committed while it
+// opened): it ends there too, with ErrRemoved or ErrShareEnded, after the
+// events before it; another user's removal, another share's revocation
+// are delivered.
+func TestEndsAtItsRemovalOrRevocationReadFromTheLog(t *testing.T) {
+	t.Parallel()
+	share := uuid.New()
+	for _, tc := range []struct {
+		name      string
+		kind      conversation.EventKind
+		mine, not string
+		want      *conversation.Error
+	}{
+		{"removed", conversation.EventMemberRemoved, `{"userId": "bob"}`, `{"userId": "carol"}`, ErrRemoved},
+		{"revoked", conversation.EventShareRevoked, `{"shareId": "` + share.String() + `"}`, `{"shareId": "` + uuid.NewString() + `"}`, ErrShareEnded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := NewHub(HubOptions[struct{}]{})
+			id := uuid.New()
+			s := &Subscription[struct{}]{hub: h, conversationID: id, userID: "bob", shareID: share,
+				signal: make(chan struct{}, 1), endCh: make(chan struct{})}
+			if err := h.register(s); err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			for seq, payload := range []string{tc.not, tc.mine} {
+				s.offerLocked(&Item[struct{}]{Event: conversation.Event{ConversationID: id, Seq: int64(seq + 1), Kind: tc.kind, Payload: []byte(payload)}})
+			}
+			h.mu.Unlock()
+			ctx := context.Background()
+			if item, ok, err := s.TryNext(ctx); err != nil || !ok || item.Event.Seq != 1 {
+				t.Fatalf("TryNext = %v, %v, %v; want the other one's event, seq 1", item, ok, err)
+			}
+			if _, ok, err := s.TryNext(ctx); ok || !errors.Is(err, tc.want) {
+				t.Fatalf("TryNext at its own event = %v, %v; want %v", ok, err, tc.want)
+			}
+		})
+	}
+}

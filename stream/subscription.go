@@ -329,14 +329,34 @@ func took(e conversation.Event) {
 
 // endsBefore reports whether the subscription must end before item, and
 // ends it then: a branchSwitched for a client that did not ask for it
-// (OpenParams.Branches). The cursor stays before it, so the client's
-// resume reads a snapshot.
+// (OpenParams.Branches); the memberRemoved of its user and the
+// shareRevoked of its share, which the hub's fan-out ends it at but which
+// a resume's or a gap's read of the log may bring instead (a removal or a
+// revocation committed while it opened). The cursor stays before it, so
+// the client's resume reads a snapshot.
 func (s *Subscription[T]) endsBefore(item *Item[T]) bool {
-	if s.branches || item.Event.Kind != conversation.EventBranchSwitched {
+	var err *conversation.Error
+	switch item.Event.Kind {
+	case conversation.EventBranchSwitched:
+		if s.branches {
+			return false
+		}
+		err = ErrPathChanged
+	case conversation.EventMemberRemoved:
+		if user, ok := s.hub.removedUser(item.Event); !ok || user != s.userID {
+			return false
+		}
+		err = ErrRemoved
+	case conversation.EventShareRevoked:
+		if share, ok := s.hub.revokedShare(item.Event); !ok || s.shareID == uuid.Nil || share != s.shareID {
+			return false
+		}
+		err = ErrShareEnded
+	default:
 		return false
 	}
 	s.hub.mu.Lock()
-	s.endLocked(ErrPathChanged)
+	s.endLocked(err)
 	s.hub.mu.Unlock()
 	return true
 }

@@ -131,14 +131,6 @@ func (f ShareStream) Follow(ctx context.Context, token string, send func(*convov
 			if err != nil {
 				return shareStreamEnd(ctx, err)
 			}
-			if !item.Ephemeral && item.Event.Kind == conversation.EventShareRevoked {
-				// The hub ends a revoked share's subscriptions, but one
-				// revoked between the first read and the hub's Open
-				// comes only as an event read since: look again.
-				if _, err := f.Store.ShareByToken(ctx, token); err != nil {
-					return shareStreamEnd(ctx, err)
-				}
-			}
 			changed = live && !item.Ephemeral
 		}
 		if !changed {
