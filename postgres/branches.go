@@ -119,17 +119,27 @@ func (s *Store) SwitchVersion(ctx context.Context, ownerID string, conversationI
 // Call it before s serves.
 func (s *Store) SetSnapshotBytes(maxBytes int) { s.eventBytes = maxBytes }
 
-// changePath runs fn, a call that may change a conversation's path, with
-// the bound of SetSnapshotBytes in its transaction; without a bound, as
-// one statement on the pool.
+// changePath runs fn, a call that may change a conversation's path and
+// queue a reply, in a transaction that first sets the bound of
+// SetSnapshotBytes and the trace context of ctx's span (so that the
+// reply's prompt continues the request's trace, as a sent message's
+// does); with neither to set, as one statement on the pool.
 func (s *Store) changePath(ctx context.Context, fn func(q *dbq.Queries) error) error {
-	if s.eventBytes == 0 {
+	trace := traceContext(ctx)
+	if s.eventBytes == 0 && trace == "" {
 		return fn(s.q)
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
-		if err := q.BranchSetEventBytesLocal(ctx, strconv.Itoa(s.eventBytes)); err != nil {
-			return fmt.Errorf("set convo.snapshot_bytes: %w", err)
+		if s.eventBytes != 0 {
+			if err := q.BranchSetEventBytesLocal(ctx, strconv.Itoa(s.eventBytes)); err != nil {
+				return fmt.Errorf("set convo.snapshot_bytes: %w", err)
+			}
+		}
+		if trace != "" {
+			if err := q.BranchSetTraceContextLocal(ctx, trace); err != nil {
+				return fmt.Errorf("set convo.trace_context: %w", err)
+			}
 		}
 		return fn(q)
 	})

@@ -36,6 +36,13 @@ SELECT set_config('convo.snapshot_bytes', @max_bytes::text, false);
 -- pooler; see Store.SetSnapshotBytes.
 SELECT set_config('convo.snapshot_bytes', @max_bytes::text, true);
 
+-- name: BranchSetTraceContextLocal :exec
+-- Sets the W3C trace context (a JSON object, postgres.traceContext) the
+-- prompts queued in the calling transaction keep (convo._trace_context),
+-- for that transaction only: a regenerated or edited reply, or a send
+-- after a message, continues the trace of the request that asked for it.
+SELECT set_config('convo.trace_context', @trace_context::text, true);
+
 -- name: BranchSendAfter :one
 -- Sends text as the user's message following after_message_id, its
 -- branch shown first, all or nothing; see convo.send_after.

@@ -72,6 +72,19 @@ func (q *Queries) BranchSetEventBytesLocal(ctx context.Context, maxBytes string)
 	return err
 }
 
+const branchSetTraceContextLocal = `-- name: BranchSetTraceContextLocal :exec
+SELECT set_config('convo.trace_context', $1::text, true)
+`
+
+// Sets the W3C trace context (a JSON object, postgres.traceContext) the
+// prompts queued in the calling transaction keep (convo._trace_context),
+// for that transaction only: a regenerated or edited reply, or a send
+// after a message, continues the trace of the request that asked for it.
+func (q *Queries) BranchSetTraceContextLocal(ctx context.Context, traceContext string) error {
+	_, err := q.db.Exec(ctx, branchSetTraceContextLocal, traceContext)
+	return err
+}
+
 const branchSwitch = `-- name: BranchSwitch :one
 SELECT convo.switch_branch($1::text, $2::uuid, $3::uuid)::uuid AS leaf_message_id
 `
