@@ -301,6 +301,9 @@ func migrateAtOnce(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker
 	if res.Newer() {
 		return res, nil
 	}
+	if err := lockTablesFor(ctx, tx, sources, applied); err != nil {
+		return res, err
+	}
 	for _, src := range sources {
 		if applied[src.Version] {
 			continue
@@ -337,6 +340,47 @@ func migrateAtOnce(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker
 	}
 	res.Functions = true
 	return res, nil
+}
+
+// lockTablesFor takes every table of schema convo in ACCESS EXCLUSIVE
+// mode, in one statement, before the migrations of sources the database
+// lacks (applied: those it has) run; nothing when it lacks none.
+//
+// The migrations' ALTER TABLEs would otherwise take their tables' locks
+// one by one, between statements, while the servers still serving take
+// theirs in their own order: a server's transaction that holds one table
+// and waits for a table a migration already altered, while the migration
+// goes on to wait for the first, is a deadlock, and PostgreSQL aborts the
+// transaction that waited first: the server's (a send then failed, in
+// TestRollingUpgrade under load). Taken all at once at the start, the
+// locks leave the upgrade nothing to wait for afterwards, so in any cycle
+// it is the one that waited first, and the one aborted (migrateRetrying
+// begins it again). The serving transactions wait for the upgrade's
+// commit instead, as they already did for the tables it altered.
+func lockTablesFor(ctx context.Context, tx *sql.Tx, sources []*goose.Source, applied map[int64]bool) error {
+	pending := false
+	for _, src := range sources {
+		pending = pending || !applied[src.Version]
+	}
+	if !pending {
+		return nil
+	}
+	var tables string
+	// convo.conversations first: a serving transaction locks its
+	// conversation before the rest.
+	err := tx.QueryRowContext(ctx, `SELECT coalesce(string_agg(format('%I.%I', schemaname, tablename), ', '
+	                                         ORDER BY tablename <> 'conversations', tablename), '')
+	                                  FROM pg_tables WHERE schemaname = 'convo'`).Scan(&tables)
+	if err != nil {
+		return fmt.Errorf("migrate: list the tables to lock: %w", err)
+	}
+	if tables == "" {
+		return nil // a new database: nothing is serving on it
+	}
+	if _, err := tx.ExecContext(ctx, "LOCK TABLE "+tables+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		return fmt.Errorf("migrate: lock the tables: %w", err)
+	}
+	return nil
 }
 
 // upSection returns the statements of a goose migration's Up section: the

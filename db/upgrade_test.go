@@ -162,12 +162,17 @@ func TestUpgradeBeginsAgainAfterALock(t *testing.T) {
 	if _, err := reader.Exec(ctx, "SELECT count(*) FROM convo.messages"); err != nil {
 		t.Fatal(err)
 	}
+	// The reader's connection is used by this goroutine alone until it
+	// ends (rolledBack), and closed by the test's cleanup after.
+	rolledBack := make(chan struct{})
 	go func() {
+		defer close(rolledBack)
 		time.Sleep(db.UpgradeLockTimeout + time.Second)
 		reader.Rollback(ctx) //nolint:errcheck
 	}()
 	began := time.Now()
 	res, err := db.UpgradeWithMigration(ctx, dsn, "99990_lock_test.sql", "ALTER TABLE convo.messages ADD COLUMN lock_test integer;")
+	<-rolledBack
 	if err != nil {
 		t.Fatalf("the upgrade failed: %v", err)
 	}

@@ -46,6 +46,14 @@ const (
 	// sendLanes bounds the groups written at once: one transaction runs
 	// on one core of the database, and the sends of a burst use them all.
 	sendLanes = 4
+	// sendRetries is how many times a send whose transaction PostgreSQL
+	// aborted for a deadlock or a serialization failure (SQLSTATE class
+	// 40: nothing of it was written) is written again before its caller
+	// gets the error. Such an abort is the database choosing a victim
+	// among transactions that waited for each other (an upgrade's
+	// migrations and a serving send: docs/deploy.md, "Upgrades"), not
+	// anything wrong with the send.
+	sendRetries = 3
 	// sendGroupTimeout bounds one group's transaction; its callers wait
 	// no longer than their own contexts allow.
 	sendGroupTimeout = time.Minute
@@ -98,6 +106,9 @@ type pendingSend struct {
 	// taken is set, under the sender's mu, when a group takes the send;
 	// until then a caller that gives up removes it.
 	taken bool
+	// aborted counts the transactions of this send that PostgreSQL
+	// aborted for a deadlock or a serialization failure (sendRetries).
+	aborted int
 }
 
 type sendAnswer struct {
@@ -263,9 +274,25 @@ func (s *sender) write(group []*pendingSend) {
 			}
 			return
 		}
+		aborted := errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "40")
 		err = translate(err, "send message")
+		var again []*pendingSend
 		for _, r := range group {
+			if aborted && r.aborted < sendRetries {
+				// The whole transaction was rolled back: nothing was
+				// written. The send goes again, alone.
+				r.aborted++
+				again = append(again, r)
+				continue
+			}
 			r.done <- sendAnswer{err: err}
+		}
+		if len(again) > 0 {
+			// A pause that lets the transaction it waited for end.
+			time.Sleep(20 * time.Millisecond)
+		}
+		for _, r := range again {
+			s.write([]*pendingSend{r})
 		}
 		return
 	}
@@ -289,10 +316,13 @@ func (s *sender) write(group []*pendingSend) {
 			}
 			continue
 		}
-		if strings.HasPrefix(row.ErrorCode, "40") && len(group) > 1 {
+		if strings.HasPrefix(row.ErrorCode, "40") && (len(group) > 1 || group[i].aborted < sendRetries) {
 			// A deadlock or serialization failure of this send's
 			// subtransaction (with a writer outside the group): alone it
-			// waits its turn.
+			// waits its turn, a few times at most.
+			if len(group) == 1 {
+				group[i].aborted++
+			}
 			again = append(again, group[i])
 			answered[i] = false
 			continue

@@ -473,3 +473,81 @@ func (h *heldSends) release() {
 		h.t.Fatalf("the held send: %v", err)
 	}
 }
+
+// TestSendMessageWrittenAgainAfterADeadlock: a send whose transaction
+// PostgreSQL aborts as a deadlock's victim is written again, once its
+// rival is gone, and its caller gets the send's answer, not the
+// deadlock. The rival is a transaction of its own (as an upgrade's
+// migrations are, docs/deploy.md): it holds the conversation's row while
+// the send, holding the owner's quota lock, waits for it; then it asks
+// for the quota lock, and PostgreSQL aborts the send, which waited first.
+func TestSendMessageWrittenAgainAfterADeadlock(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := context.Background()
+	if err := tb.store.SetMaxActivePrompts(ctx, 10); err != nil { // the quota's advisory lock
+		t.Fatal(err)
+	}
+	first, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{OwnerID: "deadlock", Text: "one", ModelConfigs: demoConfigs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.answerWith(t, first.PromptIDs[0], "re: one")
+
+	rival, err := tb.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rival.Rollback(ctx) //nolint:errcheck
+	if _, err := rival.Exec(ctx, `SELECT 1 FROM convo.conversations WHERE id = $1 FOR UPDATE`, first.ConversationID); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		res conversation.SendMessageResult
+		err error
+	}
+	sent := make(chan answer, 1)
+	go func() {
+		res, err := tb.store.SendMessage(ctx, conversation.SendMessageParams{
+			OwnerID: "deadlock", ConversationID: first.ConversationID, Text: "two", ModelConfigs: demoConfigs(),
+		})
+		sent <- answer{res, err}
+	}()
+	// The send waits for the conversation's row, the quota lock held.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := tb.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()
+			  AND pid IN (SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'))`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the send never waited for the conversation's row")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The cycle: PostgreSQL aborts the send (it waited first), and the
+	// rival gets the quota lock.
+	if _, err := rival.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('convo.active_prompts:' || 'deadlock', 0))`); err != nil {
+		t.Fatalf("the rival was aborted, not the send: %v", err)
+	}
+	if err := rival.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-sent
+	if a.err != nil {
+		t.Fatalf("the send after its deadlock: %v", a.err)
+	}
+	var n int
+	if err := tb.pool.QueryRow(ctx, `SELECT count(*) FROM convo.messages m JOIN convo.blocks b ON b.message_id = m.id
+		WHERE m.conversation_id = $1 AND m.role = 'user' AND b.content = 'two'`, first.ConversationID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || a.res.UserMessageID == uuid.Nil {
+		t.Errorf("the send is written %d times (answered %s), want once", n, a.res.UserMessageID)
+	}
+}

@@ -124,7 +124,8 @@ func TestRollingUpgrade(t *testing.T) {
 		t.Fatalf("this release's --migrate: %v\n%s", err, out)
 	}
 	if err := errors.Join(sendErrs...); err != nil {
-		t.Fatalf("%d of %d messages sent to the previous server during the migration failed: %v", len(sendErrs), during, err)
+		t.Fatalf("%d of %d messages sent to the previous server during the migration failed: %v\nthe previous server's log:\n%s\nthe migration's output:\n%s",
+			len(sendErrs), during, err, old.log(), out)
 	}
 	if status := promptStatus(first.PromptId); status != "running" {
 		t.Logf("the first reply was %s when the migration ended (it should stream through it: slow the demo model down)", status)
