@@ -121,6 +121,10 @@ DECLARE
     v_user       convo.messages;
     v_assistant  convo.messages;
     v_prompt     convo.prompts;
+    -- The rows of the replies' messages and prompts as written, in slot
+    -- order, so that their events need not read them again.
+    v_assistants convo.messages[] := '{}';
+    v_prompt_rows convo.prompts[] := '{}';
     v_config     jsonb;
     v_slot       integer := 0;
     v_comparison uuid;
@@ -162,6 +166,7 @@ BEGIN
 
     IF p_conversation_id IS NULL THEN
         INSERT INTO convo.conversations (owner_id) VALUES (p_owner_id) RETURNING * INTO v_conv;
+        -- A new conversation has no messages: no leaf to look up.
     ELSE
         v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'send_message', 'participant');
         v_policy := coalesce(v_policy, v_conv.send_policy, 'enqueue');
@@ -198,7 +203,9 @@ BEGIN
     -- The message hangs below the active leaf (below slot "a" of a
     -- comparison), its replies below it; the caller's idea of the leaf is
     -- checked here, under the lock _conversation_as took.
-    v_leaf := convo._active_leaf(v_conv.id);
+    IF p_conversation_id IS NOT NULL THEN
+        v_leaf := convo._active_leaf(v_conv.id);
+    END IF;
     IF p_parent_message_id IS NOT NULL AND p_parent_message_id IS DISTINCT FROM v_leaf
        AND NOT EXISTS (SELECT 1 FROM convo.messages b JOIN convo.messages a ON a.comparison_id = b.comparison_id
                         WHERE b.id = p_parent_message_id AND b.conversation_id = v_conv.id AND a.id = v_leaf) THEN
@@ -230,16 +237,19 @@ BEGIN
         RETURNING * INTO v_prompt;
         v_messages := v_messages || v_assistant.id;
         v_prompts := v_prompts || v_prompt.id;
+        v_assistants := v_assistants || v_assistant;
+        v_prompt_rows := v_prompt_rows || v_prompt;
     END LOOP;
     IF v_slot = 2 THEN
         INSERT INTO convo.comparisons (conversation_id, user_message_id, prompt_a, prompt_b)
         VALUES (v_conv.id, v_user.id, v_prompts[1], v_prompts[2])
         RETURNING id INTO v_comparison;
         UPDATE convo.messages m SET comparison_id = v_comparison WHERE m.id = ANY (v_messages);
+        SELECT array_agg(m ORDER BY m.position) INTO v_assistants FROM convo.messages m WHERE m.id = ANY (v_messages);
     END IF;
     FOR i IN 1 .. v_slot LOOP
-        SELECT * INTO v_assistant FROM convo.messages m WHERE m.id = v_messages[i];
-        SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = v_prompts[i];
+        v_assistant := v_assistants[i];
+        v_prompt := v_prompt_rows[i];
         v_kinds := v_kinds || ARRAY['messageCreated', 'promptQueued'];
         v_payloads := v_payloads || ARRAY[jsonb_build_object('message', convo._message_json(v_assistant)),
                                           jsonb_build_object('prompt', convo._prompt_json(v_prompt))];
