@@ -142,9 +142,12 @@ BEGIN
         RAISE EXCEPTION 'send_message: text must not be empty or only whitespace, control, zero-width, bidi control or blank (U+2800, ...) characters'
             USING ERRCODE = 'CV003';
     END IF;
+    -- Expressions, not queries, so that PL/pgSQL evaluates them without
+    -- the executor (each query a send runs costs its start-up).
     IF jsonb_typeof(p_model_configs) IS DISTINCT FROM 'array'
        OR jsonb_array_length(p_model_configs) NOT BETWEEN 1 AND 2
-       OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_model_configs) c WHERE jsonb_typeof(c.value) <> 'object') THEN
+       OR jsonb_typeof(p_model_configs -> 0) <> 'object'
+       OR jsonb_typeof(coalesce(p_model_configs -> 1, '{}')) <> 'object' THEN
         RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo._json_check(p_model_configs, 'send_message: model_configs');
@@ -225,7 +228,8 @@ BEGIN
 
     -- Create every prompt (and the comparison) first, then announce them,
     -- so each message's first event already carries its comparison.
-    FOR v_config IN SELECT c.value FROM jsonb_array_elements(p_model_configs) c LOOP
+    FOR i IN 0 .. jsonb_array_length(p_model_configs) - 1 LOOP
+        v_config := p_model_configs -> i;
         v_slot := v_slot + 1;
         INSERT INTO convo.messages (conversation_id, position, role, status, comparison_slot, parent_id, queued)
         VALUES (v_conv.id, v_user.position + v_slot, 'assistant', 'pending',
@@ -270,19 +274,27 @@ BEGIN
               FROM convo.blocks b WHERE b.message_id = v_user.id AND b.block_type = 'file' ORDER BY b.position LIMIT 1;
         END IF;
     END IF;
+    -- The same update takes the seqs of the send's events (its
+    -- conversationUpdated the last), as _append_events would in an update
+    -- of its own.
     UPDATE convo.conversations c
        SET title = CASE WHEN c.title = '' THEN coalesce(v_title, '') ELSE c.title END,
            active_prompt_id = CASE WHEN v_queued THEN c.active_prompt_id ELSE v_prompts[1] END,
            last_message_at = now(),
-           updated_at = now()
+           updated_at = now(),
+           last_seq = c.last_seq + cardinality(v_kinds) + 1
      WHERE c.id = v_conv.id
     RETURNING * INTO v_conv;
     v_kinds := v_kinds || 'conversationUpdated'::text;
     v_payloads := v_payloads || jsonb_build_object('conversation', convo._conversation_json(v_conv));
     v_event_ps := v_event_ps || NULL::uuid;
-    PERFORM convo._append_events(v_conv.id, v_kinds, v_payloads, v_event_ps,
-                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]),
-                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]));
+    INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, payload)
+    SELECT v_conv.id, v_conv.last_seq - cardinality(v_kinds) + e.nth, e.kind, e.prompt_id, e.payload
+      FROM unnest(v_kinds, v_payloads, v_event_ps) WITH ORDINALITY AS e(kind, payload, prompt_id, nth)
+     ORDER BY e.nth;
+    IF current_setting('convo.notify_events', true) IS DISTINCT FROM 'off' THEN
+        PERFORM convo._notify_event(v_conv.id, v_conv.last_seq);
+    END IF;
 
     RETURN QUERY SELECT v_conv.id, v_user.id, v_messages, v_prompts, v_comparison;
 END;
