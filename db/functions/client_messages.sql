@@ -264,8 +264,8 @@ BEGIN
     END LOOP;
 
     -- Only a conversation without a title takes one (v_conv was read
-    -- under its lock): the regular expressions of _title_from_text are a
-    -- tenth of a send's time, not spent on every later message.
+    -- under its lock): the regular expressions of _title_from_text are
+    -- not run for every later message.
     IF v_conv.title = '' THEN
         v_title := convo._title_from_text(p_text);
         IF v_title = '' THEN
