@@ -118,10 +118,17 @@ RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     v_owner text;
+    v_role  text;
 BEGIN
-    SELECT c.owner_id INTO v_owner FROM convo.conversations c WHERE c.id = p_conversation_id;
-    PERFORM convo._check_role(CASE WHEN v_owner IS NULL THEN NULL ELSE convo.member_role(p_user_id, p_conversation_id) END,
-                              p_conversation_id, p_action, p_need);
+    -- member_role's query, here rather than called: an SQL function with
+    -- a FROM is planned anew on every call from PL/pgSQL.
+    SELECT c.owner_id,
+           CASE WHEN c.owner_id = p_user_id THEN 'owner'
+                ELSE (SELECT m.role FROM convo.members m
+                       WHERE m.conversation_id = c.id AND m.user_id = p_user_id) END
+      INTO v_owner, v_role
+      FROM convo.conversations c WHERE c.id = p_conversation_id;
+    PERFORM convo._check_role(v_role, p_conversation_id, p_action, p_need);
     RETURN v_owner;
 END;
 $$;
@@ -153,15 +160,20 @@ $$;
 -- (TAB, ESC, ...) made spaces, cut at 80 characters, and what shows
 -- nothing trimmed from both ends; '' when there is none.
 CREATE OR REPLACE FUNCTION convo._title_from_text(p_text text) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT coalesce((
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    -- PL/pgSQL, which keeps the query's plan (its regular expressions
+    -- folded to constants) for the session; an SQL function's query with a
+    -- FROM is planned anew on every call.
+    RETURN coalesce((
         SELECT regexp_replace(
                    left(regexp_replace(regexp_replace(l.line, '[\u0001-\u001F\u007F-\u009F]', ' ', 'g'),
                                        '^[' || convo._invisible() || ']+', ''), 80),
                    '[' || convo._invisible() || ']+$', '')
           FROM regexp_split_to_table(p_text, '[\n\r\u0085\u2028\u2029]') WITH ORDINALITY AS l(line, n)
          WHERE convo._has_visible(l.line)
-         ORDER BY l.n LIMIT 1), '')
+         ORDER BY l.n LIMIT 1), '');
+END;
 $$;
 
 -- _check_title raises CV003 unless the title is 1 to 200 characters of one

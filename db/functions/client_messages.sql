@@ -121,6 +121,10 @@ DECLARE
     v_user       convo.messages;
     v_assistant  convo.messages;
     v_prompt     convo.prompts;
+    -- The rows of the replies' messages and prompts as written, in slot
+    -- order, so that their events need not read them again.
+    v_assistants convo.messages[] := '{}';
+    v_prompt_rows convo.prompts[] := '{}';
     v_config     jsonb;
     v_slot       integer := 0;
     v_comparison uuid;
@@ -138,9 +142,12 @@ BEGIN
         RAISE EXCEPTION 'send_message: text must not be empty or only whitespace, control, zero-width, bidi control or blank (U+2800, ...) characters'
             USING ERRCODE = 'CV003';
     END IF;
+    -- Expressions, not queries, so that PL/pgSQL evaluates them without
+    -- the executor (each query a send runs costs its start-up).
     IF jsonb_typeof(p_model_configs) IS DISTINCT FROM 'array'
        OR jsonb_array_length(p_model_configs) NOT BETWEEN 1 AND 2
-       OR EXISTS (SELECT 1 FROM jsonb_array_elements(p_model_configs) c WHERE jsonb_typeof(c.value) <> 'object') THEN
+       OR jsonb_typeof(p_model_configs -> 0) <> 'object'
+       OR jsonb_typeof(coalesce(p_model_configs -> 1, '{}')) <> 'object' THEN
         RAISE EXCEPTION 'send_message: model_configs must be a JSON array of one or two objects' USING ERRCODE = 'CV003';
     END IF;
     PERFORM convo._json_check(p_model_configs, 'send_message: model_configs');
@@ -162,6 +169,7 @@ BEGIN
 
     IF p_conversation_id IS NULL THEN
         INSERT INTO convo.conversations (owner_id) VALUES (p_owner_id) RETURNING * INTO v_conv;
+        -- A new conversation has no messages: no leaf to look up.
     ELSE
         v_conv := convo._conversation_as(p_owner_id, p_conversation_id, 'send_message', 'participant');
         v_policy := coalesce(v_policy, v_conv.send_policy, 'enqueue');
@@ -198,7 +206,9 @@ BEGIN
     -- The message hangs below the active leaf (below slot "a" of a
     -- comparison), its replies below it; the caller's idea of the leaf is
     -- checked here, under the lock _conversation_as took.
-    v_leaf := convo._active_leaf(v_conv.id);
+    IF p_conversation_id IS NOT NULL THEN
+        v_leaf := convo._active_leaf(v_conv.id);
+    END IF;
     IF p_parent_message_id IS NOT NULL AND p_parent_message_id IS DISTINCT FROM v_leaf
        AND NOT EXISTS (SELECT 1 FROM convo.messages b JOIN convo.messages a ON a.comparison_id = b.comparison_id
                         WHERE b.id = p_parent_message_id AND b.conversation_id = v_conv.id AND a.id = v_leaf) THEN
@@ -218,7 +228,8 @@ BEGIN
 
     -- Create every prompt (and the comparison) first, then announce them,
     -- so each message's first event already carries its comparison.
-    FOR v_config IN SELECT c.value FROM jsonb_array_elements(p_model_configs) c LOOP
+    FOR i IN 0 .. jsonb_array_length(p_model_configs) - 1 LOOP
+        v_config := p_model_configs -> i;
         v_slot := v_slot + 1;
         INSERT INTO convo.messages (conversation_id, position, role, status, comparison_slot, parent_id, queued)
         VALUES (v_conv.id, v_user.position + v_slot, 'assistant', 'pending',
@@ -230,16 +241,19 @@ BEGIN
         RETURNING * INTO v_prompt;
         v_messages := v_messages || v_assistant.id;
         v_prompts := v_prompts || v_prompt.id;
+        v_assistants := v_assistants || v_assistant;
+        v_prompt_rows := v_prompt_rows || v_prompt;
     END LOOP;
     IF v_slot = 2 THEN
         INSERT INTO convo.comparisons (conversation_id, user_message_id, prompt_a, prompt_b)
         VALUES (v_conv.id, v_user.id, v_prompts[1], v_prompts[2])
         RETURNING id INTO v_comparison;
         UPDATE convo.messages m SET comparison_id = v_comparison WHERE m.id = ANY (v_messages);
+        SELECT array_agg(m ORDER BY m.position) INTO v_assistants FROM convo.messages m WHERE m.id = ANY (v_messages);
     END IF;
     FOR i IN 1 .. v_slot LOOP
-        SELECT * INTO v_assistant FROM convo.messages m WHERE m.id = v_messages[i];
-        SELECT * INTO v_prompt FROM convo.prompts p WHERE p.id = v_prompts[i];
+        v_assistant := v_assistants[i];
+        v_prompt := v_prompt_rows[i];
         v_kinds := v_kinds || ARRAY['messageCreated', 'promptQueued'];
         v_payloads := v_payloads || ARRAY[jsonb_build_object('message', convo._message_json(v_assistant)),
                                           jsonb_build_object('prompt', convo._prompt_json(v_prompt))];
@@ -250,8 +264,8 @@ BEGIN
     END LOOP;
 
     -- Only a conversation without a title takes one (v_conv was read
-    -- under its lock): the regular expressions of _title_from_text are a
-    -- tenth of a send's time, not spent on every later message.
+    -- under its lock): the regular expressions of _title_from_text are
+    -- not run for every later message.
     IF v_conv.title = '' THEN
         v_title := convo._title_from_text(p_text);
         IF v_title = '' THEN
@@ -260,19 +274,27 @@ BEGIN
               FROM convo.blocks b WHERE b.message_id = v_user.id AND b.block_type = 'file' ORDER BY b.position LIMIT 1;
         END IF;
     END IF;
+    -- The same update takes the seqs of the send's events (its
+    -- conversationUpdated the last), as _append_events would in an update
+    -- of its own.
     UPDATE convo.conversations c
        SET title = CASE WHEN c.title = '' THEN coalesce(v_title, '') ELSE c.title END,
            active_prompt_id = CASE WHEN v_queued THEN c.active_prompt_id ELSE v_prompts[1] END,
            last_message_at = now(),
-           updated_at = now()
+           updated_at = now(),
+           last_seq = c.last_seq + cardinality(v_kinds) + 1
      WHERE c.id = v_conv.id
     RETURNING * INTO v_conv;
     v_kinds := v_kinds || 'conversationUpdated'::text;
     v_payloads := v_payloads || jsonb_build_object('conversation', convo._conversation_json(v_conv));
     v_event_ps := v_event_ps || NULL::uuid;
-    PERFORM convo._append_events(v_conv.id, v_kinds, v_payloads, v_event_ps,
-                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]),
-                                 array_fill(NULL::uuid, ARRAY[cardinality(v_kinds)]));
+    INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, payload)
+    SELECT v_conv.id, v_conv.last_seq - cardinality(v_kinds) + e.nth, e.kind, e.prompt_id, e.payload
+      FROM unnest(v_kinds, v_payloads, v_event_ps) WITH ORDINALITY AS e(kind, payload, prompt_id, nth)
+     ORDER BY e.nth;
+    IF current_setting('convo.notify_events', true) IS DISTINCT FROM 'off' THEN
+        PERFORM convo._notify_event(v_conv.id, v_conv.last_seq);
+    END IF;
 
     RETURN QUERY SELECT v_conv.id, v_user.id, v_messages, v_prompts, v_comparison;
 END;

@@ -33,9 +33,15 @@ BEGIN
 END;
 $$;
 
+-- _conversation_json and _prompt_json leave out null fields by
+-- jsonb_strip_nulls, as _message_json does, not by a call of _object (a
+-- query of its own, run for every event they are in): every value
+-- stripped is a column's, at the top level. A prompt's model
+-- configuration, nested JSON kept exactly as it is, is added after the
+-- strip.
 CREATE OR REPLACE FUNCTION convo._conversation_json(c convo.conversations) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-    SELECT convo._object(jsonb_build_object(
+    SELECT jsonb_strip_nulls(jsonb_build_object(
         'id', c.id,
         'title', nullif(c.title, ''),
         'activePromptId', c.active_prompt_id,
@@ -83,16 +89,16 @@ $$;
 
 CREATE OR REPLACE FUNCTION convo._prompt_json(p convo.prompts) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
-    SELECT convo._object(jsonb_build_object(
+    SELECT jsonb_strip_nulls(jsonb_build_object(
         'id', p.id,
         'conversationId', p.conversation_id,
         'messageId', p.message_id,
         'status', p.status,
-        'modelConfig', p.model_config,
         'error', p.error,
         'createdAt', convo._ts(p.created_at),
         'startedAt', convo._ts(p.started_at),
         'endedAt', convo._ts(p.ended_at)))
+        || CASE WHEN p.model_config IS NOT NULL THEN jsonb_build_object('modelConfig', p.model_config) ELSE '{}' END
 $$;
 
 CREATE OR REPLACE FUNCTION convo._tool_call_json(t convo.tool_calls) RETURNS jsonb
@@ -209,7 +215,8 @@ $$;
 CREATE OR REPLACE FUNCTION convo._json_check(p_value jsonb, p_field text) RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
-  bad jsonb;
+  bad    jsonb;
+  v_text text;
 BEGIN
   IF p_value IS NULL OR jsonb_typeof(p_value) NOT IN ('object', 'array', 'number') THEN
     RETURN p_value;
@@ -223,8 +230,11 @@ BEGIN
   -- outside the range has 309 digits or more before its point, or 323
   -- zeros or more after "0.". Only a text with such a run (a string may
   -- hold one too) is walked number by number, which costs some five times
-  -- as much.
-  IF p_value::text !~ '[0-9]{250}[0-9]{59}|0\.0{250}0{73}' THEN
+  -- as much. A text shorter than 309 characters has none, and is not
+  -- searched either: the expression's bounded repeats make it a few
+  -- microseconds even on a short text, and every write of JSON checks.
+  v_text := p_value::text;
+  IF length(v_text) < 309 OR v_text !~ '[0-9]{250}[0-9]{59}|0\.0{250}0{73}' THEN
     RETURN p_value;
   END IF;
   bad := jsonb_path_query_first(p_value,
