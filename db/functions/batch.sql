@@ -64,6 +64,13 @@ $$;
 -- since this call began is left out (checked again once its row is
 -- locked), as _claim_next leaves it. An owner whose turn came and who has
 -- no claimable prompt left (cancelled, deleted) stops waiting.
+--
+-- Whether an owner holds prompts is one probe of prompts_held_idx by the
+-- owner (NOT EXISTS (… OFFSET 0): the fence keeps it a probe per owner).
+-- As a join, planned while few prompts were held (a worker's connection
+-- plans it once, at its first claim, often on an idle queue), it read
+-- every held prompt for every owner: 2.5 ms a claim at 1,500 replies
+-- running, and growing with each.
 CREATE OR REPLACE FUNCTION convo._claim_idle(p_worker text, p_lease_seconds integer, p_max integer) RETURNS uuid[]
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -80,7 +87,8 @@ BEGIN
              WHERE q.waiting_since IS NOT NULL
                AND NOT EXISTS (SELECT 1 FROM convo.prompts h
                                 WHERE h.owner_id = q.owner_id
-                                  AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)))
+                                  AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL))
+                                OFFSET 0)
              ORDER BY q.last_claimed_at NULLS FIRST, q.waiting_since, q.owner_id
              LIMIT p_max
                FOR UPDATE OF q SKIP LOCKED) o;
@@ -97,7 +105,8 @@ BEGIN
           JOIN convo.owner_queue q ON q.owner_id = u.owner_id
          WHERE NOT EXISTS (SELECT 1 FROM convo.prompts h
                             WHERE h.owner_id = u.owner_id
-                              AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)))),
+                              AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL))
+                            OFFSET 0)),
     picked AS (
         SELECT o.owner_id, o.n, o.waiting_since, p.id
           FROM o
@@ -261,6 +270,149 @@ BEGIN
 END;
 $$;
 
+-- _batch_starts applies, in a few statements for all of them, the ops of
+-- write_batch that start replies: those of each prompt whose ops are
+-- start_prompt, or start_block and its first append, or the three
+-- (start_prompt, start_block, append), the shapes a worker's first
+-- batches of a reply take (the Go runtime's urgent lane). It returns the
+-- indexes in ops of the ops it applied; write_batch applies every other op
+-- one by one (_batch_apply). Each prompt's writes and events are those of
+-- the calls one by one: promptStarted and messageUpdated (start_prompt),
+-- blockStart (start_block), blockDelta (append_block), with the same
+-- payloads and seqs. The caller holds the locks of the batch's
+-- conversations and prompts.
+--
+-- A prompt is taken only when nothing the calls one by one would check
+-- can fail, or differ, for it: it is not refused (p_refused), no other
+-- prompt of the batch writes to its conversation, worker holds it (so it
+-- neither waits for input nor awaits its turn: the checks of
+-- convo.prompts hold such a prompt by no worker), it is queued (to start)
+-- or running (for a block alone), the block
+-- is new (its id well formed and unused, its type a name other than
+-- file, no metadata but {}), the append is the block's first (seq 1) and
+-- holds text, and no other block of the conversation takes deltas
+-- (conversations.delta_block_id is NULL). Any other prompt's ops go one
+-- by one, with their checks and errors.
+--
+-- One by one, a start and its first text were some 35 statements and
+-- four updates of the conversation's row (docs/performance.md, "What a
+-- claim and a start cost").
+CREATE OR REPLACE FUNCTION convo._batch_starts(p_worker text, p_ops jsonb, p_prompts uuid[], p_counts integer[],
+                                               p_refused jsonb)
+RETURNS integer[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_uuid constant text := convo._uuid_pattern();
+    v_done integer[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM unnest(p_counts) n WHERE n <= 3) THEN
+        RETURN '{}';
+    END IF;
+    WITH mine AS (
+        SELECT u.id FROM unnest(p_prompts, p_counts) AS u(id, n)
+         WHERE u.n <= 3 AND NOT p_refused ? u.id::text),
+    -- Each such prompt's ops, in order: the start (or NULL), the block's
+    -- and the append's (or NULL).
+    grouped AS (
+        SELECT (x.o->>'prompt')::uuid AS prompt_id,
+               array_agg(x.o ORDER BY x.i) AS o, array_agg((x.i - 1)::integer ORDER BY x.i) AS i
+          FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS x(o, i)
+         WHERE (x.o->>'prompt')::uuid IN (SELECT m.id FROM mine m)
+         GROUP BY 1),
+    shaped AS (
+        SELECT g.prompt_id, g.i, g.o[1]->>'op' = 'start_prompt' AS starts,
+               CASE WHEN g.o[1]->>'op' = 'start_prompt' THEN g.o[2] ELSE g.o[1] END AS b,
+               CASE WHEN g.o[1]->>'op' = 'start_prompt' THEN g.o[3] ELSE g.o[2] END AS a
+          FROM grouped g),
+    -- (A uuid is read only from a text that is one.)
+    fit AS (
+        SELECT s.prompt_id, s.i, s.starts, s.b, s.a,
+               CASE WHEN s.b->>'block' ~* v_uuid THEN (s.b->>'block')::uuid END AS block_id
+          FROM shaped s
+         WHERE cardinality(s.i) = (CASE WHEN s.starts THEN 1 ELSE 0 END) + (CASE WHEN s.b IS NULL THEN 0 ELSE 2 END)
+           AND (s.b IS NULL OR (
+                    s.b->>'op' = 'start_block' AND s.a->>'op' = 'append'
+                AND CASE WHEN s.b->>'block' ~* v_uuid AND s.a->>'block' ~* v_uuid
+                         THEN (s.b->>'block')::uuid = (s.a->>'block')::uuid ELSE false END
+                AND coalesce(s.b->>'type' ~ '^[a-z][a-z0-9_]{0,63}$' AND s.b->>'type' <> 'file', false)
+                AND (NOT s.b ? 'metadata' OR s.b->'metadata' = '{}'::jsonb)
+                AND jsonb_typeof(s.a->'seq') = 'number' AND s.a->>'seq' = '1'
+                AND jsonb_typeof(s.a->'text') = 'string' AND s.a->>'text' <> ''))),
+    -- The prompts of the batch, per conversation: one alone may go here.
+    per_conv AS (
+        SELECT p.conversation_id FROM convo.prompts p
+         WHERE p.id = ANY (p_prompts)
+         GROUP BY 1
+        HAVING count(*) = 1),
+    taken AS (
+        SELECT f.prompt_id, f.i, f.starts, f.block_id, f.b->>'type' AS block_type, f.a->>'text' AS delta,
+               p.conversation_id, p.message_id, c.last_seq
+          FROM fit f
+          JOIN convo.prompts p ON p.id = f.prompt_id
+          JOIN per_conv pc ON pc.conversation_id = p.conversation_id
+          JOIN convo.conversations c ON c.id = p.conversation_id
+         WHERE p.worker = p_worker
+           AND p.status = CASE WHEN f.starts THEN 'queued' ELSE 'running' END
+           AND (f.b IS NULL OR (f.block_id IS NOT NULL AND c.delta_block_id IS NULL
+                                AND NOT EXISTS (SELECT 1 FROM convo.blocks b WHERE b.id = f.block_id)))),
+    started AS (
+        UPDATE convo.prompts p
+           SET status = 'running', started_at = coalesce(p.started_at, now()),
+               lease_expires_at = CASE WHEN p.lease_expires_at = 'infinity' THEN p.lease_expires_at
+                                       ELSE now() + make_interval(secs => coalesce(p.lease_seconds, 30)) END
+          FROM taken t
+         WHERE p.id = t.prompt_id AND t.starts
+        RETURNING p AS prompt),
+    processing AS (
+        UPDATE convo.messages m SET status = 'processing', updated_at = now()
+          FROM taken t
+         WHERE m.id = t.message_id AND t.starts
+        RETURNING m AS message),
+    -- A block's start_seq is its blockStart's seq, after the start's two
+    -- events.
+    opened AS (
+        INSERT INTO convo.blocks (id, conversation_id, message_id, prompt_id, position, block_type, status, metadata,
+                                  start_seq)
+        SELECT t.block_id, t.conversation_id, t.message_id, t.prompt_id,
+               (SELECT coalesce(max(b.position) + 1, 0) FROM convo.blocks b WHERE b.message_id = t.message_id),
+               t.block_type, 'streaming', '{}', t.last_seq + CASE WHEN t.starts THEN 3 ELSE 1 END
+          FROM taken t
+         WHERE t.block_id IS NOT NULL
+        RETURNING *),
+    counted AS (
+        UPDATE convo.conversations c
+           SET last_seq = c.last_seq + CASE WHEN t.starts THEN 2 ELSE 0 END
+                                     + CASE WHEN t.block_id IS NULL THEN 0 ELSE 2 END,
+               delta_block_id = coalesce(t.block_id, c.delta_block_id),
+               delta_count = CASE WHEN t.block_id IS NULL THEN c.delta_count ELSE 1 END
+          FROM taken t
+         WHERE c.id = t.conversation_id),
+    logged AS (
+        INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
+        SELECT e.conversation_id, e.seq, e.kind, e.prompt_id, e.block_id, e.payload
+          FROM (SELECT t.conversation_id, t.last_seq + 1 AS seq, 'promptStarted' AS kind, t.prompt_id,
+                       NULL::uuid AS block_id, jsonb_build_object('prompt', convo._prompt_json(s.prompt)) AS payload
+                  FROM taken t JOIN started s ON (s.prompt).id = t.prompt_id
+                UNION ALL
+                SELECT t.conversation_id, t.last_seq + 2, 'messageUpdated', t.prompt_id, NULL,
+                       jsonb_build_object('message', convo._message_json(m.message))
+                  FROM taken t JOIN processing m ON (m.message).id = t.message_id
+                UNION ALL
+                SELECT t.conversation_id, b.start_seq, 'blockStart', t.prompt_id, b.id,
+                       jsonb_build_object('promptId', t.prompt_id, 'messageId', t.message_id,
+                                          'blockId', b.id, 'blockType', b.block_type,
+                                          'metadata', b.metadata, 'position', b.position)
+                  FROM taken t JOIN opened b ON b.id = t.block_id
+                UNION ALL
+                SELECT t.conversation_id, b.start_seq + 1, 'blockDelta', t.prompt_id, b.id,
+                       jsonb_build_object('promptId', t.prompt_id, 'messageId', t.message_id,
+                                          'blockId', b.id, 'content', t.delta)
+                  FROM taken t JOIN opened b ON b.id = t.block_id) e)
+    SELECT coalesce(array_agg(n), '{}') INTO v_done FROM taken t, unnest(t.i) AS n;
+    RETURN v_done;
+END;
+$$;
+
 -- write_batch applies ops, the pending output of any number of replies
 -- (prompts) that worker holds, in one transaction: each op is one call of
 -- the worker API (see docs/worker-api.md for the op kinds and their
@@ -318,6 +470,12 @@ DECLARE
     v_op       jsonb;
     v_index    integer;
     v_limit    integer;
+    -- the indexes of the ops _batch_starts applied in this pass; v_fast:
+    -- it is tried (v_in_fast: it runs)
+    v_starts   integer[];
+    v_started  boolean[];
+    v_fast     boolean := true;
+    v_in_fast  boolean := false;
 BEGIN
     IF worker IS NULL OR worker = '' THEN
         RAISE EXCEPTION 'write_batch: worker must be a non-empty name' USING ERRCODE = 'CV003';
@@ -472,8 +630,21 @@ BEGIN
     -- whole call.
     LOOP
         BEGIN
+            -- The starts and first texts in a few statements
+            -- (_batch_starts), again at each pass: a pass that raises
+            -- rolls them back with the rest.
+            v_starts := '{}';
+            IF v_fast THEN
+                v_in_fast := true;
+                v_starts := convo._batch_starts(write_batch.worker, ops, v_prompts, v_counts, v_refused);
+                v_in_fast := false;
+            END IF;
+            v_started := array_fill(false, ARRAY[jsonb_array_length(ops)]);
+            FOREACH v_index IN ARRAY v_starts LOOP
+                v_started[v_index + 1] := true;
+            END LOOP;
             FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
-                CONTINUE WHEN v_done[v_index + 1];
+                CONTINUE WHEN v_done[v_index + 1] OR v_started[v_index + 1];
                 v_id := (v_op->>'prompt')::uuid;
                 IF v_refused <> '{}' THEN
                     v_limit := (v_refused->v_id::text->>'index')::integer;
@@ -485,6 +656,13 @@ BEGIN
         EXCEPTION WHEN OTHERS THEN
             IF left(SQLSTATE, 2) IN ('40', '53', '57', '58', 'XX') THEN
                 RAISE;
+            END IF;
+            IF v_in_fast THEN
+                -- Not an op's error: every op goes one by one instead,
+                -- each with its own.
+                v_fast := false;
+                v_in_fast := false;
+                CONTINUE;
             END IF;
             v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
                 'code', SQLSTATE, 'message', SQLERRM));
