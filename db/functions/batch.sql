@@ -472,9 +472,9 @@ DECLARE
     v_limit    integer;
     -- the indexes of the ops _batch_starts applied in this pass; v_fast:
     -- it is tried (v_in_fast: it runs)
-    v_starts   integer[];
+    v_starts   integer[] := '{}';
     v_started  boolean[];
-    v_fast     boolean := true;
+    v_fast     boolean;
     v_in_fast  boolean := false;
 BEGIN
     IF worker IS NULL OR worker = '' THEN
@@ -536,10 +536,13 @@ BEGIN
             coalesce((v_op->'prompt')::text, 'nothing') USING ERRCODE = 'CV003';
     END IF;
     -- The batch's prompts, each with the index of its first op and its
-    -- number of ops.
-    SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id), array_agg(f.n ORDER BY f.id)
-      INTO v_prompts, v_firsts, v_counts
-      FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first, count(*)::integer AS n
+    -- number of ops; and whether an op starts a prompt or a block (the
+    -- batch's one statement for starts, below, is tried only then).
+    SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id), array_agg(f.n ORDER BY f.id),
+           coalesce(bool_or(f.starts), false)
+      INTO v_prompts, v_firsts, v_counts, v_fast
+      FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first, count(*)::integer AS n,
+                   bool_or(x.o->>'op' IN ('start_prompt', 'start_block')) AS starts
               FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i)
              GROUP BY 1) f;
 
@@ -633,18 +636,17 @@ BEGIN
             -- The starts and first texts in a few statements
             -- (_batch_starts), again at each pass: a pass that raises
             -- rolls them back with the rest.
-            v_starts := '{}';
             IF v_fast THEN
                 v_in_fast := true;
                 v_starts := convo._batch_starts(write_batch.worker, ops, v_prompts, v_counts, v_refused);
                 v_in_fast := false;
+                v_started := array_fill(false, ARRAY[jsonb_array_length(ops)]);
+                FOREACH v_index IN ARRAY v_starts LOOP
+                    v_started[v_index + 1] := true;
+                END LOOP;
             END IF;
-            v_started := array_fill(false, ARRAY[jsonb_array_length(ops)]);
-            FOREACH v_index IN ARRAY v_starts LOOP
-                v_started[v_index + 1] := true;
-            END LOOP;
             FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
-                CONTINUE WHEN v_done[v_index + 1] OR v_started[v_index + 1];
+                CONTINUE WHEN v_done[v_index + 1] OR (v_fast AND v_started[v_index + 1]);
                 v_id := (v_op->>'prompt')::uuid;
                 IF v_refused <> '{}' THEN
                     v_limit := (v_refused->v_id::text->>'index')::integer;
