@@ -276,7 +276,7 @@ $$;
 -- (start_prompt, start_block, append), the shapes a worker's first
 -- batches of a reply take (the Go runtime's urgent lane). It returns the
 -- indexes in ops of the ops it applied; write_batch applies every other op
--- one by one (_batch_apply). Each prompt's writes and events are those of
+-- one by one (_batch_apply), after it. Each prompt's writes and events are those of
 -- the calls one by one: promptStarted and messageUpdated (start_prompt),
 -- blockStart (start_block), blockDelta (append_block), with the same
 -- payloads and seqs. The caller holds the locks of the batch's
@@ -292,7 +292,9 @@ $$;
 -- file, no metadata but {}), the append is the block's first (seq 1) and
 -- holds text, and no other block of the conversation takes deltas
 -- (conversations.delta_block_id is NULL). Any other prompt's ops go one
--- by one, with their checks and errors.
+-- by one, with their checks and errors. So nothing it takes can raise,
+-- and write_batch runs it, as its statement for appends, outside the
+-- subtransaction of the ops one by one, once.
 --
 -- One by one, a start and its first text were some 35 statements and
 -- four updates of the conversation's row (docs/performance.md, "What a
@@ -470,12 +472,9 @@ DECLARE
     v_op       jsonb;
     v_index    integer;
     v_limit    integer;
-    -- the indexes of the ops _batch_starts applied in this pass; v_fast:
-    -- it is tried (v_in_fast: it runs)
-    v_starts   integer[] := '{}';
-    v_started  boolean[];
-    v_fast     boolean;
-    v_in_fast  boolean := false;
+    -- an op starts a prompt or a block; a prompt's one op is an append
+    v_starting boolean;
+    v_single   boolean;
 BEGIN
     IF worker IS NULL OR worker = '' THEN
         RAISE EXCEPTION 'write_batch: worker must be a non-empty name' USING ERRCODE = 'CV003';
@@ -495,16 +494,21 @@ BEGIN
 
     -- Exactly once: the worker's batches are applied one at a time, in
     -- the order of their numbers.
-    INSERT INTO convo.worker_batches AS w (worker, lane, batch) VALUES (write_batch.worker, write_batch.lane, -1)
-        ON CONFLICT ON CONSTRAINT worker_batches_pkey DO NOTHING;
-    IF FOUND THEN
-        -- A new worker: forget the marks of workers silent for a day (a
-        -- worker sends a batch again within seconds).
-        DELETE FROM convo.worker_batches w WHERE w.written_at < now() - interval '1 day';
-    END IF;
     SELECT * INTO v_mark FROM convo.worker_batches w
      WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
        FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO convo.worker_batches AS w (worker, lane, batch) VALUES (write_batch.worker, write_batch.lane, -1)
+            ON CONFLICT ON CONSTRAINT worker_batches_pkey DO NOTHING;
+        IF FOUND THEN
+            -- A new worker: forget the marks of workers silent for a day
+            -- (a worker sends a batch again within seconds).
+            DELETE FROM convo.worker_batches w WHERE w.written_at < now() - interval '1 day';
+        END IF;
+        SELECT * INTO v_mark FROM convo.worker_batches w
+         WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
+           FOR UPDATE;
+    END IF;
     IF v_mark.batch = write_batch.batch THEN
         RETURN QUERY
         SELECT (r->>'prompt')::uuid, (r->>'index')::integer, r->>'code', r->>'message'
@@ -536,13 +540,15 @@ BEGIN
             coalesce((v_op->'prompt')::text, 'nothing') USING ERRCODE = 'CV003';
     END IF;
     -- The batch's prompts, each with the index of its first op and its
-    -- number of ops; and whether an op starts a prompt or a block (the
-    -- batch's one statement for starts, below, is tried only then).
+    -- number of ops; whether an op starts a prompt or a block, and
+    -- whether a prompt's one op is an append (the statements for those,
+    -- below, run only then).
     SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id), array_agg(f.n ORDER BY f.id),
-           coalesce(bool_or(f.starts), false)
-      INTO v_prompts, v_firsts, v_counts, v_fast
+           coalesce(bool_or(f.starts), false), coalesce(bool_or(f.n = 1 AND f.appends), false)
+      INTO v_prompts, v_firsts, v_counts, v_starting, v_single
       FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first, count(*)::integer AS n,
-                   bool_or(x.o->>'op' IN ('start_prompt', 'start_block')) AS starts
+                   bool_or(x.o->>'op' IN ('start_prompt', 'start_block')) AS starts,
+                   bool_and(x.o->>'op' = 'append') AS appends
               FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i)
              GROUP BY 1) f;
 
@@ -590,40 +596,51 @@ BEGIN
     -- is applied here as append_block's common path would apply it; every
     -- other op goes through the loop below.
     v_done := array_fill(false, ARRAY[jsonb_array_length(ops)]);
-    FOR v_index IN
-        WITH single AS (
-            SELECT (x.o->>'prompt')::uuid AS prompt_id, (x.o->>'block')::uuid AS block_id,
-                   x.o->>'text' AS delta, (x.o->>'seq')::integer AS delta_seq, (x.i - 1)::integer AS i
-              FROM unnest(v_prompts, v_firsts, v_counts) AS u(id, first, n)
-              JOIN LATERAL (SELECT ops->u.first AS o, u.first + 1 AS i) x ON true
-             WHERE u.n = 1
-               AND x.o->>'op' = 'append'
-               AND coalesce(x.o->>'text', '') <> ''
-               AND coalesce(x.o->>'block' ~* v_uuid, false)
-               AND jsonb_typeof(x.o->'seq') = 'number' AND x.o->>'seq' ~ '^[0-9]{1,9}$'
-               AND NOT v_refused ? u.id::text),
-        target AS (
-            SELECT s.*, b.conversation_id, b.message_id
-              FROM single s
-              JOIN convo.blocks b ON b.id = s.block_id AND b.prompt_id = s.prompt_id),
-        counted AS (
-            UPDATE convo.conversations c
-               SET last_seq = c.last_seq + 1, delta_count = c.delta_count + 1
-              FROM target t
-             WHERE c.id = t.conversation_id
-               AND c.delta_block_id = t.block_id
-               AND t.delta_seq = c.delta_count + 1
-            RETURNING c.id, c.last_seq, t.prompt_id, t.message_id, t.block_id, t.delta, t.i),
-        inserted AS (
-            INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
-            SELECT k.id, k.last_seq, 'blockDelta', k.prompt_id, k.block_id,
-                   jsonb_build_object('promptId', k.prompt_id, 'messageId', k.message_id,
-                                      'blockId', k.block_id, 'content', k.delta)
-              FROM counted k)
-        SELECT k.i FROM counted k
-    LOOP
-        v_done[v_index + 1] := true;
-    END LOOP;
+    IF v_single THEN
+        FOR v_index IN
+            WITH single AS (
+                SELECT (x.o->>'prompt')::uuid AS prompt_id, (x.o->>'block')::uuid AS block_id,
+                       x.o->>'text' AS delta, (x.o->>'seq')::integer AS delta_seq, (x.i - 1)::integer AS i
+                  FROM unnest(v_prompts, v_firsts, v_counts) AS u(id, first, n)
+                  JOIN LATERAL (SELECT ops->u.first AS o, u.first + 1 AS i) x ON true
+                 WHERE u.n = 1
+                   AND x.o->>'op' = 'append'
+                   AND coalesce(x.o->>'text', '') <> ''
+                   AND coalesce(x.o->>'block' ~* v_uuid, false)
+                   AND jsonb_typeof(x.o->'seq') = 'number' AND x.o->>'seq' ~ '^[0-9]{1,9}$'
+                   AND NOT v_refused ? u.id::text),
+            target AS (
+                SELECT s.*, b.conversation_id, b.message_id
+                  FROM single s
+                  JOIN convo.blocks b ON b.id = s.block_id AND b.prompt_id = s.prompt_id),
+            counted AS (
+                UPDATE convo.conversations c
+                   SET last_seq = c.last_seq + 1, delta_count = c.delta_count + 1
+                  FROM target t
+                 WHERE c.id = t.conversation_id
+                   AND c.delta_block_id = t.block_id
+                   AND t.delta_seq = c.delta_count + 1
+                RETURNING c.id, c.last_seq, t.prompt_id, t.message_id, t.block_id, t.delta, t.i),
+            inserted AS (
+                INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
+                SELECT k.id, k.last_seq, 'blockDelta', k.prompt_id, k.block_id,
+                       jsonb_build_object('promptId', k.prompt_id, 'messageId', k.message_id,
+                                          'blockId', k.block_id, 'content', k.delta)
+                  FROM counted k)
+            SELECT k.i FROM counted k
+        LOOP
+            v_done[v_index + 1] := true;
+        END LOOP;
+    END IF;
+
+    -- The starts and first texts of the batch's replies, in a few
+    -- statements (_batch_starts), as the appends above: for the prompts
+    -- whose ops nothing below could refuse.
+    IF v_starting THEN
+        FOREACH v_index IN ARRAY convo._batch_starts(write_batch.worker, ops, v_prompts, v_counts, v_refused) LOOP
+            v_done[v_index + 1] := true;
+        END LOOP;
+    END IF;
 
     -- Apply. An op that raises rolls back this attempt (one subtransaction,
     -- so the transaction never holds more than one), its prompt is refused
@@ -631,45 +648,29 @@ BEGIN
     -- Each pass refuses one more op, so the loop ends. Errors that are not
     -- about an op (a deadlock, a shutdown, an out-of-memory) abort the
     -- whole call.
-    LOOP
-        BEGIN
-            -- The starts and first texts in a few statements
-            -- (_batch_starts), again at each pass: a pass that raises
-            -- rolls them back with the rest.
-            IF v_fast THEN
-                v_in_fast := true;
-                v_starts := convo._batch_starts(write_batch.worker, ops, v_prompts, v_counts, v_refused);
-                v_in_fast := false;
-                v_started := array_fill(false, ARRAY[jsonb_array_length(ops)]);
-                FOREACH v_index IN ARRAY v_starts LOOP
-                    v_started[v_index + 1] := true;
+    -- (Nothing left when the statements above applied every op.)
+    IF false = ANY (v_done) THEN
+        LOOP
+            BEGIN
+                FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
+                    CONTINUE WHEN v_done[v_index + 1];
+                    v_id := (v_op->>'prompt')::uuid;
+                    IF v_refused <> '{}' THEN
+                        v_limit := (v_refused->v_id::text->>'index')::integer;
+                        CONTINUE WHEN v_limit IS NOT NULL AND v_index >= v_limit;
+                    END IF;
+                    PERFORM convo._batch_apply(write_batch.worker, v_id, v_op);
                 END LOOP;
-            END IF;
-            FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
-                CONTINUE WHEN v_done[v_index + 1] OR (v_fast AND v_started[v_index + 1]);
-                v_id := (v_op->>'prompt')::uuid;
-                IF v_refused <> '{}' THEN
-                    v_limit := (v_refused->v_id::text->>'index')::integer;
-                    CONTINUE WHEN v_limit IS NOT NULL AND v_index >= v_limit;
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                IF left(SQLSTATE, 2) IN ('40', '53', '57', '58', 'XX') THEN
+                    RAISE;
                 END IF;
-                PERFORM convo._batch_apply(write_batch.worker, v_id, v_op);
-            END LOOP;
-            EXIT;
-        EXCEPTION WHEN OTHERS THEN
-            IF left(SQLSTATE, 2) IN ('40', '53', '57', '58', 'XX') THEN
-                RAISE;
-            END IF;
-            IF v_in_fast THEN
-                -- Not an op's error: every op goes one by one instead,
-                -- each with its own.
-                v_fast := false;
-                v_in_fast := false;
-                CONTINUE;
-            END IF;
-            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
-                'code', SQLSTATE, 'message', SQLERRM));
-        END;
-    END LOOP;
+                v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
+                    'code', SQLSTATE, 'message', SQLERRM));
+            END;
+        END LOOP;
+    END IF;
     PERFORM set_config('convo.notify_events', coalesce(v_notify, ''), true);
 
     IF v_notify IS DISTINCT FROM 'off' THEN
@@ -681,8 +682,9 @@ BEGIN
 
     UPDATE convo.worker_batches w
        SET batch = write_batch.batch, written_at = now(),
-           refused = (SELECT coalesce(jsonb_agg(r.value || jsonb_build_object('prompt', r.key) ORDER BY (r.value->>'index')::integer), '[]')
-                        FROM jsonb_each(v_refused) r)
+           refused = CASE WHEN v_refused = '{}' THEN '[]' ELSE
+                     (SELECT coalesce(jsonb_agg(r.value || jsonb_build_object('prompt', r.key) ORDER BY (r.value->>'index')::integer), '[]')
+                        FROM jsonb_each(v_refused) r) END
      WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
     RETURNING w.refused INTO v_mark.refused;
     RETURN QUERY
