@@ -12,7 +12,7 @@
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed,
        coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompt(@worker::text, @lease_seconds::int) c
  CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, @worker::text) t;
@@ -65,7 +65,7 @@ SELECT convo.fail_tool_call(@tool_call_id::uuid, @error::text);
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed,
        coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c
  CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, @worker::text) t;

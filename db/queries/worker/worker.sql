@@ -37,15 +37,11 @@ SELECT convo.release_prompt(@prompt_id::uuid, @worker::text)::bool AS released;
 -- reserved of them only for owners who hold nothing. Without their trace
 -- context ('{}') and queue wait (0): PromptClaimManyTraced reads them,
 -- for telemetry only, since the read makes a burst's claims a third
--- dearer in PostgreSQL's CPU (docs/performance.md). resumed: it has input
--- requests (it paused for input before, and an answer queued it again);
--- asked only of a prompt claimed before (attempts > 1: a tool call asks
--- for input while its prompt runs, so a first claim has none), which
--- spares a burst's first claims a call each.
+-- dearer in PostgreSQL's CPU (docs/performance.md).
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed,
        '{}'::jsonb AS trace_context, 0::float8 AS queued_seconds
   FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c;
 
@@ -55,7 +51,7 @@ SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_i
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, @worker::text)) AS resumed,
        coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompts(@worker::text, @lease_seconds::int, @max_prompts::int, @reserved::int) c
  CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, @worker::text) t;

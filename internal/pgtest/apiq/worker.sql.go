@@ -157,7 +157,7 @@ const promptClaim = `-- name: PromptClaim :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed,
        coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompt($1::text, $2::int) c
  CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, $1::text) t
@@ -221,7 +221,7 @@ const promptClaimMany = `-- name: PromptClaimMany :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed,
        coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompts($1::text, $2::int, $3::int, $4::int) c
  CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, $1::text) t

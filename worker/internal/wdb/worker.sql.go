@@ -86,7 +86,7 @@ const promptClaimMany = `-- name: PromptClaimMany :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed,
        '{}'::jsonb AS trace_context, 0::float8 AS queued_seconds
   FROM convo.claim_prompts($1::text, $2::int, $3::int, $4::int) c
 `
@@ -113,11 +113,7 @@ type PromptClaimManyRow struct {
 // reserved of them only for owners who hold nothing. Without their trace
 // context ('{}') and queue wait (0): PromptClaimManyTraced reads them,
 // for telemetry only, since the read makes a burst's claims a third
-// dearer in PostgreSQL's CPU (docs/performance.md). resumed: it has input
-// requests (it paused for input before, and an answer queued it again);
-// asked only of a prompt claimed before (attempts > 1: a tool call asks
-// for input while its prompt runs, so a first claim has none), which
-// spares a burst's first claims a call each.
+// dearer in PostgreSQL's CPU (docs/performance.md).
 func (q *Queries) PromptClaimMany(ctx context.Context, arg PromptClaimManyParams) ([]PromptClaimManyRow, error) {
 	rows, err := q.db.Query(ctx, promptClaimMany,
 		arg.Worker,
@@ -156,7 +152,7 @@ const promptClaimManyTraced = `-- name: PromptClaimManyTraced :many
 SELECT c.prompt_id::uuid AS prompt_id, c.conversation_id::uuid AS conversation_id,
        c.message_id::uuid AS message_id, c.model_config::jsonb AS model_config,
        c.attempts::int AS attempts,
-       (c.attempts > 1 AND EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)))::bool AS resumed,
+       EXISTS (SELECT 1 FROM convo.prompt_inputs(c.prompt_id, $1::text)) AS resumed,
        coalesce(t.trace_context, '{}')::jsonb AS trace_context, t.queued_seconds::float8 AS queued_seconds
   FROM convo.claim_prompts($1::text, $2::int, $3::int, $4::int) c
  CROSS JOIN LATERAL convo.prompt_trace(c.prompt_id, $1::text) t
