@@ -64,6 +64,13 @@ $$;
 -- since this call began is left out (checked again once its row is
 -- locked), as _claim_next leaves it. An owner whose turn came and who has
 -- no claimable prompt left (cancelled, deleted) stops waiting.
+--
+-- Whether an owner holds prompts is one probe of prompts_held_idx by the
+-- owner (NOT EXISTS (… OFFSET 0): the fence keeps it a probe per owner).
+-- As a join, planned while few prompts were held (a worker's connection
+-- plans it once, at its first claim, often on an idle queue), it read
+-- every held prompt for every owner: 2.5 ms a claim at 1,500 replies
+-- running, and growing with each.
 CREATE OR REPLACE FUNCTION convo._claim_idle(p_worker text, p_lease_seconds integer, p_max integer) RETURNS uuid[]
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -80,7 +87,8 @@ BEGIN
              WHERE q.waiting_since IS NOT NULL
                AND NOT EXISTS (SELECT 1 FROM convo.prompts h
                                 WHERE h.owner_id = q.owner_id
-                                  AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)))
+                                  AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL))
+                                OFFSET 0)
              ORDER BY q.last_claimed_at NULLS FIRST, q.waiting_since, q.owner_id
              LIMIT p_max
                FOR UPDATE OF q SKIP LOCKED) o;
@@ -97,7 +105,8 @@ BEGIN
           JOIN convo.owner_queue q ON q.owner_id = u.owner_id
          WHERE NOT EXISTS (SELECT 1 FROM convo.prompts h
                             WHERE h.owner_id = u.owner_id
-                              AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL)))),
+                              AND (h.status = 'running' OR (h.status = 'queued' AND h.worker IS NOT NULL))
+                            OFFSET 0)),
     picked AS (
         SELECT o.owner_id, o.n, o.waiting_since, p.id
           FROM o
@@ -261,6 +270,151 @@ BEGIN
 END;
 $$;
 
+-- _batch_starts applies, in a few statements for all of them, the ops of
+-- write_batch that start replies: those of each prompt whose ops are
+-- start_prompt, or start_block and its first append, or the three
+-- (start_prompt, start_block, append), the shapes a worker's first
+-- batches of a reply take (the Go runtime's urgent lane). It returns the
+-- indexes in ops of the ops it applied; write_batch applies every other op
+-- one by one (_batch_apply), after it. Each prompt's writes and events are those of
+-- the calls one by one: promptStarted and messageUpdated (start_prompt),
+-- blockStart (start_block), blockDelta (append_block), with the same
+-- payloads and seqs. The caller holds the locks of the batch's
+-- conversations and prompts.
+--
+-- A prompt is taken only when nothing the calls one by one would check
+-- can fail, or differ, for it: it is not refused (p_refused), no other
+-- prompt of the batch writes to its conversation, worker holds it (so it
+-- neither waits for input nor awaits its turn: the checks of
+-- convo.prompts hold such a prompt by no worker), it is queued (to start)
+-- or running (for a block alone), the block
+-- is new (its id well formed and unused, its type a name other than
+-- file, no metadata but {}), the append is the block's first (seq 1) and
+-- holds text, and no other block of the conversation takes deltas
+-- (conversations.delta_block_id is NULL). Any other prompt's ops go one
+-- by one, with their checks and errors. So nothing it takes can raise,
+-- and write_batch runs it, as its statement for appends, outside the
+-- subtransaction of the ops one by one, once.
+--
+-- One by one, a start and its first text were some 35 statements and
+-- four updates of the conversation's row (docs/performance.md, "What a
+-- claim and a start cost").
+CREATE OR REPLACE FUNCTION convo._batch_starts(p_worker text, p_ops jsonb, p_prompts uuid[], p_counts integer[],
+                                               p_refused jsonb)
+RETURNS integer[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_uuid constant text := convo._uuid_pattern();
+    v_done integer[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM unnest(p_counts) n WHERE n <= 3) THEN
+        RETURN '{}';
+    END IF;
+    WITH mine AS (
+        SELECT u.id FROM unnest(p_prompts, p_counts) AS u(id, n)
+         WHERE u.n <= 3 AND NOT p_refused ? u.id::text),
+    -- Each such prompt's ops, in order: the start (or NULL), the block's
+    -- and the append's (or NULL).
+    grouped AS (
+        SELECT (x.o->>'prompt')::uuid AS prompt_id,
+               array_agg(x.o ORDER BY x.i) AS o, array_agg((x.i - 1)::integer ORDER BY x.i) AS i
+          FROM jsonb_array_elements(p_ops) WITH ORDINALITY AS x(o, i)
+         WHERE (x.o->>'prompt')::uuid IN (SELECT m.id FROM mine m)
+         GROUP BY 1),
+    shaped AS (
+        SELECT g.prompt_id, g.i, g.o[1]->>'op' = 'start_prompt' AS starts,
+               CASE WHEN g.o[1]->>'op' = 'start_prompt' THEN g.o[2] ELSE g.o[1] END AS b,
+               CASE WHEN g.o[1]->>'op' = 'start_prompt' THEN g.o[3] ELSE g.o[2] END AS a
+          FROM grouped g),
+    -- (A uuid is read only from a text that is one.)
+    fit AS (
+        SELECT s.prompt_id, s.i, s.starts, s.b, s.a,
+               CASE WHEN s.b->>'block' ~* v_uuid THEN (s.b->>'block')::uuid END AS block_id
+          FROM shaped s
+         WHERE cardinality(s.i) = (CASE WHEN s.starts THEN 1 ELSE 0 END) + (CASE WHEN s.b IS NULL THEN 0 ELSE 2 END)
+           AND (s.b IS NULL OR (
+                    s.b->>'op' = 'start_block' AND s.a->>'op' = 'append'
+                AND CASE WHEN s.b->>'block' ~* v_uuid AND s.a->>'block' ~* v_uuid
+                         THEN (s.b->>'block')::uuid = (s.a->>'block')::uuid ELSE false END
+                AND coalesce(s.b->>'type' ~ '^[a-z][a-z0-9_]{0,63}$' AND s.b->>'type' <> 'file', false)
+                AND (NOT s.b ? 'metadata' OR s.b->'metadata' = '{}'::jsonb)
+                AND jsonb_typeof(s.a->'seq') = 'number' AND s.a->>'seq' = '1'
+                AND jsonb_typeof(s.a->'text') = 'string' AND s.a->>'text' <> ''))),
+    -- The prompts of the batch, per conversation: one alone may go here.
+    per_conv AS (
+        SELECT p.conversation_id FROM convo.prompts p
+         WHERE p.id = ANY (p_prompts)
+         GROUP BY 1
+        HAVING count(*) = 1),
+    taken AS (
+        SELECT f.prompt_id, f.i, f.starts, f.block_id, f.b->>'type' AS block_type, f.a->>'text' AS delta,
+               p.conversation_id, p.message_id, c.last_seq
+          FROM fit f
+          JOIN convo.prompts p ON p.id = f.prompt_id
+          JOIN per_conv pc ON pc.conversation_id = p.conversation_id
+          JOIN convo.conversations c ON c.id = p.conversation_id
+         WHERE p.worker = p_worker
+           AND p.status = CASE WHEN f.starts THEN 'queued' ELSE 'running' END
+           AND (f.b IS NULL OR (f.block_id IS NOT NULL AND c.delta_block_id IS NULL
+                                AND NOT EXISTS (SELECT 1 FROM convo.blocks b WHERE b.id = f.block_id)))),
+    started AS (
+        UPDATE convo.prompts p
+           SET status = 'running', started_at = coalesce(p.started_at, now()),
+               lease_expires_at = CASE WHEN p.lease_expires_at = 'infinity' THEN p.lease_expires_at
+                                       ELSE now() + make_interval(secs => coalesce(p.lease_seconds, 30)) END
+          FROM taken t
+         WHERE p.id = t.prompt_id AND t.starts
+        RETURNING p AS prompt),
+    processing AS (
+        UPDATE convo.messages m SET status = 'processing', updated_at = now()
+          FROM taken t
+         WHERE m.id = t.message_id AND t.starts
+        RETURNING m AS message),
+    -- A block's start_seq is its blockStart's seq, after the start's two
+    -- events.
+    opened AS (
+        INSERT INTO convo.blocks (id, conversation_id, message_id, prompt_id, position, block_type, status, metadata,
+                                  start_seq)
+        SELECT t.block_id, t.conversation_id, t.message_id, t.prompt_id,
+               (SELECT coalesce(max(b.position) + 1, 0) FROM convo.blocks b WHERE b.message_id = t.message_id),
+               t.block_type, 'streaming', '{}', t.last_seq + CASE WHEN t.starts THEN 3 ELSE 1 END
+          FROM taken t
+         WHERE t.block_id IS NOT NULL
+        RETURNING *),
+    counted AS (
+        UPDATE convo.conversations c
+           SET last_seq = c.last_seq + CASE WHEN t.starts THEN 2 ELSE 0 END
+                                     + CASE WHEN t.block_id IS NULL THEN 0 ELSE 2 END,
+               delta_block_id = coalesce(t.block_id, c.delta_block_id),
+               delta_count = CASE WHEN t.block_id IS NULL THEN c.delta_count ELSE 1 END
+          FROM taken t
+         WHERE c.id = t.conversation_id),
+    logged AS (
+        INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
+        SELECT e.conversation_id, e.seq, e.kind, e.prompt_id, e.block_id, e.payload
+          FROM (SELECT t.conversation_id, t.last_seq + 1 AS seq, 'promptStarted' AS kind, t.prompt_id,
+                       NULL::uuid AS block_id, jsonb_build_object('prompt', convo._prompt_json(s.prompt)) AS payload
+                  FROM taken t JOIN started s ON (s.prompt).id = t.prompt_id
+                UNION ALL
+                SELECT t.conversation_id, t.last_seq + 2, 'messageUpdated', t.prompt_id, NULL,
+                       jsonb_build_object('message', convo._message_json(m.message))
+                  FROM taken t JOIN processing m ON (m.message).id = t.message_id
+                UNION ALL
+                SELECT t.conversation_id, b.start_seq, 'blockStart', t.prompt_id, b.id,
+                       jsonb_build_object('promptId', t.prompt_id, 'messageId', t.message_id,
+                                          'blockId', b.id, 'blockType', b.block_type,
+                                          'metadata', b.metadata, 'position', b.position)
+                  FROM taken t JOIN opened b ON b.id = t.block_id
+                UNION ALL
+                SELECT t.conversation_id, b.start_seq + 1, 'blockDelta', t.prompt_id, b.id,
+                       jsonb_build_object('promptId', t.prompt_id, 'messageId', t.message_id,
+                                          'blockId', b.id, 'content', t.delta)
+                  FROM taken t JOIN opened b ON b.id = t.block_id) e)
+    SELECT coalesce(array_agg(n), '{}') INTO v_done FROM taken t, unnest(t.i) AS n;
+    RETURN v_done;
+END;
+$$;
+
 -- write_batch applies ops, the pending output of any number of replies
 -- (prompts) that worker holds, in one transaction: each op is one call of
 -- the worker API (see docs/worker-api.md for the op kinds and their
@@ -318,6 +472,9 @@ DECLARE
     v_op       jsonb;
     v_index    integer;
     v_limit    integer;
+    -- an op starts a prompt or a block; a prompt's one op is an append
+    v_starting boolean;
+    v_single   boolean;
 BEGIN
     IF worker IS NULL OR worker = '' THEN
         RAISE EXCEPTION 'write_batch: worker must be a non-empty name' USING ERRCODE = 'CV003';
@@ -337,16 +494,21 @@ BEGIN
 
     -- Exactly once: the worker's batches are applied one at a time, in
     -- the order of their numbers.
-    INSERT INTO convo.worker_batches AS w (worker, lane, batch) VALUES (write_batch.worker, write_batch.lane, -1)
-        ON CONFLICT ON CONSTRAINT worker_batches_pkey DO NOTHING;
-    IF FOUND THEN
-        -- A new worker: forget the marks of workers silent for a day (a
-        -- worker sends a batch again within seconds).
-        DELETE FROM convo.worker_batches w WHERE w.written_at < now() - interval '1 day';
-    END IF;
     SELECT * INTO v_mark FROM convo.worker_batches w
      WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
        FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO convo.worker_batches AS w (worker, lane, batch) VALUES (write_batch.worker, write_batch.lane, -1)
+            ON CONFLICT ON CONSTRAINT worker_batches_pkey DO NOTHING;
+        IF FOUND THEN
+            -- A new worker: forget the marks of workers silent for a day
+            -- (a worker sends a batch again within seconds).
+            DELETE FROM convo.worker_batches w WHERE w.written_at < now() - interval '1 day';
+        END IF;
+        SELECT * INTO v_mark FROM convo.worker_batches w
+         WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
+           FOR UPDATE;
+    END IF;
     IF v_mark.batch = write_batch.batch THEN
         RETURN QUERY
         SELECT (r->>'prompt')::uuid, (r->>'index')::integer, r->>'code', r->>'message'
@@ -378,10 +540,15 @@ BEGIN
             coalesce((v_op->'prompt')::text, 'nothing') USING ERRCODE = 'CV003';
     END IF;
     -- The batch's prompts, each with the index of its first op and its
-    -- number of ops.
-    SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id), array_agg(f.n ORDER BY f.id)
-      INTO v_prompts, v_firsts, v_counts
-      FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first, count(*)::integer AS n
+    -- number of ops; whether an op starts a prompt or a block, and
+    -- whether a prompt's one op is an append (the statements for those,
+    -- below, run only then).
+    SELECT array_agg(f.id ORDER BY f.id), array_agg(f.first ORDER BY f.id), array_agg(f.n ORDER BY f.id),
+           coalesce(bool_or(f.starts), false), coalesce(bool_or(f.n = 1 AND f.appends), false)
+      INTO v_prompts, v_firsts, v_counts, v_starting, v_single
+      FROM (SELECT (x.o->>'prompt')::uuid AS id, (min(x.i) - 1)::integer AS first, count(*)::integer AS n,
+                   bool_or(x.o->>'op' IN ('start_prompt', 'start_block')) AS starts,
+                   bool_and(x.o->>'op' = 'append') AS appends
               FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i)
              GROUP BY 1) f;
 
@@ -429,40 +596,51 @@ BEGIN
     -- is applied here as append_block's common path would apply it; every
     -- other op goes through the loop below.
     v_done := array_fill(false, ARRAY[jsonb_array_length(ops)]);
-    FOR v_index IN
-        WITH single AS (
-            SELECT (x.o->>'prompt')::uuid AS prompt_id, (x.o->>'block')::uuid AS block_id,
-                   x.o->>'text' AS delta, (x.o->>'seq')::integer AS delta_seq, (x.i - 1)::integer AS i
-              FROM unnest(v_prompts, v_firsts, v_counts) AS u(id, first, n)
-              JOIN LATERAL (SELECT ops->u.first AS o, u.first + 1 AS i) x ON true
-             WHERE u.n = 1
-               AND x.o->>'op' = 'append'
-               AND coalesce(x.o->>'text', '') <> ''
-               AND coalesce(x.o->>'block' ~* v_uuid, false)
-               AND jsonb_typeof(x.o->'seq') = 'number' AND x.o->>'seq' ~ '^[0-9]{1,9}$'
-               AND NOT v_refused ? u.id::text),
-        target AS (
-            SELECT s.*, b.conversation_id, b.message_id
-              FROM single s
-              JOIN convo.blocks b ON b.id = s.block_id AND b.prompt_id = s.prompt_id),
-        counted AS (
-            UPDATE convo.conversations c
-               SET last_seq = c.last_seq + 1, delta_count = c.delta_count + 1
-              FROM target t
-             WHERE c.id = t.conversation_id
-               AND c.delta_block_id = t.block_id
-               AND t.delta_seq = c.delta_count + 1
-            RETURNING c.id, c.last_seq, t.prompt_id, t.message_id, t.block_id, t.delta, t.i),
-        inserted AS (
-            INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
-            SELECT k.id, k.last_seq, 'blockDelta', k.prompt_id, k.block_id,
-                   jsonb_build_object('promptId', k.prompt_id, 'messageId', k.message_id,
-                                      'blockId', k.block_id, 'content', k.delta)
-              FROM counted k)
-        SELECT k.i FROM counted k
-    LOOP
-        v_done[v_index + 1] := true;
-    END LOOP;
+    IF v_single THEN
+        FOR v_index IN
+            WITH single AS (
+                SELECT (x.o->>'prompt')::uuid AS prompt_id, (x.o->>'block')::uuid AS block_id,
+                       x.o->>'text' AS delta, (x.o->>'seq')::integer AS delta_seq, (x.i - 1)::integer AS i
+                  FROM unnest(v_prompts, v_firsts, v_counts) AS u(id, first, n)
+                  JOIN LATERAL (SELECT ops->u.first AS o, u.first + 1 AS i) x ON true
+                 WHERE u.n = 1
+                   AND x.o->>'op' = 'append'
+                   AND coalesce(x.o->>'text', '') <> ''
+                   AND coalesce(x.o->>'block' ~* v_uuid, false)
+                   AND jsonb_typeof(x.o->'seq') = 'number' AND x.o->>'seq' ~ '^[0-9]{1,9}$'
+                   AND NOT v_refused ? u.id::text),
+            target AS (
+                SELECT s.*, b.conversation_id, b.message_id
+                  FROM single s
+                  JOIN convo.blocks b ON b.id = s.block_id AND b.prompt_id = s.prompt_id),
+            counted AS (
+                UPDATE convo.conversations c
+                   SET last_seq = c.last_seq + 1, delta_count = c.delta_count + 1
+                  FROM target t
+                 WHERE c.id = t.conversation_id
+                   AND c.delta_block_id = t.block_id
+                   AND t.delta_seq = c.delta_count + 1
+                RETURNING c.id, c.last_seq, t.prompt_id, t.message_id, t.block_id, t.delta, t.i),
+            inserted AS (
+                INSERT INTO convo.events (conversation_id, seq, kind, prompt_id, block_id, payload)
+                SELECT k.id, k.last_seq, 'blockDelta', k.prompt_id, k.block_id,
+                       jsonb_build_object('promptId', k.prompt_id, 'messageId', k.message_id,
+                                          'blockId', k.block_id, 'content', k.delta)
+                  FROM counted k)
+            SELECT k.i FROM counted k
+        LOOP
+            v_done[v_index + 1] := true;
+        END LOOP;
+    END IF;
+
+    -- The starts and first texts of the batch's replies, in a few
+    -- statements (_batch_starts), as the appends above: for the prompts
+    -- whose ops nothing below could refuse.
+    IF v_starting THEN
+        FOREACH v_index IN ARRAY convo._batch_starts(write_batch.worker, ops, v_prompts, v_counts, v_refused) LOOP
+            v_done[v_index + 1] := true;
+        END LOOP;
+    END IF;
 
     -- Apply. An op that raises rolls back this attempt (one subtransaction,
     -- so the transaction never holds more than one), its prompt is refused
@@ -470,26 +648,29 @@ BEGIN
     -- Each pass refuses one more op, so the loop ends. Errors that are not
     -- about an op (a deadlock, a shutdown, an out-of-memory) abort the
     -- whole call.
-    LOOP
-        BEGIN
-            FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
-                CONTINUE WHEN v_done[v_index + 1];
-                v_id := (v_op->>'prompt')::uuid;
-                IF v_refused <> '{}' THEN
-                    v_limit := (v_refused->v_id::text->>'index')::integer;
-                    CONTINUE WHEN v_limit IS NOT NULL AND v_index >= v_limit;
+    -- (Nothing left when the statements above applied every op.)
+    IF false = ANY (v_done) THEN
+        LOOP
+            BEGIN
+                FOR v_op, v_index IN SELECT o, (i - 1)::integer FROM jsonb_array_elements(ops) WITH ORDINALITY AS x(o, i) LOOP
+                    CONTINUE WHEN v_done[v_index + 1];
+                    v_id := (v_op->>'prompt')::uuid;
+                    IF v_refused <> '{}' THEN
+                        v_limit := (v_refused->v_id::text->>'index')::integer;
+                        CONTINUE WHEN v_limit IS NOT NULL AND v_index >= v_limit;
+                    END IF;
+                    PERFORM convo._batch_apply(write_batch.worker, v_id, v_op);
+                END LOOP;
+                EXIT;
+            EXCEPTION WHEN OTHERS THEN
+                IF left(SQLSTATE, 2) IN ('40', '53', '57', '58', 'XX') THEN
+                    RAISE;
                 END IF;
-                PERFORM convo._batch_apply(write_batch.worker, v_id, v_op);
-            END LOOP;
-            EXIT;
-        EXCEPTION WHEN OTHERS THEN
-            IF left(SQLSTATE, 2) IN ('40', '53', '57', '58', 'XX') THEN
-                RAISE;
-            END IF;
-            v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
-                'code', SQLSTATE, 'message', SQLERRM));
-        END;
-    END LOOP;
+                v_refused := v_refused || jsonb_build_object(v_id::text, jsonb_build_object('index', v_index,
+                    'code', SQLSTATE, 'message', SQLERRM));
+            END;
+        END LOOP;
+    END IF;
     PERFORM set_config('convo.notify_events', coalesce(v_notify, ''), true);
 
     IF v_notify IS DISTINCT FROM 'off' THEN
@@ -501,8 +682,9 @@ BEGIN
 
     UPDATE convo.worker_batches w
        SET batch = write_batch.batch, written_at = now(),
-           refused = (SELECT coalesce(jsonb_agg(r.value || jsonb_build_object('prompt', r.key) ORDER BY (r.value->>'index')::integer), '[]')
-                        FROM jsonb_each(v_refused) r)
+           refused = CASE WHEN v_refused = '{}' THEN '[]' ELSE
+                     (SELECT coalesce(jsonb_agg(r.value || jsonb_build_object('prompt', r.key) ORDER BY (r.value->>'index')::integer), '[]')
+                        FROM jsonb_each(v_refused) r) END
      WHERE w.worker = write_batch.worker AND w.lane = write_batch.lane
     RETURNING w.refused INTO v_mark.refused;
     RETURN QUERY
