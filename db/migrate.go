@@ -218,17 +218,18 @@ const (
 )
 
 // migrateRetrying is migrateAtOnce, begun again (after a short wait) when
-// it failed for a lock: a deadlock (its ALTER TABLEs take their tables'
-// locks one by one, while the servers still serving take theirs in
-// another order) or a lock not granted within upgradeLockTimeout. Its
-// transaction rolled back, so nothing was half applied.
+// it failed for a lock: its tables not taken (lockTablesFor), a lock not
+// granted within upgradeLockTimeout, or a deadlock with a serving
+// transaction all the same. Its transaction rolled back, so nothing was
+// half applied.
 func migrateRetrying(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker, sources []*goose.Source,
 	schema fs.FS, rel release, res Result) (Result, error) {
 	for attempt := 1; ; attempt++ {
 		out, err := migrateAtOnce(ctx, sqlDB, locker, sources, schema, rel, res)
 		var pgErr *pgconn.PgError
-		if err == nil || attempt == upgradeAttempts || !errors.As(err, &pgErr) ||
-			(pgErr.Code != "40P01" && pgErr.Code != "55P03") { // deadlock_detected, lock_not_available
+		busy := errors.Is(err, errTablesBusy) ||
+			(errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "55P03")) // deadlock_detected, lock_not_available
+		if err == nil || attempt == upgradeAttempts || !busy {
 			return out, err
 		}
 		wait := time.Duration(attempt) * 200 * time.Millisecond
@@ -342,6 +343,18 @@ func migrateAtOnce(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker
 	return res, nil
 }
 
+// lockTablesAttempts is how many times, at most, one upgrade transaction
+// tries to take its tables (lockTablesFor), each try bounded by half of
+// PostgreSQL's deadlock_timeout, with lockTablesPause between tries.
+const (
+	lockTablesAttempts = 20
+	lockTablesPause    = 100 * time.Millisecond
+)
+
+// errTablesBusy is lockTablesFor's error when its tries did not take the
+// tables: migrateRetrying begins the upgrade again.
+var errTablesBusy = errors.New("the tables stayed busy")
+
 // lockTablesFor takes every table of schema convo in ACCESS EXCLUSIVE
 // mode, in one statement, before the migrations of sources the database
 // lacks (applied: those it has) run; nothing when it lacks none.
@@ -349,14 +362,19 @@ func migrateAtOnce(ctx context.Context, sqlDB *sql.DB, locker lock.SessionLocker
 // The migrations' ALTER TABLEs would otherwise take their tables' locks
 // one by one, between statements, while the servers still serving take
 // theirs in their own order: a server's transaction that holds one table
-// and waits for a table a migration already altered, while the migration
-// goes on to wait for the first, is a deadlock, and PostgreSQL aborts the
-// transaction that waited first: the server's (a send then failed, in
-// TestRollingUpgrade under load). Taken all at once at the start, the
-// locks leave the upgrade nothing to wait for afterwards, so in any cycle
-// it is the one that waited first, and the one aborted (migrateRetrying
-// begins it again). The serving transactions wait for the upgrade's
-// commit instead, as they already did for the tables it altered.
+// and waits for one the upgrade holds, while the upgrade goes on to wait
+// for the first, is a deadlock, and PostgreSQL aborts the transaction of
+// the cycle that waited first, after deadlock_timeout: often the
+// server's (a send failed, in TestRollingUpgrade under load). The LOCK
+// takes its tables one by one too, so it could close such a cycle as
+// well; it is therefore cut off (statement_timeout) at half of
+// deadlock_timeout: no serving transaction waits for it long enough to
+// look for a deadlock. A try cut off, or refused, rolls back to its
+// savepoint (giving back what it took) and the next begins after a
+// pause. Once the LOCK holds every table, the upgrade waits for nothing
+// a serving transaction holds, so it closes no cycle; the serving
+// transactions wait for its commit instead, as they already did for the
+// tables it altered.
 func lockTablesFor(ctx context.Context, tx *sql.Tx, sources []*goose.Source, applied map[int64]bool) error {
 	pending := false
 	for _, src := range sources {
@@ -365,22 +383,59 @@ func lockTablesFor(ctx context.Context, tx *sql.Tx, sources []*goose.Source, app
 	if !pending {
 		return nil
 	}
-	var tables string
+	var tables, statementTimeout string
+	var tryMillis int64
 	// convo.conversations first: a serving transaction locks its
-	// conversation before the rest.
+	// conversation before most of the rest.
 	err := tx.QueryRowContext(ctx, `SELECT coalesce(string_agg(format('%I.%I', schemaname, tablename), ', '
-	                                         ORDER BY tablename <> 'conversations', tablename), '')
-	                                  FROM pg_tables WHERE schemaname = 'convo'`).Scan(&tables)
+	                                         ORDER BY tablename <> 'conversations', tablename), ''),
+	                                       current_setting('statement_timeout'),
+	                                       greatest(extract(epoch FROM current_setting('deadlock_timeout')::interval) * 500, 1)::bigint
+	                                  FROM pg_tables WHERE schemaname = 'convo'`).Scan(&tables, &statementTimeout, &tryMillis)
 	if err != nil {
 		return fmt.Errorf("migrate: list the tables to lock: %w", err)
 	}
 	if tables == "" {
 		return nil // a new database: nothing is serving on it
 	}
-	if _, err := tx.ExecContext(ctx, "LOCK TABLE "+tables+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-		return fmt.Errorf("migrate: lock the tables: %w", err)
+	for attempt := 1; ; attempt++ {
+		err := lockTablesOnce(ctx, tx, tables, tryMillis, statementTimeout)
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == lockTablesAttempts || !errors.As(err, &pgErr) ||
+			(pgErr.Code != "57014" && pgErr.Code != "55P03" && pgErr.Code != "40P01") { // query_canceled, lock_not_available, deadlock_detected
+			if err != nil {
+				return fmt.Errorf("migrate: lock the tables (%d tries of %d ms): %w: %w", attempt, tryMillis, errTablesBusy, err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(lockTablesPause):
+		}
 	}
-	return nil
+}
+
+// lockTablesOnce is one try of lockTablesFor: the LOCK under a savepoint,
+// within tryMillis; a failed try leaves tx as it was.
+func lockTablesOnce(ctx context.Context, tx *sql.Tx, tables string, tryMillis int64, statementTimeout string) error {
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT lock_tables"); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d; LOCK TABLE %s IN ACCESS EXCLUSIVE MODE", tryMillis, tables))
+	if err != nil {
+		if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT lock_tables"); rbErr != nil {
+			return errors.Join(err, rbErr)
+		}
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE SAVEPOINT lock_tables"); err != nil {
+		return err
+	}
+	// A setting made under a savepoint stays set after its release: the
+	// migrations run under the transaction's statement_timeout again.
+	_, err = tx.ExecContext(ctx, "SELECT set_config('statement_timeout', $1, true)", statementTimeout)
+	return err
 }
 
 // upSection returns the statements of a goose migration's Up section: the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,11 +147,14 @@ func TestPreviousReleasesSendMessagesIsDropped(t *testing.T) {
 	}
 }
 
-// TestUpgradeBeginsAgainAfterALock: a migration whose ALTER TABLE waits
-// behind a transaction of a server still serving (here a reader holding
-// convo.messages) gives up after the lock timeout, rolls back and begins
-// again, and is applied once the reader ends; it does not fail, and it
-// does not wait behind the reader for ever.
+// TestUpgradeBeginsAgainAfterALock: an upgrade whose tables are held by a
+// transaction of a server still serving (here a reader holding
+// convo.messages for longer than the lock timeout) tries to take them
+// again and again, and is applied once the reader ends; it does not fail,
+// and it does not wait behind the reader for ever. Meanwhile each try is
+// cut short, so that the serving transactions queued behind it (reads of
+// convo.conversations, which each try takes first) never wait as long as
+// deadlock_timeout: none of them can be a deadlock's victim.
 func TestUpgradeBeginsAgainAfterALock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -165,14 +169,46 @@ func TestUpgradeBeginsAgainAfterALock(t *testing.T) {
 	// The reader's connection is used by this goroutine alone until it
 	// ends (rolledBack), and closed by the test's cleanup after.
 	rolledBack := make(chan struct{})
+	var releasing atomic.Int64 // when the reader began to end (UnixNano)
 	go func() {
 		defer close(rolledBack)
 		time.Sleep(db.UpgradeLockTimeout + time.Second)
+		releasing.Store(time.Now().UnixNano())
 		reader.Rollback(ctx) //nolint:errcheck
+	}()
+	// A serving transaction's reads while the upgrade tries (those that
+	// ended before the reader began to end: after it, the upgrade holds
+	// the tables until it commits): the longest.
+	serving := connect(t, dsn)
+	upgraded := make(chan struct{})
+	longest := make(chan time.Duration, 1)
+	go func() {
+		var most time.Duration
+		defer func() { longest <- most }()
+		for {
+			select {
+			case <-upgraded:
+				return
+			default:
+			}
+			began := time.Now()
+			if _, err := serving.Exec(ctx, "SELECT count(*) FROM convo.conversations"); err != nil {
+				t.Errorf("a serving read: %v", err)
+				return
+			}
+			if r := releasing.Load(); r == 0 || time.Now().UnixNano() < r {
+				most = max(most, time.Since(began))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}()
 	began := time.Now()
 	res, err := db.UpgradeWithMigration(ctx, dsn, "99990_lock_test.sql", "ALTER TABLE convo.messages ADD COLUMN lock_test integer;")
+	close(upgraded)
 	<-rolledBack
+	if most := <-longest; most >= time.Second {
+		t.Errorf("a serving read waited %v behind the upgrade's tries; want less than deadlock_timeout (1 s)", most)
+	}
 	if err != nil {
 		t.Fatalf("the upgrade failed: %v", err)
 	}
