@@ -237,11 +237,13 @@ func TestCancel(t *testing.T) {
 	t.Run("ReplyLongerThanItsLeaseCompletes", func(t *testing.T) {
 		t.Parallel()
 		tb := setup(t)
-		// Text every 10 ms for 3 s, with a lease of 1 s: only the
+		// Text every 20 ms for 6 s, with a lease of 2 s: only the
 		// heartbeats in the batches keep it (every claim reaps expired
 		// leases, and the claim loop, with a slot free, polls every 100 ms).
-		_, res := tb.start(t, Config{Models: modelsWith(pacedModel(fastTokens(300), 10*time.Millisecond)),
-			Workers: 2, LeaseSeconds: 1, PollInterval: 100 * time.Millisecond})
+		// (A lease of 1 s ran out once behind PgBouncer's three server
+		// connections on a machine running the browser tests beside.)
+		_, res := tb.start(t, Config{Models: modelsWith(pacedModel(fastTokens(300), 20*time.Millisecond)),
+			Workers: 2, LeaseSeconds: 2, PollInterval: 100 * time.Millisecond})
 		s := tb.send(t, uuid.Nil, "take your time", `{}`)
 		if r := res.wait(t, s.promptID, 20*time.Second); r.Outcome != OutcomeCompleted {
 			t.Fatalf("outcome %s: %v", r.Outcome, r.Err)
