@@ -137,16 +137,14 @@ await "build versitygw (the S3 tests' server)"
 phase "go test -race"
 go test -json -race -count=1 -parallel 4 -timeout 20m -skip '^TestFaultSoak$' ./... | go run ./internal/testreport
 
-# After go test, the browser tests run in the foreground and, beside them
-# in one background job, the fault soak (both feeds, one after the other)
-# and then the PgBouncer phase. The browser tests spend most of their time
-# waiting on the demo model's pace (they use under half of two cores), so
-# the background job fills the cores they leave: all three one after the
-# other took about three minutes longer (17m32s in all, against 14m40s),
-# and the soak and the PgBouncer phase as two jobs beside the browser
-# tests one minute longer (each slowed the others). The job's output is
-# printed after the browser tests: the soaks' figures, and its whole log
-# when it failed.
+# After go test, three things run at once: the browser tests in the
+# foreground, and in the background the fault soak (both feeds, one after
+# the other) and then the PgBouncer phase. The browser tests spend most of
+# their time waiting on the demo model's pace (they use under half of two
+# cores), so the background jobs fill the cores they leave; one after the
+# other the three took some three minutes longer. The background jobs'
+# output is printed after the browser tests: the soak's figures, and a
+# whole log when a job failed.
 #
 # The fault soak (cmd/api TestFaultSoak): docs/operations.md says how to
 # run it longer. Then the Connect and worker suites again, and the fault
