@@ -137,33 +137,29 @@ await "build versitygw (the S3 tests' server)"
 phase "go test -race"
 go test -json -race -count=1 -parallel 4 -timeout 20m -skip '^TestFaultSoak$' ./... | go run ./internal/testreport
 
-# After go test, three things run at once: the browser tests in the
-# foreground, and in the background the fault soak (both feeds, one after
-# the other) and then the PgBouncer phase. The browser tests spend most of
-# their time waiting on the demo model's pace (they use under half of two
-# cores), so the background jobs fill the cores they leave; one after the
-# other the three took some three minutes longer. The background jobs'
-# output is printed after the browser tests: the soak's figures, and a
-# whole log when a job failed.
-#
-# The fault soak (cmd/api TestFaultSoak): docs/operations.md says how to
-# run it longer. Then the Connect and worker suites again, and the fault
-# soak (NOTIFY feed), with their pools behind a real PgBouncer in
-# transaction mode and their listeners direct, as a deployment with
-# CONVO_DB_POOL_MODE=transaction runs (internal/pgtest: CONVO_TEST_POOLER).
-soak_lines() { grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'; }
-soak_then_pgbouncer() {
-  # pipefail: a soak's status is go test's, not grep's. Its lines go to
-  # the job's log too, which await prints whole when the job failed.
-  go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 | soak_lines | tee "$soak_log" || return $?
+# The fault soak on its own (it loads both cores), both feeds one after
+# the other, with its figures shown; docs/operations.md says how to run it
+# longer.
+phase "fault soak (cmd/api TestFaultSoak)"
+go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
+  grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)'
+
+# The Connect and worker suites again, and the fault soak (NOTIFY feed),
+# with their pools behind a real PgBouncer in transaction mode and their
+# listeners direct, as a deployment with CONVO_DB_POOL_MODE=transaction
+# runs (internal/pgtest: CONVO_TEST_POOLER). In the background, beside the
+# browser tests, which spend most of their time waiting on the demo
+# model's pace (they use about 40% of two cores): the two together take
+# some two minutes less than one after the other. Its log is printed
+# after the browser tests, whole when it failed.
+through_pgbouncer() {
   CONVO_TEST_POOLER=pgbouncer go test -json -race -count=1 -parallel 4 -timeout 15m ./connectapi/ ./worker/ |
     go run ./internal/testreport || return $?
   CONVO_TEST_POOLER=pgbouncer CONVO_SOAK_FEEDS=notify go test -race -count=1 -timeout 10m -run '^TestFaultSoak$' -v ./cmd/api/ 2>&1 |
-    soak_lines | tee "$pgbouncer_soak_log"
+    grep -E 'soak \(|--- (PASS|FAIL)|soak_test.go|^(ok|FAIL)' | tee "$pgbouncer_soak"
 }
-soak_log=$(mktemp)
-pgbouncer_soak_log=$(mktemp)
-background "the fault soak, then through PgBouncer: the Connect and worker suites, the fault soak" soak_then_pgbouncer
+pgbouncer_soak=$(mktemp)
+background "through PgBouncer: the Connect and worker suites, the fault soak" through_pgbouncer
 
 # The web app in Chromium against the server built from this tree (with the
 # race detector, and the web/dist rebuilt from web/src: a stale committed
@@ -175,9 +171,6 @@ if ! npm run e2e --prefix web; then
   exit 1
 fi
 phase_end
-await "the fault soak, then through PgBouncer: the Connect and worker suites, the fault soak"
-echo "== the fault soak"
-cat "$soak_log"
-echo "== the fault soak through PgBouncer"
-cat "$pgbouncer_soak_log"
-rm -f "$soak_log" "$pgbouncer_soak_log"
+await "through PgBouncer: the Connect and worker suites, the fault soak"
+cat "$pgbouncer_soak"
+rm -f "$pgbouncer_soak"

@@ -14,12 +14,10 @@ export default defineConfig({
   timeout: 120_000,
   expect: { timeout: 30_000 },
   // The tests share two servers (global-setup.ts); each uses its own
-  // conversations. Six at a time: most of a test's time is waiting for a
-  // reply's pace (six use about one core of two), so fewer would leave the
-  // cores idle; make test runs the fault soak and the PgBouncer phase
-  // beside them on the rest.
+  // conversations. Four at a time: most of a test's time is waiting for a
+  // reply's pace, so two would leave the cores idle.
   fullyParallel: true,
-  workers: 6,
+  workers: 4,
   retries: 0,
   // A forgotten test.only would silently skip the rest.
   forbidOnly: true,

@@ -59,11 +59,11 @@ export default async function globalSetup(): Promise<() => Promise<void>> {
     }
   };
   try {
-    // Up to six tests at once (playwright.config.ts), an A/B comparison two
-    // replies: twelve demo workers, so that no prompt waits in a queue.
+    // Up to four tests at once, an A/B comparison two replies: eight demo
+    // workers, so that no prompt waits in a queue.
     const launched = await Promise.allSettled([
-      launch("server", { CONVO_WORKERS: "12" }),
-      launch("paced", { CONVO_WORKERS: "12", CONVO_DEMO_TOKENS_PER_SECOND: pacedTokensPerSecond }),
+      launch("server", { CONVO_WORKERS: "8" }),
+      launch("paced", { CONVO_WORKERS: "8", CONVO_DEMO_TOKENS_PER_SECOND: pacedTokensPerSecond }),
     ]);
     for (const l of launched) if (l.status === "fulfilled") servers.push(l.value);
     const failure = launched.find((l) => l.status === "rejected");
